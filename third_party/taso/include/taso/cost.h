@@ -1,0 +1,76 @@
+// Cost backends: the runtime of one operator configuration, in milliseconds.
+//
+// Graph cost is the sum of op costs (TASO's model). Weight-side ops and views
+// (reshape, split, transpose folded into the consumer, as in TASO) cost zero;
+// each backend only sees the configurations that actually run.
+#ifndef TASO_COST_H_
+#define TASO_COST_H_
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "taso/ops.h"
+
+namespace taso {
+
+// FLOPs, bytes moved and kernel launches of one op; shared by the analytic
+// model and the diagnostics of the measured backends.
+struct OpWork {
+  double flops = 0;
+  double bytes = 0;  // bytes read + written, float32
+  int kernels = 0;
+};
+OpWork op_work(const OpConfig& op);
+
+// True for ops that cost nothing by TASO's conventions regardless of backend
+// (weight-side ops, views, inputs and weights).
+bool is_free_op(const OpConfig& op);
+
+class CostBackend {
+ public:
+  virtual ~CostBackend() = default;
+  virtual std::string name() const = 0;
+  // Runtime in milliseconds of one op; memoized by OpConfig::key().
+  double op_cost(const OpConfig& op);
+  size_t num_measured() const { return cache_.size(); }
+
+ protected:
+  // Measures (or computes) one configuration. Never called for free ops.
+  virtual double measure(const OpConfig& op) = 0;
+  std::unordered_map<std::string, double> cache_;
+  std::mutex mu_;
+};
+
+// Deterministic roofline model: max(flops / peak, bytes / bandwidth) plus a
+// per-kernel launch overhead. Profiles: "cpu" (this class of 2-core x86 CPU),
+// "v100", "h100".
+struct DeviceProfile {
+  std::string name;
+  double peak_gflops;     // per second
+  double bandwidth_gbs;   // GB per second
+  double launch_us;       // per kernel
+};
+DeviceProfile device_profile(const std::string& name);
+
+std::unique_ptr<CostBackend> make_analytic_backend(const std::string& profile);
+
+// oneDNN (CPU) measurement: single-threaded, median of repeats after
+// warm-up, memoized, optionally cached on disk at `cache_path` (a text file of
+// "key<TAB>ms" lines; empty path: no disk cache). Throws EngineError when the
+// engine was built without oneDNN.
+std::unique_ptr<CostBackend> make_onednn_backend(const std::string& cache_path,
+                                                 int warmup, int repeats);
+bool onednn_available();
+
+// cuDNN/cuBLAS measurement on GPU 0, same conventions. Throws EngineError when
+// the engine was built without CUDA or no GPU is visible.
+std::unique_ptr<CostBackend> make_cudnn_backend(const std::string& cache_path,
+                                                int warmup, int repeats);
+bool cudnn_available();
+
+}  // namespace taso
+
+#endif  // TASO_COST_H_

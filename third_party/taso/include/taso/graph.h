@@ -1,0 +1,130 @@
+// Immutable computation graphs, their builder and the canonical hash.
+//
+// Ops are shared, immutable nodes; a graph is a topologically ordered list of
+// them. A rewrite copies the list (cheap: shared pointers), drops the matched
+// ops, clones only their consumers and appends the new ops, so the original
+// graph is never touched and candidate graphs cost little to build.
+#ifndef TASO_GRAPH_H_
+#define TASO_GRAPH_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "taso/cost.h"
+#include "taso/ops.h"
+
+namespace taso {
+
+// Output `index` of the op with id `guid` in the same graph.
+struct TensorRef {
+  int64_t guid = 0;
+  int index = 0;
+  bool operator==(const TensorRef& o) const {
+    return guid == o.guid && index == o.index;
+  }
+  bool operator!=(const TensorRef& o) const { return !(*this == o); }
+};
+
+struct Node {
+  int64_t guid = 0;  // unique within a graph; kept by ops a rewrite leaves alone
+  int type = OP_INPUT;
+  OpParams params;
+  std::vector<TensorRef> inputs;
+  std::vector<Shape> outputs;  // inferred output shapes
+  std::string name;            // inputs and weights only
+};
+using NodePtr = std::shared_ptr<const Node>;
+
+struct MemoryEstimate {
+  int64_t weight_bytes = 0;      // tensors the inference reads as weights
+  int64_t activation_bytes = 0;  // all activations materialised (no reuse)
+  int64_t peak_bytes = 0;        // weights + live activations at the peak
+};
+
+class Graph {
+ public:
+  // Validates the nodes (unique guids, inputs that exist, shapes consistent
+  // with their producers), orders them topologically with ties broken by
+  // their given order, and computes hashes. Throws EngineError, naming the
+  // op, on a dangling input or a cycle.
+  static std::shared_ptr<const Graph> Create(std::vector<NodePtr> nodes,
+                                             std::vector<TensorRef> outputs);
+
+  const std::vector<NodePtr>& nodes() const { return nodes_; }
+  const std::vector<TensorRef>& outputs() const { return outputs_; }
+  const Node& node(int i) const { return *nodes_[i]; }
+  int size() const { return static_cast<int>(nodes_.size()); }
+  // Index of an op in nodes(), or -1.
+  int index_of(int64_t guid) const;
+  const Shape& shape(const TensorRef& t) const;
+  // Ops that compute (excludes inputs and weights).
+  int num_ops() const { return num_ops_; }
+  int64_t max_guid() const { return max_guid_; }
+  uint64_t hash() const { return hash_; }
+  uint64_t node_hash(int i) const { return node_hashes_[i]; }
+  // (consumer index, input slot) pairs per op index and output.
+  const std::vector<std::pair<int, int>>& consumers(int i) const {
+    return consumers_[i];
+  }
+  bool is_output(int i) const { return is_output_[i]; }
+  // True when every input derives only from weights (see OpConfig).
+  bool weight_side(int i) const { return weight_side_[i]; }
+  // Indices of ops of a type, in topological order.
+  const std::vector<int>& ops_of_type(int type) const;
+
+  OpConfig op_config(int i) const;
+  double cost(CostBackend* backend) const;
+  std::vector<double> op_costs(CostBackend* backend) const;
+  MemoryEstimate memory() const;
+
+ private:
+  Graph() = default;
+  std::vector<NodePtr> nodes_;
+  std::vector<TensorRef> outputs_;
+  std::unordered_map<int64_t, int> index_;
+  std::vector<uint64_t> node_hashes_;
+  std::vector<std::vector<std::pair<int, int>>> consumers_;
+  std::vector<bool> is_output_;
+  std::vector<bool> weight_side_;
+  std::unordered_map<int, std::vector<int>> by_type_;
+  uint64_t hash_ = 0;
+  int num_ops_ = 0;
+  int64_t max_guid_ = 0;
+};
+using GraphPtr = std::shared_ptr<const Graph>;
+
+// Builds a graph op by op; each call checks shapes at once.
+class GraphBuilder {
+ public:
+  TensorRef input(const std::string& name, const Shape& shape);
+  TensorRef weight(const std::string& name, const Shape& shape);
+  // Adds an op; returns its guid. Throws EngineError on bad shapes.
+  int64_t add(int type, const OpParams& params,
+              const std::vector<TensorRef>& inputs);
+  const Shape& shape(const TensorRef& t) const;
+  int num_outputs(int64_t guid) const;
+  // Outputs default to every op output that nothing consumes.
+  GraphPtr build(const std::vector<TensorRef>& outputs) const;
+
+ private:
+  const Node& get(int64_t guid) const;
+  int64_t leaf(int type, const std::string& name, const Shape& shape);
+  std::vector<NodePtr> nodes_;
+  std::unordered_map<int64_t, int> index_;
+  std::unordered_map<std::string, int64_t> names_;
+};
+
+// 64-bit mixing used by the hash (splitmix64 finaliser).
+inline uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace taso
+
+#endif  // TASO_GRAPH_H_

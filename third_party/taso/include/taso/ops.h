@@ -1,0 +1,145 @@
+// Operators of the rewrite engine: types, parameters and shape inference.
+//
+// Operator type numbers follow TASO's OpType enum so that TASO's binary rule
+// collection (graph_subst.pb) can be read without a translation table; the
+// parameter keys follow TASO's PMParameter enum for the same reason.
+#ifndef TASO_OPS_H_
+#define TASO_OPS_H_
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace taso {
+
+using Shape = std::vector<int64_t>;
+
+// Raised for any invalid input (bad shapes, bad parameters, bad actions).
+// Derives from std::invalid_argument, which Cython turns into a Python
+// ValueError carrying the message.
+class EngineError : public std::invalid_argument {
+ public:
+  explicit EngineError(const std::string& what) : std::invalid_argument(what) {}
+};
+
+enum OpType : int {
+  OP_INPUT = 0,
+  OP_WEIGHT = 1,
+  OP_CONV2D = 3,
+  OP_POOL_MAX = 6,
+  OP_POOL_AVG = 7,
+  OP_RELU = 8,
+  OP_SIGMOID = 9,
+  OP_TANH = 10,
+  OP_BATCHNORM = 11,
+  OP_CONCAT = 12,
+  OP_SPLIT = 13,
+  OP_RESHAPE = 14,
+  OP_TRANSPOSE = 15,
+  OP_EW_ADD = 16,
+  OP_EW_MUL = 17,
+  OP_MATMUL = 18,
+  OP_ENLARGE = 20,
+  OP_MERGE_GCONV = 21,
+  OP_EW_SUB = 28,
+  OP_EW_DIV = 29,
+  // Conv+BN folding (weight side): w * scale / sqrt(var + eps).
+  OP_FUSE_CONV_BN_ALPHA_VAR = 59,
+  // Conv+BN folding (weight side): bias - scale * mean / sqrt(var + eps).
+  OP_FUSE_CONV_BN_BIAS = 60,
+  // x[N, C, ...] + b[C], broadcast over the channel axis 1.
+  OP_BROADCAST_ADD = 61,
+  // An operator the engine cannot rewrite but whose output shapes are known
+  // (kept exactly, costed by its FLOPs/bytes, never matched by rules).
+  OP_OPAQUE = 99,
+};
+
+enum Activation : int { ACT_NONE = 0, ACT_SIGMOID = 1, ACT_RELU = 2, ACT_TANH = 3 };
+enum Padding : int { PAD_SAME = 0, PAD_VALID = 1 };
+
+// Keys of pattern constraints (values of TASO's PMParameter where one exists).
+enum ParamKey : int {
+  PM_OP_TYPE = 0,
+  PM_NUM_INPUTS = 1,
+  PM_NUM_OUTPUTS = 2,
+  PM_GROUP = 3,
+  PM_KERNEL_H = 4,
+  PM_KERNEL_W = 5,
+  PM_STRIDE_H = 6,
+  PM_STRIDE_W = 7,
+  PM_PAD = 8,
+  PM_ACTI = 9,
+  PM_NUMDIM = 10,
+  PM_AXIS = 11,
+  PM_PERM = 12,
+  PM_MERGE_GCONV_COUNT = 14,
+  PM_EPSILON = 17,
+};
+
+// Every parameter an operator can carry. Unused fields keep their defaults;
+// `key()` serialises all of them, so two ops with different parameters never
+// share a cost measurement.
+struct OpParams {
+  int stride_h = 1;
+  int stride_w = 1;
+  int padding = PAD_SAME;
+  int activation = ACT_NONE;
+  int axis = 0;
+  int kernel_h = 0;       // pools only (convs take theirs from the weight)
+  int kernel_w = 0;
+  int count = 0;          // merge_gconv: how many groups are merged into one
+  float epsilon = 1e-5f;  // batchnorm and the folding ops
+  std::vector<int> perm;           // transpose
+  std::vector<int64_t> shape;      // reshape target (0 keeps, -1 infers)
+  std::vector<int64_t> sizes;      // split sizes along `axis`
+  std::string opaque_type;         // opaque: the original op type
+  std::vector<Shape> opaque_shapes;  // opaque: declared output shapes
+  int64_t opaque_flops = 0;        // opaque: estimated FLOPs
+
+  // Reads a pattern parameter; throws EngineError for keys the op lacks.
+  int get(int key, int op_type, const std::vector<Shape>& inputs) const;
+  // Sets a pattern parameter (used when instantiating rule targets).
+  void set(int key, int value);
+  bool operator==(const OpParams& o) const;
+};
+
+const char* op_type_name(int type);
+// Parses a name as printed by op_type_name; returns -1 if unknown.
+int op_type_from_name(const std::string& name);
+bool is_valid_op_type(int type);
+int num_inputs_expected(int type);  // -1 if variadic
+std::string shape_str(const Shape& s);
+
+// Infers the output shapes of an operator or throws EngineError whose message
+// names the operator and the offending shapes.
+std::vector<Shape> infer_shapes(int type, const OpParams& params,
+                                const std::vector<Shape>& inputs);
+
+// Convolution geometry shared by shape inference, cost models and executors.
+struct ConvGeometry {
+  int64_t out_h, out_w;
+  int64_t pad_top, pad_bottom, pad_left, pad_right;
+};
+ConvGeometry conv_geometry(int64_t h, int64_t w, int64_t kh, int64_t kw,
+                           int stride_h, int stride_w, int padding);
+
+// The configuration of one operator instance as a cost backend sees it.
+struct OpConfig {
+  int type;
+  OpParams params;
+  std::vector<Shape> input_shapes;
+  std::vector<Shape> output_shapes;
+  // True when every input is a weight or derived only from weights: such ops
+  // run once offline (weight preprocessing) and cost nothing per inference.
+  bool weight_side = false;
+  // A string that identifies the configuration: every parameter and every
+  // input shape. Backends memoize measurements by it.
+  std::string key() const;
+};
+
+int64_t num_elements(const Shape& s);
+
+}  // namespace taso
+
+#endif  // TASO_OPS_H_

@@ -1,0 +1,301 @@
+# cython: language_level=3
+# distutils: language = c++
+"""Thin marshalling layer over the native rewrite engine (xflowrl._engine).
+
+ctaso.pxd mirrors the C++ headers; this file only converts between Python
+values and the C++ structs declared there. Native
+objects are held by shared_ptr/unique_ptr members, so their lifetime is that
+of the Python wrapper. Every taso::EngineError arrives as a ValueError (it
+derives from std::invalid_argument). The user-facing API is xflowrl.graphs.
+"""
+
+from cython.operator cimport dereference as deref
+from libc.stdint cimport int64_t
+from libcpp.memory cimport shared_ptr, unique_ptr
+from libcpp.pair cimport pair
+from libcpp.string cimport string
+from libcpp.utility cimport move
+from libcpp.vector cimport vector
+
+from ctaso cimport *
+
+
+def op_type_id(str name):
+    """Returns the engine's type number for an op name, or -1."""
+    return op_type_from_name(name.encode())
+
+
+def op_type_str(int type_id):
+    return op_type_name(type_id).decode()
+
+
+def onednn_built():
+    return onednn_available()
+
+
+def cudnn_built():
+    return cudnn_available()
+
+
+cdef Shape _shape(object dims) except *:
+    cdef Shape s
+    for d in dims:
+        s.push_back(<int64_t> d)
+    return s
+
+
+cdef tuple _pyshape(Shape s):
+    return tuple([s[i] for i in range(s.size())])
+
+
+cdef OpParams _params(dict d) except *:
+    """Fills an OpParams from a dict of field names (unknown keys rejected)."""
+    cdef OpParams p
+    cdef vector[Shape] shapes
+    for key, value in d.items():
+        if key == "stride_h": p.stride_h = value
+        elif key == "stride_w": p.stride_w = value
+        elif key == "padding": p.padding = value
+        elif key == "activation": p.activation = value
+        elif key == "axis": p.axis = value
+        elif key == "kernel_h": p.kernel_h = value
+        elif key == "kernel_w": p.kernel_w = value
+        elif key == "count": p.count = value
+        elif key == "epsilon": p.epsilon = value
+        elif key == "perm": p.perm = [int(v) for v in value]
+        elif key == "shape": p.shape = [int(v) for v in value]
+        elif key == "sizes": p.sizes = [int(v) for v in value]
+        elif key == "opaque_type": p.opaque_type = value.encode()
+        elif key == "opaque_flops": p.opaque_flops = value
+        elif key == "opaque_shapes":
+            for s in value:
+                shapes.push_back(_shape(s))
+            p.opaque_shapes = shapes
+        else:
+            raise ValueError(f"unknown operator parameter {key!r}")
+    return p
+
+
+cdef dict _pyparams(const OpParams& p):
+    return {
+        "stride_h": p.stride_h, "stride_w": p.stride_w, "padding": p.padding,
+        "activation": p.activation, "axis": p.axis, "kernel_h": p.kernel_h,
+        "kernel_w": p.kernel_w, "count": p.count, "epsilon": p.epsilon,
+        "perm": tuple(p.perm), "shape": tuple(p.shape), "sizes": tuple(p.sizes),
+        "opaque_type": p.opaque_type.decode(), "opaque_flops": p.opaque_flops,
+        "opaque_shapes": tuple([_pyshape(p.opaque_shapes[k])
+                                for k in range(p.opaque_shapes.size())]),
+    }
+
+
+cdef class CostBackendHandle:
+    """Owns one native cost backend."""
+    cdef unique_ptr[CostBackend] ptr
+
+    @property
+    def name(self):
+        return deref(self.ptr).name().decode()
+
+    @property
+    def num_measured(self):
+        return deref(self.ptr).num_measured()
+
+    def op_cost(self, int type_id, dict params, list input_shapes, bint weight_side=False):
+        """Cost in ms of one op configuration (output shapes inferred by caller)."""
+        cdef OpConfig c
+        c.type = type_id
+        c.params = _params(params)
+        for s in input_shapes:
+            c.input_shapes.push_back(_shape(s))
+        c.weight_side = weight_side
+        return deref(self.ptr).op_cost(c)
+
+
+def analytic_backend(str profile):
+    cdef CostBackendHandle h = CostBackendHandle.__new__(CostBackendHandle)
+    h.ptr = make_analytic_backend(profile.encode())
+    return h
+
+
+def onednn_backend(str cache_path, int warmup, int repeats):
+    cdef CostBackendHandle h = CostBackendHandle.__new__(CostBackendHandle)
+    h.ptr = make_onednn_backend(cache_path.encode(), warmup, repeats)
+    return h
+
+
+def cudnn_backend(str cache_path, int warmup, int repeats):
+    cdef CostBackendHandle h = CostBackendHandle.__new__(CostBackendHandle)
+    h.ptr = make_cudnn_backend(cache_path.encode(), warmup, repeats)
+    return h
+
+
+cdef class GraphHandle:
+    """Owns a shared reference to one immutable native graph."""
+    cdef shared_ptr[const Graph] ptr
+
+    def ops(self):
+        """List of (guid, type_id, params, inputs, output_shapes, name)."""
+        cdef const Graph* g = self.ptr.get()
+        cdef const Node* n
+        cdef size_t k
+        result = []
+        for i in range(g.size()):
+            n = &g.node(i)
+            inputs = [(n.inputs[k].guid, n.inputs[k].index) for k in range(n.inputs.size())]
+            shapes = [_pyshape(n.outputs[k]) for k in range(n.outputs.size())]
+            result.append((n.guid, n.type, _pyparams(n.params), inputs, shapes,
+                           n.name.decode()))
+        return result
+
+    def outputs(self):
+        cdef vector[TensorRef] outs = deref(self.ptr).outputs()
+        return [(outs[k].guid, outs[k].index) for k in range(outs.size())]
+
+    def weight_side(self):
+        cdef const Graph* g = self.ptr.get()
+        return [g.weight_side(i) for i in range(g.size())]
+
+    def num_ops(self):
+        return deref(self.ptr).num_ops()
+
+    def size(self):
+        return deref(self.ptr).size()
+
+    def hash(self):
+        return deref(self.ptr).hash()
+
+    def cost(self, CostBackendHandle backend):
+        return deref(self.ptr).cost(backend.ptr.get())
+
+    def op_costs(self, CostBackendHandle backend):
+        return list(deref(self.ptr).op_costs(backend.ptr.get()))
+
+    def op_config_key(self, int i):
+        return deref(self.ptr).op_config(i).key().decode()
+
+    def memory(self):
+        cdef MemoryEstimate m = deref(self.ptr).memory()
+        return m.weight_bytes, m.activation_bytes, m.peak_bytes
+
+
+cdef GraphHandle _wrap(shared_ptr[const Graph] g):
+    cdef GraphHandle h = GraphHandle.__new__(GraphHandle)
+    h.ptr = g
+    return h
+
+
+cdef TensorRef _ref(object t) except *:
+    cdef TensorRef r
+    r.guid = t[0]
+    r.index = t[1]
+    return r
+
+
+cdef class BuilderHandle:
+    """Owns a native GraphBuilder."""
+    cdef GraphBuilder builder
+
+    def input(self, str name, shape):
+        cdef TensorRef t = self.builder.input(name.encode(), _shape(shape))
+        return (t.guid, t.index)
+
+    def weight(self, str name, shape):
+        cdef TensorRef t = self.builder.weight(name.encode(), _shape(shape))
+        return (t.guid, t.index)
+
+    def add(self, int type_id, dict params, list inputs):
+        cdef vector[TensorRef] refs
+        for t in inputs:
+            refs.push_back(_ref(t))
+        return self.builder.add(type_id, _params(params), refs)
+
+    def shape(self, tuple tensor):
+        return _pyshape(self.builder.shape(_ref(tensor)))
+
+    def num_outputs(self, int64_t guid):
+        return self.builder.num_outputs(guid)
+
+    def build(self, list outputs):
+        cdef vector[TensorRef] refs
+        for t in outputs:
+            refs.push_back(_ref(t))
+        return _wrap(self.builder.build(refs))
+
+
+cdef PatternOp _pattern_op(object op) except *:
+    """op = (type_id, [(op, index)...], [(key, value)...], [(key, src_op)...])."""
+    cdef PatternOp p
+    cdef PatternTensor t
+    p.type = op[0]
+    for ref in op[1]:
+        t.op = ref[0]
+        t.index = ref[1]
+        p.inputs.push_back(t)
+    for key, value in op[2]:
+        p.params.push_back(pair[int, int](key, value))
+    for key, src in op[3]:
+        p.copied.push_back(pair[int, int](key, src))
+    return p
+
+
+cdef Rule _rule(object spec) except *:
+    cdef Rule r
+    cdef PatternTensor s, d
+    name, src, dst, mapped = spec
+    r.name = name.encode()
+    for op in src:
+        r.src.push_back(_pattern_op(op))
+    for op in dst:
+        r.dst.push_back(_pattern_op(op))
+    for (so, si), (do, di) in mapped:
+        s.op, s.index, d.op, d.index = so, si, do, di
+        r.mapped_outputs.push_back(pair[PatternTensor, PatternTensor](s, d))
+    r.validate()
+    return r
+
+
+cdef class RuleSetHandle:
+    """Owns the native rules (xfers), validated at construction."""
+    cdef vector[Rule] rules
+
+    def __cinit__(self, list rules):
+        """rules: list of (name, src_ops, dst_ops, [((op, idx), (op, idx))...])."""
+        for spec in rules:
+            self.rules.push_back(_rule(spec))
+
+    def __len__(self):
+        return self.rules.size()
+
+    def locations(self, GraphHandle graph, int max_locations, int max_ops):
+        cdef LocationsHandle h = LocationsHandle.__new__(LocationsHandle)
+        h.locs = enumerate_locations(deref(graph.ptr), self.rules, max_locations, max_ops)
+        return h
+
+    def search(self, GraphHandle graph, CostBackendHandle backend, double alpha,
+               int budget, int max_ops, double time_limit_s):
+        cdef SearchOptions opts
+        opts.alpha = alpha
+        opts.budget = budget
+        opts.max_ops = max_ops
+        opts.time_limit_s = time_limit_s
+        cdef SearchResult r
+        r = backtracking_search(graph.ptr, self.rules, backend.ptr.get(), opts)
+        return dict(
+            best=_wrap(r.best), initial_cost=r.initial_cost, best_cost=r.best_cost,
+            applied=list(r.applied), expansions=r.expansions, enqueued=r.enqueued,
+            seconds=r.seconds,
+            trace=[(p.expansions, p.seconds, p.best_cost) for p in r.trace])
+
+
+cdef class LocationsHandle:
+    """The candidate graphs of every xfer on one graph."""
+    cdef Locations locs
+
+    def counts(self):
+        return [self.locs.candidates[x].size() for x in range(self.locs.candidates.size())]
+
+    def num_matches(self):
+        return list(self.locs.num_matches)
+
+    def graph(self, int xfer, int location):
+        return _wrap(self.locs.candidates[xfer][location])

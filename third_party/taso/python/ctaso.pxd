@@ -1,0 +1,135 @@
+# cython: language_level=3
+"""Declarations mirroring third_party/taso/include/taso/*.h one to one."""
+
+from libc.stdint cimport int64_t, uint64_t
+from libcpp cimport bool
+from libcpp.memory cimport shared_ptr, unique_ptr
+from libcpp.pair cimport pair
+from libcpp.string cimport string
+from libcpp.vector cimport vector
+
+
+cdef extern from "taso/ops.h" namespace "taso":
+    ctypedef vector[int64_t] Shape
+
+    cdef cppclass OpParams:
+        int stride_h, stride_w, padding, activation, axis
+        int kernel_h, kernel_w, count
+        float epsilon
+        vector[int] perm
+        vector[int64_t] shape
+        vector[int64_t] sizes
+        string opaque_type
+        vector[Shape] opaque_shapes
+        int64_t opaque_flops
+
+    cdef cppclass OpConfig:
+        int type
+        OpParams params
+        vector[Shape] input_shapes
+        vector[Shape] output_shapes
+        bool weight_side
+        string key()
+
+    const char* op_type_name(int type)
+    int op_type_from_name(const string& name)
+
+
+cdef extern from "taso/cost.h" namespace "taso":
+    cdef cppclass CostBackend:
+        string name()
+        double op_cost(const OpConfig& op) except +
+        size_t num_measured()
+
+    unique_ptr[CostBackend] make_analytic_backend(const string& profile) except +
+    unique_ptr[CostBackend] make_onednn_backend(const string& cache_path, int warmup, int repeats) except +
+    unique_ptr[CostBackend] make_cudnn_backend(const string& cache_path, int warmup, int repeats) except +
+    bool onednn_available()
+    bool cudnn_available()
+
+
+cdef extern from "taso/graph.h" namespace "taso":
+    cdef cppclass TensorRef:
+        int64_t guid
+        int index
+
+    cdef cppclass Node:
+        int64_t guid
+        int type
+        OpParams params
+        vector[TensorRef] inputs
+        vector[Shape] outputs
+        string name
+
+    cdef cppclass MemoryEstimate:
+        int64_t weight_bytes, activation_bytes, peak_bytes
+
+    cdef cppclass Graph:
+        int size()
+        const Node& node(int i)
+        const vector[TensorRef]& outputs()
+        int num_ops()
+        uint64_t hash()
+        bool weight_side(int i)
+        OpConfig op_config(int i)
+        double cost(CostBackend* backend) except +
+        vector[double] op_costs(CostBackend* backend) except +
+        MemoryEstimate memory() except +
+
+    cdef cppclass GraphBuilder:
+        TensorRef input(const string& name, const Shape& shape) except +
+        TensorRef weight(const string& name, const Shape& shape) except +
+        int64_t add(int type, const OpParams& params, const vector[TensorRef]& inputs) except +
+        const Shape& shape(const TensorRef& t) except +
+        int num_outputs(int64_t guid) except +
+        shared_ptr[const Graph] build(const vector[TensorRef]& outputs) except +
+
+
+cdef extern from "taso/rules.h" namespace "taso":
+    cdef cppclass PatternTensor:
+        int op
+        int index
+
+    cdef cppclass PatternOp:
+        int type
+        vector[PatternTensor] inputs
+        vector[pair[int, int]] params
+        vector[pair[int, int]] copied
+
+    cdef cppclass Rule:
+        string name
+        vector[PatternOp] src
+        vector[PatternOp] dst
+        vector[pair[PatternTensor, PatternTensor]] mapped_outputs
+        void validate() except +
+
+    cdef cppclass Locations:
+        vector[vector[shared_ptr[const Graph]]] candidates
+        vector[int] num_matches
+
+    Locations enumerate_locations(const Graph& graph, const vector[Rule]& rules,
+                                  int max_locations, int max_ops) except +
+
+
+cdef extern from "taso/search.h" namespace "taso":
+    cdef cppclass SearchOptions:
+        double alpha
+        int budget
+        int max_ops
+        double time_limit_s
+
+    cdef cppclass TracePoint:
+        int expansions
+        double seconds
+        double best_cost
+
+    cdef cppclass SearchResult:
+        shared_ptr[const Graph] best
+        double initial_cost, best_cost
+        vector[int] applied
+        vector[TracePoint] trace
+        int expansions, enqueued
+        double seconds
+
+    SearchResult backtracking_search(shared_ptr[const Graph] graph, const vector[Rule]& rules,
+                                     CostBackend* backend, const SearchOptions& opts) except +

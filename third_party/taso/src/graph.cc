@@ -1,0 +1,324 @@
+// Graph construction, topological ordering, canonical hashing, cost, memory.
+#include "taso/graph.h"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <queue>
+#include <sstream>
+
+namespace taso {
+
+namespace {
+
+uint64_t hash_combine(uint64_t seed, uint64_t v) {
+  return mix64(seed ^ (v + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2)));
+}
+
+uint64_t hash_string(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a: stable across processes
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+
+uint64_t hash_params(int type, const OpParams& p) {
+  uint64_t h = mix64(static_cast<uint64_t>(type) + 1);
+  for (int v : {p.stride_h, p.stride_w, p.padding, p.activation, p.axis,
+                p.kernel_h, p.kernel_w, p.count})
+    h = hash_combine(h, static_cast<uint64_t>(v));
+  uint32_t eps;
+  std::memcpy(&eps, &p.epsilon, sizeof(eps));
+  h = hash_combine(h, eps);
+  for (int v : p.perm) h = hash_combine(h, static_cast<uint64_t>(v) + 11);
+  for (int64_t v : p.shape) h = hash_combine(h, static_cast<uint64_t>(v) + 13);
+  for (int64_t v : p.sizes) h = hash_combine(h, static_cast<uint64_t>(v) + 17);
+  if (type == OP_OPAQUE) h = hash_combine(h, hash_string(p.opaque_type));
+  return h;
+}
+
+std::string describe(const Node& n) {
+  std::ostringstream os;
+  os << op_type_name(n.type) << " op " << n.guid;
+  if (!n.name.empty()) os << " '" << n.name << "'";
+  return os.str();
+}
+
+bool is_view(int type) {
+  return type == OP_RESHAPE || type == OP_SPLIT || type == OP_TRANSPOSE;
+}
+
+}  // namespace
+
+GraphPtr Graph::Create(std::vector<NodePtr> nodes,
+                       std::vector<TensorRef> outputs) {
+  std::shared_ptr<Graph> g(new Graph());
+  const int n = static_cast<int>(nodes.size());
+  std::unordered_map<int64_t, int> given;  // guid -> given position
+  given.reserve(n * 2);
+  for (int i = 0; i < n; ++i) {
+    if (!given.emplace(nodes[i]->guid, i).second)
+      throw EngineError("duplicate op id " + std::to_string(nodes[i]->guid));
+  }
+  // Kahn's algorithm; ties go to the earliest given position, so the order
+  // is a deterministic function of the input order.
+  std::vector<int> pending(n, 0);
+  std::vector<std::vector<int>> users(n);
+  for (int i = 0; i < n; ++i) {
+    const Node& node = *nodes[i];
+    for (const TensorRef& t : node.inputs) {
+      auto it = given.find(t.guid);
+      if (it == given.end())
+        throw EngineError(describe(node) + " reads op " +
+                          std::to_string(t.guid) + ", which is not in the graph");
+      const Node& src = *nodes[it->second];
+      if (t.index < 0 || t.index >= static_cast<int>(src.outputs.size()))
+        throw EngineError(describe(node) + " reads output " +
+                          std::to_string(t.index) + " of " + describe(src) +
+                          ", which has " + std::to_string(src.outputs.size()));
+      ++pending[i];
+      users[it->second].push_back(i);
+    }
+  }
+  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+  for (int i = 0; i < n; ++i)
+    if (pending[i] == 0) ready.push(i);
+  g->nodes_.reserve(n);
+  while (!ready.empty()) {
+    int i = ready.top();
+    ready.pop();
+    g->nodes_.push_back(nodes[i]);
+    for (int u : users[i])
+      if (--pending[u] == 0) ready.push(u);
+  }
+  if (static_cast<int>(g->nodes_.size()) != n)
+    throw EngineError("the graph has a cycle");
+
+  g->index_.reserve(n * 2);
+  for (int i = 0; i < n; ++i) {
+    const Node& node = *g->nodes_[i];
+    g->index_[node.guid] = i;
+    g->max_guid_ = std::max(g->max_guid_, node.guid);
+    if (node.type != OP_INPUT && node.type != OP_WEIGHT) ++g->num_ops_;
+    g->by_type_[node.type].push_back(i);
+  }
+  for (const TensorRef& t : outputs) {
+    int i = g->index_of(t.guid);
+    if (i < 0 || t.index < 0 ||
+        t.index >= static_cast<int>(g->nodes_[i]->outputs.size()))
+      throw EngineError("graph output refers to a missing tensor (op " +
+                        std::to_string(t.guid) + ", output " +
+                        std::to_string(t.index) + ")");
+  }
+  g->outputs_ = std::move(outputs);
+
+  g->consumers_.assign(n, {});
+  g->is_output_.assign(n, false);
+  g->weight_side_.assign(n, false);
+  g->node_hashes_.assign(n, 0);
+  for (const TensorRef& t : g->outputs_) g->is_output_[g->index_of(t.guid)] = true;
+  uint64_t total = 0;
+  for (int i = 0; i < n; ++i) {
+    const Node& node = *g->nodes_[i];
+    uint64_t h = hash_params(node.type, node.params);
+    bool ws = node.type != OP_INPUT;
+    if (node.type == OP_INPUT || node.type == OP_WEIGHT)
+      h = hash_combine(h, hash_string(node.name));
+    for (const Shape& s : node.outputs)
+      for (int64_t d : s) h = hash_combine(h, static_cast<uint64_t>(d));
+    for (size_t slot = 0; slot < node.inputs.size(); ++slot) {
+      const TensorRef& t = node.inputs[slot];
+      int src = g->index_.at(t.guid);
+      g->consumers_[src].emplace_back(i, static_cast<int>(slot));
+      h = hash_combine(hash_combine(h, g->node_hashes_[src]),
+                       static_cast<uint64_t>(t.index));
+      ws = ws && g->weight_side_[src];
+    }
+    g->node_hashes_[i] = h;
+    g->weight_side_[i] = ws;
+    total += mix64(h);  // order-independent: a multiset of op hashes
+  }
+  for (const TensorRef& t : g->outputs_)
+    total = hash_combine(total, hash_combine(g->node_hashes_[g->index_of(t.guid)],
+                                             static_cast<uint64_t>(t.index)));
+  g->hash_ = total;
+  return g;
+}
+
+int Graph::index_of(int64_t guid) const {
+  auto it = index_.find(guid);
+  return it == index_.end() ? -1 : it->second;
+}
+
+const Shape& Graph::shape(const TensorRef& t) const {
+  return nodes_[index_.at(t.guid)]->outputs[t.index];
+}
+
+const std::vector<int>& Graph::ops_of_type(int type) const {
+  static const std::vector<int> kEmpty;
+  auto it = by_type_.find(type);
+  return it == by_type_.end() ? kEmpty : it->second;
+}
+
+OpConfig Graph::op_config(int i) const {
+  const Node& node = *nodes_[i];
+  OpConfig c;
+  c.type = node.type;
+  c.params = node.params;
+  for (const TensorRef& t : node.inputs) c.input_shapes.push_back(shape(t));
+  c.output_shapes = node.outputs;
+  c.weight_side = weight_side_[i];
+  return c;
+}
+
+std::vector<double> Graph::op_costs(CostBackend* backend) const {
+  std::vector<double> costs(nodes_.size(), 0.0);
+  for (int i = 0; i < size(); ++i) {
+    int t = nodes_[i]->type;
+    if (t == OP_INPUT || t == OP_WEIGHT || weight_side_[i]) continue;
+    costs[i] = backend->op_cost(op_config(i));
+  }
+  return costs;
+}
+
+double Graph::cost(CostBackend* backend) const {
+  double total = 0;
+  for (double c : op_costs(backend)) total += c;
+  return total;
+}
+
+MemoryEstimate Graph::memory() const {
+  // Activations live from their producer to their last reader; views (reshape,
+  // split, transpose) alias their input's storage and extend its lifetime.
+  // Weight-side tensors are weights once preprocessed: the weights counted are
+  // those read by ops that run at inference time.
+  MemoryEstimate m;
+  const int n = size();
+  std::vector<int> storage(n);
+  std::vector<int> last_use(n, -1);
+  std::vector<int64_t> bytes(n, 0);
+  for (int i = 0; i < n; ++i) {
+    const Node& node = *nodes_[i];
+    storage[i] = i;
+    if (weight_side_[i]) continue;
+    if (is_view(node.type)) {
+      storage[i] = storage[index_.at(node.inputs[0].guid)];
+    } else {
+      for (const Shape& s : node.outputs) bytes[i] += 4 * num_elements(s);
+      m.activation_bytes += bytes[i];
+    }
+    for (const TensorRef& t : node.inputs) {
+      int src = index_.at(t.guid);
+      if (weight_side_[src]) {
+        // Count each weight tensor once, at its first inference-time reader.
+        bool first = true;
+        for (auto [c, slot] : consumers_[src])
+          if (!weight_side_[c] && c < i) first = false;
+        if (first) m.weight_bytes += 4 * num_elements(nodes_[src]->outputs[t.index]);
+      } else {
+        last_use[storage[src]] = i;
+      }
+    }
+  }
+  for (const TensorRef& t : outputs_) last_use[storage[index_.at(t.guid)]] = n;
+  std::vector<std::vector<int>> frees(n + 1);
+  for (int s = 0; s < n; ++s)
+    if (bytes[s] > 0) frees[std::max(last_use[s], s)].push_back(s);
+  int64_t live = 0;
+  for (int i = 0; i < n; ++i) {
+    live += bytes[i];
+    m.peak_bytes = std::max(m.peak_bytes, live);
+    for (int s : frees[i]) live -= bytes[s];
+  }
+  m.peak_bytes += m.weight_bytes;
+  return m;
+}
+
+// ----------------------------------------------------------------- builder
+
+const Node& GraphBuilder::get(int64_t guid) const {
+  auto it = index_.find(guid);
+  if (it == index_.end())
+    throw EngineError("tensor refers to op " + std::to_string(guid) +
+                      ", which this builder did not create");
+  return *nodes_[it->second];
+}
+
+const Shape& GraphBuilder::shape(const TensorRef& t) const {
+  const Node& n = get(t.guid);
+  if (t.index < 0 || t.index >= static_cast<int>(n.outputs.size()))
+    throw EngineError(std::string(op_type_name(n.type)) + " op " +
+                      std::to_string(t.guid) + " has no output " +
+                      std::to_string(t.index));
+  return n.outputs[t.index];
+}
+
+int GraphBuilder::num_outputs(int64_t guid) const {
+  return static_cast<int>(get(guid).outputs.size());
+}
+
+int64_t GraphBuilder::leaf(int type, const std::string& name,
+                           const Shape& shape) {
+  if (name.empty()) throw EngineError("inputs and weights need a name");
+  if (names_.count(name))
+    throw EngineError("the name '" + name + "' is already used");
+  if (shape.empty()) throw EngineError("'" + name + "' has an empty shape");
+  for (int64_t d : shape)
+    if (d < 1)
+      throw EngineError("'" + name + "' has a dimension < 1: " + shape_str(shape));
+  auto node = std::make_shared<Node>();
+  node->guid = static_cast<int64_t>(nodes_.size()) + 1;
+  node->type = type;
+  node->outputs = {shape};
+  node->name = name;
+  names_[name] = node->guid;
+  index_[node->guid] = static_cast<int>(nodes_.size());
+  nodes_.push_back(node);
+  return node->guid;
+}
+
+TensorRef GraphBuilder::input(const std::string& name, const Shape& shape) {
+  return {leaf(OP_INPUT, name, shape), 0};
+}
+
+TensorRef GraphBuilder::weight(const std::string& name, const Shape& shape) {
+  return {leaf(OP_WEIGHT, name, shape), 0};
+}
+
+int64_t GraphBuilder::add(int type, const OpParams& params,
+                          const std::vector<TensorRef>& inputs) {
+  if (type == OP_INPUT || type == OP_WEIGHT)
+    throw EngineError("use input() or weight() for inputs and weights");
+  std::vector<Shape> in;
+  in.reserve(inputs.size());
+  for (const TensorRef& t : inputs) in.push_back(shape(t));
+  auto node = std::make_shared<Node>();
+  node->outputs = infer_shapes(type, params, in);
+  node->guid = static_cast<int64_t>(nodes_.size()) + 1;
+  node->type = type;
+  node->params = params;
+  node->inputs = inputs;
+  index_[node->guid] = static_cast<int>(nodes_.size());
+  nodes_.push_back(node);
+  return node->guid;
+}
+
+GraphPtr GraphBuilder::build(const std::vector<TensorRef>& outputs) const {
+  std::vector<TensorRef> outs = outputs;
+  if (outs.empty()) {
+    std::vector<std::vector<bool>> used(nodes_.size());
+    for (size_t i = 0; i < nodes_.size(); ++i)
+      used[i].assign(nodes_[i]->outputs.size(), false);
+    for (const NodePtr& n : nodes_)
+      for (const TensorRef& t : n->inputs) used[index_.at(t.guid)][t.index] = true;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      if (nodes_[i]->type == OP_INPUT || nodes_[i]->type == OP_WEIGHT) continue;
+      for (size_t k = 0; k < used[i].size(); ++k)
+        if (!used[i][k]) outs.push_back({nodes_[i]->guid, static_cast<int>(k)});
+    }
+    if (outs.empty()) throw EngineError("the graph has no ops, hence no outputs");
+  }
+  for (const TensorRef& t : outs) shape(t);  // validates
+  return Graph::Create(nodes_, outs);
+}
+
+}  // namespace taso

@@ -1,0 +1,359 @@
+// Rule validation, pattern matching and graph rewriting.
+#include "taso/rules.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+namespace taso {
+
+namespace {
+
+struct RefHash {
+  size_t operator()(const TensorRef& t) const {
+    return mix64(static_cast<uint64_t>(t.guid) * 8 + t.index);
+  }
+};
+
+[[noreturn]] void rule_error(const Rule& r, const std::string& what) {
+  throw EngineError("rule '" + r.name + "': " + what);
+}
+
+void validate_pattern(const Rule& r, const std::vector<PatternOp>& ops,
+                      const char* side, int min_var) {
+  for (size_t j = 0; j < ops.size(); ++j) {
+    const PatternOp& op = ops[j];
+    std::string where = std::string(side) + " op " + std::to_string(j);
+    if (!is_valid_op_type(op.type) || op.type == OP_INPUT ||
+        op.type == OP_WEIGHT || op.type == OP_OPAQUE)
+      rule_error(r, where + " has an unusable type " + std::to_string(op.type));
+    int expected = num_inputs_expected(op.type);
+    if (expected >= 0 && static_cast<int>(op.inputs.size()) != expected)
+      rule_error(r, where + " (" + op_type_name(op.type) + ") has " +
+                        std::to_string(op.inputs.size()) + " inputs, expected " +
+                        std::to_string(expected));
+    for (const PatternTensor& t : op.inputs) {
+      if (t.op >= static_cast<int>(j))
+        rule_error(r, where + " reads op " + std::to_string(t.op) +
+                          ", which does not come before it");
+      if (t.op < min_var)
+        rule_error(r, where + " reads variable " + std::to_string(t.op) +
+                          ", out of range");
+      if (t.op >= 0 && (t.index < 0 || (ops[t.op].type != OP_SPLIT && t.index != 0)))
+        rule_error(r, where + " reads output " + std::to_string(t.index) +
+                          " of op " + std::to_string(t.op));
+    }
+  }
+}
+
+class Rewriter {
+ public:
+  Rewriter(const Graph& g, const Rule& r, int max_ops,
+           const std::function<bool(GraphPtr)>& emit)
+      : g_(g), r_(r), max_ops_(max_ops), emit_(emit) {
+    int min_var = 0;
+    for (const auto* side : {&r.src, &r.dst})
+      for (const PatternOp& op : *side)
+        for (const PatternTensor& t : op.inputs) min_var = std::min(min_var, t.op);
+    bound_.assign(-min_var + 1, TensorRef{});
+    is_bound_.assign(-min_var + 1, false);
+    mapped_.assign(r.src.size(), -1);
+    used_.assign(g.size(), false);
+  }
+
+  int run() {
+    dfs(0);
+    return matches_;
+  }
+
+ private:
+  // Returns false once emit asked to stop.
+  bool dfs(size_t depth) {
+    if (depth == r_.src.size()) {
+      ++matches_;
+      return rewrite();
+    }
+    const PatternOp& pop = r_.src[depth];
+    // Ops reading an already matched op are found through its consumers,
+    // which keeps the search local; otherwise scan all ops of the type.
+    std::vector<int> local;
+    const std::vector<int>* candidates = &g_.ops_of_type(pop.type);
+    for (size_t k = 0; k < pop.inputs.size(); ++k) {
+      const PatternTensor& pt = pop.inputs[k];
+      if (pt.op < 0) continue;
+      for (auto [c, slot] : g_.consumers(mapped_[pt.op]))
+        if (slot == static_cast<int>(k)) local.push_back(c);
+      std::sort(local.begin(), local.end());
+      local.erase(std::unique(local.begin(), local.end()), local.end());
+      candidates = &local;
+      break;
+    }
+    for (int i : *candidates) {
+      if (used_[i]) continue;
+      const Node& node = g_.node(i);
+      if (node.type != pop.type || node.inputs.size() != pop.inputs.size())
+        continue;
+      std::vector<int> newly_bound;
+      bool ok = true;
+      for (size_t k = 0; k < pop.inputs.size() && ok; ++k) {
+        const PatternTensor& pt = pop.inputs[k];
+        const TensorRef& actual = node.inputs[k];
+        if (pt.op >= 0) {
+          ok = actual.guid == g_.node(mapped_[pt.op]).guid && actual.index == pt.index;
+        } else if (is_bound_[-pt.op]) {
+          ok = bound_[-pt.op] == actual;
+        } else {
+          is_bound_[-pt.op] = true;
+          bound_[-pt.op] = actual;
+          newly_bound.push_back(-pt.op);
+        }
+      }
+      if (ok && !pop.params.empty()) {
+        std::vector<Shape> shapes;
+        for (const TensorRef& t : node.inputs) shapes.push_back(g_.shape(t));
+        for (auto [key, value] : pop.params)
+          if (node.params.get(key, node.type, shapes) != value) {
+            ok = false;
+            break;
+          }
+      }
+      bool go_on = true;
+      if (ok) {
+        mapped_[depth] = i;
+        used_[i] = true;
+        go_on = dfs(depth + 1);
+        used_[i] = false;
+      }
+      for (int v : newly_bound) is_bound_[v] = false;
+      if (!go_on) return false;
+    }
+    return true;
+  }
+
+  // Builds the rewritten graph for the current complete match; returns what
+  // emit returned, or true if the match is rejected.
+  bool rewrite() {
+    for (size_t v = 0; v < bound_.size(); ++v)
+      if (is_bound_[v] && used_[g_.index_of(bound_[v].guid)]) return true;
+
+    // Source tensors visible outside the match must all be mapped.
+    std::unordered_map<TensorRef, PatternTensor, RefHash> src_to_dst;
+    for (const auto& [s, d] : r_.mapped_outputs)
+      src_to_dst[{g_.node(mapped_[s.op]).guid, s.index}] = d;
+    for (int i : mapped_) {
+      const Node& node = g_.node(i);
+      for (auto [c, slot] : g_.consumers(i))
+        if (!used_[c] && !src_to_dst.count(g_.node(c).inputs[slot])) return true;
+      if (g_.is_output(i))
+        for (const TensorRef& t : g_.outputs())
+          if (t.guid == node.guid && !src_to_dst.count(t)) return true;
+    }
+
+    // Instantiate the target ops; a shape failure rejects the match.
+    std::vector<std::shared_ptr<Node>> dst;
+    int64_t next_guid = g_.max_guid() + 1;
+    try {
+      for (size_t j = 0; j < r_.dst.size(); ++j) {
+        const PatternOp& pop = r_.dst[j];
+        auto node = std::make_shared<Node>();
+        node->guid = next_guid++;
+        node->type = pop.type;
+        std::vector<Shape> in;
+        for (const PatternTensor& pt : pop.inputs) {
+          if (pt.op < 0) {
+            node->inputs.push_back(bound_[-pt.op]);
+            in.push_back(g_.shape(bound_[-pt.op]));
+          } else {
+            const Node& src = *dst[pt.op];
+            if (pt.index >= static_cast<int>(src.outputs.size())) return true;
+            node->inputs.push_back({src.guid, pt.index});
+            in.push_back(src.outputs[pt.index]);
+          }
+        }
+        for (auto [key, value] : pop.params) node->params.set(key, value);
+        for (auto [key, s] : pop.copied) {
+          const Node& from = g_.node(mapped_[s]);
+          if (key == PM_EPSILON) {
+            node->params.epsilon = from.params.epsilon;
+          } else {
+            std::vector<Shape> from_in;
+            for (const TensorRef& t : from.inputs) from_in.push_back(g_.shape(t));
+            node->params.set(key, from.params.get(key, from.type, from_in));
+          }
+        }
+        if (pop.type == OP_SPLIT && !split_sizes(static_cast<int>(j), &node->params))
+          return true;
+        node->outputs = infer_shapes(node->type, node->params, in);
+        dst.push_back(std::move(node));
+      }
+    } catch (const EngineError&) {
+      return true;
+    }
+
+    // Mapped tensors must keep their shapes; then redirect their readers.
+    std::unordered_map<TensorRef, TensorRef, RefHash> redirect;
+    for (const auto& [s, d] : r_.mapped_outputs) {
+      TensorRef from{g_.node(mapped_[s.op]).guid, s.index};
+      const Node& to = *dst[d.op];
+      if (d.index >= static_cast<int>(to.outputs.size()) ||
+          to.outputs[d.index] != g_.shape(from))
+        return true;
+      redirect[from] = {to.guid, d.index};
+    }
+    std::vector<NodePtr> nodes;
+    nodes.reserve(g_.size() + dst.size());
+    for (int i = 0; i < g_.size(); ++i) {
+      if (used_[i]) continue;
+      const NodePtr& node = g_.nodes()[i];
+      bool touched = false;
+      for (const TensorRef& t : node->inputs) touched = touched || redirect.count(t);
+      if (!touched) {
+        nodes.push_back(node);
+        continue;
+      }
+      auto clone = std::make_shared<Node>(*node);
+      for (TensorRef& t : clone->inputs) {
+        auto it = redirect.find(t);
+        if (it != redirect.end()) t = it->second;
+      }
+      nodes.push_back(std::move(clone));
+    }
+    for (auto& d : dst) nodes.push_back(std::move(d));
+    std::vector<TensorRef> outputs = g_.outputs();
+    for (TensorRef& t : outputs) {
+      auto it = redirect.find(t);
+      if (it != redirect.end()) t = it->second;
+    }
+    nodes = live_nodes(std::move(nodes), outputs);
+
+    if (max_ops_ > 0) {
+      int ops = 0;
+      for (const NodePtr& n : nodes) ops += n->type != OP_INPUT && n->type != OP_WEIGHT;
+      if (ops > max_ops_) return true;
+    }
+    GraphPtr result;
+    try {
+      result = Graph::Create(std::move(nodes), std::move(outputs));
+    } catch (const EngineError&) {
+      return true;  // the rewrite closed a cycle
+    }
+    return emit_(std::move(result));
+  }
+
+  // Split targets take their sizes from the source tensors they replace.
+  bool split_sizes(int j, OpParams* params) const {
+    std::map<int, int64_t> sizes;
+    for (const auto& [s, d] : r_.mapped_outputs) {
+      if (d.op != j) continue;
+      const Shape& shape = g_.shape({g_.node(mapped_[s.op]).guid, s.index});
+      if (params->axis < 0 || params->axis >= static_cast<int>(shape.size()))
+        return false;
+      sizes[d.index] = shape[params->axis];
+    }
+    if (sizes.size() < 2 || sizes.rbegin()->first != static_cast<int>(sizes.size()) - 1)
+      return false;
+    params->sizes.clear();
+    for (auto [k, v] : sizes) params->sizes.push_back(v);
+    return true;
+  }
+
+  // Drops ops (but never graph inputs) that no output depends on, e.g. a
+  // weight whose only reader was rewritten away.
+  static std::vector<NodePtr> live_nodes(std::vector<NodePtr> nodes,
+                                         const std::vector<TensorRef>& outputs) {
+    std::unordered_map<int64_t, size_t> pos;
+    pos.reserve(nodes.size() * 2);
+    for (size_t i = 0; i < nodes.size(); ++i) pos[nodes[i]->guid] = i;
+    std::vector<bool> live(nodes.size(), false);
+    std::vector<size_t> stack;
+    for (const TensorRef& t : outputs) {
+      auto it = pos.find(t.guid);
+      if (it != pos.end()) stack.push_back(it->second);
+    }
+    while (!stack.empty()) {
+      size_t i = stack.back();
+      stack.pop_back();
+      if (live[i]) continue;
+      live[i] = true;
+      for (const TensorRef& t : nodes[i]->inputs) {
+        auto it = pos.find(t.guid);
+        if (it != pos.end() && !live[it->second]) stack.push_back(it->second);
+      }
+    }
+    std::vector<NodePtr> kept;
+    kept.reserve(nodes.size());
+    for (size_t i = 0; i < nodes.size(); ++i)
+      if (live[i] || nodes[i]->type == OP_INPUT) kept.push_back(std::move(nodes[i]));
+    return kept;
+  }
+
+  const Graph& g_;
+  const Rule& r_;
+  int max_ops_;
+  const std::function<bool(GraphPtr)>& emit_;
+  std::vector<TensorRef> bound_;  // indexed by -variable
+  std::vector<bool> is_bound_;
+  std::vector<int> mapped_;       // source op -> graph index
+  std::vector<bool> used_;        // graph index -> matched
+  int matches_ = 0;
+};
+
+}  // namespace
+
+void Rule::validate() const {
+  if (src.empty()) rule_error(*this, "has no source ops");
+  if (dst.empty()) rule_error(*this, "has no target ops");
+  if (mapped_outputs.empty()) rule_error(*this, "maps no outputs");
+  int min_var = -1000;
+  validate_pattern(*this, src, "source", min_var);
+  validate_pattern(*this, dst, "target", min_var);
+  for (const PatternOp& op : src)
+    if (!op.copied.empty()) rule_error(*this, "source ops cannot copy parameters");
+  for (const PatternOp& op : dst) {
+    for (auto [key, s] : op.copied)
+      if (s < 0 || s >= static_cast<int>(src.size()))
+        rule_error(*this, "a target op copies from source op " +
+                              std::to_string(s) + ", out of range");
+    OpParams probe;
+    for (auto [key, value] : op.params) probe.set(key, value);  // throws if unsettable
+  }
+  for (const auto& [s, d] : mapped_outputs) {
+    if (s.op < 0 || s.op >= static_cast<int>(src.size()) || d.op < 0 ||
+        d.op >= static_cast<int>(dst.size()))
+      rule_error(*this, "a mapped output refers to a missing op");
+  }
+  // Every variable the target reads must be bound by the source.
+  std::vector<int> src_vars;
+  for (const PatternOp& op : src)
+    for (const PatternTensor& t : op.inputs)
+      if (t.op < 0) src_vars.push_back(t.op);
+  for (const PatternOp& op : dst)
+    for (const PatternTensor& t : op.inputs)
+      if (t.op < 0 && std::find(src_vars.begin(), src_vars.end(), t.op) == src_vars.end())
+        rule_error(*this, "the target reads variable " + std::to_string(t.op) +
+                              ", which the source does not bind");
+}
+
+int for_each_rewrite(const Graph& graph, const Rule& rule, int max_ops,
+                     const std::function<bool(GraphPtr)>& emit) {
+  return Rewriter(graph, rule, max_ops, emit).run();
+}
+
+Locations enumerate_locations(const Graph& graph, const std::vector<Rule>& rules,
+                              int max_locations, int max_ops) {
+  if (max_locations < 1) throw EngineError("max_locations must be >= 1");
+  Locations locs;
+  locs.candidates.resize(rules.size());
+  locs.num_matches.resize(rules.size());
+  std::unordered_set<uint64_t> seen{graph.hash()};
+  for (size_t x = 0; x < rules.size(); ++x) {
+    auto& list = locs.candidates[x];
+    locs.num_matches[x] = for_each_rewrite(graph, rules[x], max_ops, [&](GraphPtr c) {
+      if (seen.insert(c->hash()).second) list.push_back(std::move(c));
+      return static_cast<int>(list.size()) < max_locations;
+    });
+  }
+  return locs;
+}
+
+}  // namespace taso

@@ -1,0 +1,160 @@
+"""The xfers (substitution rules) of the engine: locations, apply and search.
+
+`XferSet` holds an ordered list of rules in the native engine. On a graph,
+`XferSet.locations(graph)` enumerates, for every xfer, the distinct graphs it
+produces: location `l` of xfer `x` is the `l`-th result of the deterministic
+match order after dropping cyclic results, results over the size cap and
+results whose canonical hash was already seen in this step (the current graph
+and every earlier candidate). At most `max_locations` per xfer are kept.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+
+from xflowrl import _engine
+from xflowrl.graphs import rules_io
+from xflowrl.graphs.cost import CostModel
+from xflowrl.graphs.graph import Graph
+
+RULES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "third_party", "taso", "rules")
+BUILTIN_RULES = os.path.join(RULES_DIR, "builtin.json")
+TASO_RULES_JSON = os.path.join(RULES_DIR, "taso_rules.json")
+
+DEFAULT_MAX_LOCATIONS = 200
+
+# Pattern parameter names -> the engine's keys (TASO's PMParameter values).
+PARAM_KEYS: Dict[str, int] = {
+    "num_inputs": 1, "num_outputs": 2, "group": 3, "kernel_h": 4, "kernel_w": 5,
+    "stride_h": 6, "stride_w": 7, "padding": 8, "activation": 9, "numdim": 10,
+    "axis": 11, "perm": 12, "count": 14, "epsilon": 17,
+}
+
+
+def _native_op(op: "rules_io.PatternOp", rule_name: str):
+    type_id = _engine.op_type_id(op.type)
+    if type_id < 0:
+        raise ValueError(f"rule {rule_name!r}: unknown op type {op.type!r}")
+    params, copied = [], []
+    for key, value in op.params:
+        if key not in PARAM_KEYS:
+            raise ValueError(f"rule {rule_name!r}: unknown parameter {key!r} on {op.type}")
+        if isinstance(value, str):
+            if not value.startswith("src:"):
+                raise ValueError(f"rule {rule_name!r}: bad parameter value {value!r}")
+            copied.append((PARAM_KEYS[key], int(value[4:])))
+        else:
+            params.append((PARAM_KEYS[key], int(value)))
+    return (type_id, [(t.op, t.index) for t in op.inputs], params, copied)
+
+
+def _native_rule(rule: "rules_io.Rule"):
+    return (rule.name,
+            [_native_op(op, rule.name) for op in rule.src],
+            [_native_op(op, rule.name) for op in rule.dst],
+            [((s.op, s.index), (d.op, d.index)) for s, d in rule.mapped_outputs])
+
+
+class SearchResult(NamedTuple):
+    graph: Graph                 # the best graph found
+    initial_cost: float          # ms
+    best_cost: float             # ms
+    applied: List[str]           # names of the xfers applied, in order
+    expansions: int              # graphs popped from the queue
+    enqueued: int
+    seconds: float
+    trace: List[Tuple[int, float, float]]  # (expansions, seconds, best cost)
+
+
+class Locations:
+    """The candidate graphs of every xfer on one graph, with their masks."""
+
+    def __init__(self, handle, graph: Graph, max_locations: int):
+        self._handle = handle
+        self.graph = graph
+        self.max_locations = max_locations
+        self.counts: List[int] = handle.counts()
+
+    @property
+    def num_xfers(self) -> int:
+        return len(self.counts)
+
+    def location_mask(self) -> np.ndarray:
+        """[N+1, L] bool; row N (NO-OP) is all False."""
+        mask = np.zeros((self.num_xfers + 1, self.max_locations), dtype=bool)
+        for x, n in enumerate(self.counts):
+            mask[x, :n] = True
+        return mask
+
+    def xfer_mask(self) -> np.ndarray:
+        """[N+1] bool: xfers with at least one location; NO-OP always True."""
+        return np.array([n > 0 for n in self.counts] + [True], dtype=bool)
+
+    def apply(self, xfer: int, location: int) -> Graph:
+        """The graph that applying `xfer` at `location` produces.
+
+        Raises:
+          ValueError: the action is out of range or masked out.
+        """
+        if not 0 <= xfer < self.num_xfers:
+            raise ValueError(f"xfer {xfer} out of range [0, {self.num_xfers})")
+        if not 0 <= location < self.counts[xfer]:
+            raise ValueError(f"location {location} is not valid for xfer {xfer}, "
+                             f"which has {self.counts[xfer]} locations")
+        return Graph(self._handle.graph(xfer, location))
+
+
+class XferSet:
+    """An ordered list of validated rules held by the native engine."""
+
+    def __init__(self, rules: Sequence["rules_io.Rule"]):
+        self.rules = list(rules)
+        self._handle = _engine.RuleSetHandle([_native_rule(r) for r in self.rules])
+
+    @classmethod
+    def default(cls) -> "XferSet":
+        """The built-in xfers followed by TASO's shipped collection."""
+        return cls(load_default_rules())
+
+    @property
+    def names(self) -> List[str]:
+        return [r.name for r in self.rules]
+
+    def __len__(self) -> int:
+        return len(self.rules)
+
+    def locations(self, graph: Graph, max_locations: int = DEFAULT_MAX_LOCATIONS,
+                  max_ops: Optional[int] = None) -> Locations:
+        """Enumerates the locations of every xfer on `graph`.
+
+        Args:
+          graph: the current graph.
+          max_locations: L, locations kept per xfer.
+          max_ops: size cap on results (default: twice `graph`'s op count).
+        """
+        cap = 2 * graph.num_ops() if max_ops is None else max_ops
+        handle = self._handle.locations(graph.handle, max_locations, cap)
+        return Locations(handle, graph, max_locations)
+
+    def apply(self, graph: Graph, xfer: int, location: int,
+              max_locations: int = DEFAULT_MAX_LOCATIONS) -> Graph:
+        """Applies one xfer at one location; `graph` is left intact."""
+        return self.locations(graph, max_locations).apply(xfer, location)
+
+    def search(self, graph: Graph, cost_model: CostModel, *, alpha: float = 1.05,
+               budget: int = 1000, max_ops: int = 0,
+               time_limit_s: float = 0.0) -> SearchResult:
+        """TASO's backtracking search (thesis Algorithm 1)."""
+        r = self._handle.search(graph.handle, cost_model.handle, alpha, budget,
+                                max_ops, time_limit_s)
+        return SearchResult(Graph(r["best"]), r["initial_cost"], r["best_cost"],
+                            [self.rules[x].name for x in r["applied"]],
+                            r["expansions"], r["enqueued"], r["seconds"], r["trace"])
+
+
+def load_default_rules() -> List["rules_io.Rule"]:
+    return rules_io.load_rules(BUILTIN_RULES) + rules_io.load_rules(TASO_RULES_JSON)
