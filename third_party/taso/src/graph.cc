@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
-#include <queue>
 #include <sstream>
 
 namespace taso {
@@ -53,53 +52,66 @@ GraphPtr Graph::Create(std::vector<NodePtr> nodes,
                        std::vector<TensorRef> outputs) {
   std::shared_ptr<Graph> g(new Graph());
   const int n = static_cast<int>(nodes.size());
-  std::unordered_map<int64_t, int> given;  // guid -> given position
-  given.reserve(n * 2);
-  for (int i = 0; i < n; ++i) {
-    if (!given.emplace(nodes[i]->guid, i).second)
-      throw EngineError("duplicate op id " + std::to_string(nodes[i]->guid));
+  // Guids are small positive integers (builder order, then max + 1 for each
+  // op a rewrite creates), so a vector indexes them faster than a hash map.
+  int64_t max_guid = 0;
+  for (const NodePtr& node : nodes) {
+    if (node->guid < 1) throw EngineError("op ids must be positive");
+    max_guid = std::max(max_guid, node->guid);
   }
-  // Kahn's algorithm; ties go to the earliest given position, so the order
-  // is a deterministic function of the input order.
-  std::vector<int> pending(n, 0);
-  std::vector<std::vector<int>> users(n);
+  std::vector<int> given(max_guid + 1, -1);  // guid -> given position
   for (int i = 0; i < n; ++i) {
-    const Node& node = *nodes[i];
-    for (const TensorRef& t : node.inputs) {
-      auto it = given.find(t.guid);
-      if (it == given.end())
-        throw EngineError(describe(node) + " reads op " +
-                          std::to_string(t.guid) + ", which is not in the graph");
-      const Node& src = *nodes[it->second];
-      if (t.index < 0 || t.index >= static_cast<int>(src.outputs.size()))
-        throw EngineError(describe(node) + " reads output " +
-                          std::to_string(t.index) + " of " + describe(src) +
-                          ", which has " + std::to_string(src.outputs.size()));
-      ++pending[i];
-      users[it->second].push_back(i);
+    int& slot = given[nodes[i]->guid];
+    if (slot >= 0) throw EngineError("duplicate op id " + std::to_string(nodes[i]->guid));
+    slot = i;
+  }
+  for (const NodePtr& node : nodes) {
+    for (const TensorRef& t : node->inputs) {
+      int src = t.guid >= 1 && t.guid <= max_guid ? given[t.guid] : -1;
+      if (src < 0)
+        throw EngineError(describe(*node) + " reads op " + std::to_string(t.guid) +
+                          ", which is not in the graph");
+      if (t.index < 0 || t.index >= static_cast<int>(nodes[src]->outputs.size()))
+        throw EngineError(describe(*node) + " reads output " + std::to_string(t.index) +
+                          " of " + describe(*nodes[src]) + ", which has " +
+                          std::to_string(nodes[src]->outputs.size()));
     }
   }
-  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
-  for (int i = 0; i < n; ++i)
-    if (pending[i] == 0) ready.push(i);
+  // Depth-first post-order from each op in the given order: every op comes
+  // right after the last of its inputs still missing, so the result is a
+  // deterministic function of the given order, in O(n).
+  enum : char { kNew, kOpen, kDone };
+  std::vector<char> state(n, kNew);
+  std::vector<std::pair<int, size_t>> stack;  // (op, next input to visit)
   g->nodes_.reserve(n);
-  while (!ready.empty()) {
-    int i = ready.top();
-    ready.pop();
-    g->nodes_.push_back(nodes[i]);
-    for (int u : users[i])
-      if (--pending[u] == 0) ready.push(u);
+  for (int root = 0; root < n; ++root) {
+    if (state[root] != kNew) continue;
+    stack.emplace_back(root, 0);
+    state[root] = kOpen;
+    while (!stack.empty()) {
+      auto& [i, next] = stack.back();
+      const auto& inputs = nodes[i]->inputs;
+      if (next < inputs.size()) {
+        int src = given[inputs[next++].guid];
+        if (state[src] == kOpen) throw EngineError("the graph has a cycle");
+        if (state[src] == kNew) {
+          state[src] = kOpen;
+          stack.emplace_back(src, 0);
+        }
+        continue;
+      }
+      state[i] = kDone;
+      g->nodes_.push_back(nodes[i]);
+      stack.pop_back();
+    }
   }
-  if (static_cast<int>(g->nodes_.size()) != n)
-    throw EngineError("the graph has a cycle");
 
-  g->index_.reserve(n * 2);
+  g->index_.assign(max_guid + 1, -1);
+  g->max_guid_ = max_guid;
   for (int i = 0; i < n; ++i) {
     const Node& node = *g->nodes_[i];
     g->index_[node.guid] = i;
-    g->max_guid_ = std::max(g->max_guid_, node.guid);
     if (node.type != OP_INPUT && node.type != OP_WEIGHT) ++g->num_ops_;
-    g->by_type_[node.type].push_back(i);
   }
   for (const TensorRef& t : outputs) {
     int i = g->index_of(t.guid);
@@ -111,11 +123,8 @@ GraphPtr Graph::Create(std::vector<NodePtr> nodes,
   }
   g->outputs_ = std::move(outputs);
 
-  g->consumers_.assign(n, {});
-  g->is_output_.assign(n, false);
   g->weight_side_.assign(n, false);
   g->node_hashes_.assign(n, 0);
-  for (const TensorRef& t : g->outputs_) g->is_output_[g->index_of(t.guid)] = true;
   uint64_t total = 0;
   for (int i = 0; i < n; ++i) {
     const Node& node = *g->nodes_[i];
@@ -125,10 +134,8 @@ GraphPtr Graph::Create(std::vector<NodePtr> nodes,
       h = hash_combine(h, hash_string(node.name));
     for (const Shape& s : node.outputs)
       for (int64_t d : s) h = hash_combine(h, static_cast<uint64_t>(d));
-    for (size_t slot = 0; slot < node.inputs.size(); ++slot) {
-      const TensorRef& t = node.inputs[slot];
-      int src = g->index_.at(t.guid);
-      g->consumers_[src].emplace_back(i, static_cast<int>(slot));
+    for (const TensorRef& t : node.inputs) {
+      int src = g->index_[t.guid];
       h = hash_combine(hash_combine(h, g->node_hashes_[src]),
                        static_cast<uint64_t>(t.index));
       ws = ws && g->weight_side_[src];
@@ -144,17 +151,35 @@ GraphPtr Graph::Create(std::vector<NodePtr> nodes,
   return g;
 }
 
+void Graph::index_structure() const {
+  // Consumers and per-type lists serve matching and analysis, not candidate
+  // construction, so they are built on first use only.
+  if (indexed_) return;
+  const int n = size();
+  consumers_.assign(n, {});
+  is_output_.assign(n, false);
+  by_type_.clear();
+  for (int i = 0; i < n; ++i) {
+    const Node& node = *nodes_[i];
+    by_type_[node.type].push_back(i);
+    for (size_t slot = 0; slot < node.inputs.size(); ++slot)
+      consumers_[index_[node.inputs[slot].guid]].emplace_back(i, static_cast<int>(slot));
+  }
+  for (const TensorRef& t : outputs_) is_output_[index_of(t.guid)] = true;
+  indexed_ = true;
+}
+
 int Graph::index_of(int64_t guid) const {
-  auto it = index_.find(guid);
-  return it == index_.end() ? -1 : it->second;
+  return guid >= 0 && guid < static_cast<int64_t>(index_.size()) ? index_[guid] : -1;
 }
 
 const Shape& Graph::shape(const TensorRef& t) const {
-  return nodes_[index_.at(t.guid)]->outputs[t.index];
+  return nodes_[index_[t.guid]]->outputs[t.index];
 }
 
 const std::vector<int>& Graph::ops_of_type(int type) const {
   static const std::vector<int> kEmpty;
+  index_structure();
   auto it = by_type_.find(type);
   return it == by_type_.end() ? kEmpty : it->second;
 }
@@ -175,7 +200,12 @@ std::vector<double> Graph::op_costs(CostBackend* backend) const {
   for (int i = 0; i < size(); ++i) {
     int t = nodes_[i]->type;
     if (t == OP_INPUT || t == OP_WEIGHT || weight_side_[i]) continue;
-    costs[i] = backend->op_cost(op_config(i));
+    const Node& node = *nodes_[i];
+    if (node.cost_backend != backend->instance_id()) {
+      node.cost_ms = backend->op_cost(op_config(i));
+      node.cost_backend = backend->instance_id();
+    }
+    costs[i] = node.cost_ms;
   }
   return costs;
 }
@@ -192,6 +222,7 @@ MemoryEstimate Graph::memory() const {
   // Weight-side tensors are weights once preprocessed: the weights counted are
   // those read by ops that run at inference time.
   MemoryEstimate m;
+  index_structure();
   const int n = size();
   std::vector<int> storage(n);
   std::vector<int> last_use(n, -1);
@@ -201,13 +232,13 @@ MemoryEstimate Graph::memory() const {
     storage[i] = i;
     if (weight_side_[i]) continue;
     if (is_view(node.type)) {
-      storage[i] = storage[index_.at(node.inputs[0].guid)];
+      storage[i] = storage[index_[node.inputs[0].guid]];
     } else {
       for (const Shape& s : node.outputs) bytes[i] += 4 * num_elements(s);
       m.activation_bytes += bytes[i];
     }
     for (const TensorRef& t : node.inputs) {
-      int src = index_.at(t.guid);
+      int src = index_[t.guid];
       if (weight_side_[src]) {
         // Count each weight tensor once, at its first inference-time reader.
         bool first = true;
@@ -219,7 +250,7 @@ MemoryEstimate Graph::memory() const {
       }
     }
   }
-  for (const TensorRef& t : outputs_) last_use[storage[index_.at(t.guid)]] = n;
+  for (const TensorRef& t : outputs_) last_use[storage[index_[t.guid]]] = n;
   std::vector<std::vector<int>> frees(n + 1);
   for (int s = 0; s < n; ++s)
     if (bytes[s] > 0) frees[std::max(last_use[s], s)].push_back(s);

@@ -212,6 +212,7 @@ class Rewriter {
         continue;
       }
       auto clone = std::make_shared<Node>(*node);
+      clone->cost_backend = 0;  // its context may differ; measure again
       for (TensorRef& t : clone->inputs) {
         auto it = redirect.find(t);
         if (it != redirect.end()) t = it->second;

@@ -6,6 +6,8 @@
 #ifndef TASO_COST_H_
 #define TASO_COST_H_
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -31,7 +33,11 @@ bool is_free_op(const OpConfig& op);
 
 class CostBackend {
  public:
+  CostBackend() : instance_id_(next_instance_id()) {}
   virtual ~CostBackend() = default;
+  // Unique per backend object in this process (never reused, unlike its
+  // address): the key of per-node cost memos.
+  uint64_t instance_id() const { return instance_id_; }
   virtual std::string name() const = 0;
   // Runtime in milliseconds of one op; memoized by OpConfig::key().
   double op_cost(const OpConfig& op);
@@ -42,6 +48,13 @@ class CostBackend {
   virtual double measure(const OpConfig& op) = 0;
   std::unordered_map<std::string, double> cache_;
   std::mutex mu_;
+
+ private:
+  static uint64_t next_instance_id() {
+    static std::atomic<uint64_t> next{1};
+    return next++;
+  }
+  const uint64_t instance_id_;
 };
 
 // Deterministic roofline model: max(flops / peak, bytes / bandwidth) plus a

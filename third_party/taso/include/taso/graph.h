@@ -35,6 +35,13 @@ struct Node {
   std::vector<TensorRef> inputs;
   std::vector<Shape> outputs;  // inferred output shapes
   std::string name;            // inputs and weights only
+
+  // Cost memo. A node's cost depends only on its parameters, its input
+  // shapes and whether its inputs derive from weights, all fixed for the
+  // node's lifetime (a rewrite clones any op whose inputs change), so graphs
+  // that share the node share the measurement. Single-threaded use only.
+  mutable uint64_t cost_backend = 0;  // CostBackend::instance_id(); 0: none
+  mutable double cost_ms = 0;
 };
 using NodePtr = std::shared_ptr<const Node>;
 
@@ -46,10 +53,11 @@ struct MemoryEstimate {
 
 class Graph {
  public:
-  // Validates the nodes (unique guids, inputs that exist, shapes consistent
-  // with their producers), orders them topologically with ties broken by
-  // their given order, and computes hashes. Throws EngineError, naming the
-  // op, on a dangling input or a cycle.
+  // Validates the nodes (unique positive guids, inputs that exist), orders
+  // them topologically (a deterministic function of the given order) and
+  // computes hashes. Shapes are the caller's to check: the builder and the
+  // rewriter infer every new op's shapes before calling. Throws EngineError,
+  // naming the op, on a dangling input or a cycle.
   static std::shared_ptr<const Graph> Create(std::vector<NodePtr> nodes,
                                              std::vector<TensorRef> outputs);
 
@@ -67,9 +75,13 @@ class Graph {
   uint64_t node_hash(int i) const { return node_hashes_[i]; }
   // (consumer index, input slot) pairs per op index and output.
   const std::vector<std::pair<int, int>>& consumers(int i) const {
+    index_structure();
     return consumers_[i];
   }
-  bool is_output(int i) const { return is_output_[i]; }
+  bool is_output(int i) const {
+    index_structure();
+    return is_output_[i];
+  }
   // True when every input derives only from weights (see OpConfig).
   bool weight_side(int i) const { return weight_side_[i]; }
   // Indices of ops of a type, in topological order.
@@ -82,14 +94,17 @@ class Graph {
 
  private:
   Graph() = default;
+  void index_structure() const;
   std::vector<NodePtr> nodes_;
   std::vector<TensorRef> outputs_;
-  std::unordered_map<int64_t, int> index_;
+  std::vector<int> index_;  // guid -> position, -1 if absent
   std::vector<uint64_t> node_hashes_;
-  std::vector<std::vector<std::pair<int, int>>> consumers_;
-  std::vector<bool> is_output_;
   std::vector<bool> weight_side_;
-  std::unordered_map<int, std::vector<int>> by_type_;
+  // Built lazily by index_structure() (single-threaded use).
+  mutable bool indexed_ = false;
+  mutable std::vector<std::vector<std::pair<int, int>>> consumers_;
+  mutable std::vector<bool> is_output_;
+  mutable std::unordered_map<int, std::vector<int>> by_type_;
   uint64_t hash_ = 0;
   int num_ops_ = 0;
   int64_t max_guid_ = 0;
