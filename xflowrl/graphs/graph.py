@@ -28,7 +28,7 @@ PARAMS_OF_TYPE: Dict[str, Tuple[str, ...]] = {
     "split": ("axis", "sizes"),
     "reshape": ("shape",),
     "transpose": ("perm",),
-    "merge_gconv": ("count",),
+    "merge_gconv": ("count", "groups"),
     "fuse_conv_bn_alpha_var": ("epsilon",),
     "fuse_conv_bn_bias": ("epsilon",),
     "opaque": ("opaque_type", "opaque_shapes", "opaque_flops"),
@@ -254,8 +254,9 @@ class GraphBuilder:
     def enlarge(self, *, weight: Tensor, like: Tensor) -> Tensor:
         return self._op("enlarge", [weight, like])
 
-    def merge_gconv(self, *, weight: Tensor, count: int) -> Tensor:
-        return self._op("merge_gconv", [weight], count=count)
+    def merge_gconv(self, *, weight: Tensor, count: int, groups: int) -> Tensor:
+        """Weight of a `groups`-group conv, regrouped into groups // count."""
+        return self._op("merge_gconv", [weight], count=count, groups=groups)
 
     def broadcast_add(self, *, input: Tensor, bias: Tensor) -> Tensor:
         return self._op("broadcast_add", [input, bias])

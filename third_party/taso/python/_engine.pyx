@@ -61,6 +61,7 @@ cdef OpParams _params(dict d) except *:
         elif key == "kernel_h": p.kernel_h = value
         elif key == "kernel_w": p.kernel_w = value
         elif key == "count": p.count = value
+        elif key == "groups": p.groups = value
         elif key == "epsilon": p.epsilon = value
         elif key == "perm": p.perm = [int(v) for v in value]
         elif key == "shape": p.shape = [int(v) for v in value]
@@ -80,7 +81,7 @@ cdef dict _pyparams(const OpParams& p):
     return {
         "stride_h": p.stride_h, "stride_w": p.stride_w, "padding": p.padding,
         "activation": p.activation, "axis": p.axis, "kernel_h": p.kernel_h,
-        "kernel_w": p.kernel_w, "count": p.count, "epsilon": p.epsilon,
+        "kernel_w": p.kernel_w, "count": p.count, "groups": p.groups, "epsilon": p.epsilon,
         "perm": tuple(p.perm), "shape": tuple(p.shape), "sizes": tuple(p.sizes),
         "opaque_type": p.opaque_type.decode(), "opaque_flops": p.opaque_flops,
         "opaque_shapes": tuple([_pyshape(p.opaque_shapes[k])

@@ -14,7 +14,7 @@ cdef extern from "taso/ops.h" namespace "taso":
 
     cdef cppclass OpParams:
         int stride_h, stride_w, padding, activation, axis
-        int kernel_h, kernel_w, count
+        int kernel_h, kernel_w, count, groups
         float epsilon
         vector[int] perm
         vector[int64_t] shape

@@ -23,7 +23,7 @@ uint64_t hash_string(const std::string& s) {
 uint64_t hash_params(int type, const OpParams& p) {
   uint64_t h = mix64(static_cast<uint64_t>(type) + 1);
   for (int v : {p.stride_h, p.stride_w, p.padding, p.activation, p.axis,
-                p.kernel_h, p.kernel_w, p.count})
+                p.kernel_h, p.kernel_w, p.count, p.groups})
     h = hash_combine(h, static_cast<uint64_t>(v));
   uint32_t eps;
   std::memcpy(&eps, &p.epsilon, sizeof(eps));

@@ -174,6 +174,7 @@ int OpParams::get(int key, int op_type,
         return static_cast<int>(inputs[1][3]);
       return kernel_w;
     case PM_GROUP:
+      if (op_type == OP_MERGE_GCONV) return groups;
       if (op_type == OP_CONV2D && inputs.size() == 2 && inputs[1][1] > 0)
         return static_cast<int>(inputs[0][1] / inputs[1][1]);
       return 1;
@@ -193,8 +194,9 @@ void OpParams::set(int key, int value) {
     case PM_KERNEL_H: kernel_h = value; break;
     case PM_KERNEL_W: kernel_w = value; break;
     case PM_MERGE_GCONV_COUNT: count = value; break;
+    case PM_GROUP: groups = value; break;  // stored by merge_gconv only
     // Derived from shapes, nothing to store.
-    case PM_NUM_INPUTS: case PM_NUM_OUTPUTS: case PM_NUMDIM: case PM_GROUP:
+    case PM_NUM_INPUTS: case PM_NUM_OUTPUTS: case PM_NUMDIM:
       break;
     default:
       throw EngineError("parameter key " + std::to_string(key) +
@@ -206,7 +208,7 @@ bool OpParams::operator==(const OpParams& o) const {
   return stride_h == o.stride_h && stride_w == o.stride_w &&
          padding == o.padding && activation == o.activation &&
          axis == o.axis && kernel_h == o.kernel_h && kernel_w == o.kernel_w &&
-         count == o.count && epsilon == o.epsilon && perm == o.perm &&
+         count == o.count && groups == o.groups && epsilon == o.epsilon && perm == o.perm &&
          shape == o.shape && sizes == o.sizes &&
          opaque_type == o.opaque_type && opaque_shapes == o.opaque_shapes &&
          opaque_flops == o.opaque_flops;
@@ -217,7 +219,7 @@ std::string OpConfig::key() const {
   os << op_type_name(type) << "|s" << params.stride_h << "," << params.stride_w
      << "|p" << params.padding << "|a" << params.activation << "|x"
      << params.axis << "|k" << params.kernel_h << "," << params.kernel_w
-     << "|c" << params.count << "|e";
+     << "|c" << params.count << "," << params.groups << "|e";
   // Exact bits of epsilon: two values that print alike must not collide.
   uint32_t eps_bits;
   std::memcpy(&eps_bits, &params.epsilon, sizeof(eps_bits));
@@ -391,6 +393,9 @@ std::vector<Shape> infer_shapes(int type, const OpParams& p,
     case OP_MERGE_GCONV:
       require(in[0].size() == 4, type, in, "needs a 4-D conv weight");
       require(p.count >= 2, type, in, "count must be >= 2");
+      require(p.groups >= p.count && p.groups % p.count == 0 && in[0][0] % p.groups == 0,
+              type, in, "groups (" + std::to_string(p.groups) +
+                            ") must be a multiple of count and divide the output channels");
       return {{in[0][0], in[0][1] * p.count, in[0][2], in[0][3]}};
     case OP_FUSE_CONV_BN_ALPHA_VAR:
       require(in[0].size() >= 2 && in[1].size() == 1 && in[2].size() == 1 &&

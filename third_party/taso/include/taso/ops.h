@@ -89,6 +89,7 @@ struct OpParams {
   int kernel_h = 0;       // pools only (convs take theirs from the weight)
   int kernel_w = 0;
   int count = 0;          // merge_gconv: how many groups are merged into one
+  int groups = 0;         // merge_gconv: group count of the conv it serves
   float epsilon = 1e-5f;  // batchnorm and the folding ops
   std::vector<int> perm;           // transpose
   std::vector<int64_t> shape;      // reshape target (0 keeps, -1 infers)

@@ -1,0 +1,126 @@
+// Work counts, free-op conventions and the memoizing base of every backend.
+#include <cmath>
+
+#include "taso/cost.h"
+
+namespace taso {
+
+namespace {
+
+double elements(const std::vector<Shape>& shapes) {
+  double n = 0;
+  for (const Shape& s : shapes) n += static_cast<double>(num_elements(s));
+  return n;
+}
+
+}  // namespace
+
+bool is_free_op(const OpConfig& op) {
+  switch (op.type) {
+    case OP_INPUT: case OP_WEIGHT: case OP_RESHAPE: case OP_SPLIT:
+    case OP_TRANSPOSE: case OP_ENLARGE: case OP_MERGE_GCONV:
+    case OP_FUSE_CONV_BN_ALPHA_VAR: case OP_FUSE_CONV_BN_BIAS:
+      return true;
+    default:
+      return op.weight_side;
+  }
+}
+
+OpWork op_work(const OpConfig& op) {
+  OpWork w;
+  const double in = elements(op.input_shapes);
+  const double out = elements(op.output_shapes);
+  w.bytes = 4.0 * (in + out);
+  w.kernels = 1;
+  switch (op.type) {
+    case OP_CONV2D: {
+      const Shape& k = op.input_shapes[1];
+      // 2 FLOPs per multiply-add; each output reads C/g * kh * kw inputs.
+      w.flops = 2.0 * out * static_cast<double>(k[1] * k[2] * k[3]);
+      if (op.params.activation != ACT_NONE) w.flops += out;
+      break;
+    }
+    case OP_MATMUL: {
+      const Shape& a = op.input_shapes[0];
+      w.flops = 2.0 * out * static_cast<double>(a.back());
+      if (op.params.activation != ACT_NONE) w.flops += out;
+      break;
+    }
+    case OP_POOL_MAX:
+    case OP_POOL_AVG:
+      w.flops = out * op.params.kernel_h * op.params.kernel_w;
+      break;
+    case OP_BATCHNORM:
+      w.flops = 2.0 * out;
+      break;
+    case OP_SIGMOID:
+    case OP_TANH:
+      w.flops = 4.0 * out;
+      break;
+    case OP_OPAQUE:
+      w.flops = static_cast<double>(op.params.opaque_flops);
+      break;
+    default:  // element-wise, relu, concat, broadcast add
+      w.flops = out;
+      break;
+  }
+  if (is_free_op(op)) {
+    w.flops = w.bytes = 0;
+    w.kernels = 0;
+  }
+  return w;
+}
+
+double CostBackend::op_cost(const OpConfig& op) {
+  if (is_free_op(op)) return 0.0;
+  const std::string key = op.key();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+  }
+  const double ms = measure(op);
+  if (!(ms >= 0) || !std::isfinite(ms))
+    throw EngineError(name() + " backend measured an invalid time for " + key);
+  std::lock_guard<std::mutex> lock(mu_);
+  cache_.emplace(key, ms);
+  return ms;
+}
+
+DeviceProfile device_profile(const std::string& name) {
+  // Sustained single-stream figures, not datasheet peaks: a 2-core AVX2
+  // server CPU running one thread; V100 and H100 at typical cuDNN
+  // efficiency. launch_us is the fixed cost of one kernel/primitive call.
+  if (name == "cpu") return {"cpu", 60.0, 12.0, 2.0};
+  if (name == "v100") return {"v100", 11000.0, 750.0, 5.0};
+  if (name == "h100") return {"h100", 40000.0, 2500.0, 4.0};
+  throw EngineError("unknown device profile '" + name +
+                    "'; valid profiles: cpu, v100, h100");
+}
+
+namespace {
+
+class AnalyticBackend : public CostBackend {
+ public:
+  explicit AnalyticBackend(DeviceProfile profile) : profile_(std::move(profile)) {}
+  std::string name() const override { return "analytic/" + profile_.name; }
+
+ protected:
+  double measure(const OpConfig& op) override {
+    const OpWork w = op_work(op);
+    const double compute_ms = w.flops / (profile_.peak_gflops * 1e6);
+    const double memory_ms = w.bytes / (profile_.bandwidth_gbs * 1e6);
+    return std::max(compute_ms, memory_ms) + w.kernels * profile_.launch_us * 1e-3;
+  }
+
+ private:
+  DeviceProfile profile_;
+};
+
+}  // namespace
+
+std::unique_ptr<CostBackend> make_analytic_backend(const std::string& profile) {
+  return std::make_unique<AnalyticBackend>(device_profile(profile));
+}
+
+}  // namespace taso

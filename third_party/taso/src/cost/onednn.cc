@@ -1,0 +1,325 @@
+// oneDNN (CPU) cost backend: each op configuration is built as the oneDNN 3.x
+// primitive that would run it, then timed single-threaded (REFERENCE §11:
+// multi-threaded timings on small shared machines vary 3x), the median of
+// `repeats` runs after `warmup` runs. Layouts are left to oneDNN ("any"), as
+// a framework would pick them; reorders are not charged to the op.
+#include "taso/cost.h"
+
+#ifdef TASO_WITH_ONEDNN
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+
+#include "dnnl.hpp"
+
+#endif  // TASO_WITH_ONEDNN
+
+namespace taso {
+
+#ifndef TASO_WITH_ONEDNN
+
+bool onednn_available() { return false; }
+
+std::unique_ptr<CostBackend> make_onednn_backend(const std::string&, int, int) {
+  throw EngineError(
+      "the onednn cost backend is not built: install onednn-cpu-gomp and "
+      "onednn-devel-cpu-gomp (requirements.txt) and reinstall xflowrl");
+}
+
+#else  // TASO_WITH_ONEDNN
+
+bool onednn_available() { return true; }
+
+namespace {
+
+using dnnl::algorithm;
+using dnnl::memory;
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+
+memory::dims to_dims(const Shape& s) { return memory::dims(s.begin(), s.end()); }
+
+tag plain_tag(size_t rank) {
+  switch (rank) {
+    case 1: return tag::a;
+    case 2: return tag::ab;
+    case 3: return tag::abc;
+    case 4: return tag::abcd;
+    case 5: return tag::abcde;
+    case 6: return tag::abcdef;
+    default: throw EngineError("onednn: tensors of rank " + std::to_string(rank) +
+                               " are not supported");
+  }
+}
+
+memory::desc plain(const Shape& s) { return memory::desc(to_dims(s), dt::f32, plain_tag(s.size())); }
+memory::desc any(const Shape& s) { return memory::desc(to_dims(s), dt::f32, tag::any); }
+
+// Right-aligns `s` to `rank` with leading 1s (numpy broadcasting).
+Shape widen(const Shape& s, size_t rank) {
+  Shape out(rank - s.size(), 1);
+  out.insert(out.end(), s.begin(), s.end());
+  return out;
+}
+
+algorithm eltwise_of(int act) {
+  switch (act) {
+    case ACT_RELU: return algorithm::eltwise_relu;
+    case ACT_SIGMOID: return algorithm::eltwise_logistic;
+    case ACT_TANH: return algorithm::eltwise_tanh;
+    default: throw EngineError("onednn: no eltwise for activation " + std::to_string(act));
+  }
+}
+
+dnnl::primitive_attr activation_attr(int act) {
+  dnnl::primitive_attr attr;
+  if (act != ACT_NONE) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(eltwise_of(act), 0.f, 0.f);
+    attr.set_post_ops(ops);
+  }
+  return attr;
+}
+
+// One primitive with its argument buffers, ready to run.
+struct Runnable {
+  dnnl::primitive prim;
+  std::unordered_map<int, memory> args;
+};
+
+class OneDnnBackend : public CostBackend {
+ public:
+  OneDnnBackend(const std::string& cache_path, int warmup, int repeats)
+      : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_),
+        cache_path_(cache_path), warmup_(warmup), repeats_(repeats),
+        fallback_(make_analytic_backend("cpu")) {
+    if (warmup < 0 || repeats < 1)
+      throw EngineError("onednn: warmup must be >= 0 and repeats >= 1");
+    if (!cache_path_.empty()) load_cache();
+  }
+  std::string name() const override { return "onednn"; }
+
+ protected:
+  double measure(const OpConfig& op) override {
+    double ms;
+    if (op.type == OP_OPAQUE) {
+      ms = fallback_->op_cost(op);
+    } else {
+      try {
+        Runnable r = build(op);
+        ms = time(&r);
+      } catch (const dnnl::error& e) {
+        throw EngineError("onednn: cannot run " + op.key() + ": " + e.what());
+      }
+    }
+    if (!cache_path_.empty()) {
+      std::ofstream out(cache_path_, std::ios::app);
+      out.precision(17);
+      out << op.key() << '\t' << ms << '\n';
+    }
+    return ms;
+  }
+
+ private:
+  void load_cache() {
+    std::ifstream in(cache_path_);
+    if (!in) return;  // created on first measurement
+    std::string line;
+    int number = 0;
+    while (std::getline(in, line)) {
+      ++number;
+      if (line.empty()) continue;
+      size_t tab = line.rfind('\t');
+      double ms = -1;
+      if (tab != std::string::npos) {
+        std::istringstream value(line.substr(tab + 1));
+        value >> ms;
+      }
+      if (tab == std::string::npos || !(ms >= 0))
+        throw EngineError("onednn: corrupt cost cache " + cache_path_ + " line " +
+                          std::to_string(number));
+      cache_[line.substr(0, tab)] = ms;
+    }
+  }
+
+  memory alloc(const memory::desc& md) {
+    memory m(md, engine_);
+    // Small finite values: garbage could hold NaNs or denormals that skew time.
+    float* p = static_cast<float*>(m.get_data_handle());
+    std::fill(p, p + md.get_size() / sizeof(float), 0.01f);
+    return m;
+  }
+
+  Runnable build(const OpConfig& op) {
+    const auto& in = op.input_shapes;
+    const auto& out = op.output_shapes;
+    const OpParams& p = op.params;
+    Runnable r;
+    switch (op.type) {
+      case OP_CONV2D: {
+        const Shape& x = in[0];
+        const Shape& w = in[1];
+        int64_t groups = x[1] / w[1];
+        memory::dims wdims = groups > 1
+            ? memory::dims{groups, w[0] / groups, w[1], w[2], w[3]}
+            : to_dims(w);
+        ConvGeometry g = conv_geometry(x[2], x[3], w[2], w[3], p.stride_h, p.stride_w,
+                                       p.padding);
+        dnnl::convolution_forward::primitive_desc pd(
+            engine_, dnnl::prop_kind::forward_inference, algorithm::convolution_direct,
+            any(x), memory::desc(wdims, dt::f32, tag::any), any(out[0]),
+            {p.stride_h, p.stride_w}, {g.pad_top, g.pad_left},
+            {g.pad_bottom, g.pad_right}, activation_attr(p.activation));
+        r.prim = dnnl::convolution_forward(pd);
+        r.args = {{DNNL_ARG_SRC, alloc(pd.src_desc())},
+                  {DNNL_ARG_WEIGHTS, alloc(pd.weights_desc())},
+                  {DNNL_ARG_DST, alloc(pd.dst_desc())}};
+        break;
+      }
+      case OP_MATMUL: {
+        dnnl::matmul::primitive_desc pd(engine_, plain(in[0]), plain(in[1]),
+                                        plain(out[0]), activation_attr(p.activation));
+        r.prim = dnnl::matmul(pd);
+        r.args = {{DNNL_ARG_SRC, alloc(pd.src_desc())},
+                  {DNNL_ARG_WEIGHTS, alloc(pd.weights_desc())},
+                  {DNNL_ARG_DST, alloc(pd.dst_desc())}};
+        break;
+      }
+      case OP_POOL_MAX:
+      case OP_POOL_AVG: {
+        ConvGeometry g = conv_geometry(in[0][2], in[0][3], p.kernel_h, p.kernel_w,
+                                       p.stride_h, p.stride_w, p.padding);
+        dnnl::pooling_forward::primitive_desc pd(
+            engine_, dnnl::prop_kind::forward_inference,
+            op.type == OP_POOL_MAX ? algorithm::pooling_max
+                                   : algorithm::pooling_avg_exclude_padding,
+            plain(in[0]), plain(out[0]), {p.stride_h, p.stride_w},
+            {p.kernel_h, p.kernel_w}, {0, 0}, {g.pad_top, g.pad_left},
+            {g.pad_bottom, g.pad_right}, activation_attr(p.activation));
+        r.prim = dnnl::pooling_forward(pd);
+        r.args = {{DNNL_ARG_SRC, alloc(pd.src_desc())},
+                  {DNNL_ARG_DST, alloc(pd.dst_desc())}};
+        break;
+      }
+      case OP_RELU:
+      case OP_SIGMOID:
+      case OP_TANH: {
+        int act = op.type == OP_RELU ? ACT_RELU : op.type == OP_SIGMOID ? ACT_SIGMOID : ACT_TANH;
+        dnnl::eltwise_forward::primitive_desc pd(engine_, dnnl::prop_kind::forward_inference,
+                                                 eltwise_of(act), plain(in[0]), plain(out[0]),
+                                                 0.f, 0.f);
+        r.prim = dnnl::eltwise_forward(pd);
+        r.args = {{DNNL_ARG_SRC, alloc(pd.src_desc())}, {DNNL_ARG_DST, alloc(pd.dst_desc())}};
+        break;
+      }
+      case OP_EW_ADD:
+      case OP_EW_MUL:
+      case OP_EW_SUB:
+      case OP_EW_DIV:
+      case OP_BROADCAST_ADD: {
+        size_t rank = out[0].size();
+        Shape b = op.type == OP_BROADCAST_ADD ? Shape{in[1][0]} : in[1];
+        if (op.type == OP_BROADCAST_ADD) {
+          b = Shape(rank, 1);
+          b[1] = in[1][0];
+        }
+        algorithm alg = op.type == OP_EW_MUL ? algorithm::binary_mul
+                      : op.type == OP_EW_SUB ? algorithm::binary_sub
+                      : op.type == OP_EW_DIV ? algorithm::binary_div
+                                             : algorithm::binary_add;
+        Shape a = widen(in[0], rank);
+        // oneDNN broadcasts src1 only: keep the full-size operand first.
+        if (num_elements(a) < num_elements(out[0])) std::swap(a, b);
+        dnnl::binary::primitive_desc pd(engine_, alg, plain(a), plain(widen(b, rank)),
+                                        plain(out[0]));
+        r.prim = dnnl::binary(pd);
+        r.args = {{DNNL_ARG_SRC_0, alloc(pd.src0_desc())},
+                  {DNNL_ARG_SRC_1, alloc(pd.src1_desc())},
+                  {DNNL_ARG_DST, alloc(pd.dst_desc())}};
+        break;
+      }
+      case OP_BATCHNORM: {
+        auto flags = dnnl::normalization_flags::use_global_stats |
+                     dnnl::normalization_flags::use_scale |
+                     dnnl::normalization_flags::use_shift;
+        dnnl::batch_normalization_forward::primitive_desc pd(
+            engine_, dnnl::prop_kind::forward_inference, plain(in[0]), plain(out[0]),
+            p.epsilon, flags);
+        memory::desc vec = plain(in[1]);
+        r.prim = dnnl::batch_normalization_forward(pd);
+        r.args = {{DNNL_ARG_SRC, alloc(pd.src_desc())}, {DNNL_ARG_DST, alloc(pd.dst_desc())},
+                  {DNNL_ARG_MEAN, alloc(vec)}, {DNNL_ARG_VARIANCE, alloc(vec)},
+                  {DNNL_ARG_SCALE, alloc(vec)}, {DNNL_ARG_SHIFT, alloc(vec)}};
+        break;
+      }
+      case OP_CONCAT: {
+        std::vector<memory::desc> srcs;
+        for (const Shape& s : in) srcs.push_back(plain(s));
+        dnnl::concat::primitive_desc pd(engine_, p.axis, srcs);
+        r.prim = dnnl::concat(pd);
+        for (size_t i = 0; i < srcs.size(); ++i)
+          r.args.emplace(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), alloc(srcs[i]));
+        r.args.emplace(DNNL_ARG_DST, alloc(pd.dst_desc()));
+        break;
+      }
+      default:
+        throw EngineError(std::string("onednn: no primitive for ") + op_type_name(op.type));
+    }
+    return r;
+  }
+
+  double time(Runnable* r) {
+    // Single-threaded timing; the caller's OpenMP setting is restored.
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    std::vector<double> samples;
+    try {
+      for (int i = 0; i < warmup_; ++i) run(r);
+      for (int i = 0; i < repeats_; ++i) {
+        auto start = std::chrono::steady_clock::now();
+        run(r);
+        samples.push_back(std::chrono::duration<double, std::milli>(
+                              std::chrono::steady_clock::now() - start).count());
+      }
+    } catch (...) {
+      omp_set_num_threads(threads);
+      throw;
+    }
+    omp_set_num_threads(threads);
+    std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
+    return samples[samples.size() / 2];
+  }
+
+  void run(Runnable* r) {
+    r->prim.execute(stream_, r->args);
+    stream_.wait();
+  }
+
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  std::string cache_path_;
+  int warmup_;
+  int repeats_;
+  std::unique_ptr<CostBackend> fallback_;
+};
+
+}  // namespace
+
+std::unique_ptr<CostBackend> make_onednn_backend(const std::string& cache_path,
+                                                 int warmup, int repeats) {
+  try {
+    return std::make_unique<OneDnnBackend>(cache_path, warmup, repeats);
+  } catch (const dnnl::error& e) {
+    throw EngineError(std::string("onednn: cannot create a CPU engine: ") + e.what());
+  }
+}
+
+#endif  // TASO_WITH_ONEDNN
+
+}  // namespace taso
