@@ -48,8 +48,13 @@ const TypeInfo* find_type(int type) {
   return nullptr;
 }
 
+// Set while the rewriter probes candidate targets: a shape failure there is
+// an ordinary rejection, so the message is not worth formatting.
+thread_local bool quiet_shape_errors = false;
+
 [[noreturn]] void fail(int type, const std::vector<Shape>& inputs,
                        const std::string& why) {
+  if (quiet_shape_errors) throw EngineError("shape mismatch");
   std::ostringstream os;
   os << op_type_name(type) << ": " << why << " (input shapes:";
   for (const auto& s : inputs) os << " " << shape_str(s);
@@ -57,10 +62,12 @@ const TypeInfo* find_type(int type) {
   throw EngineError(os.str());
 }
 
-void require(bool ok, int type, const std::vector<Shape>& inputs,
-             const std::string& why) {
-  if (!ok) fail(type, inputs, why);
-}
+// A macro so that the message is only built when the check fails: shape
+// inference runs for every candidate rewrite, on the environment's hot path.
+#define require(cond, type, inputs, why) \
+  do {                                   \
+    if (!(cond)) fail(type, inputs, why); \
+  } while (0)
 
 Shape broadcast(int type, const std::vector<Shape>& in) {
   const Shape& a = in[0];
@@ -97,6 +104,11 @@ Shape pool_or_conv_out(int type, const OpParams& p,
 }
 
 }  // namespace
+
+QuietShapeErrors::QuietShapeErrors() : previous_(quiet_shape_errors) {
+  quiet_shape_errors = true;
+}
+QuietShapeErrors::~QuietShapeErrors() { quiet_shape_errors = previous_; }
 
 const char* op_type_name(int type) {
   const TypeInfo* t = find_type(type);

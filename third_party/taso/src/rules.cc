@@ -135,6 +135,12 @@ class Rewriter {
   bool rewrite() {
     for (size_t v = 0; v < bound_.size(); ++v)
       if (is_bound_[v] && used_[g_.index_of(bound_[v].guid)]) return true;
+    // A variable computed from a matched op's output would, once the target
+    // reads it, close a cycle: reject before building anything.
+    const int first_matched = *std::min_element(mapped_.begin(), mapped_.end());
+    for (size_t v = 0; v < bound_.size(); ++v)
+      if (is_bound_[v] && reads_match(g_.index_of(bound_[v].guid), first_matched))
+        return true;
 
     // Source tensors visible outside the match must all be mapped.
     std::unordered_map<TensorRef, PatternTensor, RefHash> src_to_dst;
@@ -152,6 +158,7 @@ class Rewriter {
     // Instantiate the target ops; a shape failure rejects the match.
     std::vector<std::shared_ptr<Node>> dst;
     int64_t next_guid = g_.max_guid() + 1;
+    QuietShapeErrors quiet;
     try {
       for (size_t j = 0; j < r_.dst.size(); ++j) {
         const PatternOp& pop = r_.dst[j];
@@ -184,6 +191,9 @@ class Rewriter {
         if (pop.type == OP_SPLIT && !split_sizes(static_cast<int>(j), &node->params))
           return true;
         node->outputs = infer_shapes(node->type, node->params, in);
+        // Keys derived from shapes (NUMDIM, NUM_INPUTS, ...) act as checks.
+        for (auto [key, value] : pop.params)
+          if (node->params.get(key, node->type, in) != value) return true;
         dst.push_back(std::move(node));
       }
     } catch (const EngineError&) {
@@ -241,6 +251,25 @@ class Rewriter {
     return emit_(std::move(result));
   }
 
+  // True if op `i` transitively reads a matched op. Only ops after the first
+  // matched one in topological order can.
+  bool reads_match(int i, int first_matched) {
+    if (i <= first_matched) return false;
+    ++stamp_;
+    if (seen_.size() != used_.size()) seen_.assign(used_.size(), 0);
+    std::vector<int>& stack = stack_;
+    stack.assign(1, i);
+    while (!stack.empty()) {
+      int j = stack.back();
+      stack.pop_back();
+      if (used_[j]) return true;
+      if (seen_[j] == stamp_ || j <= first_matched) continue;
+      seen_[j] = stamp_;
+      for (const TensorRef& t : g_.node(j).inputs) stack.push_back(g_.index_of(t.guid));
+    }
+    return false;
+  }
+
   // Split targets take their sizes from the source tensors they replace.
   bool split_sizes(int j, OpParams* params) const {
     std::map<int, int64_t> sizes;
@@ -296,6 +325,9 @@ class Rewriter {
   std::vector<bool> is_bound_;
   std::vector<int> mapped_;       // source op -> graph index
   std::vector<bool> used_;        // graph index -> matched
+  std::vector<int> seen_;         // reads_match() visit stamps
+  std::vector<int> stack_;
+  int stamp_ = 0;
   int matches_ = 0;
 };
 

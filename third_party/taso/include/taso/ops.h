@@ -117,6 +117,19 @@ std::string shape_str(const Shape& s);
 std::vector<Shape> infer_shapes(int type, const OpParams& params,
                                 const std::vector<Shape>& inputs);
 
+// While alive, shape errors on this thread carry no formatted message (the
+// rewriter rejects most candidate targets this way; formatting dominated).
+class QuietShapeErrors {
+ public:
+  QuietShapeErrors();
+  ~QuietShapeErrors();
+  QuietShapeErrors(const QuietShapeErrors&) = delete;
+  QuietShapeErrors& operator=(const QuietShapeErrors&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // Convolution geometry shared by shape inference, cost models and executors.
 struct ConvGeometry {
   int64_t out_h, out_w;

@@ -1,0 +1,34 @@
+"""The evaluation graphs of the thesis, built with the graph API.
+
+`get_graph(name)` builds one by name; `GRAPHS` lists the names. Sizes and op
+counts are in each module's docstring and in docs/zoo.md.
+"""
+
+from typing import Callable, Dict
+
+from xflowrl.graphs.graph import Graph
+from xflowrl.graphs.zoo.bert import bert
+from xflowrl.graphs.zoo.inception import inception_v3
+from xflowrl.graphs.zoo.resnet import resnet18, resnet50, resnet50_taso
+from xflowrl.graphs.zoo.squeezenet import squeezenet1_1
+
+_BUILDERS: Dict[str, Callable[..., Graph]] = {
+    "resnet18": resnet18,
+    "resnet50": resnet50,
+    "resnet50_taso": resnet50_taso,
+    "inception_v3": inception_v3,
+    "squeezenet1_1": squeezenet1_1,
+    "bert": bert,
+}
+GRAPHS = tuple(_BUILDERS)
+
+
+def get_graph(name: str, **kwargs) -> Graph:
+    """Builds the zoo graph `name`; keyword arguments go to its builder.
+
+    Raises:
+      ValueError: unknown name.
+    """
+    if name not in _BUILDERS:
+        raise ValueError(f"unknown graph {name!r}; choose from {list(GRAPHS)}")
+    return _BUILDERS[name](**kwargs)
