@@ -128,12 +128,16 @@ GraphPtr Graph::Create(std::vector<NodePtr> nodes,
   uint64_t total = 0;
   for (int i = 0; i < n; ++i) {
     const Node& node = *g->nodes_[i];
-    uint64_t h = hash_params(node.type, node.params);
+    if (node.local_hash == 0) {
+      uint64_t local = hash_params(node.type, node.params);
+      if (node.type == OP_INPUT || node.type == OP_WEIGHT)
+        local = hash_combine(local, hash_string(node.name));
+      for (const Shape& s : node.outputs)
+        for (int64_t d : s) local = hash_combine(local, static_cast<uint64_t>(d));
+      node.local_hash = local | 1;  // never 0, which means "not computed"
+    }
+    uint64_t h = node.local_hash;
     bool ws = node.type != OP_INPUT;
-    if (node.type == OP_INPUT || node.type == OP_WEIGHT)
-      h = hash_combine(h, hash_string(node.name));
-    for (const Shape& s : node.outputs)
-      for (int64_t d : s) h = hash_combine(h, static_cast<uint64_t>(d));
     for (const TensorRef& t : node.inputs) {
       int src = g->index_[t.guid];
       h = hash_combine(hash_combine(h, g->node_hashes_[src]),

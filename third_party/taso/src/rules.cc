@@ -223,6 +223,7 @@ class Rewriter {
       }
       auto clone = std::make_shared<Node>(*node);
       clone->cost_backend = 0;  // its context may differ; measure again
+      // local_hash stays valid: it does not cover the inputs.
       for (TensorRef& t : clone->inputs) {
         auto it = redirect.find(t);
         if (it != redirect.end()) t = it->second;
@@ -291,24 +292,22 @@ class Rewriter {
   // weight whose only reader was rewritten away.
   static std::vector<NodePtr> live_nodes(std::vector<NodePtr> nodes,
                                          const std::vector<TensorRef>& outputs) {
-    std::unordered_map<int64_t, size_t> pos;
-    pos.reserve(nodes.size() * 2);
-    for (size_t i = 0; i < nodes.size(); ++i) pos[nodes[i]->guid] = i;
+    int64_t max_guid = 0;
+    for (const NodePtr& n : nodes) max_guid = std::max(max_guid, n->guid);
+    std::vector<int> pos(max_guid + 1, -1);
+    for (size_t i = 0; i < nodes.size(); ++i) pos[nodes[i]->guid] = static_cast<int>(i);
     std::vector<bool> live(nodes.size(), false);
-    std::vector<size_t> stack;
-    for (const TensorRef& t : outputs) {
-      auto it = pos.find(t.guid);
-      if (it != pos.end()) stack.push_back(it->second);
-    }
+    std::vector<int> stack;
+    for (const TensorRef& t : outputs)
+      if (t.guid <= max_guid && pos[t.guid] >= 0) stack.push_back(pos[t.guid]);
     while (!stack.empty()) {
-      size_t i = stack.back();
+      int i = stack.back();
       stack.pop_back();
       if (live[i]) continue;
       live[i] = true;
-      for (const TensorRef& t : nodes[i]->inputs) {
-        auto it = pos.find(t.guid);
-        if (it != pos.end() && !live[it->second]) stack.push_back(it->second);
-      }
+      for (const TensorRef& t : nodes[i]->inputs)
+        if (t.guid <= max_guid && pos[t.guid] >= 0 && !live[pos[t.guid]])
+          stack.push_back(pos[t.guid]);
     }
     std::vector<NodePtr> kept;
     kept.reserve(nodes.size());

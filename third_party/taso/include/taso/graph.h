@@ -41,6 +41,9 @@ struct Node {
   // node's lifetime (a rewrite clones any op whose inputs change), so graphs
   // that share the node share the measurement. Single-threaded use only.
   mutable uint64_t cost_backend = 0;  // CostBackend::instance_id(); 0: none
+  // Hash of type, parameters, output shapes and name (not of the inputs),
+  // computed once per node; 0 until then.
+  mutable uint64_t local_hash = 0;
   mutable double cost_ms = 0;
 };
 using NodePtr = std::shared_ptr<const Node>;
