@@ -3,8 +3,9 @@
 Sequence 64, hidden 1024, 16 heads, 8 layers by default. Per layer: Q/K/V
 matmuls on the layer input, heads split by reshape + transpose, attention as
 two batched matmuls (no softmax, as in TASO's example), heads merged, an
-output projection with ReLU and a residual add. 11 ops a layer plus 3 per
-layer for Q/K/V reshapes: 8 layers give 136 ops, 48 matmuls.
+output projection with ReLU and a residual add: 15 ops a layer (6 matmuls,
+4 reshapes, 4 transposes, 1 add) plus the input ReLU, so 121 ops and 48
+matmuls at 8 layers; analytic cpu cost 74.51 ms.
 """
 
 from xflowrl.graphs.graph import Graph, GraphBuilder

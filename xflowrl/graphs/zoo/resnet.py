@@ -1,10 +1,10 @@
 """ResNet-18 and ResNet-50 (torchvision layout) and TASO's ResNet-50 example.
 
-| graph | ops | conv2d | batchnorm | add |
-| --- | --- | --- | --- | --- |
-| resnet18 | 71 | 20 | 20 | 8 |
-| resnet50 | 178 | 53 | 53 | 16 |
-| resnet50_taso | 70 | 52 | 0 | 16 |
+| graph | ops | conv2d | batchnorm | add | relu | analytic cpu cost (ms) |
+| --- | --- | --- | --- | --- | --- | --- |
+| resnet18 | 69 | 20 | 20 | 8 | 17 | 65.06 |
+| resnet50 | 175 | 53 | 53 | 16 | 49 | 157.01 |
+| resnet50_taso | 84 | 52 | 0 | 16 | 16 | 141.75 |
 """
 
 from xflowrl.graphs.graph import Graph, GraphBuilder

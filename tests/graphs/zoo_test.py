@@ -1,0 +1,42 @@
+"""Tests of the evaluation-graph zoo."""
+
+from absl.testing import absltest
+from absl.testing import parameterized
+
+from xflowrl.graphs import zoo
+
+EXPECTED = {
+    # name: (num_ops, selected op counts, output shape)
+    "resnet18": (69, {"conv2d": 20, "batchnorm": 20, "add": 8}, (1, 1000)),
+    "resnet50": (175, {"conv2d": 53, "batchnorm": 53, "add": 16}, (1, 1000)),
+    "resnet50_taso": (84, {"conv2d": 52, "add": 16}, (1, 2048, 7, 7)),
+    "inception_v3": (313, {"conv2d": 94, "batchnorm": 94, "concat": 15}, (1, 1000)),
+    "squeezenet1_1": (65, {"conv2d": 26, "concat": 8}, (1, 1000)),
+    "bert": (121, {"matmul": 48, "transpose": 32, "add": 8}, (64, 1024)),
+}
+
+
+class ZooTest(parameterized.TestCase):
+
+    @parameterized.parameters(*zoo.GRAPHS)
+    def test_graph(self, name):
+        num_ops, counts, output = EXPECTED[name]
+        graph = zoo.get_graph(name)
+        self.assertEqual(graph.num_ops(), num_ops)
+        for op_type, n in counts.items():
+            self.assertEqual(graph.op_counts()[op_type], n, op_type)
+        self.assertEqual(graph.output_shapes(), [output])
+        self.assertEqual(zoo.get_graph(name).hash(), graph.hash())
+
+    def test_inception_spatial_sizes(self):
+        concats = [op for op in zoo.get_graph("inception_v3").ops() if op.type == "concat"]
+        self.assertEqual(concats[0].output_shapes[0], (1, 256, 35, 35))
+        self.assertEqual(concats[-1].output_shapes[0], (1, 2048, 8, 8))
+
+    def test_unknown_graph(self):
+        with self.assertRaisesRegex(ValueError, "unknown graph 'vgg'"):
+            zoo.get_graph("vgg")
+
+
+if __name__ == "__main__":
+    absltest.main()
