@@ -1,27 +1,43 @@
 """Converts TASO's binary rule collection into the project's JSON rule format.
 
+Writes `third_party/taso/rules/taso_rules.json` from TASO's `graph_subst.pb`
+(docs/rules.md) and lists the rules it cannot express, with the reason:
+
     python experiments/convert_taso_rules.py \
         --input=../shared/data/taso_graph_subst.pb \
         --output=third_party/taso/rules/taso_rules.json
 """
 
+import os
+
 from absl import app
 from absl import flags
 
 from xflowrl.graphs import rules_io
+from xflowrl.graphs import taso_pb
 
-FLAGS = flags.FLAGS
-flags.DEFINE_string("input", "../shared/data/taso_graph_subst.pb", "TASO's graph_subst.pb.")
-flags.DEFINE_string("output", "third_party/taso/rules/taso_rules.json", "JSON rule file.")
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+_INPUT = flags.DEFINE_string(
+    "input", os.path.join(_REPO, "..", "shared", "data", "taso_graph_subst.pb"),
+    "TASO's graph_subst.pb.")
+_OUTPUT = flags.DEFINE_string(
+    "output", os.path.join(_REPO, "third_party", "taso", "rules", "taso_rules.json"),
+    "The JSON rule file to write.")
+_ALLOW_SKIPPED = flags.DEFINE_bool(
+    "allow_skipped", True, "Write the file even if some rules cannot be expressed.")
 
 
 def main(argv):
-    del argv
-    rules, skipped = rules_io.read_taso_rules(FLAGS.input)
-    rules_io.save_rules(rules, FLAGS.output)
-    print(f"{len(rules)} rules written to {FLAGS.output}; {len(skipped)} skipped")
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments {argv[1:]}")
+    rules, skipped = taso_pb.read_taso_rules(_INPUT.value)
     for message in skipped:
-        print(f"  skipped {message}")
+        print(f"skipped {message}")
+    if skipped and not _ALLOW_SKIPPED.value:
+        raise app.UsageError(f"{len(skipped)} rules cannot be expressed; nothing written")
+    rules_io.save_rules(rules, _OUTPUT.value)
+    print(f"{len(rules)} rules written to {_OUTPUT.value}; {len(skipped)} skipped")
 
 
 if __name__ == "__main__":

@@ -1,27 +1,57 @@
 """Rule data model and file formats: the project's JSON and TASO's protobuf.
 
 A rule (xfer) rewrites a source pattern into a target pattern over shared
-external variables (docs/rules.md). This module only reads, writes and
-validates rules; the engine (xflowrl.graphs.xfers) matches and applies them.
+external variables. This module holds the rule data model (`PatternTensor`,
+`PatternOp`, `Rule`), validates rules (`validate_rule`), reads and writes the
+project's JSON rule files (`load_rules`, `save_rules`; format in
+docs/rules.md); `xflowrl.graphs.taso_pb` reads TASO's binary collection. It does not
+depend on the native engine; `xflowrl.graphs.xfers` hands rules to it.
+
+Conventions (TASO's): a `PatternTensor` with `op < 0` is external variable
+`op`, shared by both patterns; `op >= 0` is output `index` of op `op` of the
+same pattern, which must come earlier. Op type names and parameter keys are
+those of docs/engine.md plus the pattern-only keys `num_inputs num_outputs
+numdim group`; `padding` and `activation` values are TASO's enums (SAME 0,
+VALID 1; NONE 0, SIGMOID 1, RELU 2, TANH 3).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Dict, List, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
 
-ParamValue = Union[int, str]  # str: "src:K" copies the value of source op K
+ParamValue = Union[int, float, str]  # str: "src:K" copies the value of source op K
 
+# Op types a pattern may use (inputs, weights and opaque ops are not patterns).
 OP_TYPES = ("conv2d", "maxpool", "avgpool", "relu", "sigmoid", "tanh", "batchnorm",
             "concat", "split", "reshape", "transpose", "add", "mul", "sub", "div",
             "matmul", "enlarge", "merge_gconv", "fuse_conv_bn_alpha_var",
             "fuse_conv_bn_bias", "broadcast_add")
+# Number of inputs of each op type; None: any number (at least one).
+OP_ARITY: Dict[str, Optional[int]] = {
+    "conv2d": 2, "maxpool": 1, "avgpool": 1, "relu": 1, "sigmoid": 1, "tanh": 1,
+    "batchnorm": 5, "concat": None, "split": 1, "reshape": 1, "transpose": 1, "add": 2,
+    "mul": 2, "sub": 2, "div": 2, "matmul": 2, "enlarge": 2, "merge_gconv": 1,
+    "fuse_conv_bn_alpha_var": 3, "fuse_conv_bn_bias": 4, "broadcast_add": 2,
+}
+# Parameter keys a pattern may use. They are the engine's rule keys (TASO's
+# PMParameter): `group` is the conv group count (derived from shapes, so a
+# check) and, on merge_gconv, the group count of the conv being regrouped.
 PARAM_NAMES = ("num_inputs", "num_outputs", "group", "kernel_h", "kernel_w", "stride_h",
                "stride_w", "padding", "activation", "numdim", "axis", "perm", "count",
                "epsilon")
+FLOAT_PARAMS = ("epsilon",)
+PADDINGS = {"SAME": 0, "VALID": 1}
+ACTIVATIONS = {"NONE": 0, "SIGMOID": 1, "RELU": 2, "TANH": 3}
+_ENUM_RANGES = {"padding": len(PADDINGS), "activation": len(ACTIVATIONS)}
+COPY_PREFIX = "src:"
+
 FORMAT = "xflowrl-rules"
 VERSION = 1
+
+
+# -------------------------------------------------------------- data model
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,113 +60,275 @@ class PatternTensor:
     op: int
     index: int = 0
 
+    @property
+    def is_variable(self) -> bool:
+        return self.op < 0
+
+    def __str__(self) -> str:
+        return f"v{-self.op}" if self.op < 0 else f"op{self.op}.{self.index}"
+
 
 @dataclasses.dataclass(frozen=True)
 class PatternOp:
     """One op of a pattern.
 
-    In a source pattern `params` are equality constraints; in a target
-    pattern they are the values to set (`"src:K"` copies from source op K).
+    In a source pattern `params` are equality constraints on the matched op;
+    in a target pattern they are the values to set (the shape-derived keys
+    `num_inputs num_outputs numdim group` are checks there, except `group` on
+    merge_gconv), and a value `"src:K"` copies that parameter from source op
+    K. `params` is kept sorted by key, so equal ops compare equal.
     """
     type: str
     inputs: Tuple[PatternTensor, ...]
     params: Tuple[Tuple[str, ParamValue], ...] = ()
 
+    def __post_init__(self):
+        object.__setattr__(self, "inputs", tuple(self.inputs))
+        params = tuple(sorted((str(k), v) for k, v in self.params))
+        keys = [k for k, _ in params]
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"{self.type} op: duplicate parameter keys in {keys}")
+        object.__setattr__(self, "params", params)
+
+    def param(self, key: str, default: Optional[ParamValue] = None) -> Optional[ParamValue]:
+        """The value of parameter `key`, or `default` when it is not set."""
+        return dict(self.params).get(key, default)
+
 
 @dataclasses.dataclass(frozen=True)
 class Rule:
+    """A substitution: `src` is rewritten into `dst`.
+
+    `mapped_outputs` pairs each source tensor that may be read outside a
+    match (or be a graph output) with the target tensor that replaces it.
+    """
     name: str
     src: Tuple[PatternOp, ...]
     dst: Tuple[PatternOp, ...]
     mapped_outputs: Tuple[Tuple[PatternTensor, PatternTensor], ...]
 
+    def __post_init__(self):
+        object.__setattr__(self, "src", tuple(self.src))
+        object.__setattr__(self, "dst", tuple(self.dst))
+        object.__setattr__(self, "mapped_outputs",
+                           tuple((s, d) for s, d in self.mapped_outputs))
 
-# ----------------------------------------------------------------- JSON format
 
-def _tensor_str(t: PatternTensor) -> str:
-    return f"v{-t.op}" if t.op < 0 else f"op{t.op}.{t.index}"
+# -------------------------------------------------------------- validation
 
 
-def _parse_tensor(text: str, where: str) -> PatternTensor:
-    try:
-        if text.startswith("v"):
-            var = int(text[1:])
-            if var >= 1:
-                return PatternTensor(-var, 0)
-        elif text.startswith("op"):
-            op, _, index = text[2:].partition(".")
-            return PatternTensor(int(op), int(index or 0))
-    except ValueError:
-        pass
+def _check_tensor_ref(t: PatternTensor, ops: Sequence[PatternOp], before: int,
+                      where: str) -> None:
+    """Checks that `t` names an existing output of one of ops[:before]."""
+    if not isinstance(t, PatternTensor) or not isinstance(t.op, int) or not isinstance(
+            t.index, int):
+        raise ValueError(f"{where}: {t!r} is not a PatternTensor of ints")
+    if t.index < 0:
+        raise ValueError(f"{where}: tensor {t} has a negative output index")
+    if t.is_variable:
+        if t.index != 0:
+            raise ValueError(f"{where}: variable tensor {t.op} must have index 0, "
+                             f"got {t.index}")
+        return
+    if t.op >= len(ops):
+        raise ValueError(f"{where}: {t} refers to a missing op (the pattern has "
+                         f"{len(ops)} ops)")
+    if t.op >= before:
+        raise ValueError(f"{where}: {t} refers to op {t.op}, which does not come before it")
+    producer = ops[t.op]
+    if producer.type != "split":
+        if t.index != 0:
+            raise ValueError(f"{where}: {t}: {producer.type} has a single output")
+    else:
+        n = producer.param("num_outputs")
+        if isinstance(n, int) and t.index >= n:
+            raise ValueError(f"{where}: {t}: the split has {n} outputs")
+
+
+def _check_param(key: str, value: ParamValue, is_src: bool, num_src: int,
+                 where: str) -> None:
+    if key not in PARAM_NAMES:
+        raise ValueError(f"{where}: unknown parameter {key!r} (known: "
+                         f"{', '.join(PARAM_NAMES)})")
+    if isinstance(value, str):
+        if (is_src or not value.startswith(COPY_PREFIX)
+                or not value[len(COPY_PREFIX):].isdigit()):
+            raise ValueError(f"{where}: parameter {key}={value!r}: only target ops may "
+                             f"copy a value, written '{COPY_PREFIX}K'")
+        if int(value[len(COPY_PREFIX):]) >= num_src:
+            raise ValueError(f"{where}: parameter {key}={value!r}: the source has only "
+                             f"{num_src} ops")
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{where}: parameter {key} must be a number, got {value!r}")
+    if isinstance(value, float) and key not in FLOAT_PARAMS:
+        raise ValueError(f"{where}: parameter {key} must be an int, got {value!r}")
+    if key in _ENUM_RANGES and not 0 <= value < _ENUM_RANGES[key]:
+        raise ValueError(f"{where}: parameter {key}={value} is out of range "
+                         f"[0, {_ENUM_RANGES[key]})")
+
+
+def _check_op(op: PatternOp, j: int, ops: Sequence[PatternOp], is_src: bool,
+              num_src: int, bound: Set[int], where: str) -> None:
+    if op.type not in OP_TYPES:
+        raise ValueError(f"{where}: unknown op type {op.type!r}")
+    arity = OP_ARITY[op.type]
+    if (arity is not None and len(op.inputs) != arity) or not op.inputs:
+        raise ValueError(f"{where}: {op.type} takes {arity or 'at least 1'} inputs, "
+                         f"got {len(op.inputs)}")
+    for t in op.inputs:
+        _check_tensor_ref(t, ops, j, where)
+        if not is_src and t.is_variable and t.op not in bound:
+            raise ValueError(f"{where}: reads variable {t}, which the source does not bind")
+    for key, value in op.params:
+        _check_param(key, value, is_src, num_src, where)
+    n = op.param("num_inputs")
+    if isinstance(n, int) and n != len(op.inputs):
+        raise ValueError(f"{where}: num_inputs={n} but the op has {len(op.inputs)} inputs")
+
+
+def validate_rule(rule: Rule) -> None:
+    """Checks that a rule is well formed.
+
+    Checks: a non-empty name; non-empty patterns and mapped outputs; known op
+    types with the right number of inputs; inputs that refer to earlier ops'
+    existing outputs; target variables bound by the source; known parameter
+    keys with values of the right type and range (`"src:K"` only in the
+    target, with K a source op); mapped outputs that name existing source and
+    target op outputs, each source tensor at most once.
+
+    Raises:
+      ValueError: naming the rule, the op (side and index) and the field.
+    """
+    name = rule.name
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"rule {name!r}: needs a non-empty name")
+    for side in ("src", "dst", "mapped_outputs"):
+        if not getattr(rule, side):
+            raise ValueError(f"rule {name!r}: '{side}' is empty")
+    bound = {t.op for op in rule.src for t in op.inputs if t.op < 0}
+    for side, ops in (("src", rule.src), ("dst", rule.dst)):
+        for j, op in enumerate(ops):
+            if not isinstance(op, PatternOp):
+                raise ValueError(f"rule {name!r} {side} op {j}: {op!r} is not a PatternOp")
+            _check_op(op, j, ops, side == "src", len(rule.src), bound,
+                      f"rule {name!r} {side} op {j} ({op.type})")
+    seen = set()
+    for k, pair in enumerate(rule.mapped_outputs):
+        where = f"rule {name!r} mapped output {k}"
+        if len(pair) != 2:
+            raise ValueError(f"{where}: must be a (source, target) pair")
+        s, d = pair
+        for t, ops, side in ((s, rule.src, "source"), (d, rule.dst, "target")):
+            if isinstance(t, PatternTensor) and t.is_variable:
+                raise ValueError(f"{where}: the {side} tensor {t} is a variable, not an "
+                                 "op output")
+            _check_tensor_ref(t, ops, len(ops), f"{where} ({side})")
+        if s in seen:
+            raise ValueError(f"{where}: source tensor {s} is mapped twice")
+        seen.add(s)
+
+
+# ------------------------------------------------------------- JSON format
+
+
+def _parse_tensor(text, where: str) -> PatternTensor:
+    if isinstance(text, str):
+        try:
+            if text.startswith("v") and int(text[1:]) >= 1:
+                return PatternTensor(-int(text[1:]), 0)
+            if text.startswith("op"):
+                op, dot, index = text[2:].partition(".")
+                if dot and op.isdigit() and index.isdigit():
+                    return PatternTensor(int(op), int(index))
+        except ValueError:
+            pass
     raise ValueError(f"{where}: bad tensor reference {text!r} (use 'vK' for variable K "
                      "or 'opJ.I' for output I of op J)")
 
 
 def _op_to_json(op: PatternOp) -> dict:
-    entry = {"type": op.type, "inputs": [_tensor_str(t) for t in op.inputs]}
+    entry = {"type": op.type, "inputs": [str(t) for t in op.inputs]}
     if op.params:
         entry["params"] = dict(op.params)
     return entry
 
 
-def _op_from_json(entry, where: str, num_ops: int, is_src: bool) -> PatternOp:
+def _op_from_json(entry, where: str) -> PatternOp:
     if not isinstance(entry, dict) or "type" not in entry or "inputs" not in entry:
-        raise ValueError(f"{where}: an op needs 'type' and 'inputs'")
-    if entry["type"] not in OP_TYPES:
-        raise ValueError(f"{where}: unknown op type {entry['type']!r}")
-    inputs = tuple(_parse_tensor(t, where) for t in entry["inputs"])
-    for t in inputs:
-        if t.op >= num_ops:
-            raise ValueError(f"{where}: input {_tensor_str(t)} refers to an op that does "
-                             "not come before it")
-    params = []
-    for key, value in sorted(entry.get("params", {}).items()):
-        if key not in PARAM_NAMES:
-            raise ValueError(f"{where}: unknown parameter {key!r}")
-        if isinstance(value, str):
-            if is_src or not value.startswith("src:") or not value[4:].isdigit():
-                raise ValueError(f"{where}: parameter {key}={value!r}: only target ops "
-                                 "may copy, as 'src:K'")
-        elif not isinstance(value, int) or isinstance(value, bool):
-            raise ValueError(f"{where}: parameter {key} must be an int")
-        params.append((key, value))
-    return PatternOp(entry["type"], inputs, tuple(params))
+        raise ValueError(f"{where}: an op is an object with 'type' and 'inputs'")
+    unknown = sorted(set(entry) - {"type", "inputs", "params"})
+    if unknown:
+        raise ValueError(f"{where}: unknown fields {unknown}")
+    if not isinstance(entry["inputs"], list):
+        raise ValueError(f"{where}: 'inputs' must be a list")
+    params = entry.get("params", {})
+    if not isinstance(params, dict):
+        raise ValueError(f"{where}: 'params' must be an object")
+    return PatternOp(entry["type"], tuple(_parse_tensor(t, where) for t in entry["inputs"]),
+                     tuple(params.items()))
 
 
 def rule_to_json(rule: Rule) -> dict:
+    """A rule as a JSON-ready dict (docs/rules.md)."""
     return {
         "name": rule.name,
         "src": [_op_to_json(op) for op in rule.src],
         "dst": [_op_to_json(op) for op in rule.dst],
-        "mapped_outputs": [[_tensor_str(s), _tensor_str(d)] for s, d in rule.mapped_outputs],
+        "mapped_outputs": [[str(s), str(d)] for s, d in rule.mapped_outputs],
     }
 
 
-def rule_from_json(entry: dict, position: int) -> Rule:
+def rule_from_json(entry, position: int) -> Rule:
+    """Parses and validates one rule of a JSON rule file.
+
+    Args:
+      entry: the decoded JSON object.
+      position: the rule's position in the file, for messages.
+
+    Raises:
+      ValueError: naming the rule and the field at fault.
+    """
     name = entry.get("name") if isinstance(entry, dict) else None
     where = f"rule {position} ({name!r})"
     if not isinstance(name, str) or not name:
-        raise ValueError(f"{where}: needs a non-empty 'name'")
+        raise ValueError(f"{where}: needs a non-empty string 'name'")
+    unknown = sorted(set(entry) - {"name", "src", "dst", "mapped_outputs"})
+    if unknown:
+        raise ValueError(f"{where}: unknown fields {unknown}")
     for field in ("src", "dst", "mapped_outputs"):
         if not isinstance(entry.get(field), list) or not entry[field]:
             raise ValueError(f"{where}: needs a non-empty list '{field}'")
-    src = tuple(_op_from_json(op, f"{where} src op {j}", j, True)
-                for j, op in enumerate(entry["src"]))
-    dst = tuple(_op_from_json(op, f"{where} dst op {j}", j, False)
-                for j, op in enumerate(entry["dst"]))
+    try:
+        src = tuple(_op_from_json(op, f"{where} src op {j}")
+                    for j, op in enumerate(entry["src"]))
+        dst = tuple(_op_from_json(op, f"{where} dst op {j}")
+                    for j, op in enumerate(entry["dst"]))
+    except ValueError as e:
+        raise ValueError(str(e)) from None
     mapped = []
-    for pair in entry["mapped_outputs"]:
+    for k, pair in enumerate(entry["mapped_outputs"]):
         if not isinstance(pair, list) or len(pair) != 2:
-            raise ValueError(f"{where}: a mapped output is a [source, target] pair")
-        s, d = (_parse_tensor(t, where) for t in pair)
-        if not 0 <= s.op < len(src) or not 0 <= d.op < len(dst):
-            raise ValueError(f"{where}: mapped output {pair} refers to a missing op")
-        mapped.append((s, d))
-    return Rule(name, src, dst, tuple(mapped))
+            raise ValueError(f"{where} mapped output {k}: must be a [source, target] pair")
+        mapped.append(tuple(_parse_tensor(t, f"{where} mapped output {k}") for t in pair))
+    rule = Rule(name, src, dst, tuple(mapped))
+    try:
+        validate_rule(rule)
+    except ValueError as e:
+        raise ValueError(f"rule {position}: {e}") from None
+    return rule
 
 
 def save_rules(rules: Sequence[Rule], path: str) -> None:
-    """Writes rules in the project's format, one rule per line."""
+    """Writes rules in the project's JSON format, one rule per line.
+
+    Raises:
+      ValueError: a rule is malformed or two rules share a name (nothing is
+        written then).
+    """
+    for rule in rules:
+        validate_rule(rule)
+    _check_unique_names(rules, path)
     lines = [json.dumps(rule_to_json(r), separators=(", ", ": ")) for r in rules]
     with open(path, "w") as f:
         f.write(f'{{"format": "{FORMAT}", "version": {VERSION}, "rules": [\n')
@@ -145,11 +337,12 @@ def save_rules(rules: Sequence[Rule], path: str) -> None:
 
 
 def load_rules(path: str) -> List[Rule]:
-    """Reads a rule file of the project's format.
+    """Reads and validates a rule file of the project's JSON format.
 
     Raises:
-      ValueError: the file is not valid JSON or a rule is malformed (the
-        message names the rule and the field).
+      ValueError: the file is not valid JSON, not of this format or version,
+        a rule is malformed (the message names the rule and the field), or
+        two rules share a name.
     """
     with open(path) as f:
         try:
@@ -159,131 +352,20 @@ def load_rules(path: str) -> List[Rule]:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ValueError(f"{path}: not an {FORMAT} file (missing 'format': '{FORMAT}')")
     if doc.get("version") != VERSION:
-        raise ValueError(f"{path}: unsupported version {doc.get('version')!r}")
-    rules = [rule_from_json(entry, i) for i, entry in enumerate(doc.get("rules", []))]
+        raise ValueError(f"{path}: unsupported version {doc.get('version')!r} "
+                         f"(this reader knows version {VERSION})")
+    if not isinstance(doc.get("rules"), list):
+        raise ValueError(f"{path}: 'rules' must be a list")
+    try:
+        rules = [rule_from_json(entry, i) for i, entry in enumerate(doc["rules"])]
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
+    _check_unique_names(rules, path)
+    return rules
+
+
+def _check_unique_names(rules: Sequence[Rule], path: str) -> None:
     names = [r.name for r in rules]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise ValueError(f"{path}: duplicate rule names {duplicates}")
-    return rules
-
-
-# ------------------------------------------------------- TASO's graph_subst.pb
-
-# TASO's OpType values (REFERENCE.md Part A §2) of the ops its rules use.
-_TASO_TYPES = {3: "conv2d", 6: "maxpool", 7: "avgpool", 8: "relu", 9: "sigmoid",
-               10: "tanh", 11: "batchnorm", 12: "concat", 13: "split", 14: "reshape",
-               15: "transpose", 16: "add", 17: "mul", 18: "matmul", 20: "enlarge",
-               21: "merge_gconv", 28: "sub", 29: "div"}
-# TASO's PMParameter keys. Its loader ignores KERNEL_H/W on convs, so the
-# rules apply to every kernel size; we do the same (the semantics test checks
-# them on 1x1 and 3x3 kernels).
-_TASO_PARAMS = {1: "num_inputs", 2: "num_outputs", 3: "group", 6: "stride_h",
-                7: "stride_w", 8: "padding", 9: "activation", 10: "numdim",
-                11: "axis", 12: "perm", 14: "count"}
-_TASO_IGNORED_PARAMS = {4, 5}  # KERNEL_H, KERNEL_W
-
-
-def _varint(data: bytes, pos: int) -> Tuple[int, int]:
-    result, shift, start = 0, 0, pos
-    while True:
-        if pos >= len(data):
-            raise ValueError(f"truncated varint at byte offset {start}")
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise ValueError(f"varint too long at byte offset {start}")
-
-
-def _fields(data: bytes, base: int = 0) -> List[Tuple[int, Union[int, bytes], int]]:
-    """Decodes one message: [(field number, value, byte offset)]."""
-    out, pos = [], 0
-    while pos < len(data):
-        offset = base + pos
-        key, pos = _varint(data, pos)
-        field, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _varint(data, pos)
-            if value >= 1 << 63:
-                value -= 1 << 64
-            out.append((field, value, offset))
-        elif wire == 2:
-            length, pos = _varint(data, pos)
-            if pos + length > len(data):
-                raise ValueError(f"truncated field {field} at byte offset {offset}")
-            out.append((field, data[pos:pos + length], base + pos))
-            pos += length
-        else:
-            raise ValueError(f"unsupported wire type {wire} at byte offset {offset}")
-    return out
-
-
-def _int32(value: int) -> int:
-    # proto2 int32: negative numbers arrive as 64-bit two's complement.
-    return value - (1 << 32) if value >= 1 << 31 else value
-
-
-class _Inexpressible(Exception):
-    pass
-
-
-def _taso_op(data: bytes, base: int) -> PatternOp:
-    fields = _fields(data, base)
-    types = [v for f, v, _ in fields if f == 1]
-    if len(types) != 1:
-        raise ValueError(f"operator at byte offset {base} has no type")
-    taso_type = _int32(types[0])
-    if taso_type not in _TASO_TYPES:
-        raise _Inexpressible(f"TASO op type {taso_type} has no counterpart")
-    inputs, params = [], []
-    for f, v, off in fields:
-        if f == 2:
-            t = {k: _int32(x) for k, x, _ in _fields(v, off)}
-            inputs.append(PatternTensor(t.get(1, 0), t.get(2, 0)))
-        elif f == 3:
-            p = {k: _int32(x) for k, x, _ in _fields(v, off)}
-            key, value = p.get(1, 0), p.get(2, 0)
-            if key in _TASO_IGNORED_PARAMS:
-                continue
-            if key not in _TASO_PARAMS:
-                raise _Inexpressible(f"parameter key {key} on {_TASO_TYPES[taso_type]}")
-            params.append((_TASO_PARAMS[key], value))
-    return PatternOp(_TASO_TYPES[taso_type], tuple(inputs), tuple(sorted(params)))
-
-
-def read_taso_rules(path: str) -> Tuple[List[Rule], List[str]]:
-    """Reads TASO's binary rule collection (graph_subst.pb).
-
-    Returns:
-      (rules, skipped): the rules, named `taso_<index>`, and one message per
-      rule that cannot be expressed here, saying why.
-
-    Raises:
-      ValueError: malformed bytes, naming the byte offset.
-    """
-    with open(path, "rb") as f:
-        data = f.read()
-    rules, skipped = [], []
-    for index, (field, body, offset) in enumerate(
-            (f, v, o) for f, v, o in _fields(data) if f == 1):
-        name = f"taso_{index}"
-        if not isinstance(body, bytes):
-            raise ValueError(f"rule {index} at byte offset {offset} is not a message")
-        try:
-            fields = _fields(body, offset)
-            src = tuple(_taso_op(v, o) for f, v, o in fields if f == 1)
-            dst = tuple(_taso_op(v, o) for f, v, o in fields if f == 2)
-            mapped = []
-            for f, v, o in fields:
-                if f == 3:
-                    m = {k: _int32(x) for k, x, _ in _fields(v, o)}
-                    mapped.append((PatternTensor(m.get(1, 0), m.get(3, 0)),
-                                   PatternTensor(m.get(2, 0), m.get(4, 0))))
-            rules.append(Rule(name, src, dst, tuple(mapped)))
-        except _Inexpressible as e:
-            skipped.append(f"{name}: {e}")
-    return rules, skipped
