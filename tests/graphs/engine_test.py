@@ -160,6 +160,30 @@ class LocationsTest(absltest.TestCase):
         b = hashes(self.xfers.locations(two_branch_graph("ba")))
         self.assertEqual([sorted(h) for h in a], [sorted(h) for h in b])
 
+    def test_matched_ops_name_the_source_pattern(self):
+        locs = self.xfers.locations(self.graph)
+        types = {op.guid: op.type for op in self.graph.ops()}
+        for x, rule in enumerate(self.xfers.rules):
+            matched = locs.matched_ops(x)
+            self.assertLen(matched, locs.counts[x])
+            for guids in matched:
+                self.assertEqual([types[g] for g in guids], [op.type for op in rule.src])
+        # The two merge locations bind the sibling convs in both orders.
+        a, b = locs.matched_ops(1)
+        self.assertEqual(a, b[::-1])
+        with self.assertRaisesRegex(ValueError, "xfer 5 out of range"):
+            locs.matched_ops(5)
+
+    def test_candidate_costs(self):
+        cost = CostModel("analytic")
+        locs = self.xfers.locations(self.graph, max_locations=3)
+        costs = locs.costs(cost)
+        self.assertEqual(costs.shape, (2, 3))
+        np.testing.assert_array_equal(~np.isnan(costs), locs.location_mask()[:2])
+        for x, n in enumerate(locs.counts):
+            for l in range(n):
+                self.assertAlmostEqual(costs[x, l], locs.apply(x, l).cost(cost))
+
     def test_max_locations_truncates(self):
         self.assertEqual(self.xfers.locations(self.graph, max_locations=1).counts, [1, 1])
 

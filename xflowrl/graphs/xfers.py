@@ -94,18 +94,36 @@ class Locations:
         """[N+1] bool: xfers with at least one location; NO-OP always True."""
         return np.array([n > 0 for n in self.counts] + [True], dtype=bool)
 
+    def matched_ops(self, xfer: int) -> List[List[int]]:
+        """For each location of `xfer`, the guids (in `self.graph`) of the ops
+        its source pattern matched, in source-pattern order."""
+        self._check_xfer(xfer)
+        return self._handle.matched(xfer)
+
+    def costs(self, cost_model: CostModel) -> np.ndarray:
+        """[N, L] float64: the cost (ms) of every candidate graph; NaN where
+        the xfer has no such location. Candidates share the current graph's
+        per-op cost memo, so this costs little beyond their new ops."""
+        out = np.full((self.num_xfers, self.max_locations), np.nan)
+        for x, row in enumerate(self._handle.costs(cost_model.handle)):
+            out[x, :len(row)] = row
+        return out
+
     def apply(self, xfer: int, location: int) -> Graph:
         """The graph that applying `xfer` at `location` produces.
 
         Raises:
           ValueError: the action is out of range or masked out.
         """
-        if not 0 <= xfer < self.num_xfers:
-            raise ValueError(f"xfer {xfer} out of range [0, {self.num_xfers})")
+        self._check_xfer(xfer)
         if not 0 <= location < self.counts[xfer]:
             raise ValueError(f"location {location} is not valid for xfer {xfer}, "
                              f"which has {self.counts[xfer]} locations")
         return Graph(self._handle.graph(xfer, location))
+
+    def _check_xfer(self, xfer: int) -> None:
+        if not 0 <= xfer < self.num_xfers:
+            raise ValueError(f"xfer {xfer} out of range [0, {self.num_xfers})")
 
 
 class XferSet:

@@ -300,3 +300,16 @@ cdef class LocationsHandle:
 
     def graph(self, int xfer, int location):
         return _wrap(self.locs.candidates[xfer][location])
+
+    def matched(self, int xfer):
+        """Per location of `xfer`: the guids its source pattern matched."""
+        return [list(m) for m in self.locs.matched[xfer]]
+
+    def costs(self, CostBackendHandle backend):
+        """Per xfer: the cost of every candidate graph, in ms."""
+        cdef size_t x, l
+        out = []
+        for x in range(self.locs.candidates.size()):
+            out.append([deref(self.locs.candidates[x][l]).cost(backend.ptr.get())
+                        for l in range(self.locs.candidates[x].size())])
+        return out

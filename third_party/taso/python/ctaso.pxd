@@ -105,6 +105,7 @@ cdef extern from "taso/rules.h" namespace "taso":
 
     cdef cppclass Locations:
         vector[vector[shared_ptr[const Graph]]] candidates
+        vector[vector[vector[int64_t]]] matched
         vector[int] num_matches
 
     Locations enumerate_locations(const Graph& graph, const vector[Rule]& rules,

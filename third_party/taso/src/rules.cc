@@ -49,7 +49,7 @@ void validate_pattern(const Rule& r, const std::vector<PatternOp>& ops,
 class Rewriter {
  public:
   Rewriter(const Graph& g, const Rule& r, int max_ops,
-           const std::function<bool(GraphPtr)>& emit)
+           const std::function<bool(GraphPtr, const MatchedOps&)>& emit)
       : g_(g), r_(r), max_ops_(max_ops), emit_(emit) {
     int min_var = 0;
     for (const auto* side : {&r.src, &r.dst})
@@ -249,7 +249,9 @@ class Rewriter {
     } catch (const EngineError&) {
       return true;  // the rewrite closed a cycle
     }
-    return emit_(std::move(result));
+    matched_guids_.resize(r_.src.size());
+    for (size_t s = 0; s < r_.src.size(); ++s) matched_guids_[s] = g_.node(mapped_[s]).guid;
+    return emit_(std::move(result), matched_guids_);
   }
 
   // True if op `i` transitively reads a matched op. Only ops after the first
@@ -319,7 +321,8 @@ class Rewriter {
   const Graph& g_;
   const Rule& r_;
   int max_ops_;
-  const std::function<bool(GraphPtr)>& emit_;
+  const std::function<bool(GraphPtr, const MatchedOps&)>& emit_;
+  MatchedOps matched_guids_;
   std::vector<TensorRef> bound_;  // indexed by -variable
   std::vector<bool> is_bound_;
   std::vector<int> mapped_;       // source op -> graph index
@@ -367,7 +370,7 @@ void Rule::validate() const {
 }
 
 int for_each_rewrite(const Graph& graph, const Rule& rule, int max_ops,
-                     const std::function<bool(GraphPtr)>& emit) {
+                     const std::function<bool(GraphPtr, const MatchedOps&)>& emit) {
   return Rewriter(graph, rule, max_ops, emit).run();
 }
 
@@ -376,12 +379,18 @@ Locations enumerate_locations(const Graph& graph, const std::vector<Rule>& rules
   if (max_locations < 1) throw EngineError("max_locations must be >= 1");
   Locations locs;
   locs.candidates.resize(rules.size());
+  locs.matched.resize(rules.size());
   locs.num_matches.resize(rules.size());
   std::unordered_set<uint64_t> seen{graph.hash()};
   for (size_t x = 0; x < rules.size(); ++x) {
     auto& list = locs.candidates[x];
-    locs.num_matches[x] = for_each_rewrite(graph, rules[x], max_ops, [&](GraphPtr c) {
-      if (seen.insert(c->hash()).second) list.push_back(std::move(c));
+    auto& matched = locs.matched[x];
+    locs.num_matches[x] = for_each_rewrite(graph, rules[x], max_ops,
+                                           [&](GraphPtr c, const MatchedOps& ops) {
+      if (seen.insert(c->hash()).second) {
+        list.push_back(std::move(c));
+        matched.push_back(ops);
+      }
       return static_cast<int>(list.size()) < max_locations;
     });
   }

@@ -60,7 +60,7 @@ SearchResult backtracking_search(GraphPtr graph, const std::vector<Rule>& rules,
       result.trace.push_back({result.expansions, elapsed(), result.best_cost});
     }
     for (size_t x = 0; x < rules.size(); ++x) {
-      for_each_rewrite(*top.graph, rules[x], max_ops, [&](GraphPtr c) {
+      for_each_rewrite(*top.graph, rules[x], max_ops, [&](GraphPtr c, const MatchedOps&) {
         if (!seen.insert(c->hash()).second) return true;
         double cost = c->cost(backend);
         if (cost < opts.alpha * result.best_cost) {

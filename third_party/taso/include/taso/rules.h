@@ -45,13 +45,17 @@ struct Rule {
   void validate() const;
 };
 
-// Calls `emit` with every rewritten graph the rule produces on `graph`, in
-// match order, until it returns false. Results with a cycle, with more than
+// The ops of the current graph that one match of a rule's source pattern
+// bound, as guids in source-pattern order.
+using MatchedOps = std::vector<int64_t>;
+
+// Calls `emit` with every rewritten graph the rule produces on `graph` and
+// the ops its match bound, in match order, until it returns false. Results with a cycle, with more than
 // `max_ops` ops (0: no cap), whose target shapes fail, or that would leave a
 // matched op's unmapped output in use are skipped. Returns the number of
 // complete matches found (including skipped ones).
 int for_each_rewrite(const Graph& graph, const Rule& rule, int max_ops,
-                     const std::function<bool(GraphPtr)>& emit);
+                     const std::function<bool(GraphPtr, const MatchedOps&)>& emit);
 
 // The locations of every xfer on one graph: candidates[x][l] is the graph
 // that applying xfer x at location l produces. Duplicates (by canonical
@@ -59,6 +63,7 @@ int for_each_rewrite(const Graph& graph, const Rule& rule, int max_ops,
 // are dropped before indices are assigned; at most `max_locations` per xfer.
 struct Locations {
   std::vector<std::vector<GraphPtr>> candidates;
+  std::vector<std::vector<MatchedOps>> matched;  // parallel to candidates
   std::vector<int> num_matches;  // complete matches before any filtering
 };
 Locations enumerate_locations(const Graph& graph, const std::vector<Rule>& rules,
