@@ -8,6 +8,7 @@ import textwrap
 from absl.testing import absltest
 import numpy as np
 
+from xflowrl import _engine
 from xflowrl.graphs import CostModel, GraphBuilder, XferSet
 from xflowrl.graphs.rules_io import PatternOp, PatternTensor, Rule
 
@@ -90,6 +91,24 @@ class GraphTest(absltest.TestCase):
             b.conv2d(input=x, weight=b.weight(name="w3", shape=(8, 8, 1, 1)), padding="FULL")
         with self.assertRaisesRegex(ValueError, "already used"):
             b.input(name="x", shape=(1,))
+
+    def test_structure_agrees_with_ops(self):
+        graph = two_branch_graph()
+        ops = graph.ops()
+        s = graph.structure()
+        self.assertEqual(list(s["guids"]), [op.guid for op in ops])
+        self.assertEqual([_engine.op_type_str(int(t)) for t in s["types"]],
+                         [op.type for op in ops])
+        index = {op.guid: i for i, op in enumerate(ops)}
+        edges = [(index[g], i) for i, op in enumerate(ops) for g, _ in op.inputs]
+        self.assertEqual(list(zip(s["senders"], s["receivers"])), edges)
+        shapes = {op.guid: op.output_shapes for op in ops}
+        flat = [shapes[g][k] for op in ops for g, k in op.inputs]
+        for row, shape in zip(s["edge_shapes"], flat):
+            self.assertEqual(tuple(row[:len(shape)]), shape[:4])
+        conv = next(i for i, op in enumerate(ops) if op.type == "conv2d")
+        self.assertEqual(s["params"][conv, 2], ops[conv].params["stride_h"])
+        self.assertEqual(tuple(s["out_shapes"][conv]), ops[conv].output_shapes[0])
 
     def test_memory_estimate(self):
         b = GraphBuilder()

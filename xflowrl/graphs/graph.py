@@ -88,6 +88,12 @@ class Graph:
             self._ops = ops
         return self._ops
 
+    def structure(self) -> Dict[str, Any]:
+        """The graph as flat numpy arrays (node types, parameters, edges and
+        shapes), built natively in microseconds; see
+        `xflowrl.embedding.features` and `_engine.GraphHandle.structure`."""
+        return self._handle.structure()
+
     def outputs(self) -> List[TensorId]:
         return self._handle.outputs()
 

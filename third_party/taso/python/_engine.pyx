@@ -19,6 +19,12 @@ from libcpp.vector cimport vector
 
 from ctaso cimport *
 
+import numpy as np
+
+# Columns of GraphHandle.structure()'s "params" array.
+STRUCTURE_PARAMS = ("kernel_h", "kernel_w", "stride_h", "stride_w", "padding",
+                    "activation", "groups", "axis")
+
 
 def op_type_id(str name):
     """Returns the engine's type number for an op name, or -1."""
@@ -147,6 +153,62 @@ cdef class GraphHandle:
             result.append((n.guid, n.type, _pyparams(n.params), inputs, shapes,
                            n.name.decode()))
         return result
+
+    def structure(self):
+        """The graph as flat arrays, for featurization (xflowrl.embedding).
+
+        Returns a dict: "guids" [n] int64, "types" [n] int32, "params" [n, 8]
+        float32 (columns STRUCTURE_PARAMS), "out_shapes" [n, 4] int64 (first
+        output, first four dims, zero padded), "senders" / "receivers" [e]
+        int32 node indices (one edge per op input) and "edge_shapes" [e, 4]
+        int64 (the tensor each edge carries, as out_shapes).
+        """
+        cdef const Graph* g = self.ptr.get()
+        cdef const Node* n
+        cdef int i, k, d, e = 0, num = g.size(), num_edges = 0
+        for i in range(num):
+            num_edges += g.node(i).inputs.size()
+        guids = np.empty(num, np.int64)
+        types = np.empty(num, np.int32)
+        params = np.zeros((num, 8), np.float32)
+        out_shapes = np.zeros((num, 4), np.int64)
+        senders = np.empty(num_edges, np.int32)
+        receivers = np.empty(num_edges, np.int32)
+        edge_shapes = np.zeros((num_edges, 4), np.int64)
+        cdef int64_t[::1] gv = guids
+        cdef int[::1] tv = types
+        cdef float[:, ::1] pv = params
+        cdef int64_t[:, ::1] ov = out_shapes
+        cdef int[::1] sv = senders
+        cdef int[::1] rv = receivers
+        cdef int64_t[:, ::1] ev = edge_shapes
+        cdef const Shape* shape
+        for i in range(num):
+            n = &g.node(i)
+            gv[i] = n.guid
+            tv[i] = n.type
+            pv[i, 0] = n.params.kernel_h
+            pv[i, 1] = n.params.kernel_w
+            pv[i, 2] = n.params.stride_h
+            pv[i, 3] = n.params.stride_w
+            pv[i, 4] = n.params.padding
+            pv[i, 5] = n.params.activation
+            pv[i, 6] = n.params.groups
+            pv[i, 7] = n.params.axis
+            if n.outputs.size() > 0:
+                shape = &n.outputs[0]
+                for d in range(min(4, <int>shape.size())):
+                    ov[i, d] = deref(shape)[d]
+            for k in range(<int>n.inputs.size()):
+                sv[e] = g.index_of(n.inputs[k].guid)
+                rv[e] = i
+                shape = &g.shape(n.inputs[k])
+                for d in range(min(4, <int>shape.size())):
+                    ev[e, d] = deref(shape)[d]
+                e += 1
+        return {"guids": guids, "types": types, "params": params,
+                "out_shapes": out_shapes, "senders": senders, "receivers": receivers,
+                "edge_shapes": edge_shapes}
 
     def outputs(self):
         cdef vector[TensorRef] outs = deref(self.ptr).outputs()

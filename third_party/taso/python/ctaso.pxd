@@ -67,6 +67,8 @@ cdef extern from "taso/graph.h" namespace "taso":
     cdef cppclass Graph:
         int size()
         const Node& node(int i)
+        int index_of(int64_t guid)
+        const Shape& shape(const TensorRef& t)
         const vector[TensorRef]& outputs()
         int num_ops()
         uint64_t hash()
