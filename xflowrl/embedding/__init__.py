@@ -1,0 +1,1 @@
+"""Graph featurization (`features`) and the graph_nets encoder (`encoder`)."""

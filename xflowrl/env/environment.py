@@ -1,0 +1,185 @@
+"""The real environment: graph rewriting as an episodic MDP (thesis §3.2).
+
+`GraphEnv.reset()` returns the first `Observation`; `step((xfer, location))`
+returns `(observation, reward, done, info)`. The observation is the 4-tuple of
+thesis §3.2.3, with per-location features that let the agent tell candidates
+apart (REFERENCE.md Part B §1, pitfall (c)):
+
+  graph:         the current graph as a numpy `GraphsTuple`
+                 (`xflowrl.embedding.features`).
+  locations:     `LocationFeatures` — per xfer and location, the node indices
+                 of the ops the xfer's source pattern matched and the
+                 candidate's cost change; per xfer, summary features.
+  location_mask: [N+1, L] bool; row N (NO-OP) is all False.
+  xfer_mask:     [N+1] bool; entry N (NO-OP) is always True.
+
+Action `(N, any)` is NO-OP and ends the episode. An episode also ends when no
+xfer applies or after `max_steps` steps. An invalid action (out of range or
+masked) never raises: `info["invalid"]` says why, the reward is
+`invalid_penalty`, and the episode ends (`invalid_action="end"`, default) or
+continues unchanged (`"ignore"`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+
+import numpy as np
+from graph_nets import graphs
+
+from xflowrl.embedding import features
+from xflowrl.env import rewards
+from xflowrl.graphs import CostModel, Graph, Locations, XferSet
+
+XFER_SUMMARY_SIZE = 3
+
+
+@dataclasses.dataclass
+class EnvConfig:
+    """Environment settings.
+
+    Attributes:
+      max_steps: step limit per episode (the thesis code had none).
+      max_locations: L, locations exposed per xfer.
+      reward: a name from `xflowrl.env.rewards.REWARDS`.
+      invalid_action: "end" the episode or "ignore" the action (graph kept).
+      invalid_penalty: reward of an invalid action.
+      max_ops_factor: candidates with more ops than this times the initial
+        graph's are dropped.
+    """
+    max_steps: int = 50
+    max_locations: int = 200
+    reward: str = "relative"
+    invalid_action: str = "end"
+    invalid_penalty: float = -10.0
+    max_ops_factor: float = 2.0
+
+    def __post_init__(self):
+        rewards.get(self.reward)
+        if self.invalid_action not in ("end", "ignore"):
+            raise ValueError(f"invalid_action must be 'end' or 'ignore', got "
+                             f"{self.invalid_action!r}")
+        if self.max_steps < 1 or self.max_locations < 1:
+            raise ValueError("max_steps and max_locations must be >= 1")
+
+
+class LocationFeatures(NamedTuple):
+    nodes: np.ndarray         # [N+1, L, K] int32 matched node indices, -1 padded
+    cost_delta: np.ndarray    # [N+1, L] float32: 100 * (candidate - current) / initial
+    xfer_summary: np.ndarray  # [N+1, 3] float32: log1p(#locations), min and mean cost_delta
+
+
+class Observation(NamedTuple):
+    graph: graphs.GraphsTuple
+    locations: LocationFeatures
+    location_mask: np.ndarray  # [N+1, L] bool
+    xfer_mask: np.ndarray      # [N+1] bool
+
+
+class GraphEnv:
+    """Applies xfers to one graph; costs come from one cost model."""
+
+    def __init__(self, graph: Graph, xfers: XferSet, cost_model: CostModel,
+                 config: Optional[EnvConfig] = None):
+        self.initial_graph = graph
+        self.xfers = xfers
+        self.cost_model = cost_model
+        self.config = config or EnvConfig()
+        self._reward_fn = rewards.get(self.config.reward)
+        self.num_xfers = len(xfers)
+        self.max_pattern_ops = max(len(r.src) for r in xfers.rules)
+        self._max_ops = int(self.config.max_ops_factor * graph.num_ops())
+        self.initial_cost = graph.cost(cost_model)
+        self.graph: Graph = graph
+        self.cost = self.initial_cost
+        self.steps = 0
+        self.history: List[Tuple[str, int]] = []
+        self._locations: Optional[Locations] = None
+        self._done = True
+
+    @property
+    def noop(self) -> int:
+        """The NO-OP xfer id, N."""
+        return self.num_xfers
+
+    def reset(self) -> Observation:
+        self.graph = self.initial_graph
+        self.cost = self.initial_cost
+        self.steps = 0
+        self.history = []
+        self._done = False
+        return self._observe()
+
+    def step(self, action: Tuple[int, int]) -> Tuple[Observation, float, bool, Dict[str, Any]]:
+        if self._done:
+            raise RuntimeError("step() called on a finished episode; call reset()")
+        xfer, location = int(action[0]), int(action[1])
+        previous = self.cost
+        info: Dict[str, Any] = {"invalid": None, "applied": None, "location": location}
+        self.steps += 1
+        if xfer == self.noop:
+            done = True
+            info["applied"] = "NO-OP"
+        else:
+            invalid = self._check(xfer, location)
+            if invalid:
+                info["invalid"] = invalid
+                done = self.config.invalid_action == "end" or self.steps >= self.config.max_steps
+                self._done = done
+                info.update(cost=self.cost, initial_cost=self.initial_cost, steps=self.steps)
+                return self._observation, self.config.invalid_penalty, done, info
+            self.graph = self._locations.apply(xfer, location)
+            self.cost = self.graph.cost(self.cost_model)
+            self.history.append((self.xfers.names[xfer], location))
+            info["applied"] = self.xfers.names[xfer]
+            done = False
+        observation = self._observation if done else self._observe()
+        if not done:
+            done = (self.steps >= self.config.max_steps
+                    or not observation.xfer_mask[:self.noop].any())
+        reward = self._reward_fn(rewards.Transition(
+            self.initial_cost, previous, self.cost, done))
+        self._done = done
+        info.update(cost=self.cost, initial_cost=self.initial_cost, steps=self.steps)
+        return observation, reward, done, info
+
+    def _check(self, xfer: int, location: int) -> Optional[str]:
+        if not 0 <= xfer <= self.noop:
+            return f"xfer {xfer} out of range [0, {self.noop}]"
+        counts = self._locations.counts
+        if counts[xfer] == 0:
+            return f"xfer {xfer} ({self.xfers.names[xfer]}) has no location"
+        if not 0 <= location < counts[xfer]:
+            return f"location {location} out of range [0, {counts[xfer]}) for xfer {xfer}"
+        return None
+
+    def _observe(self) -> Observation:
+        cfg = self.config
+        self._locations = locs = self.xfers.locations(self.graph, cfg.max_locations,
+                                                      self._max_ops)
+        n, num_l, k = self.num_xfers, cfg.max_locations, self.max_pattern_ops
+        graph_tuple = features.featurize(self.graph, self.graph.op_costs(self.cost_model),
+                                         self.cost, self.initial_cost)
+        nodes = np.full((n + 1, num_l, k), -1, np.int32)
+        cost_delta = np.zeros((n + 1, num_l), np.float32)
+        summary = np.zeros((n + 1, XFER_SUMMARY_SIZE), np.float32)
+        active = [x for x, c in enumerate(locs.counts) if c > 0]
+        if active:
+            guids = self.graph.structure()["guids"]
+            index_of = np.full(int(guids.max()) + 1, -1, np.int32)
+            index_of[guids] = np.arange(len(guids), dtype=np.int32)
+            costs = locs.costs(self.cost_model)
+            for x in active:
+                c = locs.counts[x]
+                for l, matched in enumerate(locs.matched_ops(x)):
+                    nodes[x, l, :len(matched)] = index_of[matched]
+                delta = 100.0 * (costs[x, :c] - self.cost) / self.initial_cost
+                cost_delta[x, :c] = delta
+                summary[x] = (np.log1p(c), delta.min(), delta.mean())
+        self._observation = Observation(
+            graph=graph_tuple,
+            locations=LocationFeatures(nodes, cost_delta, summary),
+            location_mask=locs.location_mask(),
+            xfer_mask=locs.xfer_mask())
+        return self._observation
