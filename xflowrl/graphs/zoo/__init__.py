@@ -11,6 +11,7 @@ from xflowrl.graphs.zoo.bert import bert
 from xflowrl.graphs.zoo.inception import inception_v3
 from xflowrl.graphs.zoo.resnet import resnet18, resnet50, resnet50_taso
 from xflowrl.graphs.zoo.squeezenet import squeezenet1_1
+from xflowrl.graphs.zoo.toy import small_cnn
 
 _BUILDERS: Dict[str, Callable[..., Graph]] = {
     "resnet18": resnet18,
@@ -19,6 +20,7 @@ _BUILDERS: Dict[str, Callable[..., Graph]] = {
     "inception_v3": inception_v3,
     "squeezenet1_1": squeezenet1_1,
     "bert": bert,
+    "small_cnn": small_cnn,  # quick runs and tests; not a thesis graph
 }
 GRAPHS = tuple(_BUILDERS)
 

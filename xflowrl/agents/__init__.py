@@ -1,0 +1,1 @@
+"""Learning agents: the model-free hierarchical PPO agent (`ppo`)."""

@@ -1,0 +1,190 @@
+"""The learner: PPO updates of both heads, the values and the encoder.
+
+`Learner.update(steps)` takes the transitions of whole episodes, computes GAE
+advantages for each head from its own value (the xfer head from V_x(s), the
+location head from V_l(s, x)), and runs `epochs` passes of minibatch steps.
+One step minimises
+
+  L = clip_x + clip_l + value_coef * (value_x + value_l)
+      - entropy_coef * (H_x + H_l)
+
+where the location terms count only for transitions whose xfer is not
+NO-OP. The gradient of L updates the encoder, the policies and the xfer
+embedding with the policy optimizer, and the two value MLPs with the value
+optimizer (the thesis' two Adams), after an optional global-norm clip.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, NamedTuple, Sequence
+
+import numpy as np
+import sonnet as snt
+import tensorflow as tf
+from graph_nets import graphs
+
+from xflowrl.agents.ppo import losses
+from xflowrl.agents.ppo.config import PPOConfig
+from xflowrl.agents.ppo.networks import PolicyValueNetwork
+from xflowrl.embedding import features
+from xflowrl.embedding.encoder import Embedding
+
+
+class Step(NamedTuple):
+    """One transition, with only the chosen xfer's location features."""
+    graph: graphs.GraphsTuple   # numpy, one graph
+    xfer_summary: np.ndarray    # [N+1, S]
+    xfer_mask: np.ndarray       # [N+1]
+    location_nodes: np.ndarray  # [L, K] of the chosen xfer
+    cost_delta: np.ndarray      # [L]
+    location_mask: np.ndarray   # [L]
+    xfer: int
+    location: int
+    xfer_log_prob: float
+    location_log_prob: float
+    xfer_value: float
+    location_value: float
+    reward: float
+    done: bool
+
+
+class Batch(NamedTuple):
+    graph: graphs.GraphsTuple
+    xfer_summary: tf.Tensor
+    xfer_mask: tf.Tensor
+    location_nodes: tf.Tensor  # indices into the batch's nodes
+    cost_delta: tf.Tensor
+    location_mask: tf.Tensor
+    xfer: tf.Tensor
+    location: tf.Tensor
+    old_xfer_log_prob: tf.Tensor
+    old_location_log_prob: tf.Tensor
+    xfer_advantage: tf.Tensor
+    location_advantage: tf.Tensor
+    xfer_return: tf.Tensor
+    location_return: tf.Tensor
+    has_location: tf.Tensor    # 1.0 where the xfer is not NO-OP
+
+
+def make_batch(steps: Sequence[Step], advantages: Dict[str, np.ndarray], noop: int) -> Batch:
+    """Stacks transitions (and their advantages/returns) into tensors."""
+    graph_tuples = [s.graph for s in steps]
+    offsets = features.node_offsets(graph_tuples)
+    nodes = np.stack([s.location_nodes for s in steps])
+    nodes = np.where(nodes >= 0, nodes + offsets[:, None, None], -1).astype(np.int32)
+    xfer = np.array([s.xfer for s in steps], np.int32)
+    f32 = lambda x: tf.constant(np.asarray(x, np.float32))
+    return Batch(
+        graph=features.to_tensors(features.batch(graph_tuples)),
+        xfer_summary=f32(np.stack([s.xfer_summary for s in steps])),
+        xfer_mask=tf.constant(np.stack([s.xfer_mask for s in steps])),
+        location_nodes=tf.constant(nodes),
+        cost_delta=f32(np.stack([s.cost_delta for s in steps])),
+        location_mask=tf.constant(np.stack([s.location_mask for s in steps])),
+        xfer=tf.constant(xfer),
+        location=tf.constant(np.array([s.location for s in steps], np.int32)),
+        old_xfer_log_prob=f32([s.xfer_log_prob for s in steps]),
+        old_location_log_prob=f32([s.location_log_prob for s in steps]),
+        xfer_advantage=f32(advantages["xfer_advantage"]),
+        location_advantage=f32(advantages["location_advantage"]),
+        xfer_return=f32(advantages["xfer_return"]),
+        location_return=f32(advantages["location_return"]),
+        has_location=f32(xfer != noop))
+
+
+def compute_advantages(steps: Sequence[Step], config: PPOConfig) -> Dict[str, np.ndarray]:
+    """GAE per head over consecutive whole episodes (the last step is done)."""
+    rewards = np.array([s.reward for s in steps])
+    dones = np.array([s.done for s in steps])
+    if len(steps) and not dones[-1]:
+        raise ValueError("compute_advantages needs whole episodes; the last step is not done")
+    out = {}
+    for head in ("xfer", "location"):
+        values = np.array([getattr(s, f"{head}_value") for s in steps])
+        a = losses.gae(rewards, values, dones, 0.0, config.discount, config.gae_lambda)
+        out[f"{head}_advantage"], out[f"{head}_return"] = a.advantages, a.returns
+    return out
+
+
+class Learner:
+    """Owns the optimizers and runs PPO updates on a `PolicyValueNetwork`."""
+
+    def __init__(self, network: PolicyValueNetwork, config: PPOConfig, seed: int = 0):
+        self.network = network
+        self.config = config
+        self.rng = np.random.default_rng(seed)
+        self.policy_optimizer = snt.optimizers.Adam(config.policy_learning_rate,
+                                                    epsilon=config.adam_epsilon)
+        self.value_optimizer = snt.optimizers.Adam(config.value_learning_rate,
+                                                   epsilon=config.adam_epsilon)
+        self._step = tf.function(self._step_impl, reduce_retracing=True)
+
+    def _losses(self, b: Batch) -> Dict[str, tf.Tensor]:
+        cfg = self.config
+        embedding: Embedding = self.network.encode(b.graph)
+        xfer_out = self.network.xfer_head(embedding.globals, b.xfer_summary)
+        loc_out = self.network.location_head(embedding, b.xfer, b.location_nodes, b.cost_delta)
+        ones = tf.ones_like(b.has_location)
+        adv_x, adv_l = b.xfer_advantage, b.location_advantage
+        if cfg.normalize_advantages:
+            adv_x, adv_l = losses.normalize(adv_x, ones), losses.normalize(adv_l, b.has_location)
+        lp_x = losses.masked_log_prob(xfer_out.logits, b.xfer_mask, b.xfer)
+        lp_l = losses.masked_log_prob(loc_out.logits, b.location_mask, b.location)
+        m = {
+            "policy_loss_xfer": losses.clipped_surrogate(
+                lp_x, b.old_xfer_log_prob, adv_x, cfg.clip_epsilon, ones),
+            "policy_loss_location": losses.clipped_surrogate(
+                lp_l, b.old_location_log_prob, adv_l, cfg.clip_epsilon, b.has_location),
+            "value_loss_xfer": losses.value_loss(xfer_out.value, b.xfer_return, ones),
+            "value_loss_location": losses.value_loss(loc_out.value, b.location_return,
+                                                     b.has_location),
+            "entropy_xfer": tf.reduce_mean(losses.masked_entropy(xfer_out.logits, b.xfer_mask)),
+            "entropy_location": tf.reduce_sum(
+                losses.masked_entropy(loc_out.logits, b.location_mask) * b.has_location)
+                / tf.maximum(tf.reduce_sum(b.has_location), 1.0),
+            "approx_kl": tf.reduce_mean(b.old_xfer_log_prob - lp_x),
+        }
+        m["loss"] = (m["policy_loss_xfer"] + m["policy_loss_location"]
+                     + cfg.value_coef * (m["value_loss_xfer"] + m["value_loss_location"])
+                     - cfg.entropy_coef * (m["entropy_xfer"] + m["entropy_location"]))
+        return m
+
+    def _step_impl(self, batch: Batch) -> Dict[str, tf.Tensor]:
+        policy_vars = self.network.policy_variables()
+        value_vars = self.network.value_variables()
+        with tf.GradientTape() as tape:
+            metrics = self._losses(batch)
+        grads = tape.gradient(metrics["loss"], policy_vars + value_vars)
+        grads = [tf.zeros_like(v) if g is None else g for g, v in zip(grads, policy_vars + value_vars)]
+        metrics["grad_norm"] = tf.linalg.global_norm(grads)
+        if self.config.max_grad_norm:
+            grads, _ = tf.clip_by_global_norm(grads, self.config.max_grad_norm,
+                                              use_norm=metrics["grad_norm"])
+        self.policy_optimizer.apply(grads[:len(policy_vars)], policy_vars)
+        self.value_optimizer.apply(grads[len(policy_vars):], value_vars)
+        return metrics
+
+    def build(self) -> None:
+        """Creates the optimizers' slot variables (the network's must exist)."""
+        # Sonnet's Adam creates its moments on the first apply; create them now.
+        if self.policy_optimizer.m:
+            return
+        self.policy_optimizer._initialize(self.network.policy_variables())  # pylint: disable=protected-access
+        self.value_optimizer._initialize(self.network.value_variables())  # pylint: disable=protected-access
+
+    def update(self, steps: List[Step]) -> Dict[str, float]:
+        """One PPO update on whole episodes; returns mean metrics."""
+        cfg = self.config
+        advantages = compute_advantages(steps, cfg)
+        noop = self.network.num_xfers
+        size = cfg.minibatch_size or len(steps)
+        history: Dict[str, List[float]] = {}
+        for _ in range(cfg.epochs):
+            order = self.rng.permutation(len(steps)) if cfg.minibatch_size else np.arange(len(steps))
+            for start in range(0, len(steps), size):
+                idx = order[start:start + size]
+                batch = make_batch([steps[i] for i in idx],
+                                   {k: v[idx] for k, v in advantages.items()}, noop)
+                for k, v in self._step(batch).items():
+                    history.setdefault(k, []).append(float(v))
+        return {k: float(np.mean(v)) for k, v in history.items()}
