@@ -1,0 +1,134 @@
+"""Trains the model-free hierarchical PPO agent in the real environment.
+
+    python experiments/train_mf.py --graph=squeezenet1_1 --episodes=500
+    python experiments/train_mf.py --quick          # small_cnn, about a minute
+
+Writes to --results_dir/<graph>/train_mf/: TensorBoard logs, checkpoints and
+progress.json (rerun with the same flags to resume after an interruption),
+and at the end result.json / result.md (the trained agent's greedy episode:
+its substitution sequence and estimated cost; the best episode seen in
+training; a random agent's average; TASO's search under the same cost model)
+and the optimised graph (graph.json, plus graph.onnx when the ONNX exporter
+is available).
+"""
+
+import dataclasses
+import json
+import os
+import time
+
+from absl import app
+from absl import flags
+from absl import logging
+import numpy as np
+
+from xflowrl.agents.ppo import PPOAgent, PPOConfig
+from xflowrl.agents.ppo.training import TrainConfig, replay, train
+from xflowrl.env import EnvConfig, GraphEnv, rewards
+from xflowrl.graphs import BACKENDS, CostModel, XferSet, zoo
+from xflowrl.search import RandomAgent
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("graph", "squeezenet1_1", f"Graph to optimise; one of {zoo.GRAPHS}.")
+flags.DEFINE_integer("episodes", 500, "Training episodes.")
+flags.DEFINE_integer("seed", 0, "Seed of the agent's networks and sampling.")
+flags.DEFINE_enum("cost_model", "analytic", BACKENDS, "Cost backend.")
+flags.DEFINE_string("profile", "cpu", "Device profile of the analytic backend.")
+flags.DEFINE_string("cost_cache", "results/cost_cache.tsv", "Cache of measured op costs.")
+flags.DEFINE_enum("ppo", "thesis", ["thesis", "xrlflow"], "PPO hyper-parameter preset.")
+flags.DEFINE_integer("episodes_per_update", None, "Override the preset's value.")
+flags.DEFINE_integer("max_steps", 50, "Step limit per episode.")
+flags.DEFINE_integer("max_locations", 200, "L, locations per xfer.")
+flags.DEFINE_enum("reward", "relative", sorted(rewards.REWARDS), "Reward function.")
+flags.DEFINE_integer("taso_budget", 1000, "Budget of the TASO search baseline (0: skip).")
+flags.DEFINE_float("taso_alpha", 1.05, "Alpha of the TASO search baseline.")
+flags.DEFINE_integer("random_episodes", 20, "Episodes of the random-agent baseline.")
+flags.DEFINE_bool("quick", False, "small_cnn, 60 episodes, X-RLflow PPO, 5 episodes "
+                  "per update, 20 steps: trains in about a minute.")
+flags.DEFINE_string("results_dir", "results", "Where results are written.")
+
+
+def _settings():
+    graph, episodes, preset = FLAGS.graph, FLAGS.episodes, FLAGS.ppo
+    per_update, max_steps = FLAGS.episodes_per_update, FLAGS.max_steps
+    if FLAGS.quick:
+        graph, episodes, preset, per_update, max_steps = "small_cnn", 60, "xrlflow", 5, 20
+    ppo = PPOConfig.named(preset)
+    if per_update:
+        ppo = dataclasses.replace(ppo, episodes_per_update=per_update)
+    return graph, episodes, ppo, max_steps
+
+
+def main(argv):
+    del argv
+    graph_name, episodes, ppo, max_steps = _settings()
+    graph = zoo.get_graph(graph_name)
+    cost_model = CostModel(FLAGS.cost_model, profile=FLAGS.profile, cache_path=FLAGS.cost_cache)
+    xfers = XferSet.default()
+    env = GraphEnv(graph, xfers, cost_model,
+                   EnvConfig(max_steps=max_steps, max_locations=FLAGS.max_locations,
+                             reward=FLAGS.reward))
+    out_dir = os.path.join(FLAGS.results_dir, graph_name, "train_mf")
+    logging.info("graph %s: %d ops, %d xfers, initial cost %.4f ms (%s); results in %s",
+                 graph_name, graph.num_ops(), len(xfers), env.initial_cost, cost_model.name,
+                 out_dir)
+    agent = PPOAgent(len(xfers), ppo, seed=FLAGS.seed)
+    result = train(env, agent, TrainConfig(episodes=episodes), out_dir)
+
+    greedy = agent.run_episode(env, greedy=True, learn=False)
+    final_graph = env.graph
+    random_agent = RandomAgent(seed=FLAGS.seed)
+    random_costs = [random_agent.run_episode(env).final_cost
+                    for _ in range(FLAGS.random_episodes)]
+    taso = None
+    if FLAGS.taso_budget > 0:
+        start = time.time()
+        search = xfers.search(graph, cost_model, alpha=FLAGS.taso_alpha, budget=FLAGS.taso_budget)
+        taso = {"cost_ms": search.best_cost, "seconds": time.time() - start,
+                "expansions": search.expansions, "applied": search.applied}
+    best_graph = replay(env, result.best_sequence)
+
+    summary = {
+        "graph": graph_name, "cost_model": cost_model.name, "ppo": dataclasses.asdict(ppo),
+        "episodes": result.episodes, "interactions": result.interactions,
+        "train_seconds": result.seconds, "initial_cost_ms": env.initial_cost,
+        "agent_cost_ms": greedy.final_cost, "agent_applied": greedy.applied,
+        "best_training_cost_ms": best_graph.cost(cost_model),
+        "best_training_applied": result.best_sequence,
+        "random_mean_cost_ms": float(np.mean(random_costs)) if random_costs else None,
+        "taso": taso, "history": result.history,
+    }
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "result.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    with open(os.path.join(out_dir, "graph.json"), "w") as f:
+        json.dump([op._asdict() for op in final_graph.ops()], f)
+    try:
+        from xflowrl.graphs import onnx_io  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        onnx_io = None
+        logging.warning("ONNX exporter not available: wrote graph.json only")
+    if onnx_io is not None:
+        onnx_io.save_onnx(final_graph, onnx_io.random_weights(final_graph),
+                          os.path.join(out_dir, "graph.onnx"))
+    rows = [("initial", env.initial_cost), ("PPO agent (greedy)", greedy.final_cost),
+            ("best episode in training", summary["best_training_cost_ms"])]
+    if random_costs:
+        rows.append((f"random agent (mean of {len(random_costs)})", summary["random_mean_cost_ms"]))
+    if taso:
+        rows.append((f"TASO search (alpha {FLAGS.taso_alpha}, budget {FLAGS.taso_budget})",
+                     taso["cost_ms"]))
+    table = "\n".join(f"| {name} | {cost:.4f} | {100 * (cost / env.initial_cost - 1):+.2f}% |"
+                      for name, cost in rows)
+    with open(os.path.join(out_dir, "result.md"), "w") as f:
+        f.write(f"# Model-free PPO on {graph_name} ({cost_model.name} cost)\n\n"
+                f"{result.episodes} episodes, {result.interactions} environment steps, "
+                f"{result.seconds:.0f} s of training.\n\n| | cost (ms) | change |\n|---|---|---|\n"
+                f"{table}\n\nAgent's substitutions: "
+                f"{', '.join(f'{n}@{l}' for n, l in greedy.applied) or 'none'}\n")
+    print(table)
+    print(f"results in {out_dir}")
+
+
+if __name__ == "__main__":
+    app.run(main)

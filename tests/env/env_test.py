@@ -1,0 +1,126 @@
+"""Tests of the real environment and its rewards."""
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import numpy as np
+
+from xflowrl.env import EnvConfig, GraphEnv, rewards
+from xflowrl.graphs import CostModel, XferSet, zoo
+
+_XFERS = XferSet.default()
+_COST = CostModel("analytic")
+
+
+def _env(**config):
+    return GraphEnv(zoo.get_graph("small_cnn"), _XFERS, _COST, EnvConfig(**config))
+
+
+def _first_valid(obs):
+    x = int(np.flatnonzero(obs.xfer_mask[:-1])[0])
+    return x, 0
+
+
+class EnvTest(parameterized.TestCase):
+
+    def test_observation_shapes_and_masks(self):
+        env = _env(max_locations=7)
+        obs = env.reset()
+        n = len(_XFERS)
+        self.assertEqual(obs.location_mask.shape, (n + 1, 7))
+        self.assertEqual(obs.xfer_mask.shape, (n + 1,))
+        self.assertTrue(obs.xfer_mask[n])
+        self.assertFalse(obs.location_mask[n].any())
+        np.testing.assert_array_equal(obs.xfer_mask[:n], obs.location_mask[:n].any(axis=1))
+        self.assertEqual(obs.locations.nodes.shape, (n + 1, 7, env.max_pattern_ops))
+        self.assertEqual(obs.graph.nodes.shape[0], int(obs.graph.n_node[0]))
+        # Padding is -1 exactly where there is no location.
+        has_any = (obs.locations.nodes >= 0).any(axis=2)
+        np.testing.assert_array_equal(has_any, obs.location_mask)
+
+    def test_location_features_name_matched_ops_and_cost_changes(self):
+        env = _env()
+        obs = env.reset()
+        types = [op.type for op in env.graph.ops()]
+        locs = _XFERS.locations(env.graph)
+        for x in np.flatnonzero(obs.xfer_mask[:-1]):
+            rule = _XFERS.rules[x]
+            for l in range(locs.counts[x]):
+                k = len(rule.src)
+                self.assertEqual([types[i] for i in obs.locations.nodes[x, l, :k]],
+                                 [op.type for op in rule.src])
+                expected = 100 * (locs.apply(x, l).cost(_COST) - env.cost) / env.initial_cost
+                self.assertAlmostEqual(obs.locations.cost_delta[x, l], expected, places=4)
+
+    def test_step_applies_and_rewards_the_relative_drop(self):
+        env = _env()
+        obs = env.reset()
+        x = int(np.argmin(np.where(obs.location_mask, obs.locations.cost_delta, np.inf)) // 200)
+        l = int(np.argmin(np.where(obs.location_mask[x], obs.locations.cost_delta[x], np.inf)))
+        before = env.graph
+        _, reward, done, info = env.step((x, l))
+        self.assertFalse(done)
+        self.assertEqual(info["applied"], _XFERS.names[x])
+        self.assertNotEqual(env.graph.hash(), before.hash())
+        self.assertAlmostEqual(reward, 100 * (env.initial_cost - env.cost) / env.initial_cost)
+        self.assertAlmostEqual(reward, -obs.locations.cost_delta[x, l], places=4)
+        self.assertGreater(reward, 0)
+
+    def test_noop_ends_the_episode(self):
+        env = _env()
+        env.reset()
+        _, reward, done, info = env.step((env.noop, 0))
+        self.assertTrue(done)
+        self.assertEqual(reward, 0.0)
+        self.assertEqual(info["applied"], "NO-OP")
+        with self.assertRaisesRegex(RuntimeError, "finished episode"):
+            env.step((env.noop, 0))
+
+    def test_step_limit(self):
+        env = _env(max_steps=2)
+        obs = env.reset()
+        _, _, done, _ = env.step(_first_valid(obs))
+        self.assertFalse(done)
+        obs = env._observation
+        _, _, done, _ = env.step(_first_valid(obs))
+        self.assertTrue(done)
+
+    @parameterized.parameters((-1, 0), (10**6, 0), (0, 10**6))
+    def test_invalid_actions_end_with_a_penalty(self, x, l):
+        env = _env(invalid_penalty=-5.0)
+        env.reset()
+        _, reward, done, info = env.step((x, l))
+        self.assertTrue(done)
+        self.assertEqual(reward, -5.0)
+        self.assertIsNotNone(info["invalid"])
+        self.assertEqual(env.cost, env.initial_cost)
+
+    def test_invalid_action_can_be_ignored(self):
+        env = _env(invalid_action="ignore")
+        obs = env.reset()
+        masked = int(np.flatnonzero(~obs.xfer_mask)[0])
+        obs2, reward, done, info = env.step((masked, 0))
+        self.assertFalse(done)
+        self.assertIn("has no location", info["invalid"])
+        self.assertEqual(env.graph.hash(), env.initial_graph.hash())
+        env.step(_first_valid(obs2))  # the episode goes on
+
+    def test_bad_config(self):
+        with self.assertRaisesRegex(ValueError, "unknown reward 'speed'"):
+            EnvConfig(reward="speed")
+        with self.assertRaisesRegex(ValueError, "invalid_action"):
+            EnvConfig(invalid_action="crash")
+
+
+class RewardsTest(absltest.TestCase):
+
+    def test_values(self):
+        t = rewards.Transition(initial_cost=10.0, previous_cost=8.0, new_cost=6.0, done=False)
+        self.assertAlmostEqual(rewards.relative(t), 20.0)
+        self.assertAlmostEqual(rewards.delta(t), 2.0)
+        self.assertEqual(rewards.terminal(t), 0.0)
+        self.assertAlmostEqual(rewards.terminal(t._replace(done=True)), 40.0)
+        self.assertAlmostEqual(rewards.sqrt(t), np.sqrt(8) - np.sqrt(6))
+
+
+if __name__ == "__main__":
+    absltest.main()

@@ -1,0 +1,142 @@
+"""The model-free training loop: episodes, updates, logs, checkpoints, resume.
+
+`train(env, agent, config, logdir)` plays `config.episodes` episodes in the
+real environment, updating the agent every `episodes_per_update` episodes.
+It writes TensorBoard summaries (episode reward, final cost, losses,
+entropies) under `logdir/tensorboard`, checkpoints under `logdir/checkpoints`
+(network, optimizers, counters) with `logdir/progress.json` (the best
+substitution sequence found so far, so nothing is lost), and resumes from
+them when run again with the same `logdir`. A progress line with the rate and
+the time left goes to `progress` (stderr by default).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import time
+from typing import Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from xflowrl.agents.ppo.agent import Episode, PPOAgent
+from xflowrl.env import GraphEnv
+from xflowrl.graphs import Graph
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Attributes:
+      episodes: total training episodes (resumed runs count earlier ones).
+      checkpoint_every: updates between checkpoints.
+      eval_every: updates between greedy evaluation episodes (logged).
+    """
+    episodes: int = 1000
+    checkpoint_every: int = 10
+    eval_every: int = 5
+
+
+@dataclasses.dataclass
+class TrainResult:
+    episodes: int
+    interactions: int          # real environment steps taken in training
+    seconds: float
+    best_cost: float           # best final cost of any episode
+    best_sequence: List[Tuple[str, int]]
+    history: List[Dict[str, float]]  # one row per update
+
+
+def replay(env: GraphEnv, sequence: List[Tuple[str, int]]) -> Graph:
+    """Re-applies a substitution sequence (xfer names, locations) from reset."""
+    env.reset()
+    index = {name: i for i, name in enumerate(env.xfers.names)}
+    for name, location in sequence:
+        if name not in index:
+            raise ValueError(f"replay: unknown xfer {name!r}")
+        _, _, _, info = env.step((index[name], location))
+        if info["invalid"]:
+            raise ValueError(f"replay: step ({name}, {location}) is invalid: {info['invalid']}")
+    return env.graph
+
+
+def _format_seconds(s: float) -> str:
+    s = int(s)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def train(env: GraphEnv, agent: PPOAgent, config: TrainConfig, logdir: str,
+          progress: Optional[Callable[[str], None]] = None) -> TrainResult:
+    """Trains `agent` on `env`; see the module docstring."""
+    if progress is None:
+        progress = lambda line: print(line, file=sys.stderr, flush=True)
+    os.makedirs(logdir, exist_ok=True)
+    manager = tf.train.CheckpointManager(agent.checkpoint, os.path.join(logdir, "checkpoints"),
+                                         max_to_keep=3)
+    state_path = os.path.join(logdir, "progress.json")
+    state = {"best_cost": env.initial_cost, "best_sequence": [], "interactions": 0,
+             "seconds": 0.0, "history": []}
+    if manager.latest_checkpoint:
+        agent.build(env)
+        agent.checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+        with open(state_path) as f:
+            state = json.load(f)
+        progress(f"resumed from {manager.latest_checkpoint} at episode "
+                 f"{int(agent.episodes.numpy())}")
+    writer = tf.summary.create_file_writer(os.path.join(logdir, "tensorboard"))
+    start, start_episode = time.time(), int(agent.episodes.numpy())
+    seconds_before = state["seconds"]
+
+    def save():
+        state["seconds"] = seconds_before + time.time() - start
+        manager.save(checkpoint_number=int(agent.episodes.numpy()))
+        tmp = state_path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(state, f)
+        os.replace(tmp, state_path)  # atomic: an interruption never leaves half a file
+
+    recent: List[Episode] = []
+    while int(agent.episodes.numpy()) < config.episodes:
+        episode = agent.run_episode(env)
+        recent.append(episode)
+        state["interactions"] += episode.steps
+        n = int(agent.episodes.numpy())
+        if episode.final_cost < state["best_cost"]:
+            state["best_cost"] = episode.final_cost
+            state["best_sequence"] = episode.applied
+        with writer.as_default(step=n):
+            tf.summary.scalar("episode/reward", episode.total_reward)
+            tf.summary.scalar("episode/final_cost", episode.final_cost)
+            tf.summary.scalar("episode/steps", episode.steps)
+            tf.summary.scalar("episode/best_cost", state["best_cost"])
+        if not agent.ready_to_update and n < config.episodes:
+            continue
+        metrics = agent.update()
+        updates = int(agent.updates.numpy())
+        row = {"episode": n, "updates": updates,
+               "mean_reward": float(np.mean([e.total_reward for e in recent])),
+               "mean_final_cost": float(np.mean([e.final_cost for e in recent])), **metrics}
+        if updates % config.eval_every == 0:
+            greedy = agent.run_episode(env, greedy=True, learn=False)
+            row["greedy_cost"] = greedy.final_cost
+        state["history"].append(row)
+        recent = []
+        with writer.as_default(step=n):
+            for k, v in row.items():
+                if k not in ("episode", "updates"):
+                    tf.summary.scalar(f"train/{k}", v)
+        if updates % config.checkpoint_every == 0:
+            save()
+        elapsed = time.time() - start
+        rate = (n - start_episode) / max(elapsed, 1e-9)
+        left = (config.episodes - n) / max(rate, 1e-9)
+        progress(f"episode {n}/{config.episodes}  {rate:.2f} ep/s  left {_format_seconds(left)}"
+                 f"  mean cost {row['mean_final_cost']:.4f}  best {state['best_cost']:.4f}"
+                 f"  (initial {env.initial_cost:.4f})  loss {metrics['loss']:.3f}")
+    save()
+    writer.flush()
+    return TrainResult(int(agent.episodes.numpy()), state["interactions"], state["seconds"],
+                       state["best_cost"], [tuple(s) for s in state["best_sequence"]],
+                       state["history"])
