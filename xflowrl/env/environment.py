@@ -17,7 +17,9 @@ Action `(N, any)` is NO-OP and ends the episode. An episode also ends when no
 xfer applies or after `max_steps` steps. An invalid action (out of range or
 masked) never raises: `info["invalid"]` says why, the reward is
 `invalid_penalty`, and the episode ends (`invalid_action="end"`, default) or
-continues unchanged (`"ignore"`).
+continues unchanged (`"ignore"`). `info["truncated"]` is True when only the
+step limit ended the episode. `xflowrl.env.gym_env.GymGraphEnv` wraps this
+class in the gymnasium API.
 """
 
 from __future__ import annotations
@@ -116,7 +118,8 @@ class GraphEnv:
             raise RuntimeError("step() called on a finished episode; call reset()")
         xfer, location = int(action[0]), int(action[1])
         previous = self.cost
-        info: Dict[str, Any] = {"invalid": None, "applied": None, "location": location}
+        info: Dict[str, Any] = {"invalid": None, "applied": None, "location": location,
+                                "truncated": False}
         self.steps += 1
         if xfer == self.noop:
             done = True
@@ -125,7 +128,9 @@ class GraphEnv:
             invalid = self._check(xfer, location)
             if invalid:
                 info["invalid"] = invalid
-                done = self.config.invalid_action == "end" or self.steps >= self.config.max_steps
+                info["truncated"] = (self.config.invalid_action == "ignore"
+                                     and self.steps >= self.config.max_steps)
+                done = self.config.invalid_action == "end" or info["truncated"]
                 self._done = done
                 info.update(cost=self.cost, initial_cost=self.initial_cost, steps=self.steps)
                 return self._observation, self.config.invalid_penalty, done, info
@@ -136,8 +141,9 @@ class GraphEnv:
             done = False
         observation = self._observation if done else self._observe()
         if not done:
-            done = (self.steps >= self.config.max_steps
-                    or not observation.xfer_mask[:self.noop].any())
+            stuck = not observation.xfer_mask[:self.noop].any()
+            info["truncated"] = self.steps >= self.config.max_steps and not stuck
+            done = stuck or info["truncated"]
         reward = self._reward_fn(rewards.Transition(
             self.initial_cost, previous, self.cost, done))
         self._done = done
