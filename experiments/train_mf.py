@@ -35,7 +35,9 @@ flags.DEFINE_integer("seed", 0, "Seed of the agent's networks and sampling.")
 flags.DEFINE_enum("cost_model", "analytic", BACKENDS, "Cost backend.")
 flags.DEFINE_string("profile", "cpu", "Device profile of the analytic backend.")
 flags.DEFINE_string("cost_cache", "results/cost_cache.tsv", "Cache of measured op costs.")
-flags.DEFINE_enum("ppo", "thesis", ["thesis", "xrlflow"], "PPO hyper-parameter preset.")
+flags.DEFINE_enum("ppo", "xrlflow", ["thesis", "xrlflow"],
+                  "PPO preset (docs/agents.md): X-RLflow/CleanRL (default; learns in far "
+                  "fewer episodes) or the thesis code's.")
 flags.DEFINE_integer("episodes_per_update", None, "Override the preset's value.")
 flags.DEFINE_integer("max_steps", 50, "Step limit per episode.")
 flags.DEFINE_integer("max_locations", 200, "L, locations per xfer.")
