@@ -237,6 +237,14 @@ class LocationsTest(absltest.TestCase):
         g = b.build([b.add(x=b.relu(input=y), y=y)])
         self.assertEqual(XferSet([CONV_RELU]).locations(g).counts, [0])
 
+    def test_float_constraints_are_refused(self):
+        rule = Rule("eps", src=(PatternOp("relu", (PatternTensor(-1, 0),)),),
+                    dst=(PatternOp("batchnorm", (PatternTensor(-1, 0),) * 5,
+                                   (("epsilon", 1e-5),)),),
+                    mapped_outputs=((PatternTensor(0, 0), PatternTensor(0, 0)),))
+        with self.assertRaisesRegex(ValueError, "epsilon=1e-05 is not an integer"):
+            XferSet([rule])
+
     def test_malformed_rules_raise(self):
         bad_input = Rule("bad_input", src=(_op("relu", [PatternTensor(1, 0)]),),
                          dst=(_op("relu", [X]),),

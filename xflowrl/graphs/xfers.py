@@ -47,6 +47,11 @@ def _native_op(op: "rules_io.PatternOp", rule_name: str):
             if not value.startswith("src:"):
                 raise ValueError(f"rule {rule_name!r}: bad parameter value {value!r}")
             copied.append((PARAM_KEYS[key], int(value[4:])))
+        elif isinstance(value, float) and not value.is_integer():
+            # The engine's constraints are integers; a float such as an
+            # epsilon can only be copied from a source op ("src:K").
+            raise ValueError(f"rule {rule_name!r}: {op.type} parameter {key}={value} is not "
+                             f"an integer; copy it from a source op with 'src:K'")
         else:
             params.append((PARAM_KEYS[key], int(value)))
     return (type_id, [(t.op, t.index) for t in op.inputs], params, copied)
