@@ -13,6 +13,7 @@ EXPECTED = {
     "inception_v3": (313, {"conv2d": 94, "batchnorm": 94, "concat": 15}, (1, 1000)),
     "squeezenet1_1": (65, {"conv2d": 26, "concat": 8}, (1, 1000)),
     "bert": (121, {"matmul": 48, "transpose": 32, "add": 8}, (64, 1024)),
+    "small_cnn": (27, {"conv2d": 9, "batchnorm": 3, "concat": 2}, (1, 10)),
 }
 
 
