@@ -41,31 +41,88 @@ def _find_onednn():
     return None
 
 
+def _nvidia_wheel_roots():
+    """`nvidia/` folders of the NVIDIA pip wheels visible to this interpreter.
+
+    sys.path covers the venv's site-packages and any PYTHONPATH entry (e.g. a
+    `pip install --target DIR` of the wheels, as scripts/check_cudnn_build.sh
+    does).
+    """
+    entries = [sysconfig.get_paths()["purelib"]] + sys.path
+    roots = []
+    for entry in entries:
+        root = os.path.join(entry or ".", "nvidia")
+        if os.path.isdir(root) and root not in roots:
+            roots.append(root)
+    return roots
+
+
 def _find_cuda():
-    """Returns (include_dirs, library_dirs) with cudnn.h, cublas and cudart."""
+    """Returns (include_dirs, library_dirs, libraries) for cudart, cuDNN, cuBLAS.
+
+    Each library is looked up as a header and a shared library under the same
+    root, so that headers of one cuDNN are never paired with another's
+    library. Wheels ship only versioned libraries (libcudnn.so.9): those are
+    linked by file name (-l:libcudnn.so.9).
+    """
     if os.environ.get("XFLOWRL_NO_CUDNN"):
         return None
-    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"),
-             "/usr/local/cuda", "/usr"]
-    site = sysconfig.get_paths()["purelib"]
-    nvidia = os.path.join(site, "nvidia")
-    incs, libs = [], []
-    for root in filter(None, roots):
-        incs += [os.path.join(root, "include")]
-        libs += [os.path.join(root, "lib64"), os.path.join(root, "lib"),
-                 os.path.join(root, "lib", "x86_64-linux-gnu")]
-    for pkg in ("cuda_runtime", "cudnn", "cublas"):
-        incs.append(os.path.join(nvidia, pkg, "include"))
-        libs.append(os.path.join(nvidia, pkg, "lib"))
+    def prefixes(roots):
+        return [(os.path.join(r, "include"),
+                 [os.path.join(r, "lib64"), os.path.join(r, "lib"),
+                  os.path.join(r, "lib", "x86_64-linux-gnu")])
+                for r in roots if r]
 
-    def has(name, dirs):
-        return next((d for d in dirs if glob.glob(os.path.join(d, name))), None)
-
-    found_inc = [has(h, incs) for h in ("cuda_runtime_api.h", "cudnn.h", "cublas_v2.h")]
-    found_lib = [has(l, libs) for l in ("libcudart.so*", "libcudnn.so*", "libcublas.so*")]
-    if None in found_inc or None in found_lib:
-        return None
-    return sorted(set(found_inc)), sorted(set(found_lib))
+    # Order: an explicit $CUDA_HOME/$CUDA_PATH, then the pip wheels (a
+    # consistent set), then system prefixes (which may hold another CUDA
+    # major version's runtime than the wheels' cuDNN was built for).
+    explicit = prefixes([os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")])
+    system = prefixes(["/usr/local/cuda", "/usr"])
+    wheels = {pkg: [(os.path.join(r, pkg, "include"), [os.path.join(r, pkg, "lib")])
+                    for r in _nvidia_wheel_roots()]
+              for pkg in ("cuda_runtime", "cudnn", "cublas")}
+    wanted = (("cuda_runtime", "cuda_runtime_api.h", "cudart"),
+              ("cudnn", "cudnn.h", "cudnn"),
+              ("cublas", "cublas_v2.h", "cublas"))
+    incs, libdirs, libraries = [], [], []
+    for pkg, header, lib in wanted:
+        found = None
+        for inc, dirs in explicit + wheels[pkg] + system:
+            if not os.path.exists(os.path.join(inc, header)):
+                continue
+            for d in dirs:
+                names = [os.path.basename(f)
+                         for f in glob.glob(os.path.join(d, f"lib{lib}.so*"))]
+                if f"lib{lib}.so" in names:
+                    found = (inc, d, lib)
+                elif names:
+                    found = (inc, d, ":" + min(names, key=len))
+                if found:
+                    break
+            if found:
+                break
+        if not found:
+            return None
+        inc, d, name = found
+        incs.append(inc)
+        libdirs.append(d)
+        libraries.append(name)
+    # The runtime headers include crt/host_defines.h and (through
+    # cuda_fp16.h) nv/target; the runtime wheel ships neither: they are in
+    # the nvcc and CCCL wheels (nvidia-cuda-nvcc-cu12, nvidia-cuda-cccl-cu12).
+    for header, pkg in (("crt/host_defines.h", "cuda_nvcc"), ("nv/target", "cuda_cccl")):
+        if any(os.path.exists(os.path.join(d, header)) for d in incs):
+            continue
+        dirs = [inc for inc, _ in explicit]
+        dirs += [os.path.join(r, pkg, "include") for r in _nvidia_wheel_roots()]
+        dirs += [inc for inc, _ in system]
+        dirs = [d for d in dirs if os.path.exists(os.path.join(d, header))]
+        if not dirs:
+            _log(f"no {header} beside the CUDA runtime headers in {incs[0]}")
+            return None
+        incs.append(dirs[0])
+    # dict.fromkeys drops duplicates and keeps the order.
+    return list(dict.fromkeys(incs)), list(dict.fromkeys(libdirs)), libraries
 
 
 def _extension():
@@ -91,11 +148,11 @@ def _extension():
 
     cuda = _find_cuda()
     if cuda:
-        incs, libs = cuda
-        _log(f"CUDA/cuDNN found ({incs}): building the cudnn cost backend")
+        incs, libs, names = cuda
+        _log(f"CUDA/cuDNN found ({incs}; {names}): building the cudnn cost backend")
         include_dirs += incs
         library_dirs += libs
-        libraries += ["cudart", "cudnn", "cublas"]
+        libraries += names
         macros.append(("TASO_WITH_CUDNN", "1"))
         link_args += [f"-Wl,-rpath,{d}" for d in libs]
     else:

@@ -7,14 +7,16 @@ Three native backends share one interface (docs/engine.md):
 - ``onednn``: each op configuration timed once on this CPU with oneDNN,
   single-threaded, median of repeats after warm-up; memoized, and cached on
   disk when ``cache_path`` is given so that runs reproduce.
-- ``cudnn``: the same with cuDNN/cuBLAS on GPU 0, where built and available.
+- ``cudnn``: the same with cuDNN/cuBLAS on GPU 0, where built and available;
+  `cudnn_plan` shows what it runs for an op (in every build).
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 from xflowrl import _engine
+from xflowrl.graphs.graph import ACTIVATIONS, PADDINGS
 
 BACKENDS = ("analytic", "onednn", "cudnn")
 
@@ -64,3 +66,29 @@ def available_backends() -> tuple:
     if _engine.cudnn_built():
         names.append("cudnn")
     return tuple(names)
+
+
+def cudnn_plan(op_type: str, input_shapes: Sequence[Sequence[int]], **params) -> str:
+    """Describes what the cudnn backend runs for one op; works in every build.
+
+    Args:
+      op_type: an engine op name ("conv2d", "matmul", "add", ...).
+      input_shapes: the shapes of the op's inputs (outputs are inferred).
+      **params: engine parameters (stride_h, padding, activation, axis, ...);
+        padding and activation may be given by name ("SAME", "RELU").
+
+    Returns:
+      One line: the cuDNN/cuBLAS call and descriptor dims, GEMM sizes or copy
+      geometry, and any approximation (see docs/engine.md).
+
+    Raises:
+      ValueError: unknown op, bad shapes, or an op the backend never measures.
+    """
+    raw = dict(params)
+    for key, names in (("padding", PADDINGS), ("activation", ACTIVATIONS)):
+        if isinstance(raw.get(key), str):
+            raw[key] = names.index(raw[key].upper())
+    type_id = _engine.op_type_id(op_type)
+    if type_id < 0:
+        raise ValueError(f"unknown op type {op_type!r}")
+    return _engine.cudnn_plan(type_id, raw, [tuple(s) for s in input_shapes])

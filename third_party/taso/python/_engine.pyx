@@ -108,14 +108,28 @@ cdef class CostBackendHandle:
         return deref(self.ptr).num_measured()
 
     def op_cost(self, int type_id, dict params, list input_shapes, bint weight_side=False):
-        """Cost in ms of one op configuration (output shapes inferred by caller)."""
-        cdef OpConfig c
-        c.type = type_id
-        c.params = _params(params)
-        for s in input_shapes:
-            c.input_shapes.push_back(_shape(s))
-        c.weight_side = weight_side
+        """Cost in ms of one op configuration (output shapes inferred here)."""
+        cdef OpConfig c = _op_config(type_id, params, input_shapes, weight_side)
         return deref(self.ptr).op_cost(c)
+
+
+cdef OpConfig _op_config(int type_id, dict params, list input_shapes,
+                         bint weight_side) except *:
+    """An OpConfig whose output shapes come from the engine's shape inference."""
+    cdef OpConfig c
+    c.type = type_id
+    c.params = _params(params)
+    for s in input_shapes:
+        c.input_shapes.push_back(_shape(s))
+    c.output_shapes = infer_shapes(type_id, c.params, c.input_shapes)
+    c.weight_side = weight_side
+    return c
+
+
+def cudnn_plan(int type_id, dict params, list input_shapes):
+    """What the cudnn backend runs for one op configuration (any build)."""
+    cdef OpConfig c = _op_config(type_id, params, input_shapes, False)
+    return cudnn_plan_description(c).decode()
 
 
 def analytic_backend(str profile):

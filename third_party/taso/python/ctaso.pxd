@@ -33,6 +33,7 @@ cdef extern from "taso/ops.h" namespace "taso":
 
     const char* op_type_name(int type)
     int op_type_from_name(const string& name)
+    vector[Shape] infer_shapes(int type, const OpParams& params, const vector[Shape]& inputs) except +
 
 
 cdef extern from "taso/cost.h" namespace "taso":
@@ -46,6 +47,7 @@ cdef extern from "taso/cost.h" namespace "taso":
     unique_ptr[CostBackend] make_cudnn_backend(const string& cache_path, int warmup, int repeats) except +
     bool onednn_available()
     bool cudnn_available()
+    string cudnn_plan_description(const OpConfig& op) except +
 
 
 cdef extern from "taso/graph.h" namespace "taso":

@@ -78,11 +78,23 @@ std::unique_ptr<CostBackend> make_onednn_backend(const std::string& cache_path,
                                                  int warmup, int repeats);
 bool onednn_available();
 
-// cuDNN/cuBLAS measurement on GPU 0, same conventions. Throws EngineError when
-// the engine was built without CUDA or no GPU is visible.
+// cuDNN/cuBLAS measurement on GPU 0, same conventions (docs/engine.md lists
+// what each op runs). Throws EngineError when the engine was built without
+// CUDA or no GPU is visible.
 std::unique_ptr<CostBackend> make_cudnn_backend(const std::string& cache_path,
                                                 int warmup, int repeats);
 bool cudnn_available();
+
+// What the cudnn backend would run for `op` (descriptor dims, GEMM sizes, any
+// approximation), as one line. Host-only: available in every build.
+std::string cudnn_plan_description(const OpConfig& op);
+
+// The on-disk timing cache of the measured backends: "key<TAB>ms" lines.
+// Loading a missing file is a no-op; a malformed line throws EngineError
+// naming `backend`, the file and the line.
+void load_cost_cache(const std::string& path, const std::string& backend,
+                     std::unordered_map<std::string, double>* cache);
+void append_cost_cache(const std::string& path, const std::string& key, double ms);
 
 }  // namespace taso
 

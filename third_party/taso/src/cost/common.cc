@@ -1,5 +1,7 @@
 // Work counts, free-op conventions and the memoizing base of every backend.
 #include <cmath>
+#include <fstream>
+#include <sstream>
 
 #include "taso/cost.h"
 
@@ -85,6 +87,35 @@ double CostBackend::op_cost(const OpConfig& op) {
   std::lock_guard<std::mutex> lock(mu_);
   cache_.emplace(key, ms);
   return ms;
+}
+
+void load_cost_cache(const std::string& path, const std::string& backend,
+                     std::unordered_map<std::string, double>* cache) {
+  std::ifstream in(path);
+  if (!in) return;  // created on first measurement
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.empty()) continue;
+    size_t tab = line.rfind('\t');
+    double ms = -1;
+    if (tab != std::string::npos) {
+      std::istringstream value(line.substr(tab + 1));
+      value >> ms;
+    }
+    if (tab == std::string::npos || !(ms >= 0))
+      throw EngineError(backend + ": corrupt cost cache " + path + " line " +
+                        std::to_string(number));
+    (*cache)[line.substr(0, tab)] = ms;
+  }
+}
+
+void append_cost_cache(const std::string& path, const std::string& key, double ms) {
+  std::ofstream out(path, std::ios::app);
+  out.precision(17);
+  out << key << '\t' << ms << '\n';
+  if (!out) throw EngineError("cannot append to the cost cache " + path);
 }
 
 DeviceProfile device_profile(const std::string& name) {

@@ -12,8 +12,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <unordered_map>
 
 #include "dnnl.hpp"
@@ -101,7 +99,7 @@ class OneDnnBackend : public CostBackend {
         fallback_(make_analytic_backend("cpu")) {
     if (warmup < 0 || repeats < 1)
       throw EngineError("onednn: warmup must be >= 0 and repeats >= 1");
-    if (!cache_path_.empty()) load_cache();
+    if (!cache_path_.empty()) load_cost_cache(cache_path_, "onednn", &cache_);
   }
   std::string name() const override { return "onednn"; }
 
@@ -118,36 +116,11 @@ class OneDnnBackend : public CostBackend {
         throw EngineError("onednn: cannot run " + op.key() + ": " + e.what());
       }
     }
-    if (!cache_path_.empty()) {
-      std::ofstream out(cache_path_, std::ios::app);
-      out.precision(17);
-      out << op.key() << '\t' << ms << '\n';
-    }
+    if (!cache_path_.empty()) append_cost_cache(cache_path_, op.key(), ms);
     return ms;
   }
 
  private:
-  void load_cache() {
-    std::ifstream in(cache_path_);
-    if (!in) return;  // created on first measurement
-    std::string line;
-    int number = 0;
-    while (std::getline(in, line)) {
-      ++number;
-      if (line.empty()) continue;
-      size_t tab = line.rfind('\t');
-      double ms = -1;
-      if (tab != std::string::npos) {
-        std::istringstream value(line.substr(tab + 1));
-        value >> ms;
-      }
-      if (tab == std::string::npos || !(ms >= 0))
-        throw EngineError("onednn: corrupt cost cache " + cache_path_ + " line " +
-                          std::to_string(number));
-      cache_[line.substr(0, tab)] = ms;
-    }
-  }
-
   memory alloc(const memory::desc& md) {
     memory m(md, engine_);
     // Small finite values: garbage could hold NaNs or denormals that skew time.
