@@ -68,6 +68,17 @@ def available_backends() -> tuple:
     return tuple(names)
 
 
+def _native_op(op_type: str, input_shapes, params):
+    raw = dict(params)
+    for key, names in (("padding", PADDINGS), ("activation", ACTIVATIONS)):
+        if isinstance(raw.get(key), str):
+            raw[key] = names.index(raw[key].upper())
+    type_id = _engine.op_type_id(op_type)
+    if type_id < 0:
+        raise ValueError(f"unknown op type {op_type!r}")
+    return type_id, raw, [tuple(s) for s in input_shapes]
+
+
 def cudnn_plan(op_type: str, input_shapes: Sequence[Sequence[int]], **params) -> str:
     """Describes what the cudnn backend runs for one op; works in every build.
 
@@ -84,11 +95,17 @@ def cudnn_plan(op_type: str, input_shapes: Sequence[Sequence[int]], **params) ->
     Raises:
       ValueError: unknown op, bad shapes, or an op the backend never measures.
     """
-    raw = dict(params)
-    for key, names in (("padding", PADDINGS), ("activation", ACTIVATIONS)):
-        if isinstance(raw.get(key), str):
-            raw[key] = names.index(raw[key].upper())
-    type_id = _engine.op_type_id(op_type)
-    if type_id < 0:
-        raise ValueError(f"unknown op type {op_type!r}")
-    return _engine.cudnn_plan(type_id, raw, [tuple(s) for s in input_shapes])
+    return _engine.cudnn_plan(*_native_op(op_type, input_shapes, params))
+
+
+def cudnn_check(op_type: str, input_shapes: Sequence[Sequence[int]], **params) -> None:
+    """Builds the op's cuDNN descriptors and checks cuDNN's output dims.
+
+    Needs the cudnn build but no GPU (cuDNN descriptors are host objects).
+    Arguments as for `cudnn_plan`.
+
+    Raises:
+      ValueError: not built, or cuDNN rejects a descriptor or disagrees with
+        the engine's output shape.
+    """
+    _engine.cudnn_check(*_native_op(op_type, input_shapes, params))

@@ -132,6 +132,12 @@ def cudnn_plan(int type_id, dict params, list input_shapes):
     return cudnn_plan_description(c).decode()
 
 
+def cudnn_check(int type_id, dict params, list input_shapes):
+    """Builds the plan's cuDNN descriptors (cudnn build; no device needed)."""
+    cdef OpConfig c = _op_config(type_id, params, input_shapes, False)
+    cudnn_check_descriptors(c)
+
+
 def analytic_backend(str profile):
     cdef CostBackendHandle h = CostBackendHandle.__new__(CostBackendHandle)
     h.ptr = make_analytic_backend(profile.encode())

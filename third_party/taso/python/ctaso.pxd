@@ -48,6 +48,7 @@ cdef extern from "taso/cost.h" namespace "taso":
     bool onednn_available()
     bool cudnn_available()
     string cudnn_plan_description(const OpConfig& op) except +
+    void cudnn_check_descriptors(const OpConfig& op) except +
 
 
 cdef extern from "taso/graph.h" namespace "taso":

@@ -88,6 +88,9 @@ bool cudnn_available();
 // What the cudnn backend would run for `op` (descriptor dims, GEMM sizes, any
 // approximation), as one line. Host-only: available in every build.
 std::string cudnn_plan_description(const OpConfig& op);
+// Builds the cuDNN descriptors of that plan and checks that cuDNN derives the
+// planned output dims. Needs the cudnn build but no device; throws EngineError.
+void cudnn_check_descriptors(const OpConfig& op);
 
 // The on-disk timing cache of the measured backends: "key<TAB>ms" lines.
 // Loading a missing file is a no-op; a malformed line throws EngineError

@@ -31,11 +31,15 @@ namespace taso {
 
 bool cudnn_available() { return false; }
 
+const char kNotBuilt[] =
+    "the cudnn cost backend is not built: setup.py found no CUDA runtime, "
+    "cuDNN and cuBLAS (set CUDA_HOME and reinstall)";
+
 std::unique_ptr<CostBackend> make_cudnn_backend(const std::string&, int, int) {
-  throw EngineError(
-      "the cudnn cost backend is not built: setup.py found no CUDA runtime, "
-      "cuDNN and cuBLAS (set CUDA_HOME and reinstall)");
+  throw EngineError(kNotBuilt);
 }
+
+void cudnn_check_descriptors(const OpConfig&) { throw EngineError(kNotBuilt); }
 
 #else  // TASO_WITH_CUDNN
 
@@ -64,6 +68,107 @@ constexpr size_t kMaxWorkspaceBytes = size_t{1} << 30;
 
 const float kOne = 1.f;
 const float kZero = 0.f;
+
+TensorDesc make_tensor(const Dims& d, const Checker& ck_) {
+  TensorDesc t;
+  CK(cudnnCreateTensorDescriptor(t.out()));
+  std::vector<int> strides(d.size());
+  int stride = 1;
+  for (size_t i = d.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= d[i];
+  }
+  CK(cudnnSetTensorNdDescriptor(t.get(), CUDNN_DATA_FLOAT, static_cast<int>(d.size()), d.data(),
+                                strides.data()));
+  return t;
+}
+
+ActDesc make_activation(int act, const Checker& ck_) {
+  cudnnActivationMode_t mode = act == ACT_RELU      ? CUDNN_ACTIVATION_RELU
+                               : act == ACT_SIGMOID ? CUDNN_ACTIVATION_SIGMOID
+                                                    : CUDNN_ACTIVATION_TANH;
+  ActDesc a;
+  CK(cudnnCreateActivationDescriptor(a.out()));
+  CK(cudnnSetActivationDescriptor(a.get(), mode, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+  return a;
+}
+
+// Output dims cuDNN derives must be the engine's (else the plan is wrong).
+void expect_output(const Dims& got, const Dims& want, const char* call, const Checker& ck) {
+  if (got != want)
+    throw EngineError("cudnn backend: " + ck.op() + ": " + call +
+                      " disagrees with the planned output shape");
+}
+
+// Every cuDNN descriptor of one plan. Building them needs no device (cuDNN
+// descriptors are host objects), so plans are checked against the real
+// library on machines without a GPU too (cudnn_check_descriptors).
+struct Descriptors {
+  TensorDesc x, y, a, b, c, vec, bias;
+  FilterDesc w;
+  ConvDesc conv;
+  PoolDesc pool;
+  ActDesc act;
+  OpDesc op;
+};
+
+Descriptors make_descriptors(const CudnnPlan& p, const Checker& ck_) {
+  Descriptors d;
+  if (p.activation != ACT_NONE) d.act = make_activation(p.activation, ck_);
+  Dims out(4);
+  switch (p.kind) {
+    case CudnnKind::kConv:
+      d.x = make_tensor(p.x, ck_);
+      d.y = make_tensor(p.y, ck_);
+      CK(cudnnCreateFilterDescriptor(d.w.out()));
+      CK(cudnnSetFilter4dDescriptor(d.w.get(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, p.w[0],
+                                    p.w[1], p.w[2], p.w[3]));
+      CK(cudnnCreateConvolutionDescriptor(d.conv.out()));
+      CK(cudnnSetConvolution2dDescriptor(d.conv.get(), p.pad_h, p.pad_w, p.stride_h, p.stride_w,
+                                         1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+      CK(cudnnSetConvolutionGroupCount(d.conv.get(), p.groups));
+      CK(cudnnGetConvolution2dForwardOutputDim(d.conv.get(), d.x.get(), d.w.get(), &out[0],
+                                               &out[1], &out[2], &out[3]));
+      expect_output(out, p.y, "cudnnGetConvolution2dForwardOutputDim", ck_);
+      if (p.fused_activation) d.bias = make_tensor({1, p.y[1], 1, 1}, ck_);
+      break;
+    case CudnnKind::kPool:
+      d.x = make_tensor(p.x, ck_);
+      d.y = make_tensor(p.y, ck_);
+      CK(cudnnCreatePoolingDescriptor(d.pool.out()));
+      CK(cudnnSetPooling2dDescriptor(
+          d.pool.get(), p.max_pool ? CUDNN_POOLING_MAX : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING,
+          CUDNN_NOT_PROPAGATE_NAN, p.window_h, p.window_w, p.pad_h, p.pad_w, p.stride_h,
+          p.stride_w));
+      CK(cudnnGetPooling2dForwardOutputDim(d.pool.get(), d.x.get(), &out[0], &out[1], &out[2],
+                                           &out[3]));
+      expect_output(out, p.y, "cudnnGetPooling2dForwardOutputDim", ck_);
+      break;
+    case CudnnKind::kGemm:
+      if (p.activation != ACT_NONE) d.y = make_tensor(p.y, ck_);
+      break;
+    case CudnnKind::kActivation:
+      d.x = make_tensor(p.x, ck_);
+      break;
+    case CudnnKind::kOpTensor:
+      d.a = make_tensor(p.a, ck_);
+      d.b = make_tensor(p.b, ck_);
+      d.c = make_tensor(p.c, ck_);
+      CK(cudnnCreateOpTensorDescriptor(d.op.out()));
+      CK(cudnnSetOpTensorDescriptor(d.op.get(),
+                                    p.multiply ? CUDNN_OP_TENSOR_MUL : CUDNN_OP_TENSOR_ADD,
+                                    CUDNN_DATA_FLOAT, CUDNN_NOT_PROPAGATE_NAN));
+      break;
+    case CudnnKind::kBatchNorm:
+      d.x = make_tensor(p.x, ck_);
+      d.vec = make_tensor(p.vec, ck_);
+      break;
+    case CudnnKind::kConcat:
+    case CudnnKind::kAnalytic:
+      break;
+  }
+  return d;
+}
 
 class CudnnBackend : public CostBackend {
  public:
@@ -136,30 +241,6 @@ class CudnnBackend : public CostBackend {
   }
   Buffer filled(const Dims& d) { return filled(dims_elements(d)); }
 
-  TensorDesc tensor(const Dims& d) {
-    TensorDesc t;
-    CK(cudnnCreateTensorDescriptor(t.out()));
-    std::vector<int> strides(d.size());
-    int stride = 1;
-    for (size_t i = d.size(); i-- > 0;) {
-      strides[i] = stride;
-      stride *= d[i];
-    }
-    CK(cudnnSetTensorNdDescriptor(t.get(), CUDNN_DATA_FLOAT, static_cast<int>(d.size()),
-                                  d.data(), strides.data()));
-    return t;
-  }
-
-  ActDesc activation(int act) {
-    cudnnActivationMode_t mode = act == ACT_RELU      ? CUDNN_ACTIVATION_RELU
-                                 : act == ACT_SIGMOID ? CUDNN_ACTIVATION_SIGMOID
-                                                      : CUDNN_ACTIVATION_TANH;
-    ActDesc a;
-    CK(cudnnCreateActivationDescriptor(a.out()));
-    CK(cudnnSetActivationDescriptor(a.get(), mode, CUDNN_NOT_PROPAGATE_NAN, 0.0));
-    return a;
-  }
-
   // Times `run` (which enqueues work on stream_) with CUDA events.
   template <typename F>
   double time(F&& run) {
@@ -180,43 +261,22 @@ class CudnnBackend : public CostBackend {
   }
 
   double run_plan(const CudnnPlan& p) {
+    const Descriptors d = make_descriptors(p, ck_);
     switch (p.kind) {
-      case CudnnKind::kConv: return run_conv(p);
-      case CudnnKind::kPool: return run_pool(p);
-      case CudnnKind::kGemm: return run_gemm(p);
-      case CudnnKind::kActivation: return run_activation(p);
-      case CudnnKind::kOpTensor: return run_op_tensor(p);
-      case CudnnKind::kBatchNorm: return run_batchnorm(p);
+      case CudnnKind::kConv: return run_conv(p, d);
+      case CudnnKind::kPool: return run_pool(p, d);
+      case CudnnKind::kGemm: return run_gemm(p, d);
+      case CudnnKind::kActivation: return run_activation(p, d);
+      case CudnnKind::kOpTensor: return run_op_tensor(p, d);
+      case CudnnKind::kBatchNorm: return run_batchnorm(p, d);
       case CudnnKind::kConcat: return run_concat(p);
       case CudnnKind::kAnalytic: break;
     }
     throw EngineError("cudnn backend: unexpected plan " + p.describe());
   }
 
-  // Output dims cuDNN derives must be the engine's (else the plan is wrong).
-  void expect_output(const Dims& got, const Dims& want, const char* call) {
-    if (got != want)
-      throw EngineError("cudnn backend: " + ck_.op() + ": " + call +
-                        " disagrees with the planned output shape");
-  }
-
-  double run_conv(const CudnnPlan& p) {
-    TensorDesc xd = tensor(p.x), yd = tensor(p.y);
-    FilterDesc wd;
-    CK(cudnnCreateFilterDescriptor(wd.out()));
-    CK(cudnnSetFilter4dDescriptor(wd.get(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, p.w[0], p.w[1],
-                                  p.w[2], p.w[3]));
-    ConvDesc cd;
-    CK(cudnnCreateConvolutionDescriptor(cd.out()));
-    CK(cudnnSetConvolution2dDescriptor(cd.get(), p.pad_h, p.pad_w, p.stride_h, p.stride_w, 1, 1,
-                                       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    CK(cudnnSetConvolutionGroupCount(cd.get(), p.groups));
-    Dims out(4);
-    CK(cudnnGetConvolution2dForwardOutputDim(cd.get(), xd.get(), wd.get(), &out[0], &out[1],
-                                             &out[2], &out[3]));
-    expect_output(out, p.y, "cudnnGetConvolution2dForwardOutputDim");
+  double run_conv(const CudnnPlan& p, const Descriptors& d) {
     Buffer x = filled(p.x), w = filled(p.w), y = filled(p.y);
-
     // Fastest algorithm within the workspace limit (results come sorted by
     // time); its math type (tensor ops or not) is kept with it.
     size_t free_bytes = 0, total_bytes = 0;
@@ -226,9 +286,10 @@ class CudnnBackend : public CostBackend {
     int max_algos = 0, returned = 0;
     CK(cudnnGetConvolutionForwardAlgorithmMaxCount(cudnn_.get(), &max_algos));
     std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<size_t>(std::max(max_algos, 1)));
-    CK(cudnnFindConvolutionForwardAlgorithmEx(cudnn_.get(), xd.get(), x.get(), wd.get(), w.get(),
-                                              cd.get(), yd.get(), y.get(), max_algos, &returned,
-                                              perf.data(), search_ws.get(), limit));
+    CK(cudnnFindConvolutionForwardAlgorithmEx(cudnn_.get(), d.x.get(), x.get(), d.w.get(),
+                                              w.get(), d.conv.get(), d.y.get(), y.get(),
+                                              max_algos, &returned, perf.data(),
+                                              search_ws.get(), limit));
     const cudnnConvolutionFwdAlgoPerf_t* best = nullptr;
     for (int i = 0; i < returned && !best; ++i)
       if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= limit) best = &perf[i];
@@ -238,67 +299,47 @@ class CudnnBackend : public CostBackend {
                         std::to_string(limit >> 20) + " MiB of workspace");
     const cudnnConvolutionFwdAlgo_t algo = best->algo;
     const size_t ws_bytes = best->memory;
-    CK(cudnnSetConvolutionMathType(cd.get(), best->mathType));
+    CK(cudnnSetConvolutionMathType(d.conv.get(), best->mathType));
     search_ws = Buffer();  // give the search workspace back before timing
     Buffer ws(ws_bytes, ck_);
 
     if (p.fused_activation) {
       // y = relu(conv(x, w) + 0 * z + bias), bias zero: one cuDNN call.
-      Dims bias_dims{1, p.y[1], 1, 1};
-      TensorDesc bd = tensor(bias_dims);
-      Buffer bias(dims_elements(bias_dims) * sizeof(float), ck_);
+      Buffer bias(static_cast<size_t>(p.y[1]) * sizeof(float), ck_);
       CK(cudaMemset(bias.get(), 0, bias.bytes()));
-      ActDesc ad = activation(p.activation);
       return time([&] {
         CK(cudnnConvolutionBiasActivationForward(
-            cudnn_.get(), &kOne, xd.get(), x.get(), wd.get(), w.get(), cd.get(), algo, ws.get(),
-            ws_bytes, &kZero, yd.get(), y.get(), bd.get(), bias.get(), ad.get(), yd.get(),
-            y.get()));
+            cudnn_.get(), &kOne, d.x.get(), x.get(), d.w.get(), w.get(), d.conv.get(), algo,
+            ws.get(), ws_bytes, &kZero, d.y.get(), y.get(), d.bias.get(), bias.get(),
+            d.act.get(), d.y.get(), y.get()));
       });
     }
-    ActDesc ad;
-    if (p.activation != ACT_NONE) ad = activation(p.activation);
     return time([&] {
-      CK(cudnnConvolutionForward(cudnn_.get(), &kOne, xd.get(), x.get(), wd.get(), w.get(),
-                                 cd.get(), algo, ws.get(), ws_bytes, &kZero, yd.get(), y.get()));
+      CK(cudnnConvolutionForward(cudnn_.get(), &kOne, d.x.get(), x.get(), d.w.get(), w.get(),
+                                 d.conv.get(), algo, ws.get(), ws_bytes, &kZero, d.y.get(),
+                                 y.get()));
       if (p.activation != ACT_NONE)
-        CK(cudnnActivationForward(cudnn_.get(), ad.get(), &kOne, yd.get(), y.get(), &kZero,
-                                  yd.get(), y.get()));
+        CK(cudnnActivationForward(cudnn_.get(), d.act.get(), &kOne, d.y.get(), y.get(), &kZero,
+                                  d.y.get(), y.get()));
     });
   }
 
-  double run_pool(const CudnnPlan& p) {
-    TensorDesc xd = tensor(p.x), yd = tensor(p.y);
-    PoolDesc pd;
-    CK(cudnnCreatePoolingDescriptor(pd.out()));
-    CK(cudnnSetPooling2dDescriptor(
-        pd.get(),
-        p.max_pool ? CUDNN_POOLING_MAX : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING,
-        CUDNN_NOT_PROPAGATE_NAN, p.window_h, p.window_w, p.pad_h, p.pad_w, p.stride_h,
-        p.stride_w));
-    Dims out(4);
-    CK(cudnnGetPooling2dForwardOutputDim(pd.get(), xd.get(), &out[0], &out[1], &out[2], &out[3]));
-    expect_output(out, p.y, "cudnnGetPooling2dForwardOutputDim");
+  double run_pool(const CudnnPlan& p, const Descriptors& d) {
     Buffer x = filled(p.x), y = filled(p.y);
-    ActDesc ad;
-    if (p.activation != ACT_NONE) ad = activation(p.activation);
     return time([&] {
-      CK(cudnnPoolingForward(cudnn_.get(), pd.get(), &kOne, xd.get(), x.get(), &kZero, yd.get(),
-                             y.get()));
+      CK(cudnnPoolingForward(cudnn_.get(), d.pool.get(), &kOne, d.x.get(), x.get(), &kZero,
+                             d.y.get(), y.get()));
       if (p.activation != ACT_NONE)
-        CK(cudnnActivationForward(cudnn_.get(), ad.get(), &kOne, yd.get(), y.get(), &kZero,
-                                  yd.get(), y.get()));
+        CK(cudnnActivationForward(cudnn_.get(), d.act.get(), &kOne, d.y.get(), y.get(), &kZero,
+                                  d.y.get(), y.get()));
     });
   }
 
-  double run_gemm(const CudnnPlan& p) {
+  double run_gemm(const CudnnPlan& p, const Descriptors& d) {
     const long long batch = p.batch, m = p.m, n = p.n, k = p.k;
     Buffer a = filled(static_cast<size_t>(batch * m * k));
     Buffer b = filled(static_cast<size_t>(batch * k * n));
     Buffer c = filled(static_cast<size_t>(batch * m * n));
-    TensorDesc cd = tensor(p.y);
-    ActDesc ad;
-    if (p.activation != ACT_NONE) ad = activation(p.activation);
     // Row-major C = A B is column-major C^T = B^T A^T: swap the operands.
     return time([&] {
       CK(cublasSgemmStridedBatched(cublas_.get(), CUBLAS_OP_N, CUBLAS_OP_N, p.n, p.m, p.k, &kOne,
@@ -306,44 +347,36 @@ class CudnnBackend : public CostBackend {
                                    static_cast<const float*>(a.get()), p.k, m * k, &kZero,
                                    static_cast<float*>(c.get()), p.n, m * n, p.batch));
       if (p.activation != ACT_NONE)
-        CK(cudnnActivationForward(cudnn_.get(), ad.get(), &kOne, cd.get(), c.get(), &kZero,
-                                  cd.get(), c.get()));
+        CK(cudnnActivationForward(cudnn_.get(), d.act.get(), &kOne, d.y.get(), c.get(), &kZero,
+                                  d.y.get(), c.get()));
     });
   }
 
-  double run_activation(const CudnnPlan& p) {
-    TensorDesc d = tensor(p.x);
-    ActDesc ad = activation(p.activation);
-    Buffer x = filled(p.x), y = filled(p.y);
+  double run_activation(const CudnnPlan& p, const Descriptors& d) {
+    Buffer x = filled(p.x), y = filled(p.x);
     return time([&] {
-      CK(cudnnActivationForward(cudnn_.get(), ad.get(), &kOne, d.get(), x.get(), &kZero, d.get(),
-                                y.get()));
+      CK(cudnnActivationForward(cudnn_.get(), d.act.get(), &kOne, d.x.get(), x.get(), &kZero,
+                                d.x.get(), y.get()));
     });
   }
 
-  double run_op_tensor(const CudnnPlan& p) {
-    TensorDesc ad = tensor(p.a), bd = tensor(p.b), cd = tensor(p.c);
-    OpDesc od;
-    CK(cudnnCreateOpTensorDescriptor(od.out()));
-    CK(cudnnSetOpTensorDescriptor(od.get(), p.multiply ? CUDNN_OP_TENSOR_MUL : CUDNN_OP_TENSOR_ADD,
-                                  CUDNN_DATA_FLOAT, CUDNN_NOT_PROPAGATE_NAN));
+  double run_op_tensor(const CudnnPlan& p, const Descriptors& d) {
     Buffer a = filled(p.a), b = filled(p.b), c = filled(p.c);
     return time([&] {
-      CK(cudnnOpTensor(cudnn_.get(), od.get(), &p.alpha1, ad.get(), a.get(), &p.alpha2, bd.get(),
-                       b.get(), &kZero, cd.get(), c.get()));
+      CK(cudnnOpTensor(cudnn_.get(), d.op.get(), &p.alpha1, d.a.get(), a.get(), &p.alpha2,
+                       d.b.get(), b.get(), &kZero, d.c.get(), c.get()));
     });
   }
 
-  double run_batchnorm(const CudnnPlan& p) {
-    TensorDesc xd = tensor(p.x), vd = tensor(p.vec);
-    Buffer x = filled(p.x), y = filled(p.y);
+  double run_batchnorm(const CudnnPlan& p, const Descriptors& d) {
+    Buffer x = filled(p.x), y = filled(p.x);
     Buffer scale = filled(p.vec), bias = filled(p.vec), mean = filled(p.vec),
            var = filled(p.vec);
     const double eps = std::max(p.epsilon, static_cast<double>(CUDNN_BN_MIN_EPSILON));
     return time([&] {
       CK(cudnnBatchNormalizationForwardInference(
-          cudnn_.get(), CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, xd.get(), x.get(), xd.get(),
-          y.get(), vd.get(), scale.get(), bias.get(), mean.get(), var.get(), eps));
+          cudnn_.get(), CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, d.x.get(), x.get(), d.x.get(),
+          y.get(), d.vec.get(), scale.get(), bias.get(), mean.get(), var.get(), eps));
     });
   }
 
@@ -385,6 +418,12 @@ class CudnnBackend : public CostBackend {
 std::unique_ptr<CostBackend> make_cudnn_backend(const std::string& cache_path, int warmup,
                                                 int repeats) {
   return std::make_unique<CudnnBackend>(cache_path, warmup, repeats);
+}
+
+void cudnn_check_descriptors(const OpConfig& op) {
+  const CudnnPlan plan = plan_cudnn_op(op);
+  Checker ck("cudnn backend", std::string(op_type_name(op.type)) + " (op " + op.key() + ")");
+  make_descriptors(plan, ck);
 }
 
 #endif  // TASO_WITH_CUDNN
