@@ -172,6 +172,22 @@ void Graph::index_structure() const {
   indexed_ = true;
 }
 
+void Graph::index_ancestors() const {
+  if (ancestor_words_ > 0) return;
+  const size_t n = nodes_.size(), words = (n + 63) / 64;
+  ancestors_.assign(n * words, 0);
+  for (size_t i = 0; i < n; ++i) {  // topological order: inputs come first
+    uint64_t* row = &ancestors_[i * words];
+    for (const TensorRef& t : nodes_[i]->inputs) {
+      const size_t j = index_[t.guid];
+      const uint64_t* from = &ancestors_[j * words];
+      for (size_t w = 0; w < words; ++w) row[w] |= from[w];
+      row[j >> 6] |= uint64_t{1} << (j & 63);
+    }
+  }
+  ancestor_words_ = words;
+}
+
 int Graph::index_of(int64_t guid) const {
   return guid >= 0 && guid < static_cast<int64_t>(index_.size()) ? index_[guid] : -1;
 }

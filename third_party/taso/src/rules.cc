@@ -59,6 +59,7 @@ class Rewriter {
     is_bound_.assign(-min_var + 1, false);
     mapped_.assign(r.src.size(), -1);
     used_.assign(g.size(), false);
+    params_ok_.resize(r.src.size());
   }
 
   int run() {
@@ -108,15 +109,7 @@ class Rewriter {
           newly_bound.push_back(-pt.op);
         }
       }
-      if (ok && !pop.params.empty()) {
-        std::vector<Shape> shapes;
-        for (const TensorRef& t : node.inputs) shapes.push_back(g_.shape(t));
-        for (auto [key, value] : pop.params)
-          if (node.params.get(key, node.type, shapes) != value) {
-            ok = false;
-            break;
-          }
-      }
+      if (ok && !pop.params.empty()) ok = params_match(depth, i);
       bool go_on = true;
       if (ok) {
         mapped_[depth] = i;
@@ -137,10 +130,8 @@ class Rewriter {
       if (is_bound_[v] && used_[g_.index_of(bound_[v].guid)]) return true;
     // A variable computed from a matched op's output would, once the target
     // reads it, close a cycle: reject before building anything.
-    const int first_matched = *std::min_element(mapped_.begin(), mapped_.end());
     for (size_t v = 0; v < bound_.size(); ++v)
-      if (is_bound_[v] && reads_match(g_.index_of(bound_[v].guid), first_matched))
-        return true;
+      if (is_bound_[v] && reads_match(g_.index_of(bound_[v].guid))) return true;
 
     // Source tensors visible outside the match must all be mapped.
     std::unordered_map<TensorRef, PatternTensor, RefHash> src_to_dst;
@@ -254,22 +245,31 @@ class Rewriter {
     return emit_(std::move(result), matched_guids_);
   }
 
-  // True if op `i` transitively reads a matched op. Only ops after the first
-  // matched one in topological order can.
-  bool reads_match(int i, int first_matched) {
-    if (i <= first_matched) return false;
-    ++stamp_;
-    if (seen_.size() != used_.size()) seen_.assign(used_.size(), 0);
-    std::vector<int>& stack = stack_;
-    stack.assign(1, i);
-    while (!stack.empty()) {
-      int j = stack.back();
-      stack.pop_back();
-      if (used_[j]) return true;
-      if (seen_[j] == stamp_ || j <= first_matched) continue;
-      seen_[j] = stamp_;
-      for (const TensorRef& t : g_.node(j).inputs) stack.push_back(g_.index_of(t.guid));
+  // Whether node `i` meets the parameter constraints of source op `depth`.
+  // They do not depend on the bindings, so each (op, node) pair is checked
+  // once per rewriter and remembered: deep levels of the search revisit the
+  // same nodes many times.
+  bool params_match(size_t depth, int i) {
+    std::vector<int8_t>& memo = params_ok_[depth];
+    if (memo.empty()) memo.assign(g_.size(), -1);
+    if (memo[i] < 0) {
+      const Node& node = g_.node(i);
+      std::vector<Shape> shapes;
+      for (const TensorRef& t : node.inputs) shapes.push_back(g_.shape(t));
+      memo[i] = 1;
+      for (auto [key, value] : r_.src[depth].params)
+        if (node.params.get(key, node.type, shapes) != value) {
+          memo[i] = 0;
+          break;
+        }
     }
+    return memo[i] == 1;
+  }
+
+  // True if op `i` is a matched op or transitively reads one.
+  bool reads_match(int i) const {
+    for (int m : mapped_)
+      if (i == m || g_.depends_on(i, m)) return true;
     return false;
   }
 
@@ -327,9 +327,7 @@ class Rewriter {
   std::vector<bool> is_bound_;
   std::vector<int> mapped_;       // source op -> graph index
   std::vector<bool> used_;        // graph index -> matched
-  std::vector<int> seen_;         // reads_match() visit stamps
-  std::vector<int> stack_;
-  int stamp_ = 0;
+  std::vector<std::vector<int8_t>> params_ok_;  // per source op: -1 unknown, 0, 1
   int matches_ = 0;
 };
 

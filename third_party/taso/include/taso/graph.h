@@ -85,6 +85,12 @@ class Graph {
     index_structure();
     return is_output_[i];
   }
+  // True if op `i` transitively reads op `j` (i != j). Ancestor bitsets are
+  // built on first use (n^2/8 bytes), then each query is O(1).
+  bool depends_on(int i, int j) const {
+    index_ancestors();
+    return (ancestors_[static_cast<size_t>(i) * ancestor_words_ + (j >> 6)] >> (j & 63)) & 1;
+  }
   // True when every input derives only from weights (see OpConfig).
   bool weight_side(int i) const { return weight_side_[i]; }
   // Indices of ops of a type, in topological order.
@@ -98,6 +104,7 @@ class Graph {
  private:
   Graph() = default;
   void index_structure() const;
+  void index_ancestors() const;
   std::vector<NodePtr> nodes_;
   std::vector<TensorRef> outputs_;
   std::vector<int> index_;  // guid -> position, -1 if absent
@@ -108,6 +115,8 @@ class Graph {
   mutable std::vector<std::vector<std::pair<int, int>>> consumers_;
   mutable std::vector<bool> is_output_;
   mutable std::unordered_map<int, std::vector<int>> by_type_;
+  mutable std::vector<uint64_t> ancestors_;  // row i: bitset of i's ancestors
+  mutable size_t ancestor_words_ = 0;
   uint64_t hash_ = 0;
   int num_ops_ = 0;
   int64_t max_guid_ = 0;
