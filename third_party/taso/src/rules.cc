@@ -2,6 +2,7 @@
 #include "taso/rules.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <unordered_map>
 
@@ -94,7 +95,9 @@ class Rewriter {
       const Node& node = g_.node(i);
       if (node.type != pop.type || node.inputs.size() != pop.inputs.size())
         continue;
-      std::vector<int> newly_bound;
+      // Variables this candidate binds; an op has few inputs, so no heap.
+      std::array<int, 8> newly_bound;
+      size_t num_newly_bound = 0;
       bool ok = true;
       for (size_t k = 0; k < pop.inputs.size() && ok; ++k) {
         const PatternTensor& pt = pop.inputs[k];
@@ -106,7 +109,7 @@ class Rewriter {
         } else {
           is_bound_[-pt.op] = true;
           bound_[-pt.op] = actual;
-          newly_bound.push_back(-pt.op);
+          newly_bound[num_newly_bound++] = -pt.op;
         }
       }
       if (ok && !pop.params.empty()) ok = params_match(depth, i);
@@ -117,7 +120,7 @@ class Rewriter {
         go_on = dfs(depth + 1);
         used_[i] = false;
       }
-      for (int v : newly_bound) is_bound_[v] = false;
+      for (size_t b = 0; b < num_newly_bound; ++b) is_bound_[newly_bound[b]] = false;
       if (!go_on) return false;
     }
     return true;
@@ -340,8 +343,10 @@ void Rule::validate() const {
   int min_var = -1000;
   validate_pattern(*this, src, "source", min_var);
   validate_pattern(*this, dst, "target", min_var);
-  for (const PatternOp& op : src)
+  for (const PatternOp& op : src) {
     if (!op.copied.empty()) rule_error(*this, "source ops cannot copy parameters");
+    if (op.inputs.size() > 8) rule_error(*this, "a source op has more than 8 inputs");
+  }
   for (const PatternOp& op : dst) {
     for (auto [key, s] : op.copied)
       if (s < 0 || s >= static_cast<int>(src.size()))
