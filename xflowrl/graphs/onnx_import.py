@@ -97,6 +97,18 @@ def read_model(path_or_model) -> onnx.ModelProto:
         raise ValueError(f"cannot parse ONNX model {where} (malformed or truncated "
                          f"file): {e}") from e
     try:
+        ordered = _topological(model.graph)
+    except ValueError:
+        ordered = None  # the checker says what is wrong
+    if ordered is not None and any(a is not b for a, b in zip(ordered, model.graph.node)):
+        # Unsorted (ONNX requires sorted graphs; some exporters disagree):
+        # sort a copy, leaving the caller's model as it is.
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)
+        del copy.graph.node[:]
+        copy.graph.node.extend(ordered)
+        model = copy
+    try:
         onnx.checker.check_model(model)
     except Exception as e:  # onnx.checker.ValidationError
         raise ValueError(f"{where} is not a valid ONNX model (malformed or truncated "
@@ -139,7 +151,7 @@ class _Importer:
         for info in graph.input:
             if info.name not in self.values:
                 self._graph_input(info)
-        for node in _topological(graph):
+        for node in graph.node:
             try:
                 self._node(node)
             except NotImplementedError as e:  # from onnx.reference
@@ -333,13 +345,11 @@ class _Importer:
             if tt is None or not info.type.HasField("tensor_type") or not tt.HasField("shape"):
                 raise ValueError(f"{_node_label(node)}: the shape of output {name!r} cannot "
                                  "be inferred statically (unknown operator or dynamic shape)")
-            dims = []
-            for dim in tt.shape.dim:
-                if not dim.HasField("dim_value"):
-                    raise ValueError(f"{_node_label(node)}: output {name!r} has a dynamic "
-                                     f"shape ({onnx.printer.to_text(info.type).strip()}); "
-                                     "only static shapes are supported")
-                dims.append(dim.dim_value)
+            dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+                    for d in tt.shape.dim]
+            if not all(isinstance(d, int) for d in dims):
+                raise ValueError(f"{_node_label(node)}: output {name!r} has a dynamic shape "
+                                 f"{dims}; only static shapes are supported")
             shapes.append(tuple(dims))
             types.append(tt.elem_type)
         return shapes, types
