@@ -115,7 +115,7 @@ CASES = {
     "batchnorm": (lambda w, x: w.op("BatchNormalization", [
         x, w.weight("s", (4,), 1.0), w.weight("b", (4,), 1.0), w.weight("m", (4,), 1.0),
         w.init("v", np.array([0.5, 1.0, 1.5, 2.0], np.float32))], epsilon=1e-3),
-                  {"batchnorm": 1}),
+                  {"batchnorm": 1}, 15),  # 15: see onnx_export_test's docstring
     "activations": (lambda w, x: w.op("Tanh", [w.op("Sigmoid", [w.op("Relu", [x])])]),
                     {"relu": 1, "sigmoid": 1, "tanh": 1}),
     "binary_broadcasting": (lambda w, x: w.op("Div", [w.op("Sub", [w.op("Mul", [
