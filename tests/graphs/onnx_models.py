@@ -83,7 +83,7 @@ def _conv_bn_relu(w: OnnxWriter, x, c_in, c_out, k, stride=1, pad=None, relu=Tru
 def torch_style_cnn(batch: int = 1, size: int = 32, classes: int = 10) -> onnx.ModelProto:
     """A torchvision-style CNN as torch.onnx (opset 11) writes it."""
     w = OnnxWriter(seed=1)
-    x = "input.1"
+    x = "input"  # torch.onnx default "input.1": onnx-tf cannot feed dotted input names
     # Stem: 7x7/2 pad 3 conv (bias: BN folded by the exporter), 3x3/2 pad 1 max pool.
     y = w.op("Conv", [x, w.weight("stem.weight", (16, 3, 7, 7)), w.weight("stem.bias", (16,), 0.1)],
              kernel_shape=[7, 7], strides=[2, 2], pads=[3, 3, 3, 3])
@@ -105,7 +105,7 @@ def torch_style_cnn(batch: int = 1, size: int = 32, classes: int = 10) -> onnx.M
     b2 = _conv_bn_relu(w, b2, 32, 16, 1)
     b3 = w.op("MaxPool", [y], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)
     b3 = w.op("Resize", [b3, w.init("roi", np.array([0, 0, 0, 0, 1, 1, 1, 1], np.float32)), w.init("scales", np.array([1, 1, 2, 2], np.float32))],
-              mode="nearest")
+              mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
     y = w.op("Concat", [b1, b2, w.op("Sigmoid", [b3])], axis=1)
     # x.view(x.size(0), -1) after global pooling, then nn.Linear as Gemm(transB=1).
     y = w.op("GlobalAveragePool", [y])

@@ -160,6 +160,10 @@ class _Exporter:
         # Leaf names are fixed; reserve them before generating others.
         self.taken.update(op.name for op in ops if op.type in ("input", "weight"))
         self._name_outputs({op.guid for op, w in zip(ops, weight_side) if w})
+        self.consumers: Dict[int, List[OpInfo]] = {}
+        for op in ops:
+            for guid, _ in op.inputs:
+                self.consumers.setdefault(guid, []).append(op)
         inputs = []
         for op, folded in zip(ops, weight_side):
             tid = (op.guid, 0)
@@ -234,9 +238,18 @@ class _Exporter:
     def _emit(self, op: OpInfo) -> None:
         p, t = op.params, op.type
         label = f"{t}_{op.guid}"
+        absorbed = None
+        if t in ("conv2d", "maxpool", "avgpool"):
+            producer = self.by_guid[op.inputs[0][0]]
+            absorbed = self._absorbable_pad(producer)
+            if absorbed is not None and not self._absorbs(op, producer, absorbed[1]):
+                absorbed = None
         if t == "broadcast_add" and tuple(op.inputs[1]) in self.known:
             # A known bias is written once, already shaped [C, 1, ...].
             ins = [self.ref(op.inputs[0]), None]
+        elif absorbed is not None:
+            # An explicit Pad (torch-style padding) goes back into the op.
+            ins = [self.ref(producer.inputs[0])] + [self.ref(i) for i in op.inputs[1:]]
         else:
             ins = [self.ref(i) for i in op.inputs]
         if t != "opaque":
@@ -246,19 +259,22 @@ class _Exporter:
         out = self.out_name(op)
         # The main node writes `y`; a fused activation then writes `out`.
         y = out if act == "NONE" else self.fresh(f"{label}_pre")
-        if t == "conv2d":
-            w_shape = self._shape(op.inputs[1])
+        if t in ("conv2d", "maxpool", "avgpool"):
             x_shape = self._shape(op.inputs[0])
-            self.node("Conv", ins, [y], label, kernel_shape=list(w_shape[2:]),
-                      strides=[p["stride_h"], p["stride_w"]],
-                      pads=self._pads(x_shape, w_shape[2:], p),
-                      group=x_shape[1] // w_shape[1])
-        elif t in ("maxpool", "avgpool"):
-            kernel = (p["kernel_h"], p["kernel_w"])
-            attrs = {"count_include_pad": 0} if t == "avgpool" else {}
+            if t == "conv2d":
+                w_shape = self._shape(op.inputs[1])
+                kernel = w_shape[2:]
+                attrs = {"group": x_shape[1] // w_shape[1]}
+            else:
+                kernel = (p["kernel_h"], p["kernel_w"])
+                attrs = {"count_include_pad": 0} if t == "avgpool" else {}
+            pads = self._pads(x_shape, kernel, p)
+            if absorbed is not None:
+                pads = absorbed[0]
+                if t == "avgpool":
+                    attrs["count_include_pad"] = 1
             self.node(_ONNX_TYPE[t], ins, [y], label, kernel_shape=list(kernel),
-                      strides=[p["stride_h"], p["stride_w"]],
-                      pads=self._pads(self._shape(op.inputs[0]), kernel, p), **attrs)
+                      strides=[p["stride_h"], p["stride_w"]], pads=pads, **attrs)
         elif t == "matmul":
             self.node("MatMul", ins, [y], label)
         elif t in ("relu", "sigmoid", "tanh", "add", "sub", "mul", "div"):
@@ -283,13 +299,55 @@ class _Exporter:
         elif t == "broadcast_add":
             self._broadcast_add(op, ins, y, label)
         elif t == "opaque":
-            self._opaque(op, ins)
+            pad = self._absorbable_pad(op)
+            outputs = {tuple(o) for o in self.graph.outputs()}
+            if pad is None or (op.guid, 0) in outputs or not all(
+                    self._absorbs(c, op, pad[1]) for c in self.consumers.get(op.guid, [])):
+                self._opaque(op, ins)
+            else:  # every consumer takes the padding as its own pads
+                self.types[(op.guid, 0)] = self.types[tuple(op.inputs[0])]
         elif t in ("enlarge", "fuse_conv_bn_alpha_var", "fuse_conv_bn_bias"):
             self._weight_op(op, ins, y, label)
         else:
             raise ValueError(f"{label}: cannot export {t} on run-time (non-weight) inputs")
         if act != "NONE":
             self.node(_ACTIVATION_TYPE[act], [y], [out], f"{label}_act")
+
+    def _absorbable_pad(self, op: OpInfo) -> Optional[Tuple[List[int], float]]:
+        """For an opaque constant-mode ONNX Pad of the two spatial dims of a
+        4-D tensor: its ONNX `pads` attribute for a conv/pool ([top, left,
+        bottom, right]) and its fill value; else None."""
+        if op.type != "opaque" or not op.params["opaque_type"].startswith("Pad|"):
+            return None
+        record = decode_opaque(op.params["opaque_type"])
+        node = record.node
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if attrs.get("mode", b"constant") not in (b"constant", "constant") or len(
+                node.input) not in (2, 3) or len(self._shape(op.inputs[0])) != 4:
+            return None
+        pads = record.constants.get(node.input[1])
+        fill = record.constants.get(node.input[2], np.zeros(())) if len(node.input) == 3 \
+            else np.zeros(())
+        if pads is None or fill is None or pads.shape != (8,) or fill.size != 1:
+            return None
+        if pads.min() < 0 or any(pads[[0, 1, 4, 5]]):
+            return None
+        return [int(pads[2]), int(pads[3]), int(pads[6]), int(pads[7])], float(fill.reshape(()))
+
+    def _absorbs(self, consumer: OpInfo, pad_op: OpInfo, fill: float) -> bool:
+        """Whether `consumer` can take `pad_op`'s padding as its own pads."""
+        if consumer.params.get("padding") != "VALID" or tuple(consumer.inputs[0]) != (
+                pad_op.guid, 0) or any(tuple(t) == (pad_op.guid, 0) for t in consumer.inputs[1:]):
+            return False
+        if consumer.type == "conv2d":
+            return fill == 0.0
+        if consumer.type in ("maxpool", "avgpool"):
+            pads = self._absorbable_pad(pad_op)[0]
+            kernel = (consumer.params["kernel_h"], consumer.params["kernel_w"]) * 2
+            if any(p >= k for p, k in zip(pads, kernel)):
+                return False
+            return fill == (-np.inf if consumer.type == "maxpool" else 0.0)
+        return False
 
     def _shape(self, tid) -> Tuple[int, ...]:
         return tuple(self.by_guid[tid[0]].output_shapes[tid[1]])
