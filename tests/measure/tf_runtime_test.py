@@ -1,0 +1,52 @@
+"""Tests of the TensorFlow measurements (time and allocator memory)."""
+
+import xflowrl.measure  # first: turns on TensorFlow's CPU allocator statistics
+
+from absl.testing import absltest
+import numpy as np
+
+from xflowrl.graphs import CostModel, GraphBuilder
+from xflowrl.measure import tf_runtime
+
+
+def _mlp(hidden=512):
+    b = GraphBuilder()
+    x = b.input(name="x", shape=(64, hidden))
+    for i in range(3):
+        x = b.matmul(a=x, b=b.weight(name=f"w{i}", shape=(hidden, hidden)), activation="RELU")
+    return b.build([x])
+
+
+class MeasureTest(absltest.TestCase):
+
+    def test_time_and_memory(self):
+        graph = _mlp()
+        m = xflowrl.measure.measure_graph(graph, warmup=2, repeats=4)
+        self.assertLen(m.times_ms, 4)
+        self.assertEqual(m.median_ms, float(np.median(m.times_ms)))
+        self.assertGreater(m.median_ms, 0)
+        self.assertTrue(xflowrl.measure.memory_stats_available())
+        weight_bytes = 3 * 512 * 512 * 4
+        # Resident: the weights (and the 128 KiB feed), in allocator bins.
+        self.assertBetween(m.resident_bytes, weight_bytes, 1.5 * weight_bytes)
+        # At least the output and one intermediate [64, 512] float32 tensor.
+        self.assertGreaterEqual(m.activation_peak_bytes, 2 * 64 * 512 * 4)
+        self.assertLess(m.activation_peak_bytes, weight_bytes)
+
+    def test_table_row(self):
+        # The table's row for a zoo graph; SqueezeNet is the quickest.
+        row = xflowrl.measure.graph_properties("squeezenet1_1", CostModel("analytic"),
+                                               warmup=1, repeats=2)
+        self.assertEqual((row["type"], row["ops"]), ("Convolutional", 65))
+        self.assertAlmostEqual(row["estimated_cost_ms"], 15.08, places=2)
+        self.assertGreater(row["memory_peak_gib"], row["weights_gib"])
+        self.assertIn("| squeezenet1_1 | Convolutional | 65 | 15.08 |",
+                      xflowrl.measure.markdown_table([row]))
+
+    def test_bad_arguments(self):
+        with self.assertRaisesRegex(ValueError, "repeats >= 1"):
+            tf_runtime.measure_graph(_mlp(64), repeats=0)
+
+
+if __name__ == "__main__":
+    absltest.main()

@@ -1,0 +1,132 @@
+"""Inference time and memory of a graph run in TensorFlow through onnx-tf.
+
+The graph is exported to ONNX (`xflowrl.graphs.to_onnx`: weight-side ops
+such as folded batch-norms are precomputed), prepared with
+`onnx_tf.backend.prepare` and called through the prepared module's
+`tf.function` (graph mode, TensorFlow's default thread pools: one intra-op
+thread per core), outputs copied back to numpy.
+
+Time: `warmup` untimed calls (the first traces the function), then the
+median wall time (`time.perf_counter`) of `repeats` calls, each including
+the copy of the outputs to numpy.
+
+Memory: TensorFlow's own CPU allocator statistics. TensorFlow reports no
+statistics for its default CPU allocator, so this module sets
+`TF_CPU_ALLOCATOR_USE_BFC=true` when it is imported; that only takes effect
+if TensorFlow has not been imported yet (import `xflowrl.measure` first).
+`get_memory_info("CPU:0")["current"]` is read before `prepare` (after a
+garbage collection: what earlier work still holds is not counted) and again
+after the warm-up; the difference is `resident_bytes`: the weights (onnx-tf
+holds the initializers as constants allocated by the same allocator) and the
+feeds. Then `reset_memory_stats("CPU:0")`; after the timed calls the
+allocator's peak minus the pre-`prepare` level is `peak_bytes`: the most
+bytes this model held at once during an inference: weights, every
+activation and temporary buffer TensorFlow allocates, feeds and outputs,
+rounded up to the BFC allocator's bins. It excludes memory that kernels
+allocate outside TensorFlow's allocator (oneDNN's internal scratchpads,
+Eigen thread-pool buffers), Python objects and the program itself. Without
+allocator statistics the memory fields are None.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import statistics
+import time
+from typing import Dict, List, Mapping, NamedTuple, Optional
+
+import numpy as np
+
+BFC_ENV = "TF_CPU_ALLOCATOR_USE_BFC"
+os.environ.setdefault(BFC_ENV, "true")
+
+
+class Measurement(NamedTuple):
+    median_ms: float                 # median inference time
+    times_ms: List[float]            # every timed call
+    peak_bytes: Optional[int]        # allocator peak of the model during the timed calls
+    resident_bytes: Optional[int]    # held by the model before them (weights, feeds)
+
+    @property
+    def activation_peak_bytes(self) -> Optional[int]:
+        """Peak beyond what was already allocated: activations and temporaries."""
+        if self.peak_bytes is None:
+            return None
+        return self.peak_bytes - self.resident_bytes
+
+
+def memory_stats_available() -> bool:
+    """Whether TensorFlow reports CPU allocator statistics in this process."""
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    try:
+        tf.config.experimental.get_memory_info("CPU:0")
+        return True
+    except ValueError:
+        return False
+
+
+def measure_onnx(model, feeds: Mapping[str, np.ndarray], *, warmup: int = 3,
+                 repeats: int = 10) -> Measurement:
+    """Times an ONNX model in TensorFlow and records its allocator peak.
+
+    Args:
+      model: an `onnx.ModelProto`.
+      feeds: a value for every graph input, by name.
+      warmup: untimed calls first (at least 1: the first call traces).
+      repeats: timed calls; their median is reported.
+
+    Returns:
+      The measurement (see the module docstring for what it includes).
+
+    Raises:
+      ValueError: warmup < 1 or repeats < 1.
+    """
+    if warmup < 1 or repeats < 1:
+        raise ValueError(f"need warmup >= 1 and repeats >= 1, got {warmup}, {repeats}")
+    import onnx_tf.backend  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    stats = memory_stats_available()
+    if stats:
+        gc.collect()
+        baseline = tf.config.experimental.get_memory_info("CPU:0")["current"]
+    rep = onnx_tf.backend.prepare(model)
+    inputs = {name: tf.constant(value) for name, value in feeds.items()}
+
+    def infer() -> Dict[str, np.ndarray]:
+        outputs = rep.tf_module(**inputs)
+        return {k: v.numpy() for k, v in outputs.items()}
+
+    for _ in range(warmup):
+        infer()
+    resident = peak = None
+    if stats:
+        tf.config.experimental.reset_memory_stats("CPU:0")
+        resident = tf.config.experimental.get_memory_info("CPU:0")["current"] - baseline
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        infer()
+        times.append(1e3 * (time.perf_counter() - start))
+    if stats:
+        peak = tf.config.experimental.get_memory_info("CPU:0")["peak"] - baseline
+    return Measurement(statistics.median(times), times, peak, resident)
+
+
+def measure_graph(graph, weights: Optional[Mapping[str, np.ndarray]] = None,
+                  feeds: Optional[Mapping[str, np.ndarray]] = None, *, seed: int = 0,
+                  **kwargs) -> Measurement:
+    """Exports an engine graph to ONNX and measures it with `measure_onnx`.
+
+    Args:
+      graph: a `Graph`.
+      weights: weight values by name (default: `random_weights(graph, seed)`).
+      feeds: input values by name (default: `random_inputs(graph, seed)`).
+      seed: seeds the default weights and inputs.
+      **kwargs: `warmup`, `repeats`.
+    """
+    from xflowrl.graphs import to_onnx  # pylint: disable=g-import-not-at-top
+    from xflowrl.graphs.weights import random_inputs, random_weights
+    weights = random_weights(graph, seed) if weights is None else weights
+    feeds = random_inputs(graph, seed) if feeds is None else feeds
+    return measure_onnx(to_onnx(graph, weights, check=False), feeds, **kwargs)
