@@ -1,7 +1,20 @@
 """The evaluation graphs of the thesis, built with the graph API.
 
-`get_graph(name)` builds one by name; `GRAPHS` lists the names. Sizes and op
-counts are in each module's docstring and in docs/zoo.md.
+`get_graph(name)` builds one by name; `GRAPHS` lists the names. Batch 1;
+sizes are in each module's docstring and in docs/zoo.md. Ops exclude inputs
+and weights; the estimated cost is `graph.cost(CostModel("analytic"))`
+(profile cpu) of the graph as built:
+
+| graph | type | input | ops | estimated cost (ms) |
+| --- | --- | --- | ---: | ---: |
+| inception_v3 | convolutional | 3x299x299 | 313 | 208.03 |
+| resnet18 | convolutional | 3x224x224 | 69 | 65.06 |
+| resnet50 | convolutional | 3x224x224 | 175 | 157.01 |
+| squeezenet1_1 | convolutional | 3x224x224 | 65 | 15.08 |
+| bert | transformer | 64x1024 | 121 | 74.51 |
+| resnet50_taso | convolutional | 64x56x56 | 84 | 141.75 |
+
+Measured TensorFlow times and memory: `experiments/graph_properties.py`.
 """
 
 from typing import Callable, Dict
