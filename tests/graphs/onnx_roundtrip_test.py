@@ -6,7 +6,7 @@ node in `onnx_models`): import -> optimise with TASO's search
 (`XferSet.default().search`, analytic cost, small budget) -> export, then run
 the original and the optimised ONNX model through onnx-tf on the same random
 input: the outputs agree within rtol 1e-4 (atol 1e-5 of the output's
-largest magnitude: float32 sums in a different order). About 80 s on 2 CPU
+largest magnitude: float32 sums in a different order). About 60 s on 2 CPU
 cores, most of it onnx-tf preparing the big zoo graphs.
 """
 

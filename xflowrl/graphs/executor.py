@@ -348,7 +348,8 @@ def run_op(op_type: str, params: Mapping[str, Any],
     if t == "opaque":
         raise NotImplementedError(
             f"the reference executor cannot run opaque ops (imported type "
-            f"{p.get('opaque_type', '?')!r}); the ONNX layer evaluates them")
+            f"{p.get('opaque_type', '?').partition('|')[0]!r}); export the graph (xflowrl.graphs.to_onnx) "
+            "and run it with an ONNX runtime")
     if t not in _ARITY:
         raise ValueError(f"unknown op type {t!r}")
     if arity is not None and len(args) != arity:

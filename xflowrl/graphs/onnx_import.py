@@ -35,7 +35,7 @@ from xflowrl.graphs import onnx_ops
 from xflowrl.graphs.onnx_ops import NotEngineOp, Value
 from xflowrl.graphs.graph import Graph, GraphBuilder, Tensor
 from xflowrl.graphs.onnx_common import (MAX_OPSET, MIN_OPSET, ModelInterface, OnnxWeights,
-                                        OpaqueRecord, elem_type, encode_opaque, np_dtype)
+                                        OpaqueRecord, elem_type, encode_opaque)
 
 Shape = Tuple[int, ...]
 
