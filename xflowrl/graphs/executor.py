@@ -347,9 +347,9 @@ def run_op(op_type: str, params: Mapping[str, Any],
     arity = _ARITY.get(t)
     if t == "opaque":
         raise NotImplementedError(
-            f"the reference executor cannot run opaque ops (imported type "
-            f"{p.get('opaque_type', '?').partition('|')[0]!r}); export the graph (xflowrl.graphs.to_onnx) "
-            "and run it with an ONNX runtime")
+            "the reference executor cannot run opaque ops (imported type "
+            f"{p.get('opaque_type', '?').partition('|')[0]!r}); export the graph "
+            "(xflowrl.graphs.to_onnx) and run it with an ONNX runtime")
     if t not in _ARITY:
         raise ValueError(f"unknown op type {t!r}")
     if arity is not None and len(args) != arity:

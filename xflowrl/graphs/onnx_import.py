@@ -160,7 +160,11 @@ class _Importer:
         for info in graph.output:
             if info.name not in self.values:
                 raise ValueError(f"graph output {info.name!r} is produced by no node")
-            outputs.append(self.tensor(info.name))
+            try:
+                outputs.append(self.tensor(info.name))
+            except NotEngineOp:
+                raise ValueError(f"graph output {info.name!r} is a scalar constant; "
+                                 "not supported") from None
             self.interface.output_names.append(info.name)
         self.weights.interface = self.interface
         return self.builder.build(outputs), self.weights
