@@ -8,8 +8,7 @@ progress.json (rerun with the same flags to resume after an interruption),
 and at the end result.json / result.md (the trained agent's greedy episode:
 its substitution sequence and estimated cost; the best episode seen in
 training; a random agent's average; TASO's search under the same cost model)
-and the optimised graph (graph.json, plus graph.onnx when the ONNX exporter
-is available).
+and the optimised graph (graph.json, and graph.onnx with random weights).
 """
 
 import dataclasses
@@ -25,7 +24,8 @@ import numpy as np
 from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.agents.ppo.training import TrainConfig, replay, train
 from xflowrl.env import EnvConfig, GraphEnv, rewards
-from xflowrl.graphs import BACKENDS, CostModel, XferSet, zoo
+from xflowrl.graphs import BACKENDS, CostModel, XferSet, save_onnx, zoo
+from xflowrl.graphs.weights import random_weights
 from xflowrl.search import RandomAgent
 
 FLAGS = flags.FLAGS
@@ -105,14 +105,10 @@ def main(argv):
         json.dump(summary, f, indent=2)
     with open(os.path.join(out_dir, "graph.json"), "w") as f:
         json.dump([op._asdict() for op in final_graph.ops()], f)
-    try:
-        from xflowrl.graphs import onnx_io  # pylint: disable=import-outside-toplevel
-    except ImportError:
-        onnx_io = None
-        logging.warning("ONNX exporter not available: wrote graph.json only")
-    if onnx_io is not None:
-        onnx_io.save_onnx(final_graph, onnx_io.random_weights(final_graph),
-                          os.path.join(out_dir, "graph.onnx"))
+    # Zoo graphs carry no trained weights: the ONNX file holds random ones
+    # under the original weight names (folded weights precomputed).
+    save_onnx(final_graph, random_weights(graph, seed=FLAGS.seed),
+              os.path.join(out_dir, "graph.onnx"))
     rows = [("initial", env.initial_cost), ("PPO agent (greedy)", greedy.final_cost),
             ("best episode in training", summary["best_training_cost_ms"])]
     if random_costs:

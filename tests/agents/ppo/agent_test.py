@@ -8,13 +8,14 @@ import tempfile
 
 from absl.testing import absltest
 import numpy as np
+import onnx
 import tensorflow as tf
 
 from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.agents.ppo.training import TrainConfig, replay, train
 from xflowrl.embedding import features
 from xflowrl.env import EnvConfig, GraphEnv
-from xflowrl.graphs import CostModel, XferSet, zoo
+from xflowrl.graphs import CostModel, XferSet, load_onnx, zoo
 
 _XFERS = XferSet.default()
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -95,6 +96,11 @@ class TrainingTest(absltest.TestCase):
         self.assertLess(result["agent_cost_ms"], result["initial_cost_ms"])
         self.assertLess(result["agent_cost_ms"], result["random_mean_cost_ms"])
         self.assertEqual(result["episodes"], 60)
+        # The optimised graph is saved as valid ONNX with the agent's rewrites.
+        model = onnx.load(os.path.join(results, "small_cnn", "train_mf", "graph.onnx"))
+        onnx.checker.check_model(model, full_check=True)
+        graph, _ = load_onnx(model)
+        self.assertLess(graph.cost(CostModel("analytic")), result["initial_cost_ms"])
 
 
 if __name__ == "__main__":
