@@ -45,7 +45,7 @@ flags.DEFINE_enum("reward", "relative", sorted(rewards.REWARDS), "Reward functio
 flags.DEFINE_integer("taso_budget", 1000, "Budget of the TASO search baseline (0: skip).")
 flags.DEFINE_float("taso_alpha", 1.05, "Alpha of the TASO search baseline.")
 flags.DEFINE_integer("random_episodes", 20, "Episodes of the random-agent baseline.")
-flags.DEFINE_bool("quick", False, "small_cnn, 60 episodes, X-RLflow PPO, 5 episodes "
+flags.DEFINE_bool("quick", False, "small_cnn, 100 episodes, X-RLflow PPO, 5 episodes "
                   "per update, 20 steps: trains in about a minute.")
 flags.DEFINE_string("results_dir", "results", "Where results are written.")
 
@@ -54,7 +54,7 @@ def _settings():
     graph, episodes, preset = FLAGS.graph, FLAGS.episodes, FLAGS.ppo
     per_update, max_steps = FLAGS.episodes_per_update, FLAGS.max_steps
     if FLAGS.quick:
-        graph, episodes, preset, per_update, max_steps = "small_cnn", 60, "xrlflow", 5, 20
+        graph, episodes, preset, per_update, max_steps = "small_cnn", 100, "xrlflow", 5, 20
     ppo = PPOConfig.named(preset)
     if per_update:
         ppo = dataclasses.replace(ppo, episodes_per_update=per_update)

@@ -244,10 +244,17 @@ class BuiltinRulesTest(absltest.TestCase):
 
     def test_names(self):
         combos = [f"s{s}_{p}" for s in (1, 2) for p in ("same", "valid")]
-        want = ([f"conv_relu_{c}" for c in combos] + [f"conv_bn_{c}" for c in combos] +
+        want = ([f"conv_relu_{c}" for c in combos] + ["bias_add_relu"] +
+                [f"conv_bn_{c}" for c in combos] +
                 ["enlarge_merge_convs_s1_same_none", "enlarge_merge_convs_s1_same_relu"] +
                 [f"merge_gconv_s{s}_{a}" for s in (1, 2) for a in ("none", "relu")])
         self.assertEqual(list(self.rules), want)
+
+    def test_bias_add_relu_completes_the_bn_fold(self):
+        rule = self.rules["bias_add_relu"]
+        self.assertEqual([o.type for o in rule.src], ["broadcast_add", "relu"])
+        self.assertEqual([o.type for o in rule.dst], ["broadcast_add"])
+        self.assertEqual(dict(rule.dst[0].params), {"activation": 2})
 
     def test_no_conv_mul_rule(self):
         self.assertFalse(any(o.type == "mul" for r in self.rules.values()

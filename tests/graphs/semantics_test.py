@@ -45,7 +45,7 @@ def _menu(uses: List[Tuple[str, int]]):
         return _CONV_WEIGHT
     if ("conv2d", 0) in kinds:
         return _CONV_INPUT
-    if any(t == "batchnorm" and s > 0 for t, s in kinds):
+    if any(t in ("batchnorm", "broadcast_add") and s > 0 for t, s in kinds):
         return _VECTOR
     return _ANY
 
@@ -92,6 +92,8 @@ def _build_op(b: GraphBuilder, op, inputs):
         return [getattr(b, t)(input=inputs[0])]
     if t == "concat":
         return [b.concat(inputs=inputs, axis=params.get("axis", 0))]
+    if t == "broadcast_add":
+        return [b.broadcast_add(input=inputs[0], bias=inputs[1], activation=activation)]
     if t == "batchnorm":
         return [b.batchnorm(input=inputs[0], scale=inputs[1], bias=inputs[2],
                             mean=inputs[3], var=inputs[4])]

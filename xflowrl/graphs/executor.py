@@ -387,7 +387,7 @@ def run_op(op_type: str, params: Mapping[str, Any],
     if t == "fuse_conv_bn_bias":
         return [fuse_conv_bn_bias(*args, epsilon=p["epsilon"])]
     assert t == "broadcast_add", t
-    return [broadcast_add(args[0], args[1])]
+    return [activate(broadcast_add(args[0], args[1]), p.get("activation", "NONE"))]
 
 
 # -------------------------------------------------------------- the graph

@@ -23,6 +23,7 @@ PARAMS_OF_TYPE: Dict[str, Tuple[str, ...]] = {
     "maxpool": _CONV_LIKE + ("kernel_h", "kernel_w"),
     "avgpool": _CONV_LIKE + ("kernel_h", "kernel_w"),
     "matmul": ("activation",),
+    "broadcast_add": ("activation",),
     "batchnorm": ("epsilon",),
     "concat": ("axis",),
     "split": ("axis", "sizes"),
@@ -264,8 +265,9 @@ class GraphBuilder:
         """Weight of a `groups`-group conv, regrouped into groups // count."""
         return self._op("merge_gconv", [weight], count=count, groups=groups)
 
-    def broadcast_add(self, *, input: Tensor, bias: Tensor) -> Tensor:
-        return self._op("broadcast_add", [input, bias])
+    def broadcast_add(self, *, input: Tensor, bias: Tensor, activation: str = "NONE") -> Tensor:
+        return self._op("broadcast_add", [input, bias],
+                        activation=_enum(activation, ACTIVATIONS, "activation"))
 
     def fuse_conv_bn_alpha_var(self, *, weight: Tensor, scale: Tensor, var: Tensor,
                                epsilon: float = 1e-5) -> Tensor:

@@ -90,12 +90,12 @@ class TrainingTest(absltest.TestCase):
              f"--results_dir={results}", "--taso_budget=100"],
             capture_output=True, text=True, timeout=600)
         self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
-        self.assertIn("episode 60/60", proc.stderr)
+        self.assertIn("episode 100/100", proc.stderr)
         with open(os.path.join(results, "small_cnn", "train_mf", "result.json")) as f:
             result = json.load(f)
         self.assertLess(result["agent_cost_ms"], result["initial_cost_ms"])
         self.assertLess(result["agent_cost_ms"], result["random_mean_cost_ms"])
-        self.assertEqual(result["episodes"], 60)
+        self.assertEqual(result["episodes"], 100)
         # The optimised graph is saved as valid ONNX with the agent's rewrites.
         model = onnx.load(os.path.join(results, "small_cnn", "train_mf", "graph.onnx"))
         onnx.checker.check_model(model, full_check=True)
