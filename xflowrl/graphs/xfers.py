@@ -24,6 +24,10 @@ RULES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "third_party", "taso", "rules")
 BUILTIN_RULES = os.path.join(RULES_DIR, "builtin.json")
 TASO_RULES_JSON = os.path.join(RULES_DIR, "taso_rules.json")
+GENERATED_RULES = os.path.join(RULES_DIR, "generated.json")
+# Named rule sets: "default" = built-ins + TASO's collection; "generated" =
+# built-ins + the rules xflowrl's generator produced (experiments/generate_rules.py).
+RULE_SETS = ("default", "builtin", "taso", "generated")
 
 DEFAULT_MAX_LOCATIONS = 200
 
@@ -142,6 +146,19 @@ class XferSet:
     def default(cls) -> "XferSet":
         """The built-in xfers followed by TASO's shipped collection."""
         return cls(load_default_rules())
+
+    @classmethod
+    def from_name(cls, name: str) -> "XferSet":
+        """A named rule set (`RULE_SETS`); ValueError for an unknown name."""
+        if name == "default":
+            return cls.default()
+        if name == "builtin":
+            return cls(rules_io.load_rules(BUILTIN_RULES))
+        if name == "taso":
+            return cls(rules_io.load_rules(TASO_RULES_JSON))
+        if name == "generated":
+            return cls(rules_io.load_rules(BUILTIN_RULES) + rules_io.load_rules(GENERATED_RULES))
+        raise ValueError(f"unknown rule set {name!r}; choose one of {list(RULE_SETS)}")
 
     @property
     def names(self) -> List[str]:
