@@ -10,7 +10,7 @@ engine's semantics test (tests/graphs/semantics_test.py style) before use.
 
 Pruning: (1) a pair equal to a kept one under a joint renaming of inputs,
 or an instance of a kept one (its inputs substituted, e.g. one input used
-twice);
+twice, or a common subgraph in place of an input);
 (2) a pair whose two roots are the same op with one identical operand in the
 same slot and the other operands a smaller verified pair ("shared tail":
 implied by the smaller rule); (3) a target that reads an input its source
@@ -88,20 +88,19 @@ def _shared_tail(a: Expr, b: Expr, verified: Set[Tuple[Expr, Expr]]) -> bool:
     return len(differing) == 1 and (differing[0] in verified or differing[0][::-1] in verified)
 
 
-def _match(pattern: Expr, expr: Expr, sub: Dict[str, str]) -> bool:
-    if pattern[0] == "input":
-        if expr[0] != "input":
-            return False
-        return sub.setdefault(pattern[1], expr[1]) == expr[1]
+def _match(pattern: Expr, expr: Expr, sub: Dict[str, Expr]) -> bool:
+    if pattern[0] == "input":  # binds to any sub-expression, consistently
+        return sub.setdefault(pattern[1], expr) == expr
     return (pattern[:2] == expr[:2] and len(pattern) == len(expr)
             and all(_match(p, e, sub) for p, e in zip(pattern[2:], expr[2:])))
 
 
 def _instance_of(a: Expr, b: Expr, kept: List[Tuple[Expr, Expr]]) -> bool:
-    """True if (a, b) is a kept pair with its inputs substituted (e.g. the
-    same input in two places): the kept, more general rule covers it."""
+    """True if (a, b) is a kept pair with its inputs substituted by inputs or
+    sub-expressions (the same input in two places, or a common subgraph fed
+    to both sides): the kept, more general rule covers it."""
     for ka, kb in kept:
-        sub: Dict[str, str] = {}
+        sub: Dict[str, Expr] = {}
         if _match(ka, a, sub) and _match(kb, b, sub):
             return True
     return False
