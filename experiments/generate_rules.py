@@ -28,6 +28,9 @@ flags.DEFINE_integer("max_ops", 2, "K: ops per enumerated graph (3 takes minutes
                      "and keeps ~12k rules).")
 flags.DEFINE_list("families", ["matrix", "conv"], "Operator families to enumerate.")
 flags.DEFINE_integer("seed", 0, "Seed of fingerprint and verification inputs.")
+flags.DEFINE_integer("workers", 0, "Processes verifying candidates (0: one per CPU).")
+flags.DEFINE_enum("pairing", "representative", ["representative", "all"],
+                  "Pair each class member with its representative (TASO) or all pairs.")
 flags.DEFINE_string("output", "results/generator/generated.json", "Rule file written.")
 flags.DEFINE_string("report", "results/generator/report.json", "Report written.")
 
@@ -35,10 +38,12 @@ flags.DEFINE_string("report", "results/generator/report.json", "Report written."
 def main(argv):
     del argv
     rules, report = generate(FLAGS.max_ops, FLAGS.families, seed=FLAGS.seed,
+                             workers=FLAGS.workers, pairing=FLAGS.pairing,
                              progress=lambda line: print(line, file=sys.stderr, flush=True))
     XferSet(rules)  # every emitted rule loads into the engine
-    report.taso_rules_rediscovered = emit.count_contained(
-        rules, rules_io.load_rules(TASO_RULES_JSON))
+    taso = rules_io.load_rules(TASO_RULES_JSON)
+    report.taso_rules = len(taso)
+    report.taso_rules_rediscovered = emit.count_contained(rules, taso)
     for path in (FLAGS.output, FLAGS.report):
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     rules_io.save_rules(rules, FLAGS.output)

@@ -1,28 +1,45 @@
 """The generator pipeline: enumerate -> fingerprint -> pair -> verify -> prune
 -> emit, with a report.
 
-Verification re-evaluates both graphs of a candidate with the float reference
-executor (real ReLU) on fresh random inputs: three float draws (normal) and
-two integer draws (small integers, exact in float64), all outputs equal at
-rtol 1e-6. This is testing, not proof: a pair that agrees on these draws but
-differs elsewhere would pass. Rules that survive are also checked by the
-engine's semantics test (tests/graphs/semantics_test.py style) before use.
+Pairing. Expressions with equal fingerprints form a class. As in TASO's
+generator, which pairs each new graph with the first one seen with its
+fingerprint, each member is paired with its class' representative (fewest
+ops, then a fixed order), in both directions (`pairing="representative"`);
+`pairing="all"` pairs every ordered pair of members. Two-output candidates
+pair two expressions (the source) with the two halves of a split expression
+of equal fingerprints (the target), e.g. `conv(x, w1), conv(x, w2)` with
+`split(conv(x, concat(w1, w2)))`.
 
-Pruning: (1) a pair equal to a kept one under a joint renaming of inputs,
-or an instance of a kept one (its inputs substituted, e.g. one input used
-twice, or a common subgraph in place of an input);
-(2) a pair whose two roots are the same op with one identical operand in the
-same slot and the other operands a smaller verified pair ("shared tail":
-implied by the smaller rule); (3) a target that reads an input its source
-does not (not expressible as a rule).
+Verification re-evaluates both sides of a candidate with the float reference
+executor (real ReLU, real pools) on fresh random inputs: three float draws
+(normal) and two integer draws (small integers, exact in float64), all
+outputs equal at rtol 1e-6; `workers` processes share the work. This is
+testing, not proof: a pair that agrees on these draws but differs elsewhere
+would pass. Every shipped rule is also checked by the engine's semantics test
+(tests/graphs/semantics_test.py) on graphs of other shapes.
+
+Pruning, in this order, smaller candidates first:
+(1) the target reads an input the source does not ("unbound target": not
+expressible as a rule);
+(2) a joint renaming of the inputs of a kept pair ("renaming");
+(3) the two roots are the same op with one operand in common and the other
+operands equivalent ("shared tail": implied by a smaller rule);
+(4) both sides contain one and the same op on the same inputs (TASO's
+"common subgraph": the rule holds with that op's output as a fresh input);
+(5) an instance of a kept rule, its inputs substituted by inputs or
+sub-expressions ("instance");
+(6) two-output targets that split a concatenation along its own axis
+("trivial split": the halves are the concatenated operands).
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import multiprocessing
+import os
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
 
@@ -31,25 +48,54 @@ from xflowrl.generator import emit, enumeration, fingerprint
 Expr = enumeration.Expr
 
 
+class SplitOf(NamedTuple):
+    """The two halves of `expr` along `axis` (a two-output target)."""
+    expr: Expr
+    axis: int
+
+
+# A side of a candidate: one expression, two expressions, or a split.
+Side = Union[Expr, Tuple[Expr, Expr], SplitOf]
+
+
 @dataclasses.dataclass
 class Report:
     max_ops: int
     families: List[str]
+    pairing: str = "representative"
+    workers: int = 1
     graphs_enumerated: int = 0
     fingerprint_classes: int = 0
     candidate_pairs: int = 0
+    two_output_candidates: int = 0
     verified: int = 0
     rejected: int = 0
+    pruned_unbound_target: int = 0
     pruned_renaming: int = 0
     pruned_shared_tail: int = 0
+    pruned_common_subgraph: int = 0
     pruned_instance: int = 0
-    pruned_unbound_target: int = 0
+    pruned_trivial_split: int = 0
     kept: int = 0
+    kept_two_output: int = 0
+    taso_rules: int = 0
     taso_rules_rediscovered: Optional[int] = None
+    seconds_enumerate: float = 0.0
+    seconds_verify: float = 0.0
+    seconds_prune: float = 0.0
     seconds: float = 0.0
 
 
-def _verify(a: Expr, b: Expr, family: enumeration.Family, seed: int) -> bool:
+def _outputs(side: Side, values) -> List[np.ndarray]:
+    if isinstance(side, SplitOf):
+        return np.split(enumeration.evaluate(side.expr, values), 2, axis=side.axis)
+    if isinstance(side[0], tuple):
+        return [enumeration.evaluate(e, values) for e in side]
+    return [enumeration.evaluate(side, values)]
+
+
+def _verify(src: Side, dst: Side, family: enumeration.Family, seed: int) -> bool:
+    """True if both sides agree on 5 fresh random draws (float executor)."""
     rng = np.random.default_rng(seed)
     for trial in range(5):
         if trial < 3:
@@ -57,16 +103,36 @@ def _verify(a: Expr, b: Expr, family: enumeration.Family, seed: int) -> bool:
         else:
             values = {n: rng.integers(-3, 4, size=s).astype(np.float64)
                       for n, s in family.inputs.items()}
-        x, y = enumeration.evaluate(a, values), enumeration.evaluate(b, values)
-        if x.shape != y.shape or not np.allclose(x, y, rtol=1e-6, atol=1e-9):
+        xs, ys = _outputs(src, values), _outputs(dst, values)
+        if len(xs) != len(ys):
             return False
+        for x, y in zip(xs, ys):
+            if x.shape != y.shape or not np.allclose(x, y, rtol=1e-6, atol=1e-9):
+                return False
     return True
 
 
-def _renaming_key(a: Expr, b: Expr, family: enumeration.Family) -> Tuple[Expr, Expr]:
+def _verify_chunk(args) -> List[bool]:
+    verify, family, items = args
+    return [verify(src, dst, family, seed) for seed, src, dst in items]
+
+
+def _side_exprs(side: Side) -> List[Expr]:
+    if isinstance(side, SplitOf):
+        return [side.expr]
+    return list(side) if isinstance(side[0], tuple) else [side]
+
+
+def _variables(side: Side) -> List[str]:
+    out: List[str] = []
+    for e in _side_exprs(side):
+        out += [v for v in enumeration.variables(e) if v not in out]
+    return out
+
+
+def _renaming_key(src: Side, dst: Side, family: enumeration.Family) -> Tuple:
     """The pair with inputs renamed by first use, per shape class."""
-    order = enumeration.variables(a) + [v for v in enumeration.variables(b)
-                                        if v not in enumeration.variables(a)]
+    order = _variables(src) + [v for v in _variables(dst) if v not in _variables(src)]
     counters: Dict[Tuple[int, ...], int] = collections.Counter()
     names = {}
     for v in order:
@@ -78,14 +144,9 @@ def _renaming_key(a: Expr, b: Expr, family: enumeration.Family) -> Tuple[Expr, E
         if e[0] == "input":
             return ("input", names[e[1]])
         return (e[0], e[1]) + tuple(rename(c) for c in e[2:])
-    return rename(a), rename(b)
-
-
-def _shared_tail(a: Expr, b: Expr, verified: Set[Tuple[Expr, Expr]]) -> bool:
-    if a[0] == "input" or b[0] == "input" or a[:2] != b[:2] or len(a) != len(b):
-        return False
-    differing = [(x, y) for x, y in zip(a[2:], b[2:]) if x != y]
-    return len(differing) == 1 and (differing[0] in verified or differing[0][::-1] in verified)
+    side_key = lambda s: ((tuple(rename(e) for e in _side_exprs(s)),)
+                          + ((s.axis,) if isinstance(s, SplitOf) else ()))
+    return side_key(src), side_key(dst)
 
 
 def _match(pattern: Expr, expr: Expr, sub: Dict[str, Expr]) -> bool:
@@ -95,19 +156,104 @@ def _match(pattern: Expr, expr: Expr, sub: Dict[str, Expr]) -> bool:
             and all(_match(p, e, sub) for p, e in zip(pattern[2:], expr[2:])))
 
 
-def _instance_of(a: Expr, b: Expr, kept: List[Tuple[Expr, Expr]]) -> bool:
-    """True if (a, b) is a kept pair with its inputs substituted by inputs or
+def _instance_of(src: Side, dst: Side, kept: List[Tuple[Side, Side]]) -> bool:
+    """True if the pair is a kept pair with its inputs substituted by inputs or
     sub-expressions (the same input in two places, or a common subgraph fed
     to both sides): the kept, more general rule covers it."""
-    for ka, kb in kept:
+    ours = _side_exprs(src) + _side_exprs(dst)
+    for ksrc, kdst in kept:
+        theirs = _side_exprs(ksrc) + _side_exprs(kdst)
+        if len(theirs) != len(ours) or getattr(ksrc, "axis", None) != getattr(src, "axis", None):
+            continue
+        if getattr(kdst, "axis", None) != getattr(dst, "axis", None):
+            continue
         sub: Dict[str, Expr] = {}
-        if _match(ka, a, sub) and _match(kb, b, sub):
+        if all(_match(p, e, sub) for p, e in zip(theirs, ours)):
             return True
     return False
 
 
+def _leaf_ops(side: Side) -> Set[Expr]:
+    """Ops of a side whose operands are all inputs."""
+    return {op for e in _side_exprs(side) for op in enumeration.op_nodes(e)
+            if all(c[0] == "input" for c in op[2:])}
+
+
+def _root_key(side: Side) -> Tuple:
+    return tuple(e[:2] for e in _side_exprs(side)) + (getattr(side, "axis", None),)
+
+
+class _Family:
+    """One family's universe, fingerprint classes and candidates."""
+
+    def __init__(self, family: enumeration.Family, max_ops: int, seed: int, pairing: str,
+                 say: Callable[[str], None]):
+        self.family = family
+        self.fp = fingerprint.Fingerprinter(family, seed)
+        self.u = enumeration.Universe(family, self.fp)
+        self.u.grow(max_ops, say)
+        n_inputs = len(family.inputs)
+        self.classes: Dict[bytes, List[int]] = collections.defaultdict(list)
+        for i in range(n_inputs, len(self.u)):
+            self.classes[self.fp.keys[i]].append(i)
+        order = lambda i: (len(self.u.ops[i]), repr(self.u.exprs[i]))
+        self.class_of: Dict[int, int] = {}  # id -> representative id
+        for members in self.classes.values():
+            members.sort(key=order)
+            for m in members:
+                self.class_of[m] = members[0]
+        self.single: List[Tuple[int, int]] = []
+        for members in self.classes.values():
+            if len(members) < 2:
+                continue
+            if pairing == "all":
+                self.single += [(a, b) for a in members for b in members if a != b]
+            else:
+                r = members[0]
+                self.single += [p for m in members[1:] for p in ((m, r), (r, m))]
+        self.split: List[Tuple[int, int, int, int]] = []  # (r1, r2, e, axis)
+        for e in range(n_inputs, len(self.u)):
+            if len(self.u.ops[e]) >= max_ops:
+                continue
+            for axis in enumeration.SPLIT_AXES:
+                if self.u.shapes[e][axis] % 2:
+                    continue
+                halves = np.split(self.fp.values[e], 2, axis=axis)
+                k0, k1 = (fingerprint.digest(h) for h in halves)
+                for r1 in self.classes.get(k0, ()):
+                    for r2 in self.classes.get(k1, ()):
+                        ops1, ops2 = self.u.ops[r1], self.u.ops[r2]
+                        if (r1 != r2 and r1 not in ops2 and r2 not in ops1
+                                and len(ops1 | ops2) <= max_ops):
+                            self.split.append((r1, r2, e, axis))
+
+    def equivalent(self, a: int, b: int, verified: Set[int]) -> bool:
+        """a and b are verified members of one class (or equal)."""
+        if a == b:
+            return True
+        ra = self.class_of.get(a)
+        return (ra is not None and ra == self.class_of.get(b)
+                and (a == ra or a in verified) and (b == ra or b in verified))
+
+    def shared_tail(self, a: int, b: int, verified: Set[int]) -> bool:
+        u = self.u
+        if u.template[a] != u.template[b] or u.template[a] < 0:
+            return False
+        oa, ob = u.operands[a], u.operands[b]
+        if self.family.templates[u.template[a]].commutative:
+            common = set(oa) & set(ob)
+            if len(oa) == 2 and common:
+                c = next(iter(common))
+                x = oa[1] if oa[0] == c else oa[0]
+                y = ob[1] if ob[0] == c else ob[0]
+                return self.equivalent(x, y, verified)
+        differing = [(x, y) for x, y in zip(oa, ob) if x != y]
+        return len(differing) == 1 and self.equivalent(*differing[0], verified)
+
+
 def generate(max_ops: int = 2, family_names: Sequence[str] = ("matrix", "conv"),
-             seed: int = 0, verify: Callable = _verify,
+             seed: int = 0, verify: Callable = _verify, workers: int = 1,
+             pairing: str = "representative",
              progress: Optional[Callable[[str], None]] = None):
     """Runs the pipeline; returns `(rules, report)`.
 
@@ -115,59 +261,116 @@ def generate(max_ops: int = 2, family_names: Sequence[str] = ("matrix", "conv"),
       max_ops: K, the largest graphs enumerated (ops per side).
       family_names: keys of `enumeration.FAMILIES`.
       seed: seeds the fingerprint and verification inputs.
-      verify: `(a, b, family, seed) -> bool`; replaceable in tests.
-      progress: called with a progress line per family and stage.
+      verify: `(src, dst, family, seed) -> bool`; replaceable in tests.
+      workers: processes that verify candidates (0: one per CPU).
+      pairing: "representative" (TASO's) or "all".
+      progress: called with progress lines.
     """
+    if pairing not in ("representative", "all"):
+        raise ValueError(f"pairing must be 'representative' or 'all', got {pairing!r}")
+    unknown = [f for f in family_names if f not in enumeration.FAMILIES]
+    if unknown:
+        raise ValueError(f"unknown families {unknown}; known: {sorted(enumeration.FAMILIES)}")
+    workers = workers or os.cpu_count() or 1
     start = time.time()
-    report = Report(max_ops, list(family_names))
+    report = Report(max_ops, list(family_names), pairing, workers)
     rules = []
     say = progress or (lambda line: None)
-    for fname in family_names:
-        family = enumeration.FAMILIES[fname]
-        values = fingerprint.random_inputs(family, seed)
-        cache: dict = {}
-        classes: Dict[bytes, List[Expr]] = collections.defaultdict(list)
-        for n, (expr, _) in enumerate(enumeration.enumerate_graphs(max_ops, family), 1):
-            classes[fingerprint.fingerprint(expr, values, cache)].append(expr)
-            report.graphs_enumerated += 1
-            if n % 2000 == 0:
-                say(f"[{fname}] enumerated {n} graphs, {len(classes)} fingerprint classes, "
-                    f"{time.time() - start:.1f} s")
-        report.fingerprint_classes += len(classes)
-        # Candidate pairs, smallest first so that shared-tail pruning sees
-        # the smaller rules it relies on.
-        pairs = [(a, b) for group in classes.values() if len(group) > 1
-                 for a in group for b in group if a != b]
-        pairs.sort(key=lambda p: (enumeration.num_ops(p[0]) + enumeration.num_ops(p[1]),
-                                  repr(p)))
-        report.candidate_pairs += len(pairs)
-        say(f"[{fname}] {len(pairs)} candidate pairs; verifying")
-        verified: Set[Tuple[Expr, Expr]] = set()
-        seen_keys = set()
-        kept: Dict[Tuple, List[Tuple[Expr, Expr]]] = collections.defaultdict(list)
-        for i, (a, b) in enumerate(pairs):
-            if not verify(a, b, family, seed + 1 + i):
-                report.rejected += 1
-                continue
-            report.verified += 1
-            verified.add((a, b))
-            if not set(enumeration.variables(b)) <= set(enumeration.variables(a)):
-                report.pruned_unbound_target += 1
-                continue
-            key = _renaming_key(a, b, family)
-            if key in seen_keys:
-                report.pruned_renaming += 1
-                continue
-            seen_keys.add(key)
-            if _shared_tail(a, b, verified):
-                report.pruned_shared_tail += 1
-                continue
-            root = (a[:2], b[:2])
-            if _instance_of(a, b, kept[root]):
-                report.pruned_instance += 1
-                continue
-            kept[root].append((a, b))
-            rules.append(emit.to_rule(a, b, f"gen_{fname}_{len(rules)}"))
+    pool = multiprocessing.get_context("fork").Pool(workers) if workers > 1 else None
+    try:
+        for fname in family_names:
+            t0 = time.time()
+            fam = _Family(enumeration.FAMILIES[fname], max_ops, seed, pairing, say)
+            u = fam.u
+            report.graphs_enumerated += len(u) - len(fam.family.inputs)
+            report.fingerprint_classes += len(fam.classes)
+            size = lambda i: len(u.ops[i])
+            candidates: List[Tuple[Side, Side, Tuple]] = []
+            for a, b in sorted(fam.single, key=lambda p: (size(p[0]) + size(p[1]),
+                                                           repr(u.exprs[p[0]]), repr(u.exprs[p[1]]))):
+                candidates.append((u.exprs[a], u.exprs[b], ("single", a, b)))
+            for r1, r2, e, axis in sorted(fam.split, key=lambda c: (
+                    len(u.ops[c[0]] | u.ops[c[1]]) + size(c[2]), c[3],
+                    repr(u.exprs[c[0]]), repr(u.exprs[c[1]]), repr(u.exprs[c[2]]))):
+                candidates.append(((u.exprs[r1], u.exprs[r2]), SplitOf(u.exprs[e], axis),
+                                   ("split", r1, r2, e)))
+            report.candidate_pairs += len(candidates)
+            report.two_output_candidates += len(fam.split)
+            report.seconds_enumerate += time.time() - t0
+            say(f"[{fname}] {len(u) - len(fam.family.inputs)} graphs, {len(fam.classes)} "
+                f"classes, {len(fam.single)} candidate pairs, {len(fam.split)} two-output "
+                f"candidates; verifying with {workers} worker(s)")
+
+            t0 = time.time()
+            items = [(seed + 1 + i, src, dst) for i, (src, dst, _) in enumerate(candidates)]
+            chunk = 500
+            chunks = [(verify, fam.family, items[k:k + chunk])
+                      for k in range(0, len(items), chunk)]
+            results: List[bool] = []
+            mapper = pool.imap if pool else map
+            for done, part in enumerate(mapper(_verify_chunk, chunks), 1):
+                results += part
+                if done % 20 == 0 or done == len(chunks):
+                    elapsed = time.time() - t0
+                    say(f"[{fname}] verified {len(results)}/{len(items)} candidates, "
+                        f"{elapsed:.1f} s, ETA {elapsed / len(results) * (len(items) - len(results)):.0f} s")
+            report.seconds_verify += time.time() - t0
+
+            t0 = time.time()
+            rules += _prune(fam, candidates, results, report, fname, len(rules))
+            report.seconds_prune += time.time() - t0
+            say(f"[{fname}] kept {len(rules)} rules so far, {time.time() - start:.1f} s")
+    finally:
+        if pool:
+            pool.close()
+            pool.join()
     report.kept = len(rules)
     report.seconds = time.time() - start
     return rules, report
+
+
+def _prune(fam: _Family, candidates, results, report: Report, fname: str, first: int):
+    rules = []
+    verified_members: Set[int] = set()  # members verified equal to their representative
+    seen_keys = set()
+    kept: Dict[Tuple, List[Tuple[Side, Side]]] = collections.defaultdict(list)
+    for (src, dst, (kind, *ids)), ok in zip(candidates, results):
+        if not ok:
+            report.rejected += 1
+            continue
+        report.verified += 1
+        if kind == "single":
+            a, b = ids
+            verified_members.update(i for i in (a, b) if fam.class_of[i] != i)
+        if not set(_variables(dst)) <= set(_variables(src)):
+            report.pruned_unbound_target += 1
+            continue
+        key = _renaming_key(src, dst, fam.family)
+        if key in seen_keys:
+            report.pruned_renaming += 1
+            continue
+        seen_keys.add(key)
+        if kind == "single" and fam.shared_tail(ids[0], ids[1], verified_members):
+            report.pruned_shared_tail += 1
+            continue
+        if _leaf_ops(src) & _leaf_ops(dst):
+            report.pruned_common_subgraph += 1
+            continue
+        if kind == "split":
+            e = dst.expr
+            if e[0] == "concat" and dict(e[1])["axis"] == dst.axis and \
+                    fam.u.shapes[fam.u.operands[ids[2]][0]] == fam.u.shapes[fam.u.operands[ids[2]][1]]:
+                report.pruned_trivial_split += 1
+                continue
+        root = (_root_key(src), _root_key(dst))
+        if _instance_of(src, dst, kept[root]):
+            report.pruned_instance += 1
+            continue
+        kept[root].append((src, dst))
+        name = f"gen_{fname}_{first + len(rules)}"
+        if kind == "split":
+            rules.append(emit.to_split_rule(src, dst.expr, dst.axis, name))
+            report.kept_two_output += 1
+        else:
+            rules.append(emit.to_rule(src, dst, name))
+    return rules

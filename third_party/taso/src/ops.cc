@@ -175,6 +175,11 @@ int OpParams::get(int key, int op_type,
     case PM_ACTI: return activation;
     case PM_AXIS: return axis;
     case PM_MERGE_GCONV_COUNT: return count;
+    case PM_PERM: {  // digits plus one, most significant first: [1, 0] -> 21
+      int code = 0;
+      for (int v : perm) code = code * 10 + v + 1;
+      return code;
+    }
     case PM_NUMDIM:
       return inputs.empty() ? 0 : static_cast<int>(inputs[0].size());
     case PM_KERNEL_H:
@@ -207,6 +212,16 @@ void OpParams::set(int key, int value) {
     case PM_KERNEL_W: kernel_w = value; break;
     case PM_MERGE_GCONV_COUNT: count = value; break;
     case PM_GROUP: groups = value; break;  // stored by merge_gconv only
+    case PM_PERM: {
+      if (value <= 0) throw EngineError("perm code must be positive, got " + std::to_string(value));
+      std::vector<int> digits;
+      for (int v = value; v > 0; v /= 10) {
+        if (v % 10 == 0) throw EngineError("perm code " + std::to_string(value) + " has a zero digit");
+        digits.insert(digits.begin(), v % 10 - 1);
+      }
+      perm = digits;
+      break;
+    }
     // Derived from shapes, nothing to store.
     case PM_NUM_INPUTS: case PM_NUM_OUTPUTS: case PM_NUMDIM:
       break;
