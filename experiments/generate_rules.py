@@ -20,7 +20,7 @@ from absl import app
 from absl import flags
 
 from xflowrl.generator import emit, generate
-from xflowrl.graphs import rules_io
+from xflowrl.graphs import rules_io, taso_pb
 from xflowrl.graphs.xfers import TASO_RULES_JSON, XferSet
 
 FLAGS = flags.FLAGS
@@ -32,6 +32,10 @@ flags.DEFINE_integer("workers", 0, "Processes verifying candidates (0: one per C
 flags.DEFINE_enum("pairing", "representative", ["representative", "all"],
                   "Pair each class member with its representative (TASO) or all pairs.")
 flags.DEFINE_string("output", "results/generator/generated.json", "Rule file written.")
+flags.DEFINE_string("taso_pb", os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "..", "shared", "data", "taso_graph_subst.pb"),
+    "TASO's rule collection to compare with (all 133 rules; falls back to "
+    "third_party/taso/rules/taso_rules.json if absent).")
 flags.DEFINE_string("report", "results/generator/report.json", "Report written.")
 
 
@@ -41,7 +45,10 @@ def main(argv):
                              workers=FLAGS.workers, pairing=FLAGS.pairing,
                              progress=lambda line: print(line, file=sys.stderr, flush=True))
     XferSet(rules)  # every emitted rule loads into the engine
-    taso = rules_io.load_rules(TASO_RULES_JSON)
+    if os.path.exists(FLAGS.taso_pb):
+        taso, _ = taso_pb.read_taso_rules(FLAGS.taso_pb, drop_unsound=False)
+    else:
+        taso = rules_io.load_rules(TASO_RULES_JSON)
     report.taso_rules = len(taso)
     report.taso_rules_rediscovered = emit.count_contained(rules, taso)
     for path in (FLAGS.output, FLAGS.report):

@@ -16,9 +16,12 @@ from absl import flags
 from absl import logging
 
 from xflowrl.graphs import BACKENDS, CostModel, XferSet, zoo
+from xflowrl.graphs.xfers import RULE_SETS
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("graph", "resnet50", f"Graph to optimise; one of {zoo.GRAPHS}.")
+flags.DEFINE_enum("rules", "default", list(RULE_SETS), "Rule set (xflowrl.graphs.xfers."
+                  "RULE_SETS): default = built-ins + generated; builtin+taso = the thesis'.")
 flags.DEFINE_float("alpha", 1.05, "Relaxation: queue graphs cheaper than alpha * best.")
 flags.DEFINE_integer("budget", 1000, "Graphs expanded (popped from the queue).")
 flags.DEFINE_float("time_limit", 0.0, "Stop after this many seconds (0: none).")
@@ -34,7 +37,7 @@ def main(argv):
     graph = zoo.get_graph(FLAGS.graph)
     cost_model = CostModel(FLAGS.cost_model, profile=FLAGS.profile,
                            cache_path=FLAGS.cost_cache)
-    xfers = XferSet.default()
+    xfers = XferSet.from_name(FLAGS.rules)
     logging.info("graph %s: %d ops, %d xfers, cost model %s", FLAGS.graph,
                  graph.num_ops(), len(xfers), cost_model.name)
     start = time.time()

@@ -26,10 +26,13 @@ from xflowrl.agents.ppo.training import TrainConfig, replay, train
 from xflowrl.env import EnvConfig, GraphEnv, rewards
 from xflowrl.graphs import BACKENDS, CostModel, XferSet, save_onnx, zoo
 from xflowrl.graphs.weights import random_weights
+from xflowrl.graphs.xfers import RULE_SETS
 from xflowrl.search import RandomAgent
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("graph", "squeezenet1_1", f"Graph to optimise; one of {zoo.GRAPHS}.")
+flags.DEFINE_enum("rules", "default", list(RULE_SETS), "Rule set (xflowrl.graphs.xfers."
+                  "RULE_SETS): default = built-ins + generated; builtin+taso = the thesis'.")
 flags.DEFINE_integer("episodes", 500, "Training episodes.")
 flags.DEFINE_integer("seed", 0, "Seed of the agent's networks and sampling.")
 flags.DEFINE_enum("cost_model", "analytic", BACKENDS, "Cost backend.")
@@ -66,7 +69,7 @@ def main(argv):
     graph_name, episodes, ppo, max_steps = _settings()
     graph = zoo.get_graph(graph_name)
     cost_model = CostModel(FLAGS.cost_model, profile=FLAGS.profile, cache_path=FLAGS.cost_cache)
-    xfers = XferSet.default()
+    xfers = XferSet.from_name(FLAGS.rules)
     env = GraphEnv(graph, xfers, cost_model,
                    EnvConfig(max_steps=max_steps, max_locations=FLAGS.max_locations,
                              reward=FLAGS.reward))

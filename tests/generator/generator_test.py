@@ -1,21 +1,46 @@
 """Tests of the substitution generator."""
 
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from unittest import mock
+
 from absl.testing import absltest
 import numpy as np
 
 from xflowrl.generator import emit, enumeration, fingerprint, generate, pipeline
 from xflowrl.graphs import XferSet, rules_io
 from xflowrl.graphs.rules_io import PatternOp, PatternTensor, Rule
-from xflowrl.graphs.xfers import GENERATED_RULES
+from xflowrl.graphs.xfers import GENERATED_RULES, RULE_SETS, load_rule_set
 
-from tests.graphs.semantics_test import check_all_locations, instantiate
+from tests.graphs.semantics_test import check_all_locations, instantiations
 
 X0, X1, X2 = (("input", n) for n in ("x0", "x1", "x2"))
+I0, W0, W1 = ("input", "i0"), ("input", "w0"), ("input", "w1")
 MATRIX = enumeration.FAMILIES["matrix"]
+CONV = enumeration.FAMILIES["conv"]
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _add(a, b):
     return ("add", (), a, b)
+
+
+def _conv(x, w):
+    return ("conv2d", enumeration._CONV, x, w)
+
+
+def _concat(axis, a, b):
+    return ("concat", (("axis", axis),), a, b)
+
+
+def _relu(x):
+    return ("relu", (), x)
+
+
+V = lambda k: PatternTensor(-k, 0)
 
 
 class GeneratorTest(absltest.TestCase):
@@ -23,65 +48,135 @@ class GeneratorTest(absltest.TestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.rules, cls.report = generate(2)
+        cls.rules, cls.report = generate(2, workers=2)
+        cls.keys = {emit.canonical(r) for r in cls.rules}
 
     def test_report_adds_up(self):
         r = self.report
         self.assertEqual(r.verified + r.rejected, r.candidate_pairs)
-        self.assertEqual(r.kept + r.pruned_renaming + r.pruned_shared_tail + r.pruned_instance
-                         + r.pruned_unbound_target, r.verified)
+        pruned = sum(v for k, v in vars(r).items() if k.startswith("pruned_"))
+        self.assertEqual(r.kept + pruned, r.verified)
         self.assertEqual(r.kept, len(self.rules))
         self.assertGreater(r.rejected, 0)  # x^5 collisions the float check throws out
+        self.assertGreater(r.graphs_enumerated, 2000)
 
     def test_known_rules_appear(self):
-        v = lambda k: PatternTensor(-k, 0)
-        fusion = Rule("fuse", (PatternOp("matmul", (v(1), v(2)), (("activation", 0),)),
+        fusion = Rule("fuse", (PatternOp("matmul", (V(1), V(2)), (("activation", 0),)),
                                PatternOp("relu", (PatternTensor(0, 0),))),
-                      (PatternOp("matmul", (v(1), v(2)), (("activation", 2),)),),
+                      (PatternOp("matmul", (V(1), V(2)), (("activation", 2),)),),
                       ((PatternTensor(1, 0), PatternTensor(0, 0)),))
-        keys = {emit.canonical(r) for r in self.rules}
-        self.assertIn(emit.canonical(fusion), keys)
-        # Associativity of add, in some orientation.
-        assoc = [r for r in self.rules if [o.type for o in r.src] == ["add", "add"]
-                 and [o.type for o in r.dst] == ["add", "add"]]
-        self.assertNotEmpty(assoc)
+        self.assertIn(emit.canonical(fusion), self.keys)
+        # TASO's rule 0, matmul associativity, up to renaming.
+        taso = rules_io.load_rules(os.path.join(REPO, "third_party/taso/rules/taso_rules.json"))
+        self.assertIn(emit.canonical(taso[0]), self.keys)
+        # transpose(a @ b) = transpose(b) @ transpose(a), in some orientation.
+        self.assertTrue(any({o.type for o in r.src} | {o.type for o in r.dst}
+                            == {"matmul", "transpose"} for r in self.rules))
+
+    def test_canonical_ignores_renaming_order_and_commutation(self):
+        a = Rule("a", (PatternOp("add", (V(1), V(2))), PatternOp("relu", (PatternTensor(0, 0),))),
+                 (PatternOp("relu", (V(1),)),), ((PatternTensor(1, 0), PatternTensor(0, 0)),))
+        b = Rule("b", (PatternOp("add", (V(3), V(1))), PatternOp("relu", (PatternTensor(0, 0),))),
+                 (PatternOp("relu", (V(3),)),), ((PatternTensor(1, 0), PatternTensor(0, 0)),))
+        c = Rule("c", (PatternOp("add", (V(3), V(1))), PatternOp("relu", (PatternTensor(0, 0),))),
+                 (PatternOp("relu", (V(1),)),), ((PatternTensor(1, 0), PatternTensor(0, 0)),))
+        self.assertEqual(emit.canonical(a), emit.canonical(b))
+        self.assertEqual(emit.canonical(a), emit.canonical(c))  # add commutes
+        d = Rule("d", a.src, (PatternOp("sigmoid", (V(1),)),), a.mapped_outputs)
+        self.assertNotEqual(emit.canonical(a), emit.canonical(d))
 
     def test_planted_wrong_candidates_are_rejected(self):
-        self.assertFalse(pipeline._verify(("relu", (), X0), X0, MATRIX, seed=0))
-        self.assertFalse(pipeline._verify(("relu", (), _add(X0, X1)),
-                                          _add(("relu", (), X0), ("relu", (), X1)), MATRIX, 0))
+        self.assertFalse(pipeline._verify(_relu(X0), X0, MATRIX, seed=0))
+        self.assertFalse(pipeline._verify(_relu(_add(X0, X1)),
+                                          _add(_relu(X0), _relu(X1)), MATRIX, 0))
         self.assertTrue(pipeline._verify(_add(_add(X0, X1), X2), _add(X0, _add(X1, X2)),
                                          MATRIX, 0))
+        # Two outputs: merging two convs of one input splits the output
+        # channels (axis 1), not the batch (axis 0).
+        merged = _conv(I0, _concat(0, W0, W1))
+        self.assertTrue(pipeline._verify((_conv(I0, W0), _conv(I0, W1)),
+                                         pipeline.SplitOf(merged, 1), CONV, 0))
+        self.assertFalse(pipeline._verify((_conv(I0, W0), _conv(I0, W1)),
+                                          pipeline.SplitOf(merged, 0), CONV, 0))
+
+    def test_a_planted_fingerprint_collision_never_becomes_a_rule(self):
+        # With ReLU's stand-in replaced by the identity, ReLU looks linear to
+        # the fingerprints: relu(a + b) and relu(a) + relu(b) collide. The
+        # float verification must throw every such pair out.
+        with mock.patch.object(fingerprint, "relu_standin", lambda x: x % fingerprint.P):
+            rules, report = generate(2, ["matrix"], workers=1)
+        self.assertGreater(report.rejected, self.report.rejected)
+        wrong = Rule("w", (PatternOp("add", (V(1), V(2))), PatternOp("relu", (PatternTensor(0, 0),))),
+                     (PatternOp("relu", (V(1),)), PatternOp("relu", (V(2),)),
+                      PatternOp("add", (PatternTensor(0, 0), PatternTensor(1, 0)))),
+                     ((PatternTensor(1, 0), PatternTensor(2, 0)),))
+        keys = {emit.canonical(r) for r in rules}
+        self.assertNotIn(emit.canonical(wrong), keys)
+        for index, rule in enumerate(rules):
+            for graph in instantiations(rule, limit=1):
+                with self.subTest(rule=rule.name):
+                    check_all_locations(self, XferSet([rule]), graph, seed=index)
 
     def test_fingerprint_is_exact_and_tells_relu_apart(self):
         values = fingerprint.random_inputs(MATRIX, seed=3)
         fp = lambda e: fingerprint.fingerprint(e, values, {})
         self.assertEqual(fp(_add(_add(X0, X1), X2)), fp(_add(X0, _add(X1, X2))))
-        self.assertNotEqual(fp(("relu", (), _add(X0, X1))),
-                            fp(_add(("relu", (), X0), ("relu", (), X1))))
+        self.assertNotEqual(fp(_relu(_add(X0, X1))), fp(_add(_relu(X0), _relu(X1))))
         x = np.arange(5000, dtype=np.int64)
         self.assertLen(set(fingerprint.relu_standin(x).tolist()), 5000)  # injective
+        # Average pooling is linear exactly (modular inverse of window sizes).
+        cvalues = fingerprint.random_inputs(CONV, seed=3)
+        pool = lambda e: ("avgpool", enumeration._POOL, e)
+        cfp = lambda e: fingerprint.fingerprint(e, cvalues, {})
+        self.assertEqual(cfp(pool(_add(I0, ("input", "i1")))),
+                         cfp(_add(pool(I0), pool(("input", "i1")))))
+
+    def test_enumeration_counts_each_graph_once(self):
+        u = enumeration.Universe(MATRIX)
+        u.grow(2)
+        exprs = u.exprs[len(MATRIX.inputs):]
+        self.assertLen(set(exprs), len(exprs))
+        self.assertTrue(all(enumeration.num_ops(e) == len(u.ops[i + len(MATRIX.inputs)])
+                            for i, e in enumerate(exprs)))
+        # add(x0, x0), add(x0, x1), ... : 6 unordered pairs of 3 inputs.
+        self.assertLen([e for e in exprs if e[0] == "add" and e[2][0] == e[3][0] == "input"], 6)
+        # Roles: a weight is never convolved as data, nor pooled.
+        c = enumeration.Universe(CONV)
+        c.grow(2)
+        for e in c.exprs:
+            if e[0] == "conv2d":
+                self.assertEqual(c.kinds[c.exprs.index(e[2])], "data")
+            if e[0] in ("avgpool", "maxpool"):
+                self.assertEqual(c.kinds[c.exprs.index(e[2])], "data")
 
     def test_renamings_share_a_key(self):
         a = pipeline._renaming_key(_add(X0, X1), _add(X1, X0), MATRIX)
         b = pipeline._renaming_key(_add(X1, X2), _add(X2, X1), MATRIX)
         self.assertEqual(a, b)
 
-    def test_shipped_rules_are_a_k2_run_and_preserve_semantics(self):
-        shipped = rules_io.load_rules(GENERATED_RULES)
-        self.assertEqual([emit.canonical(r) for r in shipped],
-                         [emit.canonical(r) for r in self.rules])
-        xfers = XferSet.from_name("generated")
-        self.assertEqual(len(xfers), 15 + len(shipped))
-        for index, rule in enumerate(shipped):
-            graph = instantiate(rule)
-            self.assertIsNotNone(graph, rule.name)
-            with self.subTest(rule=rule.name):
-                check_all_locations(self, XferSet([rule]), graph, seed=index)
-
-    def test_unknown_rule_set(self):
+    def test_rule_sets(self):
+        self.assertEqual(len(XferSet.from_name("default")),
+                         len(load_rule_set("builtin")) + len(load_rule_set("generated")))
+        self.assertEqual(set(RULE_SETS), {"default", "builtin+taso", "builtin", "generated",
+                                          "taso"})
         with self.assertRaisesRegex(ValueError, "unknown rule set 'best'"):
             XferSet.from_name("best")
+
+    def test_shipped_rules_are_the_k3_run(self):
+        # The shipped default rule set is what `generate_rules.py --max_ops=3`
+        # writes (its semantics are checked rule by rule in
+        # tests/graphs/semantics_test.py).
+        with tempfile.TemporaryDirectory() as tmp:
+            out, report = os.path.join(tmp, "rules.json"), os.path.join(tmp, "report.json")
+            subprocess.run([sys.executable, os.path.join(REPO, "experiments/generate_rules.py"),
+                            "--max_ops=3", f"--output={out}", f"--report={report}"],
+                           check=True, cwd=REPO, capture_output=True)
+            self.assertEqual(rules_io.load_rules(out), rules_io.load_rules(GENERATED_RULES))
+            with open(report) as f:
+                summary = json.load(f)
+        self.assertEqual(summary["kept"], len(rules_io.load_rules(GENERATED_RULES)))
+        self.assertGreater(summary["kept_two_output"], 0)
+        self.assertGreaterEqual(summary["taso_rules_rediscovered"], 60)
 
 
 if __name__ == "__main__":

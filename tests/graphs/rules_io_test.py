@@ -95,21 +95,29 @@ class TasoCollectionTest(absltest.TestCase):
         if not os.path.exists(TASO_PB):
             raise absltest.SkipTest(f"{TASO_PB} not found (../shared beside the repository)")
         cls.rules, cls.skipped = taso_pb.read_taso_rules(TASO_PB)
+        cls.all_rules, cls.none_skipped = taso_pb.read_taso_rules(TASO_PB, drop_unsound=False)
 
-    def test_reads_all_133_rules(self):
-        self.assertLen(self.rules, 133)
-        self.assertEqual(self.skipped, [])
-        self.assertEqual([r.name for r in self.rules], [f"taso_{i}" for i in range(133)])
+    def test_reads_all_133_rules_and_drops_the_4_unsound(self):
+        self.assertLen(self.all_rules, 133)
+        self.assertEqual(self.none_skipped, [])
+        self.assertEqual([r.name for r in self.all_rules], [f"taso_{i}" for i in range(133)])
+        unsound = sorted(taso_pb.TASO_UNSOUND)
+        self.assertEqual(unsound, [99, 100, 130, 131])
+        self.assertEqual([r.name for r in self.rules],
+                         [f"taso_{i}" for i in range(133) if i not in unsound])
+        self.assertEqual([m.split(":")[0] for m in self.skipped],
+                         [f"taso_{i}" for i in unsound])
+        self.assertTrue(all("unsound" in m for m in self.skipped))
 
     def test_op_histogram(self):
-        ops = collections.Counter(o.type for r in self.rules for o in r.src + r.dst)
+        ops = collections.Counter(o.type for r in self.all_rules for o in r.src + r.dst)
         self.assertEqual(ops, {"concat": 182, "matmul": 144, "add": 140, "mul": 134,
                                "conv2d": 106, "relu": 39, "split": 10})
 
     def test_pattern_sizes_and_mapped_outputs(self):
-        sizes = collections.Counter((len(r.src), len(r.dst)) for r in self.rules)
+        sizes = collections.Counter((len(r.src), len(r.dst)) for r in self.all_rules)
         self.assertEqual(sizes, {(2, 1): 1, (2, 2): 5, (2, 3): 18, (3, 2): 12, (3, 3): 97})
-        self.assertEqual(sum(len(r.mapped_outputs) == 2 for r in self.rules), 13)
+        self.assertEqual(sum(len(r.mapped_outputs) == 2 for r in self.all_rules), 13)
 
     def test_parameters(self):
         convs = [o for r in self.rules for o in r.src + r.dst if o.type == "conv2d"]
@@ -181,7 +189,7 @@ class TasoDecoderTest(absltest.TestCase):
         rules, skipped = taso_pb.decode_taso_rules(data)
         self.assertEqual([r.name for r in rules], ["taso_0", "taso_3"])
         self.assertEqual(rules[0], Rule(
-            "taso_0", src=(op("conv2d", [X, PatternTensor(-2)], activation=0),
+            "taso_0", src=(op("conv2d", [X, PatternTensor(-2)], activation=0, group=1),
                            op("relu", [PatternTensor(0)])),
             dst=(op("conv2d", [X, PatternTensor(-2)], activation=2),),
             mapped_outputs=((PatternTensor(1), PatternTensor(0)),)))

@@ -1,6 +1,7 @@
 """Every rewrite the engine performs preserves what the graph computes.
 
-For every xfer of the default set (built-ins + TASO's collection), its source
+For every shipped xfer (built-ins, the generated rules of the default set and
+TASO's collection), its source
 pattern is instantiated as a small graph with concrete shapes, and every
 location of every xfer on that graph is applied; small networks with the
 structures of the zoo (conv/BN/ReLU blocks, sibling convs, grouped convs,
@@ -17,7 +18,7 @@ import numpy as np
 
 from xflowrl.graphs import Graph, GraphBuilder, XferSet
 from xflowrl.graphs import executor
-from xflowrl.graphs.xfers import load_default_rules
+from xflowrl.graphs.xfers import load_rule_set
 
 RTOL = 1e-4
 
@@ -25,9 +26,14 @@ RTOL = 1e-4
 _CONV_INPUT = [(2, 4, 5, 5), (1, 8, 6, 6)]
 _CONV_WEIGHT = [(4, 4, 3, 3), (4, 4, 1, 1), (8, 4, 3, 3), (4, 2, 3, 3)]
 _VECTOR = [(4,), (8,)]
-_ANY = [(4, 4), (2, 4, 5, 5), (4, 4, 3, 3), (4, 3)]
+_ANY = [(4, 4), (2, 4, 5, 5), (4, 4, 3, 3), (4, 3), (4, 4, 1, 1)]
+# Locations are capped at 2x the graph's ops by default; a rule's source
+# alone is a tiny graph that an expanding rule may more than double.
+_NO_CAP = 1 << 20
+_SMALL_KERNEL = [(4, 4, 1, 1), (8, 4, 1, 1)]
 _WEIGHT_SLOTS = {("conv2d", 1), ("matmul", 1), ("batchnorm", 1), ("batchnorm", 2),
-                 ("batchnorm", 3), ("batchnorm", 4), ("broadcast_add", 1)}
+                 ("batchnorm", 3), ("batchnorm", 4), ("broadcast_add", 1), ("enlarge", 0),
+                 ("enlarge", 1)}
 
 
 def _variable_uses(rule) -> Dict[int, List[Tuple[str, int]]]:
@@ -41,9 +47,11 @@ def _variable_uses(rule) -> Dict[int, List[Tuple[str, int]]]:
 
 def _menu(uses: List[Tuple[str, int]]):
     kinds = set(uses)
-    if ("conv2d", 1) in kinds:
+    if ("enlarge", 0) in kinds:
+        return _SMALL_KERNEL
+    if ("conv2d", 1) in kinds or ("enlarge", 1) in kinds:
         return _CONV_WEIGHT
-    if ("conv2d", 0) in kinds:
+    if {("conv2d", 0), ("avgpool", 0), ("maxpool", 0)} & kinds:
         return _CONV_INPUT
     if any(t in ("batchnorm", "broadcast_add") and s > 0 for t, s in kinds):
         return _VECTOR
@@ -52,7 +60,15 @@ def _menu(uses: List[Tuple[str, int]]):
 
 def instantiate(rule) -> Optional[Graph]:
     """A small graph made of the rule's source pattern on which it fires."""
+    graphs = instantiations(rule, limit=1)
+    return graphs[0] if graphs else None
+
+
+def instantiations(rule, limit: int) -> List[Graph]:
+    """Up to `limit` graphs of the rule's source pattern, with different
+    variable shapes, on which it fires."""
     alone = XferSet([rule])
+    found: List[Graph] = []
     uses = _variable_uses(rule)
     variables = sorted(uses, reverse=True)
     for shapes in itertools.product(*(_menu(uses[v]) for v in variables)):
@@ -70,9 +86,11 @@ def instantiate(rule) -> Optional[Graph]:
             graph = b.build()
         except (ValueError, KeyError):
             continue
-        if alone.locations(graph).counts[0] > 0:
-            return graph
-    return None
+        if alone.locations(graph, max_ops=_NO_CAP).counts[0] > 0:
+            found.append(graph)
+            if len(found) == limit:
+                break
+    return found
 
 
 def _build_op(b: GraphBuilder, op, inputs):
@@ -97,6 +115,15 @@ def _build_op(b: GraphBuilder, op, inputs):
     if t == "batchnorm":
         return [b.batchnorm(input=inputs[0], scale=inputs[1], bias=inputs[2],
                             mean=inputs[3], var=inputs[4])]
+    if t in ("avgpool", "maxpool"):
+        return [getattr(b, t + "2d")(input=inputs[0],
+                                     kernel=(params["kernel_h"], params["kernel_w"]),
+                                     strides=strides, padding=padding, activation=activation)]
+    if t == "transpose":
+        return [b.transpose(input=inputs[0],
+                            perm=[int(d) - 1 for d in str(params["perm"])])]
+    if t == "enlarge":
+        return [b.enlarge(weight=inputs[0], like=inputs[1])]
     if t == "split":
         axis = params.get("axis", 0)
         n = params.get("num_outputs", 2)
@@ -123,7 +150,7 @@ def assert_equivalent(test, before: Graph, after: Graph, seed: int, what: str):
 def check_all_locations(test, xfers: XferSet, graph: Graph, seed: int) -> List[str]:
     """Applies every location of every xfer; returns the names that fired."""
     fired = []
-    locs = xfers.locations(graph)
+    locs = xfers.locations(graph, max_ops=_NO_CAP)
     for x, n in enumerate(locs.counts):
         for loc in range(n):
             assert_equivalent(test, graph, locs.apply(x, loc), seed + loc,
@@ -194,21 +221,26 @@ class SemanticsTest(absltest.TestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.xfers = XferSet(load_default_rules())
+        # Every shipped rule file: built-ins, generated, TASO's.
+        cls.xfers = XferSet(load_rule_set("default") + load_rule_set("taso"))
 
     def test_every_rule_preserves_semantics_where_it_fires(self):
         untestable = []
         for index, rule in enumerate(self.xfers.rules):
-            graph = instantiate(rule)
-            if graph is None:
+            # Several shape combinations: a rule generated on 4x4 tensors
+            # must hold on the other shapes it matches too.
+            graphs = instantiations(rule, limit=3)
+            if not graphs:
                 untestable.append(rule.name)
                 continue
-            with self.subTest(rule=rule.name):
-                # The rule alone (another xfer may produce the same graph
-                # first and take it as a duplicate), then the whole set.
-                fired = check_all_locations(self, XferSet([rule]), graph, seed=index)
-                self.assertEqual(fired, [rule.name])
-                check_all_locations(self, self.xfers, graph, seed=index)
+            for k, graph in enumerate(graphs):
+                with self.subTest(rule=rule.name, instance=k):
+                    # The rule alone (another xfer may produce the same graph
+                    # first and take it as a duplicate), then the whole set.
+                    fired = check_all_locations(self, XferSet([rule]), graph, seed=index)
+                    self.assertEqual(fired, [rule.name])
+                    if k == 0:
+                        check_all_locations(self, self.xfers, graph, seed=index)
         # Rules whose source pattern cannot be built as a graph of our ops
         # (none expected): listed so that a regression names them.
         self.assertEqual(untestable, [])

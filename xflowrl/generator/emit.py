@@ -31,7 +31,7 @@ def _pattern(roots: Sequence, var_ids: Dict[str, int], source: bool, info):
                 params.update(numdim=info[node[2]][0])
             if source and node[0] == "conv2d":  # identities may hold for one kernel size only
                 kernel = info[node[3]][1]
-                params.update(kernel_h=kernel[0], kernel_w=kernel[1])
+                params.update(kernel_h=kernel[0], kernel_w=kernel[1], group=1)
             index[node] = len(ops)
             ops.append(PatternOp(node[0], inputs, tuple(sorted(params.items()))))
     return ops, index
@@ -107,7 +107,7 @@ def _side_exprs(ops: Sequence[PatternOp], names: Dict[int, str]) -> Dict[Tuple[i
         if op.type in _COMMUTATIVE:
             args.sort(key=repr)
         params = tuple((k, v) for k, v in op.params if k not in _DERIVED_KEYS
-                       and not (op.type == "conv2d" and k in ("kernel_h", "kernel_w")))
+                       and not (op.type == "conv2d" and k in ("kernel_h", "kernel_w", "group")))
         node = (op.type, params) + tuple(args)
         if op.type == "split":
             for k in range(dict(op.params).get("num_outputs", 2)):
@@ -121,7 +121,7 @@ def canonical(rule: Rule) -> str:
     """A key equal for rules equal up to renaming variables, the order of
     their ops, the order of commutative operands and of mapped outputs, and
     the shape-derived constraints (numdim, num_inputs, num_outputs, a conv's
-    kernel size, which TASO's rules leave out)."""
+    kernel size and group count, which TASO's rules leave out)."""
     variables = sorted({t.op for op in rule.src + rule.dst for t in op.inputs if t.op < 0})
     best = None
     for perm in itertools.permutations(range(len(variables))):

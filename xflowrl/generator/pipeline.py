@@ -19,17 +19,24 @@ would pass. Every shipped rule is also checked by the engine's semantics test
 (tests/graphs/semantics_test.py) on graphs of other shapes.
 
 Pruning, in this order, smaller candidates first:
-(1) the target reads an input the source does not ("unbound target": not
+(1) a side with a proper sub-expression that is not its class'
+representative ("not normal"), such as `matmul(a, transpose(transpose(b)))`:
+rules are kept between graphs built of normal forms only, as in a reduced
+rewrite system (a reducible source is covered by the smaller rewrite; a
+target that builds a reducible term is junk). Membership is decided by
+fingerprints, so an error here can only drop a rule, never admit one. This
+also covers TASO's "shared tail" (same root op, one operand in common, the
+others equivalent: one of those is not normal);
+(2) the target reads an input the source does not ("unbound target": not
 expressible as a rule);
-(2) a joint renaming of the inputs of a kept pair ("renaming");
-(3) the two roots are the same op with one operand in common and the other
-operands equivalent ("shared tail": implied by a smaller rule);
+(3) a joint renaming of the inputs of a kept pair ("renaming");
 (4) both sides contain one and the same op on the same inputs (TASO's
-"common subgraph": the rule holds with that op's output as a fresh input);
+"common subgraph": the rule holds with that op's output as a fresh input;
+this covers splitting a concat into its own operands);
 (5) an instance of a kept rule, its inputs substituted by inputs or
 sub-expressions ("instance");
-(6) two-output targets that split a concatenation along its own axis
-("trivial split": the halves are the concatenated operands).
+(6) a rule equal to a kept one up to `emit.canonical` (the same pattern from
+another family or renaming class: "duplicate").
 """
 
 from __future__ import annotations
@@ -72,10 +79,10 @@ class Report:
     rejected: int = 0
     pruned_unbound_target: int = 0
     pruned_renaming: int = 0
-    pruned_shared_tail: int = 0
     pruned_common_subgraph: int = 0
     pruned_instance: int = 0
-    pruned_trivial_split: int = 0
+    pruned_not_normal: int = 0
+    pruned_duplicate: int = 0
     kept: int = 0
     kept_two_output: int = 0
     taso_rules: int = 0
@@ -194,7 +201,7 @@ class _Family:
         self.u.grow(max_ops, say)
         n_inputs = len(family.inputs)
         self.classes: Dict[bytes, List[int]] = collections.defaultdict(list)
-        for i in range(n_inputs, len(self.u)):
+        for i in range(len(self.u)):
             self.classes[self.fp.keys[i]].append(i)
         order = lambda i: (len(self.u.ops[i]), repr(self.u.exprs[i]))
         self.class_of: Dict[int, int] = {}  # id -> representative id
@@ -202,6 +209,11 @@ class _Family:
             members.sort(key=order)
             for m in members:
                 self.class_of[m] = members[0]
+        # Inputs are representatives but never candidates.
+        for key in {self.fp.keys[i] for i in range(n_inputs)}:
+            self.classes[key] = [m for m in self.classes[key] if m >= n_inputs]
+            if not self.classes[key]:
+                del self.classes[key]
         self.single: List[Tuple[int, int]] = []
         for members in self.classes.values():
             if len(members) < 2:
@@ -227,28 +239,9 @@ class _Family:
                                 and len(ops1 | ops2) <= max_ops):
                             self.split.append((r1, r2, e, axis))
 
-    def equivalent(self, a: int, b: int, verified: Set[int]) -> bool:
-        """a and b are verified members of one class (or equal)."""
-        if a == b:
-            return True
-        ra = self.class_of.get(a)
-        return (ra is not None and ra == self.class_of.get(b)
-                and (a == ra or a in verified) and (b == ra or b in verified))
-
-    def shared_tail(self, a: int, b: int, verified: Set[int]) -> bool:
-        u = self.u
-        if u.template[a] != u.template[b] or u.template[a] < 0:
-            return False
-        oa, ob = u.operands[a], u.operands[b]
-        if self.family.templates[u.template[a]].commutative:
-            common = set(oa) & set(ob)
-            if len(oa) == 2 and common:
-                c = next(iter(common))
-                x = oa[1] if oa[0] == c else oa[0]
-                y = ob[1] if ob[0] == c else ob[0]
-                return self.equivalent(x, y, verified)
-        differing = [(x, y) for x, y in zip(oa, ob) if x != y]
-        return len(differing) == 1 and self.equivalent(*differing[0], verified)
+    def normal(self, i: int) -> bool:
+        """Every proper op sub-expression of i is its class' representative."""
+        return all(self.class_of[o] == o for o in self.u.ops[i] if o != i)
 
 
 def generate(max_ops: int = 2, family_names: Sequence[str] = ("matrix", "conv"),
@@ -275,6 +268,7 @@ def generate(max_ops: int = 2, family_names: Sequence[str] = ("matrix", "conv"),
     start = time.time()
     report = Report(max_ops, list(family_names), pairing, workers)
     rules = []
+    canonical_keys: Set[str] = set()
     say = progress or (lambda line: None)
     pool = multiprocessing.get_context("fork").Pool(workers) if workers > 1 else None
     try:
@@ -317,7 +311,7 @@ def generate(max_ops: int = 2, family_names: Sequence[str] = ("matrix", "conv"),
             report.seconds_verify += time.time() - t0
 
             t0 = time.time()
-            rules += _prune(fam, candidates, results, report, fname, len(rules))
+            rules += _prune(fam, candidates, results, report, fname, len(rules), canonical_keys)
             report.seconds_prune += time.time() - t0
             say(f"[{fname}] kept {len(rules)} rules so far, {time.time() - start:.1f} s")
     finally:
@@ -329,9 +323,9 @@ def generate(max_ops: int = 2, family_names: Sequence[str] = ("matrix", "conv"),
     return rules, report
 
 
-def _prune(fam: _Family, candidates, results, report: Report, fname: str, first: int):
+def _prune(fam: _Family, candidates, results, report: Report, fname: str, first: int,
+           canonical_keys: Set[str]):
     rules = []
-    verified_members: Set[int] = set()  # members verified equal to their representative
     seen_keys = set()
     kept: Dict[Tuple, List[Tuple[Side, Side]]] = collections.defaultdict(list)
     for (src, dst, (kind, *ids)), ok in zip(candidates, results):
@@ -340,8 +334,14 @@ def _prune(fam: _Family, candidates, results, report: Report, fname: str, first:
             continue
         report.verified += 1
         if kind == "single":
-            a, b = ids
-            verified_members.update(i for i in (a, b) if fam.class_of[i] != i)
+            sub_normal = all(fam.normal(i) for i in ids)
+        else:
+            r1, r2, e = ids
+            sub_normal = (fam.normal(r1) and fam.normal(r2) and fam.normal(e)
+                          and fam.class_of[e] == e)
+        if not sub_normal:
+            report.pruned_not_normal += 1
+            continue
         if not set(_variables(dst)) <= set(_variables(src)):
             report.pruned_unbound_target += 1
             continue
@@ -350,18 +350,9 @@ def _prune(fam: _Family, candidates, results, report: Report, fname: str, first:
             report.pruned_renaming += 1
             continue
         seen_keys.add(key)
-        if kind == "single" and fam.shared_tail(ids[0], ids[1], verified_members):
-            report.pruned_shared_tail += 1
-            continue
         if _leaf_ops(src) & _leaf_ops(dst):
             report.pruned_common_subgraph += 1
             continue
-        if kind == "split":
-            e = dst.expr
-            if e[0] == "concat" and dict(e[1])["axis"] == dst.axis and \
-                    fam.u.shapes[fam.u.operands[ids[2]][0]] == fam.u.shapes[fam.u.operands[ids[2]][1]]:
-                report.pruned_trivial_split += 1
-                continue
         root = (_root_key(src), _root_key(dst))
         if _instance_of(src, dst, kept[root]):
             report.pruned_instance += 1
@@ -369,8 +360,14 @@ def _prune(fam: _Family, candidates, results, report: Report, fname: str, first:
         kept[root].append((src, dst))
         name = f"gen_{fname}_{first + len(rules)}"
         if kind == "split":
-            rules.append(emit.to_split_rule(src, dst.expr, dst.axis, name))
-            report.kept_two_output += 1
+            rule = emit.to_split_rule(src, dst.expr, dst.axis, name)
         else:
-            rules.append(emit.to_rule(src, dst, name))
+            rule = emit.to_rule(src, dst, name)
+        key = emit.canonical(rule)
+        if key in canonical_keys:
+            report.pruned_duplicate += 1
+            continue
+        canonical_keys.add(key)
+        report.kept_two_output += kind == "split"
+        rules.append(rule)
     return rules

@@ -204,10 +204,29 @@ def _taso_rule(data: bytes, field: _Field, name: str) -> Rule:
             m = _scalars(data, f, "MapOutput", (1, 2, 3, 4),
                          ("srcOpId", "dstOpId", "srcTsId", "dstTsId"))
             mapped.append((PatternTensor(m[1], m[3]), PatternTensor(m[2], m[4])))
+    # TASO's generator enumerated ungrouped convs only and its loader ignores
+    # group counts, so its conv rules also fire on grouped convs, where some
+    # are wrong (rules 99, 100, 130 and 131 split channels across groups):
+    # source convs are pinned to one group.
+    src = [PatternOp(op.type, op.inputs, tuple(sorted(op.params + (("group", 1),))))
+           if op.type == "conv2d" and "group" not in dict(op.params) else op for op in src]
     return Rule(name, tuple(src), tuple(dst), tuple(mapped))
 
 
-def decode_taso_rules(data: bytes) -> Tuple[List[Rule], List[str]]:
+# Rules that are wrong in general, found by tests/graphs/semantics_test.py:
+# concat(conv(x1, w1), conv(x2, w2)) -> conv(concat(x1, x2), concat(w1, w2))
+# relies on the target conv having two groups of equal width, which holds only
+# when w1 and w2 have equal shapes, and no rule constraint can say so (TASO's
+# verify.py hangs on exactly these four, REFERENCE §3).
+TASO_UNSOUND = {
+    99: "conv-concat merge is wrong unless both weights have equal shapes",
+    100: "conv-concat merge (ReLU) is wrong unless both weights have equal shapes",
+    130: "conv-concat merge is wrong unless both weights have equal shapes",
+    131: "conv-concat merge (ReLU) is wrong unless both weights have equal shapes",
+}
+
+
+def decode_taso_rules(data: bytes, drop_unsound: bool = True) -> Tuple[List[Rule], List[str]]:
     """Decodes the bytes of a TASO `RuleCollection`; see `read_taso_rules`."""
     rules, skipped = [], []
     index = 0
@@ -216,6 +235,9 @@ def decode_taso_rules(data: bytes) -> Tuple[List[Rule], List[str]]:
             continue  # unknown fields are skipped, as protobuf does
         name = f"taso_{index}"
         index += 1
+        if drop_unsound and index - 1 in TASO_UNSOUND:
+            skipped.append(f"{name}: unsound: {TASO_UNSOUND[index - 1]}")
+            continue
         try:
             rule = _taso_rule(data, field, name)
         except _Inexpressible as e:
@@ -230,17 +252,19 @@ def decode_taso_rules(data: bytes) -> Tuple[List[Rule], List[str]]:
     return rules, skipped
 
 
-def read_taso_rules(path: str) -> Tuple[List[Rule], List[str]]:
+def read_taso_rules(path: str, drop_unsound: bool = True) -> Tuple[List[Rule], List[str]]:
     """Reads TASO's binary rule collection (`graph_subst.pb`).
 
     The file is a protobuf `GraphSubst.RuleCollection` (schema in
     shared/data/README.md), decoded here without the protobuf library. TASO's
     op types and parameter keys map to ours (`TASO_OP_TYPES`, `TASO_PARAMS`);
     its conv KERNEL_H/KERNEL_W keys are dropped, as TASO's own loader ignores
-    them.
+    them; source convs are pinned to one group (TASO's generator only saw
+    ungrouped convs).
 
     Args:
       path: the `.pb` file.
+      drop_unsound: skip the rules of `TASO_UNSOUND` (with a message).
 
     Returns:
       `(rules, skipped)`: the rules this project can express, named
@@ -255,6 +279,6 @@ def read_taso_rules(path: str) -> Tuple[List[Rule], List[str]]:
     with open(path, "rb") as f:
         data = f.read()
     try:
-        return decode_taso_rules(data)
+        return decode_taso_rules(data, drop_unsound)
     except ValueError as e:
         raise ValueError(f"{path}: {e}") from None

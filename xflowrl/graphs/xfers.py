@@ -25,9 +25,17 @@ RULES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
 BUILTIN_RULES = os.path.join(RULES_DIR, "builtin.json")
 TASO_RULES_JSON = os.path.join(RULES_DIR, "taso_rules.json")
 GENERATED_RULES = os.path.join(RULES_DIR, "generated.json")
-# Named rule sets: "default" = built-ins + TASO's collection; "generated" =
-# built-ins + the rules xflowrl's generator produced (experiments/generate_rules.py).
-RULE_SETS = ("default", "builtin", "taso", "generated")
+# Named rule sets (files are loaded in the order listed): "default" = the
+# engine's built-ins + the rules xflowrl's generator produced and verified
+# (experiments/generate_rules.py); "builtin+taso" = built-ins + TASO's shipped
+# collection (the thesis' set); the others are one file alone.
+RULE_SETS: Dict[str, Tuple[str, ...]] = {
+    "default": (BUILTIN_RULES, GENERATED_RULES),
+    "builtin+taso": (BUILTIN_RULES, TASO_RULES_JSON),
+    "builtin": (BUILTIN_RULES,),
+    "generated": (GENERATED_RULES,),
+    "taso": (TASO_RULES_JSON,),
+}
 
 DEFAULT_MAX_LOCATIONS = 200
 
@@ -144,21 +152,13 @@ class XferSet:
 
     @classmethod
     def default(cls) -> "XferSet":
-        """The built-in xfers followed by TASO's shipped collection."""
+        """The built-in xfers followed by the generated, verified rules."""
         return cls(load_default_rules())
 
     @classmethod
     def from_name(cls, name: str) -> "XferSet":
         """A named rule set (`RULE_SETS`); ValueError for an unknown name."""
-        if name == "default":
-            return cls.default()
-        if name == "builtin":
-            return cls(rules_io.load_rules(BUILTIN_RULES))
-        if name == "taso":
-            return cls(rules_io.load_rules(TASO_RULES_JSON))
-        if name == "generated":
-            return cls(rules_io.load_rules(BUILTIN_RULES) + rules_io.load_rules(GENERATED_RULES))
-        raise ValueError(f"unknown rule set {name!r}; choose one of {list(RULE_SETS)}")
+        return cls(load_rule_set(name))
 
     @property
     def names(self) -> List[str]:
@@ -196,5 +196,12 @@ class XferSet:
                             r["expansions"], r["enqueued"], r["seconds"], r["trace"])
 
 
+def load_rule_set(name: str) -> List["rules_io.Rule"]:
+    """The rules of a named set (`RULE_SETS`); ValueError for an unknown name."""
+    if name not in RULE_SETS:
+        raise ValueError(f"unknown rule set {name!r}; choose one of {list(RULE_SETS)}")
+    return [r for path in RULE_SETS[name] for r in rules_io.load_rules(path)]
+
+
 def load_default_rules() -> List["rules_io.Rule"]:
-    return rules_io.load_rules(BUILTIN_RULES) + rules_io.load_rules(TASO_RULES_JSON)
+    return load_rule_set("default")

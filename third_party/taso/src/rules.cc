@@ -112,6 +112,11 @@ class Rewriter {
           newly_bound[num_newly_bound++] = -pt.op;
         }
       }
+      // Element-wise ops in a source pattern match equal-shaped operands
+      // only: rules (TASO's and ours) are derived without broadcasting.
+      if (ok && (pop.type == OP_EW_ADD || pop.type == OP_EW_MUL || pop.type == OP_EW_SUB ||
+                 pop.type == OP_EW_DIV))
+        ok = g_.shape(node.inputs[0]) == g_.shape(node.inputs[1]);
       if (ok && !pop.params.empty()) ok = params_match(depth, i);
       bool go_on = true;
       if (ok) {
