@@ -102,10 +102,8 @@ class Locations:
 
     def location_mask(self) -> np.ndarray:
         """[N+1, L] bool; row N (NO-OP) is all False."""
-        mask = np.zeros((self.num_xfers + 1, self.max_locations), dtype=bool)
-        for x, n in enumerate(self.counts):
-            mask[x, :n] = True
-        return mask
+        counts = np.asarray(self.counts + [0])
+        return np.arange(self.max_locations) < counts[:, None]
 
     def xfer_mask(self) -> np.ndarray:
         """[N+1] bool: xfers with at least one location; NO-OP always True."""
@@ -123,7 +121,8 @@ class Locations:
         per-op cost memo, so this costs little beyond their new ops."""
         out = np.full((self.num_xfers, self.max_locations), np.nan)
         for x, row in enumerate(self._handle.costs(cost_model.handle)):
-            out[x, :len(row)] = row
+            if row:
+                out[x, :len(row)] = row
         return out
 
     def apply(self, xfer: int, location: int) -> Graph:

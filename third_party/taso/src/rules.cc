@@ -379,6 +379,13 @@ void Rule::validate() const {
 
 int for_each_rewrite(const Graph& graph, const Rule& rule, int max_ops,
                      const std::function<bool(GraphPtr, const MatchedOps&)>& emit) {
+  // A source needing more ops of some type than the graph has cannot match:
+  // most rules of a large set are ruled out here without a search.
+  for (const PatternOp& op : rule.src) {
+    size_t needed = 0;
+    for (const PatternOp& other : rule.src) needed += other.type == op.type;
+    if (graph.ops_of_type(op.type).size() < needed) return 0;
+  }
   return Rewriter(graph, rule, max_ops, emit).run();
 }
 

@@ -44,9 +44,9 @@ class Actor:
         self._xfer_step = tf.function(self._xfer_step_impl, reduce_retracing=True)
         self._location_step = tf.function(self._location_step_impl, reduce_retracing=True)
 
-    def _xfer_step_impl(self, graph, xfer_summary):
+    def _xfer_step_impl(self, graph, xfer_summary, xfer_mask):
         embedding = self.network.encode(graph)
-        out = self.network.xfer_head(embedding.globals, xfer_summary)
+        out = self.network.xfer_head(embedding.globals, xfer_summary, xfer_mask)
         return embedding, out
 
     def _location_step_impl(self, embedding, xfer, location_nodes, cost_delta):
@@ -55,7 +55,8 @@ class Actor:
     def act(self, observation: Observation, greedy: bool = False) -> Action:
         graph = features.to_tensors(observation.graph)
         embedding, xfer_out = self._xfer_step(
-            graph, tf.constant(observation.locations.xfer_summary[None]))
+            graph, tf.constant(observation.locations.xfer_summary[None]),
+            tf.constant(observation.xfer_mask[None]))
         xfer, xfer_lp = _sample(xfer_out.logits.numpy()[0], observation.xfer_mask,
                                 self.rng, greedy)
         location_out = self._location_step(

@@ -122,7 +122,7 @@ class Learner:
     def _losses(self, b: Batch) -> Dict[str, tf.Tensor]:
         cfg = self.config
         embedding: Embedding = self.network.encode(b.graph)
-        xfer_out = self.network.xfer_head(embedding.globals, b.xfer_summary)
+        xfer_out = self.network.xfer_head(embedding.globals, b.xfer_summary, b.xfer_mask)
         loc_out = self.network.location_head(embedding, b.xfer, b.location_nodes, b.cost_delta)
         ones = tf.ones_like(b.has_location)
         adv_x, adv_l = b.xfer_advantage, b.location_advantage

@@ -16,7 +16,7 @@ One graph encoder (trained through every loss) feeds two heads:
 
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 import sonnet as snt
 import tensorflow as tf
@@ -66,12 +66,22 @@ class PolicyValueNetwork(snt.Module):
     def encode(self, graph: graphs.GraphsTuple) -> Embedding:
         return self.encoder(graph)
 
-    def xfer_head(self, graph_embedding: tf.Tensor, xfer_summary: tf.Tensor) -> XferOutput:
-        """Args: graph_embedding [B, D]; xfer_summary [B, N+1, S]."""
+    def xfer_head(self, graph_embedding: tf.Tensor, xfer_summary: tf.Tensor,
+                  xfer_mask: Optional[tf.Tensor] = None) -> XferOutput:
+        """Args: graph_embedding [B, D]; xfer_summary [B, N+1, S]; xfer_mask
+        [B, N+1] bool (None: all). The per-xfer scorer runs on the unmasked
+        xfers only (a few of the N+1), so its cost does not grow with the
+        rule set; masked xfers keep the base logit, which sampling and the
+        losses mask out anyway."""
         torso = self._xfer_torso(graph_embedding)
         base = self._xfer_logits(torso)                                   # [B, N+1]
-        tiled = tf.tile(graph_embedding[:, None, :], [1, self.num_xfers + 1, 1])
-        per_xfer = self._xfer_scorer(tf.concat([xfer_summary, tiled], -1))[..., 0]
+        if xfer_mask is None:
+            xfer_mask = tf.ones(tf.shape(base), tf.bool)
+        index = tf.where(xfer_mask)                                       # [M, 2]
+        rows = tf.concat([tf.gather_nd(xfer_summary, index),
+                          tf.gather(graph_embedding, index[:, 0])], -1)   # [M, S+D]
+        scores = self._xfer_scorer(rows)[:, 0]
+        per_xfer = tf.scatter_nd(index, scores, tf.shape(base, out_type=tf.int64))
         value = self._xfer_value(graph_embedding)[:, 0]
         return XferOutput(base + per_xfer, value)
 
