@@ -119,9 +119,39 @@ def _verify(src: Side, dst: Side, family: enumeration.Family, seed: int) -> bool
     return True
 
 
-def _verify_chunk(args) -> List[bool]:
-    verify, family, items = args
-    return [verify(src, dst, family, seed) for seed, src, dst in items]
+# What verification workers read: set before the pool forks, so a task is
+# just an index range and no expression is pickled.
+_SHARED: Tuple = ()
+
+
+def _verify_range(bounds: Tuple[int, int]) -> List[bool]:
+    verify, family, candidates, seed = _SHARED
+    return [verify(src, dst, family, seed + 1 + i)
+            for i, (src, dst, _) in enumerate(candidates[bounds[0]:bounds[1]], bounds[0])]
+
+
+def _verify_all(verify, family, candidates, seed: int, workers: int, say) -> List[bool]:
+    global _SHARED
+    _SHARED = (verify, family, candidates, seed)
+    chunk = 500
+    ranges = [(k, min(k + chunk, len(candidates))) for k in range(0, len(candidates), chunk)]
+    start = time.time()
+    results: List[bool] = []
+    pool = multiprocessing.get_context("fork").Pool(workers) if workers > 1 else None
+    try:
+        for done, part in enumerate((pool.imap if pool else map)(_verify_range, ranges), 1):
+            results += part
+            if done % 20 == 0 or done == len(ranges):
+                elapsed = time.time() - start
+                say(f"[{family.name}] verified {len(results)}/{len(candidates)} candidates, "
+                    f"{elapsed:.1f} s, ETA "
+                    f"{elapsed / len(results) * (len(candidates) - len(results)):.0f} s")
+    finally:
+        if pool:
+            pool.close()
+            pool.join()
+        _SHARED = ()
+    return results
 
 
 def _side_exprs(side: Side) -> List[Expr]:
@@ -270,54 +300,37 @@ def generate(max_ops: int = 2, family_names: Sequence[str] = ("matrix", "conv"),
     rules = []
     canonical_keys: Set[str] = set()
     say = progress or (lambda line: None)
-    pool = multiprocessing.get_context("fork").Pool(workers) if workers > 1 else None
-    try:
-        for fname in family_names:
-            t0 = time.time()
-            fam = _Family(enumeration.FAMILIES[fname], max_ops, seed, pairing, say)
-            u = fam.u
-            report.graphs_enumerated += len(u) - len(fam.family.inputs)
-            report.fingerprint_classes += len(fam.classes)
-            size = lambda i: len(u.ops[i])
-            candidates: List[Tuple[Side, Side, Tuple]] = []
-            for a, b in sorted(fam.single, key=lambda p: (size(p[0]) + size(p[1]),
-                                                           repr(u.exprs[p[0]]), repr(u.exprs[p[1]]))):
-                candidates.append((u.exprs[a], u.exprs[b], ("single", a, b)))
-            for r1, r2, e, axis in sorted(fam.split, key=lambda c: (
-                    len(u.ops[c[0]] | u.ops[c[1]]) + size(c[2]), c[3],
-                    repr(u.exprs[c[0]]), repr(u.exprs[c[1]]), repr(u.exprs[c[2]]))):
-                candidates.append(((u.exprs[r1], u.exprs[r2]), SplitOf(u.exprs[e], axis),
-                                   ("split", r1, r2, e)))
-            report.candidate_pairs += len(candidates)
-            report.two_output_candidates += len(fam.split)
-            report.seconds_enumerate += time.time() - t0
-            say(f"[{fname}] {len(u) - len(fam.family.inputs)} graphs, {len(fam.classes)} "
-                f"classes, {len(fam.single)} candidate pairs, {len(fam.split)} two-output "
-                f"candidates; verifying with {workers} worker(s)")
+    for fname in family_names:
+        t0 = time.time()
+        fam = _Family(enumeration.FAMILIES[fname], max_ops, seed, pairing, say)
+        u = fam.u
+        report.graphs_enumerated += len(u) - len(fam.family.inputs)
+        report.fingerprint_classes += len(fam.classes)
+        size = lambda i: len(u.ops[i])
+        candidates: List[Tuple[Side, Side, Tuple]] = []
+        for a, b in sorted(fam.single, key=lambda p: (size(p[0]) + size(p[1]),
+                                                       repr(u.exprs[p[0]]), repr(u.exprs[p[1]]))):
+            candidates.append((u.exprs[a], u.exprs[b], ("single", a, b)))
+        for r1, r2, e, axis in sorted(fam.split, key=lambda c: (
+                len(u.ops[c[0]] | u.ops[c[1]]) + size(c[2]), c[3],
+                repr(u.exprs[c[0]]), repr(u.exprs[c[1]]), repr(u.exprs[c[2]]))):
+            candidates.append(((u.exprs[r1], u.exprs[r2]), SplitOf(u.exprs[e], axis),
+                               ("split", r1, r2, e)))
+        report.candidate_pairs += len(candidates)
+        report.two_output_candidates += len(fam.split)
+        report.seconds_enumerate += time.time() - t0
+        say(f"[{fname}] {len(u) - len(fam.family.inputs)} graphs, {len(fam.classes)} "
+            f"classes, {len(fam.single)} candidate pairs, {len(fam.split)} two-output "
+            f"candidates; verifying with {workers} worker(s)")
 
-            t0 = time.time()
-            items = [(seed + 1 + i, src, dst) for i, (src, dst, _) in enumerate(candidates)]
-            chunk = 500
-            chunks = [(verify, fam.family, items[k:k + chunk])
-                      for k in range(0, len(items), chunk)]
-            results: List[bool] = []
-            mapper = pool.imap if pool else map
-            for done, part in enumerate(mapper(_verify_chunk, chunks), 1):
-                results += part
-                if done % 20 == 0 or done == len(chunks):
-                    elapsed = time.time() - t0
-                    say(f"[{fname}] verified {len(results)}/{len(items)} candidates, "
-                        f"{elapsed:.1f} s, ETA {elapsed / len(results) * (len(items) - len(results)):.0f} s")
-            report.seconds_verify += time.time() - t0
+        t0 = time.time()
+        results = _verify_all(verify, fam.family, candidates, seed, workers, say)
+        report.seconds_verify += time.time() - t0
 
-            t0 = time.time()
-            rules += _prune(fam, candidates, results, report, fname, len(rules), canonical_keys)
-            report.seconds_prune += time.time() - t0
-            say(f"[{fname}] kept {len(rules)} rules so far, {time.time() - start:.1f} s")
-    finally:
-        if pool:
-            pool.close()
-            pool.join()
+        t0 = time.time()
+        rules += _prune(fam, candidates, results, report, fname, len(rules), canonical_keys)
+        report.seconds_prune += time.time() - t0
+        say(f"[{fname}] kept {len(rules)} rules so far, {time.time() - start:.1f} s")
     report.kept = len(rules)
     report.seconds = time.time() - start
     return rules, report
