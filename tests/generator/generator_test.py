@@ -169,7 +169,8 @@ class GeneratorTest(absltest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             out, report = os.path.join(tmp, "rules.json"), os.path.join(tmp, "report.json")
             subprocess.run([sys.executable, os.path.join(REPO, "experiments/generate_rules.py"),
-                            "--max_ops=3", f"--output={out}", f"--report={report}"],
+                            "--max_ops=3", "--z3_timeout_ms=0", f"--output={out}",
+                            f"--report={report}"],
                            check=True, cwd=REPO, capture_output=True)
             self.assertEqual(rules_io.load_rules(out), rules_io.load_rules(GENERATED_RULES))
             with open(report) as f:
