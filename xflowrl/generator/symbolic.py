@@ -84,6 +84,7 @@ import dataclasses
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
 import z3
 
 from xflowrl.graphs.rules_io import PatternOp, PatternTensor, Rule
@@ -120,13 +121,6 @@ class _Sig:
         self.enlarge = F("enlarge", T, T, T)
         self.ok = F("ok", T, z3.BoolSort())
         self.dim = F("dim", I, T, I)
-        self._opaque: Dict[Tuple[str, int], z3.FuncDeclRef] = {}
-
-    def opaque(self, name: str, arity: int) -> z3.FuncDeclRef:
-        key = (name, arity)
-        if key not in self._opaque:
-            self._opaque[key] = z3.Function("opaque:" + name, *([self.T] * (arity + 1)))
-        return self._opaque[key]
 
     def dims(self, t) -> List[z3.ArithRef]:
         return [self.dim(i, t) for i in range(NDIM)]
@@ -495,19 +489,50 @@ def _axiom_formula(S: _Sig, ax: Axiom, shapes: bool) -> z3.BoolRef:
 # --------------------------------------------------------------- encoding
 
 
-class _Unsupported(Exception):
-    pass
-
-
 def _int_param(op: PatternOp, key: str) -> Optional[int]:
     v = op.param(key)
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def _opaque_name(op: PatternOp, index: int) -> str:
-    params = ",".join(f"{k}={v}" for k, v in op.params
-                      if k not in ("num_inputs", "num_outputs", "numdim"))
-    return f"{op.type}[{params}].{index}"
+def _model_op(op: PatternOp, in_target: bool) -> str:
+    """The modelled function of `op` ("add", "conv", ...); raises ValueError for
+    an op the axioms do not cover."""
+    typ, n_in = op.type, len(op.inputs)
+    p = lambda key: _int_param(op, key)
+    bad = None
+    if typ in ("add", "mul", "enlarge"):
+        bad = None if n_in == 2 else "two inputs"
+        name = typ
+    elif typ == "relu":
+        name = "relu"
+    elif typ == "matmul":
+        bad = None if p("activation") in (0, 2) else "activation NONE or RELU"
+        name = "matmul"
+    elif typ == "transpose":
+        bad = None if p("perm") == 21 else "perm [1, 0]"
+        name = "transpose"
+    elif typ == "concat":
+        bad = None if n_in >= 2 and p("axis") in range(NDIM) else "axis 0..3, >= 2 inputs"
+        name = "concat"
+    elif typ == "split":
+        bad = (None if in_target and p("axis") in range(NDIM) and p("num_outputs") in (None, 2)
+               else "two outputs, in a target")
+        name = "split"
+    elif typ == "conv2d":
+        ok = (p("activation") in (0, 2) and p("stride_h") == 1 and p("stride_w") == 1
+              and p("padding") == 0 and p("group") in (None, 1))
+        bad = None if ok else "stride 1, SAME, one group, activation NONE or RELU"
+        name = "conv"
+    elif typ in ("avgpool", "maxpool"):
+        ok = (p("kernel_h") == 3 and p("kernel_w") == 3 and p("stride_h") == 1
+              and p("stride_w") == 1 and p("padding") == 0 and p("activation") in (None, 0))
+        bad = None if ok else "3x3, stride 1, SAME, no activation"
+        name = typ
+    else:
+        raise ValueError(f"no axioms for op type {typ}")
+    if bad is not None:
+        raise ValueError(f"no axioms for {typ} with params {dict(op.params)} (needs {bad})")
+    return name
 
 
 class _Encoder:
@@ -516,9 +541,8 @@ class _Encoder:
     def __init__(self, S: _Sig, rule: Rule, shapes: bool):
         self.S, self.rule, self.shapes = S, rule, shapes
         self.variables: Dict[int, z3.ExprRef] = {}
-        self.terms: List[Tuple[str, tuple]] = []  # (function name, args) of modelled terms
+        self.terms: List[Tuple[str, tuple]] = []  # (function name, args) of the rule's terms
         self.constraints: List[z3.BoolRef] = []  # shape constraints from params (checks)
-        self.opaque_ops: List[str] = []
         self.src = self._side(rule.src, None)
         self.dst = self._side(rule.dst, self.src)
 
@@ -534,85 +558,57 @@ class _Encoder:
     def _side(self, ops: Sequence[PatternOp], src_terms) -> Dict[Tuple[int, int], z3.ExprRef]:
         S = self.S
         out: Dict[Tuple[int, int], z3.ExprRef] = {}
-
-        def arg(t: PatternTensor):
-            return self.var(-t.op) if t.op < 0 else out[(t.op, t.index)]
-
         for j, op in enumerate(ops):
-            ins = [arg(t) for t in op.inputs]
+            ins = [self.var(-t.op) if t.op < 0 else out[(t.op, t.index)] for t in op.inputs]
             p = lambda key: _int_param(op, key)
-            outputs = None
-            typ, n_in = op.type, len(ins)
-            if typ in ("add", "mul") and n_in == 2:
-                outputs = {0: self._app(typ, *ins)}
-            elif typ == "relu" and n_in == 1:
-                outputs = {0: self._app("relu", ins[0])}
-            elif typ == "matmul" and n_in == 2 and p("activation") in (0, 2):
-                outputs = {0: self._app("matmul", z3.IntVal(p("activation")), *ins)}
-            elif typ == "transpose" and n_in == 1 and p("perm") == 21:
-                outputs = {0: self._app("transpose", ins[0])}
-            elif typ == "concat" and n_in >= 2 and p("axis") is not None and 0 <= p("axis") < NDIM:
+            name = _model_op(op, src_terms is not None)
+            if name in ("add", "mul", "enlarge", "relu", "transpose", "avgpool", "maxpool"):
+                outputs = {0: self._app(name, *ins)}
+            elif name in ("matmul", "conv"):
+                outputs = {0: self._app(name, z3.IntVal(p("activation")), *ins)}
+                if name == "conv":
+                    for key, axis in (("kernel_h", 2), ("kernel_w", 3)):
+                        if p(key) is not None:
+                            self.constraints.append(S.dim(axis, ins[1]) == p(key))
+            elif name == "concat":
                 t = ins[0]
                 for x in ins[1:]:  # concat(a, b, c) = concat(concat(a, b), c)
                     t = self._app("concat", z3.IntVal(p("axis")), t, x)
                 outputs = {0: t}
-            elif (typ == "split" and n_in == 1 and src_terms is not None
-                  and p("axis") is not None and 0 <= p("axis") < NDIM
-                  and p("num_outputs") in (None, 2)):
+            else:
                 outputs = self._split(j, op, ins[0], src_terms)
-            elif (typ == "conv2d" and n_in == 2 and p("activation") in (0, 2)
-                  and p("stride_h") == 1 and p("stride_w") == 1 and p("padding") == 0
-                  and p("group") in (None, 1)):
-                outputs = {0: self._app("conv", z3.IntVal(p("activation")), *ins)}
-                w = ins[1]
-                if p("kernel_h") is not None:
-                    self.constraints.append(S.dim(2, w) == p("kernel_h"))
-                if p("kernel_w") is not None:
-                    self.constraints.append(S.dim(3, w) == p("kernel_w"))
-            elif (typ in ("avgpool", "maxpool") and n_in == 1 and p("kernel_h") == 3
-                  and p("kernel_w") == 3 and p("stride_h") == 1 and p("stride_w") == 1
-                  and p("padding") == 0 and p("activation") in (None, 0)):
-                outputs = {0: self._app(typ, ins[0])}
-            elif typ == "enlarge" and n_in == 2:
-                outputs = {0: self._app("enlarge", *ins)}
-            if outputs is None:  # no axioms: an uninterpreted function per output
-                self.opaque_ops.append(typ)
-                used = {t.index for o in list(ops) for t in o.inputs if t.op == j}
-                if src_terms is not None:
-                    used |= {d.index for _, d in self.rule.mapped_outputs if d.op == j}
-                else:
-                    used |= {s.index for s, _ in self.rule.mapped_outputs if s.op == j}
-                outputs = {i: S.opaque(_opaque_name(op, i), n_in)(*ins) for i in used | {0}}
             if p("numdim") == 2:
-                for t in outputs.values():
-                    self.constraints.append(S.mat(t))
+                self.constraints += [S.mat(t) for t in outputs.values()]
             for i, t in outputs.items():
                 out[(j, i)] = t
         return out
 
     def _split(self, j, op, t, src_terms):
-        S, ax = self.S, op.param("axis")
-        axv = z3.IntVal(ax)
+        S, axv = self.S, z3.IntVal(op.param("axis"))
         mapped = {d.index: src_terms[(s.op, s.index)]
                   for s, d in self.rule.mapped_outputs if d.op == j}
         if 0 in mapped:
-            n = S.dim(axv, mapped[0]) if self.shapes else z3.IntVal(0)
-        elif 1 in mapped and self.shapes:
+            n = S.dim(axv, mapped[0])
+        elif 1 in mapped:
             n = S.dim(axv, t) - S.dim(axv, mapped[1])
         else:
             n = z3.Int(f"n{j}")
+        # Without shapes nothing constrains n, and the split axioms hold for
+        # every n: TASO's split, a function of the axis and the tensor only.
         return {0: self._app("split0", axv, t, n), 1: self._app("split1", axv, t, n)}
 
     # hypotheses and goal ------------------------------------------------
 
-    def src_defined(self, min_size: int) -> List[z3.BoolRef]:
+    def src_defined(self, min_size: int, max_size: Optional[int] = None) -> List[z3.BoolRef]:
         S = self.S
         hyps = []
         for v in self.variables.values():
             hyps.append(S.ok(v))
             hyps += [S.dim(i, v) >= min_size for i in range(NDIM)]
+            if max_size is not None:
+                hyps += [S.dim(i, v) <= max_size for i in range(NDIM)]
         hyps += [S.ok(t) for t in self.src.values()]
-        return hyps
+        return hyps + self.constraints
 
     def dst_defined(self) -> List[z3.BoolRef]:
         S = self.S
@@ -632,6 +628,105 @@ class _Encoder:
                       for s, d in self.rule.mapped_outputs])
 
 
+# ------------------------------------------------------- counterexamples
+
+
+_CONV_PARAMS = {"stride_h": 1, "stride_w": 1, "padding": "SAME"}
+_POOL_PARAMS = dict(_CONV_PARAMS, kernel_h=3, kernel_w=3, activation="NONE")
+
+
+def _eval_side(ops: Sequence[PatternOp], values: Dict[int, np.ndarray], rule: Rule,
+               src_out: Optional[dict]) -> Dict[Tuple[int, int], np.ndarray]:
+    """Evaluates a side in the model M (rank-4 tensors, matrices [M, N, 1, 1]);
+    ValueError where an op is undefined there."""
+    from xflowrl.graphs import executor  # numpy only; no engine needed
+
+    def need(c, what):
+        if not c:
+            raise ValueError(what)
+
+    out: Dict[Tuple[int, int], np.ndarray] = {}
+    for j, op in enumerate(ops):
+        xs = [values[-t.op] if t.op < 0 else out[(t.op, t.index)] for t in op.inputs]
+        name = _model_op(op, src_out is not None)
+        act = _int_param(op, "activation")
+        if name in ("add", "mul"):
+            need(xs[0].shape == xs[1].shape, "element-wise shapes")
+            y = xs[0] + xs[1] if name == "add" else xs[0] * xs[1]
+        elif name == "relu":
+            y = np.maximum(xs[0], 0)
+        elif name == "matmul":
+            a, b = xs
+            need(a.shape[2:] == b.shape[2:] == (1, 1) and a.shape[1] == b.shape[0], "matmul")
+            y = (a[:, :, 0, 0] @ b[:, :, 0, 0])[:, :, None, None]
+            y = np.maximum(y, 0) if act == 2 else y
+        elif name == "transpose":
+            need(xs[0].shape[2:] == (1, 1), "transpose")
+            y = np.transpose(xs[0], (1, 0, 2, 3))
+        elif name == "concat":
+            y = np.concatenate(xs, axis=op.param("axis"))
+        elif name == "split":
+            ax = op.param("axis")
+            sizes = {d.index: src_out[(s.op, s.index)].shape[ax]
+                     for s, d in rule.mapped_outputs if d.op == j}
+            need(sizes.get(0, 0) + sizes.get(1, 0) == xs[0].shape[ax], "split sizes")
+            n = sizes.get(0, 0)
+            out[(j, 1)] = np.take(xs[0], range(n, xs[0].shape[ax]), axis=ax)
+            y = np.take(xs[0], range(n), axis=ax)
+        elif name == "conv":
+            need(xs[0].shape[1] == xs[1].shape[1], "conv channels")
+            y = executor.conv2d(xs[0], xs[1], dict(_CONV_PARAMS,
+                                                   activation="RELU" if act == 2 else "NONE"))
+        elif name in ("avgpool", "maxpool"):
+            y = getattr(executor, name)(xs[0], _POOL_PARAMS)
+        else:
+            y = executor.enlarge(*xs)
+        out[(j, 0)] = y
+    return out
+
+
+def _counterexample(enc: _Encoder, draws: int = 6, max_size: int = 5) -> Optional[str]:
+    """Looks for sizes (1..max_size, chosen by z3 near random targets) and
+    normal random values under which both sides are defined and a mapped pair
+    differs numerically; returns a description of the witness or None."""
+    S, rule = enc.S, enc.rule
+    rng = np.random.default_rng(0)
+    base = enc.ground_shape_facts() + enc.src_defined(1, max_size) + enc.dst_defined()
+    seen = set()
+    for draw in range(draws):
+        opt = z3.Optimize()
+        opt.set("timeout", 500)
+        opt.add(base)
+        for v in enc.variables.values():
+            for i in range(NDIM):
+                opt.add_soft(S.dim(i, v) == int(rng.integers(1, max_size + 1)))
+        if opt.check() != z3.sat:
+            return None
+        m = opt.model()
+        shapes = {k: tuple(m.eval(S.dim(i, v), model_completion=True).as_long()
+                           for i in range(NDIM)) for k, v in enc.variables.items()}
+        key = tuple(sorted(shapes.items()))
+        if key in seen:
+            continue
+        seen.add(key)
+        values = {k: rng.normal(size=shape) for k, shape in shapes.items()}
+        try:
+            src = _eval_side(rule.src, values, rule, None)
+            dst = _eval_side(rule.dst, values, rule, src)
+        except (ValueError, IndexError):
+            continue
+        for s, d in rule.mapped_outputs:
+            a, b = src[(s.op, s.index)], dst[(d.op, d.index)]
+            if a.shape != b.shape:
+                break
+            err = float(np.max(np.abs(a - b))) if a.size else 0.0
+            if err > 1e-6 * (1 + float(np.max(np.abs(a), initial=0)) +
+                             float(np.max(np.abs(b), initial=0))):
+                sizes = " ".join(f"v{k}{list(sh)}" for k, sh in sorted(shapes.items()))
+                return f"{sizes}: {s} and {d} differ by {err:.3g}"
+    return None
+
+
 # ------------------------------------------------------------------ prove
 
 
@@ -639,12 +734,14 @@ class _Encoder:
 class ProofResult:
     """The outcome for one rule.
 
-    status: "proved", "unknown" or "not proved". reason: "unsat"; "sat";
-    "saturated" (E-matching found no proof and the model search no model);
-    "timeout"; or why the rule could not be encoded. applicable / total (shape
-    mode only, else None): some sizes >= 1 make both sides defined / every
-    binding that defines the source defines the target (quantifier-free
-    checks of the shape facts). opaque: op types encoded without axioms.
+    status: "proved", "unknown" or "not proved". reason: "unsat" (proved);
+    "counterexample" (not proved: `witness` gives sizes and the differing
+    pair); "saturated" (E-matching ran out of instances without a proof) or
+    "timeout" (unknown). applicable: some sizes >= 1 make the source and the
+    target defined with equal mapped shapes (False: the rule never fires).
+    total: every binding that defines the source also defines the target
+    (False: the engine rejects some matches). Both are quantifier-free checks
+    of the shape facts alone.
     """
     name: str
     status: str
@@ -652,7 +749,7 @@ class ProofResult:
     seconds: float
     applicable: Optional[bool] = None
     total: Optional[bool] = None
-    opaque: Tuple[str, ...] = ()
+    witness: str = ""
 
 
 _SIG: Optional[_Sig] = None
@@ -676,107 +773,115 @@ def _axioms(shapes: bool) -> List[z3.BoolRef]:
     return _AXIOM_CACHE[shapes]
 
 
-def _qf_check(formulas, timeout_ms: int) -> z3.CheckSatResult:
+def _check(formulas, timeout_ms: int, mbqi: bool = False) -> Tuple[z3.CheckSatResult, str]:
     s = z3.SimpleSolver()
     s.set("timeout", max(1, timeout_ms))
+    s.set("smt.mbqi", mbqi)
     s.add(formulas)
-    return s.check()
+    r = s.check()
+    return r, (s.reason_unknown() if r == z3.unknown else "")
 
 
-def prove_detail(rule: Rule, timeout_ms: int = 2000, shapes: bool = True) -> ProofResult:
-    """Tries to prove `rule` from `AXIOMS` (see the module docstring)."""
+def prove_detail(rule: Rule, timeout_ms: int = 2000, shapes: bool = True,
+                 search_counterexample: bool = True) -> ProofResult:
+    """Tries to prove `rule` from `AXIOMS` (see the module docstring).
+
+    Raises:
+      ValueError: the rule uses an op (or op parameters) the axioms do not
+        cover, e.g. "no axioms for op type batchnorm".
+    """
     start = time.perf_counter()
     S = _signature()
-    try:
-        enc = _Encoder(S, rule, shapes)
-    except (KeyError, _Unsupported) as e:  # malformed references
-        return ProofResult(rule.name, UNKNOWN, f"cannot encode: {e!r}",
-                           time.perf_counter() - start)
+    enc = _Encoder(S, rule, shapes)
     if not rule.mapped_outputs:
-        return ProofResult(rule.name, UNKNOWN, "no mapped outputs", time.perf_counter() - start)
+        raise ValueError(f"rule {rule.name!r} has no mapped outputs")
+    facts = enc.ground_shape_facts()
+    src1 = enc.src_defined(1)
+    applicable = _check(facts + src1 + enc.dst_defined(), 1000)[0] == z3.sat
+    total = _check(facts + src1 + [z3.Not(z3.And(enc.dst_defined()))], 1000)[0] == z3.unsat
 
-    applicable = total = None
-    if shapes:
-        facts = enc.ground_shape_facts()
-        src1 = enc.src_defined(1) + enc.constraints
-        applicable = _qf_check(facts + src1 + enc.dst_defined(), 1000) == z3.sat
-        total = _qf_check(facts + src1 + [z3.Not(z3.And(enc.dst_defined()))], 1000) == z3.unsat
-
-    def remaining_ms() -> int:
-        return int(timeout_ms - 1000 * (time.perf_counter() - start))
-
-    def solver(mbqi: bool) -> z3.Solver:
-        s = z3.SimpleSolver()
-        s.set("timeout", max(1, remaining_ms()))
-        s.set("smt.mbqi", mbqi)
-        s.add(_axioms(shapes))
-        if shapes:
-            s.add(enc.ground_shape_facts())
-            s.add(enc.src_defined(0) + enc.constraints + enc.dst_defined())
-        s.add(enc.differ())
-        return s
-
-    def result(status, reason):
+    def result(status, reason, witness=""):
         return ProofResult(rule.name, status, reason, time.perf_counter() - start,
-                           applicable, total, tuple(enc.opaque_ops))
+                           applicable, total, witness)
 
-    if remaining_ms() <= 0:
-        return result(UNKNOWN, "timeout")
-    s = solver(mbqi=False)
-    r = s.check()
+    formulas = list(_axioms(shapes))
+    if shapes:
+        formulas += facts + enc.src_defined(0) + enc.dst_defined()
+    formulas.append(enc.differ())
+    left = int(timeout_ms - 1000 * (time.perf_counter() - start))
+    r, why = _check(formulas, left) if left > 0 else (z3.unknown, "timeout")
     if r == z3.unsat:
         return result(PROVED, "unsat")
-    if r == z3.sat:  # not expected without model-based instantiation, but definite
+    if search_counterexample and applicable:
+        witness = _counterexample(enc)
+        if witness is not None:
+            return result(NOT_PROVED, "counterexample", witness)
+    if r == z3.sat:  # not expected with E-matching alone, but a model all the same
         return result(NOT_PROVED, "sat")
-    if s.reason_unknown() != "(incomplete quantifiers)" or remaining_ms() <= 0:
-        return result(UNKNOWN, "timeout")
-    # E-matching saturated without a proof: look for a countermodel.
-    s = solver(mbqi=True)
-    r = s.check()
-    if r == z3.unsat:
-        return result(PROVED, "unsat")
-    if r == z3.sat:
-        return result(NOT_PROVED, "sat")
-    return result(UNKNOWN, "saturated")
+    return result(UNKNOWN, "saturated" if why == "(incomplete quantifiers)" else "timeout")
 
 
 def prove(rule: Rule, timeout_ms: int = 2000, shapes: bool = True) -> str:
-    """"proved", "unknown" or "not proved" (see the module docstring)."""
+    """"proved", "unknown" or "not proved" (see the module docstring).
+
+    Raises:
+      ValueError: an op the axioms do not cover (see `prove_detail`).
+    """
     return prove_detail(rule, timeout_ms, shapes).status
 
 
+NOT_COVERED = "not covered"
+
+
 def prove_all(rules: Sequence[Rule], timeout_ms: int = 2000,
-              progress: Optional[Callable[[int, int, ProofResult], None]] = None,
+              progress: Optional[Callable[[str], None]] = None,
               shapes: bool = True) -> dict:
     """Runs `prove_detail` on every rule.
 
-    Returns {"proved", "unknown", "not proved": counts, "rules": count,
-    "wall_s": seconds, "results": {name: status}, "details": {name:
-    ProofResult}, "reasons": {reason: count}, "proved_vacuous": names of
-    proved rules no shapes can apply, "proved_partial": names of proved rules
-    whose target is not defined for every source binding}. `progress(i, n,
-    result)` is called after each rule.
+    Returns a dict: "proved", "unknown", "not proved", "not covered" (rules
+    with an op the axioms do not cover): counts, also under "counts";
+    "rules": how many; "wall_s" (= "seconds"): wall time; "results" (=
+    "answers"): {rule name: status}; "reasons": {reason: count};
+    "proved_vacuous": proved rules no sizes can apply; "proved_partial":
+    proved rules whose target is undefined for some sources the engine then
+    rejects; "not_proved": {name: witness}; "axioms": len(AXIOMS);
+    "details": {name: ProofResult}. `progress(line)` gets a status line every
+    100 rules and at the end.
     """
     start = time.perf_counter()
-    counts = {s: 0 for s in STATUSES}
+    counts = {s: 0 for s in STATUSES + (NOT_COVERED,)}
     results, details, reasons = {}, {}, {}
     for i, rule in enumerate(rules):
-        res = prove_detail(rule, timeout_ms, shapes)
+        try:
+            res = prove_detail(rule, timeout_ms, shapes)
+        except ValueError as e:
+            res = ProofResult(rule.name, NOT_COVERED, str(e), 0.0)
         counts[res.status] += 1
         results[rule.name] = res.status
         details[rule.name] = res
-        reasons[res.reason] = reasons.get(res.reason, 0) + 1
-        if progress is not None:
-            progress(i + 1, len(rules), res)
+        key = res.reason if res.status != NOT_COVERED else NOT_COVERED
+        reasons[key] = reasons.get(key, 0) + 1
+        if progress is not None and ((i + 1) % 100 == 0 or i + 1 == len(rules)):
+            elapsed = time.perf_counter() - start
+            eta = elapsed / (i + 1) * (len(rules) - i - 1)
+            progress(f"z3: {i + 1}/{len(rules)} rules, " +
+                     ", ".join(f"{v} {k}" for k, v in counts.items()) +
+                     f"; {elapsed:.0f} s, ETA {eta:.0f} s")
+    wall = time.perf_counter() - start
     return {
         **counts,
+        "counts": dict(counts),
         "rules": len(rules),
-        "wall_s": time.perf_counter() - start,
+        "wall_s": wall,
+        "seconds": wall,
         "results": results,
-        "details": details,
+        "answers": results,
         "reasons": reasons,
         "proved_vacuous": [n for n, d in details.items()
                            if d.status == PROVED and d.applicable is False],
         "proved_partial": [n for n, d in details.items()
                            if d.status == PROVED and d.total is False],
+        "not_proved": {n: d.witness for n, d in details.items() if d.status == NOT_PROVED},
+        "axioms": len(AXIOMS),
+        "details": details,
     }
