@@ -55,7 +55,7 @@ class GeneratorTest(absltest.TestCase):
         r = self.report
         self.assertEqual(r.verified + r.rejected, r.candidate_pairs)
         pruned = sum(v for k, v in vars(r).items() if k.startswith("pruned_"))
-        self.assertEqual(r.kept + pruned, r.verified)
+        self.assertEqual(r.kept + pruned + r.rejected_other_sizes, r.verified)
         self.assertEqual(r.kept, len(self.rules))
         self.assertGreater(r.rejected, 0)  # x^5 collisions the float check throws out
         self.assertGreater(r.graphs_enumerated, 2000)
@@ -178,6 +178,13 @@ class GeneratorTest(absltest.TestCase):
         self.assertEqual(summary["kept"], len(rules_io.load_rules(GENERATED_RULES)))
         self.assertGreater(summary["kept_two_output"], 0)
         self.assertGreaterEqual(summary["taso_rules_rediscovered"], 60)
+        # Found on 4x4 matrices, true only for a square x0: dropped, with the
+        # sizes that refute it.
+        self.assertEqual(summary["rejected_other_sizes"],
+                         len(summary["rejected_other_sizes_rules"]))
+        self.assertTrue(any(line.startswith("matmul_relu(concat1(x0, x1), concat0(x0, x2)) -> ")
+                            for line in summary["rejected_other_sizes_rules"]),
+                        summary["rejected_other_sizes_rules"])
 
 
 if __name__ == "__main__":

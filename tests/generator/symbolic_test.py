@@ -56,6 +56,42 @@ class SymbolicTest(absltest.TestCase):
                           ((O(0), O(2, 0)), (O(1), O(2, 1))))
         self.assertNotEqual(symbolic.prove(wrong_axis), "proved")
 
+    def test_counterexample_at_other_sizes(self):
+        # concat1(a, b) @ concat0(a, c) -> concat1(b, a) @ concat0(c, a): both
+        # are a @ a + b @ c when a is square (as on the generator's 4x4
+        # inputs) and differ otherwise.
+        mm = (("activation", 0),)
+        square_only = _rule([PatternOp("concat", (V(1), V(2)), (("axis", 1),)),
+                             PatternOp("concat", (V(1), V(3)), (("axis", 0),)),
+                             PatternOp("matmul", (O(0), O(1)), mm)],
+                            [PatternOp("concat", (V(2), V(1)), (("axis", 1),)),
+                             PatternOp("concat", (V(3), V(1)), (("axis", 0),)),
+                             PatternOp("matmul", (O(0), O(1)), mm)], ((O(2), O(2)),))
+        witness = symbolic.counterexample(square_only)
+        self.assertIsNotNone(witness)
+        self.assertIn("differ by", witness)
+        self.assertEqual(symbolic.prove(square_only), "not proved")
+        assoc = _rule([PatternOp("matmul", (V(1), V(2)), mm), PatternOp("matmul", (O(0), V(3)), mm)],
+                      [PatternOp("matmul", (V(2), V(3)), mm), PatternOp("matmul", (V(1), O(0)), mm)],
+                      ((O(1), O(1)),))
+        self.assertIsNone(symbolic.counterexample(assoc))
+
+    def test_shape_bindings_satisfy_the_source_and_are_reproducible(self):
+        mm = (("activation", 0),)
+        assoc = _rule([PatternOp("matmul", (V(1), V(2)), mm), PatternOp("matmul", (O(0), V(3)), mm)],
+                      [PatternOp("matmul", (V(2), V(3)), mm), PatternOp("matmul", (V(1), O(0)), mm)],
+                      ((O(1), O(1)),))
+        bindings = symbolic.shape_bindings(assoc, count=5)
+        self.assertLen(bindings, 5)
+        self.assertLen({tuple(sorted(b.items())) for b in bindings}, 5)
+        for b in bindings:
+            self.assertEqual(set(b), {-1, -2, -3})
+            self.assertEqual(b[-1][1], b[-2][0])
+            self.assertEqual(b[-2][1], b[-3][0])
+            self.assertTrue(all(s[2:] == (1, 1) and 1 <= min(s) and max(s) <= 5
+                                for s in b.values()))
+        self.assertEqual(symbolic.shape_bindings(assoc, count=5), bindings)
+
     def test_uncovered_ops_are_refused(self):
         bn = rules_io.load_rules(BUILTIN_RULES)
         fold = next(r for r in bn if r.name == "conv_bn_s1_same")

@@ -16,6 +16,7 @@ from typing import Dict, List, Optional, Tuple
 from absl.testing import absltest
 import numpy as np
 
+from xflowrl.generator import symbolic
 from xflowrl.graphs import Graph, GraphBuilder, XferSet
 from xflowrl.graphs import executor
 from xflowrl.graphs.xfers import load_rule_set
@@ -66,15 +67,39 @@ def instantiate(rule) -> Optional[Graph]:
 
 def instantiations(rule, limit: int) -> List[Graph]:
     """Up to `limit` graphs of the rule's source pattern, with different
-    variable shapes, on which it fires."""
+    variable shapes from fixed menus, on which it fires."""
+    uses = _variable_uses(rule)
+    variables = sorted(uses, reverse=True)
+    bindings = (dict(zip(variables, shapes))
+                for shapes in itertools.product(*(_menu(uses[v]) for v in variables)))
+    return _firing_graphs(rule, bindings, limit)
+
+
+def solved_instantiations(rule, limit: int) -> List[Graph]:
+    """Up to `limit` graphs of the rule's source pattern at sizes that z3
+    solves for (axes of 1..5, `symbolic.shape_bindings`): unlike the menus,
+    these reach non-square matrices, unequal concat operands and kernels
+    other than 1x1 and 3x3. Empty for rules with ops the model lacks."""
+    try:
+        solved = symbolic.shape_bindings(rule, count=limit)
+    except ValueError:
+        return []
+    matrix = any(op.type in ("matmul", "transpose") or op.param("numdim") == 2
+                 for op in rule.src)
+    if matrix:  # the model's [M, N, 1, 1] is a 2-D tensor
+        solved = [{v: s[:2] for v, s in b.items()} for b in solved
+                  if all(s[2:] == (1, 1) for s in b.values())]
+    return _firing_graphs(rule, solved, limit)
+
+
+def _firing_graphs(rule, bindings, limit: int) -> List[Graph]:
     alone = XferSet([rule])
     found: List[Graph] = []
     uses = _variable_uses(rule)
-    variables = sorted(uses, reverse=True)
-    for shapes in itertools.product(*(_menu(uses[v]) for v in variables)):
+    for binding in bindings:
         b = GraphBuilder()
         tensors = {}
-        for v, shape in zip(variables, shapes):
+        for v, shape in binding.items():
             is_weight = all(u in _WEIGHT_SLOTS for u in uses[v])
             make = b.weight if is_weight else b.input
             tensors[(v, 0)] = make(shape=shape, name=f"var{-v}")
@@ -229,7 +254,7 @@ class SemanticsTest(absltest.TestCase):
         for index, rule in enumerate(self.xfers.rules):
             # Several shape combinations: a rule generated on 4x4 tensors
             # must hold on the other shapes it matches too.
-            graphs = instantiations(rule, limit=3)
+            graphs = instantiations(rule, limit=3) + solved_instantiations(rule, limit=2)
             if not graphs:
                 untestable.append(rule.name)
                 continue

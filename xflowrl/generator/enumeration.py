@@ -144,6 +144,15 @@ def variables(expr: Expr) -> List[str]:
     return out
 
 
+def render(expr: Expr) -> str:
+    """Readable text of an expression: `matmul_relu(concat1(x0, x1), x2)`."""
+    if expr[0] == "input":
+        return expr[1]
+    p = dict(expr[1])
+    name = expr[0] + ("_relu" if p.get("activation") == 2 else "") + str(p.get("axis", ""))
+    return f"{name}({', '.join(render(c) for c in expr[2:])})"
+
+
 def public_params(op_type: str, params) -> dict:
     """Rule-format params -> the executor's parameter dict."""
     p = dict(params)

@@ -15,8 +15,19 @@ executor (real ReLU, real pools) on fresh random inputs: three float draws
 (normal) and two integer draws (small integers, exact in float64), all
 outputs equal at rtol 1e-6; `workers` processes share the work. This is
 testing, not proof: a pair that agrees on these draws but differs elsewhere
-would pass. Every shipped rule is also checked by the engine's semantics test
-(tests/graphs/semantics_test.py) on graphs of other shapes.
+would pass.
+
+Other sizes. The enumeration fixes the sizes (4x4 matrices, 3x3 and 1x1
+kernels), but the engine applies a rule to any tensors its source matches.
+A candidate that survives pruning is therefore evaluated again at up to six
+other size bindings (each axis 1..5) under which both sides are defined
+(`symbolic.counterexample`, sizes solved by z3); one that differs there is
+dropped ("rejected at other sizes"), e.g. `concat1(x0, x1) @ concat0(x0, x2)
+-> concat1(x1, x0) @ concat0(x2, x0)`, true only for a square x0, or
+`conv(avgpool(x), enlarge(w, v)) -> avgpool(conv(x, w))`, true only for a
+1x1 w. A dropped rule prunes nothing. Every shipped rule is also checked by
+the engine's semantics test (tests/graphs/semantics_test.py) on graphs of
+other shapes.
 
 Pruning, in this order, smaller candidates first:
 (1) a side with a proper sub-expression that is not its class'
@@ -45,12 +56,13 @@ import collections
 import dataclasses
 import multiprocessing
 import os
+import re
 import time
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
 
-from xflowrl.generator import emit, enumeration, fingerprint
+from xflowrl.generator import emit, enumeration, fingerprint, symbolic
 
 Expr = enumeration.Expr
 
@@ -77,6 +89,8 @@ class Report:
     two_output_candidates: int = 0
     verified: int = 0
     rejected: int = 0
+    rejected_other_sizes: int = 0
+    rejected_other_sizes_rules: List[str] = dataclasses.field(default_factory=list)
     pruned_unbound_target: int = 0
     pruned_renaming: int = 0
     pruned_common_subgraph: int = 0
@@ -90,6 +104,7 @@ class Report:
     seconds_enumerate: float = 0.0
     seconds_verify: float = 0.0
     seconds_prune: float = 0.0
+    seconds_other_sizes: float = 0.0
     seconds: float = 0.0
 
 
@@ -277,7 +292,8 @@ class _Family:
 def generate(max_ops: int = 2, family_names: Sequence[str] = ("matrix", "conv"),
              seed: int = 0, verify: Callable = _verify, workers: int = 1,
              pairing: str = "representative",
-             progress: Optional[Callable[[str], None]] = None):
+             progress: Optional[Callable[[str], None]] = None,
+             check_other_sizes: bool = True):
     """Runs the pipeline; returns `(rules, report)`.
 
     Args:
@@ -288,6 +304,7 @@ def generate(max_ops: int = 2, family_names: Sequence[str] = ("matrix", "conv"),
       workers: processes that verify candidates (0: one per CPU).
       pairing: "representative" (TASO's) or "all".
       progress: called with progress lines.
+      check_other_sizes: evaluate the kept rules at other sizes (above).
     """
     if pairing not in ("representative", "all"):
         raise ValueError(f"pairing must be 'representative' or 'all', got {pairing!r}")
@@ -327,17 +344,35 @@ def generate(max_ops: int = 2, family_names: Sequence[str] = ("matrix", "conv"),
         results = _verify_all(verify, fam.family, candidates, seed, workers, say)
         report.seconds_verify += time.time() - t0
 
-        t0 = time.time()
-        rules += _prune(fam, candidates, results, report, fname, len(rules), canonical_keys)
-        report.seconds_prune += time.time() - t0
+        t0, t_sizes = time.time(), report.seconds_other_sizes
+        rules += _prune(fam, candidates, results, report, fname, len(rules), canonical_keys,
+                        check_other_sizes, say)
+        report.seconds_prune += (time.time() - t0) - (report.seconds_other_sizes - t_sizes)
         say(f"[{fname}] kept {len(rules)} rules so far, {time.time() - start:.1f} s")
     report.kept = len(rules)
     report.seconds = time.time() - start
     return rules, report
 
 
+def _render(side: Side) -> str:
+    if isinstance(side, SplitOf):
+        return f"split{side.axis}({enumeration.render(side.expr)})"
+    if isinstance(side[0], tuple):
+        return ", ".join(enumeration.render(e) for e in side)
+    return enumeration.render(side)
+
+
+def _name_vars(text: str, src: Side) -> str:
+    """Writes the rule's variables (v1, v2, ...: inputs in order of first use
+    in the source, as `emit` numbers them) by their input names."""
+    names: List[str] = []
+    for e in (src if isinstance(src[0], tuple) else [src]):
+        names += [v for v in enumeration.variables(e) if v not in names]
+    return re.sub(r"\bv(\d+)\[", lambda m: names[int(m.group(1)) - 1] + "[", text)
+
+
 def _prune(fam: _Family, candidates, results, report: Report, fname: str, first: int,
-           canonical_keys: Set[str]):
+           canonical_keys: Set[str], check_other_sizes: bool, say):
     rules = []
     seen_keys = set()
     kept: Dict[Tuple, List[Tuple[Side, Side]]] = collections.defaultdict(list)
@@ -370,17 +405,30 @@ def _prune(fam: _Family, candidates, results, report: Report, fname: str, first:
         if _instance_of(src, dst, kept[root]):
             report.pruned_instance += 1
             continue
-        kept[root].append((src, dst))
         name = f"gen_{fname}_{first + len(rules)}"
         if kind == "split":
             rule = emit.to_split_rule(src, dst.expr, dst.axis, name)
         else:
             rule = emit.to_rule(src, dst, name)
         key = emit.canonical(rule)
-        if key in canonical_keys:
+        if key in canonical_keys:  # equivalent to a kept rule: prunes like it
+            kept[root].append((src, dst))
             report.pruned_duplicate += 1
             continue
+        if check_other_sizes:
+            t0 = time.time()
+            witness = symbolic.counterexample(rule)
+            report.seconds_other_sizes += time.time() - t0
+            if witness is not None:
+                report.rejected_other_sizes += 1
+                report.rejected_other_sizes_rules.append(
+                    f"{_render(src)} -> {_render(dst)}; {_name_vars(witness, src)}")
+                continue
+        kept[root].append((src, dst))
         canonical_keys.add(key)
         report.kept_two_output += kind == "split"
         rules.append(rule)
+        if len(rules) % 200 == 0:
+            say(f"[{fname}] {len(rules)} rules kept; {report.seconds_other_sizes:.0f} s "
+                f"at other sizes")
     return rules

@@ -685,30 +685,50 @@ def _eval_side(ops: Sequence[PatternOp], values: Dict[int, np.ndarray], rule: Ru
     return out
 
 
-def _counterexample(enc: _Encoder, draws: int = 6, max_size: int = 5) -> Optional[str]:
-    """Looks for sizes (1..max_size, chosen by z3 near random targets) and
-    normal random values under which both sides are defined and a mapped pair
-    differs numerically; returns a description of the witness or None."""
-    S, rule = enc.S, enc.rule
-    rng = np.random.default_rng(0)
-    base = enc.ground_shape_facts() + enc.src_defined(1, max_size) + enc.dst_defined()
-    seen = set()
-    for draw in range(draws):
-        opt = z3.Optimize()
-        opt.set("timeout", 500)
-        opt.add(base)
-        for v in enc.variables.values():
-            for i in range(NDIM):
-                opt.add_soft(S.dim(i, v) == int(rng.integers(1, max_size + 1)))
-        if opt.check() != z3.sat:
-            return None
-        m = opt.model()
-        shapes = {k: tuple(m.eval(S.dim(i, v), model_completion=True).as_long()
-                           for i in range(NDIM)) for k, v in enc.variables.items()}
-        key = tuple(sorted(shapes.items()))
-        if key in seen:
-            continue
-        seen.add(key)
+def _bindings(enc: _Encoder, count: int, max_size: int, seed: int
+              ) -> List[Dict[int, Tuple[int, ...]]]:
+    """Up to `count` distinct size assignments (1..max_size) of the rule's
+    variables under which the source and the target are defined and the
+    mapped pairs have equal shapes.
+
+    Deterministic: each draw fixes the variables' sizes one at a time, to a
+    random target where that stays satisfiable and else to the smallest
+    size that does, so the outcome depends only on satisfiability answers
+    (exact for these quantifier-free problems), not on the solver's models.
+    """
+    S = enc.S
+    solver = z3.SimpleSolver()
+    solver.add(enc.ground_shape_facts() + enc.src_defined(1, max_size) + enc.dst_defined())
+    if solver.check() != z3.sat:
+        return []
+    rng = np.random.default_rng(seed)
+    dims = [(k, i) for k in sorted(enc.variables) for i in range(NDIM)]
+    # is_size[j][n - 1]: "dims[j] has size n" (built once: z3 terms are slow to make)
+    is_size = [[S.dim(i, enc.variables[k]) == n for n in range(1, max_size + 1)]
+               for k, i in dims]
+    found: List[Dict[int, Tuple[int, ...]]] = []
+    for _ in range(4 * count):
+        fixed: List[z3.BoolRef] = []
+        sizes: Dict[Tuple[int, int], int] = {}
+        for j in rng.permutation(len(dims)):
+            target = int(rng.integers(1, max_size + 1))
+            for size in [target] + [n for n in range(1, max_size + 1) if n != target]:
+                if solver.check(*fixed, is_size[j][size - 1]) == z3.sat:
+                    fixed.append(is_size[j][size - 1])
+                    sizes[dims[j]] = size
+                    break
+        binding = {k: tuple(sizes[(k, i)] for i in range(NDIM)) for k in sorted(enc.variables)}
+        if binding not in found:
+            found.append(binding)
+            if len(found) == count:
+                break
+    return found
+
+
+def _find_difference(enc: _Encoder, bindings, seed: int) -> Optional[str]:
+    rule = enc.rule
+    rng = np.random.default_rng(seed)
+    for shapes in bindings:
         values = {k: rng.normal(size=shape) for k, shape in shapes.items()}
         try:
             src = _eval_side(rule.src, values, rule, None)
@@ -717,14 +737,48 @@ def _counterexample(enc: _Encoder, draws: int = 6, max_size: int = 5) -> Optiona
             continue
         for s, d in rule.mapped_outputs:
             a, b = src[(s.op, s.index)], dst[(d.op, d.index)]
-            if a.shape != b.shape:
+            if a.shape != b.shape:  # the engine rejects such a match
                 break
             err = float(np.max(np.abs(a - b))) if a.size else 0.0
             if err > 1e-6 * (1 + float(np.max(np.abs(a), initial=0)) +
                              float(np.max(np.abs(b), initial=0))):
-                sizes = " ".join(f"v{k}{list(sh)}" for k, sh in sorted(shapes.items()))
-                return f"{sizes}: {s} and {d} differ by {err:.3g}"
+                return f"{_describe(shapes)}: {s} and {d} differ by {err:.3g}"
     return None
+
+
+def _describe(shapes) -> str:
+    return " ".join(f"v{k}{list(sh)}" for k, sh in sorted(shapes.items()))
+
+
+def shape_bindings(rule: Rule, count: int = 6, max_size: int = 5, seed: int = 0
+                   ) -> List[Dict[int, Tuple[int, ...]]]:
+    """Distinct variable sizes (rank 4, each axis 1..max_size, a matrix as
+    [M, N, 1, 1]; keys are the variables, -1, -2, ...)
+    under which the rule applies in the model of the module docstring.
+
+    Raises:
+      ValueError: an op the model does not cover.
+    """
+    enc = _Encoder(_signature(), rule, True)
+    return [{-k: v for k, v in b.items()} for b in _bindings(enc, count, max_size, seed)]
+
+
+def counterexample(rule: Rule, draws: int = 6, max_size: int = 5, seed: int = 0
+                   ) -> Optional[str]:
+    """Evaluates both sides numerically (float64, normal random values) at
+    up to `draws` sizes from `shape_bindings`; returns a description of the
+    first mapped pair that differs, or None.
+
+    A rule the generator found on fixed sizes (4x4 matrices, 3x3 and 1x1
+    kernels) can hold there and fail on others: `concat(x1, x2) @
+    concat(x1, x3)` equals `concat(x2, x1) @ concat(x3, x1)` only when x1 is
+    square. Deterministic for a given rule and seed.
+
+    Raises:
+      ValueError: an op the model does not cover.
+    """
+    enc = _Encoder(_signature(), rule, True)
+    return _find_difference(enc, _bindings(enc, draws, max_size, seed), seed)
 
 
 # ------------------------------------------------------------------ prove
@@ -813,7 +867,7 @@ def prove_detail(rule: Rule, timeout_ms: int = 2000, shapes: bool = True,
     if r == z3.unsat:
         return result(PROVED, "unsat")
     if search_counterexample and applicable:
-        witness = _counterexample(enc)
+        witness = _find_difference(enc, _bindings(enc, 6, 5, 0), 0)
         if witness is not None:
             return result(NOT_PROVED, "counterexample", witness)
     if r == z3.sat:  # not expected with E-matching alone, but a model all the same
