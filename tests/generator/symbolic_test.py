@@ -18,15 +18,18 @@ def _rule(src, dst, mapped=((O(1), O(0)),)):
     return Rule("r", tuple(src), tuple(dst), tuple(mapped))
 
 
+def _matmul_assoc():
+    """(v1 v2) v3 -> v1 (v2 v3)."""
+    mm = (("activation", 0),)
+    return _rule([PatternOp("matmul", (V(1), V(2)), mm), PatternOp("matmul", (O(0), V(3)), mm)],
+                 [PatternOp("matmul", (V(2), V(3)), mm), PatternOp("matmul", (V(1), O(0)), mm)],
+                 ((O(1), O(1)),))
+
+
 class SymbolicTest(absltest.TestCase):
 
     def test_known_rules_are_proved(self):
-        assoc = _rule([PatternOp("matmul", (V(1), V(2)), (("activation", 0),)),
-                       PatternOp("matmul", (O(0), V(3)), (("activation", 0),))],
-                      [PatternOp("matmul", (V(2), V(3)), (("activation", 0),)),
-                       PatternOp("matmul", (V(1), O(0)), (("activation", 0),))],
-                      ((O(1), O(1)),))
-        self.assertEqual(symbolic.prove(assoc), "proved")
+        self.assertEqual(symbolic.prove(_matmul_assoc()), "proved")
         fusion = _rule([PatternOp("conv2d", (V(1), V(2)), CONV), PatternOp("relu", (O(0),))],
                        [PatternOp("conv2d", (V(1), V(2)), (("activation", 2),) + CONV[1:])])
         self.assertEqual(symbolic.prove(fusion), "proved")
@@ -71,16 +74,10 @@ class SymbolicTest(absltest.TestCase):
         self.assertIsNotNone(witness)
         self.assertIn("differ by", witness)
         self.assertEqual(symbolic.prove(square_only), "not proved")
-        assoc = _rule([PatternOp("matmul", (V(1), V(2)), mm), PatternOp("matmul", (O(0), V(3)), mm)],
-                      [PatternOp("matmul", (V(2), V(3)), mm), PatternOp("matmul", (V(1), O(0)), mm)],
-                      ((O(1), O(1)),))
-        self.assertIsNone(symbolic.counterexample(assoc))
+        self.assertIsNone(symbolic.counterexample(_matmul_assoc()))
 
     def test_shape_bindings_satisfy_the_source_and_are_reproducible(self):
-        mm = (("activation", 0),)
-        assoc = _rule([PatternOp("matmul", (V(1), V(2)), mm), PatternOp("matmul", (O(0), V(3)), mm)],
-                      [PatternOp("matmul", (V(2), V(3)), mm), PatternOp("matmul", (V(1), O(0)), mm)],
-                      ((O(1), O(1)),))
+        assoc = _matmul_assoc()
         bindings = symbolic.shape_bindings(assoc, count=5)
         self.assertLen(bindings, 5)
         self.assertLen({tuple(sorted(b.items())) for b in bindings}, 5)
