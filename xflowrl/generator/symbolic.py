@@ -65,13 +65,14 @@ The converse also fails: "not proved" and "unknown" are no evidence that a
 rule is wrong; many true rules are outside what the axioms reach (e.g. rules
 that need a fact about max pooling other than those listed).
 
-Outcomes: `prove` first runs z3 with E-matching only (model-based
-quantifier instantiation off, so a saturated search stops at once);
-UNSAT is "proved". If E-matching saturates without a proof, the rest of the
-time budget goes to a model-based search for a countermodel; SAT is "not
-proved" (a model of the axioms where the sides differ: it need not be M, so
-this is possible for true rules as well). Anything else (timeout, saturated
-without a model) is "unknown"; `prove_detail` says which.
+Outcomes: `prove` runs z3 with E-matching only (model-based quantifier
+instantiation off, so a saturated search stops at once); UNSAT is "proved".
+Otherwise both sides are evaluated numerically in M at up to six size
+bindings that z3 solves for (`counterexample`): a difference is "not proved"
+with the witness, a real counterexample to the rule. Anything else (timeout,
+or E-matching saturated, and no difference found) is "unknown";
+`prove_detail` says which. The same size search is the generator's check of
+every rule at sizes other than those it was found on (pipeline.py).
 
 Parameters the model ignores: `num_inputs num_outputs numdim group` are
 shape-derived checks (numdim 2 is used as a hypothesis, a conv `group` other
