@@ -25,8 +25,8 @@ from xflowrl.graphs import rules_io, taso_pb
 from xflowrl.graphs.xfers import TASO_RULES_JSON, XferSet
 
 FLAGS = flags.FLAGS
-flags.DEFINE_integer("max_ops", 3, "K: ops per enumerated graph (3: ~25 s on 2 cores, "
-                     "the shipped default set; 4: tens of minutes).")
+flags.DEFINE_integer("max_ops", 3, "K: ops per enumerated graph (3: ~80 s on 2 cores, "
+                     "the shipped default set; 4: over half an hour per family).")
 flags.DEFINE_list("families", ["matrix", "conv"], "Operator families to enumerate.")
 flags.DEFINE_integer("seed", 0, "Seed of fingerprint and verification inputs.")
 flags.DEFINE_integer("workers", 0, "Processes verifying candidates (0: one per CPU).")
@@ -38,6 +38,8 @@ flags.DEFINE_string("taso_pb", os.path.join(os.path.dirname(os.path.dirname(
     "TASO's rule collection to compare with (all 133 rules; falls back to "
     "third_party/taso/rules/taso_rules.json if absent).")
 flags.DEFINE_string("report", "results/generator/report.json", "Report written.")
+flags.DEFINE_bool("check_other_sizes", True, "Evaluate every kept rule at sizes z3 "
+                  "solves for (symbolic.counterexample) and drop those that differ there.")
 flags.DEFINE_integer("z3_timeout_ms", 1000, "Per-rule time limit of the z3 proof tier "
                      "(xflowrl/generator/symbolic.py); 0 skips it.")
 
@@ -46,6 +48,7 @@ def main(argv):
     del argv
     rules, report = generate(FLAGS.max_ops, FLAGS.families, seed=FLAGS.seed,
                              workers=FLAGS.workers, pairing=FLAGS.pairing,
+                             check_other_sizes=FLAGS.check_other_sizes,
                              progress=lambda line: print(line, file=sys.stderr, flush=True))
     XferSet(rules)  # every emitted rule loads into the engine
     if os.path.exists(FLAGS.taso_pb):

@@ -743,7 +743,8 @@ def _find_difference(enc: _Encoder, bindings, seed: int) -> Optional[str]:
             err = float(np.max(np.abs(a - b))) if a.size else 0.0
             if err > 1e-6 * (1 + float(np.max(np.abs(a), initial=0)) +
                              float(np.max(np.abs(b), initial=0))):
-                return f"{_describe(shapes)}: {s} and {d} differ by {err:.3g}"
+                return (f"{_describe(shapes)}: source {s} and target {d} differ by "
+                        f"{err:.3g}")
     return None
 
 
