@@ -117,6 +117,20 @@ class GeneratorTest(absltest.TestCase):
                 with self.subTest(rule=rule.name):
                     check_all_locations(self, XferSet([rule]), graph, seed=index)
 
+    def test_a_rule_rejected_at_other_sizes_prunes_nothing(self):
+        # The check runs speculatively in workers, then pruning reruns; a
+        # rejected rule must not prune its instances or duplicates, which
+        # then get checked themselves (here: rejected too).
+        with mock.patch.object(pipeline.symbolic, "counterexample", lambda rule: "planted"):
+            rules, report = generate(2, workers=2)
+        base = self.report
+        self.assertEqual(rules, [])
+        self.assertEqual((report.pruned_instance, report.pruned_duplicate), (0, 0))
+        self.assertGreater(base.pruned_instance + base.pruned_duplicate, 0)
+        self.assertEqual(report.rejected_other_sizes,
+                         base.kept + base.pruned_instance + base.pruned_duplicate
+                         + base.rejected_other_sizes)
+
     def test_fingerprint_is_exact_and_tells_relu_apart(self):
         values = fingerprint.random_inputs(MATRIX, seed=3)
         fp = lambda e: fingerprint.fingerprint(e, values, {})

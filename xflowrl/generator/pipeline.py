@@ -25,7 +25,10 @@ other size bindings (each axis 1..5) under which both sides are defined
 dropped ("rejected at other sizes"), e.g. `concat1(x0, x1) @ concat0(x0, x2)
 -> concat1(x1, x0) @ concat0(x2, x0)`, true only for a square x0, or
 `conv(avgpool(x), enlarge(w, v)) -> avgpool(conv(x, w))`, true only for a
-1x1 w. A dropped rule prunes nothing. Every shipped rule is also checked by
+1x1 w. A dropped rule prunes nothing. The check is the slow stage (~50 ms a
+rule), so it runs first in the `workers` processes on every rule pruning
+would reach were nothing dropped; pruning then runs for real and checks in
+process the few rules a drop exposes. Every shipped rule is also checked by
 the engine's semantics test (tests/graphs/semantics_test.py) on graphs of
 other shapes.
 
@@ -145,28 +148,39 @@ def _verify_range(bounds: Tuple[int, int]) -> List[bool]:
             for i, (src, dst, _) in enumerate(candidates[bounds[0]:bounds[1]], bounds[0])]
 
 
-def _verify_all(verify, family, candidates, seed: int, workers: int, say) -> List[bool]:
+def _witness_range(bounds: Tuple[int, int]) -> List[Optional[str]]:
+    return [symbolic.counterexample(rule) for rule in _SHARED[bounds[0]:bounds[1]]]
+
+
+def _map_shared(task: Callable, shared: Tuple, n: int, chunk: int, workers: int,
+                say: Callable[[str], None], what: str) -> list:
+    """`task` over index ranges of `shared` (n items), in `workers` forked
+    processes, with progress lines `what`; the results in order."""
     global _SHARED
-    _SHARED = (verify, family, candidates, seed)
-    chunk = 500
-    ranges = [(k, min(k + chunk, len(candidates))) for k in range(0, len(candidates), chunk)]
+    _SHARED = shared
+    ranges = [(k, min(k + chunk, n)) for k in range(0, n, chunk)]
     start = time.time()
-    results: List[bool] = []
-    pool = multiprocessing.get_context("fork").Pool(workers) if workers > 1 else None
+    results: list = []
+    pool = (multiprocessing.get_context("fork").Pool(workers)
+            if workers > 1 and len(ranges) > 1 else None)
     try:
-        for done, part in enumerate((pool.imap if pool else map)(_verify_range, ranges), 1):
+        for done, part in enumerate((pool.imap if pool else map)(task, ranges), 1):
             results += part
             if done % 20 == 0 or done == len(ranges):
                 elapsed = time.time() - start
-                say(f"[{family.name}] verified {len(results)}/{len(candidates)} candidates, "
-                    f"{elapsed:.1f} s, ETA "
-                    f"{elapsed / len(results) * (len(candidates) - len(results)):.0f} s")
+                say(f"{what} {len(results)}/{n}, {elapsed:.1f} s, ETA "
+                    f"{elapsed / len(results) * (n - len(results)):.0f} s")
     finally:
         if pool:
             pool.close()
             pool.join()
         _SHARED = ()
     return results
+
+
+def _verify_all(verify, family, candidates, seed: int, workers: int, say) -> List[bool]:
+    return _map_shared(_verify_range, (verify, family, candidates, seed), len(candidates),
+                       500, workers, say, f"[{family.name}] verified candidates")
 
 
 def _side_exprs(side: Side) -> List[Expr]:
@@ -344,10 +358,22 @@ def generate(max_ops: int = 2, family_names: Sequence[str] = ("matrix", "conv"),
         results = _verify_all(verify, fam.family, candidates, seed, workers, say)
         report.seconds_verify += time.time() - t0
 
-        t0, t_sizes = time.time(), report.seconds_other_sizes
+        t0 = time.time()
+        witnesses: Dict[int, Optional[str]] = {}
+        if check_other_sizes:
+            witnesses = _other_sizes(fam, candidates, results, fname, len(rules),
+                                     canonical_keys, workers, say)
+        t1 = time.time()
+
+        def check(index: int, rule) -> Optional[str]:
+            if index not in witnesses:  # exposed by a rejection: the speculative pass missed it
+                witnesses[index] = symbolic.counterexample(rule)
+            return witnesses[index]
+
         rules += _prune(fam, candidates, results, report, fname, len(rules), canonical_keys,
-                        check_other_sizes, say)
-        report.seconds_prune += (time.time() - t0) - (report.seconds_other_sizes - t_sizes)
+                        check if check_other_sizes else None, say)
+        report.seconds_prune += time.time() - t1
+        report.seconds_other_sizes += t1 - t0
         say(f"[{fname}] kept {len(rules)} rules so far, {time.time() - start:.1f} s")
     report.kept = len(rules)
     report.seconds = time.time() - start
@@ -371,12 +397,29 @@ def _name_vars(text: str, src: Side) -> str:
     return re.sub(r"\bv(\d+)\[", lambda m: names[int(m.group(1)) - 1] + "[", text)
 
 
+def _other_sizes(fam: _Family, candidates, results, fname: str, first: int,
+                 canonical_keys: Set[str], workers: int, say) -> Dict[int, Optional[str]]:
+    """`symbolic.counterexample` of every rule that pruning would reach if no
+    rule were rejected at other sizes, by candidate index, in `workers`
+    processes. Pruning depends on what was kept before, so a rejection can
+    expose a rule this pass did not reach; `_prune` checks those itself."""
+    reached: List[Tuple[int, object]] = []
+    _prune(fam, candidates, results, Report(0, []), fname, first, set(canonical_keys),
+           lambda index, rule: reached.append((index, rule)), lambda line: None)
+    found = _map_shared(_witness_range, tuple(rule for _, rule in reached), len(reached),
+                        50, workers, say, f"[{fname}] checked at other sizes")
+    return {index: witness for (index, _), witness in zip(reached, found)}
+
+
 def _prune(fam: _Family, candidates, results, report: Report, fname: str, first: int,
-           canonical_keys: Set[str], check_other_sizes: bool, say):
+           canonical_keys: Set[str], check: Optional[Callable[[int, object], Optional[str]]],
+           say):
+    """The kept rules; `check(candidate index, rule)` returns a witness that
+    the rule fails at other sizes, or None (no check if None)."""
     rules = []
     seen_keys = set()
     kept: Dict[Tuple, List[Tuple[Side, Side]]] = collections.defaultdict(list)
-    for (src, dst, (kind, *ids)), ok in zip(candidates, results):
+    for index, ((src, dst, (kind, *ids)), ok) in enumerate(zip(candidates, results)):
         if not ok:
             report.rejected += 1
             continue
@@ -415,10 +458,8 @@ def _prune(fam: _Family, candidates, results, report: Report, fname: str, first:
             kept[root].append((src, dst))
             report.pruned_duplicate += 1
             continue
-        if check_other_sizes:
-            t0 = time.time()
-            witness = symbolic.counterexample(rule)
-            report.seconds_other_sizes += time.time() - t0
+        if check:
+            witness = check(index, rule)
             if witness is not None:
                 report.rejected_other_sizes += 1
                 report.rejected_other_sizes_rules.append(
@@ -428,7 +469,4 @@ def _prune(fam: _Family, candidates, results, report: Report, fname: str, first:
         canonical_keys.add(key)
         report.kept_two_output += kind == "split"
         rules.append(rule)
-        if len(rules) % 200 == 0:
-            say(f"[{fname}] {len(rules)} rules kept; {report.seconds_other_sizes:.0f} s "
-                f"at other sizes")
     return rules
