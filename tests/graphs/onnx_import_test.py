@@ -121,7 +121,8 @@ CASES = {
     "binary_broadcasting": (lambda w, x: w.op("Div", [w.op("Sub", [w.op("Mul", [
         w.op("Add", [x, w.weight("bias", (4, 1, 1), 1.0)]), w.const(np.float32(2.0))]),
         w.weight("row", (8,), 1.0)]), w.init("den", np.full((1, 4, 1, 1), 3, np.float32))]),
-                            {"add": 1, "mul": 1, "sub": 1, "div": 1, "opaque": 0}),
+                            {"add": 1, "scalar_mul": 1, "mul": 0, "sub": 1, "div": 1,
+                             "opaque": 0}),
     "matmul_3d_by_2d": (lambda w, x: w.op("MatMul", [x, w.weight("w", (8, 5), 1.0)]),
                         {"matmul": 1, "reshape": 2}),
     "matmul_batched": (lambda w, x: w.op("MatMul", [x, w.op("Transpose", [x],
@@ -130,7 +131,7 @@ CASES = {
     "gemm": (lambda w, x: w.op("Gemm", [w.op("Flatten", [x]), w.weight("w", (5, 256), 0.1),
                                         w.weight("c", (5,), 1.0)],
                                transB=1, alpha=0.5, beta=2.0),
-             {"matmul": 1, "mul": 1, "add": 1, "reshape": 1}),
+             {"matmul": 1, "scalar_mul": 1, "mul": 0, "add": 1, "reshape": 1}),
     "gemm_trans_a": (lambda w, x: w.op("Gemm", [w.op("Reshape", [x, w.const(np.array(
         [32, 8], np.int64))]), w.weight("w", (32, 3), 0.1)], transA=1),
                      {"matmul": 1, "transpose": 1}),

@@ -38,7 +38,7 @@ from xflowrl import _engine
 
 OP_TYPES = ("input", "weight", "conv2d", "maxpool", "avgpool", "relu", "sigmoid",
             "tanh", "batchnorm", "concat", "split", "reshape", "transpose", "add",
-            "mul", "sub", "div", "matmul", "enlarge", "merge_gconv",
+            "mul", "sub", "div", "matmul", "scalar_mul", "enlarge", "merge_gconv",
             "fuse_conv_bn_alpha_var", "fuse_conv_bn_bias", "broadcast_add", "opaque",
             "unknown")
 _NUM_TYPES = len(OP_TYPES)

@@ -317,10 +317,17 @@ def broadcast_add(x: np.ndarray, b: np.ndarray) -> np.ndarray:
 _ELEMENTWISE = {"add": np.add, "mul": np.multiply, "sub": np.subtract, "div": np.divide}
 
 
+def scalar_mul(x: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """`x * s` for a one-element scale `s` of shape [1]."""
+    if s.shape != (1,):
+        raise ValueError(f"scalar_mul scale must have shape (1,), got {s.shape}")
+    return x * s[0]
+
+
 # Inputs each op type takes; None: any number.
 _ARITY: Dict[str, Optional[int]] = {
     "conv2d": 2, "maxpool": 1, "avgpool": 1, "relu": 1, "sigmoid": 1, "tanh": 1,
-    "add": 2, "mul": 2, "sub": 2, "div": 2, "matmul": 2, "batchnorm": 5,
+    "add": 2, "mul": 2, "sub": 2, "div": 2, "matmul": 2, "scalar_mul": 2, "batchnorm": 5,
     "concat": None, "split": 1, "reshape": 1, "transpose": 1, "enlarge": 2,
     "merge_gconv": 1, "fuse_conv_bn_alpha_var": 3, "fuse_conv_bn_bias": 4,
     "broadcast_add": 2,
@@ -364,6 +371,8 @@ def run_op(op_type: str, params: Mapping[str, Any],
         return [activate(args[0], t.upper())]
     if t in _ELEMENTWISE:
         return [_ELEMENTWISE[t](args[0], args[1])]
+    if t == "scalar_mul":
+        return [scalar_mul(args[0], args[1])]
     if t == "matmul":
         return [matmul(args[0], args[1], p["activation"])]
     if t == "batchnorm":

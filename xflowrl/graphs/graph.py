@@ -227,6 +227,10 @@ class GraphBuilder:
     def mul(self, *, x: Tensor, y: Tensor) -> Tensor:
         return self._op("mul", [x, y])
 
+    def scalar_mul(self, *, x: Tensor, scale: Tensor) -> Tensor:
+        """`x * scale` for a one-element `scale` of shape [1]."""
+        return self._op("scalar_mul", [x, scale])
+
     def sub(self, *, x: Tensor, y: Tensor) -> Tensor:
         return self._op("sub", [x, y])
 

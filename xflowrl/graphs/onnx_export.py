@@ -44,7 +44,7 @@ from xflowrl.graphs.onnx_common import (DEFAULT_OPSET, MIN_OPSET, ModelInterface
 TensorId = Tuple[int, int]
 
 _ONNX_TYPE = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "add": "Add",
-              "sub": "Sub", "mul": "Mul", "div": "Div", "matmul": "MatMul",
+              "sub": "Sub", "mul": "Mul", "scalar_mul": "Mul", "div": "Div", "matmul": "MatMul",
               "maxpool": "MaxPool", "avgpool": "AveragePool", "conv2d": "Conv",
               "concat": "Concat", "transpose": "Transpose"}
 _ACTIVATION_TYPE = {"RELU": "Relu", "SIGMOID": "Sigmoid", "TANH": "Tanh"}
@@ -277,7 +277,7 @@ class _Exporter:
                       strides=[p["stride_h"], p["stride_w"]], pads=pads, **attrs)
         elif t == "matmul":
             self.node("MatMul", ins, [y], label)
-        elif t in ("relu", "sigmoid", "tanh", "add", "sub", "mul", "div"):
+        elif t in ("relu", "sigmoid", "tanh", "add", "sub", "mul", "scalar_mul", "div"):
             self.node(_ONNX_TYPE[t], ins, [y], label)
         elif t == "batchnorm":
             self.node("BatchNormalization", ins, [y], label, epsilon=float(p["epsilon"]))

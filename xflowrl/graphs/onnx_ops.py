@@ -240,12 +240,27 @@ def _binary(kind: str):
             raise _not_engine()
         if a.elem_type != b.elem_type:
             raise _not_engine()
+        if kind == "mul":
+            scaled = _scalar_mul(imp, node, a, b)
+            if scaled is not None:
+                return [_out(imp, scaled, tensor)]
         y = getattr(imp.builder, kind)(x=imp.tensor(node.input[0], as_vector=True),
                                        y=imp.tensor(node.input[1], as_vector=True))
         if y.shape != tuple(np.broadcast_shapes(a.shape, b.shape)):
             raise ValueError("broadcast shape mismatch")  # rank-0 operand of a rank-0 op
         return [_out(imp, y, tensor)]
     return handler
+
+
+def _scalar_mul(imp, node, a: Value, b: Value) -> Optional[Tensor]:
+    """`scalar_mul` for a product by a one-element constant that does not
+    change the other operand's shape, else None."""
+    for x, s, slot in ((a, b, 1), (b, a, 0)):
+        if (s.is_const and s.const.size == 1 and not x.is_const
+                and tuple(np.broadcast_shapes(x.shape, s.shape)) == tuple(x.shape)):
+            scale = imp.new_weight(node.input[slot], s.const.reshape(1))
+            return imp.builder.scalar_mul(x=imp.tensor(node.input[1 - slot]), scale=scale)
+    return None
 
 
 def mat_mul(imp, node):
@@ -283,8 +298,8 @@ def gemm(imp, node):
     y = imp.builder.matmul(a=at, b=bt)
     alpha, beta = attrs.get("alpha", 1.0), attrs.get("beta", 1.0)
     if alpha != 1.0:
-        y = imp.builder.mul(x=y, y=imp.new_weight(f"{node.name or 'gemm'}__alpha",
-                                                  np.array([alpha], np.float32)))
+        y = imp.builder.scalar_mul(x=y, scale=imp.new_weight(f"{node.name or 'gemm'}__alpha",
+                                                             np.array([alpha], np.float32)))
     c = imp.value(node, 2)
     if c is not None and beta != 0.0:
         if c.is_const:
@@ -294,8 +309,9 @@ def gemm(imp, node):
         else:
             ct = imp.tensor(node.input[2])
             if beta != 1.0:
-                ct = imp.builder.mul(x=ct, y=imp.new_weight(f"{node.name or 'gemm'}__beta",
-                                                            np.array([beta], np.float32)))
+                ct = imp.builder.scalar_mul(
+                    x=ct, scale=imp.new_weight(f"{node.name or 'gemm'}__beta",
+                                               np.array([beta], np.float32)))
         y = imp.builder.add(x=y, y=ct)
     return [_out(imp, y, a if not a.is_const else b)]
 

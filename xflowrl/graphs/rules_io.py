@@ -26,13 +26,13 @@ ParamValue = Union[int, float, str]  # str: "src:K" copies the value of source o
 # Op types a pattern may use (inputs, weights and opaque ops are not patterns).
 OP_TYPES = ("conv2d", "maxpool", "avgpool", "relu", "sigmoid", "tanh", "batchnorm",
             "concat", "split", "reshape", "transpose", "add", "mul", "sub", "div",
-            "matmul", "enlarge", "merge_gconv", "fuse_conv_bn_alpha_var",
+            "matmul", "scalar_mul", "enlarge", "merge_gconv", "fuse_conv_bn_alpha_var",
             "fuse_conv_bn_bias", "broadcast_add")
 # Number of inputs of each op type; None: any number (at least one).
 OP_ARITY: Dict[str, Optional[int]] = {
     "conv2d": 2, "maxpool": 1, "avgpool": 1, "relu": 1, "sigmoid": 1, "tanh": 1,
     "batchnorm": 5, "concat": None, "split": 1, "reshape": 1, "transpose": 1, "add": 2,
-    "mul": 2, "sub": 2, "div": 2, "matmul": 2, "enlarge": 2, "merge_gconv": 1,
+    "mul": 2, "sub": 2, "div": 2, "matmul": 2, "scalar_mul": 2, "enlarge": 2, "merge_gconv": 1,
     "fuse_conv_bn_alpha_var": 3, "fuse_conv_bn_bias": 4, "broadcast_add": 2,
 }
 # Parameter keys a pattern may use. They are the engine's rule keys (TASO's

@@ -32,6 +32,7 @@ constexpr TypeInfo kTypes[] = {
     {OP_EW_ADD, "add", 2},
     {OP_EW_MUL, "mul", 2},
     {OP_MATMUL, "matmul", 2},
+    {OP_SCALAR_MUL, "scalar_mul", 2},
     {OP_ENLARGE, "enlarge", 2},
     {OP_MERGE_GCONV, "merge_gconv", 1},
     {OP_EW_SUB, "sub", 2},
@@ -394,6 +395,10 @@ std::vector<Shape> infer_shapes(int type, const OpParams& p,
     case OP_EW_SUB:
     case OP_EW_DIV:
       return {broadcast(type, in)};
+    case OP_SCALAR_MUL:
+      require(in[1].size() == 1 && in[1][0] == 1, type, in,
+              "the scale must be a one-element tensor [1]");
+      return {in[0]};
     case OP_MATMUL: {
       const Shape& a = in[0];
       const Shape& b = in[1];

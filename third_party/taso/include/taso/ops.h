@@ -40,6 +40,8 @@ enum OpType : int {
   OP_EW_ADD = 16,
   OP_EW_MUL = 17,
   OP_MATMUL = 18,
+  // x * s with s a one-element tensor [1] (TASO's scalar MUL).
+  OP_SCALAR_MUL = 19,
   OP_ENLARGE = 20,
   OP_MERGE_GCONV = 21,
   OP_EW_SUB = 28,

@@ -85,7 +85,7 @@ void plan_op_tensor(const OpConfig& op, CudnnPlan* p) {
     b = widen(op.input_shapes[1], rank);
   }
   p->kind = CudnnKind::kOpTensor;
-  p->multiply = op.type == OP_EW_MUL || op.type == OP_EW_DIV;
+  p->multiply = op.type == OP_EW_MUL || op.type == OP_SCALAR_MUL || op.type == OP_EW_DIV;
   if (op.type == OP_EW_DIV)
     p->approximation = "division timed as cudnnOpTensor MUL (cuDNN has no divide)";
   const float sign = op.type == OP_EW_SUB ? -1.f : 1.f;
@@ -200,6 +200,7 @@ CudnnPlan plan_cudnn_op(const OpConfig& op) {
       break;
     case OP_EW_ADD:
     case OP_EW_MUL:
+    case OP_SCALAR_MUL:
     case OP_EW_SUB:
     case OP_EW_DIV:
     case OP_BROADCAST_ADD:

@@ -193,6 +193,7 @@ class OneDnnBackend : public CostBackend {
       }
       case OP_EW_ADD:
       case OP_EW_MUL:
+      case OP_SCALAR_MUL:
       case OP_EW_SUB:
       case OP_EW_DIV:
       case OP_BROADCAST_ADD: {
@@ -202,7 +203,7 @@ class OneDnnBackend : public CostBackend {
           b = Shape(rank, 1);
           b[1] = in[1][0];
         }
-        algorithm alg = op.type == OP_EW_MUL ? algorithm::binary_mul
+        algorithm alg = op.type == OP_EW_MUL || op.type == OP_SCALAR_MUL ? algorithm::binary_mul
                       : op.type == OP_EW_SUB ? algorithm::binary_sub
                       : op.type == OP_EW_DIV ? algorithm::binary_div
                                              : algorithm::binary_add;
