@@ -11,11 +11,11 @@ from absl.testing import absltest
 import numpy as np
 
 from xflowrl.generator import emit, enumeration, fingerprint, generate, pipeline
-from xflowrl.graphs import XferSet, rules_io
+from xflowrl.graphs import CostModel, GraphBuilder, XferSet, rules_io
 from xflowrl.graphs.rules_io import PatternOp, PatternTensor, Rule
 from xflowrl.graphs.xfers import GENERATED_RULES, RULE_SETS, load_rule_set
 
-from tests.graphs.semantics_test import check_all_locations, instantiations
+from tests.graphs.semantics_test import assert_equivalent, check_all_locations, instantiations
 
 X0, X1, X2 = (("input", n) for n in ("x0", "x1", "x2"))
 I0, W0, W1 = ("input", "i0"), ("input", "w0"), ("input", "w1")
@@ -199,6 +199,30 @@ class GeneratorTest(absltest.TestCase):
         self.assertTrue(any(line.startswith("matmul_relu(concat1(x0, x1), concat0(x0, x2)) -> ")
                             for line in summary["rejected_other_sizes_rules"]),
                         summary["rejected_other_sizes_rules"])
+
+
+class ScalarRulesTest(absltest.TestCase):
+
+    def test_search_folds_an_attention_scale_into_the_weights(self):
+        # scores = (x wq)(x wk)^T * s, as BERT scales by 1/sqrt(d). The
+        # generated scalar rules move s through the products onto wk, where
+        # it is weight-side (free); TASO's shipped rules have no scalar ops.
+        b = GraphBuilder()
+        x = b.input(shape=(64, 256), name="x")
+        wq, wk = (b.weight(shape=(256, 64), name=n) for n in ("wq", "wk"))
+        q, k = b.matmul(a=x, b=wq), b.matmul(a=x, b=wk)
+        b.scalar_mul(x=b.matmul(a=q, b=b.transpose(input=k, perm=(1, 0))),
+                     scale=b.weight(shape=(1,), name="scale"))
+        graph = b.build()
+        cost = CostModel("analytic")
+        ours = XferSet.default().search(graph, cost, alpha=1.05, budget=1000)
+        theirs = XferSet.from_name("builtin+taso").search(graph, cost, alpha=1.05, budget=1000)
+        self.assertLess(ours.best_cost, theirs.best_cost)
+        self.assertTrue(any(name.startswith("gen_") for name in ours.applied))
+        scaled = [side for op, side in zip(ours.graph.ops(), ours.graph.weight_side())
+                  if op.type == "scalar_mul"]
+        self.assertEqual(scaled, [True])
+        assert_equivalent(self, graph, ours.graph, seed=0, what="scaled attention")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ RTOL = 1e-4
 _CONV_INPUT = [(2, 4, 5, 5), (1, 8, 6, 6)]
 _CONV_WEIGHT = [(4, 4, 3, 3), (4, 4, 1, 1), (8, 4, 3, 3), (4, 2, 3, 3)]
 _VECTOR = [(4,), (8,)]
+_SCALE = [(1,)]
 _ANY = [(4, 4), (2, 4, 5, 5), (4, 4, 3, 3), (4, 3), (4, 4, 1, 1)]
 # Locations are capped at 2x the graph's ops by default; a rule's source
 # alone is a tiny graph that an expanding rule may more than double.
@@ -34,7 +35,7 @@ _NO_CAP = 1 << 20
 _SMALL_KERNEL = [(4, 4, 1, 1), (8, 4, 1, 1)]
 _WEIGHT_SLOTS = {("conv2d", 1), ("matmul", 1), ("batchnorm", 1), ("batchnorm", 2),
                  ("batchnorm", 3), ("batchnorm", 4), ("broadcast_add", 1), ("enlarge", 0),
-                 ("enlarge", 1)}
+                 ("enlarge", 1), ("scalar_mul", 1)}
 
 
 def _variable_uses(rule) -> Dict[int, List[Tuple[str, int]]]:
@@ -48,6 +49,8 @@ def _variable_uses(rule) -> Dict[int, List[Tuple[str, int]]]:
 
 def _menu(uses: List[Tuple[str, int]]):
     kinds = set(uses)
+    if ("scalar_mul", 1) in kinds:
+        return _SCALE
     if ("enlarge", 0) in kinds:
         return _SMALL_KERNEL
     if ("conv2d", 1) in kinds or ("enlarge", 1) in kinds:
@@ -86,9 +89,12 @@ def solved_instantiations(rule, limit: int) -> List[Graph]:
         return []
     matrix = any(op.type in ("matmul", "transpose") or op.param("numdim") == 2
                  for op in rule.src)
+    scales = {v for v, uses in _variable_uses(rule).items() if ("scalar_mul", 1) in uses}
     if matrix:  # the model's [M, N, 1, 1] is a 2-D tensor
         solved = [{v: s[:2] for v, s in b.items()} for b in solved
                   if all(s[2:] == (1, 1) for s in b.values())]
+    # ... and its [1, 1, 1, 1] scale the engine's [1]
+    solved = [{v: (1,) if v in scales else s for v, s in b.items()} for b in solved]
     return _firing_graphs(rule, solved, limit)
 
 
@@ -131,6 +137,8 @@ def _build_op(b: GraphBuilder, op, inputs):
         return [b.matmul(a=inputs[0], b=inputs[1], activation=activation)]
     if t in ("add", "mul", "sub", "div"):
         return [getattr(b, t)(x=inputs[0], y=inputs[1])]
+    if t == "scalar_mul":
+        return [b.scalar_mul(x=inputs[0], scale=inputs[1])]
     if t in ("relu", "sigmoid", "tanh"):
         return [getattr(b, t)(input=inputs[0])]
     if t == "concat":

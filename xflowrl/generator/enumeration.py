@@ -22,13 +22,16 @@ targets, where the engine takes its sizes from the tensors it replaces.
 
 Operator templates (TASO's generator set, REFERENCE §7, less what the engine
 or rule format cannot express): 2-D `matrix` family: add, mul, matmul with
-and without fused ReLU, ReLU, transpose, concat on axes 0 and 1; 4-D `conv`
-family: conv 3x3 and 1x1 (stride 1, SAME, with and without fused ReLU), add,
-mul, ReLU, average and max pool 3x3 stride 1 SAME, enlarge (1x1 kernel ->
-3x3), concat on axes 0 and 1; split of either into two halves on axes 0 and
-1 (targets only). Scalar multiply and TASO's constant tensors (identity
-conv/matrix, all-ones, pool kernels) are not enumerated: the engine has no
-scalar-operand op and a rule cannot create constants.
+and without fused ReLU, ReLU, transpose, concat on axes 0 and 1, scalar
+multiply; 4-D `conv` family: conv 3x3 and 1x1 (stride 1, SAME, with and
+without fused ReLU), add, mul, ReLU, average and max pool 3x3 stride 1 SAME,
+enlarge (1x1 kernel -> 3x3), concat on axes 0 and 1, scalar multiply; split
+of either into two halves on axes 0 and 1 (targets only). Scalar multiply
+(`scalar_mul(x, s)`, TASO's MUL) scales by the family's one-element input
+`s`, as TASO's generator scales by its one scalar variable; nothing else
+reads `s`. TASO's constant tensors (identity conv/matrix, all-ones, pool
+kernels) are not enumerated: a rule cannot create a constant, and TASO's
+shipped rules use none.
 """
 
 from __future__ import annotations
@@ -61,12 +64,13 @@ class Template(NamedTuple):
 class Family(NamedTuple):
     """Inputs (name -> shape) and the op templates enumerated over them.
 
-    `kinds` gives each input a role, "data" or "weight" (absent: all one
-    kind): conv reads data and a weight, pools read data, enlarge reads
-    weights, element-wise ops and concat read one kind. Without roles a
-    weight would be convolved or pooled as data, and identities that hold
-    only for its particular shape (pooling a 1x1 image is the identity)
-    would become rules.
+    `kinds` gives each input a role, "data", "weight" or "scalar" (absent:
+    one common kind): conv reads data and a weight, pools read data, enlarge
+    reads weights, element-wise ops and concat read one kind, and the scale
+    of `scalar_mul` is the input of kind "scalar", which no other op reads.
+    Without roles a weight would be convolved or pooled as data, and
+    identities that hold only for its particular shape (pooling a 1x1 image
+    is the identity) would become rules.
     """
     name: str
     inputs: Dict[str, Tuple[int, ...]]
@@ -80,7 +84,7 @@ _POOL = (("activation", 0), ("kernel_h", 3), ("kernel_w", 3), ("padding", 0),
          ("stride_h", 1), ("stride_w", 1))
 
 FAMILIES: Dict[str, Family] = {
-    "matrix": Family("matrix", {"x0": (4, 4), "x1": (4, 4), "x2": (4, 4)}, (
+    "matrix": Family("matrix", {"x0": (4, 4), "x1": (4, 4), "x2": (4, 4), "s": (1,)}, (
         Template("add", (), 2, True),
         Template("mul", (), 2, True),
         Template("matmul", (("activation", 0),), 2, False),
@@ -89,9 +93,10 @@ FAMILIES: Dict[str, Family] = {
         Template("transpose", (("perm", TRANSPOSE_2D),), 1, False),
         Template("concat", (("axis", 0),), 2, False),
         Template("concat", (("axis", 1),), 2, False),
-    )),
+        Template("scalar_mul", (), 2, False),
+    ), {"s": "scalar"}),
     "conv": Family("conv", {"i0": (2, 4, 4, 4), "i1": (2, 4, 4, 4), "w0": (4, 4, 3, 3),
-                            "w1": (4, 4, 3, 3), "w2": (4, 4, 1, 1)}, (
+                            "w1": (4, 4, 3, 3), "w2": (4, 4, 1, 1), "s": (1,)}, (
         Template("conv2d", _CONV, 2, False),
         Template("conv2d", _CONV_RELU, 2, False),
         Template("add", (), 2, True),
@@ -102,7 +107,9 @@ FAMILIES: Dict[str, Family] = {
         Template("enlarge", (), 2, False),
         Template("concat", (("axis", 0),), 2, False),
         Template("concat", (("axis", 1),), 2, False),
-    ), {"i0": "data", "i1": "data", "w0": "weight", "w1": "weight", "w2": "weight"}),
+        Template("scalar_mul", (), 2, False),
+    ), {"i0": "data", "i1": "data", "w0": "weight", "w1": "weight", "w2": "weight",
+        "s": "scalar"}),
 }
 
 SPLIT_AXES = (0, 1)
@@ -188,6 +195,11 @@ def evaluate(expr: Expr, values: Dict[str, np.ndarray],
 def result_kind(op_type: str, kinds: Sequence[str], operand_is_input: Sequence[bool]
                 ) -> Optional[str]:
     """The role of an op's output given its operands' roles, None if refused."""
+    if op_type == "scalar_mul":  # scales anything but the scale, by the scale input
+        ok = kinds[0] != "scalar" and kinds[1] == "scalar" and operand_is_input[1]
+        return kinds[0] if ok else None
+    if "scalar" in kinds:
+        return None
     if op_type == "conv2d":
         return "data" if tuple(kinds) == ("data", "weight") else None
     if op_type in ("avgpool", "maxpool"):
@@ -206,6 +218,8 @@ def output_shape(template: Template, s: Sequence[Tuple[int, ...]]) -> Optional[T
         return s[0] if t == "relu" or len(s[0]) == 4 else None
     if t == "transpose":
         return s[0][::-1] if len(s[0]) == 2 else None
+    if t == "scalar_mul":
+        return s[0] if s[1] == (1,) else None
     if t == "matmul":
         return (s[0][0], s[1][1]) if len(s[0]) == len(s[1]) == 2 and s[0][1] == s[1][0] else None
     if t == "concat":

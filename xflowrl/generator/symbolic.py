@@ -39,7 +39,8 @@ What "proved" means. Consider the model M: T is the set of real-valued
 "undefined" element; every modelled operator computes its real definition
 when its inputs are defined and have the shapes it requires (add and mul:
 equal shapes, no broadcasting; matmul and transpose: [M, N, 1, 1] operands;
-conv2d: stride 1, SAME, one group, any kernel size; pools: 3x3 stride 1 SAME)
+conv2d: stride 1, SAME, one group, any kernel size; pools: 3x3 stride 1 SAME;
+scalar_mul: a scale [1, 1, 1, 1], the engine's [1])
 and is undefined otherwise. Each axiom below was checked by hand to hold in M
 for *all* inputs (its guard included); they are listed with the reason.
 Every real instance of a rule over tensors of rank <= 4 (matrices as [M, N,
@@ -120,6 +121,7 @@ class _Sig:
         self.avgpool = F("avgpool", T, T)  # 3x3, stride 1, SAME
         self.maxpool = F("maxpool", T, T)
         self.enlarge = F("enlarge", T, T, T)
+        self.scalar_mul = F("scalar_mul", T, T, T)  # (x, s), s [1, 1, 1, 1]
         self.ok = F("ok", T, z3.BoolSort())
         self.dim = F("dim", I, T, I)
 
@@ -178,6 +180,10 @@ def _shape_conv(S, act, x, w):
     return cond, [S.dim(0, x), S.dim(0, w), S.dim(2, x), S.dim(3, x)]
 
 
+def _shape_scalar_mul(S, x, s):
+    return z3.And([S.dim(i, s) == 1 for i in range(NDIM)]), S.dims(x)
+
+
 def _shape_enlarge(S, w, v):
     cond = z3.And(S.dim(2, w) <= S.dim(2, v), S.dim(3, w) <= S.dim(3, v),
                   (S.dim(2, v) - S.dim(2, w)) % 2 == 0, (S.dim(3, v) - S.dim(3, w)) % 2 == 0)
@@ -198,6 +204,7 @@ _SHAPES = {
     "avgpool": ("T", _shape_unary),
     "maxpool": ("T", _shape_unary),
     "enlarge": ("TT", _shape_enlarge),
+    "scalar_mul": ("TT", _shape_scalar_mul),
 }
 
 SHAPE_RULES: Tuple[Tuple[str, str], ...] = (
@@ -212,6 +219,7 @@ SHAPE_RULES: Tuple[Tuple[str, str], ...] = (
                           "w [O,C,kh,kw] (any kernel); [N,O,H,W]"),
     ("avgpool, maxpool", "3x3, stride 1, SAME; same shape"),
     ("enlarge(w, v)", "kernel of w <= kernel of v, even differences; [O,I] of w, kernel of v"),
+    ("scalar_mul(x, s)", "s has one element (the engine's [1] is [1,1,1,1]); shape of x"),
     ("variables", "defined, sizes >= 0 (>= 1 in the applicability and totality checks)"),
 )
 
@@ -463,6 +471,58 @@ AXIOMS: Tuple[Axiom, ...] = (
         condition="w and v have the same kernel size", shape_only=True, one_way=True,
         build=lambda S, w, v: (S.enlarge(w, v), w,
                                z3.And(S.dim(2, w) == S.dim(2, v), S.dim(3, w) == S.dim(3, v)))),
+    # --- scalar multiply (s: one element; every side below needs s scalar and
+    # the same shapes of the other operands, so no guards)
+    _ax("smul_comm", "scalar_mul(scalar_mul(a, s), t) = scalar_mul(scalar_mul(a, t), s)",
+        "real multiplication commutes", "a s t",
+        build=lambda S, a, s, t: (S.scalar_mul(S.scalar_mul(a, s), t),
+                                  S.scalar_mul(S.scalar_mul(a, t), s))),
+    _ax("smul_add", "scalar_mul(a + b, s) = scalar_mul(a, s) + scalar_mul(b, s)",
+        "distributivity", "a b s",
+        build=lambda S, a, b, s: (S.scalar_mul(S.add(a, b), s),
+                                  S.add(S.scalar_mul(a, s), S.scalar_mul(b, s)))),
+    _ax("smul_mul", "scalar_mul(a * b, s) = scalar_mul(a, s) * b",
+        "associativity and commutativity of real multiplication", "a b s",
+        build=lambda S, a, b, s: (S.scalar_mul(S.mul(a, b), s), S.mul(S.scalar_mul(a, s), b))),
+    _ax("smul_matmul_left", "matmul(scalar_mul(a, s), b) = scalar_mul(matmul(a, b), s)",
+        "bilinear (not with a fused ReLU: s may be negative)", "a b s",
+        build=lambda S, a, b, s: (S.matmul(0, S.scalar_mul(a, s), b),
+                                  S.scalar_mul(S.matmul(0, a, b), s))),
+    _ax("smul_matmul_right", "matmul(a, scalar_mul(b, s)) = scalar_mul(matmul(a, b), s)",
+        "bilinear", "a b s",
+        build=lambda S, a, b, s: (S.matmul(0, a, S.scalar_mul(b, s)),
+                                  S.scalar_mul(S.matmul(0, a, b), s))),
+    _ax("smul_transpose", "transpose(scalar_mul(a, s)) = scalar_mul(transpose a, s)",
+        "element-wise", "a s",
+        build=lambda S, a, s: (S.transpose(S.scalar_mul(a, s)),
+                               S.scalar_mul(S.transpose(a), s))),
+    _ax("smul_concat", "scalar_mul(concat(ax, a, b), s) = concat(ax, scalar_mul(a, s), "
+        "scalar_mul(b, s))", "element-wise", "a b s", "ax",
+        build=lambda S, a, b, s, ax: (S.scalar_mul(S.concat(ax, a, b), s),
+                                      S.concat(ax, S.scalar_mul(a, s), S.scalar_mul(b, s)))),
+    _ax("smul_split0", "split0(ax, scalar_mul(t, s), n) = scalar_mul(split0(ax, t, n), s)",
+        "element-wise", "t s", "ax n",
+        build=lambda S, t, s, ax, n: (S.split0(ax, S.scalar_mul(t, s), n),
+                                      S.scalar_mul(S.split0(ax, t, n), s))),
+    _ax("smul_split1", "split1(ax, scalar_mul(t, s), n) = scalar_mul(split1(ax, t, n), s)",
+        "element-wise", "t s", "ax n",
+        build=lambda S, t, s, ax, n: (S.split1(ax, S.scalar_mul(t, s), n),
+                                      S.scalar_mul(S.split1(ax, t, n), s))),
+    _ax("smul_conv_data", "conv(scalar_mul(x, s), w) = scalar_mul(conv(x, w), s)",
+        "linear in the data (zero padding scales too); not with a fused ReLU", "x w s",
+        build=lambda S, x, w, s: (S.conv(0, S.scalar_mul(x, s), w),
+                                  S.scalar_mul(S.conv(0, x, w), s))),
+    _ax("smul_conv_weight", "conv(x, scalar_mul(w, s)) = scalar_mul(conv(x, w), s)",
+        "linear in the weights", "x w s",
+        build=lambda S, x, w, s: (S.conv(0, x, S.scalar_mul(w, s)),
+                                  S.scalar_mul(S.conv(0, x, w), s))),
+    _ax("smul_avgpool", "avgpool(scalar_mul(a, s)) = scalar_mul(avgpool a, s)",
+        "linear (not max pooling: s may be negative)", "a s",
+        build=lambda S, a, s: (S.avgpool(S.scalar_mul(a, s)), S.scalar_mul(S.avgpool(a), s))),
+    _ax("smul_enlarge", "enlarge(scalar_mul(w, s), v) = scalar_mul(enlarge(w, v), s)",
+        "s * 0 = 0", "w v s",
+        build=lambda S, w, v, s: (S.enlarge(S.scalar_mul(w, s), v),
+                                  S.scalar_mul(S.enlarge(w, v), s))),
 )
 
 
@@ -501,7 +561,7 @@ def _model_op(op: PatternOp, in_target: bool) -> str:
     typ, n_in = op.type, len(op.inputs)
     p = lambda key: _int_param(op, key)
     bad = None
-    if typ in ("add", "mul", "enlarge"):
+    if typ in ("add", "mul", "enlarge", "scalar_mul"):
         bad = None if n_in == 2 else "two inputs"
         name = typ
     elif typ == "relu":
@@ -563,7 +623,8 @@ class _Encoder:
             ins = [self.var(-t.op) if t.op < 0 else out[(t.op, t.index)] for t in op.inputs]
             p = lambda key: _int_param(op, key)
             name = _model_op(op, src_terms is not None)
-            if name in ("add", "mul", "enlarge", "relu", "transpose", "avgpool", "maxpool"):
+            if name in ("add", "mul", "enlarge", "scalar_mul", "relu", "transpose", "avgpool",
+                        "maxpool"):
                 outputs = {0: self._app(name, *ins)}
             elif name in ("matmul", "conv"):
                 outputs = {0: self._app(name, z3.IntVal(p("activation")), *ins)}
@@ -680,6 +741,9 @@ def _eval_side(ops: Sequence[PatternOp], values: Dict[int, np.ndarray], rule: Ru
                                                    activation="RELU" if act == 2 else "NONE"))
         elif name in ("avgpool", "maxpool"):
             y = getattr(executor, name)(xs[0], _POOL_PARAMS)
+        elif name == "scalar_mul":
+            need(xs[1].size == 1, "scalar_mul scale")
+            y = xs[0] * xs[1].reshape(())
         else:
             y = executor.enlarge(*xs)
         out[(j, 0)] = y
