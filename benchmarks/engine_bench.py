@@ -1,6 +1,7 @@
 """Speed of the rewrite engine on ResNet-50 and BERT; prints one JSON object.
 
     python benchmarks/engine_bench.py [--graphs=resnet50,bert] [--budget=1000]
+        [--rules=default,builtin+taso]
 
 Per graph: op count; time to enumerate every location of every xfer with
 L=200 (the per-step work of the RL environment; target <= 5 ms on one core,
@@ -8,6 +9,9 @@ thesis: 850 ms per step on ResNet-50); time of one apply from enumerated
 locations; graph cost under each available backend; and TASO's search at
 alpha=1.05 (initial and final cost, expansions, seconds, expansions/s).
 Times are medians of repeated runs (wall clock, single-threaded engine).
+With several `--rules` sets, each graph is measured with each set in turn in
+one process, so their ratios are comparable on a noisy machine; the report
+is keyed `graphs -> graph -> rule set`.
 """
 
 import json
@@ -21,6 +25,7 @@ from xflowrl.graphs import CostModel, XferSet, available_backends, zoo
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("graphs", ["resnet50", "bert"], "Zoo graphs to measure.")
+flags.DEFINE_list("rules", ["default"], "Named rule sets (XferSet.from_name) to measure.")
 flags.DEFINE_integer("repeats", 20, "Timed repetitions of enumeration and apply.")
 flags.DEFINE_integer("max_locations", 200, "L, locations per xfer.")
 flags.DEFINE_float("alpha", 1.05, "Search relaxation.")
@@ -81,10 +86,10 @@ def bench_graph(name, xfers):
 
 def main(argv):
     del argv
-    xfers = XferSet.default()
-    report = {"benchmark": "engine", "graphs": {}}
+    rule_sets = {name: XferSet.from_name(name) for name in FLAGS.rules}
+    report = {"benchmark": "engine", "rule_sets": FLAGS.rules, "graphs": {}}
     for name in FLAGS.graphs:
-        report["graphs"][name] = bench_graph(name, xfers)
+        report["graphs"][name] = {r: bench_graph(name, xfers) for r, xfers in rule_sets.items()}
     print(json.dumps(report, indent=2))
 
 
