@@ -123,6 +123,12 @@ CASES = {
         w.weight("row", (8,), 1.0)]), w.init("den", np.full((1, 4, 1, 1), 3, np.float32))]),
                             {"add": 1, "scalar_mul": 1, "mul": 0, "sub": 1, "div": 1,
                              "opaque": 0}),
+    "mul_by_scalar_first": (lambda w, x: w.op("Mul", [w.const(np.float32(0.5)), x]),
+                            {"scalar_mul": 1, "mul": 0}),
+    # A one-element constant that broadcasts x up a rank is not a scaling of x.
+    "mul_by_one_element_of_higher_rank": (
+        lambda w, x: w.op("Mul", [x, w.init("one", np.full((1, 1, 1, 1, 1), 2, np.float32))]),
+        {"scalar_mul": 0, "mul": 1}),
     "matmul_3d_by_2d": (lambda w, x: w.op("MatMul", [x, w.weight("w", (8, 5), 1.0)]),
                         {"matmul": 1, "reshape": 2}),
     "matmul_batched": (lambda w, x: w.op("MatMul", [x, w.op("Transpose", [x],
