@@ -78,6 +78,7 @@ class OneDnnTest(absltest.TestCase):
         y = b.batchnorm(input=y, scale=v["s"], bias=v["b"], mean=v["m"], var=v["v"])
         y = b.broadcast_add(input=b.sigmoid(input=y), bias=v["b"])
         y = b.div(x=b.sub(x=b.tanh(input=y), y=y), y=b.mul(x=y, y=y))
+        y = b.scalar_mul(x=y, scale=b.weight(name="k", shape=(1,)))
         y = b.concat(inputs=[y, y], axis=1)
         m = b.matmul(a=b.reshape(input=y, shape=(4, 1, 16)),
                      b=b.input(name="z", shape=(4, 16, 3)), activation="RELU")

@@ -91,6 +91,8 @@ class CudnnPlanTest(parameterized.TestCase):
          "optensor add a=[1,1,8,16] b=[1,1,8,1] c=[1,1,8,16] alpha=[-1,1]"),
         ("mul_swapped", "mul", (4,), (3, 4),
          "optensor mul a=[1,1,3,4] b=[1,1,1,4] c=[1,1,3,4] alpha=[1,1]"),
+        ("scalar_mul", "scalar_mul", (2, 3, 4), (1,),
+         "optensor mul a=[1,1,1,24] b=[1,1,1,1] c=[1,1,1,24] alpha=[1,1]"),
         ("both_broadcast", "add", (4, 1), (1, 5),
          'optensor add a=[1,1,4,5] b=[1,1,1,5] c=[1,1,4,5] alpha=[1,1] '
          'approx="both operands broadcast: timed with a full-size first operand"'),
