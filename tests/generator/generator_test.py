@@ -152,8 +152,11 @@ class GeneratorTest(absltest.TestCase):
         self.assertLen(set(exprs), len(exprs))
         self.assertTrue(all(enumeration.num_ops(e) == len(u.ops[i + len(MATRIX.inputs)])
                             for i, e in enumerate(exprs)))
-        # add(x0, x0), add(x0, x1), ... : 6 unordered pairs of 3 inputs.
-        self.assertLen([e for e in exprs if e[0] == "add" and e[2][0] == e[3][0] == "input"], 6)
+        # add(x0, x0), add(x0, x1), ... : 10 unordered pairs of the 4 matrices;
+        # the scale s is read by scalar_mul only.
+        self.assertLen([e for e in exprs if e[0] == "add" and e[2][0] == e[3][0] == "input"], 10)
+        self.assertFalse([e for e in exprs if e[0] != "scalar_mul" and ("input", "s") in e[2:]])
+        self.assertIn(("scalar_mul", (), ("input", "x0"), ("input", "s")), exprs)
         # Roles: a weight is never convolved as data, nor pooled.
         c = enumeration.Universe(CONV)
         c.grow(2)
@@ -191,7 +194,12 @@ class GeneratorTest(absltest.TestCase):
                 summary = json.load(f)
         self.assertEqual(summary["kept"], len(rules_io.load_rules(GENERATED_RULES)))
         self.assertGreater(summary["kept_two_output"], 0)
-        self.assertGreaterEqual(summary["taso_rules_rediscovered"], 60)
+        self.assertGreaterEqual(summary["taso_rules_rediscovered"], 85)
+        # With four matrix inputs: TASO's x1 w1 + x2 w2 -> concat(x1, x2) concat(w1, w2).
+        merge = next(r for r in rules_io.load_rules(os.path.join(
+            REPO, "third_party/taso/rules/taso_rules.json")) if r.name == "taso_73")
+        self.assertIn(emit.canonical(merge),
+                      {emit.canonical(r) for r in rules_io.load_rules(GENERATED_RULES)})
         # Found on 4x4 matrices, true only for a square x0: dropped, with the
         # sizes that refute it.
         self.assertEqual(summary["rejected_other_sizes"],

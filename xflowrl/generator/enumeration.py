@@ -21,17 +21,18 @@ source pattern do not know which sizes a rule relies on, so split is kept to
 targets, where the engine takes its sizes from the tensors it replaces.
 
 Operator templates (TASO's generator set, REFERENCE §7, less what the engine
-or rule format cannot express): 2-D `matrix` family: add, mul, matmul with
-and without fused ReLU, ReLU, transpose, concat on axes 0 and 1, scalar
-multiply; 4-D `conv` family: conv 3x3 and 1x1 (stride 1, SAME, with and
-without fused ReLU), add, mul, ReLU, average and max pool 3x3 stride 1 SAME,
-enlarge (1x1 kernel -> 3x3), concat on axes 0 and 1, scalar multiply; split
-of either into two halves on axes 0 and 1 (targets only). Scalar multiply
-(`scalar_mul(x, s)`, TASO's MUL) scales by the family's one-element input
-`s`, as TASO's generator scales by its one scalar variable; nothing else
-reads `s`. TASO's constant tensors (identity conv/matrix, all-ones, pool
-kernels) are not enumerated: a rule cannot create a constant, and TASO's
-shipped rules use none.
+or rule format cannot express): 2-D `matrix` family (four 4x4 inputs, the
+fewest that reach rules such as `x1 w1 + x2 w2 -> concat(x1, x2) concat(w1,
+w2)`): add, mul, matmul with and without fused ReLU, ReLU, transpose, concat
+on axes 0 and 1, scalar multiply; 4-D `conv` family: conv 3x3 and 1x1
+(stride 1, SAME, with and without fused ReLU), add, mul, ReLU, average and
+max pool 3x3 stride 1 SAME, enlarge (1x1 kernel -> 3x3), concat on axes 0
+and 1, scalar multiply; split of either into two halves on axes 0 and 1
+(targets only). Scalar multiply (`scalar_mul(x, s)`, TASO's MUL) scales by
+the family's one-element input `s`, as TASO's generator scales by its one
+scalar variable; nothing else reads `s`. TASO's constant tensors (identity
+conv/matrix, all-ones, pool kernels) are not enumerated: a rule cannot
+create a constant, and TASO's shipped rules use none.
 """
 
 from __future__ import annotations
@@ -84,7 +85,8 @@ _POOL = (("activation", 0), ("kernel_h", 3), ("kernel_w", 3), ("padding", 0),
          ("stride_h", 1), ("stride_w", 1))
 
 FAMILIES: Dict[str, Family] = {
-    "matrix": Family("matrix", {"x0": (4, 4), "x1": (4, 4), "x2": (4, 4), "s": (1,)}, (
+    "matrix": Family("matrix", {"x0": (4, 4), "x1": (4, 4), "x2": (4, 4), "x3": (4, 4),
+                                "s": (1,)}, (
         Template("add", (), 2, True),
         Template("mul", (), 2, True),
         Template("matmul", (("activation", 0),), 2, False),
