@@ -25,8 +25,9 @@ from xflowrl.graphs import rules_io, taso_pb
 from xflowrl.graphs.xfers import TASO_RULES_JSON, XferSet
 
 FLAGS = flags.FLAGS
-flags.DEFINE_integer("max_ops", 3, "K: ops per enumerated graph (3: ~80 s on 2 cores, "
-                     "the shipped default set; 4: over half an hour per family).")
+flags.DEFINE_integer("max_ops", 3, "K: ops per enumerated graph (3: 1-2 min on 2 cores "
+                     "with the z3 tier, the shipped default set; 4: the 3-input matrix "
+                     "family alone took 23 min and 7 GB on one worker, docs/generator.md).")
 flags.DEFINE_list("families", ["matrix", "conv"], "Operator families to enumerate.")
 flags.DEFINE_integer("seed", 0, "Seed of fingerprint and verification inputs.")
 flags.DEFINE_integer("workers", 0, "Processes verifying candidates (0: one per CPU).")
