@@ -113,7 +113,8 @@ _TASO_TYPE_NAMES = {
 # TASO op types with the same semantics here.
 TASO_OP_TYPES: Dict[int, str] = {
     3: "conv2d", 8: "relu", 9: "sigmoid", 10: "tanh", 11: "batchnorm", 12: "concat",
-    13: "split", 16: "add", 17: "mul", 18: "matmul", 19: "scalar_mul", 20: "enlarge", 21: "merge_gconv",
+    13: "split", 16: "add", 17: "mul", 18: "matmul", 19: "scalar_mul", 20: "enlarge",
+    21: "merge_gconv",
     28: "sub", 29: "div", 59: "fuse_conv_bn_alpha_var", 60: "fuse_conv_bn_bias",
     61: "broadcast_add",
 }
