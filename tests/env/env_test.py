@@ -4,6 +4,7 @@ from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
 
+from tests.env.conformance import EnvironmentConformance
 from xflowrl.env import EnvConfig, GraphEnv, rewards
 from xflowrl.graphs import CostModel, XferSet, zoo
 
@@ -32,7 +33,7 @@ class EnvTest(parameterized.TestCase):
         self.assertFalse(obs.location_mask[n].any())
         np.testing.assert_array_equal(obs.xfer_mask[:n], obs.location_mask[:n].any(axis=1))
         self.assertEqual(obs.locations.nodes.shape, (n + 1, 7, env.max_pattern_ops))
-        self.assertEqual(obs.graph.nodes.shape[0], int(obs.graph.n_node[0]))
+        self.assertEqual(obs.state.nodes.shape[0], int(obs.state.n_node[0]))
         # Padding is -1 exactly where there is no location.
         has_any = (obs.locations.nodes >= 0).any(axis=2)
         np.testing.assert_array_equal(has_any, obs.location_mask)
@@ -109,6 +110,12 @@ class EnvTest(parameterized.TestCase):
             EnvConfig(reward="speed")
         with self.assertRaisesRegex(ValueError, "invalid_action"):
             EnvConfig(invalid_action="crash")
+
+
+class GraphEnvConformanceTest(EnvironmentConformance, absltest.TestCase):
+
+    def make_env(self):
+        return _env(max_steps=6)
 
 
 class RewardsTest(absltest.TestCase):

@@ -1,11 +1,11 @@
 """The real environment: graph rewriting as an episodic MDP (thesis §3.2).
 
 `GraphEnv.reset()` returns the first `Observation`; `step((xfer, location))`
-returns `(observation, reward, done, info)`. The observation is the 4-tuple of
-thesis §3.2.3, with per-location features that let the agent tell candidates
-apart (REFERENCE.md Part B §1, pitfall (c)):
+returns `(observation, reward, done, info)`. It implements `xflowrl.env.interface.Environment`. The
+observation is the 4-tuple of thesis §3.2.3, with per-location features that
+let the agent tell candidates apart (REFERENCE.md Part B §1, pitfall (c)):
 
-  graph:         the current graph as a numpy `GraphsTuple`
+  state:         the current graph as a numpy `GraphsTuple`
                  (`xflowrl.embedding.features`).
   locations:     `LocationFeatures` — per xfer and location, the node indices
                  of the ops the xfer's source pattern matched and the
@@ -18,20 +18,22 @@ xfer applies or after `max_steps` steps. An invalid action (out of range or
 masked) never raises: `info["invalid"]` says why, the reward is
 `invalid_penalty`, and the episode ends (`invalid_action="end"`, default) or
 continues unchanged (`"ignore"`). `info["truncated"]` is True when only the
-step limit ended the episode. `xflowrl.env.gym_env.GymGraphEnv` wraps this
+step limit ended the episode; `info` also holds `cost`, `initial_cost`,
+`steps` and `history` (the substitutions applied so far). `xflowrl.env.gym_env.GymGraphEnv` wraps this
 class in the gymnasium API.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
-from graph_nets import graphs
 
 from xflowrl.embedding import features
 from xflowrl.env import rewards
+from xflowrl.env.interface import (Action, Environment, LocationFeatures, Observation,
+                                   ObservationSpec, TimeStep)
 from xflowrl.graphs import CostModel, Graph, Locations, XferSet
 
 XFER_SUMMARY_SIZE = 3
@@ -66,20 +68,7 @@ class EnvConfig:
             raise ValueError("max_steps and max_locations must be >= 1")
 
 
-class LocationFeatures(NamedTuple):
-    nodes: np.ndarray         # [N+1, L, K] int32 matched node indices, -1 padded
-    cost_delta: np.ndarray    # [N+1, L] float32: 100 * (candidate - current) / initial
-    xfer_summary: np.ndarray  # [N+1, 3] float32: log1p(#locations), min and mean cost_delta
-
-
-class Observation(NamedTuple):
-    graph: graphs.GraphsTuple
-    locations: LocationFeatures
-    location_mask: np.ndarray  # [N+1, L] bool
-    xfer_mask: np.ndarray      # [N+1] bool
-
-
-class GraphEnv:
+class GraphEnv(Environment):
     """Applies xfers to one graph; costs come from one cost model."""
 
     def __init__(self, graph: Graph, xfers: XferSet, cost_model: CostModel,
@@ -89,7 +78,7 @@ class GraphEnv:
         self.cost_model = cost_model
         self.config = config or EnvConfig()
         self._reward_fn = rewards.get(self.config.reward)
-        self.num_xfers = len(xfers)
+        self._num_xfers = len(xfers)
         self.max_pattern_ops = max(len(r.src) for r in xfers.rules)
         self._max_ops = int(self.config.max_ops_factor * graph.num_ops())
         self.initial_cost = graph.cost(cost_model)
@@ -101,9 +90,13 @@ class GraphEnv:
         self._done = True
 
     @property
-    def noop(self) -> int:
-        """The NO-OP xfer id, N."""
-        return self.num_xfers
+    def num_xfers(self) -> int:
+        return self._num_xfers
+
+    def observation_spec(self) -> ObservationSpec:
+        return ObservationSpec(state="graph", state_size=None, num_xfers=self._num_xfers,
+                               max_locations=self.config.max_locations,
+                               location_features=True, max_pattern_ops=self.max_pattern_ops)
 
     def reset(self) -> Observation:
         self.graph = self.initial_graph
@@ -113,7 +106,7 @@ class GraphEnv:
         self._done = False
         return self._observe()
 
-    def step(self, action: Tuple[int, int]) -> Tuple[Observation, float, bool, Dict[str, Any]]:
+    def step(self, action: Action) -> TimeStep:
         if self._done:
             raise RuntimeError("step() called on a finished episode; call reset()")
         xfer, location = int(action[0]), int(action[1])
@@ -132,8 +125,9 @@ class GraphEnv:
                                      and self.steps >= self.config.max_steps)
                 done = self.config.invalid_action == "end" or info["truncated"]
                 self._done = done
-                info.update(cost=self.cost, initial_cost=self.initial_cost, steps=self.steps)
-                return self._observation, self.config.invalid_penalty, done, info
+                info.update(cost=self.cost, initial_cost=self.initial_cost, steps=self.steps,
+                            history=list(self.history))
+                return TimeStep(self._observation, self.config.invalid_penalty, done, info)
             self.graph = self._locations.apply(xfer, location)
             self.cost = self.graph.cost(self.cost_model)
             self.history.append((self.xfers.names[xfer], location))
@@ -147,8 +141,9 @@ class GraphEnv:
         reward = self._reward_fn(rewards.Transition(
             self.initial_cost, previous, self.cost, done))
         self._done = done
-        info.update(cost=self.cost, initial_cost=self.initial_cost, steps=self.steps)
-        return observation, reward, done, info
+        info.update(cost=self.cost, initial_cost=self.initial_cost, steps=self.steps,
+                    history=list(self.history))
+        return TimeStep(observation, reward, done, info)
 
     def _check(self, xfer: int, location: int) -> Optional[str]:
         if not 0 <= xfer <= self.noop:
@@ -184,7 +179,7 @@ class GraphEnv:
                 cost_delta[x, :c] = delta
                 summary[x] = (np.log1p(c), delta.min(), delta.mean())
         self._observation = Observation(
-            graph=graph_tuple,
+            state=graph_tuple,
             locations=LocationFeatures(nodes, cost_delta, summary),
             location_mask=locs.location_mask(),
             xfer_mask=locs.xfer_mask())

@@ -43,7 +43,7 @@ class GymGraphEnv(gym.Env):
 
     @staticmethod
     def convert(obs: Observation) -> Dict[str, Any]:
-        g = obs.graph
+        g = obs.state
         return {
             "graph": spaces.GraphInstance(
                 nodes=g.nodes, edges=g.edges,

@@ -1,6 +1,9 @@
 """The random agent: the baseline the learned agents must beat, and the data
-collector of the world model (thesis §3.4: NO-OP with probability 0.2, else
-uniform over valid actions)."""
+collector of the world model (thesis §3.4.1: NO-OP with probability 0.2, else
+uniform over the valid actions).
+
+It acts on any `xflowrl.env.Environment` and needs only the masks.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +11,9 @@ from typing import Optional
 
 import numpy as np
 
-from xflowrl.agents.ppo.agent import Episode
-from xflowrl.env import GraphEnv, Observation
+from xflowrl.env import Action, Environment, Episode, Observation, run_episode
+
+THESIS_NOOP_PROBABILITY = 0.2
 
 
 class RandomAgent:
@@ -22,7 +26,12 @@ class RandomAgent:
         self.noop_probability = noop_probability
         self.rng = np.random.default_rng(seed)
 
-    def act(self, observation: Observation):
+    @classmethod
+    def thesis_collector(cls, seed: Optional[int] = None) -> "RandomAgent":
+        """The world model's data collection policy (thesis §3.4.1)."""
+        return cls(THESIS_NOOP_PROBABILITY, seed)
+
+    def act(self, observation: Observation) -> Action:
         noop = len(observation.xfer_mask) - 1
         valid = np.flatnonzero(observation.xfer_mask[:noop])
         if len(valid) == 0 or self.rng.random() < self.noop_probability:
@@ -30,12 +39,6 @@ class RandomAgent:
         xfer = int(self.rng.choice(valid))
         return xfer, int(self.rng.choice(np.flatnonzero(observation.location_mask[xfer])))
 
-    def run_episode(self, env: GraphEnv) -> Episode:
-        obs = env.reset()
-        done, total, invalid, steps = False, 0.0, 0, 0
-        while not done:
-            obs, reward, done, info = env.step(self.act(obs))
-            total += reward
-            steps += 1
-            invalid += info["invalid"] is not None
-        return Episode(total, env.initial_cost, env.cost, steps, list(env.history), invalid)
+    def run_episode(self, env: Environment, keep_transitions: bool = False) -> Episode:
+        """One episode; with `keep_transitions`, its `Transition`s too."""
+        return run_episode(env, self.act, keep_transitions)

@@ -38,7 +38,7 @@ class NetworkTest(absltest.TestCase):
         x = int(np.argmax(obs.location_mask.sum(axis=1)))  # the xfer with most locations
         count = int(obs.location_mask[x].sum())
         self.assertGreater(count, 2)
-        embedding = net.encode(features.to_tensors(obs.graph))
+        embedding = net.encode(features.to_tensors(obs.state))
         nodes, delta = obs.locations.nodes[x][:count], obs.locations.cost_delta[x][:count]
         perm = np.random.default_rng(0).permutation(count)
         a = net.location_head(embedding, tf.constant([x]), tf.constant(nodes[None]),
@@ -60,6 +60,34 @@ class NetworkTest(absltest.TestCase):
         for scope in ("graph_encoder", "xfer_torso", "xfer_scorer", "xfer_value",
                       "location_scorer", "location_value"):
             self.assertTrue(any(scope in n for n in changed), f"{scope} did not change")
+
+
+class TransitionsTest(absltest.TestCase):
+
+    def test_noop_location_value_is_zero_and_cut_episodes_bootstrap(self):
+        env = _env(max_steps=2)
+        agent = PPOAgent(len(_XFERS), PPOConfig(), seed=3)
+        seen_noop = seen_cut = False
+        for _ in range(30):
+            agent.run_episode(env)
+            steps = agent._buffer  # pylint: disable=protected-access
+            last = steps[-1]
+            if last.xfer == env.noop:
+                seen_noop = True
+                self.assertEqual(last.location_value, 0.0)
+                self.assertEqual(last.location_log_prob, 0.0)
+                self.assertEqual(last.bootstrap_value, 0.0)
+            elif len(steps) >= 2 and not steps[-2].done:  # two steps: cut by the limit
+                seen_cut = True
+                final = replay(env, [(_XFERS.names[s.xfer], s.location) for s in steps[-2:]])
+                obs = env._observation  # pylint: disable=protected-access
+                self.assertEqual(env.graph.hash(), final.hash())
+                self.assertAlmostEqual(last.bootstrap_value, agent.actor.value(obs), places=5)
+                self.assertNotEqual(last.bootstrap_value, 0.0)
+            if seen_noop and seen_cut:
+                break
+            agent._buffer = []  # pylint: disable=protected-access
+        self.assertTrue(seen_noop and seen_cut)
 
 
 class TrainingTest(absltest.TestCase):

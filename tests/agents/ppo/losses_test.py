@@ -8,14 +8,20 @@ import tensorflow as tf
 from xflowrl.agents.ppo import losses
 
 
-def _gae_reference(rewards, values, dones, last_value, gamma, lam):
-    """Textbook definition: A_t = sum_k (gamma lam)^k delta_{t+k}, within an episode."""
+def _gae_reference(rewards, values, dones, last_value, gamma, lam, bootstrap=None):
+    """Textbook definition: A_t = sum_k (gamma lam)^k delta_{t+k}, within an
+    episode; an episode that ends at k continues from bootstrap[k] (V of the
+    state after a step-limit cut, 0 after a real end)."""
     T = len(rewards)
+    bootstrap = np.zeros(T) if bootstrap is None else bootstrap
     out = np.zeros(T)
     for t in range(T):
         total, factor = 0.0, 1.0
         for k in range(t, T):
-            next_v = 0.0 if dones[k] else (values[k + 1] if k + 1 < T else last_value)
+            if dones[k]:
+                next_v = bootstrap[k]
+            else:
+                next_v = values[k + 1] if k + 1 < T else last_value
             total += factor * (rewards[k] + gamma * next_v - values[k])
             if dones[k]:
                 break
@@ -41,6 +47,23 @@ class LossesTest(parameterized.TestCase):
         want = _gae_reference(rewards, values, dones, 0.0, gamma, lam)
         np.testing.assert_allclose(got.advantages, want, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(got.returns, want + values, rtol=1e-5, atol=1e-6)
+
+    @parameterized.parameters((0.99, 0.97), (0.9, 1.0))
+    def test_gae_bootstraps_truncated_episodes(self, gamma, lam):
+        rng = np.random.default_rng(3)
+        rewards, values = rng.normal(size=12), rng.normal(size=12)
+        dones = np.zeros(12, bool)
+        dones[[4, 11]] = True
+        bootstrap = np.zeros(12)
+        bootstrap[4] = 3.0  # the first episode was cut by the step limit
+        got = losses.gae(rewards, values, dones, 0.0, gamma, lam, bootstrap)
+        want = _gae_reference(rewards, values, dones, 0.0, gamma, lam, bootstrap)
+        np.testing.assert_allclose(got.advantages, want, rtol=1e-5, atol=1e-6)
+        # The cut step's advantage sees V(s_T); the real end's does not.
+        self.assertAlmostEqual(got.advantages[4], rewards[4] + gamma * 3.0 - values[4], places=5)
+        self.assertAlmostEqual(got.advantages[11], rewards[11] - values[11], places=5)
+        untruncated = losses.gae(rewards, values, dones, 0.0, gamma, lam)
+        np.testing.assert_allclose(got.advantages[5:], untruncated.advantages[5:], rtol=1e-6)
 
     def test_gae_bootstraps_an_unfinished_segment(self):
         got = losses.gae(np.array([1.0]), np.array([0.5]), np.array([False]), 2.0, 0.9, 0.8)

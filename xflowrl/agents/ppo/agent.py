@@ -1,41 +1,42 @@
 """The model-free hierarchical PPO agent: wires network, actor and learner.
 
-`PPOAgent.run_episode(env)` plays one episode and keeps its transitions;
-once `config.episodes_per_update` episodes are buffered, `update()` runs the
-learner on them and clears the buffer. `checkpoint` holds everything that
+`PPOAgent.run_episode(env)` plays one episode of any `Environment` and keeps
+its transitions; `add_steps` buffers transitions collected elsewhere (the
+batched dream). Once `config.episodes_per_update` episodes are buffered,
+`update()` runs the learner on them and clears the buffer. `checkpoint` holds everything that
 must survive an interruption (network, both optimizers, counters).
 """
 
 from __future__ import annotations
 
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Dict, List, Optional, Sequence
 
-import numpy as np
 import tensorflow as tf
 
 from xflowrl.agents.ppo.acting import Actor
 from xflowrl.agents.ppo.config import PPOConfig
 from xflowrl.agents.ppo.learning import Learner, Step
 from xflowrl.agents.ppo.networks import PolicyValueNetwork
-from xflowrl.env import GraphEnv
-
-
-class Episode(NamedTuple):
-    total_reward: float
-    initial_cost: float
-    final_cost: float
-    steps: int
-    applied: List[Tuple[str, int]]  # (xfer name, location) in order
-    invalid_actions: int
+from xflowrl.env import Environment, Episode
 
 
 class PPOAgent:
-    """Hierarchical PPO over a `GraphEnv`'s xfer set."""
+    """Hierarchical PPO over an environment's xfer set."""
 
-    def __init__(self, num_xfers: int, config: Optional[PPOConfig] = None, seed: int = 0):
+    def __init__(self, num_xfers: int, config: Optional[PPOConfig] = None, seed: int = 0,
+                 state: str = "graph", max_locations: int = 200):
+        """
+        Args:
+          num_xfers: N of the environment's action spec.
+          config: PPO hyper-parameters.
+          seed: seeds the networks' initialisation and the actor's sampling.
+          state: the observation spec's state kind, "graph" or "vector".
+          max_locations: L of the action spec.
+        """
         self.config = config or PPOConfig()
         tf.random.set_seed(seed)
-        self.network = PolicyValueNetwork(num_xfers, self.config)
+        self.network = PolicyValueNetwork(num_xfers, self.config, state=state,
+                                          max_locations=max_locations)
         self.actor = Actor(self.network, seed=seed)
         self.learner = Learner(self.network, self.config, seed=seed + 1)
         self.episodes = tf.Variable(0, dtype=tf.int64, name="episodes")
@@ -46,29 +47,41 @@ class PPOAgent:
             updates=self.updates)
         self._buffer: List[Step] = []
 
-    def run_episode(self, env: GraphEnv, greedy: bool = False, learn: bool = True) -> Episode:
+    def run_episode(self, env: Environment, greedy: bool = False, learn: bool = True) -> Episode:
         """Plays one episode; with `learn`, keeps its transitions for `update`."""
         obs = env.reset()
         done, total, invalid = False, 0.0, 0
         steps: List[Step] = []
+        info: dict = {}
         while not done:
             a = self.actor.act(obs, greedy=greedy)
             next_obs, reward, done, info = env.step((a.xfer, a.location))
             invalid += info["invalid"] is not None
+            bootstrap = self.actor.value(next_obs) if info["truncated"] else 0.0
+            loc = obs.locations
             steps.append(Step(
-                graph=obs.graph, xfer_summary=obs.locations.xfer_summary,
-                xfer_mask=obs.xfer_mask, location_nodes=obs.locations.nodes[a.xfer],
-                cost_delta=obs.locations.cost_delta[a.xfer],
+                state=obs.state, xfer_summary=None if loc is None else loc.xfer_summary,
+                xfer_mask=obs.xfer_mask,
+                location_nodes=None if loc is None else loc.nodes[a.xfer],
+                cost_delta=None if loc is None else loc.cost_delta[a.xfer],
                 location_mask=obs.location_mask[a.xfer], xfer=a.xfer, location=a.location,
                 xfer_log_prob=a.xfer_log_prob, location_log_prob=a.location_log_prob,
                 xfer_value=a.xfer_value, location_value=a.location_value,
-                reward=reward, done=done))
+                reward=reward, done=done, bootstrap_value=bootstrap))
             total += reward
             obs = next_obs
         if learn:
-            self._buffer.extend(steps)
-            self.episodes.assign_add(1)
-        return Episode(total, env.initial_cost, env.cost, len(steps), list(env.history), invalid)
+            self.add_steps(steps)
+        return Episode(total, info.get("initial_cost", float("nan")),
+                       info.get("cost", float("nan")), len(steps),
+                       list(info.get("history", [])), invalid)
+
+    def add_steps(self, steps: Sequence[Step]) -> None:
+        """Buffers the transitions of whole episodes (each ends with a done step)."""
+        if steps and not steps[-1].done:
+            raise ValueError("add_steps needs whole episodes; the last step is not done")
+        self._buffer.extend(steps)
+        self.episodes.assign_add(sum(s.done for s in steps))
 
     @property
     def ready_to_update(self) -> bool:
@@ -83,8 +96,8 @@ class PPOAgent:
         self.updates.assign_add(1)
         return metrics
 
-    def build(self, env: GraphEnv) -> None:
+    def build(self, env: Environment) -> None:
         """Creates every variable (network and optimizer slots) without
         changing any, so that a checkpoint can be restored into them."""
-        self.actor.act(env.reset(), greedy=True)
+        self.actor.build(env.reset())
         self.learner.build()

@@ -3,6 +3,11 @@
 `Learner.update(steps)` takes the transitions of whole episodes, computes GAE
 advantages for each head from its own value (the xfer head from V_x(s), the
 location head from V_l(s, x)), and runs `epochs` passes of minibatch steps.
+An episode cut by the step limit is bootstrapped from V_x of its last state
+(for both heads: V_l(s, x) averaged over the policy's x is V_x(s)); a real
+end bootstraps from 0. After NO-OP nothing follows, so its location value is
+stored as 0 rather than the untrained V_l(s, NO-OP). States are graphs or
+vectors, as the network's `state_kind` says.
 One step minimises
 
   L = clip_x + clip_l + value_coef * (value_x + value_l)
@@ -16,12 +21,11 @@ optimizer (the thesis' two Adams), after an optional global-norm clip.
 
 from __future__ import annotations
 
-from typing import Dict, List, NamedTuple, Sequence
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 import sonnet as snt
 import tensorflow as tf
-from graph_nets import graphs
 
 from xflowrl.agents.ppo import losses
 from xflowrl.agents.ppo.config import PPOConfig
@@ -32,11 +36,11 @@ from xflowrl.embedding.encoder import Embedding
 
 class Step(NamedTuple):
     """One transition, with only the chosen xfer's location features."""
-    graph: graphs.GraphsTuple   # numpy, one graph
-    xfer_summary: np.ndarray    # [N+1, S]
+    state: Any                  # numpy GraphsTuple of one graph, or a [D] vector
+    xfer_summary: Optional[np.ndarray]    # [N+1, S]; None without location features
     xfer_mask: np.ndarray       # [N+1]
-    location_nodes: np.ndarray  # [L, K] of the chosen xfer
-    cost_delta: np.ndarray      # [L]
+    location_nodes: Optional[np.ndarray]  # [L, K] of the chosen xfer; None likewise
+    cost_delta: Optional[np.ndarray]      # [L]; None likewise
     location_mask: np.ndarray   # [L]
     xfer: int
     location: int
@@ -46,14 +50,15 @@ class Step(NamedTuple):
     location_value: float
     reward: float
     done: bool
+    bootstrap_value: float = 0.0  # V_x(s_T) where the step limit cut the episode here
 
 
 class Batch(NamedTuple):
-    graph: graphs.GraphsTuple
-    xfer_summary: tf.Tensor
+    state: Any                 # GraphsTuple or [B, D]
+    xfer_summary: Optional[tf.Tensor]
     xfer_mask: tf.Tensor
-    location_nodes: tf.Tensor  # indices into the batch's nodes
-    cost_delta: tf.Tensor
+    location_nodes: Optional[tf.Tensor]  # indices into the batch's nodes
+    cost_delta: Optional[tf.Tensor]
     location_mask: tf.Tensor
     xfer: tf.Tensor
     location: tf.Tensor
@@ -68,18 +73,27 @@ class Batch(NamedTuple):
 
 def make_batch(steps: Sequence[Step], advantages: Dict[str, np.ndarray], noop: int) -> Batch:
     """Stacks transitions (and their advantages/returns) into tensors."""
-    graph_tuples = [s.graph for s in steps]
-    offsets = features.node_offsets(graph_tuples)
-    nodes = np.stack([s.location_nodes for s in steps])
-    nodes = np.where(nodes >= 0, nodes + offsets[:, None, None], -1).astype(np.int32)
     xfer = np.array([s.xfer for s in steps], np.int32)
     f32 = lambda x: tf.constant(np.asarray(x, np.float32))
+    xfer_summary = location_nodes = cost_delta = None
+    if isinstance(steps[0].state, np.ndarray):
+        state = f32(np.stack([s.state for s in steps]))
+    else:
+        graph_tuples = [s.state for s in steps]
+        state = features.to_tensors(features.batch(graph_tuples))
+    if steps[0].location_nodes is not None:
+        offsets = features.node_offsets([s.state for s in steps])
+        nodes = np.stack([s.location_nodes for s in steps])
+        nodes = np.where(nodes >= 0, nodes + offsets[:, None, None], -1).astype(np.int32)
+        location_nodes = tf.constant(nodes)
+        cost_delta = f32(np.stack([s.cost_delta for s in steps]))
+        xfer_summary = f32(np.stack([s.xfer_summary for s in steps]))
     return Batch(
-        graph=features.to_tensors(features.batch(graph_tuples)),
-        xfer_summary=f32(np.stack([s.xfer_summary for s in steps])),
+        state=state,
+        xfer_summary=xfer_summary,
         xfer_mask=tf.constant(np.stack([s.xfer_mask for s in steps])),
-        location_nodes=tf.constant(nodes),
-        cost_delta=f32(np.stack([s.cost_delta for s in steps])),
+        location_nodes=location_nodes,
+        cost_delta=cost_delta,
         location_mask=tf.constant(np.stack([s.location_mask for s in steps])),
         xfer=tf.constant(xfer),
         location=tf.constant(np.array([s.location for s in steps], np.int32)),
@@ -96,12 +110,14 @@ def compute_advantages(steps: Sequence[Step], config: PPOConfig) -> Dict[str, np
     """GAE per head over consecutive whole episodes (the last step is done)."""
     rewards = np.array([s.reward for s in steps])
     dones = np.array([s.done for s in steps])
+    bootstrap = np.array([s.bootstrap_value for s in steps])
     if len(steps) and not dones[-1]:
         raise ValueError("compute_advantages needs whole episodes; the last step is not done")
     out = {}
     for head in ("xfer", "location"):
         values = np.array([getattr(s, f"{head}_value") for s in steps])
-        a = losses.gae(rewards, values, dones, 0.0, config.discount, config.gae_lambda)
+        a = losses.gae(rewards, values, dones, 0.0, config.discount, config.gae_lambda,
+                       bootstrap)
         out[f"{head}_advantage"], out[f"{head}_return"] = a.advantages, a.returns
     return out
 
@@ -121,9 +137,10 @@ class Learner:
 
     def _losses(self, b: Batch) -> Dict[str, tf.Tensor]:
         cfg = self.config
-        embedding: Embedding = self.network.encode(b.graph)
+        embedding: Embedding = self.network.encode(b.state)
         xfer_out = self.network.xfer_head(embedding.globals, b.xfer_summary, b.xfer_mask)
-        loc_out = self.network.location_head(embedding, b.xfer, b.location_nodes, b.cost_delta)
+        loc_out = self.network.location_head(embedding, b.xfer, b.location_nodes, b.cost_delta,
+                                             b.location_mask.shape[1])
         ones = tf.ones_like(b.has_location)
         adv_x, adv_l = b.xfer_advantage, b.location_advantage
         if cfg.normalize_advantages:

@@ -9,7 +9,7 @@ valid policy gradient); entropies are over valid actions only.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -23,24 +23,31 @@ class Advantages(NamedTuple):
 
 
 def gae(rewards: np.ndarray, values: np.ndarray, dones: np.ndarray,
-        last_value: float, discount: float, lam: float) -> Advantages:
+        last_value: float, discount: float, lam: float,
+        bootstrap: Optional[np.ndarray] = None) -> Advantages:
     """Generalised advantage estimation over one trajectory segment.
 
     Args:
       rewards, values, dones: [T]; `dones[t]` means the episode ended after
-        step t (no bootstrapping across it).
+        step t (no advantage flows across it).
       last_value: V of the state after the last step (ignored if it is done).
       discount, lam: gamma and lambda.
+      bootstrap: [T] or None; where `dones[t]`, the value of the state after
+        step t: V(s_T) for an episode cut by the step limit (truncated: the
+        return goes on beyond the cut), 0 for a real end. None: all 0.
     """
     rewards = np.asarray(rewards, np.float64)
     values = np.asarray(values, np.float64)
     dones = np.asarray(dones, bool)
+    bootstrap = (np.zeros_like(rewards) if bootstrap is None
+                 else np.asarray(bootstrap, np.float64))
     advantages = np.zeros_like(rewards)
     next_value, running = float(last_value), 0.0
     for t in reversed(range(len(rewards))):
-        not_done = 0.0 if dones[t] else 1.0
-        delta = rewards[t] + discount * next_value * not_done - values[t]
-        running = delta + discount * lam * not_done * running
+        if dones[t]:
+            next_value, running = bootstrap[t], 0.0
+        delta = rewards[t] + discount * next_value - values[t]
+        running = delta + discount * lam * running
         advantages[t] = running
         next_value = values[t]
     return Advantages(advantages.astype(np.float32), (advantages + values).astype(np.float32))

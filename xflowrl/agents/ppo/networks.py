@@ -1,6 +1,10 @@
 """The hierarchical policy/value network (thesis §3.3, Figure 3.3).
 
-One graph encoder (trained through every loss) feeds two heads:
+A state encoder feeds two heads. The state is what the environment's
+`ObservationSpec.state` says: a graph (the real environment; a graph_nets
+encoder, trained through every loss, gives node and graph embeddings) or a
+vector (the dream's `[z_t, h_t]`; an MLP torso gives the state embedding and
+there are no node embeddings). The heads are the same for both:
 
 - xfer head: N+1 logits (N xfers + NO-OP) = a linear map of an MLP of the
   graph embedding, plus a per-xfer term computed by a shared MLP from that
@@ -12,6 +16,10 @@ One graph encoder (trained through every loss) feeds two heads:
   location is scored by the same function of its own features, permuting the
   candidates permutes the logits (the thesis code mean-pooled candidates and
   could not tell them apart). Value V_l(s, x) from the graph embedding and x.
+  Where the environment has no per-location features (the dream), a
+  location's features are a learned embedding of its index instead: the
+  world model names a location by its index in the xfer's candidate list.
+  The per-xfer summary term is likewise used only where summaries exist.
 """
 
 from __future__ import annotations
@@ -20,8 +28,6 @@ from typing import NamedTuple, Optional, Sequence
 
 import sonnet as snt
 import tensorflow as tf
-from graph_nets import graphs
-
 from xflowrl.agents.ppo.config import PPOConfig
 from xflowrl.embedding.encoder import Embedding, GraphEncoder
 
@@ -43,17 +49,30 @@ def _mlp(hidden: Sequence[int], out: int, name: str) -> snt.Module:
 class PolicyValueNetwork(snt.Module):
     """Encoder + xfer head + location head, with their value networks."""
 
-    def __init__(self, num_xfers: int, config: PPOConfig, name: str = "policy_value"):
+    def __init__(self, num_xfers: int, config: PPOConfig, state: str = "graph",
+                 max_locations: int = 200, name: str = "policy_value"):
         """
         Args:
           num_xfers: N; the xfer head has N+1 outputs (the last is NO-OP).
           config: sizes (latent, hidden, xfer embedding, message passing steps).
+          state: "graph" (GraphsTuple states, per-location features) or
+            "vector" (state vectors, locations named by index).
+          max_locations: L; sizes the location-index embedding of "vector".
         """
         super().__init__(name=name)
+        if state not in ("graph", "vector"):
+            raise ValueError(f"state must be 'graph' or 'vector', got {state!r}")
         self.num_xfers = num_xfers
+        self.state_kind = state
         hidden = config.hidden_sizes
-        self.encoder = GraphEncoder(config.latent_size, num_layers=2,
-                                    message_passing_steps=config.message_passing_steps)
+        if state == "graph":
+            self.encoder = GraphEncoder(config.latent_size, num_layers=2,
+                                        message_passing_steps=config.message_passing_steps)
+        else:
+            self.encoder = snt.nets.MLP([config.latent_size] * 2, activate_final=True,
+                                        name="state_torso")
+            self._location_embed = snt.Embed(max_locations, config.latent_size,
+                                             name="location_embed")
         self._xfer_torso = snt.nets.MLP(list(hidden), activate_final=True, name="xfer_torso")
         self._xfer_logits = snt.Linear(num_xfers + 1, name="xfer_logits")
         self._xfer_scorer = _mlp(hidden, 1, "xfer_scorer")
@@ -63,18 +82,24 @@ class PolicyValueNetwork(snt.Module):
         self._location_scorer = _mlp(hidden, 1, "location_scorer")
         self._location_value = _mlp(hidden, 1, "location_value")
 
-    def encode(self, graph: graphs.GraphsTuple) -> Embedding:
-        return self.encoder(graph)
+    def encode(self, state) -> Embedding:
+        """A batch of states: a GraphsTuple ("graph") or a [B, D] tensor ("vector")."""
+        if self.state_kind == "graph":
+            return self.encoder(state)
+        return Embedding(nodes=None, globals=self.encoder(state))
 
-    def xfer_head(self, graph_embedding: tf.Tensor, xfer_summary: tf.Tensor,
+    def xfer_head(self, graph_embedding: tf.Tensor, xfer_summary: Optional[tf.Tensor],
                   xfer_mask: Optional[tf.Tensor] = None) -> XferOutput:
-        """Args: graph_embedding [B, D]; xfer_summary [B, N+1, S]; xfer_mask
-        [B, N+1] bool (None: all). The per-xfer scorer runs on the unmasked
-        xfers only (a few of the N+1), so its cost does not grow with the
-        rule set; masked xfers keep the base logit, which sampling and the
-        losses mask out anyway."""
+        """Args: graph_embedding [B, D]; xfer_summary [B, N+1, S] or None;
+        xfer_mask [B, N+1] bool (None: all). The per-xfer scorer runs on the
+        unmasked xfers only (a few of the N+1), so its cost does not grow
+        with the rule set; masked xfers keep the base logit, which sampling
+        and the losses mask out anyway."""
         torso = self._xfer_torso(graph_embedding)
         base = self._xfer_logits(torso)                                   # [B, N+1]
+        value = self._xfer_value(graph_embedding)[:, 0]
+        if xfer_summary is None:
+            return XferOutput(base, value)
         if xfer_mask is None:
             xfer_mask = tf.ones(tf.shape(base), tf.bool)
         index = tf.where(xfer_mask)                                       # [M, 2]
@@ -82,29 +107,40 @@ class PolicyValueNetwork(snt.Module):
                           tf.gather(graph_embedding, index[:, 0])], -1)   # [M, S+D]
         scores = self._xfer_scorer(rows)[:, 0]
         per_xfer = tf.scatter_nd(index, scores, tf.shape(base, out_type=tf.int64))
-        value = self._xfer_value(graph_embedding)[:, 0]
         return XferOutput(base + per_xfer, value)
 
-    def location_head(self, embedding: Embedding, xfer: tf.Tensor, location_nodes: tf.Tensor,
-                      cost_delta: tf.Tensor) -> LocationOutput:
+    def location_head(self, embedding: Embedding, xfer: tf.Tensor,
+                      location_nodes: Optional[tf.Tensor] = None,
+                      cost_delta: Optional[tf.Tensor] = None,
+                      num_locations: Optional[int] = None) -> LocationOutput:
         """Scores the locations of the chosen xfers.
 
         Args:
-          embedding: node embeddings of the batch [total_nodes, D] and graph
-            embeddings [B, D].
-          xfer: [B] int, the chosen xfer of each graph.
+          embedding: node embeddings of the batch [total_nodes, D] (None for
+            vector states) and state embeddings [B, D].
+          xfer: [B] int, the chosen xfer of each state.
           location_nodes: [B, L, K] int32 indices into `embedding.nodes` of the
-            ops each location matched; -1 pads.
-          cost_delta: [B, L] float32, each candidate's relative cost change.
+            ops each location matched; -1 pads. None for vector states.
+          cost_delta: [B, L] float32, each candidate's relative cost change
+            (with `location_nodes`).
+          num_locations: L, for vector states.
         """
-        valid = tf.cast(location_nodes >= 0, tf.float32)[..., None]       # [B, L, K, 1]
-        matched = tf.gather(embedding.nodes, tf.maximum(location_nodes, 0)) * valid
-        matched = tf.reduce_sum(matched, axis=2) / tf.maximum(tf.reduce_sum(valid, axis=2), 1.0)
-        num_locations = tf.shape(location_nodes)[1]
         xfer_embedding = self._xfer_embed(tf.cast(xfer, tf.int32))         # [B, E]
         context = tf.concat([embedding.globals, xfer_embedding], -1)       # [B, D+E]
-        tiled = tf.tile(context[:, None, :], [1, num_locations, 1])
-        inputs = tf.concat([matched, tiled, cost_delta[..., None]], -1)    # [B, L, D+D+E+1]
+        if location_nodes is not None:
+            valid = tf.cast(location_nodes >= 0, tf.float32)[..., None]   # [B, L, K, 1]
+            matched = tf.gather(embedding.nodes, tf.maximum(location_nodes, 0)) * valid
+            matched = (tf.reduce_sum(matched, axis=2)
+                       / tf.maximum(tf.reduce_sum(valid, axis=2), 1.0))    # [B, L, D]
+            features = tf.concat([matched, cost_delta[..., None]], -1)     # [B, L, D+1]
+        else:
+            if self.state_kind != "vector" or num_locations is None:
+                raise ValueError("location_head needs location_nodes and cost_delta for "
+                                 "graph states, num_locations for vector states")
+            index = self._location_embed(tf.range(num_locations))          # [L, D]
+            features = tf.tile(index[None], [tf.shape(context)[0], 1, 1])  # [B, L, D]
+        tiled = tf.tile(context[:, None, :], [1, tf.shape(features)[1], 1])
+        inputs = tf.concat([features, tiled], -1)                          # [B, L, F+D+E]
         logits = self._location_scorer(inputs)[..., 0]
         value = self._location_value(context)[:, 0]
         return LocationOutput(logits, value)

@@ -22,8 +22,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
-from xflowrl.agents.ppo.agent import Episode, PPOAgent
-from xflowrl.env import GraphEnv
+from xflowrl.agents.ppo.agent import PPOAgent
+from xflowrl.env import Environment, Episode, GraphEnv
 from xflowrl.graphs import Graph
 
 
@@ -67,7 +67,7 @@ def _format_seconds(s: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
-def train(env: GraphEnv, agent: PPOAgent, config: TrainConfig, logdir: str,
+def train(env: Environment, agent: PPOAgent, config: TrainConfig, logdir: str,
           progress: Optional[Callable[[str], None]] = None) -> TrainResult:
     """Trains `agent` on `env`; see the module docstring."""
     if progress is None:
@@ -76,7 +76,7 @@ def train(env: GraphEnv, agent: PPOAgent, config: TrainConfig, logdir: str,
     manager = tf.train.CheckpointManager(agent.checkpoint, os.path.join(logdir, "checkpoints"),
                                          max_to_keep=3)
     state_path = os.path.join(logdir, "progress.json")
-    state = {"best_cost": env.initial_cost, "best_sequence": [], "interactions": 0,
+    state = {"best_cost": float("inf"), "best_sequence": [], "interactions": 0,
              "seconds": 0.0, "history": []}
     if manager.latest_checkpoint:
         agent.build(env)
@@ -134,7 +134,7 @@ def train(env: GraphEnv, agent: PPOAgent, config: TrainConfig, logdir: str,
         left = (config.episodes - n) / max(rate, 1e-9)
         progress(f"episode {n}/{config.episodes}  {rate:.2f} ep/s  left {_format_seconds(left)}"
                  f"  mean cost {row['mean_final_cost']:.4f}  best {state['best_cost']:.4f}"
-                 f"  (initial {env.initial_cost:.4f})  loss {metrics['loss']:.3f}")
+                 f"  (initial {episode.initial_cost:.4f})  loss {metrics['loss']:.3f}")
     save()
     writer.flush()
     return TrainResult(int(agent.episodes.numpy()), state["interactions"], state["seconds"],
