@@ -1,0 +1,108 @@
+"""Hyper-parameters of the model-based agent (thesis §3.4; REFERENCE.md Part B §1, §5).
+
+`WorldModelConfig` holds the latent encoder, the MDN-RNN, its data
+collection and its training; `DreamConfig` the controller's training inside
+the world model. Defaults are sized so that `experiments/train_mb.py` finishes
+on BERT on a 2-core CPU in minutes; the thesis' own sizes are noted where they
+differ. Derive variants with `dataclasses.replace`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class WorldModelConfig:
+    """World model settings.
+
+    Attributes:
+      latent_size: Z, the graph latent (thesis: 32).
+      encoder_message_passing_steps: K of the latent encoder's GNN.
+      encoder_steps: Adam steps that train the latent encoder (then frozen).
+      encoder_batch_size: graphs per encoder step.
+      encoder_learning_rate: its Adam learning rate.
+      lstm_size: the MDN-RNN's LSTM (thesis: 256).
+      mixtures: Gaussians of the mixture density head (thesis: 8).
+      action_embedding_size: width of the learned xfer and location embeddings.
+      mask_hidden_size: hidden layer of the mask decoder.
+      rounds: collection rounds; each collects `episodes_per_round` random
+        episodes online, then trains `train_steps_per_round` steps.
+      episodes_per_round: random-agent episodes per round (thesis: 10).
+      train_steps_per_round: world-model Adam steps per round.
+      batch_size: sequences per world-model step.
+      replay: train on every episode collected so far (True) or, as the
+        thesis did, only on the latest round's (False).
+      learning_rate, final_learning_rate, decay_steps: the 2nd-degree
+        polynomial decay (thesis: 8e-3 -> 2e-4 over 200 steps).
+      max_grad_norm: global-norm clip of the world model's gradients.
+      reward_model: "mdn" (reward from the MDN-RNN's output) or "separate"
+        (the composite reward network of thesis §4.3.4 on [z_t, h_t, a_t]).
+      reward_hidden: layers of the separate reward network (thesis: 5 x 32).
+      reward_dropout: its dropout rate (thesis: 0.2).
+      noop_probability: the collector's NO-OP probability (thesis: 0.2).
+      held_out_episodes: random episodes kept out of training to measure the
+        world model's accuracy (NLL, reward MSE, mask accuracy).
+    """
+    latent_size: int = 32
+    encoder_message_passing_steps: int = 3
+    encoder_steps: int = 300
+    encoder_batch_size: int = 32
+    encoder_learning_rate: float = 2e-3
+    lstm_size: int = 256
+    mixtures: int = 8
+    action_embedding_size: int = 16
+    mask_hidden_size: int = 128
+    rounds: int = 8
+    episodes_per_round: int = 50
+    train_steps_per_round: int = 150
+    batch_size: int = 32
+    replay: bool = True
+    learning_rate: float = 8e-3
+    final_learning_rate: float = 2e-4
+    decay_steps: int = 1200
+    max_grad_norm: float = 1.0
+    reward_model: str = "mdn"
+    reward_hidden: tuple = (32, 32, 32, 32, 32)
+    reward_dropout: float = 0.2
+    noop_probability: float = 0.2
+    held_out_episodes: int = 20
+
+    def __post_init__(self):
+        if self.reward_model not in ("mdn", "separate"):
+            raise ValueError(f"reward_model must be 'mdn' or 'separate', got "
+                             f"{self.reward_model!r}")
+        for name in ("latent_size", "lstm_size", "mixtures", "rounds", "episodes_per_round",
+                     "batch_size", "decay_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class DreamConfig:
+    """Controller training inside the world model.
+
+    Attributes:
+      temperature: tau; divides the mixture logits and scales its stds by
+        sqrt(tau) when the dream samples z_{t+1} (thesis §3.4.1).
+      batch_size: imagined episodes per dream call (one `tf.function` step
+        advances all of them).
+      episodes: imagined episodes the controller trains on (thesis: 2200).
+      lockstep: the thesis code's ablation: real environments stepped in
+        lockstep supply the masks and terminal flags. Off: a pure dream.
+      done_threshold: the predicted done probability above which an
+        imagined episode ends.
+      mask_threshold: the predicted probability above which an xfer is valid.
+    """
+    temperature: float = 1.0
+    batch_size: int = 64
+    episodes: int = 3200
+    lockstep: bool = False
+    done_threshold: float = 0.5
+    mask_threshold: float = 0.5
+
+    def __post_init__(self):
+        if self.temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if self.batch_size < 1 or self.episodes < 1:
+            raise ValueError("batch_size and episodes must be >= 1")

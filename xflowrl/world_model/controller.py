@@ -1,0 +1,106 @@
+"""The controller: PPO on [z_t, h_t], trained in the dream, evaluated for real.
+
+`train_in_dream(dream, agent, config, ...)` collects `config.batch_size`
+imagined episodes per dream call sequence (all advanced together, one
+`tf.function` step each), turns them into PPO transitions (bootstrapping
+episodes cut by the step limit from V_x of their last state) and updates
+the agent after every batch. `evaluate(env, agent, greedy)` plays one episode
+in a `LatentEnv` and reports the real final cost, the real and the world
+model's predicted return, and the actions the real engine found invalid.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Callable, Dict, List, NamedTuple, Optional
+
+import numpy as np
+
+from xflowrl.agents.ppo import PPOAgent
+from xflowrl.agents.ppo.learning import Step
+from xflowrl.world_model.config import DreamConfig
+from xflowrl.world_model.dream import BatchedDream
+from xflowrl.world_model.latent_env import LatentEnv
+
+
+def imagine_batch(dream: BatchedDream, agent: PPOAgent, batch_size: int,
+                  greedy: bool = False) -> List[List[Step]]:
+    """`batch_size` imagined episodes as lists of PPO steps."""
+    batch = dream.reset(batch_size)
+    episodes: List[List[Step]] = [[] for _ in range(batch_size)]
+    live = np.ones(batch_size, bool)
+    while live.any():
+        actions = agent.actor.act_batch(batch.states, batch.xfer_mask, batch.location_mask,
+                                        greedy=greedy)
+        previous = batch
+        batch = dream.step(np.array([[a.xfer, a.location] for a in actions]))
+        cut = np.flatnonzero(batch.truncated)
+        bootstrap = np.zeros(batch_size)
+        if len(cut):
+            values = agent.actor.act_batch(batch.states[cut], batch.xfer_mask[cut],
+                                           batch.location_mask[cut], greedy=True)
+            bootstrap[cut] = [v.xfer_value for v in values]
+        for i in np.flatnonzero(live):
+            a = actions[i]
+            episodes[i].append(Step(
+                state=previous.states[i], xfer_summary=None, xfer_mask=previous.xfer_mask[i],
+                location_nodes=None, cost_delta=None,
+                location_mask=previous.location_mask[i, a.xfer], xfer=a.xfer,
+                location=a.location, xfer_log_prob=a.xfer_log_prob,
+                location_log_prob=a.location_log_prob, xfer_value=a.xfer_value,
+                location_value=a.location_value, reward=float(batch.rewards[i]),
+                done=bool(batch.dones[i]), bootstrap_value=float(bootstrap[i])))
+        live = ~batch.dones
+    return episodes
+
+
+def train_in_dream(dream: BatchedDream, agent: PPOAgent, config: DreamConfig,
+                   on_update: Optional[Callable[[Dict[str, float]], None]] = None
+                   ) -> List[Dict[str, float]]:
+    """Trains `agent` on imagined episodes until it has seen `config.episodes`
+    (counting those of a resumed agent). Returns one metrics row per update,
+    with the mean imagined return ("dream_return") and episode length."""
+    history = []
+    while int(agent.episodes.numpy()) < config.episodes:
+        start = time.time()
+        n = min(config.batch_size, config.episodes - int(agent.episodes.numpy()))
+        episodes = imagine_batch(dream, agent, n)
+        for steps in episodes:
+            agent.add_steps(steps)
+        imagine_s = time.time() - start
+        metrics = agent.update()
+        metrics.update(
+            episodes=int(agent.episodes.numpy()),
+            dream_return=float(np.mean([sum(s.reward for s in e) for e in episodes])),
+            dream_length=float(np.mean([len(e) for e in episodes])),
+            imagine_seconds=imagine_s, update_seconds=time.time() - start - imagine_s)
+        history.append(metrics)
+        if on_update:
+            on_update(metrics)
+    return history
+
+
+class Evaluation(NamedTuple):
+    final_cost: float
+    real_return: float
+    predicted_return: float     # the world model's reward predictions, summed
+    invalid_actions: int        # actions the real engine rejected (mask errors)
+    steps: int
+    applied: List               # (xfer name, location) of the real graph
+
+
+def evaluate(env: LatentEnv, agent: PPOAgent, greedy: bool) -> Evaluation:
+    """One episode of the controller in the real environment."""
+    obs = env.reset()
+    done, real, predicted, invalid, steps = False, 0.0, 0.0, 0, 0
+    info: Dict = {}
+    while not done:
+        a = agent.actor.act(obs, greedy=greedy)
+        obs, reward, done, info = env.step((a.xfer, a.location))
+        real += reward
+        predicted += info["predicted_reward"]
+        invalid += info["invalid"] is not None
+        steps += 1
+    return Evaluation(float(info.get("cost", math.nan)), real, predicted, invalid, steps,
+                      list(info.get("history", [])))

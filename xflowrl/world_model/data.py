@@ -1,0 +1,211 @@
+"""The world model's data: random-agent rollouts of the real environment.
+
+- `XferVocabulary`: the xfers the world model knows. The default rule set has
+  1,678 xfers but a graph's random rollouts make only a few dozen of them
+  valid; the world model's action embeddings and mask heads cover those
+  (M of them) plus NO-OP, so their size follows the graph, not the rule set.
+  The vocabulary is fixed from the first collection round; later rounds (and
+  the controller) act only on its xfers.
+- `Rollout`: one real episode: the graph of every state (s_0..s_T), the
+  per-state valid xfers and location counts, the actions, rewards and done
+  flags, and whether the step limit cut it.
+- `collect_rollouts`: episodes of the thesis' collection policy (NO-OP with
+  probability 0.2, else uniform over valid actions), counting real steps.
+- `Sequences` / `make_batch`: rollouts as latent sequences (after the frozen
+  latent encoder) and padded, weighted minibatches for the MDN-RNN.
+
+Alignment in a batch of T steps: the inputs at t are z_t and a_t; the
+targets are z_{t+1}, r_t, the done flag d_t (a real end; a step-limit cut is
+not a terminal the model should predict), and, for the mask decoder, the
+valid xfers and location counts of s_t itself.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Dict, List, NamedTuple, Optional, Sequence
+
+import numpy as np
+
+from xflowrl.env import Environment, Observation, location_counts
+from xflowrl.search import RandomAgent
+
+
+class XferVocabulary:
+    """Maps the world model's compact xfer ids (0..M-1, M = NO-OP) to real ones."""
+
+    def __init__(self, xfer_ids: Sequence[int], num_real_xfers: int):
+        self.xfer_ids = np.array(sorted(set(int(x) for x in xfer_ids)), np.int64)
+        if len(self.xfer_ids) and (self.xfer_ids.min() < 0
+                                   or self.xfer_ids.max() >= num_real_xfers):
+            raise ValueError(f"xfer ids must lie in [0, {num_real_xfers})")
+        self.num_real_xfers = num_real_xfers
+        self._compact = np.full(num_real_xfers + 1, -1, np.int64)
+        self._compact[self.xfer_ids] = np.arange(len(self.xfer_ids))
+        self._compact[num_real_xfers] = len(self.xfer_ids)
+
+    @property
+    def size(self) -> int:
+        """M, the number of known xfers (NO-OP excluded)."""
+        return len(self.xfer_ids)
+
+    def to_real(self, compact: int) -> int:
+        if not 0 <= compact <= self.size:
+            raise ValueError(f"compact xfer {compact} out of range [0, {self.size}]")
+        return self.num_real_xfers if compact == self.size else int(self.xfer_ids[compact])
+
+    def to_compact(self, real: int) -> int:
+        """The compact id of a real xfer id, -1 if the vocabulary lacks it."""
+        return int(self._compact[real])
+
+    def allowed(self) -> np.ndarray:
+        """[N+1] bool over real xfers: the known ones and NO-OP."""
+        return self._compact >= 0
+
+    def compact_masks(self, xfer_mask: np.ndarray, location_mask: np.ndarray):
+        """Real masks [N+1], [N+1, L] -> compact masks [M+1], [M+1, L]."""
+        ids = np.append(self.xfer_ids, self.num_real_xfers)
+        return xfer_mask[ids], location_mask[ids]
+
+    def to_json(self) -> str:
+        return json.dumps({"xfer_ids": self.xfer_ids.tolist(),
+                           "num_real_xfers": self.num_real_xfers})
+
+    @classmethod
+    def from_json(cls, text: str) -> "XferVocabulary":
+        d = json.loads(text)
+        return cls(d["xfer_ids"], d["num_real_xfers"])
+
+    @classmethod
+    def from_rollouts(cls, rollouts: Sequence["Rollout"], num_real_xfers: int
+                      ) -> "XferVocabulary":
+        """Every xfer valid in some state of the rollouts."""
+        ids = set()
+        for r in rollouts:
+            for valid in r.valid:
+                ids.update(valid.keys())
+        return cls(sorted(ids), num_real_xfers)
+
+
+class Rollout(NamedTuple):
+    states: List                   # T+1 numpy GraphsTuples, s_0..s_T
+    valid: List[Dict[int, int]]    # T+1 dicts: real xfer id -> location count
+    actions: np.ndarray            # [T, 2] int64 real (xfer, location)
+    rewards: np.ndarray            # [T] float32
+    dones: np.ndarray              # [T] bool; the last is True
+    truncated: bool                # the step limit ended it
+    final_cost: float
+
+
+def _valid_xfers(obs: Observation) -> Dict[int, int]:
+    counts = location_counts(obs.location_mask[:-1])
+    return {int(x): int(counts[x]) for x in np.flatnonzero(counts)}
+
+
+def collect_rollouts(env: Environment, episodes: int, agent: RandomAgent,
+                     allowed: Optional[np.ndarray] = None) -> List[Rollout]:
+    """Random-agent episodes of the real environment.
+
+    Args:
+      env: the real environment (graph states).
+      episodes: how many.
+      agent: the collection policy (`RandomAgent.thesis_collector`).
+      allowed: [N+1] bool; when given, the agent acts only on these xfers
+        (the vocabulary's), as the controller will.
+    """
+    rollouts = []
+    for _ in range(episodes):
+        obs = env.reset()
+        states, valid, actions, rewards, dones = [obs.state], [_valid_xfers(obs)], [], [], []
+        done, info = False, {}
+        while not done:
+            view = obs if allowed is None else obs._replace(
+                xfer_mask=obs.xfer_mask & allowed,
+                location_mask=obs.location_mask & allowed[:, None])
+            action = agent.act(view)
+            obs, reward, done, info = env.step(action)
+            states.append(obs.state)
+            valid.append(_valid_xfers(obs))
+            actions.append(action)
+            rewards.append(reward)
+            dones.append(done)
+        rollouts.append(Rollout(states, valid, np.array(actions, np.int64).reshape(-1, 2),
+                                np.array(rewards, np.float32), np.array(dones, bool),
+                                bool(info["truncated"]), float(info.get("cost", np.nan))))
+    return rollouts
+
+
+def real_steps(rollouts: Sequence[Rollout]) -> int:
+    """Real environment steps the rollouts took."""
+    return int(sum(len(r.actions) for r in rollouts))
+
+
+class Sequences(NamedTuple):
+    """One rollout in the world model's terms (compact xfer ids, latents)."""
+    latents: np.ndarray      # [T+1, Z]
+    xfers: np.ndarray        # [T] compact
+    locations: np.ndarray    # [T]
+    rewards: np.ndarray      # [T]
+    terminals: np.ndarray    # [T] float: a real end (not a step-limit cut)
+    xfer_valid: np.ndarray   # [T+1, M] float
+    counts: np.ndarray       # [T+1, M] float: location counts
+
+
+def to_sequences(rollout: Rollout, latents: np.ndarray, vocab: XferVocabulary) -> Sequences:
+    """A rollout with its states' latents [T+1, Z] in compact ids.
+
+    Raises:
+      ValueError: if the rollout took an xfer the vocabulary lacks.
+    """
+    xfers = np.array([vocab.to_compact(int(x)) for x in rollout.actions[:, 0]], np.int64)
+    if (xfers < 0).any():
+        raise ValueError("rollout takes an xfer outside the vocabulary")
+    m = vocab.size
+    valid = np.zeros((len(rollout.states), m), np.float32)
+    counts = np.zeros((len(rollout.states), m), np.float32)
+    for t, v in enumerate(rollout.valid):
+        for real, count in v.items():
+            c = vocab.to_compact(real)
+            if c >= 0:
+                valid[t, c], counts[t, c] = 1.0, count
+    terminals = rollout.dones.astype(np.float32)
+    if rollout.truncated:
+        terminals[-1] = 0.0
+    return Sequences(latents.astype(np.float32), xfers, rollout.actions[:, 1].copy(),
+                     rollout.rewards.astype(np.float32), terminals, valid, counts)
+
+
+class Batch(NamedTuple):
+    latents: np.ndarray       # [B, T, Z]  z_t
+    next_latents: np.ndarray  # [B, T, Z]  z_{t+1}
+    xfers: np.ndarray         # [B, T] int32
+    locations: np.ndarray     # [B, T] int32
+    rewards: np.ndarray       # [B, T]
+    terminals: np.ndarray     # [B, T]
+    xfer_valid: np.ndarray    # [B, T, M]  of s_t
+    counts: np.ndarray        # [B, T, M]  of s_t
+    weights: np.ndarray       # [B, T] 1 for real steps, 0 for padding
+
+
+def make_batch(sequences: Sequence[Sequences]) -> Batch:
+    """Pads sequences to the longest one; padding has weight 0."""
+    b = len(sequences)
+    t = max(len(s.xfers) for s in sequences)
+    z, m = sequences[0].latents.shape[1], sequences[0].xfer_valid.shape[1]
+    out = Batch(np.zeros((b, t, z), np.float32), np.zeros((b, t, z), np.float32),
+                np.zeros((b, t), np.int32), np.zeros((b, t), np.int32),
+                np.zeros((b, t), np.float32), np.zeros((b, t), np.float32),
+                np.zeros((b, t, m), np.float32), np.zeros((b, t, m), np.float32),
+                np.zeros((b, t), np.float32))
+    for i, s in enumerate(sequences):
+        n = len(s.xfers)
+        out.latents[i, :n] = s.latents[:n]
+        out.next_latents[i, :n] = s.latents[1:n + 1]
+        out.xfers[i, :n] = s.xfers
+        out.locations[i, :n] = s.locations
+        out.rewards[i, :n] = s.rewards
+        out.terminals[i, :n] = s.terminals
+        out.xfer_valid[i, :n] = s.xfer_valid[:n]
+        out.counts[i, :n] = s.counts[:n]
+        out.weights[i, :n] = 1.0
+    return out

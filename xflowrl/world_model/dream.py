@@ -1,0 +1,254 @@
+"""The dream: the environment interface driven by the world model alone.
+
+`BatchedDream` advances many imagined episodes per call: one `tf.function`
+runs the MDN-RNN step for the whole batch, samples z_{t+1} from the
+temperature-scaled mixture (thesis §3.4.1) and decodes the next masks; the
+reward, the terminal flag and the masks all come from the model. Episodes
+start from the real initial graph's latent z_0 (with h_0 = 0), as World
+Models' dreams start from a real frame. An episode ends on NO-OP, when the
+predicted done probability passes `done_threshold`, when no known xfer is
+predicted valid, on an action invalid under the predicted masks (with
+`invalid_penalty`, as the real environment's default), or at the step limit
+(`truncated`).
+
+The observation state is `[z_t, h_t]` (Z + H floats); xfer ids are the
+world model's compact ones (`XferVocabulary`), N = M. With
+`DreamConfig.lockstep` (the thesis code's mode, an ablation only), real
+environments stepped with the same actions supply the masks and terminal
+flags instead.
+
+`DreamEnv` is the single-episode `Environment` view of a batch of one, so the
+dream passes the same conformance tests as the real environment.
+"""
+
+from __future__ import annotations
+
+from typing import List, NamedTuple, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from xflowrl.env import Environment, GraphEnv, Observation, ObservationSpec, TimeStep
+from xflowrl.world_model import losses
+from xflowrl.world_model.config import DreamConfig
+from xflowrl.world_model.data import XferVocabulary
+from xflowrl.world_model.networks import MDNRNN
+
+
+def decode_masks(valid_prob: np.ndarray, log_counts: np.ndarray, max_locations: int,
+                 threshold: float = 0.5):
+    """Predicted masks from the mask decoder's outputs.
+
+    Args:
+      valid_prob: [B, M] probability that each known xfer is valid.
+      log_counts: [B, M] predicted log1p(location count).
+      max_locations: L.
+      threshold: probability above which an xfer counts as valid.
+    Returns:
+      xfer_mask [B, M+1] (NO-OP last, always valid) and the prefix location
+      mask [B, M+1, L] (a valid xfer has at least one location).
+    """
+    b = valid_prob.shape[0]
+    valid = valid_prob > threshold
+    counts = np.clip(np.rint(np.expm1(log_counts)), 1, max_locations)
+    counts = np.where(valid, counts, 0).astype(np.int64)
+    xfer_mask = np.concatenate([counts > 0, np.ones((b, 1), bool)], axis=1)
+    counts = np.concatenate([counts, np.zeros((b, 1), np.int64)], axis=1)
+    return xfer_mask, np.arange(max_locations) < counts[..., None]
+
+
+class DreamBatch(NamedTuple):
+    states: np.ndarray         # [B, Z+H] float32: [z_t, h_t]
+    xfer_mask: np.ndarray      # [B, M+1] bool
+    location_mask: np.ndarray  # [B, M+1, L] bool
+    rewards: np.ndarray        # [B] float32 (0 at reset)
+    dones: np.ndarray          # [B] bool: the episode has ended (at this or an earlier step)
+    truncated: np.ndarray      # [B] bool: the step limit ended it at this step
+    invalid: np.ndarray        # [B] bool: the action was invalid under the masks
+
+
+class BatchedDream:
+    """Imagined episodes of a trained `MDNRNN`."""
+
+    def __init__(self, model: MDNRNN, initial_latent: np.ndarray, config: DreamConfig,
+                 max_steps: int, max_locations: int, seed: int = 0,
+                 invalid_penalty: float = -10.0,
+                 lockstep: Optional[Sequence[GraphEnv]] = None,
+                 vocab: Optional[XferVocabulary] = None):
+        """
+        Args:
+          model: the trained world model (M known xfers).
+          initial_latent: [Z] z_0 of the real initial graph.
+          config: temperature and thresholds.
+          max_steps: step limit of an imagined episode.
+          max_locations: L.
+          seed: seeds the stateless mixture sampling.
+          invalid_penalty: reward of an action invalid under the masks.
+          lockstep: with `config.lockstep`, one real environment per episode
+            of the largest batch that will be used (and `vocab`).
+        """
+        self.model = model
+        self.config = config
+        self.max_steps = max_steps
+        self.max_locations = max_locations
+        self.num_xfers = model.num_known_xfers
+        self.invalid_penalty = invalid_penalty
+        self._z0 = np.asarray(initial_latent, np.float32)
+        self._seed = int(seed)
+        self._calls = 0
+        self._lockstep = list(lockstep) if config.lockstep else None
+        self._vocab = vocab
+        if config.lockstep and (not lockstep or vocab is None):
+            raise ValueError("lockstep dreams need real environments and the vocabulary")
+        self._step_fn = tf.function(self._step_impl, reduce_retracing=True)
+        self._masks_fn = tf.function(self._masks_impl, reduce_retracing=True)
+
+    @property
+    def state_size(self) -> int:
+        return self.model.latent_size + self.model.hidden_size
+
+    # -- the model's part: one tf.function per call ---------------------------
+    def _masks_impl(self, latent, hidden):
+        masks = self.model.masks(latent, hidden)
+        return tf.sigmoid(masks.xfer_logits), masks.log_counts
+
+    def _step_impl(self, latent, hidden, cell, xfer, location, seed, temperature):
+        import sonnet as snt  # local: keeps the module's imports light
+        prediction, state = self.model.step(latent, xfer, location,
+                                            snt.LSTMState(hidden=hidden, cell=cell))
+        next_latent = losses.sample_mixture(prediction.logits, prediction.mu,
+                                            prediction.log_sigma, temperature, seed)
+        valid_prob, log_counts = self._masks_impl(next_latent, state.hidden)
+        return (next_latent, state.hidden, state.cell, prediction.reward,
+                tf.sigmoid(prediction.done_logit), valid_prob, log_counts)
+
+    # -- masks -----------------------------------------------------------------
+    def _decode_masks(self, valid_prob: np.ndarray, log_counts: np.ndarray):
+        return decode_masks(valid_prob, log_counts, self.max_locations,
+                            self.config.mask_threshold)
+
+    def _real_masks(self, observations: List[Observation]):
+        pairs = [self._vocab.compact_masks(o.xfer_mask, o.location_mask) for o in observations]
+        return np.stack([p[0] for p in pairs]), np.stack([p[1] for p in pairs])
+
+    def _states(self) -> np.ndarray:
+        return np.concatenate([self._latent, self._hidden], axis=1)
+
+    # -- the interface, batched -----------------------------------------------
+    def reset(self, batch_size: int) -> DreamBatch:
+        """Starts `batch_size` imagined episodes from z_0."""
+        z, h = self.model.latent_size, self.model.hidden_size
+        self._latent = np.tile(self._z0[None], (batch_size, 1))
+        self._hidden = np.zeros((batch_size, h), np.float32)
+        self._cell = np.zeros((batch_size, h), np.float32)
+        self._steps = 0
+        self._finished = np.zeros(batch_size, bool)
+        if self._lockstep is not None:
+            if batch_size > len(self._lockstep):
+                raise ValueError(f"lockstep dream has {len(self._lockstep)} real "
+                                 f"environments for a batch of {batch_size}")
+            self._xfer_mask, self._location_mask = self._real_masks(
+                [env.reset() for env in self._lockstep[:batch_size]])
+        else:
+            valid_prob, log_counts = self._masks_fn(tf.constant(self._latent),
+                                                    tf.constant(self._hidden))
+            self._xfer_mask, self._location_mask = self._decode_masks(valid_prob.numpy(),
+                                                                      log_counts.numpy())
+        del z
+        zeros = np.zeros(batch_size, bool)
+        return DreamBatch(self._states(), self._xfer_mask, self._location_mask,
+                          np.zeros(batch_size, np.float32), zeros, zeros, zeros)
+
+    def step(self, actions: np.ndarray) -> DreamBatch:
+        """Advances every episode of the batch; actions [B, 2] (compact xfer,
+        location). Episodes already done stay done with reward 0."""
+        actions = np.asarray(actions, np.int64).reshape(-1, 2)
+        b = len(self._latent)
+        if len(actions) != b:
+            raise ValueError(f"{len(actions)} actions for a batch of {b}")
+        xfer, location = actions[:, 0], actions[:, 1]
+        in_range = (xfer >= 0) & (xfer <= self.num_xfers) & (location >= 0) & (
+            location < self.max_locations)
+        safe_x, safe_l = np.where(in_range, xfer, 0), np.where(in_range, location, 0)
+        rows = np.arange(b)
+        noop = safe_x == self.num_xfers
+        valid = in_range & (noop | self._location_mask[rows, safe_x, safe_l])
+        self._calls += 1
+        out = self._step_fn(tf.constant(self._latent), tf.constant(self._hidden),
+                            tf.constant(self._cell), tf.constant(safe_x.astype(np.int32)),
+                            tf.constant(safe_l.astype(np.int32)),
+                            tf.constant([self._seed, self._calls], tf.int64),
+                            tf.constant(self.config.temperature, tf.float32))
+        latent, hidden, cell, reward, done_prob, valid_prob, log_counts = [x.numpy() for x in out]
+        self._steps += 1
+        live = ~self._finished
+        if self._lockstep is not None:
+            real_done = np.zeros(b, bool)
+            observations = []
+            for i, env in enumerate(self._lockstep[:b]):
+                if live[i] and valid[i]:
+                    obs, _, real_done[i], _ = env.step((self._vocab.to_real(int(safe_x[i])),
+                                                        int(safe_l[i])))
+                    observations.append(obs)
+                else:
+                    observations.append(env._observation)  # pylint: disable=protected-access
+            xfer_mask, location_mask = self._real_masks(observations)
+            predicted_done = real_done
+        else:
+            xfer_mask, location_mask = self._decode_masks(valid_prob, log_counts)
+            predicted_done = done_prob > self.config.done_threshold
+        stuck = ~xfer_mask[:, :-1].any(axis=1)
+        ended = noop | ~valid | predicted_done | stuck
+        truncated = live & ~ended & (self._steps >= self.max_steps)
+        rewards = np.where(valid, reward, self.invalid_penalty).astype(np.float32)
+        rewards = np.where(live, rewards, 0.0).astype(np.float32)
+        # Finished episodes keep their last state.
+        keep = live[:, None]
+        self._latent = np.where(keep, latent, self._latent)
+        self._hidden = np.where(keep, hidden, self._hidden)
+        self._cell = np.where(keep, cell, self._cell)
+        self._xfer_mask = np.where(keep, xfer_mask, self._xfer_mask)
+        self._location_mask = np.where(live[:, None, None], location_mask, self._location_mask)
+        self._finished = self._finished | ended | truncated
+        return DreamBatch(self._states(), self._xfer_mask, self._location_mask, rewards,
+                          self._finished.copy(), truncated, live & ~valid)
+
+
+class DreamEnv(Environment):
+    """One imagined episode at a time: the `Environment` view of a dream."""
+
+    def __init__(self, dream: BatchedDream):
+        if dream.config.lockstep and len(dream._lockstep) < 1:  # pylint: disable=protected-access
+            raise ValueError("lockstep dream needs a real environment")
+        self.dream = dream
+        self._done = True
+
+    def observation_spec(self) -> ObservationSpec:
+        return ObservationSpec(state="vector", state_size=self.dream.state_size,
+                               num_xfers=self.dream.num_xfers,
+                               max_locations=self.dream.max_locations,
+                               location_features=False, max_pattern_ops=0)
+
+    def _observation(self, batch: DreamBatch) -> Observation:
+        return Observation(state=batch.states[0], locations=None,
+                           location_mask=batch.location_mask[0], xfer_mask=batch.xfer_mask[0])
+
+    def reset(self) -> Observation:
+        self._done = False
+        self._steps = 0
+        return self._observation(self.dream.reset(1))
+
+    def step(self, action) -> TimeStep:
+        if self._done:
+            raise RuntimeError("step() called on a finished episode; call reset()")
+        x, l = int(action[0]), int(action[1])
+        batch = self.dream.step(np.array([[x, l]]))
+        self._steps += 1
+        invalid = None
+        if batch.invalid[0]:
+            invalid = f"action ({x}, {l}) is invalid under the predicted masks"
+        self._done = bool(batch.dones[0])
+        return TimeStep(self._observation(batch), float(batch.rewards[0]), self._done,
+                        {"invalid": invalid, "truncated": bool(batch.truncated[0]),
+                         "steps": self._steps, "applied": "NO-OP" if x == self.num_xfers
+                         else None})

@@ -1,0 +1,123 @@
+"""The latent state z: a graph encoder trained to carry what the world model needs.
+
+The thesis code fed the MDN-RNN the embeddings of a never-trained GNN. Here
+`LatentEncoder` (the graph_nets encoder of `xflowrl.embedding`, then a
+linear map and tanh to Z = 32 dims) is trained before the world model, on
+the states of the first round of random rollouts, to predict from z alone:
+
+- the graph's cost relative to the initial graph (in %, the unit of the
+  reward, so reward differences are readable from z), and
+- which known xfers are valid and, in log1p, how many locations each has
+  (the masks the dream must produce).
+
+That objective makes graphs that act differently map to different latents;
+it has no trivial collapse, since the targets are fixed properties of the
+graph. The encoder is then frozen (`LatentEncoder.encode` runs under no
+gradient tape) while the MDN-RNN and the controller train.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, NamedTuple, Sequence
+
+import numpy as np
+import sonnet as snt
+import tensorflow as tf
+
+from xflowrl.embedding import features
+from xflowrl.embedding.encoder import GraphEncoder
+from xflowrl.world_model import losses
+
+
+class LatentPrediction(NamedTuple):
+    relative_cost: tf.Tensor  # [B], in % of the initial cost, minus 100
+    xfer_logits: tf.Tensor    # [B, M]
+    log_counts: tf.Tensor     # [B, M] predicted log1p(location count)
+
+
+def relative_cost(graph_tuple) -> float:
+    """The cost target of one featurized graph: 100 * (cost / initial - 1)."""
+    return 100.0 * (float(graph_tuple.globals[0, 0]) - 1.0)
+
+
+class LatentEncoder(snt.Module):
+    """Graph -> z in (-1, 1)^Z, with auxiliary heads that train it."""
+
+    def __init__(self, latent_size: int, num_known_xfers: int,
+                 message_passing_steps: int = 3, name: str = "latent_encoder"):
+        super().__init__(name=name)
+        self.latent_size = latent_size
+        self._graph_encoder = GraphEncoder(latent_size, num_layers=2,
+                                           message_passing_steps=message_passing_steps)
+        self._project = snt.Linear(latent_size, name="project")
+        self._cost_head = snt.nets.MLP([64, 1], name="cost_head")
+        self._mask_head = snt.nets.MLP([64, 2 * max(num_known_xfers, 1)], name="mask_head")
+        self._num_known = num_known_xfers
+
+    def __call__(self, graph) -> tf.Tensor:
+        """z [B, Z] of a batched tensor GraphsTuple."""
+        return tf.tanh(self._project(self._graph_encoder(graph).globals))
+
+    def predict(self, z: tf.Tensor) -> LatentPrediction:
+        m = max(self._num_known, 1)
+        masks = self._mask_head(z)
+        return LatentPrediction(self._cost_head(z)[:, 0], masks[:, :m], masks[:, m:])
+
+    def encode(self, states: Sequence, batch_size: int = 64) -> np.ndarray:
+        """[n, Z] latents of numpy GraphsTuples (no gradient: the frozen use)."""
+        out = []
+        for i in range(0, len(states), batch_size):
+            graph = features.to_tensors(features.batch(list(states[i:i + batch_size])))
+            out.append(self._encode_fn(graph).numpy())
+        return np.concatenate(out) if out else np.zeros((0, self.latent_size), np.float32)
+
+    @tf.function(reduce_retracing=True)
+    def _encode_fn(self, graph):
+        return self(graph)
+
+
+class EncoderTargets(NamedTuple):
+    relative_cost: np.ndarray  # [n]
+    xfer_valid: np.ndarray     # [n, M]
+    counts: np.ndarray         # [n, M]
+
+
+def encoder_loss(prediction: LatentPrediction, relative_cost_target: tf.Tensor,
+                 xfer_valid: tf.Tensor, counts: tf.Tensor) -> Dict[str, tf.Tensor]:
+    """Cost MSE + xfer-valid BCE + log-count MSE on valid xfers."""
+    ones = tf.ones_like(relative_cost_target)
+    cost = losses.masked_mean(tf.square(prediction.relative_cost - relative_cost_target), ones)
+    mask = losses.masked_mean(losses.sigmoid_cross_entropy(prediction.xfer_logits, xfer_valid),
+                              ones)
+    count = losses.masked_mean(tf.square(prediction.log_counts - tf.math.log1p(counts)),
+                               xfer_valid)
+    return {"cost": cost, "mask": mask, "count": count, "total": cost + mask + count}
+
+
+def train_encoder(encoder: LatentEncoder, states: Sequence, targets: EncoderTargets,
+                  steps: int, batch_size: int, learning_rate: float,
+                  seed: int = 0) -> List[Dict[str, float]]:
+    """Trains the encoder and its heads on (state, target) pairs; returns the
+    loss history (one dict per step)."""
+    rng = np.random.default_rng(seed)
+    optimizer = snt.optimizers.Adam(learning_rate)
+
+    @tf.function(reduce_retracing=True)
+    def step(graph, cost, valid, counts):
+        with tf.GradientTape() as tape:
+            m = encoder_loss(encoder.predict(encoder(graph)), cost, valid, counts)
+        variables = encoder.trainable_variables
+        grads = tape.gradient(m["total"], variables)
+        grads, _ = tf.clip_by_global_norm(grads, 1.0)
+        optimizer.apply(grads, variables)
+        return m
+
+    history = []
+    for _ in range(steps):
+        idx = rng.choice(len(states), size=min(batch_size, len(states)), replace=False)
+        graph = features.to_tensors(features.batch([states[i] for i in idx]))
+        m = step(graph, tf.constant(targets.relative_cost[idx], tf.float32),
+                 tf.constant(targets.xfer_valid[idx], tf.float32),
+                 tf.constant(targets.counts[idx], tf.float32))
+        history.append({k: float(v) for k, v in m.items()})
+    return history

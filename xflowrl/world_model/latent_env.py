@@ -1,0 +1,104 @@
+"""The real environment seen through the world model: how the controller is evaluated.
+
+`LatentEnv` steps the real `GraphEnv` but shows the agent what it saw in the
+dream: the state `[z_t, h_t]` (z_t from the frozen latent encoder on the real
+graph, h_t from the MDN-RNN's LSTM fed the real trajectory) and compact xfer
+ids. Its masks are the world model's predictions (`masks="model"`, default:
+an action the real engine rejects is then a mask error of the model, counted
+in `info["invalid"]`) or the real engine's (`masks="real"`, the thesis
+code's lockstep help). Each step also reports the world model's predicted
+reward for the real transition (`info["predicted_reward"]`), so predicted and
+real returns can be compared per episode.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import sonnet as snt
+import tensorflow as tf
+
+from xflowrl.env import Environment, GraphEnv, Observation, ObservationSpec, TimeStep
+from xflowrl.world_model.data import XferVocabulary
+from xflowrl.world_model.dream import decode_masks
+from xflowrl.world_model.latent import LatentEncoder
+from xflowrl.world_model.networks import MDNRNN
+
+
+class LatentEnv(Environment):
+    """A real environment with the dream's observations and action ids."""
+
+    def __init__(self, env: GraphEnv, encoder: LatentEncoder, model: MDNRNN,
+                 vocab: XferVocabulary, masks: str = "model", mask_threshold: float = 0.5):
+        if masks not in ("model", "real"):
+            raise ValueError(f"masks must be 'model' or 'real', got {masks!r}")
+        self.env = env
+        self.encoder = encoder
+        self.model = model
+        self.vocab = vocab
+        self.masks = masks
+        self.mask_threshold = mask_threshold
+        self._step_fn = tf.function(self._step_impl, reduce_retracing=True)
+        self._masks_fn = tf.function(self._masks_impl, reduce_retracing=True)
+        self._done = True
+
+    @property
+    def initial_cost(self) -> float:
+        return self.env.initial_cost
+
+    def observation_spec(self) -> ObservationSpec:
+        return ObservationSpec(state="vector",
+                               state_size=self.model.latent_size + self.model.hidden_size,
+                               num_xfers=self.vocab.size,
+                               max_locations=self.env.config.max_locations,
+                               location_features=False, max_pattern_ops=0)
+
+    def _masks_impl(self, latent, hidden):
+        masks = self.model.masks(latent, hidden)
+        return tf.sigmoid(masks.xfer_logits), masks.log_counts
+
+    def _step_impl(self, latent, hidden, cell, xfer, location):
+        prediction, state = self.model.step(latent, xfer, location,
+                                            snt.LSTMState(hidden=hidden, cell=cell))
+        return prediction.reward, state.hidden, state.cell
+
+    def _observe(self, real: Observation) -> Observation:
+        self._latent = self.encoder.encode([real.state])
+        if self.masks == "real":
+            xfer_mask, location_mask = self.vocab.compact_masks(real.xfer_mask,
+                                                                real.location_mask)
+        else:
+            valid_prob, log_counts = self._masks_fn(tf.constant(self._latent),
+                                                    tf.constant(self._hidden))
+            xfer_mask, location_mask = decode_masks(  # the dream's decoding: both views agree
+                valid_prob.numpy(), log_counts.numpy(), self.env.config.max_locations,
+                self.mask_threshold)
+            xfer_mask, location_mask = xfer_mask[0], location_mask[0]
+        state = np.concatenate([self._latent[0], self._hidden[0]]).astype(np.float32)
+        return Observation(state=state, locations=None, location_mask=location_mask,
+                           xfer_mask=xfer_mask)
+
+    def reset(self) -> Observation:
+        h = self.model.hidden_size
+        self._hidden = np.zeros((1, h), np.float32)
+        self._cell = np.zeros((1, h), np.float32)
+        self._done = False
+        self._obs = self._observe(self.env.reset())
+        return self._obs
+
+    def step(self, action) -> TimeStep:
+        if self._done:
+            raise RuntimeError("step() called on a finished episode; call reset()")
+        x, l = int(action[0]), int(action[1])
+        in_range = 0 <= x <= self.vocab.size
+        real_x = self.vocab.to_real(x) if in_range else self.env.noop + 1 + abs(x)
+        predicted, hidden, cell = self._step_fn(
+            tf.constant(self._latent), tf.constant(self._hidden), tf.constant(self._cell),
+            tf.constant([x if in_range else 0], tf.int32),
+            tf.constant([min(max(l, 0), self.env.config.max_locations - 1)], tf.int32))
+        real_obs, reward, done, info = self.env.step((real_x, l))
+        info = dict(info, predicted_reward=float(predicted.numpy()[0]))
+        self._done = done
+        if info["invalid"] is None:
+            self._hidden, self._cell = hidden.numpy(), cell.numpy()
+            self._obs = self._observe(real_obs)
+        return TimeStep(self._obs, float(reward), done, info)

@@ -1,0 +1,104 @@
+"""Training and evaluation of the MDN-RNN.
+
+`WorldModelLearner.step(batch)` is one `tf.function` Adam step on a padded
+`xflowrl.world_model.data.Batch`, with the learning rate following the
+thesis' 2nd-degree polynomial decay and a global-norm gradient clip; it
+returns every loss term. `evaluate(batch)` measures the world model on
+held-out rollouts: the same loss terms, the reward MSE, the accuracy of the
+predicted xfer masks and of the location counts (rounded), and the terminal
+accuracy.
+"""
+
+from __future__ import annotations
+
+from typing import Dict
+
+import numpy as np
+import sonnet as snt
+import tensorflow as tf
+
+from xflowrl.world_model import losses
+from xflowrl.world_model.config import WorldModelConfig
+from xflowrl.world_model.data import Batch
+from xflowrl.world_model.networks import MDNRNN
+
+
+def _tensors(batch: Batch):
+    return tuple(tf.constant(x) for x in batch)
+
+
+class WorldModelLearner:
+    """Owns the optimizer and the step counter of an `MDNRNN`."""
+
+    def __init__(self, model: MDNRNN, config: WorldModelConfig):
+        self.model = model
+        self.config = config
+        self.learning_rate = tf.Variable(config.learning_rate, trainable=False,
+                                         dtype=tf.float32, name="learning_rate")
+        self.optimizer = snt.optimizers.Adam(self.learning_rate)
+        self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="wm_steps")
+        self._step = tf.function(self._step_impl, reduce_retracing=True)
+        self._evaluate = tf.function(self._evaluate_impl, reduce_retracing=True)
+
+    def _losses(self, b, training: bool) -> losses.WorldModelLosses:
+        latents, next_latents, xfers, locations, rewards, terminals, valid, counts, weights = b
+        prediction, masks = self.model.unroll(latents, xfers, locations, training=training)
+        return losses.world_model_losses(
+            logits=prediction.logits, mu=prediction.mu, log_sigma=prediction.log_sigma,
+            next_latent=next_latents, reward_pred=prediction.reward, reward=rewards,
+            done_logit=prediction.done_logit, done=terminals, xfer_logits=masks.xfer_logits,
+            xfer_valid=valid, count_pred=masks.log_counts, count=counts, step_weights=weights)
+
+    def _step_impl(self, b) -> Dict[str, tf.Tensor]:
+        with tf.GradientTape() as tape:
+            terms = self._losses(b, training=True)
+        variables = self.model.trainable_variables
+        grads = tape.gradient(terms.total, variables)
+        grads = [tf.zeros_like(v) if g is None else g for g, v in zip(grads, variables)]
+        grads, norm = tf.clip_by_global_norm(grads, self.config.max_grad_norm)
+        self.optimizer.apply(grads, variables)
+        out = terms._asdict()
+        out["grad_norm"] = norm
+        return out
+
+    def step(self, batch: Batch) -> Dict[str, float]:
+        """One training step; returns the loss terms and the learning rate."""
+        cfg = self.config
+        lr = losses.polynomial_decay(int(self.steps.numpy()), cfg.learning_rate,
+                                     cfg.final_learning_rate, cfg.decay_steps)
+        self.learning_rate.assign(lr)
+        metrics = {k: float(v) for k, v in self._step(_tensors(batch)).items()}
+        self.steps.assign_add(1)
+        metrics["learning_rate"] = lr
+        return metrics
+
+    def _evaluate_impl(self, b) -> Dict[str, tf.Tensor]:
+        terms = self._losses(b, training=False)
+        latents, _, xfers, locations, rewards, terminals, valid, counts, weights = b
+        prediction, masks = self.model.unroll(latents, xfers, locations)
+        predicted_valid = tf.cast(masks.xfer_logits > 0, tf.float32)
+        mask_right = tf.reduce_all(tf.equal(predicted_valid, valid), axis=-1)
+        predicted_counts = tf.round(tf.math.expm1(masks.log_counts))
+        counts_right = tf.reduce_all(tf.logical_or(valid < 0.5,
+                                                   tf.equal(predicted_counts, counts)), axis=-1)
+        terminal_right = tf.equal(tf.cast(prediction.done_logit > 0, tf.float32), terminals)
+        out = terms._asdict()
+        out["reward_mse"] = terms.reward
+        out["xfer_mask_accuracy"] = losses.masked_mean(tf.cast(mask_right, tf.float32), weights)
+        out["location_mask_accuracy"] = losses.masked_mean(
+            tf.cast(tf.logical_and(mask_right, counts_right), tf.float32), weights)
+        out["terminal_accuracy"] = losses.masked_mean(tf.cast(terminal_right, tf.float32),
+                                                      weights)
+        return out
+
+    def evaluate(self, batch: Batch) -> Dict[str, float]:
+        """Loss terms and accuracies on a (held-out) batch; masks are judged
+        per state: all M xfer flags right, and for the location mask also
+        every valid xfer's rounded count."""
+        return {k: float(v) for k, v in self._evaluate(_tensors(batch)).items()}
+
+    def build(self, batch: Batch) -> None:
+        """Creates the model's and optimizer's variables without training."""
+        self._losses(_tensors(batch), training=False)
+        if not self.optimizer.m:
+            self.optimizer._initialize(self.model.trainable_variables)  # pylint: disable=protected-access
