@@ -1,0 +1,224 @@
+"""Trains the model-based agent: world model from random rollouts, PPO in the dream.
+
+    python experiments/train_mb.py --graph=bert            # the main job
+    python experiments/train_mb.py --quick                 # small_cnn, about a minute
+
+Phases (thesis §3.4; xflowrl.world_model.agent): online random-agent rollouts
+train a latent encoder (then frozen) and the MDN-RNN world model; a PPO
+controller trains on [z_t, h_t] inside the dream only; it is then evaluated
+in the real environment (greedy and sampled, with the world model's masks,
+and for comparison with the real engine's masks).
+
+Writes to --results_dir/<graph>/train_mb/: TensorBoard logs (world-model
+loss terms and held-out accuracy, imagined returns, the real evaluation),
+checkpoints of both phases (rerun the same command to resume), and at the
+end result.json / result.md: the initial cost, the controller's real cost,
+one-step greedy, TASO's search and a random agent under the same cost model,
+the real environment steps used (beside the model-free agent's, when
+results/<graph>/train_mf/result.json exists), predicted vs real returns and
+mask errors; plus the optimised graph (graph.json, and graph.onnx with random
+weights).
+"""
+
+import dataclasses
+import json
+import os
+import time
+
+from absl import app
+from absl import flags
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+from xflowrl.agents.ppo import PPOConfig
+from xflowrl.agents.ppo.training import replay
+from xflowrl.env import EnvConfig, GraphEnv, rewards
+from xflowrl.graphs import BACKENDS, CostModel, XferSet, save_onnx, zoo
+from xflowrl.graphs.weights import random_weights
+from xflowrl.graphs.xfers import RULE_SETS
+from xflowrl.search import baseline_rows, run_baselines, versus_greedy
+from xflowrl.world_model import DreamConfig, ModelBasedAgent, WorldModelConfig
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("graph", "bert", f"Graph to optimise; one of {zoo.GRAPHS}.")
+flags.DEFINE_enum("rules", "default", list(RULE_SETS), "Rule set (xflowrl.graphs.xfers."
+                  "RULE_SETS): default = built-ins + generated; builtin+taso = the thesis'.")
+flags.DEFINE_integer("seed", 0, "Seed of rollouts, networks and sampling.")
+flags.DEFINE_enum("cost_model", "analytic", BACKENDS, "Cost backend.")
+flags.DEFINE_string("profile", "cpu", "Device profile of the analytic backend.")
+flags.DEFINE_string("cost_cache", "results/cost_cache.tsv", "Cache of measured op costs.")
+flags.DEFINE_integer("max_steps", 50, "Step limit per episode (real and imagined).")
+flags.DEFINE_integer("max_locations", 200, "L, locations per xfer.")
+flags.DEFINE_enum("reward", "relative", sorted(rewards.REWARDS), "Reward function.")
+# World model.
+flags.DEFINE_integer("rounds", 8, "Online collection rounds of the world model.")
+flags.DEFINE_integer("episodes_per_round", 50, "Random-agent episodes per round.")
+flags.DEFINE_integer("train_steps_per_round", 150, "World-model steps per round.")
+flags.DEFINE_integer("encoder_steps", 300, "Steps that train the latent encoder.")
+flags.DEFINE_bool("replay", True, "Train on all rollouts so far (else the latest round's).")
+flags.DEFINE_enum("reward_model", "mdn", ["mdn", "separate"],
+                  "Reward from the MDN-RNN or from the separate network of thesis §4.3.4.")
+# Controller.
+flags.DEFINE_float("temperature", 1.0, "tau of the dream's mixture sampling.")
+flags.DEFINE_integer("dream_episodes", 3200, "Imagined episodes the controller trains on.")
+flags.DEFINE_integer("dream_batch", 64, "Imagined episodes per dream call (and per update).")
+flags.DEFINE_bool("lockstep", False, "Ablation: real environments supply the dream's masks "
+                  "and terminal flags (the thesis code's mode).")
+flags.DEFINE_integer("eval_episodes", 10, "Sampled evaluation episodes in the real env.")
+# Baselines.
+flags.DEFINE_integer("taso_budget", 1000, "Budget of the TASO search baseline (0: skip).")
+flags.DEFINE_float("taso_alpha", 1.05, "Alpha of the TASO search baseline.")
+flags.DEFINE_integer("random_episodes", 20, "Episodes of the random-agent baseline.")
+flags.DEFINE_bool("quick", False, "small_cnn, 20-step episodes, 2 rounds of 30 episodes, "
+                  "512 imagined episodes: end to end in about a minute.")
+flags.DEFINE_string("results_dir", "results", "Where results are written.")
+
+
+def _configs():
+    graph, max_steps = FLAGS.graph, FLAGS.max_steps
+    wm = WorldModelConfig(rounds=FLAGS.rounds, episodes_per_round=FLAGS.episodes_per_round,
+                          train_steps_per_round=FLAGS.train_steps_per_round,
+                          encoder_steps=FLAGS.encoder_steps, replay=FLAGS.replay,
+                          reward_model=FLAGS.reward_model,
+                          decay_steps=max(FLAGS.rounds * FLAGS.train_steps_per_round, 1))
+    dream = DreamConfig(temperature=FLAGS.temperature, batch_size=FLAGS.dream_batch,
+                        episodes=FLAGS.dream_episodes, lockstep=FLAGS.lockstep)
+    if FLAGS.quick:
+        graph, max_steps = "small_cnn", 20
+        wm = dataclasses.replace(wm, rounds=2, episodes_per_round=30, train_steps_per_round=100,
+                                 encoder_steps=150, decay_steps=200, held_out_episodes=10)
+        dream = dataclasses.replace(dream, episodes=512)
+    # X-RLflow's PPO (docs/agents.md), with dream-sized minibatches: an update
+    # sees a whole batch of imagined episodes.
+    ppo = dataclasses.replace(PPOConfig.xrlflow(), minibatch_size=64,
+                              episodes_per_update=dream.batch_size)
+    return graph, max_steps, wm, dream, ppo
+
+
+def _model_free_steps(graph_name: str):
+    path = os.path.join(FLAGS.results_dir, graph_name, "train_mf", "result.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        mf = json.load(f)
+    return {"interactions": mf.get("interactions"), "agent_cost_ms": mf.get("agent_cost_ms"),
+            "episodes": mf.get("episodes"), "source": path}
+
+
+def main(argv):
+    del argv
+    graph_name, max_steps, wm, dream, ppo = _configs()
+    graph = zoo.get_graph(graph_name)
+    cost_model = CostModel(FLAGS.cost_model, profile=FLAGS.profile, cache_path=FLAGS.cost_cache)
+    xfers = XferSet.from_name(FLAGS.rules)
+    env = GraphEnv(graph, xfers, cost_model,
+                   EnvConfig(max_steps=max_steps, max_locations=FLAGS.max_locations,
+                             reward=FLAGS.reward))
+    out_dir = os.path.join(FLAGS.results_dir, graph_name, "train_mb")
+    logging.info("graph %s: %d ops, %d xfers, initial cost %.4f ms (%s); results in %s",
+                 graph_name, graph.num_ops(), len(xfers), env.initial_cost, cost_model.name,
+                 out_dir)
+    start = time.time()
+    agent = ModelBasedAgent(env, out_dir, wm, dream, ppo, seed=FLAGS.seed)
+    wm_state = agent.learn_world_model()
+    wm_seconds = time.time() - start
+    controller = agent.train_controller()
+    dream_seconds = time.time() - start - wm_seconds
+
+    # The controller in the real environment.
+    evaluations = {"greedy": agent.evaluate(masks="model", greedy=True),
+                   "greedy_real_masks": agent.evaluate(masks="real", greedy=True)}
+    sampled = [agent.evaluate(masks="model", greedy=False) for _ in range(FLAGS.eval_episodes)]
+    best = min([evaluations["greedy"]] + sampled, key=lambda e: e.final_cost)
+    best_graph = replay(env, best.applied)
+    baselines = run_baselines(env, FLAGS.taso_alpha, FLAGS.taso_budget, FLAGS.random_episodes,
+                              FLAGS.seed)
+    eval_steps = sum(e.steps for e in evaluations.values()) + sum(e.steps for e in sampled)
+    summary = {
+        "graph": graph_name, "cost_model": cost_model.name, "seed": FLAGS.seed,
+        "initial_cost_ms": env.initial_cost,
+        "controller_cost_ms": evaluations["greedy"].final_cost,
+        "controller_best_cost_ms": best.final_cost, "controller_best_applied": best.applied,
+        "controller": {k: e._asdict() for k, e in evaluations.items()},
+        "sampled": [e._asdict() for e in sampled],
+        "controller_vs_greedy": versus_greedy(best.final_cost,
+                                              baselines["greedy"]["cost_ms"]),
+        "baselines": baselines,
+        "real_steps": {"world_model_rollouts": wm_state["real_steps"],
+                       "held_out_rollouts": wm_state["held_out_steps"],
+                       "evaluation": eval_steps,
+                       "model_free": _model_free_steps(graph_name)},
+        "world_model": {"vocabulary": agent.vocab.size, "rounds": wm_state["rounds"],
+                        "encoder": wm_state["encoder"], "config": dataclasses.asdict(wm)},
+        "dream": dataclasses.asdict(dream), "ppo": dataclasses.asdict(ppo),
+        "seconds": {"world_model": wm_seconds, "controller": dream_seconds,
+                    "total": time.time() - start},
+        "dream_episodes": int(controller.episodes.numpy()),
+    }
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "result.json"), "w") as f:
+        json.dump(summary, f, indent=2, default=float)
+    with open(os.path.join(out_dir, "graph.json"), "w") as f:
+        json.dump([op._asdict() for op in best_graph.ops()], f)
+    # Zoo graphs carry no trained weights: the ONNX file holds random ones
+    # under the original weight names (folded weights precomputed).
+    save_onnx(best_graph, random_weights(graph, seed=FLAGS.seed),
+              os.path.join(out_dir, "graph.onnx"))
+    with agent.writer.as_default(step=0):
+        tf.summary.scalar("real/controller_cost", evaluations["greedy"].final_cost)
+        tf.summary.scalar("real/controller_best_cost", best.final_cost)
+        tf.summary.scalar("real/predicted_return", evaluations["greedy"].predicted_return)
+        tf.summary.scalar("real/real_return", evaluations["greedy"].real_return)
+    _write_markdown(out_dir, summary, evaluations, sampled, baselines)
+
+
+def _write_markdown(out_dir, summary, evaluations, sampled, baselines):
+    initial = summary["initial_cost_ms"]
+    rows = [("initial", initial),
+            ("model-based controller (greedy, model masks)", evaluations["greedy"].final_cost),
+            (f"model-based controller (best of greedy + {len(sampled)} sampled)",
+             summary["controller_best_cost_ms"]),
+            ("model-based controller (greedy, real masks: lockstep help)",
+             evaluations["greedy_real_masks"].final_cost)]
+    rows += baseline_rows(baselines)
+    mf = summary["real_steps"]["model_free"]
+    if mf and mf.get("agent_cost_ms") is not None:
+        rows.append(("model-free PPO (from train_mf.py)", mf["agent_cost_ms"]))
+    table = "\n".join(f"| {name} | {cost:.4f} | {100 * (cost / initial - 1):+.3f}% |"
+                      for name, cost in rows)
+    steps = summary["real_steps"]
+    ev = [("greedy, model masks", evaluations["greedy"]),
+          ("greedy, real masks", evaluations["greedy_real_masks"])] + [
+        (f"sampled {i + 1}", e) for i, e in enumerate(sampled)]
+    ev_table = "\n".join(f"| {n} | {e.final_cost:.4f} | {e.real_return:+.4f} | "
+                         f"{e.predicted_return:+.4f} | {e.invalid_actions} | {e.steps} |"
+                         for n, e in ev)
+    last = summary["world_model"]["rounds"][-1]
+    text = (
+        f"# Model-based agent on {summary['graph']} ({summary['cost_model']} cost)\n\n"
+        f"World model: {len(summary['world_model']['rounds'])} rounds, vocabulary of "
+        f"{summary['world_model']['vocabulary']} xfers, held-out latent NLL "
+        f"{last['held_out_latent_nll']:.3f}, reward MSE {last['held_out_reward_mse']:.3e}, "
+        f"xfer-mask accuracy {last['held_out_xfer_mask_accuracy']:.3f}, location-mask accuracy "
+        f"{last['held_out_location_mask_accuracy']:.3f}. Controller: "
+        f"{summary['dream_episodes']} imagined episodes at temperature "
+        f"{summary['dream']['temperature']}. {summary['seconds']['total']:.0f} s in all.\n\n"
+        f"| | cost (ms) | change |\n|---|---|---|\n{table}\n\n"
+        f"The controller (best episode) is {summary['controller_vs_greedy']}.\n\n"
+        f"Real environment steps: {steps['world_model_rollouts']} for the world model's "
+        f"rollouts + {steps['held_out_rollouts']} held out + {steps['evaluation']} in "
+        f"evaluation; model-free agent: "
+        f"{mf['interactions'] if mf else 'not run (train_mf.py writes it)'}.\n\n"
+        f"| evaluation episode | final cost | real return | predicted return | invalid "
+        f"actions | steps |\n|---|---|---|---|---|---|\n{ev_table}\n\n"
+        f"Controller's substitutions (best episode): "
+        f"{', '.join(f'{n}@{l}' for n, l in summary['controller_best_applied']) or 'none'}\n")
+    with open(os.path.join(out_dir, "result.md"), "w") as f:
+        f.write(text)
+    print(text)
+    print(f"results in {out_dir}")
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,66 @@
+"""Every baseline of a results table, under one environment's rules and cost
+model (DESIGN.md §10): one-step greedy, TASO's backtracking search and the
+random agent.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from xflowrl.env import GraphEnv
+from xflowrl.search.greedy import greedy_search
+from xflowrl.search.random_agent import RandomAgent
+
+
+def run_baselines(env: GraphEnv, taso_alpha: float = 1.05, taso_budget: int = 1000,
+                  random_episodes: int = 20, seed: int = 0) -> Dict[str, Optional[dict]]:
+    """Costs (ms) and substitutions of the baselines on `env`'s initial graph.
+
+    Returns a dict with "greedy", "taso" (None when `taso_budget` is 0) and
+    "random" (None when `random_episodes` is 0) entries, each with `cost_ms`,
+    `seconds` and, where there is one, the sequence `applied`.
+    """
+    out: Dict[str, Optional[dict]] = {"greedy": None, "taso": None, "random": None}
+    start = time.time()
+    greedy = greedy_search(env)
+    out["greedy"] = {"cost_ms": greedy.final_cost, "seconds": time.time() - start,
+                     "steps": greedy.steps, "applied": greedy.applied}
+    if taso_budget > 0:
+        start = time.time()
+        search = env.xfers.search(env.initial_graph, env.cost_model, alpha=taso_alpha,
+                                  budget=taso_budget)
+        out["taso"] = {"cost_ms": search.best_cost, "seconds": time.time() - start,
+                       "alpha": taso_alpha, "budget": taso_budget,
+                       "expansions": search.expansions, "applied": search.applied}
+    if random_episodes > 0:
+        agent = RandomAgent(seed=seed)
+        costs: List[float] = [agent.run_episode(env).final_cost for _ in range(random_episodes)]
+        out["random"] = {"cost_ms": float(np.mean(costs)), "std_ms": float(np.std(costs)),
+                         "best_ms": float(np.min(costs)), "episodes": random_episodes}
+    return out
+
+
+def baseline_rows(baselines: Dict[str, Optional[dict]]) -> List[Tuple[str, float]]:
+    """(row name, cost) for a results table."""
+    rows = []
+    if baselines.get("greedy"):
+        rows.append(("one-step greedy", baselines["greedy"]["cost_ms"]))
+    if baselines.get("taso"):
+        t = baselines["taso"]
+        rows.append((f"TASO search (alpha {t['alpha']}, budget {t['budget']})", t["cost_ms"]))
+    if baselines.get("random"):
+        r = baselines["random"]
+        rows.append((f"random agent (mean of {r['episodes']})", r["cost_ms"]))
+    return rows
+
+
+def versus_greedy(cost: float, greedy_cost: float, tolerance: float = 1e-6) -> str:
+    """'better than', 'matches' or 'worse than' one-step greedy."""
+    if cost < greedy_cost * (1 - tolerance):
+        return "better than greedy"
+    if cost > greedy_cost * (1 + tolerance):
+        return "worse than greedy"
+    return "matches greedy (no gain over the one-step baseline)"
