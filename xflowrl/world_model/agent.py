@@ -4,7 +4,9 @@
 (§3.4), each phase checkpointed under `logdir` so that a rerun resumes:
 
 1. `learn_world_model()`: rounds of online random-agent rollouts (real
-   steps counted). After the first round the xfer vocabulary is fixed and the
+   steps counted). After the first round (plus a few episodes that walk to
+   the step limit, so that deeper xfers are seen) the xfer vocabulary is
+   fixed and the
    latent encoder is trained on that round's states, then frozen; every
    round then trains the MDN-RNN on minibatches of latent sequences (of all
    rounds so far with `replay`, else the latest). A few held-out episodes
@@ -166,11 +168,17 @@ class ModelBasedAgent:
             r = self.state["round"]
             allowed = None if self.vocab is None else self.vocab.allowed()
             rollouts = data.collect_rollouts(self.env, cfg.episodes_per_round, collector, allowed)
+            if self.vocab is None and cfg.vocabulary_episodes:
+                walker = RandomAgent(0.0, seed=self.seed + 1)
+                rollouts += data.collect_rollouts(self.env, cfg.vocabulary_episodes, walker)
             self.state["real_steps"] += data.real_steps(rollouts)
             if self.vocab is None:
                 self._build_world_model(data.XferVocabulary.from_rollouts(
                     rollouts, self.env.num_xfers))
                 self.state["vocab"] = self.vocab.to_json()
+                reward_std = float(np.std(np.concatenate([r.rewards for r in rollouts])))
+                self.state["reward_scale"] = 1.0 / reward_std if reward_std > 1e-9 else 1.0
+                self.model.set_reward_scale(self.state["reward_scale"])
                 history = self._train_encoder(rollouts)
                 self.state["encoder"] = {"first": history[0], "last": history[-1]}
                 with self.writer.as_default():
@@ -188,6 +196,8 @@ class ModelBasedAgent:
                 idx = rng.choice(len(buffer), size=min(cfg.batch_size, len(buffer)),
                                  replace=False)
                 m = self.learner.step(data.make_batch([buffer[i] for i in idx]))
+                if "first_loss" not in self.state:
+                    self.state["first_loss"] = m["total"]
                 metrics.append(m)
                 with self.writer.as_default(step=int(self.learner.steps.numpy())):
                     for k, v in m.items():

@@ -41,6 +41,11 @@ class WorldModelConfig:
       reward_hidden: layers of the separate reward network (thesis: 5 x 32).
       reward_dropout: its dropout rate (thesis: 0.2).
       noop_probability: the collector's NO-OP probability (thesis: 0.2).
+      vocabulary_episodes: extra first-round episodes that never take NO-OP
+        and so walk to the step limit: the thesis' collector ends episodes
+        after ~5 steps, so xfers that only become valid deeper in an episode
+        would never enter the (then fixed) vocabulary. They are training data
+        too, and their real steps are counted.
       held_out_episodes: random episodes kept out of training to measure the
         world model's accuracy (NLL, reward MSE, mask accuracy).
     """
@@ -66,6 +71,7 @@ class WorldModelConfig:
     reward_hidden: tuple = (32, 32, 32, 32, 32)
     reward_dropout: float = 0.2
     noop_probability: float = 0.2
+    vocabulary_episodes: int = 10
     held_out_episodes: int = 20
 
     def __post_init__(self):
@@ -104,5 +110,8 @@ class DreamConfig:
     def __post_init__(self):
         if self.temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if self.done_threshold < 0 or self.mask_threshold < 0:
+            raise ValueError("done_threshold and mask_threshold must be >= 0 (a threshold "
+                             "above 1 switches the prediction off)")
         if self.batch_size < 1 or self.episodes < 1:
             raise ValueError("batch_size and episodes must be >= 1")

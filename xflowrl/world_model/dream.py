@@ -137,7 +137,7 @@ class BatchedDream:
     # -- the interface, batched -----------------------------------------------
     def reset(self, batch_size: int) -> DreamBatch:
         """Starts `batch_size` imagined episodes from z_0."""
-        z, h = self.model.latent_size, self.model.hidden_size
+        h = self.model.hidden_size
         self._latent = np.tile(self._z0[None], (batch_size, 1))
         self._hidden = np.zeros((batch_size, h), np.float32)
         self._cell = np.zeros((batch_size, h), np.float32)
@@ -154,7 +154,6 @@ class BatchedDream:
                                                     tf.constant(self._hidden))
             self._xfer_mask, self._location_mask = self._decode_masks(valid_prob.numpy(),
                                                                       log_counts.numpy())
-        del z
         zeros = np.zeros(batch_size, bool)
         return DreamBatch(self._states(), self._xfer_mask, self._location_mask,
                           np.zeros(batch_size, np.float32), zeros, zeros, zeros)

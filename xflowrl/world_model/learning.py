@@ -3,7 +3,8 @@
 `WorldModelLearner.step(batch)` is one `tf.function` Adam step on a padded
 `xflowrl.world_model.data.Batch`, with the learning rate following the
 thesis' 2nd-degree polynomial decay and a global-norm gradient clip; it
-returns every loss term. `evaluate(batch)` measures the world model on
+returns every loss term (the reward term in units of the reward's standard
+deviation, `MDNRNN.reward_scale`). `evaluate(batch)` measures the world model on
 held-out rollouts: the same loss terms, the reward MSE, the accuracy of the
 predicted xfer masks and of the location counts (rounded), and the terminal
 accuracy.
@@ -43,9 +44,11 @@ class WorldModelLearner:
     def _losses(self, b, training: bool) -> losses.WorldModelLosses:
         latents, next_latents, xfers, locations, rewards, terminals, valid, counts, weights = b
         prediction, masks = self.model.unroll(latents, xfers, locations, training=training)
+        scale = self.model.reward_scale  # the reward term in units of the reward's std
         return losses.world_model_losses(
             logits=prediction.logits, mu=prediction.mu, log_sigma=prediction.log_sigma,
-            next_latent=next_latents, reward_pred=prediction.reward, reward=rewards,
+            next_latent=next_latents, reward_pred=prediction.reward * scale,
+            reward=rewards * scale,
             done_logit=prediction.done_logit, done=terminals, xfer_logits=masks.xfer_logits,
             xfer_valid=valid, count_pred=masks.log_counts, count=counts, step_weights=weights)
 
@@ -83,7 +86,7 @@ class WorldModelLearner:
                                                    tf.equal(predicted_counts, counts)), axis=-1)
         terminal_right = tf.equal(tf.cast(prediction.done_logit > 0, tf.float32), terminals)
         out = terms._asdict()
-        out["reward_mse"] = terms.reward
+        out["reward_mse"] = terms.reward / tf.square(self.model.reward_scale)  # raw units
         out["xfer_mask_accuracy"] = losses.masked_mean(tf.cast(mask_right, tf.float32), weights)
         out["location_mask_accuracy"] = losses.masked_mean(
             tf.cast(tf.logical_and(mask_right, counts_right), tf.float32), weights)

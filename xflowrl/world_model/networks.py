@@ -62,6 +62,11 @@ class MDNRNN(snt.Module):
         self._head = snt.Linear(k + 2 * k * z + 2, name="mdn_head")
         m = max(num_known_xfers, 1)
         self._mask_decoder = snt.nets.MLP([config.mask_hidden_size, 2 * m], name="mask_decoder")
+        # Rewards are small (an episode's return is its total speed-up in %,
+        # often well under 1): the reward outputs are in units of the reward's
+        # standard deviation in the first round's rollouts, set by
+        # `set_reward_scale`, so the reward term carries weight in the loss.
+        self.reward_scale = tf.Variable(1.0, trainable=False, name="reward_scale")
         self.separate_reward = config.reward_model == "separate"
         if self.separate_reward:
             self._reward_net = snt.nets.MLP(list(config.reward_hidden) + [1],
@@ -83,11 +88,15 @@ class MDNRNN(snt.Module):
         log_sigma = tf.reshape(out[..., k + k * z:k + 2 * k * z], tf.concat([lead, [k, z]], 0))
         return logits, mu, log_sigma, out[..., -2], out[..., -1]
 
+    def set_reward_scale(self, scale: float) -> None:
+        """Outputs / scale are rewards: scale = 1 / std of the observed rewards."""
+        self.reward_scale.assign(scale)
+
     def _reward(self, head_reward, latent, hidden_before, action, training):
-        if not self.separate_reward:
-            return head_reward
-        inputs = tf.concat([latent, hidden_before, action], -1)
-        return self._reward_net(inputs, is_training=training)[..., 0]
+        if self.separate_reward:
+            inputs = tf.concat([latent, hidden_before, action], -1)
+            head_reward = self._reward_net(inputs, is_training=training)[..., 0]
+        return head_reward / self.reward_scale
 
     def masks(self, latent: tf.Tensor, hidden: tf.Tensor) -> Masks:
         """Mask decoder on [z_t, h_t]."""

@@ -1,0 +1,135 @@
+"""Table 4.3: the dream's temperature against world-model and real scores.
+
+    python experiments/temperature_sweep.py --graph=bert --seeds=3
+
+For each seed one world model is trained (and reused for every temperature,
+so the sweep costs one world model per seed, not one per cell); for each
+temperature tau a fresh controller trains in the dream at tau and is then
+evaluated greedily in the real environment with the world model's masks.
+
+Scores follow the thesis' sign: the change in runtime, in % of the initial
+graph's (negative is faster).
+  world-model score: -(mean imagined return of 64 greedy dream episodes at tau)
+  real score:        100 * (real final cost / initial cost - 1)
+Each cell is mean +- std over seeds. Writes result.json, result.md and
+temperature_sweep.png to --results_dir/<graph>/temperature_sweep/; every
+world model and controller is checkpointed there, so a rerun resumes.
+"""
+
+import dataclasses
+import json
+import os
+import time
+
+from absl import app
+from absl import flags
+from absl import logging
+import numpy as np
+
+from xflowrl.agents.ppo import PPOConfig
+from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.graphs import BACKENDS, CostModel, XferSet, zoo
+from xflowrl.world_model import DreamConfig, ModelBasedAgent, WorldModelConfig, imagine_batch
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("graph", "bert", f"Graph to optimise; one of {zoo.GRAPHS}.")
+flags.DEFINE_integer("seeds", 3, "Seeds (a world model each); the thesis ran 5.")
+flags.DEFINE_list("temperatures", ["0.1", "0.5", "0.75", "1.0", "1.2", "1.5", "1.75", "2.0",
+                                   "2.5", "3.0"], "The temperatures of Table 4.3.")
+flags.DEFINE_enum("cost_model", "analytic", BACKENDS, "Cost backend.")
+flags.DEFINE_integer("max_steps", 50, "Step limit per episode.")
+flags.DEFINE_integer("rounds", 8, "World-model collection rounds.")
+flags.DEFINE_integer("episodes_per_round", 50, "Random episodes per round.")
+flags.DEFINE_integer("train_steps_per_round", 150, "World-model steps per round.")
+flags.DEFINE_integer("dream_episodes", 1600, "Imagined episodes per controller.")
+flags.DEFINE_bool("quick", False, "small_cnn, 2 seeds, 3 temperatures, tiny budgets.")
+flags.DEFINE_string("results_dir", "results", "Where results are written.")
+
+
+def _settings():
+    graph, seeds, temps = FLAGS.graph, FLAGS.seeds, [float(t) for t in FLAGS.temperatures]
+    wm = WorldModelConfig(rounds=FLAGS.rounds, episodes_per_round=FLAGS.episodes_per_round,
+                          train_steps_per_round=FLAGS.train_steps_per_round,
+                          decay_steps=FLAGS.rounds * FLAGS.train_steps_per_round)
+    episodes, max_steps = FLAGS.dream_episodes, FLAGS.max_steps
+    if FLAGS.quick:
+        graph, seeds, temps, episodes, max_steps = "small_cnn", 2, [0.5, 1.0, 2.0], 256, 20
+        wm = dataclasses.replace(wm, rounds=2, episodes_per_round=30, train_steps_per_round=80,
+                                 encoder_steps=100, decay_steps=160, held_out_episodes=10)
+    return graph, seeds, temps, wm, episodes, max_steps
+
+
+def _plot(path, temps, wm_mean, wm_std, real_mean, real_std, graph):
+    import matplotlib  # pylint: disable=import-outside-toplevel
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.errorbar(temps, wm_mean, yerr=wm_std, marker="o", capsize=3, label="world-model score")
+    ax.errorbar(temps, real_mean, yerr=real_std, marker="s", capsize=3, label="real score")
+    ax.axhline(0.0, color="grey", linewidth=0.8)
+    ax.set_xlabel("temperature tau")
+    ax.set_ylabel("runtime change (%)")
+    ax.set_title(f"Temperature sweep on {graph}")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv):
+    del argv
+    graph_name, seeds, temps, wm, episodes, max_steps = _settings()
+    env = GraphEnv(zoo.get_graph(graph_name), XferSet.default(), CostModel(FLAGS.cost_model),
+                   EnvConfig(max_steps=max_steps))
+    out_dir = os.path.join(FLAGS.results_dir, graph_name, "temperature_sweep")
+    os.makedirs(out_dir, exist_ok=True)
+    start = time.time()
+    cells = {t: {"world_model": [], "real": []} for t in temps}
+    for seed in range(seeds):
+        base = DreamConfig(episodes=episodes)
+        ppo = dataclasses.replace(PPOConfig.xrlflow(), minibatch_size=64,
+                                  episodes_per_update=base.batch_size)
+        agent = ModelBasedAgent(env, os.path.join(out_dir, f"seed_{seed}"), wm, base, ppo,
+                                seed=seed)
+        agent.learn_world_model()
+        for t in temps:
+            config = dataclasses.replace(base, temperature=t)
+            controller = agent.train_controller(config, subdir=f"controller_tau_{t}", seed=seed)
+            dream = agent.make_dream(config, seed=seed + 7919)
+            imagined = imagine_batch(dream, controller, 64, greedy=True)
+            wm_score = -float(np.mean([sum(s.reward for s in e) for e in imagined]))
+            real = agent.evaluate(controller, masks="model", greedy=True)
+            real_score = 100.0 * (real.final_cost / env.initial_cost - 1.0)
+            cells[t]["world_model"].append(wm_score)
+            cells[t]["real"].append(real_score)
+            logging.info("seed %d tau %.2f: world-model score %+.3f%%, real score %+.3f%% "
+                         "(%d invalid actions), %.0f s so far", seed, t, wm_score, real_score,
+                         real.invalid_actions, time.time() - start)
+    rows = []
+    for t in temps:
+        w, r = np.array(cells[t]["world_model"]), np.array(cells[t]["real"])
+        rows.append({"temperature": t, "world_model_mean": float(w.mean()),
+                     "world_model_std": float(w.std()), "real_mean": float(r.mean()),
+                     "real_std": float(r.std()), "world_model": w.tolist(), "real": r.tolist()})
+    seconds = time.time() - start
+    with open(os.path.join(out_dir, "result.json"), "w") as f:
+        json.dump({"graph": graph_name, "seeds": seeds, "dream_episodes": episodes,
+                   "initial_cost_ms": env.initial_cost, "seconds": seconds, "rows": rows,
+                   "world_model": dataclasses.asdict(wm)}, f, indent=2)
+    table = "\n".join(f"| {r['temperature']} | {r['world_model_mean']:+.3f}% ± "
+                      f"{r['world_model_std']:.3f}% | {r['real_mean']:+.3f}% ± "
+                      f"{r['real_std']:.3f}% |" for r in rows)
+    text = (f"# Temperature sweep on {graph_name} (Table 4.3)\n\n{seeds} seeds, {episodes} "
+            f"imagined episodes per controller, {seconds:.0f} s.\n\n| temperature | "
+            f"world-model score | real score |\n|---|---|---|\n{table}\n")
+    with open(os.path.join(out_dir, "result.md"), "w") as f:
+        f.write(text)
+    _plot(os.path.join(out_dir, "temperature_sweep.png"), temps,
+          [r["world_model_mean"] for r in rows], [r["world_model_std"] for r in rows],
+          [r["real_mean"] for r in rows], [r["real_std"] for r in rows], graph_name)
+    print(text)
+    print(f"results in {out_dir}")
+
+
+if __name__ == "__main__":
+    app.run(main)

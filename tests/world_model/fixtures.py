@@ -1,0 +1,108 @@
+"""Shared, cached builders for the world-model tests.
+
+The rule set and the random rollouts are built once per test process
+(`functools.lru_cache`), so that several test files run in one pytest process
+pay for them once. Models are tiny: the tests check behaviour, not quality.
+"""
+
+import dataclasses
+import functools
+from typing import Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.graphs import CostModel, XferSet, zoo
+from xflowrl.search import RandomAgent
+from xflowrl.world_model import data, latent
+from xflowrl.world_model.config import WorldModelConfig
+from xflowrl.world_model.networks import MDNRNN
+
+# A world model small enough to train in a test.
+SMALL_CONFIG = WorldModelConfig(latent_size=8, encoder_message_passing_steps=2, lstm_size=16,
+                                mixtures=3, action_embedding_size=4, mask_hidden_size=16,
+                                reward_hidden=(8, 8), learning_rate=1e-2,
+                                final_learning_rate=1e-3, decay_steps=100)
+
+
+@functools.lru_cache(maxsize=None)
+def xfers() -> XferSet:
+    return XferSet.default()
+
+
+@functools.lru_cache(maxsize=None)
+def cost_model() -> CostModel:
+    return CostModel("analytic")
+
+
+def real_env(graph: str = "small_cnn", max_steps: int = 6, **config) -> GraphEnv:
+    """A fresh real environment (they share the cached rule set)."""
+    return GraphEnv(zoo.get_graph(graph), xfers(), cost_model(),
+                    EnvConfig(max_steps=max_steps, **config))
+
+
+@functools.lru_cache(maxsize=None)
+def _rollouts(episodes: int, seed: int, max_steps: int) -> Tuple[data.Rollout, ...]:
+    return tuple(data.collect_rollouts(real_env(max_steps=max_steps), episodes,
+                                       RandomAgent.thesis_collector(seed)))
+
+
+def rollouts(episodes: int, seed: int = 0, max_steps: int = 6):
+    """Random-agent (thesis collector) rollouts of small_cnn, cached."""
+    return list(_rollouts(episodes, seed, max_steps))
+
+
+def encoder_targets(rollouts_, vocab: data.XferVocabulary) -> latent.EncoderTargets:
+    """The latent encoder's targets of every state of the rollouts."""
+    states = [s for r in rollouts_ for s in r.states]
+    valid = np.zeros((len(states), vocab.size), np.float32)
+    counts = np.zeros((len(states), vocab.size), np.float32)
+    i = 0
+    for r in rollouts_:
+        for v in r.valid:
+            for real, count in v.items():
+                c = vocab.to_compact(real)
+                if c >= 0:
+                    valid[i, c], counts[i, c] = 1.0, count
+            i += 1
+    return latent.EncoderTargets(
+        np.array([latent.relative_cost(s) for s in states], np.float32), valid, counts)
+
+
+def build_world_model(vocab: data.XferVocabulary, max_locations: int, seed: int = 0,
+                      **config) -> Tuple[latent.LatentEncoder, MDNRNN]:
+    """An untrained latent encoder and MDN-RNN (variables created)."""
+    cfg = dataclasses.replace(SMALL_CONFIG, **config)
+    tf.random.set_seed(seed)
+    encoder = latent.LatentEncoder(cfg.latent_size, vocab.size,
+                                   cfg.encoder_message_passing_steps)
+    model = MDNRNN(cfg, vocab.size, max_locations)
+    z = tf.zeros([1, cfg.latent_size])
+    encoder.predict(z)
+    model.step(z, tf.constant([0]), tf.constant([0]), model.initial_state(1))
+    model.masks(z, tf.zeros([1, model.hidden_size]))
+    return encoder, model
+
+
+def script_model(model: MDNRNN, valid_logits, count: int, reward: float,
+                 done_logit: float) -> None:
+    """Makes an MDN-RNN's reward, done flag and masks constants.
+
+    The mask decoder's last layer and the reward and done columns of the
+    MDN head get zero weights, so that (whatever z and h) the reward is
+    `reward`, the done logit `done_logit`, xfer m is valid iff
+    `valid_logits[m] > 0` and every valid xfer has `count` locations. The
+    mixture over z_{t+1} is left as it is.
+    """
+    last = model._mask_decoder.layers[-1]  # pylint: disable=protected-access
+    last.w.assign(tf.zeros_like(last.w))
+    m = model.num_known_xfers
+    last.b.assign(np.concatenate([np.asarray(valid_logits, np.float32),
+                                  np.full(m, np.log1p(count), np.float32)]))
+    head = model._head  # pylint: disable=protected-access
+    w, b = head.w.numpy(), head.b.numpy()
+    w[:, -2:] = 0.0
+    b[-2:] = reward, done_logit
+    head.w.assign(w)
+    head.b.assign(b)

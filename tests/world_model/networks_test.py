@@ -1,0 +1,217 @@
+"""Tests of the MDN-RNN and its learner."""
+
+import dataclasses
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import numpy as np
+import sonnet as snt
+import tensorflow as tf
+
+from tests.world_model import fixtures
+from xflowrl.world_model import data
+from xflowrl.world_model.learning import WorldModelLearner
+from xflowrl.world_model.networks import MDNRNN
+
+_M, _L = 5, 7
+_CONFIG = fixtures.SMALL_CONFIG
+_Z, _H, _K, _E = (_CONFIG.latent_size, _CONFIG.lstm_size, _CONFIG.mixtures,
+                  _CONFIG.action_embedding_size)
+
+
+def _model(reward_model="mdn", seed=0):
+    tf.random.set_seed(seed)
+    return MDNRNN(dataclasses.replace(_CONFIG, reward_model=reward_model), _M, _L)
+
+
+def _inputs(b=3, t=4, seed=0):
+    rng = np.random.default_rng(seed)
+    return (tf.constant(rng.uniform(-1, 1, (b, t, _Z)), tf.float32),
+            tf.constant(rng.integers(0, _M + 1, (b, t)), tf.int32),
+            tf.constant(rng.integers(0, _L, (b, t)), tf.int32))
+
+
+_REAL = {}
+
+
+def _real_batch():
+    """A fixed batch of real small_cnn latent sequences (untrained encoder), cached."""
+    if not _REAL:
+        rollouts = fixtures.rollouts(16, seed=0, max_steps=6)
+        vocab = data.XferVocabulary.from_rollouts(rollouts, len(fixtures.xfers()))
+        encoder, _ = fixtures.build_world_model(vocab, 200)
+        latents = encoder.encode([s for r in rollouts for s in r.states])
+        sequences, start = [], 0
+        for r in rollouts:
+            sequences.append(data.to_sequences(r, latents[start:start + len(r.states)], vocab))
+            start += len(r.states)
+        _REAL.update(vocab=vocab, batch=data.make_batch(sequences))
+    return _REAL["vocab"], _REAL["batch"]
+
+
+class MDNRNNTest(parameterized.TestCase):
+
+    def test_unroll_shapes(self):
+        model = _model()
+        prediction, masks = model.unroll(*_inputs(b=3, t=4))
+        self.assertEqual(prediction.logits.shape, (3, 4, _K))
+        self.assertEqual(prediction.mu.shape, (3, 4, _K, _Z))
+        self.assertEqual(prediction.log_sigma.shape, (3, 4, _K, _Z))
+        self.assertEqual(prediction.reward.shape, (3, 4))
+        self.assertEqual(prediction.done_logit.shape, (3, 4))
+        self.assertEqual(prediction.hidden.shape, (3, 4, _H))
+        self.assertEqual(masks.xfer_logits.shape, (3, 4, _M))
+        self.assertEqual(masks.log_counts.shape, (3, 4, _M))
+
+    def test_step_shapes(self):
+        model = _model()
+        latents, xfers, locations = _inputs(b=3, t=1)
+        prediction, state = model.step(latents[:, 0], xfers[:, 0], locations[:, 0],
+                                       model.initial_state(3))
+        self.assertEqual(prediction.logits.shape, (3, _K))
+        self.assertEqual(prediction.mu.shape, (3, _K, _Z))
+        self.assertEqual(prediction.log_sigma.shape, (3, _K, _Z))
+        self.assertEqual(prediction.reward.shape, (3,))
+        self.assertEqual(prediction.done_logit.shape, (3,))
+        self.assertEqual(prediction.hidden.shape, (3, _H))
+        self.assertEqual(state.hidden.shape, (3, _H))
+        self.assertEqual(state.cell.shape, (3, _H))
+        np.testing.assert_array_equal(prediction.hidden, state.hidden)
+
+    @parameterized.parameters("mdn", "separate")
+    def test_unroll_agrees_with_a_loop_of_steps(self, reward_model):
+        model = _model(reward_model)
+        latents, xfers, locations = _inputs(b=2, t=5)
+        prediction, masks = model.unroll(latents, xfers, locations, training=False)
+        state = model.initial_state(2)
+        for t in range(5):
+            step_masks = model.masks(latents[:, t], state.hidden)  # masks of s_t from h_t
+            step, state = model.step(latents[:, t], xfers[:, t], locations[:, t], state)
+            for name in ("logits", "mu", "log_sigma", "reward", "done_logit", "hidden"):
+                np.testing.assert_allclose(getattr(step, name), getattr(prediction, name)[:, t],
+                                           atol=1e-5, err_msg=f"{name} at t={t}")
+            np.testing.assert_allclose(step_masks.xfer_logits, masks.xfer_logits[:, t],
+                                       atol=1e-5)
+            np.testing.assert_allclose(step_masks.log_counts, masks.log_counts[:, t], atol=1e-5)
+
+    def test_separate_reward_net_has_dropout_in_training_only(self):
+        model = _model("separate")
+        inputs = _inputs(b=4, t=6)
+        inference = [model.unroll(*inputs, training=False)[0].reward.numpy() for _ in range(2)]
+        training = model.unroll(*inputs, training=True)[0].reward.numpy()
+        np.testing.assert_array_equal(inference[0], inference[1])
+        self.assertFalse(np.allclose(training, inference[0]))
+
+    @parameterized.parameters("mdn", "separate")
+    def test_reward_comes_from_the_head_or_the_separate_net(self, reward_model):
+        model = _model(reward_model)
+        prediction, _ = model.unroll(*_inputs())
+        head_reward = model._head(prediction.hidden)[..., -2]  # pylint: disable=protected-access
+        has_net = any("reward_net" in v.name for v in model.trainable_variables)
+        if reward_model == "mdn":
+            np.testing.assert_allclose(prediction.reward, head_reward, atol=1e-6)
+            self.assertFalse(has_net)
+        else:
+            self.assertFalse(np.allclose(prediction.reward, head_reward, atol=1e-3))
+            self.assertTrue(has_net)
+
+    def test_actions_enter_as_embeddings(self):
+        model = _model()
+        latents, _, _ = _inputs(b=1, t=1)
+        state = model.initial_state(1)
+
+        def hidden(xfer, location):
+            prediction, _ = model.step(latents[:, 0], tf.constant([xfer]),
+                                       tf.constant([location]), state)
+            return prediction.hidden.numpy()
+
+        base = hidden(1, 2)
+        self.assertFalse(np.allclose(base, hidden(1, 3)), "the location must matter")
+        self.assertFalse(np.allclose(base, hidden(2, 2)), "the xfer must matter")
+        np.testing.assert_array_equal(base, hidden(1, 2))
+        shapes = {v.name: tuple(v.shape) for v in model.variables}
+        self.assertEqual(shapes["mdn_rnn/xfer_embed/embeddings:0"], (_M + 1, _E))
+        self.assertEqual(shapes["mdn_rnn/location_embed/embeddings:0"], (_L, _E))
+        # The LSTM reads [z_t, xfer embedding, location embedding].
+        self.assertEqual(shapes["mdn_rnn/lstm/w_i:0"], (_Z + 2 * _E, 4 * _H))
+
+
+class WorldModelLearnerTest(absltest.TestCase):
+
+    def test_training_lowers_the_loss_and_evaluate_reports_accuracies(self):
+        vocab, batch = _real_batch()
+        model = MDNRNN(_CONFIG, vocab.size, 200)
+        learner = WorldModelLearner(model, _CONFIG)
+        before = learner.evaluate(batch)
+        history = [learner.step(batch) for _ in range(60)]
+        after = learner.evaluate(batch)
+        self.assertEqual(int(learner.steps.numpy()), 60)
+        self.assertLess(after["total"], 0.5 * before["total"])
+        self.assertLess(np.mean([m["total"] for m in history[-5:]]), history[0]["total"])
+        self.assertLess(after["latent_nll"], before["latent_nll"])
+        # The learning rate decays from its initial value.
+        self.assertAlmostEqual(history[0]["learning_rate"], _CONFIG.learning_rate)
+        self.assertLess(history[-1]["learning_rate"], history[0]["learning_rate"])
+        for name in ("xfer_mask_accuracy", "location_mask_accuracy", "terminal_accuracy"):
+            self.assertBetween(after[name], 0.0, 1.0)
+        self.assertLessEqual(after["location_mask_accuracy"], after["xfer_mask_accuracy"])
+        self.assertEqual(after["reward_mse"], after["reward"])
+        # Fitting one small batch, the masks are learnt.
+        self.assertGreater(after["xfer_mask_accuracy"], before["xfer_mask_accuracy"])
+
+    def test_evaluate_accuracies_against_numpy(self):
+        vocab, batch = _real_batch()
+        tf.random.set_seed(1)
+        model = MDNRNN(_CONFIG, vocab.size, 200)
+        learner = WorldModelLearner(model, _CONFIG)
+        for _ in range(5):
+            learner.step(batch)
+        metrics = learner.evaluate(batch)
+        prediction, masks = model.unroll(tf.constant(batch.latents), tf.constant(batch.xfers),
+                                         tf.constant(batch.locations))
+        w = batch.weights
+        valid_right = ((masks.xfer_logits.numpy() > 0) == (batch.xfer_valid > 0.5)).all(-1)
+        counts = np.round(np.expm1(masks.log_counts.numpy()))
+        counts_right = ((batch.xfer_valid < 0.5) | (counts == batch.counts)).all(-1)
+        terminal_right = (prediction.done_logit.numpy() > 0) == (batch.terminals > 0.5)
+        self.assertAlmostEqual(metrics["xfer_mask_accuracy"],
+                               (valid_right * w).sum() / w.sum(), places=5)
+        self.assertAlmostEqual(metrics["location_mask_accuracy"],
+                               (valid_right * counts_right * w).sum() / w.sum(), places=5)
+        self.assertAlmostEqual(metrics["terminal_accuracy"],
+                               (terminal_right * w).sum() / w.sum(), places=5)
+
+    def test_padded_steps_do_not_affect_the_losses(self):
+        vocab, batch = _real_batch()
+        lengths = batch.weights.sum(axis=1)
+        self.assertLess(lengths.min(), lengths.max(), "the batch needs padding")
+        model = MDNRNN(dataclasses.replace(_CONFIG, reward_model="separate"), vocab.size, 200)
+        learner = WorldModelLearner(model, _CONFIG)
+        reference = learner.evaluate(batch)
+
+        pad = batch.weights == 0
+        rng = np.random.default_rng(0)
+
+        def scramble(x, high=None):
+            x = x.copy()
+            noise = (rng.integers(0, high, x.shape) if high is not None
+                     else rng.normal(3.0, 5.0, x.shape))
+            x[pad] = noise.astype(x.dtype)[pad]
+            return x
+
+        changed = batch._replace(
+            latents=scramble(batch.latents), next_latents=scramble(batch.next_latents),
+            xfers=scramble(batch.xfers, vocab.size + 1), locations=scramble(batch.locations, 200),
+            rewards=scramble(batch.rewards), terminals=scramble(batch.terminals, 2),
+            xfer_valid=scramble(batch.xfer_valid, 2), counts=scramble(batch.counts, 9))
+        self.assertFalse(np.array_equal(changed.latents, batch.latents))
+        metrics = learner.evaluate(changed)
+        for name, value in reference.items():
+            self.assertAlmostEqual(metrics[name], value, places=5, msg=name)
+        # A real step, by contrast, does change the loss.
+        real = batch._replace(rewards=batch.rewards + 1.0 * batch.weights)
+        self.assertGreater(abs(learner.evaluate(real)["reward"] - reference["reward"]), 0.1)
+
+
+if __name__ == "__main__":
+    absltest.main()

@@ -1,0 +1,71 @@
+"""End to end: `experiments/train_mb.py --quick` trains the world model and the
+controller, beats the initial graph for real, saves valid ONNX, and resumes."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from absl.testing import absltest
+import onnx
+
+from xflowrl.agents.ppo.training import replay
+from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.graphs import CostModel, XferSet, to_onnx, zoo
+from xflowrl.graphs.weights import random_weights
+
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _run(results):
+    return subprocess.run(
+        [sys.executable, os.path.join(_REPO, "experiments", "train_mb.py"), "--quick",
+         f"--results_dir={results}", "--taso_budget=100", "--random_episodes=5",
+         "--eval_episodes=4"],
+        capture_output=True, text=True, timeout=900)
+
+
+class QuickRunTest(absltest.TestCase):
+
+    def test_quick_run_learns_beats_initial_and_resumes(self):
+        results = tempfile.mkdtemp()
+        proc = _run(results)
+        self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+        self.assertIn("world model round 2/2", proc.stderr)
+        self.assertIn("dream episode 512/512", proc.stderr)
+        out = os.path.join(results, "small_cnn", "train_mb")
+        with open(os.path.join(out, "result.json")) as f:
+            result = json.load(f)
+        # The world model learned: its loss fell from the first step.
+        rounds = result["world_model"]["rounds"]
+        with open(os.path.join(out, "world_model", "state.json")) as f:
+            first_loss = json.load(f)["first_loss"]
+        self.assertLess(rounds[-1]["train_total"], first_loss - 1.0)
+        self.assertGreater(rounds[-1]["held_out_xfer_mask_accuracy"], 0.0)
+        # The controller, trained only in the dream, lowers the real cost.
+        self.assertLess(result["controller_best_cost_ms"], result["initial_cost_ms"])
+        self.assertEqual(result["dream_episodes"], 512)
+        self.assertGreater(result["real_steps"]["world_model_rollouts"], 0)
+        for key in ("greedy", "taso", "random"):
+            self.assertIsNotNone(result["baselines"][key])
+        # The saved ONNX is valid and is the best episode's graph.
+        model = onnx.load(os.path.join(out, "graph.onnx"))
+        onnx.checker.check_model(model, full_check=True)
+        env = GraphEnv(zoo.get_graph("small_cnn"), XferSet.default(), CostModel("analytic"),
+                       EnvConfig(max_steps=20))
+        graph = replay(env, [tuple(s) for s in result["controller_best_applied"]])
+        self.assertAlmostEqual(graph.cost(env.cost_model), result["controller_best_cost_ms"])
+        want = to_onnx(graph, random_weights(zoo.get_graph("small_cnn")))
+        self.assertEqual([n.op_type for n in model.graph.node],
+                         [n.op_type for n in want.graph.node])
+        # Rerunning resumes both phases instead of starting over.
+        again = _run(results)
+        self.assertEqual(again.returncode, 0, again.stderr[-3000:])
+        self.assertIn("world model: resumed after round 2", again.stderr)
+        self.assertIn("controller: resumed at episode 512", again.stderr)
+        self.assertNotIn("world model round 1/2", again.stderr)
+
+
+if __name__ == "__main__":
+    absltest.main()
