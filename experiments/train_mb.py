@@ -65,6 +65,9 @@ flags.DEFINE_integer("dream_episodes", 3200, "Imagined episodes the controller t
 flags.DEFINE_integer("dream_batch", 64, "Imagined episodes per dream call (and per update).")
 flags.DEFINE_bool("lockstep", False, "Ablation: real environments supply the dream's masks "
                   "and terminal flags (the thesis code's mode).")
+flags.DEFINE_float("entropy_coef", 0.1, "PPO entropy bonus of the controller. Higher than "
+                   "X-RLflow's 0.01: in the dream, the first random actions are net negative "
+                   "and at 0.01 PPO collapses onto NO-OP (BERT: 0% instead of -0.043%).")
 flags.DEFINE_integer("eval_episodes", 10, "Sampled evaluation episodes in the real env.")
 # Baselines.
 flags.DEFINE_integer("taso_budget", 1000, "Budget of the TASO search baseline (0: skip).")
@@ -82,17 +85,21 @@ def _configs():
                           encoder_steps=FLAGS.encoder_steps, replay=FLAGS.replay,
                           reward_model=FLAGS.reward_model,
                           decay_steps=max(FLAGS.rounds * FLAGS.train_steps_per_round, 1))
+    # NO-OP leaves the graph unchanged: every per-step reward gives it 0.
+    noop_reward = None if FLAGS.reward == "terminal" else 0.0
     dream = DreamConfig(temperature=FLAGS.temperature, batch_size=FLAGS.dream_batch,
-                        episodes=FLAGS.dream_episodes, lockstep=FLAGS.lockstep)
+                        episodes=FLAGS.dream_episodes, lockstep=FLAGS.lockstep,
+                        noop_reward=noop_reward)
     if FLAGS.quick:
         graph, max_steps = "small_cnn", 20
         wm = dataclasses.replace(wm, rounds=2, episodes_per_round=30, train_steps_per_round=100,
                                  encoder_steps=150, decay_steps=200, held_out_episodes=10)
         dream = dataclasses.replace(dream, episodes=512)
-    # X-RLflow's PPO (docs/agents.md), with dream-sized minibatches: an update
-    # sees a whole batch of imagined episodes.
+    # X-RLflow's PPO (docs/agents.md), with dream-sized minibatches (an update
+    # sees a whole batch of imagined episodes) and a larger entropy bonus.
     ppo = dataclasses.replace(PPOConfig.xrlflow(), minibatch_size=64,
-                              episodes_per_update=dream.batch_size)
+                              episodes_per_update=dream.batch_size,
+                              entropy_coef=FLAGS.entropy_coef)
     return graph, max_steps, wm, dream, ppo
 
 
@@ -151,7 +158,7 @@ def main(argv):
                        "model_free": _model_free_steps(graph_name)},
         "world_model": {"vocabulary": agent.vocab.size, "rounds": wm_state["rounds"],
                         "encoder": wm_state["encoder"], "config": dataclasses.asdict(wm)},
-        "dream": dataclasses.asdict(dream), "ppo": dataclasses.asdict(ppo),
+        "dream": dataclasses.asdict(agent.resolve(dream)), "ppo": dataclasses.asdict(ppo),
         "seconds": {"world_model": wm_seconds, "controller": dream_seconds,
                     "total": time.time() - start},
         "dream_episodes": int(controller.episodes.numpy()),
@@ -170,7 +177,40 @@ def main(argv):
         tf.summary.scalar("real/controller_best_cost", best.final_cost)
         tf.summary.scalar("real/predicted_return", evaluations["greedy"].predicted_return)
         tf.summary.scalar("real/real_return", evaluations["greedy"].real_return)
+    _plot(os.path.join(out_dir, "training.png"), summary, agent.dream_history)
     _write_markdown(out_dir, summary, evaluations, sampled, baselines)
+
+
+def _plot(path, summary, dream_history):
+    """World-model held-out NLL and reward MSE per round; imagined return per update."""
+    import matplotlib  # pylint: disable=import-outside-toplevel
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+    rounds = summary["world_model"]["rounds"]
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.2))
+    steps = [r["real_steps"] for r in rounds]
+    axes[0].plot(steps, [r["held_out_latent_nll"] for r in rounds], marker="o", label="held out")
+    axes[0].plot(steps, [r["train_latent_nll"] for r in rounds], marker="s", label="train")
+    axes[0].set(xlabel="real environment steps", ylabel="latent NLL / (Z+2)",
+                title="world model")
+    axes[0].legend()
+    axes[1].semilogy(steps, [r["held_out_reward_mse"] for r in rounds], marker="o",
+                     label="reward MSE")
+    axes[1].plot(steps, [1 - r["held_out_xfer_mask_accuracy"] for r in rounds], marker="s",
+                 label="xfer-mask error")
+    axes[1].set(xlabel="real environment steps", title="held-out errors")
+    axes[1].legend()
+    if dream_history:
+        axes[2].plot([r["episodes"] for r in dream_history],
+                     [r["dream_return"] for r in dream_history])
+    real = summary["controller"]["greedy"]["real_return"]
+    axes[2].axhline(real, color="C1", linestyle="--", label=f"real return (greedy) {real:+.3f}")
+    axes[2].set(xlabel="imagined episodes", ylabel="return (% speed-up)",
+                title="controller in the dream")
+    axes[2].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def _write_markdown(out_dir, summary, evaluations, sampled, baselines):
@@ -205,7 +245,7 @@ def _write_markdown(out_dir, summary, evaluations, sampled, baselines):
         f"{summary['dream_episodes']} imagined episodes at temperature "
         f"{summary['dream']['temperature']}. {summary['seconds']['total']:.0f} s in all.\n\n"
         f"| | cost (ms) | change |\n|---|---|---|\n{table}\n\n"
-        f"The controller (best episode) is {summary['controller_vs_greedy']}.\n\n"
+        f"The controller (best episode) {summary['controller_vs_greedy']}.\n\n"
         f"Real environment steps: {steps['world_model_rollouts']} for the world model's "
         f"rollouts + {steps['held_out_rollouts']} held out + {steps['evaluation']} in "
         f"evaluation; model-free agent: "

@@ -95,7 +95,7 @@ def script_model(model: MDNRNN, valid_logits, count: int, reward: float,
     `valid_logits[m] > 0` and every valid xfer has `count` locations. The
     mixture over z_{t+1} is left as it is.
     """
-    last = model._mask_decoder.layers[-1]  # pylint: disable=protected-access
+    last = model._mask_decoder._layers[-1]  # pylint: disable=protected-access
     last.w.assign(tf.zeros_like(last.w))
     m = model.num_known_xfers
     last.b.assign(np.concatenate([np.asarray(valid_logits, np.float32),

@@ -105,8 +105,12 @@ class MDNRNNTest(parameterized.TestCase):
     @parameterized.parameters("mdn", "separate")
     def test_reward_comes_from_the_head_or_the_separate_net(self, reward_model):
         model = _model(reward_model)
+        before, _ = model.unroll(*_inputs())
+        model.set_reward_scale(4.0)  # outputs are in units of the reward's std
         prediction, _ = model.unroll(*_inputs())
-        head_reward = model._head(prediction.hidden)[..., -2]  # pylint: disable=protected-access
+        np.testing.assert_allclose(prediction.reward, before.reward / 4.0, atol=1e-6)
+        head = model._head  # pylint: disable=protected-access
+        head_reward = head(prediction.hidden)[..., -2] / 4.0
         has_net = any("reward_net" in v.name for v in model.trainable_variables)
         if reward_model == "mdn":
             np.testing.assert_allclose(prediction.reward, head_reward, atol=1e-6)
@@ -155,7 +159,8 @@ class WorldModelLearnerTest(absltest.TestCase):
         for name in ("xfer_mask_accuracy", "location_mask_accuracy", "terminal_accuracy"):
             self.assertBetween(after[name], 0.0, 1.0)
         self.assertLessEqual(after["location_mask_accuracy"], after["xfer_mask_accuracy"])
-        self.assertEqual(after["reward_mse"], after["reward"])
+        scale = float(model.reward_scale.numpy())
+        self.assertAlmostEqual(after["reward_mse"], after["reward"] / scale**2, places=5)
         # Fitting one small batch, the masks are learnt.
         self.assertGreater(after["xfer_mask_accuracy"], before["xfer_mask_accuracy"])
 

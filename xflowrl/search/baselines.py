@@ -58,9 +58,10 @@ def baseline_rows(baselines: Dict[str, Optional[dict]]) -> List[Tuple[str, float
 
 
 def versus_greedy(cost: float, greedy_cost: float, tolerance: float = 1e-6) -> str:
-    """'better than', 'matches' or 'worse than' one-step greedy."""
+    """A predicate for a sentence: the agent "is better than", "only matches" or
+    "is worse than" one-step greedy."""
     if cost < greedy_cost * (1 - tolerance):
-        return "better than greedy"
+        return "is better than one-step greedy"
     if cost > greedy_cost * (1 + tolerance):
-        return "worse than greedy"
-    return "matches greedy (no gain over the one-step baseline)"
+        return "is worse than one-step greedy"
+    return "only matches one-step greedy (no gain over the one-step baseline)"

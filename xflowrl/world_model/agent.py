@@ -23,6 +23,7 @@ with the rate and the time left after every round and controller update.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pickle
@@ -80,6 +81,7 @@ class ModelBasedAgent:
         self.learner: Optional[WorldModelLearner] = None
         self.controller: Optional[PPOAgent] = None
         self.state: Dict = {}
+        self.dream_history: List[Dict[str, float]] = []  # one row per controller update
 
     # -- phase 1: the world model ---------------------------------------------
     def _wm_dir(self) -> str:
@@ -230,9 +232,17 @@ class ModelBasedAgent:
     def initial_latent(self) -> np.ndarray:
         return self.encoder.encode([self.env.reset().state])[0]
 
+    def resolve(self, config: DreamConfig) -> DreamConfig:
+        """Fills in the count margin from the world model's held-out error."""
+        if config.count_margin is not None:
+            return config
+        mse = self.state["rounds"][-1]["held_out_location_count"] if self.state.get(
+            "rounds") else 0.0
+        return dataclasses.replace(config, count_margin=2.0 * float(np.sqrt(mse)))
+
     def make_dream(self, config: Optional[DreamConfig] = None, seed: Optional[int] = None
                    ) -> BatchedDream:
-        config = config or self.dream_config
+        config = self.resolve(config or self.dream_config)
         lockstep = None
         if config.lockstep:
             lockstep = [GraphEnv(self.env.initial_graph, self.env.xfers, self.env.cost_model,
@@ -259,14 +269,21 @@ class ModelBasedAgent:
             agent.checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
             self.progress(f"controller: resumed at episode {int(agent.episodes.numpy())}")
         start, start_episodes = time.time(), int(agent.episodes.numpy())
+        history_path = os.path.join(directory, "history.json")
+        self.dream_history = []
+        if manager.latest_checkpoint and os.path.exists(history_path):
+            with open(history_path) as f:
+                self.dream_history = [r for r in json.load(f) if r["episodes"] <= start_episodes]
 
         def on_update(m: Dict[str, float]) -> None:
             n = int(m["episodes"])
+            self.dream_history.append(m)
             with self.writer.as_default(step=n):
                 for k, v in m.items():
                     tf.summary.scalar(f"dream/{k}", v)
             if int(agent.updates.numpy()) % 10 == 0 or n >= config.episodes:
                 manager.save(checkpoint_number=n)
+                _save_json(history_path, self.dream_history)
             rate = (n - start_episodes) / max(time.time() - start, 1e-9)
             self.progress(
                 f"dream episode {n}/{config.episodes}  {rate:.0f} ep/s  left "
@@ -276,6 +293,7 @@ class ModelBasedAgent:
         history = train_in_dream(dream, agent, config, on_update)
         if history:
             manager.save(checkpoint_number=int(agent.episodes.numpy()))
+            _save_json(history_path, self.dream_history)
         self.controller = agent
         return agent
 
@@ -283,6 +301,8 @@ class ModelBasedAgent:
     def evaluate(self, agent: Optional[PPOAgent] = None, masks: str = "model",
                  greedy: bool = True) -> Evaluation:
         agent = agent or self.controller
+        config = self.resolve(self.dream_config)
         view = LatentEnv(self.env, self.encoder, self.model, self.vocab, masks=masks,
-                         mask_threshold=self.dream_config.mask_threshold)
+                         mask_threshold=config.mask_threshold, noop_reward=config.noop_reward,
+                         count_margin=config.count_margin)
         return evaluate(view, agent, greedy)

@@ -10,6 +10,7 @@ differ. Derive variants with `dataclasses.replace`.
 from __future__ import annotations
 
 import dataclasses
+from typing import Optional
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,14 +99,27 @@ class DreamConfig:
         lockstep supply the masks and terminal flags. Off: a pure dream.
       done_threshold: the predicted done probability above which an
         imagined episode ends.
-      mask_threshold: the predicted probability above which an xfer is valid.
+      mask_threshold: the predicted probability above which an xfer is valid
+        (high: an xfer offered but invalid makes an invalid action, one
+        hidden only narrows the choice).
+      count_margin: subtracted from the predicted log1p location counts
+        before rounding, in the dream and in evaluation (a lower confidence
+        bound: an overestimated count offers locations the real graph lacks).
+        None: `ModelBasedAgent` fills in twice the world model's held-out RMSE
+        of the log counts (a dream built directly takes it as 0).
+      noop_reward: the reward of NO-OP where the environment defines it
+        (0 for the per-step rewards `relative`, `delta` and `sqrt`: NO-OP
+        leaves the graph unchanged), so the dream need not learn a known
+        fact; None: predicted like any action (the `terminal` reward).
     """
     temperature: float = 1.0
     batch_size: int = 64
     episodes: int = 3200
     lockstep: bool = False
     done_threshold: float = 0.5
-    mask_threshold: float = 0.5
+    mask_threshold: float = 0.8
+    count_margin: Optional[float] = None
+    noop_reward: Optional[float] = 0.0
 
     def __post_init__(self):
         if self.temperature <= 0:

@@ -11,6 +11,9 @@ predicted valid, on an action invalid under the predicted masks (with
 `invalid_penalty`, as the real environment's default), or at the step limit
 (`truncated`).
 
+NO-OP's reward is `DreamConfig.noop_reward` where the reward function defines
+it (0 for per-step rewards: the graph is unchanged), else predicted.
+
 The observation state is `[z_t, h_t]` (Z + H floats); xfer ids are the
 world model's compact ones (`XferVocabulary`), N = M. With
 `DreamConfig.lockstep` (the thesis code's mode, an ablation only), real
@@ -36,7 +39,7 @@ from xflowrl.world_model.networks import MDNRNN
 
 
 def decode_masks(valid_prob: np.ndarray, log_counts: np.ndarray, max_locations: int,
-                 threshold: float = 0.5):
+                 threshold: float = 0.5, count_margin: float = 0.0):
     """Predicted masks from the mask decoder's outputs.
 
     Args:
@@ -44,13 +47,16 @@ def decode_masks(valid_prob: np.ndarray, log_counts: np.ndarray, max_locations: 
       log_counts: [B, M] predicted log1p(location count).
       max_locations: L.
       threshold: probability above which an xfer counts as valid.
+      count_margin: subtracted from the log counts first: a lower confidence
+        bound. An overestimated count offers locations the real graph lacks
+        (invalid actions); an underestimate only hides some.
     Returns:
       xfer_mask [B, M+1] (NO-OP last, always valid) and the prefix location
       mask [B, M+1, L] (a valid xfer has at least one location).
     """
     b = valid_prob.shape[0]
     valid = valid_prob > threshold
-    counts = np.clip(np.rint(np.expm1(log_counts)), 1, max_locations)
+    counts = np.clip(np.rint(np.expm1(log_counts - count_margin)), 1, max_locations)
     counts = np.where(valid, counts, 0).astype(np.int64)
     xfer_mask = np.concatenate([counts > 0, np.ones((b, 1), bool)], axis=1)
     counts = np.concatenate([counts, np.zeros((b, 1), np.int64)], axis=1)
@@ -96,10 +102,10 @@ class BatchedDream:
         self._z0 = np.asarray(initial_latent, np.float32)
         self._seed = int(seed)
         self._calls = 0
-        self._lockstep = list(lockstep) if config.lockstep else None
-        self._vocab = vocab
         if config.lockstep and (not lockstep or vocab is None):
             raise ValueError("lockstep dreams need real environments and the vocabulary")
+        self._lockstep = list(lockstep) if config.lockstep else None
+        self._vocab = vocab
         self._step_fn = tf.function(self._step_impl, reduce_retracing=True)
         self._masks_fn = tf.function(self._masks_impl, reduce_retracing=True)
 
@@ -125,7 +131,7 @@ class BatchedDream:
     # -- masks -----------------------------------------------------------------
     def _decode_masks(self, valid_prob: np.ndarray, log_counts: np.ndarray):
         return decode_masks(valid_prob, log_counts, self.max_locations,
-                            self.config.mask_threshold)
+                            self.config.mask_threshold, self.config.count_margin or 0.0)
 
     def _real_masks(self, observations: List[Observation]):
         pairs = [self._vocab.compact_masks(o.xfer_mask, o.location_mask) for o in observations]
@@ -181,24 +187,28 @@ class BatchedDream:
         latent, hidden, cell, reward, done_prob, valid_prob, log_counts = [x.numpy() for x in out]
         self._steps += 1
         live = ~self._finished
+        real_truncated = np.zeros(b, bool)  # a real step-limit cut is no terminal
         if self._lockstep is not None:
             real_done = np.zeros(b, bool)
             observations = []
             for i, env in enumerate(self._lockstep[:b]):
                 if live[i] and valid[i]:
-                    obs, _, real_done[i], _ = env.step((self._vocab.to_real(int(safe_x[i])),
-                                                        int(safe_l[i])))
+                    obs, _, real_done[i], info = env.step(
+                        (self._vocab.to_real(int(safe_x[i])), int(safe_l[i])))
+                    real_truncated[i] = info["truncated"]
                     observations.append(obs)
                 else:
                     observations.append(env._observation)  # pylint: disable=protected-access
             xfer_mask, location_mask = self._real_masks(observations)
-            predicted_done = real_done
+            predicted_done = real_done & ~real_truncated
         else:
             xfer_mask, location_mask = self._decode_masks(valid_prob, log_counts)
             predicted_done = done_prob > self.config.done_threshold
         stuck = ~xfer_mask[:, :-1].any(axis=1)
         ended = noop | ~valid | predicted_done | stuck
-        truncated = live & ~ended & (self._steps >= self.max_steps)
+        truncated = live & ~ended & ((self._steps >= self.max_steps) | real_truncated)
+        if self.config.noop_reward is not None:
+            reward = np.where(noop, self.config.noop_reward, reward)
         rewards = np.where(valid, reward, self.invalid_penalty).astype(np.float32)
         rewards = np.where(live, rewards, 0.0).astype(np.float32)
         # Finished episodes keep their last state.

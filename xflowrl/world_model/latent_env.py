@@ -7,11 +7,14 @@ ids. Its masks are the world model's predictions (`masks="model"`, default:
 an action the real engine rejects is then a mask error of the model, counted
 in `info["invalid"]`) or the real engine's (`masks="real"`, the thesis
 code's lockstep help). Each step also reports the world model's predicted
-reward for the real transition (`info["predicted_reward"]`), so predicted and
-real returns can be compared per episode.
+reward for the real transition (`info["predicted_reward"]`; NO-OP's is
+`noop_reward` where set, as in the dream), so predicted and real returns can
+be compared per episode.
 """
 
 from __future__ import annotations
+
+from typing import Optional
 
 import numpy as np
 import sonnet as snt
@@ -28,7 +31,8 @@ class LatentEnv(Environment):
     """A real environment with the dream's observations and action ids."""
 
     def __init__(self, env: GraphEnv, encoder: LatentEncoder, model: MDNRNN,
-                 vocab: XferVocabulary, masks: str = "model", mask_threshold: float = 0.5):
+                 vocab: XferVocabulary, masks: str = "model", mask_threshold: float = 0.5,
+                 noop_reward: Optional[float] = 0.0, count_margin: float = 0.0):
         if masks not in ("model", "real"):
             raise ValueError(f"masks must be 'model' or 'real', got {masks!r}")
         self.env = env
@@ -37,6 +41,8 @@ class LatentEnv(Environment):
         self.vocab = vocab
         self.masks = masks
         self.mask_threshold = mask_threshold
+        self.noop_reward = noop_reward
+        self.count_margin = count_margin
         self._step_fn = tf.function(self._step_impl, reduce_retracing=True)
         self._masks_fn = tf.function(self._masks_impl, reduce_retracing=True)
         self._done = True
@@ -71,7 +77,7 @@ class LatentEnv(Environment):
                                                     tf.constant(self._hidden))
             xfer_mask, location_mask = decode_masks(  # the dream's decoding: both views agree
                 valid_prob.numpy(), log_counts.numpy(), self.env.config.max_locations,
-                self.mask_threshold)
+                self.mask_threshold, self.count_margin)
             xfer_mask, location_mask = xfer_mask[0], location_mask[0]
         state = np.concatenate([self._latent[0], self._hidden[0]]).astype(np.float32)
         return Observation(state=state, locations=None, location_mask=location_mask,
@@ -96,7 +102,10 @@ class LatentEnv(Environment):
             tf.constant([x if in_range else 0], tf.int32),
             tf.constant([min(max(l, 0), self.env.config.max_locations - 1)], tf.int32))
         real_obs, reward, done, info = self.env.step((real_x, l))
-        info = dict(info, predicted_reward=float(predicted.numpy()[0]))
+        predicted = float(predicted.numpy()[0])
+        if x == self.vocab.size and self.noop_reward is not None:
+            predicted = self.noop_reward  # as in the dream
+        info = dict(info, predicted_reward=predicted)
         self._done = done
         if info["invalid"] is None:
             self._hidden, self._cell = hidden.numpy(), cell.numpy()
