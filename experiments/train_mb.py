@@ -33,8 +33,8 @@ import tensorflow as tf
 
 from xflowrl.agents.ppo import PPOConfig
 from xflowrl.agents.ppo.training import replay
-from xflowrl.env import EnvConfig, GraphEnv, rewards
-from xflowrl.graphs import BACKENDS, CostModel, XferSet, save_onnx, zoo
+from xflowrl.env import EnvConfig, make_env, rewards
+from xflowrl.graphs import BACKENDS, save_onnx, zoo
 from xflowrl.graphs.weights import random_weights
 from xflowrl.graphs.xfers import RULE_SETS
 from xflowrl.search import baseline_rows, run_baselines, versus_greedy
@@ -116,12 +116,10 @@ def _model_free_steps(graph_name: str):
 def main(argv):
     del argv
     graph_name, max_steps, wm, dream, ppo = _configs()
-    graph = zoo.get_graph(graph_name)
-    cost_model = CostModel(FLAGS.cost_model, profile=FLAGS.profile, cache_path=FLAGS.cost_cache)
-    xfers = XferSet.from_name(FLAGS.rules)
-    env = GraphEnv(graph, xfers, cost_model,
+    env = make_env(graph_name, FLAGS.rules, FLAGS.cost_model, FLAGS.profile, FLAGS.cost_cache,
                    EnvConfig(max_steps=max_steps, max_locations=FLAGS.max_locations,
                              reward=FLAGS.reward))
+    graph, xfers, cost_model = env.initial_graph, env.xfers, env.cost_model
     out_dir = os.path.join(FLAGS.results_dir, graph_name, "train_mb")
     logging.info("graph %s: %d ops, %d xfers, initial cost %.4f ms (%s); results in %s",
                  graph_name, graph.num_ops(), len(xfers), env.initial_cost, cost_model.name,

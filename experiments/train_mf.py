@@ -23,8 +23,8 @@ from absl import logging
 
 from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.agents.ppo.training import TrainConfig, replay, train
-from xflowrl.env import EnvConfig, GraphEnv, rewards
-from xflowrl.graphs import BACKENDS, CostModel, XferSet, save_onnx, zoo
+from xflowrl.env import EnvConfig, make_env, rewards
+from xflowrl.graphs import BACKENDS, save_onnx, zoo
 from xflowrl.graphs.weights import random_weights
 from xflowrl.graphs.xfers import RULE_SETS
 from xflowrl.search import baseline_rows, run_baselines, versus_greedy
@@ -67,12 +67,10 @@ def _settings():
 def main(argv):
     del argv
     graph_name, episodes, ppo, max_steps = _settings()
-    graph = zoo.get_graph(graph_name)
-    cost_model = CostModel(FLAGS.cost_model, profile=FLAGS.profile, cache_path=FLAGS.cost_cache)
-    xfers = XferSet.from_name(FLAGS.rules)
-    env = GraphEnv(graph, xfers, cost_model,
+    env = make_env(graph_name, FLAGS.rules, FLAGS.cost_model, FLAGS.profile, FLAGS.cost_cache,
                    EnvConfig(max_steps=max_steps, max_locations=FLAGS.max_locations,
                              reward=FLAGS.reward))
+    graph, xfers, cost_model = env.initial_graph, env.xfers, env.cost_model
     out_dir = os.path.join(FLAGS.results_dir, graph_name, "train_mf")
     logging.info("graph %s: %d ops, %d xfers, initial cost %.4f ms (%s); results in %s",
                  graph_name, graph.num_ops(), len(xfers), env.initial_cost, cost_model.name,

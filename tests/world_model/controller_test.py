@@ -24,14 +24,8 @@ _L = 200  # the real environment's max_locations
 _M, _SCRIPT_L, _COUNT, _REWARD = 4, 5, 3, 0.5
 
 
-@functools.lru_cache(maxsize=None)
 def _world():
-    """An untrained world model of small_cnn: vocabulary, encoder, MDN-RNN, z_0."""
-    vocab = data.XferVocabulary.from_rollouts(fixtures.rollouts(12, seed=0),
-                                              len(fixtures.xfers()))
-    encoder, model = fixtures.build_world_model(vocab, _L)
-    z0 = encoder.encode([fixtures.real_env().reset().state])[0]
-    return vocab, encoder, model, z0
+    return fixtures.untrained_world(_L)
 
 
 @functools.lru_cache(maxsize=None)

@@ -19,14 +19,8 @@ from xflowrl.world_model.latent_env import LatentEnv
 _L = 200  # the real environment's max_locations
 
 
-@functools.lru_cache(maxsize=None)
 def _world():
-    """An untrained world model of small_cnn: vocabulary, encoder, MDN-RNN, z_0."""
-    vocab = data.XferVocabulary.from_rollouts(fixtures.rollouts(12, seed=0),
-                                              len(fixtures.xfers()))
-    encoder, model = fixtures.build_world_model(vocab, _L)
-    z0 = encoder.encode([fixtures.real_env().reset().state])[0]
-    return vocab, encoder, model, z0
+    return fixtures.untrained_world(_L)
 
 
 # A scripted world model: 4 known xfers, xfer 1 never valid, 3 locations each,

@@ -85,6 +85,15 @@ def build_world_model(vocab: data.XferVocabulary, max_locations: int, seed: int 
     return encoder, model
 
 
+@functools.lru_cache(maxsize=None)
+def untrained_world(max_locations: int = 200):
+    """An untrained world model of small_cnn: (vocabulary, encoder, MDN-RNN, z_0)."""
+    vocab = data.XferVocabulary.from_rollouts(rollouts(12, seed=0), len(xfers()))
+    encoder, model = build_world_model(vocab, max_locations)
+    z0 = encoder.encode([real_env().reset().state])[0]
+    return vocab, encoder, model, z0
+
+
 def script_model(model: MDNRNN, valid_logits, count: int, reward: float,
                  done_logit: float) -> None:
     """Makes an MDN-RNN's reward, done flag and masks constants.

@@ -1,6 +1,6 @@
 """Environments: the shared interface, the real environment (`GraphEnv`) and its rewards."""
 
-from xflowrl.env.environment import EnvConfig, GraphEnv, XFER_SUMMARY_SIZE
+from xflowrl.env.environment import EnvConfig, GraphEnv, XFER_SUMMARY_SIZE, make_env
 from xflowrl.env.interface import (Action, ActionSpec, Environment, Episode, LocationFeatures,
                                    Observation, ObservationSpec, TimeStep, Transition,
                                    location_counts, prefix_mask, run_episode)

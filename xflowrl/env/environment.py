@@ -34,7 +34,7 @@ from xflowrl.embedding import features
 from xflowrl.env import rewards
 from xflowrl.env.interface import (Action, Environment, LocationFeatures, Observation,
                                    ObservationSpec, TimeStep)
-from xflowrl.graphs import CostModel, Graph, Locations, XferSet
+from xflowrl.graphs import CostModel, Graph, Locations, XferSet, zoo
 
 XFER_SUMMARY_SIZE = 3
 
@@ -184,3 +184,11 @@ class GraphEnv(Environment):
             location_mask=locs.location_mask(),
             xfer_mask=locs.xfer_mask())
         return self._observation
+
+
+def make_env(graph_name: str, rules: str = "default", cost_model: str = "analytic",
+             profile: str = "cpu", cost_cache: Optional[str] = None,
+             config: Optional[EnvConfig] = None) -> GraphEnv:
+    """The real environment of a zoo graph under a named rule set and cost backend."""
+    return GraphEnv(zoo.get_graph(graph_name), XferSet.from_name(rules),
+                    CostModel(cost_model, profile=profile, cache_path=cost_cache), config)

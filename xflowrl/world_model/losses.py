@@ -55,6 +55,15 @@ def _as_tau(temperature: Temperature, dtype: tf.DType) -> tf.Tensor:
     return tf.cast(tf.convert_to_tensor(temperature, dtype_hint=dtype), dtype)
 
 
+def _mixture_inputs(logits, mu, log_sigma, temperature: Temperature):
+    """Checks tau and converts the mixture parameters to tensors of one dtype."""
+    _check_temperature(temperature)
+    logits = tf.convert_to_tensor(logits)
+    dtype = logits.dtype
+    return (logits, tf.convert_to_tensor(mu, dtype), tf.convert_to_tensor(log_sigma, dtype),
+            _as_tau(temperature, dtype))
+
+
 def _clipped_log_sigma(log_sigma: tf.Tensor) -> tf.Tensor:
     return tf.clip_by_value(log_sigma, LOG_SIGMA_MIN, LOG_SIGMA_MAX)
 
@@ -81,12 +90,7 @@ def mixture(logits: tf.Tensor, mu: tf.Tensor, log_sigma: tf.Tensor,
     Raises:
       ValueError: if `temperature` is a Python number <= 0.
     """
-    _check_temperature(temperature)
-    logits = tf.convert_to_tensor(logits)
-    dtype = logits.dtype
-    mu = tf.convert_to_tensor(mu, dtype)
-    log_sigma = tf.convert_to_tensor(log_sigma, dtype)
-    tau = _as_tau(temperature, dtype)
+    logits, mu, log_sigma, tau = _mixture_inputs(logits, mu, log_sigma, temperature)
     sigma = tf.exp(_clipped_log_sigma(log_sigma)) * tf.sqrt(tau)
     return tfd.MixtureSameFamily(
         mixture_distribution=tfd.Categorical(logits=logits / tau),
@@ -129,12 +133,7 @@ def sample_mixture(logits: tf.Tensor, mu: tf.Tensor, log_sigma: tf.Tensor,
     Raises:
       ValueError: if `temperature` is a Python number <= 0.
     """
-    _check_temperature(temperature)
-    logits = tf.convert_to_tensor(logits)
-    dtype = logits.dtype
-    mu = tf.convert_to_tensor(mu, dtype)
-    log_sigma = tf.convert_to_tensor(log_sigma, dtype)
-    tau = _as_tau(temperature, dtype)
+    logits, mu, log_sigma, tau = _mixture_inputs(logits, mu, log_sigma, temperature)
     component_seed, noise_seed = tf.unstack(
         tf.random.experimental.stateless_split(tf.convert_to_tensor(seed), num=2))
 
@@ -144,10 +143,10 @@ def sample_mixture(logits: tf.Tensor, mu: tf.Tensor, log_sigma: tf.Tensor,
     component = tf.random.stateless_categorical(flat_logits, 1, seed=component_seed,
                                                 dtype=tf.int32)
     component = tf.reshape(component, tf.shape(logits)[:-1])              # [...]
-    chosen = tf.one_hot(component, num_components, dtype=dtype)[..., None]  # [..., K, 1]
+    chosen = tf.one_hot(component, num_components, dtype=logits.dtype)[..., None]  # [..., K, 1]
     mu_k = tf.reduce_sum(chosen * mu, axis=-2)                             # [..., Z]
     sigma_k = tf.reduce_sum(chosen * tf.exp(_clipped_log_sigma(log_sigma)), axis=-2)
-    eps = tf.random.stateless_normal(tf.shape(mu_k), seed=noise_seed, dtype=dtype)
+    eps = tf.random.stateless_normal(tf.shape(mu_k), seed=noise_seed, dtype=logits.dtype)
     return mu_k + sigma_k * tf.sqrt(tau) * eps
 
 

@@ -68,22 +68,22 @@ class Actor:
             return features.to_tensors(state)
         return tf.constant(np.asarray(state, np.float32)[None])
 
-    def value(self, observation: Observation) -> float:
-        """V_x(s): the bootstrap value of a state where an episode was cut."""
+    def _xfer_forward(self, observation: Observation):
+        """Embedding and xfer-head output of one observation."""
         locations = observation.locations
-        _, out = self._xfer_step(
+        return self._xfer_step(
             self._state_tensor(observation.state),
             None if locations is None else tf.constant(locations.xfer_summary[None]),
             tf.constant(observation.xfer_mask[None]))
-        return float(out.value.numpy()[0])
+
+    def value(self, observation: Observation) -> float:
+        """V_x(s): the bootstrap value of a state where an episode was cut."""
+        return float(self._xfer_forward(observation)[1].value.numpy()[0])
 
     def build(self, observation: Observation) -> None:
         """Creates the network's variables: both heads, whatever the policy picks."""
         locations = observation.locations
-        embedding, _ = self._xfer_step(
-            self._state_tensor(observation.state),
-            None if locations is None else tf.constant(locations.xfer_summary[None]),
-            tf.constant(observation.xfer_mask[None]))
+        embedding, _ = self._xfer_forward(observation)
         self._location_step(
             embedding, tf.constant([0]),
             None if locations is None else tf.constant(locations.nodes[0][None]),
@@ -92,10 +92,7 @@ class Actor:
 
     def act(self, observation: Observation, greedy: bool = False) -> Action:
         locations = observation.locations
-        embedding, xfer_out = self._xfer_step(
-            self._state_tensor(observation.state),
-            None if locations is None else tf.constant(locations.xfer_summary[None]),
-            tf.constant(observation.xfer_mask[None]))
+        embedding, xfer_out = self._xfer_forward(observation)
         xfer_log_p = _log_softmax(xfer_out.logits.numpy(), observation.xfer_mask[None])[0]
         xfer = int(_sample(xfer_log_p[None], self.rng, greedy)[0])
         xfer_value = float(xfer_out.value.numpy()[0])
