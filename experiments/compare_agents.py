@@ -9,9 +9,10 @@ resumes from its checkpoints), then writes to --results_dir/compare_agents/:
 
 - result.md / result.json: per graph the initial cost, the model-based
   controller's real cost (greedy with the model's masks, and best of its
-  evaluation episodes), the model-free agent's, one-step greedy, TASO's
-  search and a random agent, all under the same cost model, and which agents
-  only match greedy;
+  evaluation episodes), the model-free agent's, one-step greedy (without a
+  step limit; its number of steps is shown: the agents have `--max_steps`),
+  TASO's search and a random agent (computed here for every graph), all
+  under the same cost model, and which agents only match greedy;
 - the sample efficiency: real environment steps the model-based agent used
   (all of its rollouts) against those the model-free agent took until its
   greedy evaluation first reached its final cost, and their ratio, with a
@@ -30,11 +31,15 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from xflowrl.env import EnvConfig, make_env
+from xflowrl.search import run_baselines, versus_greedy
+
 FLAGS = flags.FLAGS
 flags.DEFINE_list("graphs", ["squeezenet1_1", "resnet18", "resnet50", "inception_v3", "bert"],
                   "Graphs to compare on.")
 flags.DEFINE_integer("mf_episodes", 200, "Training episodes of the model-free agent.")
 flags.DEFINE_integer("seed", 0, "Seed of both agents.")
+flags.DEFINE_integer("max_steps", 50, "The agents' step limit (the default of both scripts).")
 flags.DEFINE_bool("reuse", True, "Reuse a graph's existing result.json instead of rerunning.")
 flags.DEFINE_string("results_dir", "results", "Where results are written.")
 
@@ -87,7 +92,9 @@ def main(argv):
         mf = _run("train_mf.py", graph, [f"--episodes={FLAGS.mf_episodes}"])
         mb = _run("train_mb.py", graph, [])
         initial = mb["initial_cost_ms"]
-        base = mb["baselines"]
+        # Baselines computed here, with this checkout's code, for every graph alike.
+        base = run_baselines(make_env(graph, config=EnvConfig(max_steps=FLAGS.max_steps)),
+                             seed=FLAGS.seed)
         mb_steps = (mb["real_steps"]["world_model_rollouts"]
                     + mb["real_steps"]["held_out_rollouts"])
         mf_steps = mf.get("steps_to_final_cost", mf["interactions"])
@@ -96,8 +103,10 @@ def main(argv):
             "mb_ms": mb["controller_cost_ms"], "mb_best_ms": mb["controller_best_cost_ms"],
             "mf_ms": mf["agent_cost_ms"], "greedy_ms": base["greedy"]["cost_ms"],
             "taso_ms": base["taso"]["cost_ms"], "random_ms": base["random"]["cost_ms"],
-            "mb_vs_greedy": mb["controller_vs_greedy"],
-            "mf_vs_greedy": mf.get("agent_vs_greedy", ""),
+            "mb_vs_greedy": versus_greedy(mb["controller_best_cost_ms"],
+                                          base["greedy"]["cost_ms"]),
+            "mf_vs_greedy": versus_greedy(mf["agent_cost_ms"], base["greedy"]["cost_ms"]),
+            "greedy_steps": base["greedy"]["steps"],
             "mb_real_steps": mb_steps, "mf_steps_to_final": mf_steps,
             "mf_real_steps": mf["interactions"],
             "steps_ratio_mf_over_mb": mf_steps / max(mb_steps, 1),
@@ -115,7 +124,7 @@ def main(argv):
     cost_table = "\n".join(
         f"| {r['graph']} | {r['initial_ms']:.3f} | {r['mb_ms']:.3f} ({r['mb_change']:+.2f}%) | "
         f"{r['mb_best_ms']:.3f} | {r['mf_ms']:.3f} ({r['mf_change']:+.2f}%) | "
-        f"{r['greedy_ms']:.3f} ({r['greedy_change']:+.2f}%) | "
+        f"{r['greedy_ms']:.3f} ({r['greedy_change']:+.2f}%, {r['greedy_steps']} steps) | "
         f"{r['taso_ms']:.3f} ({r['taso_change']:+.2f}%) | "
         f"{r['random_ms']:.3f} ({r['random_change']:+.2f}%) |" for r in rows)
     steps_table = "\n".join(

@@ -68,6 +68,12 @@ flags.DEFINE_bool("lockstep", False, "Ablation: real environments supply the dre
 flags.DEFINE_float("entropy_coef", 0.1, "PPO entropy bonus of the controller. Higher than "
                    "X-RLflow's 0.01: in the dream, the first random actions are net negative "
                    "and at 0.01 PPO collapses onto NO-OP (BERT: 0% instead of -0.043%).")
+flags.DEFINE_float("mask_threshold", 0.8, "Predicted probability above which the dream "
+                   "offers an xfer (docs/world_model.md).")
+flags.DEFINE_float("count_margin", None, "Log-space margin below the predicted location "
+                   "counts (default: twice the world model's held-out RMSE).")
+flags.DEFINE_bool("predict_noop_reward", False, "Let the world model predict NO-OP's reward "
+                  "instead of using the environment's 0 (an ablation).")
 flags.DEFINE_integer("eval_episodes", 10, "Sampled evaluation episodes in the real env.")
 # Baselines.
 flags.DEFINE_integer("taso_budget", 1000, "Budget of the TASO search baseline (0: skip).")
@@ -86,10 +92,11 @@ def _configs():
                           reward_model=FLAGS.reward_model,
                           decay_steps=max(FLAGS.rounds * FLAGS.train_steps_per_round, 1))
     # NO-OP leaves the graph unchanged: every per-step reward gives it 0.
-    noop_reward = None if FLAGS.reward == "terminal" else 0.0
+    noop_reward = None if FLAGS.reward == "terminal" or FLAGS.predict_noop_reward else 0.0
     dream = DreamConfig(temperature=FLAGS.temperature, batch_size=FLAGS.dream_batch,
                         episodes=FLAGS.dream_episodes, lockstep=FLAGS.lockstep,
-                        noop_reward=noop_reward)
+                        noop_reward=noop_reward, mask_threshold=FLAGS.mask_threshold,
+                        count_margin=FLAGS.count_margin)
     if FLAGS.quick:
         graph, max_steps = "small_cnn", 20
         wm = dataclasses.replace(wm, rounds=2, episodes_per_round=30, train_steps_per_round=100,
