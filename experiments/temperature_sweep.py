@@ -26,10 +26,10 @@ from absl import flags
 from absl import logging
 import numpy as np
 
-from xflowrl.agents.ppo import PPOConfig
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.graphs import BACKENDS, CostModel, XferSet, zoo
-from xflowrl.world_model import DreamConfig, ModelBasedAgent, WorldModelConfig, imagine_batch
+from xflowrl.world_model import (DreamConfig, ModelBasedAgent, WorldModelConfig,
+                                 controller_ppo_config, imagine_batch)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("graph", "bert", f"Graph to optimise; one of {zoo.GRAPHS}.")
@@ -41,7 +41,7 @@ flags.DEFINE_integer("max_steps", 50, "Step limit per episode.")
 flags.DEFINE_integer("rounds", 8, "World-model collection rounds.")
 flags.DEFINE_integer("episodes_per_round", 50, "Random episodes per round.")
 flags.DEFINE_integer("train_steps_per_round", 150, "World-model steps per round.")
-flags.DEFINE_integer("dream_episodes", 1600, "Imagined episodes per controller.")
+flags.DEFINE_integer("dream_episodes", 2400, "Imagined episodes per controller.")
 flags.DEFINE_bool("quick", False, "small_cnn, 2 seeds, 3 temperatures, tiny budgets.")
 flags.DEFINE_string("results_dir", "results", "Where results are written.")
 
@@ -87,10 +87,8 @@ def main(argv):
     cells = {t: {"world_model": [], "real": []} for t in temps}
     for seed in range(seeds):
         base = DreamConfig(episodes=episodes)
-        ppo = dataclasses.replace(PPOConfig.xrlflow(), minibatch_size=64,
-                                  episodes_per_update=base.batch_size)
-        agent = ModelBasedAgent(env, os.path.join(out_dir, f"seed_{seed}"), wm, base, ppo,
-                                seed=seed)
+        agent = ModelBasedAgent(env, os.path.join(out_dir, f"seed_{seed}"), wm, base,
+                                controller_ppo_config(base.batch_size), seed=seed)
         agent.learn_world_model()
         for t in temps:
             config = dataclasses.replace(base, temperature=t)

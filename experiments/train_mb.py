@@ -31,14 +31,14 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from xflowrl.agents.ppo import PPOConfig
 from xflowrl.agents.ppo.training import replay
 from xflowrl.env import EnvConfig, make_env, rewards
 from xflowrl.graphs import BACKENDS, save_onnx, zoo
 from xflowrl.graphs.weights import random_weights
 from xflowrl.graphs.xfers import RULE_SETS
 from xflowrl.search import baseline_rows, run_baselines, versus_greedy
-from xflowrl.world_model import DreamConfig, ModelBasedAgent, WorldModelConfig
+from xflowrl.world_model import (DreamConfig, ModelBasedAgent, WorldModelConfig,
+                                 controller_ppo_config)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("graph", "bert", f"Graph to optimise; one of {zoo.GRAPHS}.")
@@ -102,11 +102,7 @@ def _configs():
         wm = dataclasses.replace(wm, rounds=2, episodes_per_round=30, train_steps_per_round=100,
                                  encoder_steps=150, decay_steps=200, held_out_episodes=10)
         dream = dataclasses.replace(dream, episodes=512)
-    # X-RLflow's PPO (docs/agents.md), with dream-sized minibatches (an update
-    # sees a whole batch of imagined episodes) and a larger entropy bonus.
-    ppo = dataclasses.replace(PPOConfig.xrlflow(), minibatch_size=64,
-                              episodes_per_update=dream.batch_size,
-                              entropy_coef=FLAGS.entropy_coef)
+    ppo = controller_ppo_config(dream.batch_size, FLAGS.entropy_coef)
     return graph, max_steps, wm, dream, ppo
 
 

@@ -1,7 +1,7 @@
 """The model-based agent (thesis §3.4): latent encoder, MDN-RNN, dream, controller."""
 
 from xflowrl.world_model.agent import ModelBasedAgent
-from xflowrl.world_model.config import DreamConfig, WorldModelConfig
+from xflowrl.world_model.config import DreamConfig, WorldModelConfig, controller_ppo_config
 from xflowrl.world_model.controller import Evaluation, evaluate, imagine_batch, train_in_dream
 from xflowrl.world_model.data import XferVocabulary, collect_rollouts
 from xflowrl.world_model.dream import BatchedDream, DreamEnv

@@ -38,7 +38,7 @@ from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.env import GraphEnv
 from xflowrl.search import RandomAgent
 from xflowrl.world_model import data, latent
-from xflowrl.world_model.config import DreamConfig, WorldModelConfig
+from xflowrl.world_model.config import DreamConfig, WorldModelConfig, controller_ppo_config
 from xflowrl.world_model.controller import Evaluation, evaluate, train_in_dream
 from xflowrl.world_model.dream import BatchedDream
 from xflowrl.world_model.latent_env import LatentEnv
@@ -70,7 +70,7 @@ class ModelBasedAgent:
         self.logdir = logdir
         self.wm_config = world_model or WorldModelConfig()
         self.dream_config = dream or DreamConfig()
-        self.ppo_config = ppo or PPOConfig.xrlflow()
+        self.ppo_config = ppo or controller_ppo_config(self.dream_config.batch_size)
         self.seed = seed
         self.progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
         os.makedirs(logdir, exist_ok=True)

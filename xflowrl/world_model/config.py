@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
+from xflowrl.agents.ppo.config import PPOConfig
+
 
 @dataclasses.dataclass(frozen=True)
 class WorldModelConfig:
@@ -129,3 +131,12 @@ class DreamConfig:
                              "above 1 switches the prediction off)")
         if self.batch_size < 1 or self.episodes < 1:
             raise ValueError("batch_size and episodes must be >= 1")
+
+
+def controller_ppo_config(batch_size: int = 64, entropy_coef: float = 0.1) -> PPOConfig:
+    """The controller's PPO: X-RLflow's preset with one update per batch of
+    imagined episodes, minibatches of 64, and a larger entropy bonus (in the
+    dream a random policy's first episodes are net negative, and at
+    X-RLflow's 0.01 PPO collapses onto NO-OP: docs/world_model.md)."""
+    return dataclasses.replace(PPOConfig.xrlflow(), minibatch_size=64,
+                               episodes_per_update=batch_size, entropy_coef=entropy_coef)
