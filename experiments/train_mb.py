@@ -156,6 +156,9 @@ def main(argv):
         "real_steps": {"world_model_rollouts": wm_state["real_steps"],
                        "held_out_rollouts": wm_state["held_out_steps"],
                        "evaluation": eval_steps,
+                       # --lockstep only: the real engine stepped inside the "dream"
+                       # (counted for this process's training, not a resumed part).
+                       "lockstep_dream": agent.lockstep_real_steps,
                        "model_free": _model_free_steps(graph_name)},
         "world_model": {"vocabulary": agent.vocab.size, "rounds": wm_state["rounds"],
                         "encoder": wm_state["encoder"], "config": dataclasses.asdict(wm)},
@@ -238,6 +241,8 @@ def _write_markdown(out_dir, summary, evaluations, sampled, baselines):
                          f"{e.predicted_return:+.4f} | {e.invalid_actions} | {e.steps} |"
                          for n, e in ev)
     last = summary["world_model"]["rounds"][-1]
+    lockstep = (f" + {steps['lockstep_dream']} stepped in lockstep by the dream"
+                if steps["lockstep_dream"] else "")
     text = (
         f"# Model-based agent on {summary['graph']} ({summary['cost_model']} cost)\n\n"
         f"World model: {len(summary['world_model']['rounds'])} rounds, vocabulary of "
@@ -251,7 +256,7 @@ def _write_markdown(out_dir, summary, evaluations, sampled, baselines):
         f"The controller (best episode) {summary['controller_vs_greedy']}.\n\n"
         f"Real environment steps: {steps['world_model_rollouts']} for the world model's "
         f"rollouts + {steps['held_out_rollouts']} held out + {steps['evaluation']} in "
-        f"evaluation; model-free agent: "
+        f"evaluation{lockstep}; model-free agent: "
         f"{mf['interactions'] if mf else 'not run (train_mf.py writes it)'}.\n\n"
         f"| evaluation episode | final cost | real return | predicted return | invalid "
         f"actions | steps |\n|---|---|---|---|---|---|\n{ev_table}\n\n"

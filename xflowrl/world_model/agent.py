@@ -82,6 +82,7 @@ class ModelBasedAgent:
         self.controller: Optional[PPOAgent] = None
         self.state: Dict = {}
         self.dream_history: List[Dict[str, float]] = []  # one row per controller update
+        self.lockstep_real_steps = 0
 
     # -- phase 1: the world model ---------------------------------------------
     def _wm_dir(self) -> str:
@@ -291,6 +292,7 @@ class ModelBasedAgent:
                 f"{m['dream_return']:+.4f}  length {m['dream_length']:.1f}  loss {m['loss']:.3f}")
 
         history = train_in_dream(dream, agent, config, on_update)
+        self.lockstep_real_steps = dream.real_steps  # 0 for a pure dream (this run only)
         if history:
             manager.save(checkpoint_number=int(agent.episodes.numpy()))
             _save_json(history_path, self.dream_history)

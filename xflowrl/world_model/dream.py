@@ -102,6 +102,7 @@ class BatchedDream:
         self._z0 = np.asarray(initial_latent, np.float32)
         self._seed = int(seed)
         self._calls = 0
+        self.real_steps = 0  # real environment steps taken by a lockstep dream
         if config.lockstep and (not lockstep or vocab is None):
             raise ValueError("lockstep dreams need real environments and the vocabulary")
         self._lockstep = list(lockstep) if config.lockstep else None
@@ -197,6 +198,7 @@ class BatchedDream:
                         (self._vocab.to_real(int(safe_x[i])), int(safe_l[i])))
                     real_truncated[i] = info["truncated"]
                     observations.append(obs)
+                    self.real_steps += 1
                 else:
                     observations.append(env._observation)  # pylint: disable=protected-access
             xfer_mask, location_mask = self._real_masks(observations)
