@@ -28,29 +28,21 @@ import time
 from absl import app
 from absl import flags
 from absl import logging
+import common
 import numpy as np
 import tensorflow as tf
 
 from xflowrl.agents.ppo.training import replay
-from xflowrl.env import EnvConfig, make_env, rewards
-from xflowrl.graphs import BACKENDS, save_onnx, zoo
+from xflowrl.graphs import save_onnx
 from xflowrl.graphs.weights import random_weights
-from xflowrl.graphs.xfers import RULE_SETS
 from xflowrl.search import baseline_rows, run_baselines, versus_greedy
 from xflowrl.world_model import (DreamConfig, ModelBasedAgent, WorldModelConfig,
                                  controller_ppo_config)
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("graph", "bert", f"Graph to optimise; one of {zoo.GRAPHS}.")
-flags.DEFINE_enum("rules", "default", list(RULE_SETS), "Rule set (xflowrl.graphs.xfers."
-                  "RULE_SETS): default = built-ins + generated; builtin+taso = the thesis'.")
+common.define_env_flags("bert")
+common.define_baseline_flags()
 flags.DEFINE_integer("seed", 0, "Seed of rollouts, networks and sampling.")
-flags.DEFINE_enum("cost_model", "analytic", BACKENDS, "Cost backend.")
-flags.DEFINE_string("profile", "cpu", "Device profile of the analytic backend.")
-flags.DEFINE_string("cost_cache", "results/cost_cache.tsv", "Cache of measured op costs.")
-flags.DEFINE_integer("max_steps", 50, "Step limit per episode (real and imagined).")
-flags.DEFINE_integer("max_locations", 200, "L, locations per xfer.")
-flags.DEFINE_enum("reward", "relative", sorted(rewards.REWARDS), "Reward function.")
 # World model.
 flags.DEFINE_integer("rounds", 8, "Online collection rounds of the world model.")
 flags.DEFINE_integer("episodes_per_round", 50, "Random-agent episodes per round.")
@@ -75,13 +67,8 @@ flags.DEFINE_float("count_margin", None, "Log-space margin below the predicted l
 flags.DEFINE_bool("predict_noop_reward", False, "Let the world model predict NO-OP's reward "
                   "instead of using the environment's 0 (an ablation).")
 flags.DEFINE_integer("eval_episodes", 10, "Sampled evaluation episodes in the real env.")
-# Baselines.
-flags.DEFINE_integer("taso_budget", 1000, "Budget of the TASO search baseline (0: skip).")
-flags.DEFINE_float("taso_alpha", 1.05, "Alpha of the TASO search baseline.")
-flags.DEFINE_integer("random_episodes", 20, "Episodes of the random-agent baseline.")
 flags.DEFINE_bool("quick", False, "small_cnn, 20-step episodes, 2 rounds of 30 episodes, "
                   "512 imagined episodes: end to end in about a minute.")
-flags.DEFINE_string("results_dir", "results", "Where results are written.")
 
 
 def _configs():
@@ -119,9 +106,7 @@ def _model_free_steps(graph_name: str):
 def main(argv):
     del argv
     graph_name, max_steps, wm, dream, ppo = _configs()
-    env = make_env(graph_name, FLAGS.rules, FLAGS.cost_model, FLAGS.profile, FLAGS.cost_cache,
-                   EnvConfig(max_steps=max_steps, max_locations=FLAGS.max_locations,
-                             reward=FLAGS.reward))
+    env = common.env_from_flags(graph_name, max_steps)
     graph, xfers, cost_model = env.initial_graph, env.xfers, env.cost_model
     out_dir = os.path.join(FLAGS.results_dir, graph_name, "train_mb")
     logging.info("graph %s: %d ops, %d xfers, initial cost %.4f ms (%s); results in %s",

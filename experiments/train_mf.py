@@ -20,37 +20,25 @@ import os
 from absl import app
 from absl import flags
 from absl import logging
+import common
 
 from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.agents.ppo.training import TrainConfig, replay, train
-from xflowrl.env import EnvConfig, make_env, rewards
-from xflowrl.graphs import BACKENDS, save_onnx, zoo
+from xflowrl.graphs import save_onnx
 from xflowrl.graphs.weights import random_weights
-from xflowrl.graphs.xfers import RULE_SETS
 from xflowrl.search import baseline_rows, run_baselines, versus_greedy
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("graph", "squeezenet1_1", f"Graph to optimise; one of {zoo.GRAPHS}.")
-flags.DEFINE_enum("rules", "default", list(RULE_SETS), "Rule set (xflowrl.graphs.xfers."
-                  "RULE_SETS): default = built-ins + generated; builtin+taso = the thesis'.")
+common.define_env_flags("squeezenet1_1")
+common.define_baseline_flags()
 flags.DEFINE_integer("episodes", 500, "Training episodes.")
 flags.DEFINE_integer("seed", 0, "Seed of the agent's networks and sampling.")
-flags.DEFINE_enum("cost_model", "analytic", BACKENDS, "Cost backend.")
-flags.DEFINE_string("profile", "cpu", "Device profile of the analytic backend.")
-flags.DEFINE_string("cost_cache", "results/cost_cache.tsv", "Cache of measured op costs.")
 flags.DEFINE_enum("ppo", "xrlflow", ["thesis", "xrlflow"],
                   "PPO preset (docs/agents.md): X-RLflow/CleanRL (default; learns in far "
                   "fewer episodes) or the thesis code's.")
 flags.DEFINE_integer("episodes_per_update", None, "Override the preset's value.")
-flags.DEFINE_integer("max_steps", 50, "Step limit per episode.")
-flags.DEFINE_integer("max_locations", 200, "L, locations per xfer.")
-flags.DEFINE_enum("reward", "relative", sorted(rewards.REWARDS), "Reward function.")
-flags.DEFINE_integer("taso_budget", 1000, "Budget of the TASO search baseline (0: skip).")
-flags.DEFINE_float("taso_alpha", 1.05, "Alpha of the TASO search baseline.")
-flags.DEFINE_integer("random_episodes", 20, "Episodes of the random-agent baseline.")
 flags.DEFINE_bool("quick", False, "small_cnn, 100 episodes, X-RLflow PPO, 5 episodes "
                   "per update, 20 steps: trains in about a minute.")
-flags.DEFINE_string("results_dir", "results", "Where results are written.")
 
 
 def _settings():
@@ -67,9 +55,7 @@ def _settings():
 def main(argv):
     del argv
     graph_name, episodes, ppo, max_steps = _settings()
-    env = make_env(graph_name, FLAGS.rules, FLAGS.cost_model, FLAGS.profile, FLAGS.cost_cache,
-                   EnvConfig(max_steps=max_steps, max_locations=FLAGS.max_locations,
-                             reward=FLAGS.reward))
+    env = common.env_from_flags(graph_name, max_steps)
     graph, xfers, cost_model = env.initial_graph, env.xfers, env.cost_model
     out_dir = os.path.join(FLAGS.results_dir, graph_name, "train_mf")
     logging.info("graph %s: %d ops, %d xfers, initial cost %.4f ms (%s); results in %s",

@@ -19,8 +19,8 @@ masked) never raises: `info["invalid"]` says why, the reward is
 `invalid_penalty`, and the episode ends (`invalid_action="end"`, default) or
 continues unchanged (`"ignore"`). `info["truncated"]` is True when only the
 step limit ended the episode; `info` also holds `cost`, `initial_cost`,
-`steps` and `history` (the substitutions applied so far). `xflowrl.env.gym_env.GymGraphEnv` wraps this
-class in the gymnasium API.
+`steps` and, on the last step, `history` (the substitutions applied).
+`xflowrl.env.gym_env.GymGraphEnv` wraps this class in the gymnasium API.
 """
 
 from __future__ import annotations
@@ -125,8 +125,9 @@ class GraphEnv(Environment):
                                      and self.steps >= self.config.max_steps)
                 done = self.config.invalid_action == "end" or info["truncated"]
                 self._done = done
-                info.update(cost=self.cost, initial_cost=self.initial_cost, steps=self.steps,
-                            history=list(self.history))
+                info.update(cost=self.cost, initial_cost=self.initial_cost, steps=self.steps)
+                if done:
+                    info["history"] = list(self.history)
                 return TimeStep(self._observation, self.config.invalid_penalty, done, info)
             self.graph = self._locations.apply(xfer, location)
             self.cost = self.graph.cost(self.cost_model)
@@ -141,8 +142,9 @@ class GraphEnv(Environment):
         reward = self._reward_fn(rewards.Transition(
             self.initial_cost, previous, self.cost, done))
         self._done = done
-        info.update(cost=self.cost, initial_cost=self.initial_cost, steps=self.steps,
-                    history=list(self.history))
+        info.update(cost=self.cost, initial_cost=self.initial_cost, steps=self.steps)
+        if done:
+            info["history"] = list(self.history)
         return TimeStep(observation, reward, done, info)
 
     def _check(self, xfer: int, location: int) -> Optional[str]:

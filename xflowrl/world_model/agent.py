@@ -35,6 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from xflowrl.agents.ppo import PPOAgent, PPOConfig
+from xflowrl.embedding import features
 from xflowrl.env import GraphEnv
 from xflowrl.search import RandomAgent
 from xflowrl.world_model import data, latent
@@ -143,7 +144,6 @@ class ModelBasedAgent:
         with open(os.path.join(directory, "buffer.pkl"), "rb") as f:
             saved = pickle.load(f)
         first = self.env.reset().state
-        from xflowrl.embedding import features  # pylint: disable=import-outside-toplevel
         self.encoder.predict(self.encoder(features.to_tensors(first)))
         self.learner.build(data.make_batch(saved["buffer"][:1]))
         self._checkpoint.read(os.path.join(directory, "checkpoint")).assert_consumed()
@@ -225,8 +225,6 @@ class ModelBasedAgent:
                 f"{row['train_total']:.3f}  held-out NLL {evaluation['latent_nll']:.3f}  "
                 f"reward MSE {evaluation['reward_mse']:.2e}  mask acc "
                 f"{evaluation['xfer_mask_accuracy']:.3f}")
-        if self.vocab is None or self.learner is None or int(self.learner.steps.numpy()) == 0:
-            self._restore_world_model()
         return self.state
 
     # -- phase 2: the controller in the dream ---------------------------------

@@ -96,7 +96,7 @@ class LatentEnv(Environment):
             raise RuntimeError("step() called on a finished episode; call reset()")
         x, l = int(action[0]), int(action[1])
         in_range = 0 <= x <= self.vocab.size
-        real_x = self.vocab.to_real(x) if in_range else self.env.noop + 1 + abs(x)
+        real_x = self.vocab.to_real(x) if in_range else -1  # the real env reports it invalid
         predicted, hidden, cell = self._step_fn(
             tf.constant(self._latent), tf.constant(self._hidden), tf.constant(self._cell),
             tf.constant([x if in_range else 0], tf.int32),
