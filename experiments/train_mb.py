@@ -35,7 +35,9 @@ import tensorflow as tf
 from xflowrl.agents.ppo.training import replay
 from xflowrl.graphs import save_onnx
 from xflowrl.graphs.weights import random_weights
+from xflowrl.env import GraphEnv
 from xflowrl.search import baseline_rows, run_baselines, versus_greedy
+from xflowrl.search.baselines import GREEDY_MAX_STEPS
 from xflowrl.world_model import (DreamConfig, ModelBasedAgent, WorldModelConfig,
                                  controller_ppo_config)
 
@@ -66,6 +68,9 @@ flags.DEFINE_float("count_margin", None, "Log-space margin below the predicted l
                    "counts (default: twice the world model's held-out RMSE).")
 flags.DEFINE_bool("predict_noop_reward", False, "Let the world model predict NO-OP's reward "
                   "instead of using the environment's 0 (an ablation).")
+flags.DEFINE_integer("measure_rounds", 2, "Interleaved rounds of end-to-end TensorFlow "
+                     "timing (onnx-tf) of the initial, the controller's and greedy's graphs "
+                     "(0: skip).")
 flags.DEFINE_integer("eval_episodes", 10, "Sampled evaluation episodes in the real env.")
 flags.DEFINE_bool("quick", False, "small_cnn, 20-step episodes, 2 rounds of 30 episodes, "
                   "512 imagined episodes: end to end in about a minute.")
@@ -148,6 +153,7 @@ def main(argv):
         "world_model": {"vocabulary": agent.vocab.size, "rounds": wm_state["rounds"],
                         "encoder": wm_state["encoder"], "config": dataclasses.asdict(wm)},
         "dream": dataclasses.asdict(agent.resolve(dream)), "ppo": dataclasses.asdict(ppo),
+        "measured": _measure(env, best_graph, baselines, FLAGS.measure_rounds, FLAGS.seed),
         "seconds": {"world_model": wm_seconds, "controller": dream_seconds,
                     "total": time.time() - start},
         "dream_episodes": int(controller.episodes.numpy()),
@@ -204,6 +210,30 @@ def _plot(path, summary, dream_history):
     plt.close(fig)
 
 
+def _measure(env, best_graph, baselines, rounds: int, seed: int):
+    """End-to-end TensorFlow time (ms) of the initial, the controller's and
+    greedy's graphs, the same random weights for all, measured in `rounds`
+    interleaved rounds (each: median of 10 calls after 2 warm-up calls)."""
+    if rounds <= 0:
+        return None
+    from xflowrl.measure.tf_runtime import measure_graph  # pylint: disable=import-outside-toplevel
+    greedy_env = GraphEnv(env.initial_graph, env.xfers, env.cost_model,
+                          dataclasses.replace(env.config, max_steps=GREEDY_MAX_STEPS))
+    graphs = {"initial": env.initial_graph, "controller": best_graph,
+              "greedy": replay(greedy_env, baselines["greedy"]["applied"])}
+    weights = random_weights(env.initial_graph, seed=seed)
+    times = {name: [] for name in graphs}
+    for _ in range(rounds):
+        for name, graph in graphs.items():
+            times[name].append(measure_graph(graph, weights, seed=seed, warmup=2,
+                                             repeats=10).median_ms)
+    out = {name: {"median_ms": float(np.median(t)), "min_ms": min(t), "max_ms": max(t),
+                  "estimated_ms": graphs[name].cost(env.cost_model)}
+           for name, t in times.items()}
+    out["rounds"] = rounds
+    return out
+
+
 def _write_markdown(out_dir, summary, evaluations, sampled, baselines):
     initial = summary["initial_cost_ms"]
     rows = [("initial", initial),
@@ -225,6 +255,20 @@ def _write_markdown(out_dir, summary, evaluations, sampled, baselines):
     ev_table = "\n".join(f"| {n} | {e.final_cost:.4f} | {e.real_return:+.4f} | "
                          f"{e.predicted_return:+.4f} | {e.invalid_actions} | {e.steps} |"
                          for n, e in ev)
+    measured = ""
+    if summary["measured"]:
+        m = summary["measured"]
+        base_ms, base_est = m["initial"]["median_ms"], m["initial"]["estimated_ms"]
+        measured = "\n".join(
+            f"| {name} | {m[name]['estimated_ms']:.4f} "
+            f"({100 * (m[name]['estimated_ms'] / base_est - 1):+.3f}%) | "
+            f"{m[name]['median_ms']:.2f} [{m[name]['min_ms']:.2f}, {m[name]['max_ms']:.2f}] "
+            f"({100 * (m[name]['median_ms'] / base_ms - 1):+.2f}%) |"
+            for name in ("initial", "controller", "greedy"))
+        measured = (f"Estimated vs measured end to end in TensorFlow (onnx-tf, 1 process, "
+                    f"random weights; median of {m['rounds']} interleaved rounds [min, max]; "
+                    f"the controller's graph is its best evaluation episode's):\n\n| graph | "
+                    f"estimated ms | measured ms |\n|---|---|---|\n{measured}\n\n")
     last = summary["world_model"]["rounds"][-1]
     lockstep = (f" + {steps['lockstep_dream']} stepped in lockstep by the dream"
                 if steps["lockstep_dream"] else "")
@@ -238,7 +282,7 @@ def _write_markdown(out_dir, summary, evaluations, sampled, baselines):
         f"{summary['dream_episodes']} imagined episodes at temperature "
         f"{summary['dream']['temperature']}. {summary['seconds']['total']:.0f} s in all.\n\n"
         f"| | cost (ms) | change |\n|---|---|---|\n{table}\n\n"
-        f"The controller (best episode) {summary['controller_vs_greedy']}.\n\n"
+        f"The controller (best episode) {summary['controller_vs_greedy']}.\n\n{measured}"
         f"Real environment steps: {steps['world_model_rollouts']} for the world model's "
         f"rollouts + {steps['held_out_rollouts']} held out + {steps['evaluation']} in "
         f"evaluation{lockstep}; model-free agent: "

@@ -22,7 +22,7 @@ def _run(results):
     return subprocess.run(
         [sys.executable, os.path.join(_REPO, "experiments", "train_mb.py"), "--quick",
          f"--results_dir={results}", "--taso_budget=100", "--random_episodes=5",
-         "--eval_episodes=4"],
+         "--eval_episodes=4", "--measure_rounds=1"],
         capture_output=True, text=True, timeout=900)
 
 
@@ -49,6 +49,14 @@ class QuickRunTest(absltest.TestCase):
         self.assertGreater(result["real_steps"]["world_model_rollouts"], 0)
         for key in ("greedy", "taso", "random"):
             self.assertIsNotNone(result["baselines"][key])
+        # Estimated gains come with measured end-to-end times of the same graphs.
+        measured = result["measured"]
+        for name in ("initial", "controller", "greedy"):
+            self.assertGreater(measured[name]["median_ms"], 0.0)
+        self.assertAlmostEqual(measured["controller"]["estimated_ms"],
+                               result["controller_best_cost_ms"])
+        self.assertAlmostEqual(measured["greedy"]["estimated_ms"],
+                               result["baselines"]["greedy"]["cost_ms"])
         # The saved ONNX is valid and is the best episode's graph.
         model = onnx.load(os.path.join(out, "graph.onnx"))
         onnx.checker.check_model(model, full_check=True)
