@@ -13,6 +13,13 @@ EXPECTED = {
     "inception_v3": (313, {"conv2d": 94, "batchnorm": 94, "concat": 15}, (1, 1000)),
     "squeezenet1_1": (65, {"conv2d": 26, "concat": 8}, (1, 1000)),
     "bert": (121, {"matmul": 48, "transpose": 32, "add": 8}, (64, 1024)),
+    "vit": (115, {"matmul": 50, "transpose": 25, "reshape": 26, "add": 13}, (1, 1000)),
+    "nasnet_a": (383, {"conv2d": 217, "avgpool": 51, "maxpool": 7, "add": 90, "concat": 18},
+                 (1, 5120, 7, 7)),
+    "resnext50": (86, {"conv2d": 53, "add": 16, "relu": 16, "maxpool": 1}, (1, 2048, 7, 7)),
+    "nasrnn": (230, {"matmul": 80, "add": 55, "mul": 20, "relu": 10, "sigmoid": 25,
+                     "tanh": 40}, (1, 512)),
+    "vgg19": (43, {"conv2d": 16, "relu": 18, "maxpool": 5, "matmul": 3}, (1, 1000)),
     "small_cnn": (27, {"conv2d": 9, "batchnorm": 3, "concat": 2}, (1, 10)),
 }
 

@@ -22,9 +22,14 @@ from typing import Callable, Dict
 from xflowrl.graphs.graph import Graph
 from xflowrl.graphs.zoo.bert import bert
 from xflowrl.graphs.zoo.inception import inception_v3
+from xflowrl.graphs.zoo.nasnet import nasnet_a
+from xflowrl.graphs.zoo.nasrnn import nasrnn
 from xflowrl.graphs.zoo.resnet import resnet18, resnet50, resnet50_taso
+from xflowrl.graphs.zoo.resnext import resnext50
 from xflowrl.graphs.zoo.squeezenet import squeezenet1_1
 from xflowrl.graphs.zoo.toy import small_cnn
+from xflowrl.graphs.zoo.vgg import vgg19
+from xflowrl.graphs.zoo.vit import vit
 
 _BUILDERS: Dict[str, Callable[..., Graph]] = {
     "resnet18": resnet18,
@@ -33,6 +38,11 @@ _BUILDERS: Dict[str, Callable[..., Graph]] = {
     "inception_v3": inception_v3,
     "squeezenet1_1": squeezenet1_1,
     "bert": bert,
+    "vit": vit,
+    "nasnet_a": nasnet_a,
+    "resnext50": resnext50,
+    "nasrnn": nasrnn,
+    "vgg19": vgg19,
     "small_cnn": small_cnn,  # quick runs and tests; not a thesis graph
 }
 GRAPHS = tuple(_BUILDERS)
