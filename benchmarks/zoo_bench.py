@@ -14,7 +14,8 @@ and count) and the peak resident memory of the process that did it. Each
 graph runs in a fresh subprocess so that its peak RSS is its own.
 
 `--verify` runs the original graph and greedy's and TASO's results through
-the float64 reference executor on the same random values and reports
+the float64 reference executor on the same random values (`random_weights`,
+`random_inputs`, the gains below) and reports
 whether they agree (rtol 1e-4, as tests/graphs/semantics_test.py). `--exclude`
 drops xfers by name (nasnet_a: `enlarge_merge_convs_s1_same_none`, which the
 engine applies unsoundly to sibling grouped convs; docs/zoo.md).
@@ -44,6 +45,7 @@ import numpy as np
 
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.graphs import CostModel, XferSet, executor, zoo
+from xflowrl.graphs.weights import random_inputs, random_weights
 from xflowrl.graphs.xfers import load_rule_set
 from xflowrl.search.greedy import greedy_search
 
@@ -78,17 +80,15 @@ def _onnx_check(graph, name: str) -> Dict[str, object]:
     import onnx
     import onnxruntime
     from xflowrl.graphs import to_onnx
-    from xflowrl.graphs.weights import random_inputs, random_weights
     start = time.time()
-    weights = random_weights(graph, seed=0, gain=_GAINS.get(name, float(np.sqrt(2.0))))
-    inputs = random_inputs(graph, seed=0)
-    model = to_onnx(graph, weights)
+    values = _random_values(graph, name, np.float32)
+    inputs = {k: values[k] for k in graph.inputs()}
+    model = to_onnx(graph, {k: v for k, v in values.items() if k not in inputs})
     onnx.checker.check_model(model)
     session = onnxruntime.InferenceSession(model.SerializeToString(),
                                            providers=["CPUExecutionProvider"])
     got = session.run(None, inputs)
-    want = executor.execute(graph, {k: v.astype(np.float64)
-                                    for k, v in {**weights, **inputs}.items()})
+    want = executor.execute(graph, {k: v.astype(np.float64) for k, v in values.items()})
     worst = 0.0
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-4 * np.abs(w).max())
@@ -105,12 +105,22 @@ def _xfers() -> XferSet:
     return XferSet([r for r in rules if r.name not in FLAGS.exclude])
 
 
+def _random_values(graph, name: str, dtype) -> Dict[str, np.ndarray]:
+    """Random inputs and weights (`random_weights`: He-normal convs and
+    matmuls, gain 0.2 for the softmax-free transformers)."""
+    gain = _GAINS.get(name, float(np.sqrt(2.0)))
+    return {**random_weights(graph, seed=0, dtype=dtype, gain=gain),
+            **random_inputs(graph, seed=0, dtype=dtype)}
+
+
 class _Verifier:
     """Compares graphs with the original on one set of float64 random values."""
 
-    def __init__(self, original):
-        self.feeds = executor.random_feeds(original, seed=0)
+    def __init__(self, original, name: str):
+        self.feeds = _random_values(original, name, np.float64)
         self.want = executor.execute(original, self.feeds)
+        if not all(np.all(np.isfinite(w)) for w in self.want):
+            raise ValueError(f"{name}: the original's outputs are not finite")
 
     def __call__(self, graph) -> Dict[str, object]:
         got = executor.execute(graph, self.feeds)
@@ -127,7 +137,7 @@ def bench_graph(name: str) -> Dict[str, object]:
                    CostModel(FLAGS.cost_model, profile=FLAGS.profile),
                    EnvConfig(max_steps=FLAGS.greedy_max_steps))
     graph = env.initial_graph
-    verify = _Verifier(graph) if FLAGS.verify else None
+    verify = _Verifier(graph, name) if FLAGS.verify else None
     obs = env.reset()
     per_xfer = obs.location_mask[:-1].sum(axis=1)
     row: Dict[str, object] = {
