@@ -2,7 +2,8 @@
 baselines of every graph, under one cost model.
 
     python benchmarks/zoo_bench.py [--graphs=vit,nasrnn] [--taso_budget=1000]
-        [--taso_time_limit_s=300] [--onnx_check]
+        [--taso_time_limit_s=300] [--verify] [--exclude=XFER,...]
+        [--onnx_check [--onnx_tf]]
 
 Prints JSON: per graph, the op count and op counts by type, the estimated
 cost (`CostModel("analytic")`, profile cpu, by default), the valid locations
@@ -23,8 +24,8 @@ engine applies unsoundly to sibling grouped convs; docs/zoo.md).
 `--onnx_check` exports each full graph with random weights
 (`xflowrl.graphs.weights.random_weights`; gain 0.2 for the softmax-free
 transformers, whose values are cubic in their input per layer) to ONNX,
-checks it with `onnx.checker` and runs it in onnxruntime: the outputs must
-match the float64 reference executor (rtol 1e-3, atol 1e-4 of the largest
+checks it with `onnx.checker` and runs it in onnxruntime (and onnx-tf with
+`--onnx_tf`): the outputs must match the float64 reference executor (rtol 1e-3, atol 1e-4 of the largest
 output); the seconds spent are reported.
 """
 
@@ -63,6 +64,7 @@ flags.DEFINE_float("taso_time_limit_s", 0.0, "Stops TASO's search after this man
                    "seconds (0: no limit).")
 flags.DEFINE_integer("greedy_max_steps", 100_000, "Step cap of greedy (in effect none).")
 flags.DEFINE_bool("onnx_check", False, "Also export to ONNX and run in onnxruntime.")
+flags.DEFINE_bool("onnx_tf", False, "With --onnx_check: run the model in onnx-tf too.")
 flags.DEFINE_bool("verify", False, "Run greedy's and TASO's graphs and the original through "
                   "the float64 reference executor on the same random values.")
 flags.DEFINE_bool("isolate", True, "Run each graph in a subprocess of its own.")
@@ -87,14 +89,22 @@ def _onnx_check(graph, name: str) -> Dict[str, object]:
     onnx.checker.check_model(model)
     session = onnxruntime.InferenceSession(model.SerializeToString(),
                                            providers=["CPUExecutionProvider"])
-    got = session.run(None, inputs)
     want = executor.execute(graph, {k: v.astype(np.float64) for k, v in values.items()})
-    worst = 0.0
-    for g, w in zip(got, want):
-        np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-4 * np.abs(w).max())
-        worst = max(worst, float(np.abs(g - w).max() / np.abs(w).max()))
-    return {"onnx_nodes": len(model.graph.node), "max_error_relative_to_max_output": worst,
-            "seconds": time.time() - start}
+    row: Dict[str, object] = {"onnx_nodes": len(model.graph.node)}
+    runs = {"onnxruntime": lambda: session.run(None, inputs)}
+    if FLAGS.onnx_tf:
+        import onnx_tf.backend
+        runs["onnx_tf"] = lambda: [np.asarray(v) for v in
+                                   onnx_tf.backend.prepare(model).run(inputs)]
+    for backend, run in runs.items():
+        worst = 0.0
+        for g, w in zip(run(), want):
+            np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-4 * np.abs(w).max(),
+                                       err_msg=f"{name} in {backend}")
+            worst = max(worst, float(np.abs(g - w).max() / np.abs(w).max()))
+        row[f"{backend}_max_error_relative_to_max_output"] = worst
+    row["seconds"] = time.time() - start
+    return row
 
 
 def _xfers() -> XferSet:

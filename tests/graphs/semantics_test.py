@@ -39,10 +39,10 @@ _NO_CAP = 1 << 20
 _SMALL_KERNEL = [(4, 4, 1, 1), (8, 4, 1, 1)]
 # Xfers that rewrite a zoo graph into one that computes something else: an
 # engine bug, pinned here so that a fix (or a new unsound rewrite) shows.
-# enlarge_merge_convs merges two sibling convs by concatenating their weights
-# on the output channels; for grouped convs (NasNet-A's depthwise halves of
-# the separable convs) that regroups the output channels, so each merged
-# group reads the wrong input channels. Checked directly by
+# enlarge_merge_convs_* merges two sibling convs by concatenating their
+# weights on the output channels; for grouped convs (NasNet-A's depthwise
+# halves of the separable convs) that regroups the output channels, so each
+# merged group reads the wrong input channels. Checked directly by
 # `test_enlarge_merge_of_grouped_convs_is_unsound`.
 KNOWN_UNSOUND = {"nasnet_a": {"enlarge_merge_convs_s1_same_none"}}
 _WEIGHT_SLOTS = {("conv2d", 1), ("matmul", 1), ("batchnorm", 1), ("batchnorm", 2),
@@ -333,14 +333,17 @@ class SemanticsTest(absltest.TestCase):
 
     def test_enlarge_merge_of_grouped_convs_is_unsound(self):
         # The engine bug behind KNOWN_UNSOUND, on its own: two sibling
-        # depthwise 3x3 convs. When this fails, the bug is fixed: drop the
-        # entry from KNOWN_UNSOUND and this test.
-        b = GraphBuilder()
-        x = b.input(name="x", shape=(1, 4, 6, 6))
-        y = b.add(x=b.conv2d(input=x, weight=b.weight(name="wa", shape=(4, 1, 3, 3))),
-                  y=b.conv2d(input=x, weight=b.weight(name="wc", shape=(4, 1, 3, 3))))
-        _, unsound = unsound_xfers(self, self.xfers, b.build([y]), seed=5)
-        self.assertEqual(unsound, {"enlarge_merge_convs_s1_same_none"})
+        # depthwise 3x3 convs, and two sibling 4-group convs with fused
+        # ReLUs. When this fails, the bug is fixed: drop the entry from
+        # KNOWN_UNSOUND and this test.
+        for activation, in_per_group in (("NONE", 1), ("RELU", 2)):
+            b = GraphBuilder()
+            x = b.input(name="x", shape=(1, 8, 6, 6))
+            convs = [b.conv2d(input=x, weight=b.weight(name=f"w{i}", shape=(8, in_per_group, 3, 3)),
+                              activation=activation) for i in range(2)]
+            _, unsound = unsound_xfers(self, self.xfers, b.build([b.add(x=convs[0], y=convs[1])]),
+                                       seed=5)
+            self.assertEqual(unsound, {f"enlarge_merge_convs_s1_same_{activation.lower()}"})
 
     def test_random_rewrite_sequences(self):
         # Rewrites compose: every graph along a random walk of xfers still

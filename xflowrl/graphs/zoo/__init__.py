@@ -13,8 +13,15 @@ and weights; the estimated cost is `graph.cost(CostModel("analytic"))`
 | squeezenet1_1 | convolutional | 3x224x224 | 65 | 15.08 |
 | bert | transformer | 64x1024 | 121 | 74.51 |
 | resnet50_taso | convolutional | 64x56x56 | 84 | 141.75 |
+| vit | transformer | 64x3072 (patches) | 115 | 117.12 |
+| nasnet_a | convolutional | 3x224x224 | 383 | 551.55 |
+| resnext50 | convolutional | 3x224x224 | 86 | 150.80 |
+| nasrnn | recurrent | 5 x 1x512 | 230 | 6.82 |
+| vgg19 | convolutional | 3x224x224 | 43 | 704.05 |
 
-Measured TensorFlow times and memory: `experiments/graph_properties.py`.
+Greedy and TASO-search results per graph: docs/zoo.md
+(`benchmarks/zoo_bench.py`). Measured TensorFlow times and memory:
+`experiments/graph_properties.py`.
 """
 
 from typing import Any, Callable, Dict
