@@ -17,6 +17,17 @@ ONNX tensor name to either a constant (a numpy value) or an engine tensor:
   control-flow node, an operator from a domain shape inference does not know,
   a malformed or truncated file.
 
+`ValueError` is the only exception `load_onnx` raises for a bad model: any
+other exception met while importing a node (a numpy error in a folded op, an
+attribute of an impossible type, ...) is re-raised as a `ValueError` that
+names the node, its op type and the original exception's type.
+
+Files of a newer IR version than the installed `onnx` knows (PyTorch's
+dynamo exporter writes IR 10 at opset 18) are read (protobuf is forward
+compatible) and checked by the installed checker as if they declared its
+IR version; anything the checker does not know in them (a new data type, an
+opset beyond the installed one) is still refused.
+
 Values are not held by the engine: the returned `OnnxWeights` maps each
 weight op's name to its value and records the model interface for export.
 docs/onnx.md lists what maps to what.
@@ -24,6 +35,7 @@ docs/onnx.md lists what maps to what.
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -51,6 +63,20 @@ _NONDETERMINISTIC = ("RandomNormal", "RandomNormalLike", "RandomUniform",
 # Rough FLOPs per output element of opaque ops, for the cost model.
 _OPAQUE_FLOPS_PER_ELEMENT = {"Softmax": 5, "LayerNormalization": 8, "Erf": 8, "Gelu": 8,
                              "Exp": 4, "Log": 4, "Pow": 4, "Sqrt": 2, "Reciprocal": 2}
+# Opaque FLOP estimates are clamped here (the engine's field is an int64).
+_MAX_FLOPS = 2 ** 62
+# Folding never materialises a constant larger than this many elements (a
+# mutated ConstantOfShape/Expand/Tile/Range could ask for terabytes).
+_FOLD_MAX_ELEMENTS = 1 << 24
+# Elementwise ops: their folded output has the inputs' broadcast shape.
+_BROADCASTING = ("Mul", "Add", "Sub", "Div", "Where", "And", "Or", "Xor", "Equal", "Less",
+                 "Greater", "LessOrEqual", "GreaterOrEqual", "Pow", "Max", "Min", "Sum",
+                 "Mean", "BitShift", "Mod", "PRelu")
+# Other ops whose output can be much larger than their inputs: their output
+# shape is inferred (and bounded) before they are folded.
+_GROWING = ("ConstantOfShape", "Expand", "Tile", "Resize", "Upsample", "Pad", "OneHot",
+            "EyeLike", "MatMul", "Gemm", "Einsum", "Conv", "ConvTranspose", "Col2Im",
+            "CenterCropPad", "MaxUnpool", "ReverseSequence", "ScatterND")
 
 
 def load_onnx(path_or_model: Union[str, os.PathLike, bytes, onnx.ModelProto],
@@ -73,7 +99,17 @@ def load_onnx(path_or_model: Union[str, os.PathLike, bytes, onnx.ModelProto],
         unsupported construct; node errors name the node and its op type.
     """
     model = read_model(path_or_model)
-    return _Importer(model, dict(input_shapes or {})).run()
+    shapes = _input_shapes(input_shapes)
+    return _Importer(model, shapes).run()
+
+
+def _input_shapes(input_shapes) -> Dict[str, Tuple[int, ...]]:
+    """`input_shapes` as a dict of int tuples (a ValueError if it is not)."""
+    try:
+        return {str(k): tuple(int(d) for d in v) for k, v in dict(input_shapes or {}).items()}
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"input_shapes must map input names to sequences of ints: "
+                         f"{e}") from None
 
 
 def read_model(path_or_model) -> onnx.ModelProto:
@@ -109,13 +145,27 @@ def read_model(path_or_model) -> onnx.ModelProto:
         copy.graph.node.extend(ordered)
         model = copy
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(_checkable(model))
     except Exception as e:  # onnx.checker.ValidationError
         raise ValueError(f"{where} is not a valid ONNX model (malformed or truncated "
                          f"file?): {e}") from e
     if not model.graph.output:
         raise ValueError(f"{where} declares no graph outputs (truncated file?)")
     return model
+
+
+def _checkable(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model`, or a copy declaring the installed onnx's IR version when the
+    model's is newer: the pinned checker refuses newer IR versions outright,
+    while everything it does know (nodes, opsets, types, topology) is checked
+    all the same. A model using a construct the newer IR added (say a new
+    element type) still fails the check."""
+    if model.ir_version <= onnx.IR_VERSION:
+        return model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    copy.ir_version = onnx.IR_VERSION
+    return copy
 
 
 def _node_label(node: onnx.NodeProto) -> str:
@@ -127,6 +177,9 @@ class _Importer:
 
     def __init__(self, model: onnx.ModelProto, input_shapes: Dict[str, Sequence[int]]):
         self.model = model
+        # Per-node models (folding, shape inference) use an IR version the
+        # installed onnx knows.
+        self.ir_version = min(model.ir_version, onnx.IR_VERSION)
         self.opsets = {o.domain or "": o.version for o in model.opset_import}
         if "ai.onnx" in self.opsets:
             self.opsets.setdefault("", self.opsets.pop("ai.onnx"))
@@ -154,8 +207,13 @@ class _Importer:
         for node in graph.node:
             try:
                 self._node(node)
+            except ValueError:
+                raise
             except NotImplementedError as e:  # from onnx.reference
                 raise ValueError(f"{_node_label(node)}: cannot fold: {e}") from e
+            except Exception as e:  # anything else is a bad model, never a crash
+                raise ValueError(f"{_node_label(node)}: cannot import "
+                                 f"({type(e).__name__}: {e})") from e
         outputs = []
         for info in graph.output:
             if info.name not in self.values:
@@ -174,7 +232,7 @@ class _Importer:
             raise ValueError(f"graph input {info.name!r}: only tensor inputs are supported")
         tt = info.type.tensor_type
         if info.name in self.input_shapes:
-            shape = tuple(int(d) for d in self.input_shapes[info.name])
+            shape = self.input_shapes[info.name]
         else:
             if not tt.HasField("shape"):
                 raise ValueError(f"graph input {info.name!r} has no declared shape; pass "
@@ -220,6 +278,9 @@ class _Importer:
             except ValueError as e:
                 raise ValueError(f"{_node_label(node)}: {e}") from e
             if outs is not None:
+                if len(outs) < len([o for o in node.output if o]):
+                    raise ValueError(f"{_node_label(node)}: {len(node.output)} outputs "
+                                     f"declared, the operator has {len(outs)}")
                 for name, value in zip(node.output, outs):
                     if name:
                         self.values[name] = value
@@ -284,18 +345,69 @@ class _Importer:
 
     # -- folding -----------------------------------------------------------
     def _fold(self, node: onnx.NodeProto) -> None:
+        """Evaluates a node whose inputs are all constants.
+
+        Raises:
+          ValueError: the evaluation fails (the message names the node) or
+            its output would exceed `_FOLD_MAX_ELEMENTS` elements.
+        """
         from onnx.reference import ReferenceEvaluator  # heavy; only when folding
+        size = self._fold_size(node)
+        if size is not None and size > _FOLD_MAX_ELEMENTS:
+            raise ValueError(f"{_node_label(node)}: folding it would build a constant of "
+                             f"{size} elements (more than {_FOLD_MAX_ELEMENTS})")
         names = list(dict.fromkeys(n for n in node.input if n))
-        graph = helper.make_graph(
-            [node], "fold",
-            [helper.make_tensor_value_info(n, self.values[n].elem_type, self.values[n].shape)
-             for n in names],
-            [helper.make_empty_tensor_value_info(n) for n in node.output if n])
-        model = helper.make_model(graph, opset_imports=self.model.opset_import,
-                                  ir_version=self.model.ir_version)
-        results = ReferenceEvaluator(model).run(None, {n: self.values[n].const for n in names})
-        for name, value in zip([n for n in node.output if n], results):
-            self.bind(name, const=np.asarray(value))
+        override = _FOLD_OVERRIDES.get(node.op_type)
+        try:
+            if override is not None:
+                results = override(node, [self.values[n].const if n else None
+                                          for n in node.input])
+            else:
+                graph = helper.make_graph(
+                    [node], "fold",
+                    [helper.make_tensor_value_info(n, self.values[n].elem_type,
+                                                   self.values[n].shape) for n in names],
+                    [helper.make_empty_tensor_value_info(n) for n in node.output if n])
+                model = helper.make_model(graph, opset_imports=self.model.opset_import,
+                                          ir_version=self.ir_version)
+                results = ReferenceEvaluator(model).run(
+                    None, {n: self.values[n].const for n in names})
+        except NotImplementedError as e:
+            raise ValueError(f"{_node_label(node)}: cannot fold: {e}") from e
+        except Exception as e:  # the reference evaluator's errors on bad values
+            raise ValueError(f"{_node_label(node)}: folding its constant inputs failed "
+                             f"({type(e).__name__}: {e})") from e
+        outputs = [n for n in node.output if n]
+        if len(results) < len(outputs):
+            raise ValueError(f"{_node_label(node)}: {len(outputs)} outputs declared, "
+                             f"folding gave {len(results)}")
+        for name, value in zip(outputs, results):
+            value = np.asarray(value)
+            if value.size > _FOLD_MAX_ELEMENTS:
+                raise ValueError(f"{_node_label(node)}: folding gave a constant of "
+                                 f"shape {list(value.shape)}; too large")
+            self.bind(name, const=value)
+
+    def _fold_size(self, node: onnx.NodeProto) -> Optional[int]:
+        """The largest output's element count of a node about to be folded,
+        where it may be large and can be told beforehand; else None."""
+        consts = [self.values[n].const for n in node.input if n]
+        if node.op_type in _BROADCASTING:
+            return math.prod(np.broadcast_shapes(*[c.shape for c in consts]))
+        if node.op_type == "Range" and len(consts) == 3:
+            start, limit, delta = (float(np.asarray(c).reshape(-1)[0]) if c.size else 0.0
+                                   for c in consts)
+            if delta == 0 or not all(map(math.isfinite, (start, limit, delta))):
+                raise ValueError(f"{_node_label(node)}: Range with delta {delta}, start "
+                                 f"{start}, limit {limit}")
+            return max(math.ceil((limit - start) / delta), 0)
+        if node.op_type in _GROWING:
+            try:
+                shapes, _ = self._infer(node)
+            except ValueError:
+                return None  # not static before evaluation: checked afterwards
+            return max((math.prod(s) for s in shapes), default=0)
+        return None
 
     # -- opaque ops --------------------------------------------------------
     def _opaque(self, node: onnx.NodeProto) -> None:
@@ -307,9 +419,13 @@ class _Importer:
                                                  or v.const.dtype.kind not in "fc"):
                 constants[name] = v.const
         record = OpaqueRecord(node=node, constants=constants, output_types=types)
-        inputs = [self.tensor(n) for n in record.engine_inputs()]
-        flops = _OPAQUE_FLOPS_PER_ELEMENT.get(node.op_type, 1) * max(
-            [int(np.prod(s)) for s in shapes] + [int(np.prod(t.shape)) for t in inputs])
+        try:
+            inputs = [self.tensor(n) for n in record.engine_inputs()]
+        except NotEngineOp:  # a scalar computed value has no engine tensor
+            raise ValueError(f"{_node_label(node)}: reads a rank-0 value computed at run "
+                             "time; not supported") from None
+        flops = min(_MAX_FLOPS, _OPAQUE_FLOPS_PER_ELEMENT.get(node.op_type, 1) * max(
+            [math.prod(s) for s in shapes] + [math.prod(t.shape) for t in inputs]))
         try:
             outs = self.builder.opaque(op_type=encode_opaque(record), inputs=inputs,
                                        output_shapes=shapes, flops=flops)
@@ -331,7 +447,7 @@ class _Importer:
                 inputs.append(helper.make_tensor_value_info(name, v.elem_type, v.shape))
         graph = helper.make_graph([node], "infer", inputs, [], initializer=inits)
         model = helper.make_model(graph, opset_imports=self.model.opset_import,
-                                  ir_version=self.model.ir_version)
+                                  ir_version=self.ir_version)
         try:
             inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True,
                                                          data_prop=True)
@@ -357,6 +473,34 @@ class _Importer:
             shapes.append(tuple(dims))
             types.append(tt.elem_type)
         return shapes, types
+
+
+def _gather_elements(node: onnx.NodeProto, inputs: List[Optional[np.ndarray]]
+                     ) -> List[np.ndarray]:
+    """GatherElements by `np.take_along_axis`. onnx 1.15's reference
+    implementation falls back to `np.choose`, limited to 32 choices, and
+    then returns a wrongly shaped result (`cannot reshape array of size 1
+    into shape (1,64)` on Hugging Face BERT's position ids)."""
+    data, indices = inputs[0], inputs[1]
+    axis = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "axis"), 0)
+    if data.ndim != indices.ndim:
+        raise ValueError(f"data rank {data.ndim} != indices rank {indices.ndim}")
+    axis = onnx_ops._norm_axis(int(axis), data.ndim)
+    size = data.shape[axis]
+    if indices.size and (indices.min() < -size or indices.max() >= size):
+        raise ValueError(f"an index is out of range for axis {axis} of size {size}")
+    indices = np.where(indices < 0, indices + size, indices).astype(np.int64)
+    for d in range(data.ndim):
+        if d != axis and indices.shape[d] > data.shape[d]:
+            raise ValueError(f"indices shape {indices.shape} exceeds data shape "
+                             f"{data.shape} off the axis")
+    data = data[tuple(slice(0, indices.shape[d]) if d != axis else slice(None)
+                      for d in range(data.ndim))]
+    return [np.take_along_axis(data, indices, axis=axis)]
+
+
+# Folding implementations that replace onnx.reference's where it is wrong.
+_FOLD_OVERRIDES = {"GatherElements": _gather_elements}
 
 
 def _topological(graph: onnx.GraphProto) -> List[onnx.NodeProto]:
