@@ -68,15 +68,17 @@ _MAX_FLOPS = 2 ** 62
 # Folding never materialises a constant larger than this many elements (a
 # mutated ConstantOfShape/Expand/Tile/Range could ask for terabytes).
 _FOLD_MAX_ELEMENTS = 1 << 24
+# Ops that onnx.reference evaluates element by element in Python (or close
+# to it; a Resize of 8k elements takes over 20 s): never folded, kept opaque
+# (their constant inputs become weights) however small.
+_SLOW_FOLD = ("Resize", "Upsample", "Conv", "ConvTranspose", "ConvInteger", "QLinearConv",
+              "MaxPool", "AveragePool", "LpPool", "GridSample", "RoiAlign", "MaxRoiPool",
+              "DeformConv", "Col2Im", "NonMaxSuppression", "LRN", "DFT", "STFT",
+              "MaxUnpool", "Einsum", "Unique", "TfIdfVectorizer", "StringNormalizer")
 # Elementwise ops: their folded output has the inputs' broadcast shape.
 _BROADCASTING = ("Mul", "Add", "Sub", "Div", "Where", "And", "Or", "Xor", "Equal", "Less",
                  "Greater", "LessOrEqual", "GreaterOrEqual", "Pow", "Max", "Min", "Sum",
                  "Mean", "BitShift", "Mod", "PRelu")
-# Other ops whose output can be much larger than their inputs: their output
-# shape is inferred (and bounded) before they are folded.
-_GROWING = ("ConstantOfShape", "Expand", "Tile", "Resize", "Upsample", "Pad", "OneHot",
-            "EyeLike", "MatMul", "Gemm", "Einsum", "Conv", "ConvTranspose", "Col2Im",
-            "CenterCropPad", "MaxUnpool", "ReverseSequence", "ScatterND")
 
 
 def load_onnx(path_or_model: Union[str, os.PathLike, bytes, onnx.ModelProto],
@@ -151,7 +153,33 @@ def read_model(path_or_model) -> onnx.ModelProto:
                          f"file?): {e}") from e
     if not model.graph.output:
         raise ValueError(f"{where} declares no graph outputs (truncated file?)")
+    _check_element_types(model.graph, where)
     return model
+
+
+_KNOWN_TYPES = frozenset(onnx.TensorProto.DataType.values()) - {onnx.TensorProto.UNDEFINED}
+
+
+def _check_element_types(graph: onnx.GraphProto, where: str) -> None:
+    """Refuses element types the installed onnx does not know (int4, uint4
+    and later additions of newer IR versions), wherever the top-level graph
+    declares one: inputs, outputs, value infos, initializers, tensor
+    attributes and the `to`/`dtype` attributes of casts and generators."""
+    def check(elem_type: int, what: str) -> None:
+        if elem_type not in _KNOWN_TYPES:
+            raise ValueError(f"{where}: {what} has element type {elem_type}, unknown to the "
+                             f"installed onnx {onnx.__version__}")
+    for info in list(graph.input) + list(graph.output) + list(graph.value_info):
+        if info.type.HasField("tensor_type"):
+            check(info.type.tensor_type.elem_type, f"tensor {info.name!r}")
+    for init in graph.initializer:
+        check(init.data_type, f"initializer {init.name!r}")
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.TENSOR:
+                check(attr.t.data_type, f"{_node_label(node)} attribute {attr.name!r}")
+            elif attr.type == onnx.AttributeProto.INT and attr.name in ("to", "dtype"):
+                check(attr.i, f"{_node_label(node)} attribute {attr.name!r}")
 
 
 def _checkable(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -267,7 +295,8 @@ class _Importer:
         if default_domain and node.op_type == "Constant" or (
                 default_domain and present and node.op_type not in _NONDETERMINISTIC
                 and all(self.values[n].is_const for n in present)):
-            self._fold(node)
+            if not self._fold(node):
+                self._opaque(node)
             return
         handler = onnx_ops.HANDLERS.get(node.op_type) if default_domain else None
         if handler is not None:
@@ -344,18 +373,27 @@ class _Importer:
         return name
 
     # -- folding -----------------------------------------------------------
-    def _fold(self, node: onnx.NodeProto) -> None:
-        """Evaluates a node whose inputs are all constants.
+    def _fold(self, node: onnx.NodeProto) -> bool:
+        """Evaluates a node whose inputs are all constants; False (nothing
+        done) for an op too slow to evaluate (`_SLOW_FOLD`: kept opaque).
+
+        The node is first checked by ONNX shape inference (strict): the
+        reference evaluator trusts attributes (a Concat axis of 2^31 builds
+        a tuple of 2^31 ones).
 
         Raises:
-          ValueError: the evaluation fails (the message names the node) or
-            its output would exceed `_FOLD_MAX_ELEMENTS` elements.
+          ValueError: the node is invalid, its evaluation fails (the message
+            names the node) or its output would exceed `_FOLD_MAX_ELEMENTS`
+            elements.
         """
         from onnx.reference import ReferenceEvaluator  # heavy; only when folding
-        size = self._fold_size(node)
+        shapes, _ = self._infer(node, static=False)
+        size = self._fold_size(node, shapes)
         if size is not None and size > _FOLD_MAX_ELEMENTS:
             raise ValueError(f"{_node_label(node)}: folding it would build a constant of "
                              f"{size} elements (more than {_FOLD_MAX_ELEMENTS})")
+        if node.op_type in _SLOW_FOLD:
+            return False
         names = list(dict.fromkeys(n for n in node.input if n))
         override = _FOLD_OVERRIDES.get(node.op_type)
         try:
@@ -387,11 +425,15 @@ class _Importer:
                 raise ValueError(f"{_node_label(node)}: folding gave a constant of "
                                  f"shape {list(value.shape)}; too large")
             self.bind(name, const=value)
+        return True
 
-    def _fold_size(self, node: onnx.NodeProto) -> Optional[int]:
+    def _fold_size(self, node: onnx.NodeProto, shapes) -> Optional[int]:
         """The largest output's element count of a node about to be folded,
-        where it may be large and can be told beforehand; else None."""
+        where it can be told beforehand (`shapes`: inferred output shapes,
+        None where not static); else None."""
         consts = [self.values[n].const for n in node.input if n]
+        if shapes and all(s is not None for s in shapes):
+            return max(math.prod(s) for s in shapes)
         if node.op_type in _BROADCASTING:
             return math.prod(np.broadcast_shapes(*[c.shape for c in consts]))
         if node.op_type == "Range" and len(consts) == 3:
@@ -401,12 +443,6 @@ class _Importer:
                 raise ValueError(f"{_node_label(node)}: Range with delta {delta}, start "
                                  f"{start}, limit {limit}")
             return max(math.ceil((limit - start) / delta), 0)
-        if node.op_type in _GROWING:
-            try:
-                shapes, _ = self._infer(node)
-            except ValueError:
-                return None  # not static before evaluation: checked afterwards
-            return max((math.prod(s) for s in shapes), default=0)
         return None
 
     # -- opaque ops --------------------------------------------------------
@@ -435,9 +471,16 @@ class _Importer:
             if name:
                 self.values[name] = Value(None, tensor, etype, tensor.shape)
 
-    def _infer(self, node: onnx.NodeProto) -> Tuple[List[Shape], List[int]]:
+    def _infer(self, node: onnx.NodeProto, static: bool = True
+               ) -> Tuple[List[Optional[Shape]], List[int]]:
         """Static output shapes and element types by ONNX shape inference on
-        the node alone (empty output slots get a placeholder (1,) FLOAT)."""
+        the node alone (empty output slots get a placeholder (1,) FLOAT).
+
+        Raises:
+          ValueError: shape inference rejects the node, or (when `static`)
+            an output shape is not static. With `static=False`, such shapes
+            are None instead.
+        """
         inputs, inits = [], []
         for name in dict.fromkeys(n for n in node.input if n):
             v = self.values[name]
@@ -463,11 +506,19 @@ class _Importer:
             info = infos.get(name)
             tt = info.type.tensor_type if info is not None else None
             if tt is None or not info.type.HasField("tensor_type") or not tt.HasField("shape"):
+                if not static:
+                    shapes.append(None)
+                    types.append(0)
+                    continue
                 raise ValueError(f"{_node_label(node)}: the shape of output {name!r} cannot "
                                  "be inferred statically (unknown operator or dynamic shape)")
             dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
                     for d in tt.shape.dim]
             if not all(isinstance(d, int) for d in dims):
+                if not static:
+                    shapes.append(None)
+                    types.append(tt.elem_type)
+                    continue
                 raise ValueError(f"{_node_label(node)}: output {name!r} has a dynamic shape "
                                  f"{dims}; only static shapes are supported")
             shapes.append(tuple(dims))

@@ -51,6 +51,8 @@ def cudnn_built():
 cdef Shape _shape(object dims) except *:
     cdef Shape s
     for d in dims:
+        if not -2 ** 63 <= d < 2 ** 63:
+            raise ValueError(f"dimension {d} does not fit in int64")
         s.push_back(<int64_t> d)
     return s
 
@@ -60,7 +62,15 @@ cdef tuple _pyshape(Shape s):
 
 
 cdef OpParams _params(dict d) except *:
-    """Fills an OpParams from a dict of field names (unknown keys rejected)."""
+    """Fills an OpParams from a dict of field names (unknown keys rejected;
+    a value out of its C type's range is a ValueError, not an OverflowError)."""
+    try:
+        return _params_unchecked(d)
+    except OverflowError as e:
+        raise ValueError(f"operator parameter out of range: {e} (in {d!r:.200})") from None
+
+
+cdef OpParams _params_unchecked(dict d) except *:
     cdef OpParams p
     cdef vector[Shape] shapes
     for key, value in d.items():
