@@ -28,6 +28,7 @@ import collections
 import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -400,6 +401,8 @@ def _worker(paths: Sequence[str], seed: int, first: int, end: int, budget: int,
         with open(p, "rb") as f:
             models.append(f.read())
     xfers, cost = XferSet.default(), CostModel("analytic")
+    # Test hook: die by SIGSEGV at this mutant, as a native crash would.
+    die_at = int(os.environ.get("XFLOWRL_FUZZ_DIE_AT", "-1"))
     with open(out, "a") as log:
         def emit(rec):
             log.write(json.dumps(rec) + "\n")
@@ -408,6 +411,8 @@ def _worker(paths: Sequence[str], seed: int, first: int, end: int, budget: int,
             m = mutant(models, seed, index)
             emit({"event": "start", "index": index, "kind": m.kind, "detail": m.detail})
             rec = {"event": "done", "index": index, "kind": m.kind, "detail": m.detail}
+            if index == die_at:
+                os.kill(os.getpid(), signal.SIGSEGV)
             try:
                 graph, weights = load_onnx(m.data)
                 result = xfers.search(graph, cost, budget=budget)
