@@ -348,7 +348,13 @@ class ImportErrorTest(absltest.TestCase):
             load_onnx(model)
 
     def test_empty_required_input_names_the_node(self):
-        # Once an AttributeError ('NoneType' object has no attribute 'is_const').
+        # Once an AttributeError ('NoneType' object has no attribute
+        # 'is_const'): an empty name among Concat's variadic inputs, which
+        # the checker lets through.
+        model = _model(lambda w, x: w.op("Concat", [x, w.op("Relu", [x])], axis=1))
+        model.graph.node[-1].input[0] = ""
+        with self.assertRaisesRegex(ValueError, r"\(Concat\): an input of the variadic"):
+            load_onnx(model)
         model = _model(lambda w, x: w.op("Add", [x, w.weight("b", X)]))
         model.graph.node[0].input[1] = ""
         with self.assertRaisesRegex(ValueError, r"Node \(Add_\d+\)'s input 1 is marked single"):

@@ -25,8 +25,9 @@ names the node, its op type and the original exception's type.
 Files of a newer IR version than the installed `onnx` knows (PyTorch's
 dynamo exporter writes IR 10 at opset 18) are read (protobuf is forward
 compatible) and checked by the installed checker as if they declared its
-IR version; anything the checker does not know in them (a new data type, an
-opset beyond the installed one) is still refused.
+IR version; what the installed onnx does not know in them is still refused
+(an element type added later, by `_check_element_types`; an opset beyond
+the installed one).
 
 Values are not held by the engine: the returned `OnnxWeights` maps each
 weight op's name to its value and records the model interface for export.
@@ -182,12 +183,27 @@ def _check_element_types(graph: onnx.GraphProto, where: str) -> None:
                 check(attr.i, f"{_node_label(node)} attribute {attr.name!r}")
 
 
+def _check_variadic_inputs(node: onnx.NodeProto, opset: int) -> None:
+    """A ValueError for an empty name (`""`) among a node's variadic inputs
+    (Concat, Sum, Max, ...): the checker lets it through, and there is no
+    tensor to read there."""
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset, "")
+    except Exception:  # SchemaError: the checker has refused unknown ops already
+        return
+    variadic = onnx.defs.OpSchema.FormalParameterOption.Variadic
+    for slot, formal in enumerate(schema.inputs):
+        if formal.option == variadic and not all(node.input[slot:]):
+            raise ValueError(f"{_node_label(node)}: an input of the variadic "
+                             f"{formal.name!r} is empty")
+
+
 def _checkable(model: onnx.ModelProto) -> onnx.ModelProto:
     """`model`, or a copy declaring the installed onnx's IR version when the
     model's is newer: the pinned checker refuses newer IR versions outright,
     while everything it does know (nodes, opsets, types, topology) is checked
-    all the same. A model using a construct the newer IR added (say a new
-    element type) still fails the check."""
+    all the same. Element types added after the installed onnx are refused
+    by `_check_element_types`."""
     if model.ir_version <= onnx.IR_VERSION:
         return model
     copy = onnx.ModelProto()
@@ -226,7 +242,12 @@ class _Importer:
     def run(self) -> Tuple[Graph, OnnxWeights]:
         graph = self.model.graph
         for init in graph.initializer:
-            self.bind(init.name, const=numpy_helper.to_array(init))
+            try:
+                value = numpy_helper.to_array(init)
+            except Exception as e:  # data and dims disagree, unknown type, ...
+                raise ValueError(f"initializer {init.name!r} cannot be read "
+                                 f"({type(e).__name__}: {e})") from e
+            self.bind(init.name, const=value)
         for init in graph.sparse_initializer:
             raise ValueError(f"sparse initializer {init.values.name!r} is not supported")
         for info in graph.input:
@@ -291,6 +312,8 @@ class _Importer:
             raise ValueError(f"{_node_label(node)}: control flow (subgraph attributes) is "
                              "not supported")
         default_domain = node.domain in ("", "ai.onnx")
+        if default_domain:
+            _check_variadic_inputs(node, self.opset)
         present = [n for n in node.input if n]
         if default_domain and node.op_type == "Constant" or (
                 default_domain and present and node.op_type not in _NONDETERMINISTIC

@@ -440,7 +440,10 @@ def unsqueeze(imp, node):
     if axes is None:
         raise ValueError("axes are required")
     rank = len(x.shape) + len(axes)
-    axes = {_norm_axis(a, rank) for a in axes}
+    normed = {_norm_axis(a, rank) for a in axes}
+    if len(normed) != len(axes):
+        raise ValueError(f"axes {axes} repeat an axis")
+    axes = normed
     dims = iter(x.shape)
     return _reshape_to(imp, node, [1 if i in axes else next(dims) for i in range(rank)])
 
