@@ -9,7 +9,7 @@ go through `load_onnx`, a short search and `to_onnx` in a child process
 mutation kind, every undocumented exception, wrapped importer error, child
 death and hang (index, kind, detail: reproduce one with
 `onnx_fuzz.mutant(models, seed, index)`), and the wall time. The fuzz test
-(tests/graphs/onnx_fuzz_test.py) runs 1,200 of them.
+(tests/graphs/onnx_fuzz_test.py) runs 1,000 of them.
 """
 
 import json

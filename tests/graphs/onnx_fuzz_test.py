@@ -1,6 +1,6 @@
 """Mutation fuzz test of `load_onnx -> search -> to_onnx`.
 
-1,200 seeded mutants (structural and byte-level, `xflowrl.graphs.onnx_fuzz`)
+1,000 seeded mutants (structural and byte-level, `xflowrl.graphs.onnx_fuzz`)
 of five small models from three exporters' patterns run in a child process:
 no process death, no hang, no exception but ValueError, and no ValueError
 that merely wraps an unexpected exception of the importer. About 20 s on
@@ -18,7 +18,7 @@ from xflowrl.graphs import onnx_fuzz
 
 from tests.graphs import onnx_exporter_models, onnx_models
 
-MUTANTS = 1200
+MUTANTS = 1000
 SEED = 20261123
 
 

@@ -328,24 +328,27 @@ def _run_child(paths, seed, first, end, budget, stall_s, tmp, report) -> int:
     cmd = [sys.executable, "-m", "xflowrl.graphs.onnx_fuzz", "--seed", str(seed),
            "--first", str(first), "--end", str(end), "--budget", str(budget),
            "--out", progress] + paths
-    proc = subprocess.Popen(cmd, env=_child_env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    lines_seen, last_change, current, done = 0, time.monotonic(), None, None
-    while True:
-        try:
-            rc = proc.wait(timeout=0.2)
-        except subprocess.TimeoutExpired:
-            rc = None
-        records = _read_records(progress)
-        if len(records) != lines_seen:
-            lines_seen, last_change = len(records), time.monotonic()
-        if rc is None and time.monotonic() - last_change > stall_s:
-            proc.kill()
-            proc.wait()
-            rc = "hang"
-        if rc is not None:
-            break
-    stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    errors = os.path.join(tmp, f"stderr_{first}.txt")
+    with open(errors, "wb") as err:
+        proc = subprocess.Popen(cmd, env=_child_env(), stdout=subprocess.DEVNULL, stderr=err)
+        # Progress is the log's growth (parsed once, at the end).
+        size, last_change, current, done = -1, time.monotonic(), None, None
+        while True:
+            try:
+                rc = proc.wait(timeout=0.2)
+            except subprocess.TimeoutExpired:
+                rc = None
+            now = os.path.getsize(progress) if os.path.exists(progress) else 0
+            if now != size:
+                size, last_change = now, time.monotonic()
+            if rc is None and time.monotonic() - last_change > stall_s:
+                proc.kill()
+                proc.wait()
+                rc = "hang"
+            if rc is not None:
+                break
+    with open(errors, "rb") as err:
+        stderr = err.read()[-4000:].decode(errors="replace")
     for rec in _read_records(progress, complete=rc != "hang"):
         if rec["event"] == "start":
             current = rec
