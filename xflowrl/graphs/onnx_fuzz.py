@@ -2,7 +2,7 @@
 
 `run_fuzz(models, count, seed)` derives `count` mutants from a few valid
 models and feeds each through `load_onnx`, a short TASO search and
-`save_onnx` in a child process; it returns how every mutant ended. A mutant
+`save_onnx` (to a scratch file) in a child process; it returns how every mutant ended. A mutant
 is a pure function of `(seed, index)`, so one that misbehaves is reproduced
 with `mutant(models, seed, index)`.
 
@@ -13,7 +13,7 @@ values replaced) or byte-level on the serialised model (truncated, bytes
 flipped, inserted or deleted).
 
 The documented outcomes are success and `ValueError` (the only exception
-`load_onnx`, `to_onnx` and `save_onnx` raise for bad input). Anything else is
+`load_onnx` and `save_onnx` raise for bad input). Anything else is
 a defect: another exception type (`FuzzReport.undocumented`), a ValueError
 that only wraps an unexpected exception inside the importer
 (`FuzzReport.wrapped`: "cannot import (KeyError: ...)"), a child process
@@ -398,7 +398,7 @@ def _worker(paths: Sequence[str], seed: int, first: int, end: int, budget: int,
             out: str) -> None:
     """The child: runs mutants first..end-1, one JSON line before and after
     each (flushed, so that the parent knows which mutant a death hit)."""
-    from xflowrl.graphs import CostModel, XferSet, load_onnx, to_onnx
+    from xflowrl.graphs import CostModel, XferSet, load_onnx, save_onnx
     models = []
     for p in paths:
         with open(p, "rb") as f:
@@ -406,6 +406,7 @@ def _worker(paths: Sequence[str], seed: int, first: int, end: int, budget: int,
     xfers, cost = XferSet.default(), CostModel("analytic")
     # Test hook: die by SIGSEGV at this mutant, as a native crash would.
     die_at = int(os.environ.get("XFLOWRL_FUZZ_DIE_AT", "-1"))
+    exported = out + ".exported.onnx"
     with open(out, "a") as log:
         def emit(rec):
             log.write(json.dumps(rec) + "\n")
@@ -419,7 +420,7 @@ def _worker(paths: Sequence[str], seed: int, first: int, end: int, budget: int,
             try:
                 graph, weights = load_onnx(m.data)
                 result = xfers.search(graph, cost, budget=budget)
-                to_onnx(result.graph, weights)
+                save_onnx(result.graph, weights, exported)
                 rec["outcome"] = "ok"
             except ValueError as e:
                 rec["outcome"] = "ValueError"
