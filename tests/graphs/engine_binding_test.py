@@ -57,6 +57,11 @@ CASES = {
     "builder_overflowing_input": "e.BuilderHandle().input('x', (2 ** 31, 2 ** 31, 2 ** 31))",
     "builder_int64_overflow": "e.BuilderHandle().input('x', (2 ** 64,))",
     "builder_none_name": "e.BuilderHandle().input(None, (1,))",
+    "builder_unknown_input": "e.BuilderHandle().add(e.op_type_id('relu'), {}, [(99, 0)])",
+    "builder_bad_output_index": (
+        "bb = e.BuilderHandle(); t = bb.input('x', (2, 3)); "
+        "bb.add(e.op_type_id('relu'), {}, [(t[0], 5)])"),
+    "builder_unknown_type": "e.BuilderHandle().add(10 ** 6, {}, [])",
     "builder_bad_param": "e.BuilderHandle().add(e.op_type_id('relu'), {'stride_h': 2 ** 40}, [])",
     "opaque_overflowing_output": (
         "bb = e.BuilderHandle(); t = bb.input('x', (1, 4)); "
