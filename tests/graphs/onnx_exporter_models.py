@@ -254,3 +254,49 @@ def keras_transformer_block(seq: int = 16, hidden: int = 32, heads: int = 4
         model, input_signature=[tf.TensorSpec((1, seq, hidden), tf.float32, name="tokens")],
         opset=18)
     return proto
+
+
+def dynamo_with_functions(seq: int = 8, hidden: int = 16) -> onnx.ModelProto:
+    """Modules as model-local functions, as the dynamo exporter writes them
+    without its optimizer (IR 10, opset 18): an Erf GELU whose body calls a
+    nested function, and a LeakyRelu module whose `alpha` is an attribute
+    reference (given at one call, the function's default at the other)."""
+    domain = "pkg.torch.modules"
+    opsets = [helper.make_opsetid("", 18), helper.make_opsetid(domain, 1)]
+    half = helper.make_function(
+        domain, "Half", ["x"], ["y"],
+        [helper.make_node("Constant", [], ["c"], value_float=0.5),
+         helper.make_node("Mul", ["x", "c"], ["y"])], opsets)
+    gelu = helper.make_function(
+        domain, "Gelu", ["x"], ["y"],
+        [helper.make_node("Constant", [], ["r2"], value_float=1.4142135),
+         helper.make_node("Div", ["x", "r2"], ["t"]),
+         helper.make_node("Erf", ["t"], ["e"]),
+         helper.make_node("Constant", [], ["one"], value_float=1.0),
+         helper.make_node("Add", ["e", "one"], ["s"]),
+         helper.make_node("Mul", ["x", "s"], ["p"]),
+         helper.make_node("Half", ["p"], ["y"], domain=domain)], opsets)
+    leaky = helper.make_function(
+        domain, "Leaky", ["x"], ["y"],
+        [helper.make_node("LeakyRelu", ["x"], ["y"])], opsets, attributes=[])
+    ref = onnx.AttributeProto()
+    ref.name, ref.ref_attr_name, ref.type = "alpha", "alpha", onnx.AttributeProto.FLOAT
+    leaky.node[0].attribute.append(ref)
+    leaky.attribute_proto.append(helper.make_attribute("alpha", 0.01))
+    w = OnnxWriter(seed=14)
+    x = "x"
+    h = w.op("MatMul", [x, w.weight("fc1.weight", (hidden, 2 * hidden), 1 / np.sqrt(hidden))])
+    w.nodes.append(helper.make_node("Gelu", [h], ["gelu_out"], name="gelu", domain=domain))
+    h = w.op("MatMul", ["gelu_out", w.weight("fc2.weight", (2 * hidden, hidden),
+                                             1 / np.sqrt(2 * hidden))])
+    w.nodes.append(helper.make_node("Leaky", [h], ["leaky1"], name="leaky1", domain=domain,
+                                    alpha=0.2))
+    w.nodes.append(helper.make_node("Leaky", ["leaky1"], ["y"], name="leaky2", domain=domain))
+    graph = helper.make_graph(
+        w.nodes, "main_graph", [helper.make_tensor_value_info(x, TensorProto.FLOAT, (1, seq, hidden))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, seq, hidden))],
+        initializer=w.inits)
+    model = helper.make_model(graph, opset_imports=opsets, functions=[half, gelu, leaky],
+                              producer_name="pytorch", producer_version="2.9.0")
+    model.ir_version = 10
+    return model

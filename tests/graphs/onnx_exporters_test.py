@@ -19,7 +19,7 @@ from onnx import TensorProto, helper
 import onnxruntime
 
 from xflowrl.graphs import CostModel, XferSet, load_onnx, to_onnx
-from xflowrl.graphs.onnx_common import opaque_op_type
+from xflowrl.graphs.onnx_common import decode_opaque, opaque_op_type
 
 from tests.graphs import onnx_exporter_models as models
 
@@ -109,6 +109,27 @@ class ExporterModelsTest(absltest.TestCase):
         for op_type in ("LayerNormalization", "ReduceMean", "GatherND", "IsNaN", "And"):
             self.assertIn(op_type, opaque)
         self.assertEqual(graph.op_counts()["matmul"], 8)
+
+    def test_model_local_functions_are_inlined(self):
+        model = models.dynamo_with_functions()
+        feeds = {"x": np.random.default_rng(0).standard_normal((1, 8, 16), np.float32)}
+        graph = self._round_trip(model, feeds)
+        # Gelu's body (and its nested Half) became engine arithmetic around
+        # an opaque Erf; both Leaky calls are LeakyRelu with their alphas.
+        opaque = _opaque_types(graph)
+        self.assertEqual(opaque, collections.Counter({"Erf": 1, "LeakyRelu": 2}))
+        alphas = sorted(helper.get_attribute_value(a)
+                        for op in graph.ops() if op.type == "opaque"
+                        for a in decode_opaque(op.params["opaque_type"]).node.attribute
+                        if a.name == "alpha")
+        np.testing.assert_allclose(alphas, [0.01, 0.2])
+
+    def test_recursive_function_is_refused(self):
+        model = models.dynamo_with_functions()
+        half = next(f for f in model.functions if f.name == "Half")
+        half.node[1].CopyFrom(helper.make_node("Half", ["x"], ["y"], domain=half.domain))
+        with self.assertRaisesRegex(ValueError, "nest deeper than"):
+            load_onnx(model)
 
     def test_newer_ir_still_checked(self):
         # Read past the IR version, but not past what the checker knows: an

@@ -1,7 +1,7 @@
 """Mutation fuzz test of `load_onnx -> search -> save_onnx`.
 
 1,000 seeded mutants (structural and byte-level, `xflowrl.graphs.onnx_fuzz`)
-of five small models from three exporters' patterns run in a child process:
+of six small models from three exporters' patterns run in a child process:
 no process death, no hang, no exception but ValueError, and no ValueError
 that merely wraps an unexpected exception of the importer. The 1,000
 mutants take about 25 s (the file about 30 s), niced on the shared 2-core
@@ -26,11 +26,13 @@ def seed_models():
     """Small valid models: a torchvision-style CNN, a BERT encoder as
     torch.onnx (opset 11) writes it, the TorchScript Hugging Face BERT with
     its mask chain (opset 13), the dynamo exporter's IR 10 / opset 18 layer,
-    and a small CNN written with opset-13 Split/Squeeze inputs."""
+    the same exporter's model-local functions (nested, with attribute
+    references) and a small CNN written with opset-13 Split/Squeeze inputs."""
     return [onnx_models.torch_style_cnn(size=16),
             onnx_models.torch_style_bert(seq=8, hidden=16, layers=1),
             onnx_exporter_models.hf_bert_torchscript(seq=8, hidden=16, layers=1, max_pos=16),
             onnx_exporter_models.torch_dynamo_transformer(seq=8, hidden=16),
+            onnx_exporter_models.dynamo_with_functions(),
             _split_squeeze13()]
 
 

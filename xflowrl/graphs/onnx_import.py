@@ -12,6 +12,7 @@ ONNX tensor name to either a constant (a numpy value) or an engine tensor:
 - Any other operator whose output shapes ONNX shape inference can resolve
   statically becomes an `opaque` op that keeps the original node
   (`onnx_common.OpaqueRecord`): costed, never rewritten, exported verbatim.
+- Calls of model-local functions (`model.functions`) are inlined first.
 - Everything else is refused with a `ValueError` naming the node and its op
   type (never a silently truncated graph): a shape that stays dynamic, a
   control-flow node, an operator from a domain shape inference does not know,
@@ -155,7 +156,78 @@ def read_model(path_or_model) -> onnx.ModelProto:
     if not model.graph.output:
         raise ValueError(f"{where} declares no graph outputs (truncated file?)")
     _check_element_types(model.graph, where)
-    return model
+    return _inline_functions(model)
+
+
+# Nested model-local function calls deeper than this are refused (a function
+# that calls itself would never finish expanding).
+_MAX_FUNCTION_DEPTH = 16
+
+
+def _inline_functions(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model`, or a copy whose calls of model-local functions (the
+    `FunctionProto`s in `model.functions`, as exporters write for modules)
+    are replaced by the functions' bodies: internal names get a unique
+    prefix, attribute references take the call's attributes or the
+    function's defaults. onnx 1.15 has no inliner of its own.
+
+    Raises:
+      ValueError: a function nests deeper than `_MAX_FUNCTION_DEPTH`, or it
+        imports the default domain at another opset than the model.
+    """
+    if not model.functions:
+        return model
+    funcs = {(f.domain, f.name): f for f in model.functions}
+    model_opset = {o.domain or "": o.version for o in model.opset_import}.get("")
+    for f in model.functions:
+        for o in f.opset_import:
+            if (o.domain or "") == "" and o.version != model_opset:
+                raise ValueError(f"function {f.domain}.{f.name} uses opset {o.version} of the "
+                                 f"default domain, the model {model_opset}; not supported")
+    count = [0]
+
+    def expand(node: onnx.NodeProto, depth: int) -> List[onnx.NodeProto]:
+        f = funcs.get((node.domain, node.op_type))
+        if f is None:
+            return [node]
+        if depth >= _MAX_FUNCTION_DEPTH:
+            raise ValueError(f"{_node_label(node)}: model-local functions nest deeper than "
+                             f"{_MAX_FUNCTION_DEPTH} (recursive?)")
+        count[0] += 1
+        prefix = f"{node.name or f.name}__f{count[0]}/"
+        names = {formal: actual for formal, actual in zip(f.input, node.input)}
+        names.update({formal: "" for formal in f.input[len(node.input):]})
+        names.update({formal: actual for formal, actual in zip(f.output, node.output)})
+        attrs = {a.name: a for a in f.attribute_proto}
+        attrs.update({a.name: a for a in node.attribute})
+        body = []
+        for inner in f.node:
+            n = onnx.NodeProto()
+            n.CopyFrom(inner)
+            n.name = prefix + (inner.name or inner.op_type)
+            n.input[:] = [names.get(x, prefix + x) if x else "" for x in inner.input]
+            n.output[:] = [names.get(x, prefix + x) if x else "" for x in inner.output]
+            resolved = []
+            for a in n.attribute:
+                if not a.ref_attr_name:
+                    resolved.append(a)
+                elif a.ref_attr_name in attrs:  # else: an optional attribute left out
+                    value = onnx.AttributeProto()
+                    value.CopyFrom(attrs[a.ref_attr_name])
+                    value.name = a.name
+                    resolved.append(value)
+            del n.attribute[:]
+            n.attribute.extend(resolved)
+            body.extend(expand(n, depth + 1))
+        return body
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    del copy.graph.node[:]
+    for node in model.graph.node:
+        copy.graph.node.extend(expand(node, 0))
+    del copy.functions[:]
+    return copy
 
 
 _KNOWN_TYPES = frozenset(onnx.TensorProto.DataType.values()) - {onnx.TensorProto.UNDEFINED}
