@@ -25,9 +25,9 @@ Inside a stage, a cell's `prev` is the cell before the last (the stage input
 for the first two cells); each stage restarts with prev = cur = its input.
 The full graph has 2 + 3 * (5 * 21 + 22) = 383 ops (217 conv2d, 90 add,
 51 avgpool, 18 concat, 7 maxpool) and output 1x5120x7x7; analytic cpu cost
-551.55 ms (docs/zoo.md, `benchmarks/zoo_bench.py`). The engine's
-enlarge-and-merge xfer rewrites the sibling depthwise convs unsoundly
-(docs/zoo.md).
+551.55 ms (docs/zoo.md, `benchmarks/zoo_bench.py`). Its sibling depthwise
+convs are what showed the enlarge-and-merge built-ins unsound on grouped
+convs; they now require one group (docs/rules.md).
 Builder arguments shrink it for tests with the same structure.
 """
 
