@@ -16,10 +16,9 @@ graph runs in a fresh subprocess so that its peak RSS is its own.
 
 `--verify` runs the original graph and greedy's and TASO's results through
 the float64 reference executor on the same random values (`random_weights`,
-`random_inputs`, the gains below) and reports
+`random_inputs`, `zoo.weight_gain`) and reports
 whether they agree (rtol 1e-4, as tests/graphs/semantics_test.py). `--exclude`
-drops xfers by name (nasnet_a: `enlarge_merge_convs_s1_same_none`, which the
-engine applies unsoundly to sibling grouped convs; docs/zoo.md).
+drops xfers by name (e.g. to see what one rule contributes).
 
 `--onnx_check` exports each full graph with random weights
 (`xflowrl.graphs.weights.random_weights`; gain 0.2 for the softmax-free
@@ -69,7 +68,6 @@ flags.DEFINE_bool("verify", False, "Run greedy's and TASO's graphs and the origi
                   "the float64 reference executor on the same random values.")
 flags.DEFINE_bool("isolate", True, "Run each graph in a subprocess of its own.")
 
-_GAINS = {"bert": 0.2, "vit": 0.2}
 
 
 def _peak_rss_mib() -> float:
@@ -118,8 +116,7 @@ def _xfers() -> XferSet:
 def _random_values(graph, name: str, dtype) -> Dict[str, np.ndarray]:
     """Random inputs and weights (`random_weights`: He-normal convs and
     matmuls, gain 0.2 for the softmax-free transformers)."""
-    gain = _GAINS.get(name, float(np.sqrt(2.0)))
-    return {**random_weights(graph, seed=0, dtype=dtype, gain=gain),
+    return {**random_weights(graph, seed=0, dtype=dtype, gain=zoo.weight_gain(name)),
             **random_inputs(graph, seed=0, dtype=dtype)}
 
 

@@ -54,6 +54,33 @@ _BUILDERS: Dict[str, Callable[..., Graph]] = {
 }
 GRAPHS = tuple(_BUILDERS)
 
+# What kind of network each graph is (Table 4.1's "type").
+KINDS: Dict[str, str] = {
+    **{name: "convolutional" for name in GRAPHS},
+    "bert": "transformer", "vit": "transformer", "nasrnn": "recurrent",
+}
+# The gain of `xflowrl.graphs.weights.random_weights` that keeps each graph's
+# float32 values finite: the softmax-free transformers (attention is cubic in
+# its input) need small weights; the rest take He-normal's sqrt(2).
+_WEIGHT_GAINS: Dict[str, float] = {"bert": 0.2, "vit": 0.2}
+
+
+def kind(name: str) -> str:
+    """"convolutional", "transformer" or "recurrent" (ValueError if unknown)."""
+    _check(name)
+    return KINDS[name]
+
+
+def weight_gain(name: str) -> float:
+    """The `random_weights` gain for zoo graph `name` (see `_WEIGHT_GAINS`)."""
+    _check(name)
+    return _WEIGHT_GAINS.get(name, 2.0 ** 0.5)
+
+
+def _check(name: str) -> None:
+    if name not in _BUILDERS:
+        raise ValueError(f"unknown graph {name!r}; choose from {list(GRAPHS)}")
+
 # Builder arguments for small graphs with the structure of the full ones
 # (every op kind, every block kind, every xfer that fires on the full graph
 # fires here: tests/graphs/semantics_test.py checks it), small enough for the
@@ -77,6 +104,5 @@ def get_graph(name: str, **kwargs) -> Graph:
     Raises:
       ValueError: unknown name.
     """
-    if name not in _BUILDERS:
-        raise ValueError(f"unknown graph {name!r}; choose from {list(GRAPHS)}")
+    _check(name)
     return _BUILDERS[name](**kwargs)
