@@ -144,9 +144,9 @@ def analytic_backend(str profile):
     return h
 
 
-def onednn_backend(str cache_path, int warmup, int repeats):
+def onednn_backend(str cache_path, int warmup, int repeats, str reference_path=""):
     cdef CostBackendHandle h = CostBackendHandle.__new__(CostBackendHandle)
-    h.ptr = make_onednn_backend(cache_path.encode(), warmup, repeats)
+    h.ptr = make_onednn_backend(cache_path.encode(), warmup, repeats, reference_path.encode())
     return h
 
 
