@@ -17,14 +17,19 @@ and weights; the estimated cost is `graph.cost(CostModel("analytic"))`
 Measured TensorFlow times and memory: `experiments/graph_properties.py`.
 """
 
-from typing import Callable, Dict
+from typing import Any, Callable, Dict
 
 from xflowrl.graphs.graph import Graph
 from xflowrl.graphs.zoo.bert import bert
 from xflowrl.graphs.zoo.inception import inception_v3
+from xflowrl.graphs.zoo.nasnet import nasnet_a
+from xflowrl.graphs.zoo.nasrnn import nasrnn
 from xflowrl.graphs.zoo.resnet import resnet18, resnet50, resnet50_taso
+from xflowrl.graphs.zoo.resnext import resnext50
 from xflowrl.graphs.zoo.squeezenet import squeezenet1_1
 from xflowrl.graphs.zoo.toy import small_cnn
+from xflowrl.graphs.zoo.vgg import vgg19
+from xflowrl.graphs.zoo.vit import vit
 
 _BUILDERS: Dict[str, Callable[..., Graph]] = {
     "resnet18": resnet18,
@@ -33,9 +38,30 @@ _BUILDERS: Dict[str, Callable[..., Graph]] = {
     "inception_v3": inception_v3,
     "squeezenet1_1": squeezenet1_1,
     "bert": bert,
+    "vit": vit,
+    "nasnet_a": nasnet_a,
+    "resnext50": resnext50,
+    "nasrnn": nasrnn,
+    "vgg19": vgg19,
     "small_cnn": small_cnn,  # quick runs and tests; not a thesis graph
 }
 GRAPHS = tuple(_BUILDERS)
+
+# Builder arguments for small graphs with the structure of the full ones
+# (every op kind, every block kind, every xfer that fires on the full graph
+# fires here: tests/graphs/semantics_test.py checks it), small enough for the
+# float64 reference executor. Graphs absent here have no size arguments.
+REDUCED: Dict[str, Dict[str, Any]] = {
+    "bert": dict(seq_len=8, hidden=16, heads=2, layers=2),
+    "small_cnn": {},
+    "vit": dict(patches=8, patch_dim=12, hidden=16, heads=2, layers=2, mlp_dim=32,
+                classes=10),
+    "nasnet_a": dict(image_size=16, stem_channels=8, width=8, stages=1, normal_cells=2),
+    "resnext50": dict(image_size=32, stem_channels=8, groups=4,
+                      stages=((8, 1, 1), (16, 2, 2))),
+    "nasrnn": dict(hidden=8, steps=2),
+    "vgg19": dict(image_size=32, channel_divisor=16, hidden=32, classes=10),
+}
 
 
 def get_graph(name: str, **kwargs) -> Graph:
