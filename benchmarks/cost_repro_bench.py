@@ -108,7 +108,7 @@ def _spread(values: List[float]) -> float:
 def summarize(runs: List[Dict[str, dict]], top: int) -> Dict[str, dict]:
     """Per graph: totals, median, spread and the configurations varying most."""
     report = {}
-    for name in runs[0]:
+    for name in [n for n in runs[0] if all(n in r for r in runs)]:
         totals = [r[name]["total_ms"] for r in runs]
         configs = runs[0][name]["configs"]
         nodes = runs[0][name]["nodes"]
@@ -182,11 +182,16 @@ def run_worker(names: List[str], root: str) -> Dict[str, dict]:
 def main(argv):
     del argv
     if FLAGS.worker:
-        print(json.dumps(measure_graphs(FLAGS.worker.split(","))))
+        if FLAGS.worker == "all":
+            from xflowrl.graphs import zoo  # the worker's checkout
+            names = list(zoo.GRAPHS)
+        else:
+            names = FLAGS.worker.split(",")
+        print(json.dumps(measure_graphs(names)))
         return
-    from xflowrl.graphs import zoo
-    names = FLAGS.graphs or list(zoo.GRAPHS)
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, here)  # this checkout's xflowrl, whatever is installed
+    names = FLAGS.graphs or ["all"]  # "all": each worker's own zoo.GRAPHS
     roots = FLAGS.worker_pythonpath or [here]
     runs = {root: [] for root in roots}
     load_before = os.getloadavg()
@@ -204,8 +209,10 @@ def main(argv):
     if FLAGS.write_reference:
         from xflowrl.graphs import cost
         path = FLAGS.reference_path or cost.REFERENCE_PATH
-        report["reference"] = {"path": path,
-                               "configs": write_reference(runs[roots[0]], path, names)}
+        mine = here if here in runs else roots[0]  # this checkout's backend
+        graphs = sorted(runs[mine][0])
+        report["reference"] = {"path": path, "measured_by": mine,
+                               "configs": write_reference(runs[mine], path, graphs)}
     print(json.dumps(report, indent=1))
 
 
