@@ -149,7 +149,8 @@ def write_reference(runs: List[Dict[str, dict]], path: str, graphs: List[str]) -
         "machine": _cpu_name(), "cpus": os.cpu_count(), "platform": platform.platform(),
         "processes": len(runs), "graphs": graphs, "configs": len(samples),
         "value": "median over processes of each process's backend estimate",
-        "warmup": FLAGS.warmup, "repeats": FLAGS.repeats,
+        "warmup": FLAGS.warmup or "CostModel default",
+        "repeats": FLAGS.repeats or "CostModel default",
     }
     with open(os.path.splitext(path)[0] + ".json", "w") as f:
         json.dump(meta, f, indent=1)

@@ -121,6 +121,15 @@ class OneDnnMeasurementTest(absltest.TestCase):
         self.assertGreater(min(a, b), 0)
         self.assertLess(max(a, b) / min(a, b), 3.0)
 
+    def test_no_openmp_worker_threads(self):
+        # One OpenMP thread from primitive creation on: GOMP never starts a
+        # worker (the old backend left one behind, spinning or sleeping).
+        def threads():
+            return len(os.listdir("/proc/self/task"))
+        before = threads()
+        small_conv(16, 24).cost(CostModel("onednn", repeats=2))
+        self.assertEqual(threads(), before)
+
     def test_affinity_is_restored(self):
         before = os.sched_getaffinity(0)
         small_conv(4, 8).cost(CostModel("onednn", repeats=2))

@@ -10,9 +10,11 @@
 // team of one never waits on a descheduled worker) on a thread pinned to
 // the CPU it is on; both settings are restored afterwards. Time is the
 // thread's CPU time (time slices lost to other processes are not charged);
-// the estimate is the 10th percentile of `repeats` batches, each at least
-// kBatchMs long, after a warm-up of at least `warmup` runs and kWarmupMs of
-// runs (scratchpad first touch, caches). All buffers of an op, scratchpad
+// an op is measured in kRounds rounds (own primitive and buffers each), and
+// the median round's estimate is kept. A round's estimate is the 10th
+// percentile of its share of `repeats` batches, each at least kBatchMs
+// long, after a warm-up of at least `warmup` runs and kWarmupMs of runs
+// (scratchpad first touch, caches). All buffers of a round, scratchpad
 // included, live in one huge-page arena laid out the same way every time.
 #include "taso/cost.h"
 
@@ -152,8 +154,10 @@ struct Runnable {
 // Warm-up lasts at least this long (and `warmup` runs); each timed sample is
 // a batch of back-to-back runs at least this long, so that microsecond ops
 // are not timed at the clock's and the call's granularity.
-constexpr double kWarmupMs = 20.0;
+constexpr double kWarmupMs = 10.0;
 constexpr double kBatchMs = 1.0;
+// Independent measurements of an op (`repeats` batches split between them).
+constexpr int kRounds = 3;
 
 // For its lifetime the calling thread runs oneDNN alone: OpenMP limited to
 // one thread, the thread pinned to the CPU it is on. Both are restored on
@@ -225,9 +229,19 @@ class OneDnnBackend : public CostBackend {
       ms = fallback_->op_cost(op);
     } else {
       try {
+        // Rounds of build, place and time, each with its own primitive and
+        // buffers; the median round is kept, so that one round gone wrong
+        // (once, an add of 64x1024 read 458 ms in every batch of a round)
+        // does not decide the estimate.
         SoloThread solo;  // before build(): kernels are sized for the thread count
-        Runnable r = build(op);
-        ms = time(&r);
+        const int batches = (repeats_ + kRounds - 1) / kRounds;
+        std::vector<double> rounds;
+        for (int i = 0; i < kRounds; ++i) {
+          Runnable r = build(op);
+          rounds.push_back(time(&r, batches));
+        }
+        std::sort(rounds.begin(), rounds.end());
+        ms = rounds[rounds.size() / 2];
       } catch (const dnnl::error& e) {
         throw EngineError("onednn: cannot run " + op.key() + ": " + e.what());
       }
@@ -390,9 +404,9 @@ class OneDnnBackend : public CostBackend {
   }
 
   // Milliseconds per run: the 10th percentile (the fastest for fewer than 10)
-  // of `repeats_` batches' mean run time, after warm-up. Caller holds a
+  // of `batches` batches' mean run time, after warm-up. Caller holds a
   // SoloThread.
-  double time(Runnable* r) {
+  double time(Runnable* r, int batches) {
     double start = now_ms();
     int runs = 0;
     double last = 0;
@@ -407,17 +421,18 @@ class OneDnnBackend : public CostBackend {
     const double per_run = std::max(last, (now_ms() - start) / runs);
     const int batch = std::max(1, static_cast<int>(std::ceil(kBatchMs / std::max(per_run, 1e-6))));
     std::vector<double> samples;
-    samples.reserve(repeats_);
-    for (int i = 0; i < repeats_; ++i) {
+    samples.reserve(batches);
+    for (int i = 0; i < batches; ++i) {
       const double t = now_ms();
       for (int j = 0; j < batch; ++j) run(r);
       samples.push_back((now_ms() - t) / batch);
     }
     // Interference (other processes' cache traffic, frequency changes,
     // interrupts) only ever slows a batch down, so the estimate is a fast
-    // batch; not the fastest, though: on this VM a batch now and then reads
-    // up to 25% fast (steal time subtracted from the thread's clock in a
-    // lump), so the fastest tenth is dropped (docs/engine.md).
+    // batch; not the fastest, though: on this VM a lone batch now and then
+    // reads far faster than the rest (most likely steal time subtracted from
+    // the thread's clock in a lump), so the fastest tenth is dropped
+    // (docs/engine.md).
     std::sort(samples.begin(), samples.end());
     return samples[samples.size() / 10];
   }
