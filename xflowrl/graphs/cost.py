@@ -5,8 +5,8 @@ Three native backends share one interface (docs/engine.md):
 - ``analytic``: a deterministic roofline (FLOPs, bytes moved, kernel launches)
   over a device profile (``cpu``, ``v100``, ``h100``); the default in tests.
 - ``onednn``: each op configuration timed once on this CPU with oneDNN, on
-  one pinned thread (thread CPU time, 10th percentile of `repeats` batches
-  after warm-up); memoized, and cached on disk when ``cache_path`` is given. With
+  one pinned thread (thread CPU time; the median of three rounds, each the
+  10th percentile of its share of `repeats` batches after warm-up); memoized, and cached on disk when ``cache_path`` is given. With
   ``reference=True`` (or ``cache_path="reference"``) the shipped table of
   every zoo graph's configurations (`REFERENCE_PATH`) is loaded read-only and
   only configurations missing from it are measured, so that runs reproduce.
@@ -60,7 +60,7 @@ class CostModel:
             `reference=True` and no cache file.
           warmup: measured backends: untimed runs before timing (at least).
           repeats: measured backends: timed samples (onednn: batches of at
-            least 1 ms, the 10th percentile is kept, default 41; cudnn: runs, the
+            least 1 ms, split over three rounds, default 41; cudnn: runs, the
             median is kept, default 21).
           reference: onednn only: load `REFERENCE_PATH` read-only (it wins
             over `cache_path`); only configurations missing from it are

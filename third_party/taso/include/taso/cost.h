@@ -70,8 +70,8 @@ DeviceProfile device_profile(const std::string& name);
 
 std::unique_ptr<CostBackend> make_analytic_backend(const std::string& profile);
 
-// oneDNN (CPU) measurement: one pinned thread, thread CPU time, the 10th
-// percentile of `repeats` timed batches after warm-up, memoized, optionally cached on disk at `cache_path`
+// oneDNN (CPU) measurement: one pinned thread, thread CPU time, the median
+// of three rounds of timed batches (`repeats` in all) after warm-up, memoized, optionally cached on disk at `cache_path`
 // (a text file of "key<TAB>ms" lines; empty path: no disk cache). A non-empty
 // `reference_path` is a table in the same format loaded read-only (it wins
 // over the cache; a missing file throws). Throws EngineError when the engine
