@@ -6,12 +6,13 @@ Three native backends share one interface (docs/engine.md):
   over a device profile (``cpu``, ``v100``, ``h100``); the default in tests.
 - ``onednn``: each op configuration timed once on this CPU with oneDNN, on
   one pinned thread (thread CPU time; the median of three rounds, each the
-  10th percentile of its share of `repeats` batches after warm-up); memoized, and cached on disk when ``cache_path`` is given. With
+  10th percentile of its share of `repeats` batches after warm-up);
+  memoized, and cached on disk when ``cache_path`` is given. With
   ``reference=True`` (or ``cache_path="reference"``) the shipped table of
   every zoo graph's configurations (`REFERENCE_PATH`) is loaded read-only and
   only configurations missing from it are measured, so that runs reproduce.
-- ``cudnn``: cuDNN/cuBLAS on GPU 0 (median of `repeats` runs, CUDA events), where built and available;
-  `cudnn_plan` shows what it runs for an op (in every build).
+- ``cudnn``: cuDNN/cuBLAS on GPU 0 (median of `repeats` runs, CUDA events),
+  where built and available; `cudnn_plan` shows what it runs for an op (in every build).
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ BACKENDS = ("analytic", "onednn", "cudnn")
 # `python benchmarks/cost_repro_bench.py --write_reference`). Read-only.
 REFERENCE_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
                               "onednn_reference.tsv")
+# Default `repeats` of the measured backends.
+_ONEDNN_REPEATS = 41
+_CUDNN_REPEATS = 21
 # `cache_path` value that means "the reference table" (e.g. --cost_cache=reference).
 REFERENCE = "reference"
 
@@ -77,10 +81,12 @@ class CostModel:
         if backend == "analytic":
             handle = _engine.analytic_backend(profile)
         elif backend == "onednn":
-            handle = _engine.onednn_backend(cache_path or "", warmup, 41 if repeats is None else repeats,
-                                            REFERENCE_PATH if reference else "")
+            handle = _engine.onednn_backend(
+                cache_path or "", warmup, _ONEDNN_REPEATS if repeats is None else repeats,
+                REFERENCE_PATH if reference else "")
         elif backend == "cudnn":
-            handle = _engine.cudnn_backend(cache_path or "", warmup, 21 if repeats is None else repeats)
+            handle = _engine.cudnn_backend(
+                cache_path or "", warmup, _CUDNN_REPEATS if repeats is None else repeats)
         else:
             raise ValueError(f"unknown cost backend {backend!r}; choose from {BACKENDS}")
         self.backend = backend
