@@ -33,7 +33,7 @@ import numpy as np
 import tensorflow as tf
 
 from xflowrl.agents.ppo.training import replay
-from xflowrl.graphs import save_onnx
+from xflowrl.graphs import save_onnx, zoo
 from xflowrl.graphs.weights import random_weights
 from xflowrl.env import GraphEnv
 from xflowrl.search import baseline_rows, run_baselines, versus_greedy
@@ -153,7 +153,8 @@ def main(argv):
         "world_model": {"vocabulary": agent.vocab.size, "rounds": wm_state["rounds"],
                         "encoder": wm_state["encoder"], "config": dataclasses.asdict(wm)},
         "dream": dataclasses.asdict(agent.resolve(dream)), "ppo": dataclasses.asdict(ppo),
-        "measured": _measure(env, best_graph, baselines, FLAGS.measure_rounds, FLAGS.seed),
+        "measured": _measure(env, best_graph, baselines, FLAGS.measure_rounds, FLAGS.seed,
+                             zoo.weight_gain(graph_name)),
         "seconds": {"world_model": wm_seconds, "controller": dream_seconds,
                     "total": time.time() - start},
         "dream_episodes": int(controller.episodes.numpy()),
@@ -210,9 +211,10 @@ def _plot(path, summary, dream_history):
     plt.close(fig)
 
 
-def _measure(env, best_graph, baselines, rounds: int, seed: int):
+def _measure(env, best_graph, baselines, rounds: int, seed: int, gain: float):
     """End-to-end TensorFlow time (ms) of the initial, the controller's and
-    greedy's graphs, the same random weights for all, measured in `rounds`
+    greedy's graphs, the same random weights for all (`gain`: the zoo
+    graph's, `zoo.weight_gain`, so values stay finite), measured in `rounds`
     interleaved rounds (each: median of 10 calls after 2 warm-up calls)."""
     if rounds <= 0:
         return None
@@ -221,7 +223,7 @@ def _measure(env, best_graph, baselines, rounds: int, seed: int):
                           dataclasses.replace(env.config, max_steps=GREEDY_MAX_STEPS))
     graphs = {"initial": env.initial_graph, "controller": best_graph,
               "greedy": replay(greedy_env, baselines["greedy"]["applied"])}
-    weights = random_weights(env.initial_graph, seed=seed)
+    weights = random_weights(env.initial_graph, seed=seed, gain=gain)
     times = {name: [] for name in graphs}
     for _ in range(rounds):
         for name, graph in graphs.items():

@@ -330,6 +330,52 @@ class ImportErrorTest(absltest.TestCase):
         with self.assertRaisesRegex(ValueError, r"\(FancyOp\): .*cannot be inferred"):
             load_onnx(model)
 
+    def test_zero_stride_or_kernel_names_the_node(self):
+        # Once a ZeroDivisionError.
+        for attrs in ({"strides": [0, 1]}, {"strides": [1, -2]}, {"pads": [1, 1, 1]}):
+            model = _model(lambda w, x: _conv(w, x, pads=[1, 1, 1, 1]))
+            conv = model.graph.node[0]
+            for key, value in attrs.items():
+                for a in conv.attribute:
+                    if a.name == key:
+                        conv.attribute.remove(a)
+                conv.attribute.append(helper.make_attribute(key, value))
+            with self.assertRaisesRegex(ValueError, r"node 'Conv_\d+' \(Conv\): (strides|pads)"):
+                load_onnx(model)
+        model = _model(lambda w, x: w.op("MaxPool", [x], kernel_shape=[2, 2]))
+        model.graph.node[0].attribute[0].ints[1] = 0
+        with self.assertRaisesRegex(ValueError, r"\(MaxPool\): kernel_shape"):
+            load_onnx(model)
+
+    def test_empty_required_input_names_the_node(self):
+        # Once an AttributeError ('NoneType' object has no attribute
+        # 'is_const'): an empty name among Concat's variadic inputs, which
+        # the checker lets through.
+        model = _model(lambda w, x: w.op("Concat", [x, w.op("Relu", [x])], axis=1))
+        model.graph.node[-1].input[0] = ""
+        with self.assertRaisesRegex(ValueError, r"\(Concat\): an input of the variadic"):
+            load_onnx(model)
+        model = _model(lambda w, x: w.op("Add", [x, w.weight("b", X)]))
+        model.graph.node[0].input[1] = ""
+        with self.assertRaisesRegex(ValueError, r"Node \(Add_\d+\)'s input 1 is marked single"):
+            load_onnx(model)  # the checker's message names the node
+        model = _model(lambda w, x: w.op("Add", [x, w.weight("b", X)]))
+        model.graph.node[0].input[1] = "nothing_makes_this"
+        with self.assertRaisesRegex(ValueError, r"nothing_makes_this.*\n.*Add_\d+ OpType: Add"):
+            load_onnx(model)
+
+    def test_other_exceptions_become_value_errors_naming_the_node(self):
+        # A Reshape target rewired to a 2-D float weight; an element type
+        # onnx 1.15 does not know; a huge constant fold.
+        model = _model(lambda w, x: w.op("Reshape", [x, w.weight("t", (2, 2))]),
+                       out_type=TensorProto.FLOAT)
+        with self.assertRaisesRegex(ValueError, r"\(Reshape\): the target shape must be"):
+            load_onnx(model)
+        model = _model(lambda w, x: w.op("Add", [x, w.op("ConstantOfShape", [
+            w.const(np.array([2 ** 20, 2 ** 20], np.int64))])]), out_type=TensorProto.FLOAT)
+        with self.assertRaisesRegex(ValueError, r"\(ConstantOfShape\): folding it would"):
+            load_onnx(model)
+
     def test_opset_out_of_range(self):
         model = self._relu_model()
         model.opset_import[0].version = 9

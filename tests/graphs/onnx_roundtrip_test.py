@@ -50,7 +50,7 @@ class RoundTripTest(parameterized.TestCase):
     @parameterized.parameters("resnet18", "resnet50", "inception_v3", "squeezenet1_1", "bert")
     def test_zoo_graph(self, name):
         graph = zoo.get_graph(name)
-        weights = random_weights(graph, gain=0.2 if name == "bert" else np.sqrt(2.0))
+        weights = random_weights(graph, gain=zoo.weight_gain(name))
         original = to_onnx(graph, weights)
         imported, result = self._optimise_and_compare(original, random_inputs(graph))
         if name != "bert":

@@ -37,14 +37,6 @@ _ANY = [(4, 4), (2, 4, 5, 5), (4, 4, 3, 3), (4, 3), (4, 4, 1, 1)]
 # alone is a tiny graph that an expanding rule may more than double.
 _NO_CAP = 1 << 20
 _SMALL_KERNEL = [(4, 4, 1, 1), (8, 4, 1, 1)]
-# Xfers that rewrite a zoo graph into one that computes something else: an
-# engine bug, pinned here so that a fix (or a new unsound rewrite) shows.
-# enlarge_merge_convs merges two sibling convs by concatenating their weights
-# on the output channels; for grouped convs (NasNet-A's depthwise halves of
-# the separable convs) that regroups the output channels, so each merged
-# group reads the wrong input channels. Checked directly by
-# `test_enlarge_merge_of_grouped_convs_is_unsound`.
-KNOWN_UNSOUND = {"nasnet_a": {"enlarge_merge_convs_s1_same_none"}}
 _WEIGHT_SLOTS = {("conv2d", 1), ("matmul", 1), ("batchnorm", 1), ("batchnorm", 2),
                  ("batchnorm", 3), ("batchnorm", 4), ("broadcast_add", 1), ("enlarge", 0),
                  ("enlarge", 1), ("scalar_mul", 1)}
@@ -320,7 +312,7 @@ class SemanticsTest(absltest.TestCase):
     def test_zoo_graphs_every_location(self):
         # Small variants of the zoo graphs (zoo.REDUCED): every xfer that
         # fires on the full graph fires on the small one, and every location
-        # of every xfer keeps what it computes (but the known engine bug).
+        # of every xfer keeps what it computes.
         for name, kwargs in zoo.REDUCED.items():
             with self.subTest(graph=name):
                 full = self.xfers.locations(zoo.get_graph(name))
@@ -329,18 +321,27 @@ class SemanticsTest(absltest.TestCase):
                                                zoo.get_graph(name, **kwargs), seed=11)
                 self.assertTrue(on_full, "no xfer fires on the full graph")
                 self.assertLessEqual(on_full, fired, "xfers the small variant misses")
-                self.assertEqual(unsound, KNOWN_UNSOUND.get(name, set()))
+                self.assertEqual(unsound, set())
 
-    def test_enlarge_merge_of_grouped_convs_is_unsound(self):
-        # The engine bug behind KNOWN_UNSOUND, on its own: two sibling
-        # depthwise 3x3 convs. When this fails, the bug is fixed: drop the
-        # entry from KNOWN_UNSOUND and this test.
-        b = GraphBuilder()
-        x = b.input(name="x", shape=(1, 4, 6, 6))
-        y = b.add(x=b.conv2d(input=x, weight=b.weight(name="wa", shape=(4, 1, 3, 3))),
-                  y=b.conv2d(input=x, weight=b.weight(name="wc", shape=(4, 1, 3, 3))))
-        _, unsound = unsound_xfers(self, self.xfers, b.build([y]), seed=5)
-        self.assertEqual(unsound, {"enlarge_merge_convs_s1_same_none"})
+    def test_enlarge_merge_never_fires_on_grouped_convs(self):
+        # Regression: the enlarge-merge built-ins stacked two sibling convs'
+        # weights on the output channels even when the convs were grouped
+        # (NasNet-A's depthwise halves of its separable convs), which
+        # regroups the outputs so that each merged group reads the wrong
+        # input channels. They now require `group: 1`; grouped siblings are
+        # left alone and ungrouped ones still merge, soundly.
+        for activation in ("NONE", "RELU"):
+            for in_per_group, expect_merge in ((1, False), (2, False), (8, True)):
+                b = GraphBuilder()
+                x = b.input(name="x", shape=(1, 8, 6, 6))
+                convs = [b.conv2d(input=x, weight=b.weight(name=f"w{i}",
+                                                           shape=(8, in_per_group, 3, 3)),
+                                  activation=activation) for i in range(2)]
+                fired, unsound = unsound_xfers(
+                    self, self.xfers, b.build([b.add(x=convs[0], y=convs[1])]), seed=5)
+                merge = f"enlarge_merge_convs_s1_same_{activation.lower()}"
+                self.assertEqual(merge in fired, expect_merge, (activation, in_per_group))
+                self.assertEqual(unsound, set())
 
     def test_random_rewrite_sequences(self):
         # Rewrites compose: every graph along a random walk of xfers still

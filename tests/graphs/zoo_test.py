@@ -70,8 +70,18 @@ class ZooTest(parameterized.TestCase):
         self.assertEqual(concats[-1].output_shapes[0], (1, 2048, 8, 8))
 
     def test_unknown_graph(self):
-        with self.assertRaisesRegex(ValueError, "unknown graph 'vgg'"):
-            zoo.get_graph("vgg")
+        for lookup in (zoo.get_graph, zoo.kind, zoo.weight_gain):
+            with self.assertRaisesRegex(ValueError, "unknown graph 'vgg'"):
+                lookup("vgg")
+
+    def test_kinds_and_weight_gains(self):
+        # One place says what each graph is and how to draw its weights.
+        self.assertEqual(set(zoo.KINDS), set(zoo.GRAPHS))
+        self.assertEqual(zoo.kind("vit"), "transformer")
+        self.assertEqual(zoo.kind("nasrnn"), "recurrent")
+        self.assertEqual(zoo.kind("resnext50"), "convolutional")
+        self.assertEqual(zoo.weight_gain("bert"), 0.2)
+        self.assertAlmostEqual(zoo.weight_gain("resnet18"), 2.0 ** 0.5)
 
 
 if __name__ == "__main__":

@@ -175,7 +175,10 @@ class _Exporter:
             elif op.type == "weight":
                 self.known[tid] = self._weight(op)
                 self.types[tid] = elem_type(self.known[tid].dtype)
-            elif folded and op.type != "opaque":
+            elif (folded and op.type != "opaque"
+                  and all(tuple(t) in self.known for t in op.inputs)):
+                # (A weight-side op reading an opaque op's output, as a
+                # split of an opaque op over weights, is emitted instead.)
                 self._fold(op)
             else:
                 self._emit(op)

@@ -56,6 +56,28 @@ def _check_float_tensor(v) -> None:
         raise _not_engine()
 
 
+def _int_vector(value, what: str) -> List[int]:
+    """A constant that must be a 1-D integer tensor (a 0-d one is read as
+    one element), as Python ints; ValueError otherwise."""
+    value = np.asarray(value)
+    if value.dtype.kind not in "iu" or value.ndim > 1:
+        raise ValueError(f"{what} must be a 1-D integer tensor, got {value.dtype}"
+                         f"{list(value.shape)}")
+    return [int(v) for v in value.reshape(-1)]
+
+
+def _window_attrs(kernel: Sequence[int], strides: Sequence[int], pads=None) -> None:
+    """2-D window attributes: two positive kernel sizes and strides, four
+    non-negative pads; ValueError otherwise (a zero stride would divide by
+    zero)."""
+    if len(kernel) != 2 or any(int(k) < 1 for k in kernel):
+        raise ValueError(f"kernel_shape {list(kernel)} must be two positive sizes")
+    if len(strides) != 2 or any(int(v) < 1 for v in strides):
+        raise ValueError(f"strides {list(strides)} must be two positive ints")
+    if pads is not None and (len(pads) != 4 or any(int(v) < 0 for v in pads)):
+        raise ValueError(f"pads {list(pads)} must be four non-negative ints")
+
+
 def _norm_axis(axis: int, rank: int) -> int:
     if not -rank <= axis < rank:
         raise ValueError(f"axis {axis} out of range for rank {rank}")
@@ -70,8 +92,9 @@ def _pads_2d(attrs, in_hw: Sequence[int], kernel: Sequence[int], strides: Sequen
     """Per spatial dim the (before, after) padding actually used and the
     output size, from ONNX's auto_pad/pads/ceil_mode."""
     auto_pad = attrs.get("auto_pad", b"NOTSET")
-    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
+    auto_pad = auto_pad.decode(errors="replace") if isinstance(auto_pad, bytes) else auto_pad
     pads = list(attrs.get("pads", [0] * 4))
+    _window_attrs(kernel, strides, pads if auto_pad == "NOTSET" else None)
     result, outs = [], []
     for d, (size, k, s) in enumerate(zip(in_hw, kernel, strides)):
         if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
@@ -178,7 +201,10 @@ def _pool(imp, node, kind: str):
     _check_2d_window(attrs, len(x.shape))
     if len([o for o in node.output if o]) > 1:  # MaxPool's Indices
         raise _not_engine()
+    if "kernel_shape" not in attrs:
+        raise ValueError("kernel_shape is required")
     kernel, strides = attrs["kernel_shape"], attrs.get("strides", [1, 1])
+    _window_attrs(kernel, strides)
     ceil_mode = bool(attrs.get("ceil_mode", 0))
     xt = imp.tensor(node.input[0])
     if kind == "max":
@@ -319,6 +345,8 @@ def gemm(imp, node):
 def concat(imp, node):
     vals = [imp.value(node, i) for i in range(len(node.input))]
     ref = next(v for v in vals if not v.is_const)
+    if "axis" not in _attrs(node):
+        raise ValueError("the axis attribute is required")
     axis = _norm_axis(_attrs(node)["axis"], len(ref.shape))
     if len(vals) == 1:
         return [ref]
@@ -342,7 +370,7 @@ def split(imp, node):
         n = attrs.get("num_outputs", n_out)
         chunk = -(-length // n)
         sizes = [chunk] * (length // chunk) + ([length % chunk] if length % chunk else [])
-    sizes = [int(s) for s in sizes]
+    sizes = _int_vector(sizes, "split sizes")
     if len(sizes) != n_out:
         raise ValueError(f"{len(sizes)} split sizes for {n_out} outputs")
     if n_out == 1:
@@ -365,7 +393,9 @@ def _reshape_to(imp, node, shape: Sequence[int]):
 
 def reshape(imp, node):
     x = imp.value(node, 0)
-    target = [int(d) for d in imp.const_input(node, 1, "the target shape")]
+    target = _int_vector(imp.const_input(node, 1, "the target shape"), "the target shape")
+    if len(target) > len(x.shape) and any(d == 0 for d in target[len(x.shape):]):
+        raise ValueError(f"target shape {target}: 0 copies a dimension {x.shape} lacks")
     allow_zero = _attrs(node).get("allowzero", 0)
     out = [x.shape[i] if d == 0 and not allow_zero else d for i, d in enumerate(target)]
     if out.count(-1) > 1:
@@ -389,7 +419,8 @@ def flatten(imp, node):
 
 def _axes(imp, node):
     axes = imp.const_input(node, 1, "axes") if imp.opset >= 13 else None
-    return _attrs(node).get("axes") if axes is None else [int(a) for a in axes]
+    axes = _attrs(node).get("axes") if axes is None else axes
+    return None if axes is None else _int_vector(axes, "axes")
 
 
 def squeeze(imp, node):
@@ -406,8 +437,13 @@ def squeeze(imp, node):
 def unsqueeze(imp, node):
     x = imp.value(node, 0)
     axes = _axes(imp, node)
+    if axes is None:
+        raise ValueError("axes are required")
     rank = len(x.shape) + len(axes)
-    axes = {_norm_axis(a, rank) for a in axes}
+    normed = {_norm_axis(a, rank) for a in axes}
+    if len(normed) != len(axes):
+        raise ValueError(f"axes {axes} repeat an axis")
+    axes = normed
     dims = iter(x.shape)
     return _reshape_to(imp, node, [1 if i in axes else next(dims) for i in range(rank)])
 
@@ -416,6 +452,8 @@ def transpose(imp, node):
     x = imp.value(node, 0)
     _check_float_tensor(x)
     perm = _attrs(node).get("perm", list(range(len(x.shape)))[::-1])
+    if sorted(perm) != list(range(len(x.shape))):
+        raise ValueError(f"perm {list(perm)} is not a permutation of the {len(x.shape)} axes")
     if list(perm) == list(range(len(x.shape))):
         return [x]
     y = imp.builder.transpose(input=imp.tensor(node.input[0]), perm=perm)

@@ -7,7 +7,6 @@ from typing import Any, Dict, List
 from xflowrl.graphs import CostModel, zoo
 from xflowrl.measure.tf_runtime import measure_graph
 
-GRAPH_TYPES = {"bert": "Transformer"}  # every other zoo graph is convolutional
 _GIB = 2.0 ** 30
 
 
@@ -21,14 +20,13 @@ def graph_properties(name: str, cost_model: CostModel, *, warmup: int = 3,
       (float32) and activation peak (see `xflowrl.measure.tf_runtime`).
     """
     graph = zoo.get_graph(name)
-    gain = 0.2 if name == "bert" else 2.0 ** 0.5  # finite values (weights.py)
     from xflowrl.graphs.weights import random_weights  # pylint: disable=g-import-not-at-top
-    weights = random_weights(graph, seed, gain=gain)
+    weights = random_weights(graph, seed, gain=zoo.weight_gain(name))
     m = measure_graph(graph, weights, seed=seed, warmup=warmup, repeats=repeats)
     weight_bytes = sum(v.nbytes for v in weights.values())
     return {
         "graph": name,
-        "type": GRAPH_TYPES.get(name, "Convolutional"),
+        "type": zoo.kind(name).capitalize(),
         "ops": graph.num_ops(),
         "cost_model": cost_model.name,
         "estimated_cost_ms": graph.cost(cost_model),

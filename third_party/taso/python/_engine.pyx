@@ -7,6 +7,11 @@ values and the C++ structs declared there. Native
 objects are held by shared_ptr/unique_ptr members, so their lifetime is that
 of the Python wrapper. Every taso::EngineError arrives as a ValueError (it
 derives from std::invalid_argument). The user-facing API is xflowrl.graphs.
+
+Nothing here may abort the process on bad arguments: a handle constructed
+directly (``GraphHandle()``, ``CostBackendHandle()``, ...) holds no native
+object and raises ValueError when used; typed arguments are ``not None``;
+indices are checked here (IndexError) before any native container is read.
 """
 
 from cython.operator cimport dereference as deref
@@ -46,6 +51,8 @@ def cudnn_built():
 cdef Shape _shape(object dims) except *:
     cdef Shape s
     for d in dims:
+        if not -2 ** 63 <= d < 2 ** 63:
+            raise ValueError(f"dimension {d} does not fit in int64")
         s.push_back(<int64_t> d)
     return s
 
@@ -55,7 +62,15 @@ cdef tuple _pyshape(Shape s):
 
 
 cdef OpParams _params(dict d) except *:
-    """Fills an OpParams from a dict of field names (unknown keys rejected)."""
+    """Fills an OpParams from a dict of field names (unknown keys rejected;
+    a value out of its C type's range is a ValueError, not an OverflowError)."""
+    try:
+        return _params_unchecked(d)
+    except OverflowError as e:
+        raise ValueError(f"operator parameter out of range: {e} (in {d!r:.200})") from None
+
+
+cdef OpParams _params_unchecked(dict d) except *:
     cdef OpParams p
     cdef vector[Shape] shapes
     for key, value in d.items():
@@ -99,18 +114,27 @@ cdef class CostBackendHandle:
     """Owns one native cost backend."""
     cdef unique_ptr[CostBackend] ptr
 
+    cdef CostBackend* get(self) except NULL:
+        """The native backend; ValueError for a handle built without one."""
+        if not self.ptr:
+            raise ValueError("CostBackendHandle holds no backend (make one with "
+                             "analytic_backend(), onednn_backend() or cudnn_backend())")
+        return self.ptr.get()
+
     @property
     def name(self):
-        return deref(self.ptr).name().decode()
+        return self.get().name().decode()
 
     @property
     def num_measured(self):
-        return deref(self.ptr).num_measured()
+        return self.get().num_measured()
 
-    def op_cost(self, int type_id, dict params, list input_shapes, bint weight_side=False):
+    def op_cost(self, int type_id, dict params not None, list input_shapes not None,
+                bint weight_side=False):
         """Cost in ms of one op configuration (output shapes inferred here)."""
+        cdef CostBackend* backend = self.get()
         cdef OpConfig c = _op_config(type_id, params, input_shapes, weight_side)
-        return deref(self.ptr).op_cost(c)
+        return backend.op_cost(c)
 
 
 cdef OpConfig _op_config(int type_id, dict params, list input_shapes,
@@ -126,31 +150,32 @@ cdef OpConfig _op_config(int type_id, dict params, list input_shapes,
     return c
 
 
-def cudnn_plan(int type_id, dict params, list input_shapes):
+def cudnn_plan(int type_id, dict params not None, list input_shapes not None):
     """What the cudnn backend runs for one op configuration (any build)."""
     cdef OpConfig c = _op_config(type_id, params, input_shapes, False)
     return cudnn_plan_description(c).decode()
 
 
-def cudnn_check(int type_id, dict params, list input_shapes):
+def cudnn_check(int type_id, dict params not None, list input_shapes not None):
     """Builds the plan's cuDNN descriptors (cudnn build; no device needed)."""
     cdef OpConfig c = _op_config(type_id, params, input_shapes, False)
     cudnn_check_descriptors(c)
 
 
-def analytic_backend(str profile):
+def analytic_backend(str profile not None):
     cdef CostBackendHandle h = CostBackendHandle.__new__(CostBackendHandle)
     h.ptr = make_analytic_backend(profile.encode())
     return h
 
 
-def onednn_backend(str cache_path, int warmup, int repeats, str reference_path=""):
+def onednn_backend(str cache_path not None, int warmup, int repeats,
+                   str reference_path not None=""):
     cdef CostBackendHandle h = CostBackendHandle.__new__(CostBackendHandle)
     h.ptr = make_onednn_backend(cache_path.encode(), warmup, repeats, reference_path.encode())
     return h
 
 
-def cudnn_backend(str cache_path, int warmup, int repeats):
+def cudnn_backend(str cache_path not None, int warmup, int repeats):
     cdef CostBackendHandle h = CostBackendHandle.__new__(CostBackendHandle)
     h.ptr = make_cudnn_backend(cache_path.encode(), warmup, repeats)
     return h
@@ -160,9 +185,16 @@ cdef class GraphHandle:
     """Owns a shared reference to one immutable native graph."""
     cdef shared_ptr[const Graph] ptr
 
+    cdef const Graph* get(self) except NULL:
+        """The native graph; ValueError for a handle built without one."""
+        if not self.ptr:
+            raise ValueError("GraphHandle holds no graph (graphs come from "
+                             "BuilderHandle.build() or a search)")
+        return self.ptr.get()
+
     def ops(self):
         """List of (guid, type_id, params, inputs, output_shapes, name)."""
-        cdef const Graph* g = self.ptr.get()
+        cdef const Graph* g = self.get()
         cdef const Node* n
         cdef size_t k
         result = []
@@ -183,7 +215,7 @@ cdef class GraphHandle:
         int32 node indices (one edge per op input) and "edge_shapes" [e, 4]
         int64 (the tensor each edge carries, as out_shapes).
         """
-        cdef const Graph* g = self.ptr.get()
+        cdef const Graph* g = self.get()
         cdef const Node* n
         cdef int i, k, d, e = 0, num = g.size(), num_edges = 0
         for i in range(num):
@@ -231,33 +263,39 @@ cdef class GraphHandle:
                 "edge_shapes": edge_shapes}
 
     def outputs(self):
-        cdef vector[TensorRef] outs = deref(self.ptr).outputs()
+        cdef vector[TensorRef] outs = self.get().outputs()
         return [(outs[k].guid, outs[k].index) for k in range(outs.size())]
 
     def weight_side(self):
-        cdef const Graph* g = self.ptr.get()
+        cdef const Graph* g = self.get()
         return [g.weight_side(i) for i in range(g.size())]
 
     def num_ops(self):
-        return deref(self.ptr).num_ops()
+        return self.get().num_ops()
 
     def size(self):
-        return deref(self.ptr).size()
+        return self.get().size()
 
     def hash(self):
-        return deref(self.ptr).hash()
+        return self.get().hash()
 
-    def cost(self, CostBackendHandle backend):
-        return deref(self.ptr).cost(backend.ptr.get())
+    def cost(self, CostBackendHandle backend not None):
+        cdef const Graph* g = self.get()
+        return g.cost(backend.get())
 
-    def op_costs(self, CostBackendHandle backend):
-        return list(deref(self.ptr).op_costs(backend.ptr.get()))
+    def op_costs(self, CostBackendHandle backend not None):
+        cdef const Graph* g = self.get()
+        return list(g.op_costs(backend.get()))
 
     def op_config_key(self, int i):
-        return deref(self.ptr).op_config(i).key().decode()
+        """The cost-cache key of node `i` (0 <= i < size())."""
+        cdef const Graph* g = self.get()
+        if not 0 <= i < g.size():
+            raise IndexError(f"node index {i} out of range for a graph of {g.size()} nodes")
+        return g.op_config(i).key().decode()
 
     def memory(self):
-        cdef MemoryEstimate m = deref(self.ptr).memory()
+        cdef MemoryEstimate m = self.get().memory()
         return m.weight_bytes, m.activation_bytes, m.peak_bytes
 
 
@@ -278,27 +316,27 @@ cdef class BuilderHandle:
     """Owns a native GraphBuilder."""
     cdef GraphBuilder builder
 
-    def input(self, str name, shape):
+    def input(self, str name not None, shape):
         cdef TensorRef t = self.builder.input(name.encode(), _shape(shape))
         return (t.guid, t.index)
 
-    def weight(self, str name, shape):
+    def weight(self, str name not None, shape):
         cdef TensorRef t = self.builder.weight(name.encode(), _shape(shape))
         return (t.guid, t.index)
 
-    def add(self, int type_id, dict params, list inputs):
+    def add(self, int type_id, dict params not None, list inputs not None):
         cdef vector[TensorRef] refs
         for t in inputs:
             refs.push_back(_ref(t))
         return self.builder.add(type_id, _params(params), refs)
 
-    def shape(self, tuple tensor):
+    def shape(self, tuple tensor not None):
         return _pyshape(self.builder.shape(_ref(tensor)))
 
     def num_outputs(self, int64_t guid):
         return self.builder.num_outputs(guid)
 
-    def build(self, list outputs):
+    def build(self, list outputs not None):
         cdef vector[TensorRef] refs
         for t in outputs:
             refs.push_back(_ref(t))
@@ -341,7 +379,7 @@ cdef class RuleSetHandle:
     """Owns the native rules (xfers), validated at construction."""
     cdef vector[Rule] rules
 
-    def __cinit__(self, list rules):
+    def __cinit__(self, list rules not None):
         """rules: list of (name, src_ops, dst_ops, [((op, idx), (op, idx))...])."""
         for spec in rules:
             self.rules.push_back(_rule(spec))
@@ -349,20 +387,23 @@ cdef class RuleSetHandle:
     def __len__(self):
         return self.rules.size()
 
-    def locations(self, GraphHandle graph, int max_locations, int max_ops):
+    def locations(self, GraphHandle graph not None, int max_locations, int max_ops):
+        cdef const Graph* g = graph.get()
         cdef LocationsHandle h = LocationsHandle.__new__(LocationsHandle)
-        h.locs = enumerate_locations(deref(graph.ptr), self.rules, max_locations, max_ops)
+        h.locs = enumerate_locations(deref(g), self.rules, max_locations, max_ops)
         return h
 
-    def search(self, GraphHandle graph, CostBackendHandle backend, double alpha,
-               int budget, int max_ops, double time_limit_s):
+    def search(self, GraphHandle graph not None, CostBackendHandle backend not None,
+               double alpha, int budget, int max_ops, double time_limit_s):
+        graph.get()
+        cdef CostBackend* native_backend = backend.get()
         cdef SearchOptions opts
         opts.alpha = alpha
         opts.budget = budget
         opts.max_ops = max_ops
         opts.time_limit_s = time_limit_s
         cdef SearchResult r
-        r = backtracking_search(graph.ptr, self.rules, backend.ptr.get(), opts)
+        r = backtracking_search(graph.ptr, self.rules, native_backend, opts)
         return dict(
             best=_wrap(r.best), initial_cost=r.initial_cost, best_cost=r.best_cost,
             applied=list(r.applied), expansions=r.expansions, enqueued=r.enqueued,
@@ -380,18 +421,31 @@ cdef class LocationsHandle:
     def num_matches(self):
         return list(self.locs.num_matches)
 
+    cdef check_xfer(self, int xfer):
+        if not 0 <= xfer < <int>self.locs.candidates.size():
+            raise IndexError(f"xfer index {xfer} out of range for "
+                             f"{self.locs.candidates.size()} xfers")
+
     def graph(self, int xfer, int location):
+        self.check_xfer(xfer)
+        if not 0 <= location < <int>self.locs.candidates[xfer].size():
+            raise IndexError(f"location {location} out of range: xfer {xfer} has "
+                             f"{self.locs.candidates[xfer].size()} candidates")
         return _wrap(self.locs.candidates[xfer][location])
 
     def matched(self, int xfer):
         """Per location of `xfer`: the guids its source pattern matched."""
+        self.check_xfer(xfer)
+        if <size_t>xfer >= self.locs.matched.size():
+            return []
         return [list(m) for m in self.locs.matched[xfer]]
 
-    def costs(self, CostBackendHandle backend):
+    def costs(self, CostBackendHandle backend not None):
         """Per xfer: the cost of every candidate graph, in ms."""
         cdef size_t x, l
+        cdef CostBackend* native_backend = backend.get()
         out = []
         for x in range(self.locs.candidates.size()):
-            out.append([deref(self.locs.candidates[x][l]).cost(backend.ptr.get())
+            out.append([deref(self.locs.candidates[x][l]).cost(native_backend)
                         for l in range(self.locs.candidates[x].size())])
         return out

@@ -315,6 +315,11 @@ int64_t GraphBuilder::leaf(int type, const std::string& name,
   for (int64_t d : shape)
     if (d < 1)
       throw EngineError("'" + name + "' has a dimension < 1: " + shape_str(shape));
+  try {
+    num_elements(shape);  // throws beyond kMaxElements
+  } catch (const EngineError& e) {
+    throw EngineError("'" + name + "': " + e.what());
+  }
   auto node = std::make_shared<Node>();
   node->guid = static_cast<int64_t>(nodes_.size()) + 1;
   node->type = type;

@@ -63,6 +63,17 @@ thread_local bool quiet_shape_errors = false;
   throw EngineError(os.str());
 }
 
+// The element count of a shape, or -1 when a dimension is negative or the
+// count exceeds kMaxElements (no exception: the hot path formats lazily).
+int64_t num_elements_ok(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) {
+    if (d < 0 || (d > 0 && n > kMaxElements / d)) return -1;
+    n *= d;
+  }
+  return n;
+}
+
 // A macro so that the message is only built when the check fails: shape
 // inference runs for every candidate rewrite, on the environment's hot path.
 #define require(cond, type, inputs, why) \
@@ -139,7 +150,12 @@ std::string shape_str(const Shape& s) {
 
 int64_t num_elements(const Shape& s) {
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s) {
+    if (d < 0) throw EngineError("shape " + shape_str(s) + " has a negative dimension");
+    if (d > 0 && n > kMaxElements / d)
+      throw EngineError("shape " + shape_str(s) + " has more than 2^48 elements");
+    n *= d;
+  }
   return n;
 }
 
@@ -264,8 +280,27 @@ std::string OpConfig::key() const {
   return os.str();
 }
 
+namespace {
+std::vector<Shape> infer_unchecked(int type, const OpParams& p,
+                                   const std::vector<Shape>& in);
+}  // namespace
+
 std::vector<Shape> infer_shapes(int type, const OpParams& p,
                                 const std::vector<Shape>& in) {
+  std::vector<Shape> out = infer_unchecked(type, p, in);
+  // Outputs obey what inputs must: dimensions >= 1 and at most kMaxElements
+  // elements (an opaque op's declared shapes, a reshape target, a concat).
+  for (const Shape& s : out) {
+    for (int64_t d : s) require(d >= 1, type, in, "an output dimension is < 1: " + shape_str(s));
+    if (num_elements_ok(s) < 0)
+      fail(type, in, "output " + shape_str(s) + " has more than 2^48 elements");
+  }
+  return out;
+}
+
+namespace {
+std::vector<Shape> infer_unchecked(int type, const OpParams& p,
+                                   const std::vector<Shape>& in) {
   const TypeInfo* info = find_type(type);
   if (!info) throw EngineError("unknown operator type " + std::to_string(type));
   if (info->num_inputs >= 0)
@@ -276,6 +311,7 @@ std::vector<Shape> infer_shapes(int type, const OpParams& p,
     require(!s.empty() || type == OP_OPAQUE, type, in,
             "scalar (rank-0) inputs are not supported");
     for (int64_t d : s) require(d >= 1, type, in, "every dimension must be >= 1");
+    require(num_elements_ok(s) >= 0, type, in, "an input has more than 2^48 elements");
   }
 
   switch (type) {
@@ -363,6 +399,8 @@ std::vector<Shape> infer_shapes(int type, const OpParams& p,
           infer = static_cast<int>(i);
         } else {
           require(out[i] >= 1, type, in, "bad target dim " + std::to_string(out[i]));
+          require(known <= kMaxElements / out[i], type, in,
+                  "target " + shape_str(p.shape) + " has more than 2^48 elements");
           known *= out[i];
         }
       }
@@ -450,5 +488,6 @@ std::vector<Shape> infer_shapes(int type, const OpParams& p,
   }
   fail(type, in, "has no shape inference");
 }
+}  // namespace
 
 }  // namespace taso

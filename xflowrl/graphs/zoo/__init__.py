@@ -13,8 +13,15 @@ and weights; the estimated cost is `graph.cost(CostModel("analytic"))`
 | squeezenet1_1 | convolutional | 3x224x224 | 65 | 15.08 |
 | bert | transformer | 64x1024 | 121 | 74.51 |
 | resnet50_taso | convolutional | 64x56x56 | 84 | 141.75 |
+| vit | transformer | 64x3072 (patches) | 115 | 117.12 |
+| nasnet_a | convolutional | 3x224x224 | 383 | 551.55 |
+| resnext50 | convolutional | 3x224x224 | 86 | 150.80 |
+| nasrnn | recurrent | 5 x 1x512 | 230 | 6.82 |
+| vgg19 | convolutional | 3x224x224 | 43 | 704.05 |
 
-Measured TensorFlow times and memory: `experiments/graph_properties.py`.
+Greedy and TASO-search results per graph: docs/zoo.md
+(`benchmarks/zoo_bench.py`). Measured TensorFlow times and memory:
+`experiments/graph_properties.py`.
 """
 
 from typing import Any, Callable, Dict
@@ -47,6 +54,33 @@ _BUILDERS: Dict[str, Callable[..., Graph]] = {
 }
 GRAPHS = tuple(_BUILDERS)
 
+# What kind of network each graph is (Table 4.1's "type").
+KINDS: Dict[str, str] = {
+    **{name: "convolutional" for name in GRAPHS},
+    "bert": "transformer", "vit": "transformer", "nasrnn": "recurrent",
+}
+# The gain of `xflowrl.graphs.weights.random_weights` that keeps each graph's
+# float32 values finite: the softmax-free transformers (attention is cubic in
+# its input) need small weights; the rest take He-normal's sqrt(2).
+_WEIGHT_GAINS: Dict[str, float] = {"bert": 0.2, "vit": 0.2}
+
+
+def kind(name: str) -> str:
+    """"convolutional", "transformer" or "recurrent" (ValueError if unknown)."""
+    _check(name)
+    return KINDS[name]
+
+
+def weight_gain(name: str) -> float:
+    """The `random_weights` gain for zoo graph `name` (see `_WEIGHT_GAINS`)."""
+    _check(name)
+    return _WEIGHT_GAINS.get(name, 2.0 ** 0.5)
+
+
+def _check(name: str) -> None:
+    if name not in _BUILDERS:
+        raise ValueError(f"unknown graph {name!r}; choose from {list(GRAPHS)}")
+
 # Builder arguments for small graphs with the structure of the full ones
 # (every op kind, every block kind, every xfer that fires on the full graph
 # fires here: tests/graphs/semantics_test.py checks it), small enough for the
@@ -70,6 +104,5 @@ def get_graph(name: str, **kwargs) -> Graph:
     Raises:
       ValueError: unknown name.
     """
-    if name not in _BUILDERS:
-        raise ValueError(f"unknown graph {name!r}; choose from {list(GRAPHS)}")
+    _check(name)
     return _BUILDERS[name](**kwargs)

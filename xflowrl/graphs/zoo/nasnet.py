@@ -24,7 +24,10 @@ classifier (TASO's example stops at the last cell).
 Inside a stage, a cell's `prev` is the cell before the last (the stage input
 for the first two cells); each stage restarts with prev = cur = its input.
 The full graph has 2 + 3 * (5 * 21 + 22) = 383 ops (217 conv2d, 90 add,
-51 avgpool, 18 concat, 7 maxpool) and output 1x5120x7x7.
+51 avgpool, 18 concat, 7 maxpool) and output 1x5120x7x7; analytic cpu cost
+551.55 ms (docs/zoo.md, `benchmarks/zoo_bench.py`). Its sibling depthwise
+convs are what showed the enlarge-and-merge built-ins unsound on grouped
+convs; they now require one group (docs/rules.md).
 Builder arguments shrink it for tests with the same structure.
 """
 
@@ -62,26 +65,35 @@ class _Cells:
             prev = self.conv(prev, width, 3, 2, "RELU", f"{name}.fit")
         return prev, cur
 
+    def add(self, x, y):
+        return self.b.add(x=x, y=y)
+
     def normal(self, prev, cur, width, name):
         prev, cur = self.squeeze_fit(prev, cur, width, name)
-        add = lambda x, y: self.b.add(x=x, y=y)
+
+        def sep3(x, branch):
+            return self.sep(x, width, 3, 1, f"{name}.b{branch}")
+
         sums = [
-            add(self.sep(cur, width, 3, 1, f"{name}.b0"), cur),
-            add(self.sep(prev, width, 3, 1, f"{name}.b1"), self.sep(cur, width, 3, 1, f"{name}.b2")),
-            add(self.avgpool(cur), prev),
-            add(self.avgpool(prev), self.avgpool(prev)),
-            add(self.sep(prev, width, 3, 1, f"{name}.b3"), self.sep(prev, width, 3, 1, f"{name}.b4")),
+            self.add(sep3(cur, 0), cur),
+            self.add(sep3(prev, 1), sep3(cur, 2)),
+            self.add(self.avgpool(cur), prev),
+            self.add(self.avgpool(prev), self.avgpool(prev)),
+            self.add(sep3(prev, 3), sep3(prev, 4)),
         ]
         return self.b.concat(inputs=sums, axis=1)
 
     def reduction(self, prev, cur, width, name):
         prev, cur = self.squeeze_fit(prev, cur, width, name)
-        add = lambda x, y: self.b.add(x=x, y=y)
-        o0 = add(self.sep(prev, width, 7, 2, f"{name}.b0"), self.sep(cur, width, 5, 2, f"{name}.b1"))
-        o1 = add(self.maxpool(cur), self.sep(prev, width, 7, 2, f"{name}.b2"))
-        o2 = add(self.avgpool(cur, 2), self.sep(prev, width, 5, 2, f"{name}.b3"))
-        o3 = add(self.maxpool(cur), self.sep(o0, width, 3, 1, f"{name}.b4"))
-        o4 = add(self.avgpool(o0), o1)
+
+        def sep(x, k, stride, branch):
+            return self.sep(x, width, k, stride, f"{name}.b{branch}")
+
+        o0 = self.add(sep(prev, 7, 2, 0), sep(cur, 5, 2, 1))
+        o1 = self.add(self.maxpool(cur), sep(prev, 7, 2, 2))
+        o2 = self.add(self.avgpool(cur, 2), sep(prev, 5, 2, 3))
+        o3 = self.add(self.maxpool(cur), sep(o0, 3, 1, 4))
+        o4 = self.add(self.avgpool(o0), o1)
         return self.b.concat(inputs=[o0, o1, o2, o3, o4], axis=1)
 
 

@@ -7,8 +7,9 @@ conv, 32 groups, weight (width, width/32, 3, 3), the stage's stride (ReLU) ->
 1x1 conv to 2*width (no activation); the shortcut is a 1x1 conv to 2*width at
 the stride with fused ReLU (as TASO writes it) when the stride is 2 or the
 channels differ; then add -> ReLU. SAME padding, no batch-norm, no biases,
-no classifier (TASO's example stops at the last block): 86 ops (52 conv2d,
-16 add, 16 relu, 1 maxpool); output 1x2048x7x7.
+no classifier (TASO's example stops at the last block): 86 ops (53 conv2d,
+16 add, 16 relu, 1 maxpool); output 1x2048x7x7; analytic cpu cost 150.80 ms
+(docs/zoo.md, `benchmarks/zoo_bench.py`).
 """
 
 from typing import Sequence

@@ -12,7 +12,7 @@ bias-add for a 4-D activation, and TASO's example builders carry none.
 torchvision's AdaptiveAvgPool2d((7, 7)) is the identity on the 7x7 map of a
 224x224 image and its Dropouts are identities at inference; neither is
 built. 43 ops (16 conv2d, 18 relu, 5 maxpool, 1 reshape, 3 matmul); analytic
-cpu cost in docs/zoo.md (`benchmarks/zoo_bench.py`).
+cpu cost 704.05 ms (docs/zoo.md, `benchmarks/zoo_bench.py`).
 """
 
 from typing import Sequence, Union

@@ -24,7 +24,8 @@ Left out, because the engine has no such ops (as in TASO's BERT): softmax,
 the LayerNorms, GELU (a ReLU stands in, fused into the MLP's first matmul),
 the class token, dropout and all biases. So 18 ops a layer (8 matmuls, 4
 reshapes, 4 transposes, 2 adds) plus 2 for the embedding and 5 for the
-head: 115 ops and 50 matmuls at 6 layers.
+head: 115 ops and 50 matmuls at 6 layers; analytic cpu cost 117.12 ms
+(docs/zoo.md, `benchmarks/zoo_bench.py`).
 """
 
 from xflowrl.graphs.graph import Graph, GraphBuilder

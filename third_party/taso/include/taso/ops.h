@@ -154,6 +154,13 @@ struct OpConfig {
   std::string key() const;
 };
 
+// The most elements one tensor may hold: 2^48 (1 PiB of float32), so that
+// byte counts, FLOP estimates and sums of them over a graph stay far inside
+// int64. Builders and shape inference refuse larger tensors.
+constexpr int64_t kMaxElements = int64_t{1} << 48;
+
+// The element count of a shape; throws EngineError when a dimension is
+// negative or the count exceeds kMaxElements (never overflows).
 int64_t num_elements(const Shape& s);
 
 }  // namespace taso

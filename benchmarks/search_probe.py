@@ -1,0 +1,290 @@
+"""Why TASO's search finds nothing greedy misses: probes of the rewrite landscape.
+
+Each probe runs on one graph under one rule set and cost model and prints one
+JSON line (docs/benchmark.md, "Why"):
+
+- `descent`: `--episodes` random descents (a uniformly drawn cost-lowering
+  candidate each step until none is left). If every descent ends at greedy's
+  cost, the order of the improving rewrites does not matter (they commute or
+  their conflicts cost nothing), so a search over orders has nothing to find.
+- `escape`: from greedy's local optimum G*, every candidate G1 (uphill ones
+  included), then greedy from G1 (`--escape_depth=2`: every candidate G2 of
+  every G1 too, then greedy). Any end below G* is a detour that pays: the
+  probe reports the best and the substitutions of each kind.
+- `trace`: TASO's best-first search re-run in Python (the same queue order,
+  threshold and global hash set as `XferSet.search`) with statistics the
+  native search does not report: how many popped graphs were uphill of their
+  parent, and the highest popped cost above the final best.
+- `step_costs`: the cost change of every step of greedy's and search's
+  sequence (are there uphill steps in search's?).
+- `rule_ablation`: greedy and search (alpha 1.05, --budget) with rule subsets
+  (`--ablate`: the built-in compound rules dropped, the generated ones dropped).
+
+    python benchmarks/search_probe.py --probe=escape --graph=resnet18 --rules=builtin+taso
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import time
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+from absl import app
+from absl import flags
+
+from xflowrl.graphs import CostModel, Graph, XferSet, zoo
+from xflowrl.graphs import xfers as xfers_lib
+
+FLAGS = flags.FLAGS
+flags.DEFINE_enum("probe", "descent", ["descent", "escape", "trace", "step_costs",
+                                       "rule_ablation"], "Which probe.")
+flags.DEFINE_string("graph", "resnet18", "Zoo graph.")
+flags.DEFINE_string("rules", "default", "Rule set (RULE_SETS name).")
+flags.DEFINE_string("subset", "", "A subset of --rules (`rule_subsets`: no_builtin, "
+                    "no_enlarge_merge, builtin_only); empty: all of it.")
+flags.DEFINE_string("cost_model", "analytic/cpu", "analytic/<profile>, onednn or cudnn.")
+flags.DEFINE_string("cost_cache", "results/cost_cache.tsv", "Measured backends' cache.")
+flags.DEFINE_integer("episodes", 20, "descent: random descents.")
+flags.DEFINE_integer("seed", 0, "descent: seed.")
+flags.DEFINE_integer("escape_depth", 1, "escape: uphill steps before greedy (1 or 2).")
+flags.DEFINE_float("alpha", 1.05, "trace / step_costs / rule_ablation: search alpha.")
+flags.DEFINE_integer("budget", 1000, "trace / step_costs / rule_ablation: search budget.")
+flags.DEFINE_integer("max_locations", 200, "Locations per xfer (the environment's L).")
+flags.DEFINE_float("time_limit", 300.0, "escape / trace: stop after this many seconds.")
+
+EPS = 1e-9
+
+
+def make_cost_model(name: str, cost_cache: Optional[str]) -> CostModel:
+    backend, _, profile = name.partition("/")
+    if backend == "analytic":
+        return CostModel("analytic", profile=profile or "cpu")
+    return CostModel(backend, cache_path=cost_cache)
+
+
+class Landscape:
+    """Candidates of a graph under one rule set and cost model, with the
+    environment's caps (L locations per xfer, twice the initial op count)."""
+
+    def __init__(self, graph: Graph, xfers: XferSet, cost_model: CostModel, max_locations: int):
+        self.xfers, self.cost_model = xfers, cost_model
+        self.max_locations = max_locations
+        self.max_ops = 2 * graph.num_ops()
+
+    def candidates(self, graph: Graph) -> Tuple[np.ndarray, "xfers_lib.Locations"]:
+        """[N, L] candidate costs (NaN: none) and the `Locations`."""
+        locs = self.xfers.locations(graph, self.max_locations, self.max_ops)
+        return locs.costs(self.cost_model), locs
+
+    def greedy(self, graph: Graph, max_steps: int = 100_000
+               ) -> Tuple[Graph, float, List[str]]:
+        """One-step greedy (the cheapest candidate; ties to the lowest xfer, then
+        location, as `GreedyAgent`), from `graph` until nothing improves."""
+        cost = graph.cost(self.cost_model)
+        applied: List[str] = []
+        for _ in range(max_steps):
+            costs, locs = self.candidates(graph)
+            if np.isnan(costs).all():
+                break
+            flat = int(np.nanargmin(costs))
+            x, l = np.unravel_index(flat, costs.shape)
+            if costs[x, l] >= cost - EPS:
+                break
+            graph, cost = locs.apply(int(x), int(l)), float(costs[x, l])
+            applied.append(self.xfers.names[x])
+        return graph, cost, applied
+
+
+def probe_descent(land: Landscape, graph: Graph, episodes: int, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    g_graph, g_cost, g_applied = land.greedy(graph)
+    ends = []
+    for _ in range(episodes):
+        cur, cost, steps = graph, graph.cost(land.cost_model), 0
+        while True:
+            costs, locs = land.candidates(cur)
+            better = np.argwhere(costs < cost - EPS)
+            if len(better) == 0:
+                break
+            x, l = better[rng.integers(len(better))]
+            cur, cost = locs.apply(int(x), int(l)), float(costs[x, l])
+            steps += 1
+        ends.append((cost, steps))
+    costs_ = np.array([c for c, _ in ends])
+    return {"greedy_cost_ms": g_cost, "greedy_steps": len(g_applied),
+            "descent_min_ms": float(costs_.min()), "descent_max_ms": float(costs_.max()),
+            "descent_mean_ms": float(costs_.mean()),
+            "descents_below_greedy": int((costs_ < g_cost - EPS).sum()),
+            "descents_above_greedy": int((costs_ > g_cost + EPS).sum()),
+            "descent_steps": [s for _, s in ends]}
+
+
+def probe_escape(land: Landscape, graph: Graph, depth: int, time_limit: float) -> dict:
+    start = time.time()
+    initial = graph.cost(land.cost_model)
+    g_graph, g_cost, g_applied = land.greedy(graph)
+    seen = {g_graph.hash()}
+    frontier = [(g_graph, [])]
+    best = (g_cost, [])
+    uphill_by_rule: Dict[str, int] = {}
+    tried, escapes, timed_out = 0, 0, False
+    for level in range(depth):
+        next_frontier = []
+        for cur, path in frontier:
+            costs, locs = land.candidates(cur)
+            for x, l in np.argwhere(~np.isnan(costs)):
+                if time.time() - start > time_limit:
+                    timed_out = True
+                    break
+                cand = locs.apply(int(x), int(l))
+                if cand.hash() in seen:
+                    continue
+                seen.add(cand.hash())
+                name = land.xfers.names[x]
+                step_path = path + [(name, float(costs[x, l]))]
+                if level == 0:
+                    uphill_by_rule[name] = uphill_by_rule.get(name, 0) + 1
+                _, end_cost, end_applied = land.greedy(cand)
+                tried += 1
+                if end_cost < g_cost - EPS:
+                    escapes += 1
+                if end_cost < best[0] - EPS:
+                    best = (end_cost, step_path + [(n, None) for n in end_applied])
+                next_frontier.append((cand, step_path))
+        frontier = next_frontier
+    return {"initial_cost_ms": initial, "greedy_cost_ms": g_cost,
+            "greedy_steps": len(g_applied), "depth": depth, "neighbours_tried": tried,
+            "escapes_below_greedy": escapes, "best_escape_ms": best[0],
+            "best_escape_gain_pct": 100 * (g_cost - best[0]) / initial,
+            "best_escape_path": best[1][:30], "first_step_rules": uphill_by_rule,
+            "timed_out": timed_out, "seconds": time.time() - start}
+
+
+def probe_trace(land: Landscape, graph: Graph, alpha: float, budget: int,
+                time_limit: float) -> dict:
+    """TASO's search (xflowrl/taso/src/search.cc) in Python, instrumented. One
+    difference: locations are capped at L per xfer (the native search has no cap)."""
+    start = time.time()
+    initial = graph.cost(land.cost_model)
+    best_cost, best_path = initial, []
+    seen = {graph.hash()}
+    queue = [(initial, 0, graph, [])]
+    order, expansions, enqueued, uphill_pops, max_above = 1, 0, 0, 0, 0.0
+    popped_costs = []
+    parent_cost = {graph.hash(): initial}
+    while queue and expansions < budget and time.time() - start < time_limit:
+        cost, _, cur, path = heapq.heappop(queue)
+        expansions += 1
+        popped_costs.append(cost)
+        if cost > parent_cost[cur.hash()] + EPS:
+            uphill_pops += 1
+        if cost < best_cost:
+            best_cost, best_path = cost, path
+        costs, locs = land.candidates(cur)
+        for x, l in np.argwhere(~np.isnan(costs)):
+            c = float(costs[x, l])
+            cand = locs.apply(int(x), int(l))
+            h = cand.hash()
+            if h in seen:
+                continue
+            seen.add(h)
+            if c < alpha * best_cost:
+                parent_cost[h] = cost
+                heapq.heappush(queue, (c, order, cand, path + [land.xfers.names[x]]))
+                order += 1
+                enqueued += 1
+    popped = np.array(popped_costs)
+    return {"initial_cost_ms": initial, "alpha": alpha, "budget": budget,
+            "best_cost_ms": best_cost, "expansions": expansions, "enqueued": enqueued,
+            "queue_left": len(queue), "uphill_pops": uphill_pops,
+            "max_popped_above_best_pct": float(100 * (popped.max() - best_cost) / initial),
+            "popped_within_0.1pct_of_best": int((popped <= best_cost + 1e-3 * initial).sum()),
+            "best_path": best_path, "seconds": time.time() - start}
+
+
+def replay_costs(land: Landscape, graph: Graph, names: List[str]) -> List[float]:
+    """Cost after each step when the named xfers are replayed, each at its
+    cheapest location (the sequences record names only)."""
+    out, cur = [], graph
+    index = {n: i for i, n in enumerate(land.xfers.names)}
+    for name in names:
+        costs, locs = land.candidates(cur)
+        row = costs[index[name]]
+        l = int(np.nanargmin(row))
+        cur = locs.apply(index[name], l)
+        out.append(float(row[l]))
+    return out
+
+
+def probe_step_costs(land: Landscape, graph: Graph, alpha: float, budget: int) -> dict:
+    initial = graph.cost(land.cost_model)
+    _, g_cost, g_applied = land.greedy(graph)
+    r = land.xfers.search(graph, land.cost_model, alpha=alpha, budget=budget)
+    def deltas(names):
+        costs = [initial] + replay_costs(land, graph, names)
+        return [round(100 * (b - a) / initial, 4) for a, b in zip(costs, costs[1:])]
+    s_deltas = deltas(r.applied)
+    return {"initial_cost_ms": initial, "greedy_cost_ms": g_cost, "search_cost_ms": r.best_cost,
+            "greedy_steps": len(g_applied), "search_steps": len(r.applied),
+            "search_uphill_steps": int(sum(d > 0 for d in s_deltas)),
+            "search_step_pct": s_deltas, "greedy_rules": sorted(set(g_applied)),
+            "search_rules": sorted(set(r.applied))}
+
+
+def rule_subsets(rules_name: str) -> Dict[str, List]:
+    """The rule set and subsets of it: without the built-in compound rules
+    (conv-BN fold, enlarge-merge, merge-gconv, fusions) and, where present,
+    without the generated or TASO rules."""
+    rules = xfers_lib.load_rule_set(rules_name)
+    builtin = {r.name for r in xfers_lib.load_rule_set("builtin")}
+    out = {rules_name: rules,
+           "no_builtin": [r for r in rules if r.name not in builtin],
+           "no_enlarge_merge": [r for r in rules if not r.name.startswith("enlarge_merge")],
+           "builtin_only": [r for r in rules if r.name in builtin]}
+    return {k: v for k, v in out.items() if v}
+
+
+def probe_rule_ablation(graph: Graph, cost_model: CostModel, rules_name: str, alpha: float,
+                        budget: int, max_locations: int) -> dict:
+    initial = graph.cost(cost_model)
+    out = {"initial_cost_ms": initial, "subsets": {}}
+    for name, rules in rule_subsets(rules_name).items():
+        xfers = XferSet(rules)
+        land = Landscape(graph, xfers, cost_model, max_locations)
+        _, g_cost, g_applied = land.greedy(graph)
+        r = xfers.search(graph, cost_model, alpha=alpha, budget=budget, time_limit_s=120)
+        out["subsets"][name] = {
+            "xfers": len(rules), "greedy_pct": 100 * (g_cost - initial) / initial,
+            "greedy_steps": len(g_applied), "search_pct": 100 * (r.best_cost - initial) / initial,
+            "expansions": r.expansions, "gap_pct": 100 * (g_cost - r.best_cost) / initial}
+    return out
+
+
+def main(argv):
+    del argv
+    graph = zoo.get_graph(FLAGS.graph)
+    cost_model = make_cost_model(FLAGS.cost_model, FLAGS.cost_cache)
+    head = {"probe": FLAGS.probe, "graph": FLAGS.graph, "rules": FLAGS.rules,
+            "subset": FLAGS.subset or FLAGS.rules,
+            "cost_model": FLAGS.cost_model}
+    if FLAGS.probe == "rule_ablation":
+        out = probe_rule_ablation(graph, cost_model, FLAGS.rules, FLAGS.alpha, FLAGS.budget,
+                                  FLAGS.max_locations)
+    else:
+        rules = rule_subsets(FLAGS.rules)[FLAGS.subset or FLAGS.rules]
+        land = Landscape(graph, XferSet(rules), cost_model, FLAGS.max_locations)
+        if FLAGS.probe == "descent":
+            out = probe_descent(land, graph, FLAGS.episodes, FLAGS.seed)
+        elif FLAGS.probe == "escape":
+            out = probe_escape(land, graph, FLAGS.escape_depth, FLAGS.time_limit)
+        elif FLAGS.probe == "trace":
+            out = probe_trace(land, graph, FLAGS.alpha, FLAGS.budget, FLAGS.time_limit)
+        else:
+            out = probe_step_costs(land, graph, FLAGS.alpha, FLAGS.budget)
+    print(json.dumps(head | out), flush=True)
+
+
+if __name__ == "__main__":
+    app.run(main)
