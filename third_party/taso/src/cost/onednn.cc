@@ -26,8 +26,8 @@
 #include <time.h>
 
 #include <algorithm>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <unordered_map>
