@@ -3,6 +3,8 @@
 Only experiments import this module (library code never reads flags).
 """
 
+import dataclasses
+
 from absl import flags
 
 from xflowrl.env import EnvConfig, GraphEnv, make_env, rewards
@@ -35,8 +37,19 @@ def define_baseline_flags() -> None:
     flags.DEFINE_integer("random_episodes", 20, "Episodes of the random-agent baseline.")
 
 
-def env_from_flags(graph_name: str, max_steps: int) -> GraphEnv:
-    """The real environment the flags describe (graph and step limit given)."""
+def env_from_flags(graph_name: str, max_steps: int, cost_features: str = "full") -> GraphEnv:
+    """The real environment the flags describe (graph, step limit and the
+    observation's cost features, `EnvConfig.cost_features`, given)."""
     return make_env(graph_name, FLAGS.rules, FLAGS.cost_model, FLAGS.profile, FLAGS.cost_cache,
                     EnvConfig(max_steps=max_steps, max_locations=FLAGS.max_locations,
-                              reward=FLAGS.reward))
+                              reward=FLAGS.reward, cost_features=cost_features))
+
+
+def with_full_observation(env: GraphEnv) -> GraphEnv:
+    """`env` with every cost feature in its observations: the baselines run
+    on it, since one-step greedy reads the candidates' cost changes (which
+    an ablated environment withholds from the agent)."""
+    if env.config.cost_features == "full":
+        return env
+    return GraphEnv(env.initial_graph, env.xfers, env.cost_model,
+                    dataclasses.replace(env.config, cost_features="full"))

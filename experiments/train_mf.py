@@ -2,6 +2,7 @@
 
     python experiments/train_mf.py --graph=squeezenet1_1 --episodes=500
     python experiments/train_mf.py --quick          # small_cnn, about a minute
+    python experiments/train_mf.py --cost_features=no_deltas   # observation ablation
 
 Writes to --results_dir/<graph>/train_mf/: TensorBoard logs, checkpoints and
 progress.json (rerun with the same flags to resume after an interruption),
@@ -24,6 +25,7 @@ import common
 
 from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.agents.ppo.training import TrainConfig, replay, train
+from xflowrl.env.environment import COST_FEATURES
 from xflowrl.graphs import save_onnx
 from xflowrl.graphs.weights import random_weights
 from xflowrl.search import baseline_rows, run_baselines, versus_greedy
@@ -37,6 +39,10 @@ flags.DEFINE_enum("ppo", "xrlflow", ["thesis", "xrlflow"],
                   "PPO preset (docs/agents.md): X-RLflow/CleanRL (default; learns in far "
                   "fewer episodes) or the thesis code's.")
 flags.DEFINE_integer("episodes_per_update", None, "Override the preset's value.")
+flags.DEFINE_enum("cost_features", "full", list(COST_FEATURES),
+                  "Cost information in the agent's observations (EnvConfig.cost_features, "
+                  "an ablation; docs/agents.md): full; no_deltas (no candidate cost changes); "
+                  "none (no cost at all). Baselines always see full observations.")
 flags.DEFINE_bool("quick", False, "small_cnn, 100 episodes, X-RLflow PPO, 5 episodes "
                   "per update, 20 steps: trains in about a minute.")
 
@@ -55,7 +61,7 @@ def _settings():
 def main(argv):
     del argv
     graph_name, episodes, ppo, max_steps = _settings()
-    env = common.env_from_flags(graph_name, max_steps)
+    env = common.env_from_flags(graph_name, max_steps, FLAGS.cost_features)
     graph, xfers, cost_model = env.initial_graph, env.xfers, env.cost_model
     out_dir = os.path.join(FLAGS.results_dir, graph_name, "train_mf")
     logging.info("graph %s: %d ops, %d xfers, initial cost %.4f ms (%s); results in %s",
@@ -66,8 +72,8 @@ def main(argv):
 
     greedy = agent.run_episode(env, greedy=True, learn=False)
     final_graph = env.graph
-    baselines = run_baselines(env, FLAGS.taso_alpha, FLAGS.taso_budget, FLAGS.random_episodes,
-                              FLAGS.seed)
+    baselines = run_baselines(common.with_full_observation(env), FLAGS.taso_alpha,
+                              FLAGS.taso_budget, FLAGS.random_episodes, FLAGS.seed)
     best_graph = replay(env, result.best_sequence)
     # Sample efficiency: real steps until a greedy evaluation first reached
     # the final greedy cost (evaluations run every few updates).
@@ -77,6 +83,7 @@ def main(argv):
 
     summary = {
         "graph": graph_name, "cost_model": cost_model.name, "ppo": dataclasses.asdict(ppo),
+        "cost_features": env.config.cost_features, "seed": FLAGS.seed,
         "episodes": result.episodes, "interactions": result.interactions,
         "train_seconds": result.seconds, "initial_cost_ms": env.initial_cost,
         "agent_cost_ms": greedy.final_cost, "agent_applied": greedy.applied,
@@ -103,6 +110,7 @@ def main(argv):
                       for name, cost in rows)
     with open(os.path.join(out_dir, "result.md"), "w") as f:
         f.write(f"# Model-free PPO on {graph_name} ({cost_model.name} cost)\n\n"
+                f"Cost features in the observation: {env.config.cost_features}.\n\n"
                 f"{result.episodes} episodes, {result.interactions} environment steps, "
                 f"{result.seconds:.0f} s of training; the greedy evaluation first reached its "
                 f"final cost after {steps_to_final} steps.\n\n| | cost (ms) | change |\n"

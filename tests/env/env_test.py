@@ -110,6 +110,81 @@ class EnvTest(parameterized.TestCase):
             EnvConfig(reward="speed")
         with self.assertRaisesRegex(ValueError, "invalid_action"):
             EnvConfig(invalid_action="crash")
+        with self.assertRaisesRegex(ValueError, "cost_features"):
+            EnvConfig(cost_features="some")
+
+
+def _observations(cost_features, cost_model, steps=3):
+    """The observations of a fixed action sequence (the first valid action,
+    `steps` times) under one cost model."""
+    env = GraphEnv(zoo.get_graph("small_cnn"), _XFERS, cost_model,
+                   EnvConfig(cost_features=cost_features))
+    out = [env.reset()]
+    for _ in range(steps):
+        out.append(env.step(_first_valid(out[-1])).observation)
+    return out
+
+
+class CostFeaturesTest(parameterized.TestCase):
+    """The observation ablation (`EnvConfig.cost_features`): two cost models
+    price the same candidates differently; without cost features the agent
+    cannot tell them apart, while masks and locations never change."""
+
+    _OTHER_COST = CostModel("analytic", profile="v100")
+
+    def test_cost_models_differ(self):
+        # Guard: under full features the two cost models' observations differ,
+        # so the equalities below are not vacuous.
+        cpu, v100 = _observations("full", _COST), _observations("full", self._OTHER_COST)
+        for a, b in zip(cpu, v100):
+            self.assertFalse(np.allclose(a.locations.cost_delta, b.locations.cost_delta))
+            self.assertFalse(np.allclose(a.state.nodes, b.state.nodes))
+            self.assertFalse(np.allclose(a.state.globals, b.state.globals))
+
+    @parameterized.parameters("no_deltas", "none")
+    def test_no_candidate_cost_in_location_features(self, cost_features):
+        cpu = _observations(cost_features, _COST)
+        v100 = _observations(cost_features, self._OTHER_COST)
+        for a, b in zip(cpu, v100):
+            self.assertFalse(a.locations.cost_delta.any())
+            self.assertFalse(a.locations.xfer_summary[:, 1:].any())
+            for field in ("nodes", "cost_delta", "xfer_summary"):
+                np.testing.assert_array_equal(getattr(a.locations, field),
+                                              getattr(b.locations, field))
+
+    def test_none_leaves_no_cost_in_the_state(self):
+        for a, b in zip(_observations("none", _COST), _observations("none", self._OTHER_COST)):
+            for field in ("nodes", "edges", "globals", "senders", "receivers"):
+                np.testing.assert_array_equal(getattr(a.state, field), getattr(b.state, field))
+
+    def test_no_deltas_keeps_op_costs(self):
+        full, ablated = _observations("full", _COST), _observations("no_deltas", _COST)
+        for a, b in zip(full, ablated):
+            np.testing.assert_array_equal(a.state.nodes, b.state.nodes)
+            np.testing.assert_array_equal(a.state.globals, b.state.globals)
+
+    @parameterized.parameters("no_deltas", "none")
+    def test_masks_locations_and_rewards_unchanged(self, cost_features):
+        full, ablated = _observations("full", _COST), _observations(cost_features, _COST)
+        for a, b in zip(full, ablated):
+            np.testing.assert_array_equal(a.location_mask, b.location_mask)
+            np.testing.assert_array_equal(a.xfer_mask, b.xfer_mask)
+            np.testing.assert_array_equal(a.locations.nodes, b.locations.nodes)
+            np.testing.assert_array_equal(a.locations.xfer_summary[:, 0],
+                                          b.locations.xfer_summary[:, 0])
+            self.assertEqual(a.state.nodes.shape, b.state.nodes.shape)
+        # The reward still carries the cost: same actions, same rewards.
+        envs = [GraphEnv(zoo.get_graph("small_cnn"), _XFERS, _COST, EnvConfig(cost_features=c))
+                for c in ("full", cost_features)]
+        steps = [[], []]
+        for i, env in enumerate(envs):
+            obs = env.reset()
+            for _ in range(3):
+                step = env.step(_first_valid(obs))
+                steps[i].append((step.reward, env.cost))
+                obs = step.observation
+        self.assertEqual(steps[0], steps[1])
+        self.assertNotEqual(steps[0][0][0], 0.0)
 
 
 class GraphEnvConformanceTest(EnvironmentConformance, absltest.TestCase):

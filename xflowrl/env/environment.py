@@ -13,6 +13,10 @@ let the agent tell candidates apart (REFERENCE.md Part B §1, pitfall (c)):
   location_mask: [N+1, L] bool; row N (NO-OP) is all False.
   xfer_mask:     [N+1] bool; entry N (NO-OP) is always True.
 
+`EnvConfig(cost_features=...)` withholds cost information for an ablation
+(`COST_FEATURES`): "no_deltas" zeroes the candidates' cost changes,
+"none" also every op and graph cost in `state`; shapes are unchanged.
+
 Action `(N, any)` is NO-OP and ends the episode. An episode also ends when no
 xfer applies or after `max_steps` steps. An invalid action (out of range or
 masked) never raises: `info["invalid"]` says why, the reward is
@@ -38,6 +42,20 @@ from xflowrl.graphs import CostModel, Graph, Locations, XferSet, zoo
 
 XFER_SUMMARY_SIZE = 3
 
+# What cost information the observation carries (`EnvConfig.cost_features`):
+#   "full":      everything (default): each candidate's cost change
+#                (`LocationFeatures.cost_delta`, the min and mean of
+#                `xfer_summary`), each op's cost (a node feature) and the
+#                graph's cost (globals).
+#   "no_deltas": no candidate cost changes (zeros), so the agent cannot
+#                just take their argmin; op and graph costs stay.
+#   "none":      additionally no op or graph cost (the node cost column and
+#                the two cost globals are zero): only structure is left.
+# Shapes never change, so agents run unchanged; the reward always carries
+# the cost. An ablation of the observation (docs/agents.md,
+# experiments/observation_ablation.py).
+COST_FEATURES = ("full", "no_deltas", "none")
+
 
 @dataclasses.dataclass
 class EnvConfig:
@@ -51,6 +69,9 @@ class EnvConfig:
       invalid_penalty: reward of an invalid action.
       max_ops_factor: candidates with more ops than this times the initial
         graph's are dropped.
+      cost_features: which cost information observations carry, one of
+        `COST_FEATURES` ("full", "no_deltas", "none"); masks, locations and
+        shapes are the same under all three.
     """
     max_steps: int = 50
     max_locations: int = 200
@@ -58,9 +79,13 @@ class EnvConfig:
     invalid_action: str = "end"
     invalid_penalty: float = -10.0
     max_ops_factor: float = 2.0
+    cost_features: str = "full"
 
     def __post_init__(self):
         rewards.get(self.reward)
+        if self.cost_features not in COST_FEATURES:
+            raise ValueError(f"cost_features must be one of {COST_FEATURES}, got "
+                             f"{self.cost_features!r}")
         if self.invalid_action not in ("end", "ignore"):
             raise ValueError(f"invalid_action must be 'end' or 'ignore', got "
                              f"{self.invalid_action!r}")
@@ -162,8 +187,7 @@ class GraphEnv(Environment):
         self._locations = locs = self.xfers.locations(self.graph, cfg.max_locations,
                                                       self._max_ops)
         n, num_l, k = self.num_xfers, cfg.max_locations, self.max_pattern_ops
-        graph_tuple = features.featurize(self.graph, self.graph.op_costs(self.cost_model),
-                                         self.cost, self.initial_cost)
+        graph_tuple = self._featurize()
         nodes = np.full((n + 1, num_l, k), -1, np.int32)
         cost_delta = np.zeros((n + 1, num_l), np.float32)
         summary = np.zeros((n + 1, XFER_SUMMARY_SIZE), np.float32)
@@ -172,20 +196,34 @@ class GraphEnv(Environment):
             guids = self.graph.structure()["guids"]
             index_of = np.full(int(guids.max()) + 1, -1, np.int32)
             index_of[guids] = np.arange(len(guids), dtype=np.int32)
-            costs = locs.costs(self.cost_model)
+            # Without cost features the candidates' costs are not computed
+            # at all (their deltas and summary parts stay zero).
+            costs = locs.costs(self.cost_model) if cfg.cost_features == "full" else None
             for x in active:
                 c = locs.counts[x]
                 for l, matched in enumerate(locs.matched_ops(x)):
                     nodes[x, l, :len(matched)] = index_of[matched]
-                delta = 100.0 * (costs[x, :c] - self.cost) / self.initial_cost
-                cost_delta[x, :c] = delta
-                summary[x] = (np.log1p(c), delta.min(), delta.mean())
+                summary[x, 0] = np.log1p(c)
+                if costs is not None:
+                    delta = 100.0 * (costs[x, :c] - self.cost) / self.initial_cost
+                    cost_delta[x, :c] = delta
+                    summary[x, 1:] = (delta.min(), delta.mean())
         self._observation = Observation(
             state=graph_tuple,
             locations=LocationFeatures(nodes, cost_delta, summary),
             location_mask=locs.location_mask(),
             xfer_mask=locs.xfer_mask())
         return self._observation
+
+    def _featurize(self):
+        """The state's GraphsTuple; under `cost_features="none"` featurized
+        with zero op costs and graph cost 0 of 1, which zeroes the node cost
+        column and the two cost globals (`xflowrl.embedding.features`)."""
+        if self.config.cost_features == "none":
+            no_costs = np.zeros(len(self.graph.structure()["types"]), np.float32)
+            return features.featurize(self.graph, no_costs, 0.0, 1.0)
+        return features.featurize(self.graph, self.graph.op_costs(self.cost_model),
+                                  self.cost, self.initial_cost)
 
 
 def make_env(graph_name: str, rules: str = "default", cost_model: str = "analytic",

@@ -35,7 +35,9 @@ Action = Tuple[int, int]
 
 
 class LocationFeatures(NamedTuple):
-    """Per-location features of the real environment."""
+    """Per-location features of the real environment. `cost_delta` and the
+    last two summary columns are zero when the environment withholds cost
+    information (`EnvConfig.cost_features`, an ablation)."""
     nodes: np.ndarray         # [N+1, L, K] int32 matched node indices, -1 padded
     cost_delta: np.ndarray    # [N+1, L] float32: 100 * (candidate - current) / initial
     xfer_summary: np.ndarray  # [N+1, 3] float32: log1p(#locations), min and mean cost_delta
