@@ -186,6 +186,8 @@ setup(
     description=("Model-free and model-based reinforcement learning for "
                  "computation-graph optimisation over a TASO-style rewrite engine"),
     packages=find_packages(include=["xflowrl", "xflowrl.*"]),
+    # The onednn reference cost table (docs/engine.md).
+    package_data={"xflowrl.graphs": ["data/*.tsv", "data/*.json"]},
     ext_modules=_cythonize(_extension()),
     python_requires=">=3.10",
     zip_safe=False,

@@ -22,7 +22,8 @@ def define_env_flags(default_graph: str) -> None:
                       "RULE_SETS): default = built-ins + generated; builtin+taso = the thesis'.")
     flags.DEFINE_enum("cost_model", "analytic", BACKENDS, "Cost backend.")
     flags.DEFINE_string("profile", "cpu", "Device profile of the analytic backend.")
-    flags.DEFINE_string("cost_cache", "results/cost_cache.tsv", "Cache of measured op costs.")
+    flags.DEFINE_string("cost_cache", "results/cost_cache.tsv", "Cache of measured op costs; "
+                        "'reference': onednn's shipped table, read-only (docs/engine.md).")
     flags.DEFINE_integer("max_steps", 50, "Step limit per episode.")
     flags.DEFINE_integer("max_locations", 200, "L, locations per xfer.")
     flags.DEFINE_enum("reward", "relative", sorted(rewards.REWARDS), "Reward function.")

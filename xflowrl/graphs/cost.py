@@ -4,21 +4,48 @@ Three native backends share one interface (docs/engine.md):
 
 - ``analytic``: a deterministic roofline (FLOPs, bytes moved, kernel launches)
   over a device profile (``cpu``, ``v100``, ``h100``); the default in tests.
-- ``onednn``: each op configuration timed once on this CPU with oneDNN,
-  single-threaded, median of repeats after warm-up; memoized, and cached on
-  disk when ``cache_path`` is given so that runs reproduce.
-- ``cudnn``: the same with cuDNN/cuBLAS on GPU 0, where built and available;
-  `cudnn_plan` shows what it runs for an op (in every build).
+- ``onednn``: each op configuration timed once on this CPU with oneDNN, on
+  one pinned thread (thread CPU time; the median of three rounds, each the
+  10th percentile of its share of `repeats` batches after warm-up);
+  memoized, and cached on disk when ``cache_path`` is given. With
+  ``reference=True`` (or ``cache_path="reference"``) the shipped table of
+  every zoo graph's configurations (`REFERENCE_PATH`) is loaded read-only and
+  only configurations missing from it are measured, so that runs reproduce.
+- ``cudnn``: cuDNN/cuBLAS on GPU 0 (median of `repeats` runs, CUDA events),
+  where built and available; `cudnn_plan` shows what it runs for an op (in every build).
 """
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+import os
+from typing import Optional, Sequence, Set
 
 from xflowrl import _engine
 from xflowrl.graphs.graph import ACTIVATIONS, PADDINGS
 
 BACKENDS = ("analytic", "onednn", "cudnn")
+
+# The onednn times of every op configuration of the zoo graphs, measured on
+# the project's machine (provenance in the .json beside it; regenerate with
+# `python benchmarks/cost_repro_bench.py --write_reference`). Read-only.
+REFERENCE_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
+                              "onednn_reference.tsv")
+# Default `repeats` of the measured backends.
+_ONEDNN_REPEATS = 41
+_CUDNN_REPEATS = 21
+# `cache_path` value that means "the reference table" (e.g. --cost_cache=reference).
+REFERENCE = "reference"
+
+
+def cache_keys(path: str) -> Set[str]:
+    """The configuration keys of a cost cache file (empty if it is missing)."""
+    keys = set()
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                if line.strip():
+                    keys.add(line.rstrip("\n").rsplit("\t", 1)[0])
+    return keys
 
 
 class CostModel:
@@ -26,29 +53,56 @@ class CostModel:
 
     def __init__(self, backend: str = "analytic", *, profile: str = "cpu",
                  cache_path: Optional[str] = None, warmup: int = 5,
-                 repeats: int = 21):
+                 repeats: Optional[int] = None, reference: bool = False):
         """Creates a backend.
 
         Args:
           backend: one of BACKENDS.
           profile: device profile of the analytic backend.
-          cache_path: measured backends: a text file of cached timings.
-          warmup: measured backends: untimed runs before timing.
-          repeats: measured backends: timed runs; the median is kept.
+          cache_path: measured backends: a text file of cached timings, read
+            and appended to. For onednn, REFERENCE ("reference") means
+            `reference=True` and no cache file.
+          warmup: measured backends: untimed runs before timing (at least).
+          repeats: measured backends: timed samples (onednn: batches of at
+            least 1 ms, split over three rounds, default 41; cudnn: runs, the
+            median is kept, default 21).
+          reference: onednn only: load `REFERENCE_PATH` read-only (it wins
+            over `cache_path`); only configurations missing from it are
+            measured (counted by `num_new_measurements`).
 
         Raises:
-          ValueError: unknown backend or profile, or a backend not built here.
+          ValueError: unknown backend or profile, a backend not built here,
+            or a reference for a backend other than onednn.
         """
+        if backend == "onednn" and cache_path == REFERENCE:
+            cache_path, reference = None, True
+        if reference and backend != "onednn":
+            raise ValueError(f"the reference cost table is for onednn, not {backend!r}")
         if backend == "analytic":
             handle = _engine.analytic_backend(profile)
         elif backend == "onednn":
-            handle = _engine.onednn_backend(cache_path or "", warmup, repeats)
+            handle = _engine.onednn_backend(
+                cache_path or "", warmup, _ONEDNN_REPEATS if repeats is None else repeats,
+                REFERENCE_PATH if reference else "")
         elif backend == "cudnn":
-            handle = _engine.cudnn_backend(cache_path or "", warmup, repeats)
+            handle = _engine.cudnn_backend(
+                cache_path or "", warmup, _CUDNN_REPEATS if repeats is None else repeats)
         else:
             raise ValueError(f"unknown cost backend {backend!r}; choose from {BACKENDS}")
         self.backend = backend
         self.handle = handle
+        self.reference = bool(reference)
+        loaded = set()
+        if backend != "analytic":
+            loaded = cache_keys(cache_path) if cache_path else set()
+            if reference:
+                loaded |= cache_keys(REFERENCE_PATH)
+        self._num_loaded = len(loaded)
+
+    @property
+    def num_new_measurements(self) -> int:
+        """Configurations this model measured itself (not loaded from a file)."""
+        return self.handle.num_measured - self._num_loaded
 
     @property
     def name(self) -> str:

@@ -168,9 +168,10 @@ def analytic_backend(str profile not None):
     return h
 
 
-def onednn_backend(str cache_path not None, int warmup, int repeats):
+def onednn_backend(str cache_path not None, int warmup, int repeats,
+                   str reference_path not None=""):
     cdef CostBackendHandle h = CostBackendHandle.__new__(CostBackendHandle)
-    h.ptr = make_onednn_backend(cache_path.encode(), warmup, repeats)
+    h.ptr = make_onednn_backend(cache_path.encode(), warmup, repeats, reference_path.encode())
     return h
 
 

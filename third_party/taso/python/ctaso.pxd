@@ -43,7 +43,8 @@ cdef extern from "taso/cost.h" namespace "taso":
         size_t num_measured()
 
     unique_ptr[CostBackend] make_analytic_backend(const string& profile) except +
-    unique_ptr[CostBackend] make_onednn_backend(const string& cache_path, int warmup, int repeats) except +
+    unique_ptr[CostBackend] make_onednn_backend(const string& cache_path, int warmup, int repeats,
+                                                 const string& reference_path) except +
     unique_ptr[CostBackend] make_cudnn_backend(const string& cache_path, int warmup, int repeats) except +
     bool onednn_available()
     bool cudnn_available()

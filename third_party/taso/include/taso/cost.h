@@ -70,12 +70,15 @@ DeviceProfile device_profile(const std::string& name);
 
 std::unique_ptr<CostBackend> make_analytic_backend(const std::string& profile);
 
-// oneDNN (CPU) measurement: single-threaded, median of repeats after
-// warm-up, memoized, optionally cached on disk at `cache_path` (a text file of
-// "key<TAB>ms" lines; empty path: no disk cache). Throws EngineError when the
-// engine was built without oneDNN.
+// oneDNN (CPU) measurement: one pinned thread, thread CPU time, the median
+// of three rounds of timed batches (`repeats` in all) after warm-up, memoized, optionally cached on disk at `cache_path`
+// (a text file of "key<TAB>ms" lines; empty path: no disk cache). A non-empty
+// `reference_path` is a table in the same format loaded read-only (it wins
+// over the cache; a missing file throws). Throws EngineError when the engine
+// was built without oneDNN.
 std::unique_ptr<CostBackend> make_onednn_backend(const std::string& cache_path,
-                                                 int warmup, int repeats);
+                                                 int warmup, int repeats,
+                                                 const std::string& reference_path = "");
 bool onednn_available();
 
 // cuDNN/cuBLAS measurement on GPU 0, same conventions (docs/engine.md lists
