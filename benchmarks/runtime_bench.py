@@ -1,0 +1,291 @@
+"""Estimated versus measured gains: optimized graphs timed end to end; prints JSON.
+
+    python benchmarks/runtime_bench.py [--graphs=squeezenet1_1,resnet18,...]
+        [--optimize_with=analytic/cpu,fitted/cpu] [--evaluate_with=...]
+        [--runtimes=ort,tf] [--rounds=7] [--agent_graphs=results] [--output=x.json]
+
+Per graph, the variants are: the original; for every cost model of
+`--optimize_with`, one-step greedy's graph (`greedy_search`, no step limit)
+and TASO's search's best graph (`XferSet.search`, `--taso_alpha`,
+`--taso_budget`) under that model; with `--agent_graphs=<dir>`, every
+`<dir>/<graph>/<run>/graph.onnx` an experiment saved (train_mf, train_mb:
+exported with `random_weights(original, seed)`, the `--seed` here must match
+theirs), imported with `load_onnx` for the estimates and timed as saved.
+Every variant runs with the same weights (`random_weights(original,
+--seed)`, exported by `to_onnx`, weight-side ops precomputed) and inputs.
+
+Timing: every variant is prepared once per runtime (onnxruntime session:
+1 intra-op thread, all graph optimizations, `xflowrl.measure.ort_runtime`;
+TensorFlow through onnx-tf: default thread pools, traced function,
+`xflowrl.measure.tf_runtime`), then `--rounds` rounds, each running every
+variant (in a seeded random order) for `--warmup` untimed and `--repeats`
+timed calls; a round yields the median of its calls. Reported per variant:
+the median over rounds, the interquartile range and min/max of the round
+medians. Graphs with identical hashes are timed once.
+
+Compared with every cost model of `--evaluate_with` (estimated cost of each
+variant): predicted change vs measured change of each optimized variant
+(percent of the original's time), their gap in percentage points, the
+measured speed-up (original / variant, reported also when it is 1.0), and
+the Spearman rank correlation between estimated and measured times over all
+distinct graphs (originals and optimized variants of every graph).
+
+Cost model names: `analytic/<profile>`, `onednn` (cost cache
+`--cost_cache`), `fitted/<profile>`. Run at normal priority on an otherwise
+quiet machine; the spread columns say how quiet it was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import json
+import os
+import time
+from typing import Callable, Dict, List, Optional
+
+from absl import app, flags, logging
+import numpy as np
+
+from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.graphs import CostModel, Graph, XferSet, load_onnx, to_onnx, zoo
+from xflowrl.graphs.weights import random_inputs, random_weights
+from xflowrl.search.baselines import GREEDY_MAX_STEPS
+from xflowrl.search.greedy import greedy_search
+
+FLAGS = flags.FLAGS
+THESIS_GRAPHS = ["squeezenet1_1", "resnet18", "resnet50", "inception_v3", "bert"]
+flags.DEFINE_list("graphs", THESIS_GRAPHS, f"Zoo graphs ({zoo.GRAPHS}).")
+flags.DEFINE_list("optimize_with", ["analytic/cpu"],
+                  "Cost models that produce the greedy and TASO variants.")
+flags.DEFINE_list("evaluate_with", ["analytic/cpu", "analytic/v100", "onednn"],
+                  "Cost models whose estimates are compared with the measurements.")
+flags.DEFINE_list("runtimes", ["ort", "tf"], "ort (onnxruntime) and/or tf (onnx-tf).")
+flags.DEFINE_string("rules", "default", "Rule set (XferSet.from_name).")
+flags.DEFINE_float("taso_alpha", 1.05, "TASO search relaxation.")
+flags.DEFINE_integer("taso_budget", 1000, "TASO search budget (0: no TASO variants).")
+flags.DEFINE_string("agent_graphs", "", "Results folder with <graph>/<run>/graph.onnx files.")
+flags.DEFINE_string("cost_cache", "results/cost_cache.tsv", "oneDNN cost cache.")
+flags.DEFINE_integer("rounds", 7, "Interleaved timing rounds.")
+flags.DEFINE_integer("warmup", 2, "Untimed calls per variant and round.")
+flags.DEFINE_integer("repeats", 10, "Timed calls per variant and round.")
+flags.DEFINE_integer("seed", 0, "Weights, inputs and round order.")
+flags.DEFINE_string("output", "", "Also write the JSON report here.")
+
+
+def make_cost_model(spec: str, cost_cache: str = "") -> CostModel:
+    """`analytic/<profile>`, `fitted/<profile>`, `onednn` or `cudnn`."""
+    backend, _, profile = spec.partition("/")
+    kwargs = {"profile": profile} if profile else {}
+    if backend in ("onednn", "cudnn"):
+        kwargs["cache_path"] = cost_cache or None
+    return CostModel(backend, **kwargs)
+
+
+@dataclasses.dataclass
+class Variant:
+    """One graph to time: its engine graph (for estimates) and ONNX model."""
+    name: str
+    graph: Graph
+    model: object = None          # onnx.ModelProto
+    steps: Optional[int] = None   # substitutions applied
+    search_seconds: Optional[float] = None
+
+
+def optimized_variants(graph: Graph, xfers: XferSet, spec: str, cost_model: CostModel,
+                       alpha: float, budget: int) -> List[Variant]:
+    """Greedy's and TASO's graphs under one cost model."""
+    env = GraphEnv(graph, xfers, cost_model, EnvConfig(max_steps=GREEDY_MAX_STEPS))
+    start = time.time()
+    episode = greedy_search(env)
+    out = [Variant(f"greedy[{spec}]", env.graph, steps=len(episode.applied),
+                   search_seconds=time.time() - start)]
+    if budget > 0:
+        start = time.time()
+        result = xfers.search(graph, cost_model, alpha=alpha, budget=budget)
+        out.append(Variant(f"taso[{spec}]", result.graph, steps=len(result.applied),
+                           search_seconds=time.time() - start))
+    return out
+
+
+def agent_variants(folder: str, graph_name: str) -> List[Variant]:
+    """Every `<folder>/<graph>/<run>/graph.onnx`, imported."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(folder, graph_name, "*", "graph.onnx"))):
+        run = os.path.basename(os.path.dirname(path))
+        import onnx  # pylint: disable=import-outside-toplevel
+        model = onnx.load(path)
+        graph, _ = load_onnx(model)
+        out.append(Variant(f"agent[{run}]", graph, model=model))
+    return out
+
+
+def interleaved_times(runners: Dict[str, Callable[[], object]], rounds: int, warmup: int,
+                      repeats: int, rng: np.random.Generator) -> Dict[str, List[float]]:
+    """Per runner, the median (ms) of `repeats` timed calls in each round; the
+    runners take turns in a fresh random order every round."""
+    names = list(runners)
+    out: Dict[str, List[float]] = {name: [] for name in names}
+    for _ in range(rounds):
+        for i in rng.permutation(len(names)):
+            run = runners[names[i]]
+            for _ in range(warmup):
+                run()
+            times = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                run()
+                times.append(1e3 * (time.perf_counter() - start))
+            out[names[i]].append(float(np.median(times)))
+    return out
+
+
+def spread(values: List[float]) -> dict:
+    """Median, quartiles and extremes of round medians."""
+    q1, med, q3 = np.percentile(values, [25, 50, 75])
+    return {"median_ms": float(med), "q1_ms": float(q1), "q3_ms": float(q3),
+            "min_ms": float(min(values)), "max_ms": float(max(values)),
+            "rounds_ms": [round(v, 4) for v in values]}
+
+
+def ranks(values) -> np.ndarray:
+    """Ranks from 1, ties averaged (the Spearman convention)."""
+    values = np.asarray(values, dtype=np.float64)
+    order = np.argsort(values, kind="stable")
+    r = np.empty(len(values))
+    r[order] = np.arange(1, len(values) + 1)
+    for v in np.unique(values):
+        tied = values == v
+        r[tied] = r[tied].mean()
+    return r
+
+
+def spearman(x, y) -> float:
+    """Spearman's rho: Pearson correlation of the ranks (numpy only)."""
+    if len(x) < 2:
+        return float("nan")
+    rx, ry = ranks(x), ranks(y)
+    rx, ry = rx - rx.mean(), ry - ry.mean()
+    denom = np.sqrt((rx * rx).sum() * (ry * ry).sum())
+    return float((rx * ry).sum() / denom) if denom > 0 else float("nan")
+
+
+def make_runner(runtime: str, model, feeds):
+    if runtime == "ort":
+        from xflowrl.measure import ort_runtime  # pylint: disable=import-outside-toplevel
+        return ort_runtime.make_runner(model, feeds)
+    if runtime == "tf":
+        from xflowrl.measure import tf_runtime  # pylint: disable=import-outside-toplevel
+        return tf_runtime.make_runner(model, feeds)
+    raise ValueError(f"unknown runtime {runtime!r}; choose ort or tf")
+
+
+def bench_graph(name: str, xfers: XferSet, optimizers: Dict[str, CostModel],
+                evaluators: Dict[str, CostModel], rng: np.random.Generator) -> dict:
+    """Variants of one graph, their estimates and interleaved measurements."""
+    original = zoo.get_graph(name)
+    variants = [Variant("original", original)]
+    for spec, model in optimizers.items():
+        variants += optimized_variants(original, xfers, spec, model, FLAGS.taso_alpha,
+                                       FLAGS.taso_budget)
+    if FLAGS.agent_graphs:
+        variants += agent_variants(FLAGS.agent_graphs, name)
+    weights = random_weights(original, FLAGS.seed)
+    feeds = random_inputs(original, FLAGS.seed)
+    # One timing per distinct graph: variants with equal hashes share it.
+    unique: Dict[str, Variant] = {}
+    key_of: Dict[str, str] = {}
+    for v in variants:
+        key = f"{v.graph.hash():x}" if v.model is None else f"onnx:{v.name}"
+        key_of[v.name] = key
+        if key not in unique:
+            if v.model is None:
+                v.model = to_onnx(v.graph, weights, check=False)
+            unique[key] = v
+    measured: Dict[str, Dict[str, dict]] = {key: {} for key in unique}
+    for runtime in FLAGS.runtimes:
+        logging.info("%s: preparing %d variants in %s", name, len(unique), runtime)
+        runners = {key: make_runner(runtime, v.model, feeds) for key, v in unique.items()}
+        times = interleaved_times(runners, FLAGS.rounds, FLAGS.warmup, FLAGS.repeats, rng)
+        for key, t in times.items():
+            measured[key][runtime] = spread(t)
+        del runners
+    report = {"ops": original.num_ops(), "variants": {}}
+    base_pred = {spec: original.cost(m) for spec, m in evaluators.items()}
+    base_meas = measured[key_of["original"]]
+    for v in variants:
+        pred = {spec: v.graph.cost(m) for spec, m in evaluators.items()}
+        meas = measured[key_of[v.name]]
+        entry = {
+            "graph_key": key_of[v.name], "ops": v.graph.num_ops(), "steps": v.steps,
+            "search_seconds": v.search_seconds, "estimated_ms": pred, "measured": meas,
+            "predicted_change_pct": {s: 100 * (pred[s] / base_pred[s] - 1) for s in pred},
+            "measured_change_pct": {
+                rt: 100 * (meas[rt]["median_ms"] / base_meas[rt]["median_ms"] - 1)
+                for rt in meas},
+            "speedup": {rt: base_meas[rt]["median_ms"] / meas[rt]["median_ms"]
+                        for rt in meas},
+        }
+        entry["gap_pp"] = {rt: {s: abs(entry["predicted_change_pct"][s]
+                                       - entry["measured_change_pct"][rt]) for s in pred}
+                           for rt in meas}
+        report["variants"][v.name] = entry
+    return report
+
+
+def summarize(graphs: Dict[str, dict], specs: List[str], runtimes: List[str]) -> dict:
+    """Per runtime and cost model: Spearman over distinct graphs and the gaps."""
+    out = {}
+    for rt in runtimes:
+        out[rt] = {}
+        for spec in specs:
+            est, meas, gaps = [], [], {}
+            for gname, g in graphs.items():
+                seen = set()
+                for vname, v in g["variants"].items():
+                    if v["graph_key"] not in seen:
+                        seen.add(v["graph_key"])
+                        est.append(v["estimated_ms"][spec])
+                        meas.append(v["measured"][rt]["median_ms"])
+                    if vname != "original":
+                        gaps[f"{gname}/{vname}"] = v["gap_pp"][rt][spec]
+            out[rt][spec] = {
+                "spearman": spearman(est, meas), "points": len(est),
+                "gap_pp_median": float(np.median(list(gaps.values()))) if gaps else None,
+                "gap_pp_max": max(gaps.values()) if gaps else None,
+                "within_3pp": sum(g <= 3 for g in gaps.values()), "optimized": len(gaps),
+                "gap_pp": gaps,
+            }
+    return out
+
+
+def main(argv):
+    del argv
+    xfers = XferSet.from_name(FLAGS.rules)
+    specs = list(dict.fromkeys(FLAGS.evaluate_with + FLAGS.optimize_with))
+    models = {spec: make_cost_model(spec, FLAGS.cost_cache) for spec in specs}
+    optimizers = {spec: models[spec] for spec in FLAGS.optimize_with}
+    rng = np.random.default_rng(FLAGS.seed)
+    graphs = {}
+    for name in FLAGS.graphs:
+        start = time.time()
+        graphs[name] = bench_graph(name, xfers, optimizers, models, rng)
+        logging.info("%s done in %.0f s", name, time.time() - start)
+    report = {
+        "config": {k: FLAGS[k].value for k in (
+            "graphs", "optimize_with", "evaluate_with", "runtimes", "rules", "taso_alpha",
+            "taso_budget", "agent_graphs", "rounds", "warmup", "repeats", "seed")},
+        "cost_models": {spec: m.name for spec, m in models.items()},
+        "graphs": graphs,
+        "summary": summarize(graphs, specs, FLAGS.runtimes),
+    }
+    text = json.dumps(report, indent=1)
+    if FLAGS.output:
+        os.makedirs(os.path.dirname(FLAGS.output) or ".", exist_ok=True)
+        with open(FLAGS.output, "w") as f:
+            f.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    app.run(main)
