@@ -23,6 +23,14 @@ timed calls; a round yields the median of its calls. Reported per variant:
 the median over rounds, the interquartile range and min/max of the round
 medians. Graphs with identical hashes are timed once.
 
+Two clocks per call, reported as `<runtime>/wall` and `<runtime>/cpu`: wall
+time, and CPU time: of the calling thread for onnxruntime (with one
+intra-op thread the whole inference runs there: its compute time, without
+the time spent waiting for a core; see `xflowrl.measure.ort_runtime`), of
+the whole process for TensorFlow (its two intra-op threads' work, not its
+latency). On a shared machine wall times mostly measure the other
+processes; the cpu figures are the ones to compare.
+
 Compared with every cost model of `--evaluate_with` (estimated cost of each
 variant): predicted change vs measured change of each optimized variant
 (percent of the original's time), their gap in percentage points, the
@@ -120,23 +128,30 @@ def agent_variants(folder: str, graph_name: str) -> List[Variant]:
     return out
 
 
+CPU_CLOCKS = {"ort": time.thread_time, "tf": time.process_time}
+
+
 def interleaved_times(runners: Dict[str, Callable[[], object]], rounds: int, warmup: int,
-                      repeats: int, rng: np.random.Generator) -> Dict[str, List[float]]:
-    """Per runner, the median (ms) of `repeats` timed calls in each round; the
-    runners take turns in a fresh random order every round."""
+                      repeats: int, rng: np.random.Generator,
+                      cpu_clock: Callable[[], float]) -> Dict[str, Dict[str, List[float]]]:
+    """Per runner and clock ("wall", "cpu"), the median (ms) of `repeats`
+    timed calls in each round; the runners take turns in a fresh random order
+    every round."""
     names = list(runners)
-    out: Dict[str, List[float]] = {name: [] for name in names}
+    out = {name: {"wall": [], "cpu": []} for name in names}
     for _ in range(rounds):
         for i in rng.permutation(len(names)):
             run = runners[names[i]]
             for _ in range(warmup):
                 run()
-            times = []
+            wall, cpu = [], []
             for _ in range(repeats):
-                start = time.perf_counter()
+                start, start_cpu = time.perf_counter(), cpu_clock()
                 run()
-                times.append(1e3 * (time.perf_counter() - start))
-            out[names[i]].append(float(np.median(times)))
+                cpu.append(1e3 * (cpu_clock() - start_cpu))
+                wall.append(1e3 * (time.perf_counter() - start))
+            out[names[i]]["wall"].append(float(np.median(wall)))
+            out[names[i]]["cpu"].append(float(np.median(cpu)))
     return out
 
 
@@ -206,9 +221,11 @@ def bench_graph(name: str, xfers: XferSet, optimizers: Dict[str, CostModel],
     for runtime in FLAGS.runtimes:
         logging.info("%s: preparing %d variants in %s", name, len(unique), runtime)
         runners = {key: make_runner(runtime, v.model, feeds) for key, v in unique.items()}
-        times = interleaved_times(runners, FLAGS.rounds, FLAGS.warmup, FLAGS.repeats, rng)
+        times = interleaved_times(runners, FLAGS.rounds, FLAGS.warmup, FLAGS.repeats, rng,
+                                  CPU_CLOCKS[runtime])
         for key, t in times.items():
-            measured[key][runtime] = spread(t)
+            for clock, values in t.items():
+                measured[key][f"{runtime}/{clock}"] = spread(values)
         del runners
     report = {"ops": original.num_ops(), "variants": {}}
     base_pred = {spec: original.cost(m) for spec, m in evaluators.items()}
@@ -234,6 +251,7 @@ def bench_graph(name: str, xfers: XferSet, optimizers: Dict[str, CostModel],
 
 
 def summarize(graphs: Dict[str, dict], specs: List[str], runtimes: List[str]) -> dict:
+    """`runtimes`: measurement keys ("ort/cpu", "tf/wall", ...)."""
     """Per runtime and cost model: Spearman over distinct graphs and the gaps."""
     out = {}
     for rt in runtimes:
@@ -277,7 +295,8 @@ def main(argv):
             "taso_budget", "agent_graphs", "rounds", "warmup", "repeats", "seed")},
         "cost_models": {spec: m.name for spec, m in models.items()},
         "graphs": graphs,
-        "summary": summarize(graphs, specs, FLAGS.runtimes),
+        "summary": summarize(graphs, specs, [f"{rt}/{clock}" for rt in FLAGS.runtimes
+                                             for clock in ("cpu", "wall")]),
     }
     text = json.dumps(report, indent=1)
     if FLAGS.output:
