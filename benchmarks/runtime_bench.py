@@ -64,9 +64,9 @@ from xflowrl.search.greedy import greedy_search
 FLAGS = flags.FLAGS
 THESIS_GRAPHS = ["squeezenet1_1", "resnet18", "resnet50", "inception_v3", "bert"]
 flags.DEFINE_list("graphs", THESIS_GRAPHS, f"Zoo graphs ({zoo.GRAPHS}).")
-flags.DEFINE_list("optimize_with", ["analytic/cpu"],
+flags.DEFINE_list("optimize_with", ["analytic/cpu", "fitted/cpu"],
                   "Cost models that produce the greedy and TASO variants.")
-flags.DEFINE_list("evaluate_with", ["analytic/cpu", "analytic/v100", "onednn"],
+flags.DEFINE_list("evaluate_with", ["analytic/cpu", "analytic/v100", "onednn", "fitted/cpu"],
                   "Cost models whose estimates are compared with the measurements.")
 flags.DEFINE_list("runtimes", ["ort", "tf"], "ort (onnxruntime) and/or tf (onnx-tf).")
 flags.DEFINE_string("rules", "default", "Rule set (XferSet.from_name).")
@@ -79,6 +79,9 @@ flags.DEFINE_integer("warmup", 2, "Untimed calls per variant and round.")
 flags.DEFINE_integer("repeats", 10, "Timed calls per variant and round.")
 flags.DEFINE_integer("seed", 0, "Weights, inputs and round order.")
 flags.DEFINE_string("output", "", "Also write the JSON report here.")
+flags.DEFINE_bool("markdown", False, "Print markdown tables instead of the JSON report.")
+flags.DEFINE_list("from_json", [], "Measure nothing: merge the graphs of these earlier reports "
+                  "(e.g. one run per graph) and summarize them together.")
 
 
 def make_cost_model(spec: str, cost_cache: str = "") -> CostModel:
@@ -277,8 +280,70 @@ def summarize(graphs: Dict[str, dict], specs: List[str], runtimes: List[str]) ->
     return out
 
 
+def markdown(report: dict, runtimes=("ort/cpu", "tf/cpu", "tf/wall")) -> str:
+    """Two tables: every variant's predicted and measured change, and per
+    runtime and cost model the Spearman rho and the gaps."""
+    specs = list(report["cost_models"])
+    lines = ["| graph | variant | steps | " + " | ".join(f"pred. {s}" for s in specs) + " | "
+             + " | ".join(f"{rt} ms (IQR)" for rt in runtimes) + " | "
+             + " | ".join(f"{rt} change" for rt in runtimes) + " |",
+             "|" + "---|" * (3 + len(specs) + 2 * len(runtimes))]
+    for gname, g in report["graphs"].items():
+        for vname, v in g["variants"].items():
+            pred = " | ".join(f"{v['predicted_change_pct'][s]:+.2f}%" for s in specs)
+            ms = " | ".join(
+                f"{v['measured'][rt]['median_ms']:.2f} ({v['measured'][rt]['q1_ms']:.2f}-"
+                f"{v['measured'][rt]['q3_ms']:.2f})" if rt in v["measured"] else "-"
+                for rt in runtimes)
+            change = " | ".join(f"{v['measured_change_pct'][rt]:+.2f}%"
+                                if rt in v["measured_change_pct"] else "-" for rt in runtimes)
+            lines.append(f"| {gname} | {vname} | {v['steps'] if v['steps'] is not None else ''}"
+                         f" | {pred} | {ms} | {change} |")
+    lines += ["", "| runtime | cost model | Spearman (points) | median gap (pp) | max gap (pp)"
+              " | within 3 pp |", "|---|---|---|---|---|---|"]
+    for rt in runtimes:
+        for spec in specs:
+            m = report["summary"].get(rt, {}).get(spec)
+            if not m:
+                continue
+            lines.append(f"| {rt} | {spec} | {m['spearman']:.3f} ({m['points']}) | "
+                         f"{m['gap_pp_median']:.2f} | {m['gap_pp_max']:.2f} | "
+                         f"{m['within_3pp']}/{m['optimized']} |")
+    return "\n".join(lines)
+
+
+def merge_reports(paths: List[str]) -> dict:
+    """One report over the graphs of several (their configs must agree on
+    the cost models evaluated and the runtimes)."""
+    reports = []
+    for path in paths:
+        with open(path) as f:
+            reports.append(json.load(f))
+    specs = reports[0]["config"]["evaluate_with"] + reports[0]["config"]["optimize_with"]
+    specs = list(dict.fromkeys(specs))
+    graphs, configs = {}, []
+    for r in reports:
+        missing = set(specs) - set(r["cost_models"])
+        if missing:
+            raise ValueError(f"a report lacks the cost models {sorted(missing)}")
+        graphs.update(r["graphs"])
+        configs.append(r["config"])
+    runtimes = [f"{rt}/{clock}" for rt in reports[0]["config"]["runtimes"]
+                for clock in ("cpu", "wall")]
+    return {"config": configs, "cost_models": reports[0]["cost_models"], "graphs": graphs,
+            "summary": summarize(graphs, specs, runtimes)}
+
+
 def main(argv):
     del argv
+    if FLAGS.from_json:
+        report = merge_reports(FLAGS.from_json)
+        text = json.dumps(report, indent=1)
+        if FLAGS.output:
+            with open(FLAGS.output, "w") as f:
+                f.write(text)
+        print(markdown(report) if FLAGS.markdown else text)
+        return
     xfers = XferSet.from_name(FLAGS.rules)
     specs = list(dict.fromkeys(FLAGS.evaluate_with + FLAGS.optimize_with))
     models = {spec: make_cost_model(spec, FLAGS.cost_cache) for spec in specs}
@@ -303,7 +368,7 @@ def main(argv):
         os.makedirs(os.path.dirname(FLAGS.output) or ".", exist_ok=True)
         with open(FLAGS.output, "w") as f:
             f.write(text)
-    print(text)
+    print(markdown(report) if FLAGS.markdown else text)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ is traced back to the engine op it executes: a fused Conv to the engine's
 conv2d (its folded batch-norm, bias, residual add and activation cost
 nothing separately), a FusedMatMul to the matmul, the activation kernel of a
 matmul with a fused activation to an element-wise row. Its time is the
-median over runs. Kernels with no engine op (NCHWc reorders) are reported
+10th percentile over runs (`kernel_time`). Kernels with no engine op (NCHWc reorders) are reported
 as unattributed time.
 
 What it fits: per op class (`xflowrl.graphs.cost.FITTED_CLASSES`) the
@@ -143,6 +143,15 @@ def profile_kernels(model, feeds, runs: int) -> Tuple[Dict[Tuple[str, str], List
     return kernels, e2e, args
 
 
+def kernel_time(times: List[float]) -> float:
+    """A kernel's time: the 10th percentile of its profiled (wall) durations.
+    On a shared machine a long kernel is often preempted midway; its median
+    wall time then measures the other processes (BERT's merged matmul: 2.6 ms
+    fastest, 10.6 ms median), while the end-to-end thread CPU time stays
+    close to the fastest runs."""
+    return float(np.percentile(times, 10))
+
+
 def _guid(node_name: str) -> Optional[Tuple[str, int]]:
     match = re.match(r"^([a-z_0-9]+?)_(\d+)(?:_|$)", node_name)
     return (match.group(1), int(match.group(2))) if match else None
@@ -163,7 +172,7 @@ def attribute(graph: Graph, kernels, args) -> Tuple[List[Tuple[int, str, float]]
     claimed = set()
     rows, unattributed = [], 0.0
     for (name, op_type), times in kernels.items():
-        ms = float(np.median(times))
+        ms = kernel_time(times)
         parsed = _guid(name)
         i = index.get(parsed[1]) if parsed else None
         if i is None:
@@ -316,7 +325,7 @@ def main(argv):
             cls, flops, nbytes = features(graph, i, kind)
             if cls:
                 rows.append(Row(f"{name}/{key}", graph.ops()[i].guid, cls, flops, nbytes, ms))
-        kernel_ms = sum(float(np.median(v)) for v in kernels[k].values())
+        kernel_ms = sum(kernel_time(v) for v in kernels[k].values())
         per_graph.append({"graph": name, "variant": key, "kernels": len(kernels[k]),
                           "e2e_ms": float(np.median(e2e[k])), "kernel_ms": kernel_ms,
                           "unattributed_ms": unattributed})
