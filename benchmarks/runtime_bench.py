@@ -7,10 +7,10 @@
 Per graph, the variants are: the original; for every cost model of
 `--optimize_with`, one-step greedy's graph (`greedy_search`, no step limit)
 and TASO's search's best graph (`XferSet.search`, `--taso_alpha`,
-`--taso_budget`) under that model; with `--agent_graphs=<dir>`, every
-`<dir>/<graph>/<run>/graph.onnx` an experiment saved (train_mf, train_mb:
-exported with `random_weights(original, seed)`, the `--seed` here must match
-theirs), imported with `load_onnx` for the estimates and timed as saved.
+`--taso_budget`) under that model; with `--agent_graphs=<dir>` (e.g.
+`results`), the final graph of every run an experiment saved as
+`<dir>/<graph>/<run>/` (train_mf, train_mb), rebuilt by replaying its
+substitutions from `result.json` (`agent_variants`).
 Every variant runs with the same weights (`random_weights(original,
 --seed)`, exported by `to_onnx`, weight-side ops precomputed) and inputs.
 
@@ -58,6 +58,7 @@ import numpy as np
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.graphs import CostModel, Graph, XferSet, load_onnx, to_onnx, zoo
 from xflowrl.graphs.weights import random_inputs, random_weights
+from xflowrl.agents.ppo.training import replay
 from xflowrl.search.baselines import GREEDY_MAX_STEPS
 from xflowrl.search.greedy import greedy_search
 
@@ -73,6 +74,7 @@ flags.DEFINE_string("rules", "default", "Rule set (XferSet.from_name).")
 flags.DEFINE_float("taso_alpha", 1.05, "TASO search relaxation.")
 flags.DEFINE_integer("taso_budget", 1000, "TASO search budget (0: no TASO variants).")
 flags.DEFINE_string("agent_graphs", "", "Results folder with <graph>/<run>/graph.onnx files.")
+flags.DEFINE_integer("max_locations", 200, "L of the agents' environment (replaying them).")
 flags.DEFINE_string("cost_cache", "results/cost_cache.tsv", "oneDNN cost cache.")
 flags.DEFINE_integer("rounds", 7, "Interleaved timing rounds.")
 flags.DEFINE_integer("warmup", 2, "Untimed calls per variant and round.")
@@ -119,15 +121,46 @@ def optimized_variants(graph: Graph, xfers: XferSet, spec: str, cost_model: Cost
     return out
 
 
-def agent_variants(folder: str, graph_name: str) -> List[Variant]:
-    """Every `<folder>/<graph>/<run>/graph.onnx`, imported."""
+APPLIED_KEYS = ("agent_applied", "controller_best_applied")  # train_mf, train_mb
+
+
+def agent_variants(folder: str, graph_name: str, xfers: XferSet, original: Graph,
+                   max_locations: int) -> List[Variant]:
+    """The agents' final graphs saved under `<folder>/<graph>/<run>/`.
+
+    The engine graph is rebuilt by replaying the run's substitutions
+    (`result.json`: train_mf's `agent_applied`, train_mb's
+    `controller_best_applied`) on the original under `--rules` with L =
+    `max_locations` (the experiments' defaults); the replayed graph is
+    exported with this benchmark's weights like every other variant. Where
+    there is no sequence or it does not replay, the saved `graph.onnx` is
+    imported (`load_onnx`) for the estimates and timed as saved (it carries
+    `random_weights(original, seed)` of the run's seed).
+    """
     out = []
     for path in sorted(glob.glob(os.path.join(folder, graph_name, "*", "graph.onnx"))):
-        run = os.path.basename(os.path.dirname(path))
+        run_dir = os.path.dirname(path)
+        run = os.path.basename(run_dir)
+        sequence = None
+        result_path = os.path.join(run_dir, "result.json")
+        if os.path.exists(result_path):
+            with open(result_path) as f:
+                result = json.load(f)
+            sequence = next((result[k] for k in APPLIED_KEYS if k in result), None)
+        if sequence is not None:
+            try:
+                env = GraphEnv(original, xfers, CostModel("analytic"),
+                               EnvConfig(max_steps=GREEDY_MAX_STEPS,
+                                         max_locations=max_locations))
+                graph = replay(env, [tuple(s) for s in sequence])
+                out.append(Variant(f"agent[{run}]", graph, steps=len(sequence)))
+                continue
+            except ValueError as e:
+                logging.warning("%s: replay failed (%s); importing graph.onnx", run_dir, e)
         import onnx  # pylint: disable=import-outside-toplevel
         model = onnx.load(path)
         graph, _ = load_onnx(model)
-        out.append(Variant(f"agent[{run}]", graph, model=model))
+        out.append(Variant(f"agent[{run}:onnx]", graph, model=model))
     return out
 
 
@@ -207,7 +240,8 @@ def bench_graph(name: str, xfers: XferSet, optimizers: Dict[str, CostModel],
         variants += optimized_variants(original, xfers, spec, model, FLAGS.taso_alpha,
                                        FLAGS.taso_budget)
     if FLAGS.agent_graphs:
-        variants += agent_variants(FLAGS.agent_graphs, name)
+        variants += agent_variants(FLAGS.agent_graphs, name, xfers, original,
+                                   FLAGS.max_locations)
     weights = random_weights(original, FLAGS.seed)
     feeds = random_inputs(original, FLAGS.seed)
     # One timing per distinct graph: variants with equal hashes share it.
@@ -254,22 +288,30 @@ def bench_graph(name: str, xfers: XferSet, optimizers: Dict[str, CostModel],
 
 
 def summarize(graphs: Dict[str, dict], specs: List[str], runtimes: List[str]) -> dict:
-    """`runtimes`: measurement keys ("ort/cpu", "tf/wall", ...)."""
-    """Per runtime and cost model: Spearman over distinct graphs and the gaps."""
+    """Per runtime ("ort/cpu", "tf/wall", ...) and cost model: Spearman's rho
+    between estimated and measured times over the distinct graphs (originals
+    and optimized variants of every graph), and per distinct optimized graph
+    (variants equal to their original excluded: their gap is 0 by
+    construction) the gap |predicted - measured change| in percentage points."""
     out = {}
     for rt in runtimes:
         out[rt] = {}
         for spec in specs:
             est, meas, gaps = [], [], {}
             for gname, g in graphs.items():
-                seen = set()
+                original_key = g["variants"]["original"]["graph_key"]
+                names: Dict[str, List[str]] = {}
+                first: Dict[str, dict] = {}
                 for vname, v in g["variants"].items():
-                    if v["graph_key"] not in seen:
-                        seen.add(v["graph_key"])
-                        est.append(v["estimated_ms"][spec])
-                        meas.append(v["measured"][rt]["median_ms"])
-                    if vname != "original":
-                        gaps[f"{gname}/{vname}"] = v["gap_pp"][rt][spec]
+                    names.setdefault(v["graph_key"], []).append(vname)
+                    first.setdefault(v["graph_key"], v)
+                for key, v in first.items():
+                    if rt not in v["measured"]:
+                        continue
+                    est.append(v["estimated_ms"][spec])
+                    meas.append(v["measured"][rt]["median_ms"])
+                    if key != original_key:
+                        gaps[f"{gname}/{'='.join(names[key])}"] = v["gap_pp"][rt][spec]
             out[rt][spec] = {
                 "spearman": spearman(est, meas), "points": len(est),
                 "gap_pp_median": float(np.median(list(gaps.values()))) if gaps else None,
@@ -280,7 +322,7 @@ def summarize(graphs: Dict[str, dict], specs: List[str], runtimes: List[str]) ->
     return out
 
 
-def markdown(report: dict, runtimes=("ort/cpu", "tf/cpu", "tf/wall")) -> str:
+def markdown(report: dict, runtimes=("ort/cpu", "ort/wall", "tf/cpu", "tf/wall")) -> str:
     """Two tables: every variant's predicted and measured change, and per
     runtime and cost model the Spearman rho and the gaps."""
     specs = list(report["cost_models"])
@@ -306,8 +348,9 @@ def markdown(report: dict, runtimes=("ort/cpu", "tf/cpu", "tf/wall")) -> str:
             m = report["summary"].get(rt, {}).get(spec)
             if not m:
                 continue
-            lines.append(f"| {rt} | {spec} | {m['spearman']:.3f} ({m['points']}) | "
-                         f"{m['gap_pp_median']:.2f} | {m['gap_pp_max']:.2f} | "
+            gap = (f"{m['gap_pp_median']:.2f} | {m['gap_pp_max']:.2f}"
+                   if m["optimized"] else "- | -")
+            lines.append(f"| {rt} | {spec} | {m['spearman']:.3f} ({m['points']}) | {gap} | "
                          f"{m['within_3pp']}/{m['optimized']} |")
     return "\n".join(lines)
 
