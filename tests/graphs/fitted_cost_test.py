@@ -21,6 +21,11 @@ COEFFICIENTS = {
 }
 
 
+def _rounded(value: float) -> float:
+    """Rounds to 12 digits so assertCountEqual compares costs."""
+    return round(value, 12)
+
+
 def _model(coefficients=None) -> CostModel:
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "test.json")
@@ -119,6 +124,21 @@ class FusionTest(absltest.TestCase):
         mb = 4 * 2 * 32 * 16 / 1e6
         self.assertAlmostEqual(costs["transpose2"], 0.007 + 0.7 * mb)
         self.assertAlmostEqual(costs["split"], 0.007 + 0.7 * mb)
+
+    def test_split_of_a_conv_output_pays_the_layout_reorders(self):
+        # onnxruntime adds a ReorderOutput before and ReorderInputs after a
+        # split of an NCHWc tensor: priced as three copies, one otherwise.
+        b = GraphBuilder()
+        x = b.input(name="x", shape=(1, 8, 16, 16))
+        y = b.conv2d(input=x, weight=b.weight(name="w", shape=(16, 8, 1, 1)))
+        parts = b.split(input=y, axis=1, sizes=(8, 8))
+        plain = b.split(input=x, axis=1, sizes=(4, 4))
+        g = b.build(parts + plain)
+        splits = [round(c, 12) for op, c in zip(g.ops(), g.op_costs(self.model))
+                  if op.type == "split"]
+        mb_conv, mb_input = 4 * 2 * 16 * 256 / 1e6, 4 * 2 * 8 * 256 / 1e6
+        self.assertCountEqual(splits, [_rounded(3 * (0.007 + 0.7 * mb_conv)),
+                                       _rounded(0.007 + 0.7 * mb_input)])
 
     def test_matmul_activation_is_a_separate_kernel(self):
         shapes = [(64, 32), (32, 16)]

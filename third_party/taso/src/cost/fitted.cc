@@ -69,9 +69,15 @@ class FittedBackend : public CostBackend {
         case OP_TRANSPOSE:
           if (!only_matmuls_read(g, i)) (*costs)[i] = copy_cost(g.op_config(i));
           break;
-        case OP_SPLIT:
-          (*costs)[i] = copy_cost(g.op_config(i));
+        case OP_SPLIT: {
+          // A split of an NCHWc tensor (a conv's or pool's output) also costs
+          // onnxruntime a ReorderOutput before it and ReorderInputs after
+          // it: about two more copies of the tensor.
+          const int p = g.index_of(node.inputs[0].guid);
+          const bool reorder = p >= 0 && nchwc_output(g, p, chain);
+          (*costs)[i] = (reorder ? 3.0 : 1.0) * copy_cost(g.op_config(i));
           break;
+        }
         default:
           chain[i] = absorb(g, i, chain);
           if (chain[i] != kNone) (*costs)[i] = 0.0;
