@@ -59,7 +59,9 @@ class FittedBackend : public CostBackend {
   void in_context(const Graph& g, std::vector<double>* costs) override {
     const int n = g.size();
     std::vector<Chain> chain(n, kNone);
+    std::vector<int> root(n);  // the conv a fused op belongs to; else itself
     for (int i = 0; i < n; ++i) {
+      root[i] = i;
       const Node& node = g.node(i);
       if (node.type == OP_INPUT || node.type == OP_WEIGHT || g.weight_side(i)) continue;
       switch (node.type) {
@@ -69,20 +71,20 @@ class FittedBackend : public CostBackend {
         case OP_TRANSPOSE:
           if (!only_matmuls_read(g, i)) (*costs)[i] = copy_cost(g.op_config(i));
           break;
-        case OP_SPLIT: {
-          // A split of an NCHWc tensor (a conv's or pool's output) also costs
-          // onnxruntime a ReorderOutput before it and ReorderInputs after
-          // it: about two more copies of the tensor.
-          const int p = g.index_of(node.inputs[0].guid);
-          const bool reorder = p >= 0 && nchwc_output(g, p, chain);
-          (*costs)[i] = (reorder ? 3.0 : 1.0) * copy_cost(g.op_config(i));
+        case OP_SPLIT:
+          (*costs)[i] = copy_cost(g.op_config(i));
           break;
+        default: {
+          int producer = -1;
+          chain[i] = absorb(g, i, chain, &producer);
+          if (chain[i] != kNone) {
+            (*costs)[i] = 0.0;
+            root[i] = root[producer];
+          }
         }
-        default:
-          chain[i] = absorb(g, i, chain);
-          if (chain[i] != kNone) (*costs)[i] = 0.0;
       }
     }
+    add_reorders(g, chain, root, costs);
   }
 
  protected:
@@ -118,6 +120,73 @@ class FittedBackend : public CostBackend {
     return chain[i] != kNone || t == OP_POOL_MAX || t == OP_POOL_AVG;
   }
 
+  static constexpr int64_t kBlock = 16;  // onnxruntime's NCHWc block (AVX-512)
+
+  // onnxruntime's NCHWc layout transformer: convs and pools run blocked;
+  // batch-norm, activations, same-shaped adds and channel concats of
+  // channel counts divisible by the block run blocked when every
+  // activation input is blocked. Where a blocked tensor meets an op that is
+  // not, it adds a ReorderOutput (charged to the producer, once); where a
+  // conv or pool reads an unblocked tensor other than a graph input, a
+  // ReorderInput (charged to the conv, once per tensor). Each is priced as
+  // a copy of the tensor. (A graph input is read directly: the first conv
+  // of the zoo graphs has 3 channels.)
+  void add_reorders(const Graph& g, const std::vector<Chain>& chain,
+                    const std::vector<int>& root, std::vector<double>* costs) const {
+    const int n = g.size();
+    std::vector<char> blocked(n, 0), reordered_out(n, 0);
+    auto is_activation_input = [&](int p) {
+      const int t = g.node(p).type;
+      return t != OP_WEIGHT && !g.weight_side(p);
+    };
+    auto tensor_copy = [&](int p, int k) {
+      const double e = static_cast<double>(num_elements(g.node(p).outputs[k]));
+      return linear(kCopy, 0.0, 8.0 * e);
+    };
+    for (int i = 0; i < n; ++i) {
+      const Node& node = g.node(i);
+      const int t = node.type;
+      if (t == OP_INPUT || t == OP_WEIGHT || g.weight_side(i)) continue;
+      if (t == OP_CONV2D || t == OP_POOL_MAX || t == OP_POOL_AVG || chain[i] != kNone) {
+        blocked[i] = node.outputs[0].size() == 4;
+      } else if (t == OP_BATCHNORM || is_activation(t) || t == OP_EW_ADD || t == OP_CONCAT) {
+        bool all = true, any = false;
+        for (const TensorRef& in : node.inputs) {
+          const int p = g.index_of(in.guid);
+          if (p < 0 || !is_activation_input(p)) continue;
+          any = true;
+          all = all && blocked[p];
+          if (t == OP_EW_ADD && g.shape(in) != node.outputs[0]) all = false;
+          if (t == OP_CONCAT && (node.params.axis != 1 || g.shape(in)[1] % kBlock != 0))
+            all = false;
+        }
+        blocked[i] = any && all;
+      }
+      const bool needs_blocked = t == OP_CONV2D || t == OP_POOL_MAX || t == OP_POOL_AVG;
+      std::vector<int> reordered_in;
+      for (const TensorRef& in : node.inputs) {
+        const int p = g.index_of(in.guid);
+        if (p < 0 || !is_activation_input(p)) continue;
+        if (blocked[p] && !blocked[i] && !reordered_out[p]) {
+          reordered_out[p] = 1;
+          (*costs)[root[p]] += tensor_copy(p, in.index);
+        }
+        if (needs_blocked && blocked[i] && !blocked[p] && g.node(p).type != OP_INPUT &&
+            std::find(reordered_in.begin(), reordered_in.end(), p) == reordered_in.end()) {
+          reordered_in.push_back(p);
+          (*costs)[i] += tensor_copy(p, in.index);
+        }
+      }
+    }
+    for (const TensorRef& out : g.outputs()) {
+      const int p = g.index_of(out.guid);
+      if (p >= 0 && blocked[p] && !reordered_out[p]) {
+        reordered_out[p] = 1;
+        (*costs)[root[p]] += tensor_copy(p, out.index);
+      }
+    }
+  }
+
   static bool only_matmuls_read(const Graph& g, int i) {
     const auto& readers = g.consumers(i);
     if (readers.empty() || g.is_output(i)) return false;
@@ -130,13 +199,15 @@ class FittedBackend : public CostBackend {
   // produces its input (kNone otherwise). The producer's output must have no
   // other reader and not be a graph output (ConvBNFusion, ConvAddFusion,
   // ConvActivationFusion and the NCHWc conv's Sum fusion all require that).
-  static Chain absorb(const Graph& g, int i, const std::vector<Chain>& chain) {
+  static Chain absorb(const Graph& g, int i, const std::vector<Chain>& chain,
+                      int* producer) {
     const Node& node = g.node(i);
     auto fusable_producer = [&](int slot) -> int {
       const TensorRef& t = node.inputs[slot];
       const int p = g.index_of(t.guid);
       if (p < 0 || chain[p] == kNone || chain[p] == kClosed) return -1;
       if (g.is_output(p) || g.consumers(p).size() != 1) return -1;
+      *producer = p;
       return p;
     };
     if (node.inputs.empty()) return kNone;
