@@ -328,8 +328,9 @@ def markdown(report: dict, runtimes=("ort/cpu", "ort/wall", "tf/cpu", "tf/wall")
     specs = list(report["cost_models"])
     lines = ["| graph | variant | steps | " + " | ".join(f"pred. {s}" for s in specs) + " | "
              + " | ".join(f"{rt} ms (IQR)" for rt in runtimes) + " | "
-             + " | ".join(f"{rt} change" for rt in runtimes) + " |",
-             "|" + "---|" * (3 + len(specs) + 2 * len(runtimes))]
+             + " | ".join(f"{rt} change" for rt in runtimes) + " | "
+             + " | ".join(f"{rt} speed-up" for rt in runtimes[:1]) + " |",
+             "|" + "---|" * (4 + len(specs) + 2 * len(runtimes))]
     for gname, g in report["graphs"].items():
         for vname, v in g["variants"].items():
             pred = " | ".join(f"{v['predicted_change_pct'][s]:+.2f}%" for s in specs)
@@ -339,8 +340,10 @@ def markdown(report: dict, runtimes=("ort/cpu", "ort/wall", "tf/cpu", "tf/wall")
                 for rt in runtimes)
             change = " | ".join(f"{v['measured_change_pct'][rt]:+.2f}%"
                                 if rt in v["measured_change_pct"] else "-" for rt in runtimes)
+            speedup = (f"{v['speedup'][runtimes[0]]:.3f}" if runtimes[0] in v["speedup"]
+                       else "-")
             lines.append(f"| {gname} | {vname} | {v['steps'] if v['steps'] is not None else ''}"
-                         f" | {pred} | {ms} | {change} |")
+                         f" | {pred} | {ms} | {change} | {speedup} |")
     lines += ["", "| runtime | cost model | Spearman (points) | median gap (pp) | max gap (pp)"
               " | within 3 pp |", "|---|---|---|---|---|---|"]
     for rt in runtimes:
