@@ -81,6 +81,9 @@ flags.DEFINE_integer("warmup", 2, "Untimed calls per variant and round.")
 flags.DEFINE_integer("repeats", 10, "Timed calls per variant and round.")
 flags.DEFINE_integer("seed", 0, "Weights, inputs and round order.")
 flags.DEFINE_string("output", "", "Also write the JSON report here.")
+flags.DEFINE_string("reestimate_from", "", "Measure nothing: rebuild the variants of an earlier "
+                    "report's graphs, estimate them with --evaluate_with and compare with its "
+                    "measurements (variants whose graph changed are dropped).")
 flags.DEFINE_bool("markdown", False, "Print markdown tables instead of the JSON report.")
 flags.DEFINE_list("from_json", [], "Measure nothing: merge the graphs of these earlier reports "
                   "(e.g. one run per graph) and summarize them together.")
@@ -380,8 +383,54 @@ def merge_reports(paths: List[str]) -> dict:
             "summary": summarize(graphs, specs, runtimes)}
 
 
+def reestimate(path: str, specs: List[str]) -> dict:
+    """An earlier report's measurements against new estimates (see
+    --reestimate_from): the variants are rebuilt as `bench_graph` builds
+    them and matched to the stored ones by graph hash."""
+    with open(path) as f:
+        earlier = json.load(f)
+    config = earlier["config"] if isinstance(earlier["config"], dict) else earlier["config"][0]
+    xfers = XferSet.from_name(config["rules"])
+    models = {spec: make_cost_model(spec, FLAGS.cost_cache) for spec in specs}
+    graphs = {}
+    for name, stored in earlier["graphs"].items():
+        original = zoo.get_graph(name)
+        variants = [Variant("original", original)]
+        for spec in config["optimize_with"]:
+            variants += optimized_variants(original, xfers, spec,
+                                           make_cost_model(spec, FLAGS.cost_cache),
+                                           config["taso_alpha"], config["taso_budget"])
+        if config.get("agent_graphs"):
+            variants += agent_variants(config["agent_graphs"], name, xfers, original,
+                                       FLAGS.max_locations)
+        base_pred = {s: original.cost(m) for s, m in models.items()}
+        out = {"ops": stored["ops"], "variants": {}}
+        for v in variants:
+            old = stored["variants"].get(v.name)
+            if old is None or (v.model is None and old["graph_key"] != f"{v.graph.hash():x}"):
+                continue
+            pred = {s: v.graph.cost(m) for s, m in models.items()}
+            entry = dict(old, estimated_ms=pred,
+                         predicted_change_pct={s: 100 * (pred[s] / base_pred[s] - 1)
+                                               for s in pred})
+            entry["gap_pp"] = {rt: {s: abs(entry["predicted_change_pct"][s]
+                                           - old["measured_change_pct"][rt]) for s in pred}
+                               for rt in old["measured_change_pct"]}
+            out["variants"][v.name] = entry
+        graphs[name] = out
+    runtimes = sorted({rt for g in graphs.values() for v in g["variants"].values()
+                       for rt in v["measured"]})
+    return {"config": config, "reestimated_with": {s: m.name for s, m in models.items()},
+            "cost_models": {s: m.name for s, m in models.items()}, "graphs": graphs,
+            "summary": summarize(graphs, specs, runtimes)}
+
+
 def main(argv):
     del argv
+    if FLAGS.reestimate_from:
+        report = reestimate(FLAGS.reestimate_from, FLAGS.evaluate_with)
+        print(markdown(report) if FLAGS.markdown else json.dumps(report, indent=1))
+        return
     if FLAGS.from_json:
         report = merge_reports(FLAGS.from_json)
         text = json.dumps(report, indent=1)

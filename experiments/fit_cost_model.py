@@ -74,6 +74,8 @@ flags.DEFINE_integer("runs", 20, "Profiled runs per graph and pass.")
 flags.DEFINE_integer("passes", 2, "Interleaved passes over all graphs.")
 flags.DEFINE_integer("seed", 0, "Weights and inputs.")
 flags.DEFINE_string("output", fitted_profile_path("cpu"), "Where the coefficients go.")
+flags.DEFINE_list("hold_out", [], "Graphs whose rows (original and variants) are left out of "
+                  "the fit: a held-out check of the model.")
 flags.DEFINE_string("refit_from", "", "Profile nothing: refit from the rows and graph times "
                     "stored in an earlier output file.")
 
@@ -367,6 +369,10 @@ def main(argv):
                 ("graphs", FLAGS.graphs), ("optimize_with", FLAGS.optimize_with),
                 ("taso_graphs", FLAGS.taso_graphs), ("runs", FLAGS.runs),
                 ("passes", FLAGS.passes), ("seed", FLAGS.seed)))
+    if FLAGS.hold_out:
+        rows = [r for r in rows if r.graph.split("/")[0] not in FLAGS.hold_out]
+        per_graph = [g for g in per_graph if g["graph"] not in FLAGS.hold_out]
+        command += f" --hold_out={','.join(FLAGS.hold_out)}"
     coefficients, stats = fit(rows)
     scale, per_kernel = overhead_scale(per_graph)
     for cls in coefficients:
