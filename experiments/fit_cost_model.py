@@ -13,19 +13,21 @@ is traced back to the engine op it executes: a fused Conv to the engine's
 conv2d (its folded batch-norm, bias, residual add and activation cost
 nothing separately), a FusedMatMul to the matmul, the activation kernel of a
 matmul with a fused activation to an element-wise row. Its time is the
-10th percentile over runs (`kernel_time`). Kernels with no engine op (NCHWc reorders) are reported
-as unattributed time.
+10th percentile over runs (`kernel_time`). Kernels with no engine op
+(onnxruntime's NCHWc reorders) are reported as unattributed time; the
+backend prices reorders with the copy class (docs/engine.md).
 
 What it fits: per op class (`xflowrl.graphs.cost.FITTED_CLASSES`) the
 non-negative least-squares model ms = c0 + c1 * GFLOP + c2 * MB
-+ c3 * max(0, MB - T) over the features the backend itself prices (`fitted_features`, so fit and
-prediction agree), rows weighted by 1/sqrt(time) (relative errors of large
++ c3 * max(0, MB - T) over the features the backend itself prices
+(`fitted_features`, so fit and prediction agree), rows weighted by 1/sqrt(time) (relative errors of large
 ops matter most for a graph's total, small ones should not be ignored);
 the threshold T comes from a grid (`THRESHOLDS_MB`) and the hinge is kept
 only where it lowers the error by 2% (it models working sets beyond the
-cache: alone, onnxruntime ran a [64,1024]x[1024,3072] matmul in 2.53 ms
-and a [64,1024]x[1024,1024] one in 0.59 ms on this machine (10th
-percentiles), 4.3x for 3x the FLOPs).
+cache: in BERT's profiles on this machine a [64,1024]x[1024,3072] matmul
+took 2.43 ms and a [64,1024]x[1024,1024] one 0.80 ms, medians of the rows
+in third_party/taso/profiles/fitted_cpu.json: 3.05x for 3x the FLOPs and
+bytes; isolated timings exaggerate it, see docs/runtime.md).
 Then the executor's overhead, what the profiler does not see: over the
 graphs, (end-to-end CPU time of the inference thread - sum of kernel
 times) is fitted as (scale - 1) * kernel time + per-kernel * kernels
