@@ -1,7 +1,7 @@
 """The Python API of the rewrite engine: graphs, cost models, xfers, search,
 and ONNX import/export."""
 
-from xflowrl.graphs.cost import (BACKENDS, CostModel, available_backends, cudnn_check,
+from xflowrl.graphs.cost import (BACKENDS, CostModel, available_backends, cudnn_check, fitted_features,
                                  cudnn_plan)
 from xflowrl.graphs.graph import (ACTIVATIONS, PADDINGS, Graph, GraphBuilder,
                                   MemoryEstimate, OpInfo, Tensor)

@@ -13,17 +13,54 @@ Three native backends share one interface (docs/engine.md):
   only configurations missing from it are measured, so that runs reproduce.
 - ``cudnn``: cuDNN/cuBLAS on GPU 0 (median of `repeats` runs, CUDA events),
   where built and available; `cudnn_plan` shows what it runs for an op (in every build).
+- ``fitted``: what onnxruntime (one thread) does on this machine: per op
+  class a linear model of FLOPs and bytes fitted to its single-op timings
+  (coefficients in ``third_party/taso/profiles/fitted_<profile>.json``,
+  written by ``experiments/fit_cost_model.py``), and onnxruntime's fusions
+  in graph context (a batch-norm, bias, residual add or activation after a
+  conv costs nothing). The only backend whose graph cost is not a plain sum
+  of context-free op costs; ``Graph.op_costs`` reports the in-context costs
+  and every consumer (graph cost, search, candidate costs) uses them.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from typing import Optional, Sequence, Set
+from typing import Dict, List, Optional, Sequence, Set
 
 from xflowrl import _engine
 from xflowrl.graphs.graph import ACTIVATIONS, PADDINGS
 
-BACKENDS = ("analytic", "onednn", "cudnn")
+BACKENDS = ("analytic", "onednn", "cudnn", "fitted")
+PROFILES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "third_party", "taso", "profiles")
+FITTED_CLASSES = ("conv", "matmul", "pool", "eltwise", "batchnorm", "concat", "copy")
+
+
+def fitted_profile_path(profile: str) -> str:
+    """The coefficient file of a fitted profile: a name (``cpu`` ->
+    ``third_party/taso/profiles/fitted_cpu.json``) or a path to a .json file."""
+    if profile.endswith(".json"):
+        return profile
+    return os.path.join(PROFILES_DIR, f"fitted_{profile}.json")
+
+
+def load_fitted_coefficients(profile: str) -> Dict[str, List[float]]:
+    """Per op class, [ms, ms per GFLOP, ms per MB] of a fitted profile.
+
+    Raises:
+      ValueError: no such profile, or a file without a "coefficients" table.
+    """
+    path = fitted_profile_path(profile)
+    if not os.path.exists(path):
+        raise ValueError(f"no fitted cost profile {profile!r} ({path}); fit one with "
+                         "experiments/fit_cost_model.py")
+    with open(path) as f:
+        data = json.load(f)
+    if "coefficients" not in data:
+        raise ValueError(f"{path}: no 'coefficients' table")
+    return {cls: [float(v) for v in row] for cls, row in data["coefficients"].items()}
 
 # The onednn times of every op configuration of the zoo graphs, measured on
 # the project's machine (provenance in the .json beside it; regenerate with
@@ -58,7 +95,8 @@ class CostModel:
 
         Args:
           backend: one of BACKENDS.
-          profile: device profile of the analytic backend.
+          profile: device profile of the analytic backend; for the fitted
+            backend the name of a coefficient file (`fitted_profile_path`).
           cache_path: measured backends: a text file of cached timings, read
             and appended to. For onednn, REFERENCE ("reference") means
             `reference=True` and no cache file.
@@ -84,6 +122,9 @@ class CostModel:
             handle = _engine.onednn_backend(
                 cache_path or "", warmup, _ONEDNN_REPEATS if repeats is None else repeats,
                 REFERENCE_PATH if reference else "")
+        elif backend == "fitted":
+            name = os.path.basename(profile)[:-5] if profile.endswith(".json") else profile
+            handle = _engine.fitted_backend(name, load_fitted_coefficients(profile))
         elif backend == "cudnn":
             handle = _engine.cudnn_backend(
                 cache_path or "", warmup, _CUDNN_REPEATS if repeats is None else repeats)
@@ -93,7 +134,7 @@ class CostModel:
         self.handle = handle
         self.reference = bool(reference)
         loaded = set()
-        if backend != "analytic":
+        if backend in ("onednn", "cudnn"):
             loaded = cache_keys(cache_path) if cache_path else set()
             if reference:
                 loaded |= cache_keys(REFERENCE_PATH)
@@ -114,7 +155,7 @@ class CostModel:
 
 def available_backends() -> tuple:
     """The backends this build can construct (a GPU is checked at creation)."""
-    names = ["analytic"]
+    names = ["analytic", "fitted"]
     if _engine.onednn_built():
         names.append("onednn")
     if _engine.cudnn_built():
@@ -131,6 +172,14 @@ def _native_op(op_type: str, input_shapes, params):
     if type_id < 0:
         raise ValueError(f"unknown op type {op_type!r}")
     return type_id, raw, [tuple(s) for s in input_shapes]
+
+
+def fitted_features(op_type: str, input_shapes: Sequence[Sequence[int]],
+                    weight_side: bool = False, **params):
+    """(op class, FLOPs, bytes) that the fitted backend prices for one op;
+    class "" for ops it does not fit. Arguments as for `cudnn_plan`."""
+    type_id, raw, shapes = _native_op(op_type, input_shapes, params)
+    return _engine.fitted_features(type_id, raw, shapes, weight_side)
 
 
 def cudnn_plan(op_type: str, input_shapes: Sequence[Sequence[int]], **params) -> str:

@@ -111,11 +111,14 @@ class Graph:
         return self._handle.hash()
 
     def cost(self, cost_model) -> float:
-        """Estimated runtime in ms: the sum of op costs under `cost_model`."""
+        """Estimated runtime in ms: the sum of `op_costs(cost_model)`."""
         return self._handle.cost(cost_model.handle)
 
     def op_costs(self, cost_model) -> List[float]:
-        """Per-op costs in ms, aligned with `ops()`."""
+        """Per-op costs in ms, aligned with `ops()`: each op's own cost, except
+        under a backend that prices ops in graph context (the fitted backend:
+        an op onnxruntime fuses into its producer costs 0, a split or
+        transpose it materialises costs a copy)."""
         return self._handle.op_costs(cost_model.handle)
 
     def weight_side(self) -> List[bool]:

@@ -34,7 +34,7 @@ import gc
 import os
 import statistics
 import time
-from typing import Dict, List, Mapping, NamedTuple, Optional
+from typing import Callable, Dict, List, Mapping, NamedTuple, Optional
 
 import numpy as np
 
@@ -111,6 +111,21 @@ def measure_onnx(model, feeds: Mapping[str, np.ndarray], *, warmup: int = 3,
     if stats:
         peak = tf.config.experimental.get_memory_info("CPU:0")["peak"] - baseline
     return Measurement(statistics.median(times), times, peak, resident)
+
+
+def make_runner(model, feeds: Mapping[str, np.ndarray]) -> Callable[[], Dict[str, np.ndarray]]:
+    """Prepares an ONNX model once; the returned callable runs one inference
+    (as `measure_onnx` times it: the traced module, outputs copied to numpy).
+    For callers that interleave the timing of several models."""
+    import onnx_tf.backend  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    rep = onnx_tf.backend.prepare(model)
+    inputs = {name: tf.constant(value) for name, value in feeds.items()}
+
+    def infer() -> Dict[str, np.ndarray]:
+        return {k: v.numpy() for k, v in rep.tf_module(**inputs).items()}
+
+    return infer
 
 
 def measure_graph(graph, weights: Optional[Mapping[str, np.ndarray]] = None,

@@ -168,6 +168,30 @@ def analytic_backend(str profile not None):
     return h
 
 
+def fitted_backend(str name not None, dict coefficients not None):
+    """The fitted backend; `coefficients` maps op class -> [ms, ms/GFLOP, ms/MB]."""
+    cdef vector[string] classes
+    cdef vector[vector[double]] rows
+    cdef vector[double] row
+    for cls, values in coefficients.items():
+        classes.push_back(cls.encode())
+        row.clear()
+        for v in values:
+            row.push_back(<double> v)
+        rows.push_back(row)
+    cdef CostBackendHandle h = CostBackendHandle.__new__(CostBackendHandle)
+    h.ptr = make_fitted_backend(name.encode(), classes, rows)
+    return h
+
+
+def fitted_features(int type_id, dict params not None, list input_shapes not None,
+                    bint weight_side=False):
+    """(op class, FLOPs, bytes) the fitted backend prices for one op."""
+    cdef OpConfig c = _op_config(type_id, params, input_shapes, weight_side)
+    cdef FittedWork w = fitted_work(c)
+    return w.op_class.decode(), w.flops, w.bytes
+
+
 def onednn_backend(str cache_path not None, int warmup, int repeats,
                    str reference_path not None=""):
     cdef CostBackendHandle h = CostBackendHandle.__new__(CostBackendHandle)

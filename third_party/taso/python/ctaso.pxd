@@ -42,7 +42,14 @@ cdef extern from "taso/cost.h" namespace "taso":
         double op_cost(const OpConfig& op) except +
         size_t num_measured()
 
+    cdef cppclass FittedWork:
+        string op_class
+        double flops, bytes
+
     unique_ptr[CostBackend] make_analytic_backend(const string& profile) except +
+    unique_ptr[CostBackend] make_fitted_backend(const string& name, const vector[string]& classes,
+                                                const vector[vector[double]]& coefficients) except +
+    FittedWork fitted_work(const OpConfig& op) except +
     unique_ptr[CostBackend] make_onednn_backend(const string& cache_path, int warmup, int repeats,
                                                  const string& reference_path) except +
     unique_ptr[CostBackend] make_cudnn_backend(const string& cache_path, int warmup, int repeats) except +

@@ -226,6 +226,7 @@ std::vector<double> Graph::op_costs(CostBackend* backend) const {
     }
     costs[i] = node.cost_ms;
   }
+  backend->in_context(*this, &costs);
   return costs;
 }
 

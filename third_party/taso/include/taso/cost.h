@@ -2,7 +2,11 @@
 //
 // Graph cost is the sum of op costs (TASO's model). Weight-side ops and views
 // (reshape, split, transpose folded into the consumer, as in TASO) cost zero;
-// each backend only sees the configurations that actually run.
+// each backend only sees the configurations that actually run. A backend that
+// models a runtime's fusions (the fitted backend) then revises the per-op
+// costs in graph context (CostBackend::in_context); Graph::op_costs applies
+// it, so every consumer of costs (Graph::cost, op_costs, the search, the
+// candidate costs of Locations) sees the same numbers.
 #ifndef TASO_COST_H_
 #define TASO_COST_H_
 
@@ -17,6 +21,8 @@
 #include "taso/ops.h"
 
 namespace taso {
+
+class Graph;
 
 // FLOPs, bytes moved and kernel launches of one op; shared by the analytic
 // model and the diagnostics of the measured backends.
@@ -42,6 +48,14 @@ class CostBackend {
   // Runtime in milliseconds of one op; memoized by OpConfig::key().
   double op_cost(const OpConfig& op);
   size_t num_measured() const { return cache_.size(); }
+  // Revises `costs` (op_cost of every op of `graph`, 0 for free ops, aligned
+  // with graph.nodes()) to what the modelled runtime pays in this graph: ops
+  // it fuses into a producer cost 0, views it materialises cost a copy.
+  // Default: nothing changes (TASO's context-free per-op sum).
+  virtual void in_context(const Graph& graph, std::vector<double>* costs) {
+    (void)graph;
+    (void)costs;
+  }
 
  protected:
   // Measures (or computes) one configuration. Never called for free ops.
@@ -69,6 +83,34 @@ struct DeviceProfile {
 DeviceProfile device_profile(const std::string& name);
 
 std::unique_ptr<CostBackend> make_analytic_backend(const std::string& profile);
+
+// Fitted CPU model (docs/engine.md, "The fitted backend"): per op class
+// ("conv", "matmul", "pool", "eltwise", "batchnorm", "concat", "copy") a
+// piecewise-linear model ms = c[0] + c[1] * GFLOP + c[2] * MB
+// + c[3] * max(0, MB - c[4]) over op_work() (c[3], c[4] optional: working
+// sets beyond a cache size run slower per byte),
+// fitted by least squares to single-op onnxruntime timings
+// (experiments/fit_cost_model.py), plus onnxruntime's fusions in graph
+// context: batch-norm, bias add, a residual add and an activation that
+// follow a conv (whose output nothing else reads) are folded into it,
+// a transpose read only by matmuls is folded into them, and split and other
+// transposes are real copies. `name` is reported as "fitted/<name>". Every
+// class must be given; unknown classes throw EngineError.
+std::unique_ptr<CostBackend> make_fitted_backend(
+    const std::string& name, const std::vector<std::string>& classes,
+    const std::vector<std::vector<double>>& coefficients);
+// What the fitted backend prices for one op: its class ("" for ops it does
+// not fit: free ones, weight-side ones, opaque ones, which it prices with the
+// analytic cpu roofline) and the FLOPs and bytes of op_work(), without the
+// activation of a matmul or bias add (a separate element-wise kernel), and
+// for split and transpose the bytes of a copy. The fitting script uses it,
+// so fit and prediction share their features.
+struct FittedWork {
+  std::string op_class;
+  double flops = 0;
+  double bytes = 0;
+};
+FittedWork fitted_work(const OpConfig& op);
 
 // oneDNN (CPU) measurement: one pinned thread, thread CPU time, the median
 // of three rounds of timed batches (`repeats` in all) after warm-up, memoized, optionally cached on disk at `cache_path`

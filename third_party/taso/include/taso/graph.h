@@ -36,10 +36,12 @@ struct Node {
   std::vector<Shape> outputs;  // inferred output shapes
   std::string name;            // inputs and weights only
 
-  // Cost memo. A node's cost depends only on its parameters, its input
-  // shapes and whether its inputs derive from weights, all fixed for the
-  // node's lifetime (a rewrite clones any op whose inputs change), so graphs
-  // that share the node share the measurement. Single-threaded use only.
+  // Cost memo of the context-free op cost (CostBackend::op_cost). It depends
+  // only on its parameters, its input shapes and whether its inputs derive
+  // from weights, all fixed for the node's lifetime (a rewrite clones any op
+  // whose inputs change), so graphs that share the node share the
+  // measurement. Context-dependent adjustments (CostBackend::in_context) are
+  // recomputed per graph and never memoized here. Single-threaded use only.
   mutable uint64_t cost_backend = 0;  // CostBackend::instance_id(); 0: none
   // Hash of type, parameters, output shapes and name (not of the inputs),
   // computed once per node; 0 until then.
@@ -97,7 +99,10 @@ class Graph {
   const std::vector<int>& ops_of_type(int type) const;
 
   OpConfig op_config(int i) const;
+  // Sum of op_costs: the one graph cost every consumer uses.
   double cost(CostBackend* backend) const;
+  // Per-op costs: op_cost of each op (0 for free ones), then the backend's
+  // in-context revision (CostBackend::in_context).
   std::vector<double> op_costs(CostBackend* backend) const;
   MemoryEstimate memory() const;
 

@@ -1,0 +1,303 @@
+// The fitted CPU backend: per-op-class linear models over op_work(), fitted to
+// onnxruntime timings on one machine, and onnxruntime's fusions in graph
+// context (docs/engine.md, "The fitted backend").
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "taso/cost.h"
+#include "taso/graph.h"
+
+namespace taso {
+
+namespace {
+
+enum FitClass { kConv, kMatmul, kPool, kEltwise, kBatchnorm, kConcat, kCopy, kNumClasses };
+const char* const kClassNames[kNumClasses] = {"conv",      "matmul", "pool", "eltwise",
+                                              "batchnorm", "concat", "copy"};
+
+int class_of(const OpConfig& op) {
+  switch (op.type) {
+    case OP_CONV2D: return kConv;
+    case OP_MATMUL: return kMatmul;
+    case OP_POOL_MAX: case OP_POOL_AVG: return kPool;
+    case OP_BATCHNORM: return kBatchnorm;
+    case OP_CONCAT: return kConcat;
+    case OP_SPLIT: case OP_TRANSPOSE: return kCopy;
+    case OP_RELU: case OP_SIGMOID: case OP_TANH: case OP_EW_ADD: case OP_EW_MUL:
+    case OP_EW_SUB: case OP_EW_DIV: case OP_SCALAR_MUL: case OP_BROADCAST_ADD:
+      return kEltwise;
+    default: return -1;
+  }
+}
+
+double elements(const std::vector<Shape>& shapes) {
+  double n = 0;
+  for (const Shape& s : shapes) n += static_cast<double>(num_elements(s));
+  return n;
+}
+
+// State of an op's output with respect to a conv it could be fused into.
+enum Chain : unsigned char {
+  kNone,    // not a conv's output
+  kOpen,    // conv (+ folded batch-norm / bias): may still absorb BN, bias, add, activation
+  kSummed,  // conv + residual add: may still absorb an activation
+  kClosed,  // activation applied: absorbs nothing more
+};
+
+bool is_activation(int type) {
+  return type == OP_RELU || type == OP_SIGMOID || type == OP_TANH;
+}
+
+class FittedBackend : public CostBackend {
+ public:
+  FittedBackend(std::string name, std::array<std::array<double, 5>, kNumClasses> coef)
+      : name_(std::move(name)), coef_(coef), fallback_(make_analytic_backend("cpu")) {}
+
+  std::string name() const override { return "fitted/" + name_; }
+
+  void in_context(const Graph& g, std::vector<double>* costs) override {
+    const int n = g.size();
+    std::vector<Chain> chain(n, kNone);
+    std::vector<int> root(n);  // the conv a fused op belongs to; else itself
+    for (int i = 0; i < n; ++i) {
+      root[i] = i;
+      const Node& node = g.node(i);
+      if (node.type == OP_INPUT || node.type == OP_WEIGHT || g.weight_side(i)) continue;
+      switch (node.type) {
+        case OP_CONV2D:
+          chain[i] = node.params.activation == ACT_NONE ? kOpen : kClosed;
+          break;
+        case OP_TRANSPOSE:
+          if (!only_matmuls_read(g, i)) (*costs)[i] = copy_cost(g.op_config(i));
+          break;
+        case OP_SPLIT:
+          (*costs)[i] = copy_cost(g.op_config(i));
+          break;
+        default: {
+          int producer = -1;
+          chain[i] = absorb(g, i, chain, &producer);
+          if (chain[i] != kNone) {
+            (*costs)[i] = 0.0;
+            root[i] = root[producer];
+          }
+        }
+      }
+    }
+    add_reorders(g, chain, root, costs);
+  }
+
+ protected:
+  double measure(const OpConfig& op) override {
+    const int cls = class_of(op);
+    if (cls < 0) return fallback_->op_cost(op);
+    const FittedWork w = fitted_work(op);
+    double ms = linear(cls, w.flops, w.bytes);
+    if ((op.type == OP_MATMUL || op.type == OP_BROADCAST_ADD) &&
+        op.params.activation != ACT_NONE) {
+      // onnxruntime runs the activation as its own kernel after MatMul or Add.
+      const double out = elements(op.output_shapes);
+      ms += linear(kEltwise, out, 8.0 * out);
+    }
+    return ms;
+  }
+
+ private:
+  double linear(int cls, double flops, double bytes) const {
+    const auto& c = coef_[cls];
+    const double mb = bytes * 1e-6;
+    return c[0] + c[1] * flops * 1e-9 + c[2] * mb + c[3] * std::max(0.0, mb - c[4]);
+  }
+  double copy_cost(const OpConfig& op) const {
+    const FittedWork w = fitted_work(op);
+    return linear(kCopy, w.flops, w.bytes);
+  }
+
+  // Whether onnxruntime's NCHWc transformer keeps op i's output blocked:
+  // a conv (chain) or pool output.
+  static bool nchwc_output(const Graph& g, int i, const std::vector<Chain>& chain) {
+    const int t = g.node(i).type;
+    return chain[i] != kNone || t == OP_POOL_MAX || t == OP_POOL_AVG;
+  }
+
+  static constexpr int64_t kBlock = 16;  // onnxruntime's NCHWc block (AVX-512)
+
+  // onnxruntime's NCHWc layout transformer: convs and pools run blocked;
+  // batch-norm, activations, same-shaped adds and channel concats of
+  // channel counts divisible by the block run blocked when every
+  // activation input is blocked. Where a blocked tensor meets an op that is
+  // not, it adds a ReorderOutput (charged to the producer, once); where a
+  // conv or pool reads an unblocked tensor other than a graph input, a
+  // ReorderInput (charged to the conv, once per tensor). Each is priced as
+  // a copy of the tensor. (A graph input is read directly: the first conv
+  // of the zoo graphs has 3 channels.)
+  void add_reorders(const Graph& g, const std::vector<Chain>& chain,
+                    const std::vector<int>& root, std::vector<double>* costs) const {
+    const int n = g.size();
+    std::vector<char> blocked(n, 0), reordered_out(n, 0);
+    auto is_activation_input = [&](int p) {
+      const int t = g.node(p).type;
+      return t != OP_WEIGHT && !g.weight_side(p);
+    };
+    auto tensor_copy = [&](int p, int k) {
+      const double e = static_cast<double>(num_elements(g.node(p).outputs[k]));
+      return linear(kCopy, 0.0, 8.0 * e);
+    };
+    for (int i = 0; i < n; ++i) {
+      const Node& node = g.node(i);
+      const int t = node.type;
+      if (t == OP_INPUT || t == OP_WEIGHT || g.weight_side(i)) continue;
+      if (t == OP_CONV2D || t == OP_POOL_MAX || t == OP_POOL_AVG || chain[i] != kNone) {
+        blocked[i] = node.outputs[0].size() == 4;
+      } else if (t == OP_BATCHNORM || is_activation(t) || t == OP_EW_ADD || t == OP_CONCAT) {
+        bool all = true, any = false;
+        for (const TensorRef& in : node.inputs) {
+          const int p = g.index_of(in.guid);
+          if (p < 0 || !is_activation_input(p)) continue;
+          any = true;
+          all = all && blocked[p];
+          if (t == OP_EW_ADD && g.shape(in) != node.outputs[0]) all = false;
+          if (t == OP_CONCAT && (node.params.axis != 1 || g.shape(in)[1] % kBlock != 0))
+            all = false;
+        }
+        blocked[i] = any && all;
+      }
+      const bool needs_blocked = t == OP_CONV2D || t == OP_POOL_MAX || t == OP_POOL_AVG;
+      std::vector<int> reordered_in;
+      for (const TensorRef& in : node.inputs) {
+        const int p = g.index_of(in.guid);
+        if (p < 0 || !is_activation_input(p)) continue;
+        if (blocked[p] && !blocked[i] && !reordered_out[p]) {
+          reordered_out[p] = 1;
+          (*costs)[root[p]] += tensor_copy(p, in.index);
+        }
+        if (needs_blocked && blocked[i] && !blocked[p] && g.node(p).type != OP_INPUT &&
+            std::find(reordered_in.begin(), reordered_in.end(), p) == reordered_in.end()) {
+          reordered_in.push_back(p);
+          (*costs)[i] += tensor_copy(p, in.index);
+        }
+      }
+    }
+    for (const TensorRef& out : g.outputs()) {
+      const int p = g.index_of(out.guid);
+      if (p >= 0 && blocked[p] && !reordered_out[p]) {
+        reordered_out[p] = 1;
+        (*costs)[root[p]] += tensor_copy(p, out.index);
+      }
+    }
+  }
+
+  static bool only_matmuls_read(const Graph& g, int i) {
+    const auto& readers = g.consumers(i);
+    if (readers.empty() || g.is_output(i)) return false;
+    for (const auto& r : readers)
+      if (g.node(r.first).type != OP_MATMUL) return false;
+    return true;
+  }
+
+  // The chain state of op `i` if onnxruntime fuses it into the conv that
+  // produces its input (kNone otherwise). The producer's output must have no
+  // other reader and not be a graph output (ConvBNFusion, ConvAddFusion,
+  // ConvActivationFusion and the NCHWc conv's Sum fusion all require that).
+  static Chain absorb(const Graph& g, int i, const std::vector<Chain>& chain,
+                      int* producer) {
+    const Node& node = g.node(i);
+    auto fusable_producer = [&](int slot) -> int {
+      const TensorRef& t = node.inputs[slot];
+      const int p = g.index_of(t.guid);
+      if (p < 0 || chain[p] == kNone || chain[p] == kClosed) return -1;
+      if (g.is_output(p) || g.consumers(p).size() != 1) return -1;
+      *producer = p;
+      return p;
+    };
+    if (node.inputs.empty()) return kNone;
+    switch (node.type) {
+      case OP_BATCHNORM: {
+        const int p = fusable_producer(0);
+        return p >= 0 && chain[p] == kOpen ? kOpen : kNone;
+      }
+      case OP_BROADCAST_ADD: {
+        const int p = fusable_producer(0);
+        if (p < 0 || chain[p] != kOpen) return kNone;
+        return node.params.activation == ACT_NONE ? kOpen : kClosed;
+      }
+      case OP_RELU: case OP_SIGMOID: case OP_TANH:
+        return fusable_producer(0) >= 0 ? kClosed : kNone;
+      case OP_EW_ADD: {
+        // A residual add of two same-shaped tensors (no broadcast) whose
+        // other operand onnxruntime also holds in its NCHWc layout (a conv's
+        // or a pool's output); the NCHWc conv then adds it as its "Sum".
+        if (node.inputs.size() != 2) return kNone;
+        const Shape& out = node.outputs[0];
+        if (g.shape(node.inputs[0]) != out || g.shape(node.inputs[1]) != out) return kNone;
+        for (int slot = 0; slot < 2; ++slot) {
+          const int p = fusable_producer(slot);
+          if (p < 0 || chain[p] != kOpen) continue;
+          const int other = g.index_of(node.inputs[1 - slot].guid);
+          if (other >= 0 && other != p && nchwc_output(g, other, chain)) return kSummed;
+        }
+        return kNone;
+      }
+      default:
+        return kNone;
+    }
+  }
+
+  std::string name_;
+  std::array<std::array<double, 5>, kNumClasses> coef_;
+  std::unique_ptr<CostBackend> fallback_;
+};
+
+}  // namespace
+
+FittedWork fitted_work(const OpConfig& op) {
+  FittedWork w;
+  const int cls = class_of(op);
+  if (cls < 0 || (op.weight_side && cls != kCopy)) return w;
+  w.op_class = kClassNames[cls];
+  if (cls == kCopy) {
+    w.bytes = 4.0 * (elements(op.input_shapes) + elements(op.output_shapes));
+    return w;
+  }
+  OpConfig main = op;
+  if (op.type == OP_MATMUL || op.type == OP_BROADCAST_ADD) main.params.activation = ACT_NONE;
+  const OpWork work = op_work(main);
+  w.flops = work.flops;
+  w.bytes = work.bytes;
+  return w;
+}
+
+std::unique_ptr<CostBackend> make_fitted_backend(
+    const std::string& name, const std::vector<std::string>& classes,
+    const std::vector<std::vector<double>>& coefficients) {
+  if (classes.size() != coefficients.size())
+    throw EngineError("fitted backend: " + std::to_string(classes.size()) + " classes but " +
+                      std::to_string(coefficients.size()) + " coefficient rows");
+  std::array<std::array<double, 5>, kNumClasses> coef;
+  std::array<bool, kNumClasses> seen{};
+  for (size_t k = 0; k < classes.size(); ++k) {
+    const auto* it = std::find(std::begin(kClassNames), std::end(kClassNames), classes[k]);
+    if (it == std::end(kClassNames))
+      throw EngineError("fitted backend: unknown op class '" + classes[k] +
+                        "'; classes: conv, matmul, pool, eltwise, batchnorm, concat, copy");
+    if (coefficients[k].size() != 3 && coefficients[k].size() != 5)
+      throw EngineError("fitted backend: class '" + classes[k] +
+                        "' needs 3 or 5 coefficients (ms, ms/GFLOP, ms/MB[, ms/MB above, "
+                        "threshold MB])");
+    for (double c : coefficients[k])
+      if (!(c >= 0) || !std::isfinite(c))
+        throw EngineError("fitted backend: class '" + classes[k] +
+                          "' has a negative or non-finite coefficient");
+    const int cls = static_cast<int>(it - std::begin(kClassNames));
+    const auto& c = coefficients[k];
+    coef[cls] = {c[0], c[1], c[2], c.size() == 5 ? c[3] : 0.0, c.size() == 5 ? c[4] : 0.0};
+    seen[cls] = true;
+  }
+  for (int c = 0; c < kNumClasses; ++c)
+    if (!seen[c])
+      throw EngineError(std::string("fitted backend: no coefficients for op class '") +
+                        kClassNames[c] + "'");
+  return std::make_unique<FittedBackend>(name, coef);
+}
+
+}  // namespace taso
