@@ -43,6 +43,15 @@ class GreedyTest(absltest.TestCase):
         with self.assertRaisesRegex(ValueError, "per-location cost changes"):
             GreedyAgent().act(obs)
 
+    def test_refuses_an_environment_without_candidate_costs(self):
+        # An ablated observation shows every change as zero: greedy would
+        # stop at once and look like a result.
+        for features in ("no_deltas", "none"):
+            env = GraphEnv(zoo.get_graph("small_cnn"), _XFERS, _COST,
+                           EnvConfig(cost_features=features))
+            with self.assertRaisesRegex(ValueError, "greedy needs candidate costs"):
+                greedy_search(env)
+
 
 class RandomAgentTest(absltest.TestCase):
 

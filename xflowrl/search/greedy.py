@@ -39,5 +39,15 @@ class GreedyAgent:
 
 
 def greedy_search(env: Environment, min_improvement: float = 1e-9) -> Episode:
-    """The greedy episode from the environment's initial graph."""
+    """The greedy episode from the environment's initial graph.
+
+    Raises:
+      ValueError: the environment withholds candidate costs (an observation
+        ablation, `EnvConfig(cost_features=...)`): greedy would see every
+        change as zero and stop at once.
+    """
+    config = getattr(env, "config", None)
+    if getattr(config, "cost_features", "full") != "full":
+        raise ValueError(f"greedy needs candidate costs; this environment's observations "
+                         f"carry cost_features={config.cost_features!r} (use 'full')")
     return run_episode(env, GreedyAgent(min_improvement).act)
