@@ -58,6 +58,7 @@ import numpy as np
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.graphs import CostModel, Graph, XferSet, load_onnx, to_onnx, zoo
 from xflowrl.graphs.weights import random_inputs, random_weights
+from xflowrl.measure.compare import CPU_CLOCKS, interleaved_times, make_runner, spread
 from xflowrl.agents.ppo.training import replay
 from xflowrl.search.baselines import GREEDY_MAX_STEPS
 from xflowrl.search.greedy import greedy_search
@@ -133,8 +134,9 @@ def agent_variants(folder: str, graph_name: str, xfers: XferSet, original: Graph
 
     The engine graph is rebuilt by replaying the run's substitutions
     (`result.json`: train_mf's `agent_applied`, train_mb's
-    `controller_best_applied`) on the original under `--rules` with L =
-    `max_locations` (the experiments' defaults); the replayed graph is
+    `controller_best_applied`) on the original under the run's rules and L
+    (`rules`, `max_locations` of its result.json; older runs recorded
+    neither: `--rules` and `max_locations` then); the replayed graph is
     exported with this benchmark's weights like every other variant. Where
     there is no sequence or it does not replay, the saved `graph.onnx` is
     imported (`load_onnx`) for the estimates and timed as saved (it carries
@@ -144,7 +146,7 @@ def agent_variants(folder: str, graph_name: str, xfers: XferSet, original: Graph
     for path in sorted(glob.glob(os.path.join(folder, graph_name, "*", "graph.onnx"))):
         run_dir = os.path.dirname(path)
         run = os.path.basename(run_dir)
-        sequence = None
+        sequence, result = None, {}
         result_path = os.path.join(run_dir, "result.json")
         if os.path.exists(result_path):
             with open(result_path) as f:
@@ -152,9 +154,11 @@ def agent_variants(folder: str, graph_name: str, xfers: XferSet, original: Graph
             sequence = next((result[k] for k in APPLIED_KEYS if k in result), None)
         if sequence is not None:
             try:
-                env = GraphEnv(original, xfers, CostModel("analytic"),
+                run_xfers = XferSet.from_name(result["rules"]) if "rules" in result else xfers
+                env = GraphEnv(original, run_xfers, CostModel("analytic"),
                                EnvConfig(max_steps=GREEDY_MAX_STEPS,
-                                         max_locations=max_locations))
+                                         max_locations=result.get("max_locations",
+                                                                  max_locations)))
                 graph = replay(env, [tuple(s) for s in sequence])
                 out.append(Variant(f"agent[{run}]", graph, steps=len(sequence)))
                 continue
@@ -165,41 +169,6 @@ def agent_variants(folder: str, graph_name: str, xfers: XferSet, original: Graph
         graph, _ = load_onnx(model)
         out.append(Variant(f"agent[{run}:onnx]", graph, model=model))
     return out
-
-
-CPU_CLOCKS = {"ort": time.thread_time, "tf": time.process_time}
-
-
-def interleaved_times(runners: Dict[str, Callable[[], object]], rounds: int, warmup: int,
-                      repeats: int, rng: np.random.Generator,
-                      cpu_clock: Callable[[], float]) -> Dict[str, Dict[str, List[float]]]:
-    """Per runner and clock ("wall", "cpu"), the median (ms) of `repeats`
-    timed calls in each round; the runners take turns in a fresh random order
-    every round."""
-    names = list(runners)
-    out = {name: {"wall": [], "cpu": []} for name in names}
-    for _ in range(rounds):
-        for i in rng.permutation(len(names)):
-            run = runners[names[i]]
-            for _ in range(warmup):
-                run()
-            wall, cpu = [], []
-            for _ in range(repeats):
-                start, start_cpu = time.perf_counter(), cpu_clock()
-                run()
-                cpu.append(1e3 * (cpu_clock() - start_cpu))
-                wall.append(1e3 * (time.perf_counter() - start))
-            out[names[i]]["wall"].append(float(np.median(wall)))
-            out[names[i]]["cpu"].append(float(np.median(cpu)))
-    return out
-
-
-def spread(values: List[float]) -> dict:
-    """Median, quartiles and extremes of round medians."""
-    q1, med, q3 = np.percentile(values, [25, 50, 75])
-    return {"median_ms": float(med), "q1_ms": float(q1), "q3_ms": float(q3),
-            "min_ms": float(min(values)), "max_ms": float(max(values)),
-            "rounds_ms": [round(v, 4) for v in values]}
 
 
 def ranks(values) -> np.ndarray:
@@ -222,16 +191,6 @@ def spearman(x, y) -> float:
     rx, ry = rx - rx.mean(), ry - ry.mean()
     denom = np.sqrt((rx * rx).sum() * (ry * ry).sum())
     return float((rx * ry).sum() / denom) if denom > 0 else float("nan")
-
-
-def make_runner(runtime: str, model, feeds):
-    if runtime == "ort":
-        from xflowrl.measure import ort_runtime  # pylint: disable=import-outside-toplevel
-        return ort_runtime.make_runner(model, feeds)
-    if runtime == "tf":
-        from xflowrl.measure import tf_runtime  # pylint: disable=import-outside-toplevel
-        return tf_runtime.make_runner(model, feeds)
-    raise ValueError(f"unknown runtime {runtime!r}; choose ort or tf")
 
 
 def bench_graph(name: str, xfers: XferSet, optimizers: Dict[str, CostModel],

@@ -134,7 +134,8 @@ def main(argv):
                               FLAGS.seed)
     eval_steps = sum(e.steps for e in evaluations.values()) + sum(e.steps for e in sampled)
     summary = {
-        "graph": graph_name, "cost_model": cost_model.name, "seed": FLAGS.seed,
+        "graph": graph_name, "cost_model": cost_model.name, "rules": FLAGS.rules,
+        "max_locations": FLAGS.max_locations, "seed": FLAGS.seed,
         "initial_cost_ms": env.initial_cost,
         "controller_cost_ms": evaluations["greedy"].final_cost,
         "controller_best_cost_ms": best.final_cost, "controller_best_applied": best.applied,

@@ -82,7 +82,8 @@ def main(argv):
     steps_to_final = reached[0] if reached else result.interactions
 
     summary = {
-        "graph": graph_name, "cost_model": cost_model.name, "ppo": dataclasses.asdict(ppo),
+        "graph": graph_name, "cost_model": cost_model.name, "rules": FLAGS.rules,
+        "max_locations": FLAGS.max_locations, "ppo": dataclasses.asdict(ppo),
         "cost_features": env.config.cost_features, "seed": FLAGS.seed,
         "episodes": result.episodes, "interactions": result.interactions,
         "train_seconds": result.seconds, "initial_cost_ms": env.initial_cost,
