@@ -50,7 +50,7 @@ import glob
 import json
 import os
 import time
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List, Optional
 
 from absl import app, flags, logging
 import numpy as np

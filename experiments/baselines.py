@@ -1,0 +1,384 @@
+"""The thesis' baselines (Chapter 4, Figures 4.1 and 4.2) on this machine.
+
+    python experiments/baselines.py --graphs=squeezenet1_1,bert --taso_budget=1000 --rounds=3
+
+Per graph of `--graphs` (default: the thesis' six):
+
+- one-step greedy (`greedy_search`, no step limit: it stops when no
+  candidate improves) and TASO's backtracking search (`XferSet.search`,
+  `--taso_alpha`, `--taso_budget`) under the environment's rules and cost
+  model (`--rules`, `--cost_model`, `--profile`), with the search's trace
+  (best cost against expansions and seconds);
+- the end-to-end runtime of the original, greedy's and TASO's graphs (same
+  weights, `random_weights(graph, --seed, gain=zoo.weight_gain(graph))`,
+  exported by `to_onnx`; same inputs) in TensorFlow through onnx-tf
+  (Grappler on, default thread pools: the thesis' runtime) and in
+  onnxruntime (one intra-op thread), timed interleaved
+  (`xflowrl.measure.compare`): `--rounds` rounds of `--warmup` untimed and
+  `--repeats` timed calls per variant; the median over rounds with its
+  interquartile range and extremes. Two clocks each: wall time and CPU time
+  (onnxruntime: the inference thread's, its compute time without waiting
+  for a core; TensorFlow: the process's, its threads' work). On a shared
+  machine the wall times include waiting for a core (docs/runtime.md);
+- TensorRT: not run. These machines have no GPU and no TensorRT; the output
+  says so in the table and in result.json rather than leaving a gap.
+
+Writes --results_dir/<graph>/baselines/result.json per graph (reused when
+present with the same settings; `--rerun` redoes it) and, over all graphs,
+--results_dir/baselines/: baselines.md (the table, with the thesis' GPU
+figures beside ours), baselines.json (the table's data), fig4_1_runtimes.png
+(original vs greedy vs TASO, measured) and fig4_2_taso_search.png (the
+search's best cost against expansions and seconds, normalised to the
+initial cost).
+
+Memory: TASO's search at budget 1000 on Inception-v3 grew past 20 GB on
+this box (docs/runtime.md), so `--taso_budget_for` gives it 100 by default
+(`--taso_budget_for=` to use `--taso_budget` everywhere); the table and
+each graph's result.json record the budget used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Dict, List, NamedTuple, Optional
+
+from absl import app
+from absl import flags
+from absl import logging
+import numpy as np
+import common
+
+from xflowrl.graphs import Graph, to_onnx, zoo
+from xflowrl.graphs.weights import random_inputs, random_weights
+from xflowrl.measure.compare import CPU_CLOCKS, interleaved_times, make_runner, spread
+from xflowrl.search import greedy_search
+from xflowrl.search.baselines import GREEDY_MAX_STEPS
+
+FLAGS = flags.FLAGS
+THESIS_GRAPHS = ["squeezenet1_1", "resnet18", "resnet50", "inception_v3", "bert", "vit"]
+common.define_env_flags("squeezenet1_1")
+common.define_baseline_flags()
+flags.DEFINE_list("graphs", THESIS_GRAPHS, f"Zoo graphs ({zoo.GRAPHS}).")
+flags.DEFINE_list("runtimes", ["tf", "ort"], "tf (onnx-tf, the thesis') and/or ort.")
+flags.DEFINE_integer("rounds", 7, "Interleaved timing rounds.")
+flags.DEFINE_integer("warmup", 2, "Untimed calls per variant and round.")
+flags.DEFINE_integer("repeats", 10, "Timed calls per variant and round.")
+flags.DEFINE_integer("seed", 0, "Weights, inputs and the order of the rounds.")
+flags.DEFINE_bool("rerun", False, "Redo graphs whose result.json exists.")
+flags.DEFINE_list("taso_budget_for", ["inception_v3=100"],
+                  "Per-graph TASO budgets that replace --taso_budget (graph=budget): at "
+                  "1000 the search on Inception-v3 grew past 20 GB on this machine.")
+
+VARIANTS = ("original", "greedy", "taso")
+TENSORRT = ("not run: TensorRT needs an NVIDIA GPU; this machine has neither a GPU nor "
+            "TensorRT")
+# The thesis' mean inference times (ms) on its GPU (REFERENCE.md Part B §1:
+# TF = TensorFlow, TRT = TensorRT, TASO = TASO's optimized graph).
+THESIS_MS: Dict[str, Dict[str, float]] = {
+    "squeezenet1_1": {"tf": 4.83, "trt": 3.85, "taso": 3.68},
+    "resnet18": {"tf": 12.55, "trt": 10.71, "taso": 11.39},
+    "resnet50": {"tf": 26.07, "trt": 21.89, "taso": 24.61},
+    "inception_v3": {"tf": 20.14, "trt": 15.93, "taso": 15.85},
+    "bert": {"tf": 4.41, "trt": 3.81, "taso": 3.06},
+    "vit": {"tf": 3.81, "trt": 3.42, "taso": 2.84},
+}
+
+
+class Variant(NamedTuple):
+    """One graph to time: the original or a baseline's result."""
+    name: str
+    graph: Graph
+    cost_ms: float           # estimated, under the environment's cost model
+    steps: Optional[int]     # substitutions applied
+    seconds: Optional[float]  # search time
+
+
+def taso_budget(name: str) -> int:
+    """The TASO budget of graph `name`: its --taso_budget_for entry, else
+    --taso_budget."""
+    for entry in FLAGS.taso_budget_for:
+        graph, _, budget = entry.partition("=")
+        if graph == name:
+            return int(budget)
+    return FLAGS.taso_budget
+
+
+def settings(name: str) -> dict:
+    """What a saved result of graph `name` must match to be reused."""
+    out = {k: FLAGS[k].value for k in (
+        "rules", "cost_model", "profile", "max_locations", "taso_alpha", "runtimes",
+        "rounds", "warmup", "repeats", "seed")}
+    out["taso_budget"] = taso_budget(name)
+    return out
+
+
+def search_graph(name: str):
+    """Greedy's and TASO's results on one graph; (variants, greedy, taso dicts)."""
+    env = common.env_from_flags(name, GREEDY_MAX_STEPS)
+    original, xfers, cost_model = env.initial_graph, env.xfers, env.cost_model
+    initial = original.cost(cost_model)
+    variants = [Variant("original", original, initial, None, None)]
+    start = time.time()
+    episode = greedy_search(env)
+    greedy_seconds = time.time() - start
+    variants.append(Variant("greedy", env.graph, episode.final_cost, len(episode.applied),
+                            greedy_seconds))
+    greedy = {"cost_ms": episode.final_cost, "steps": len(episode.applied),
+              "seconds": greedy_seconds, "applied": [list(a) for a in episode.applied]}
+    taso = None
+    budget = taso_budget(name)
+    if budget > 0:
+        start = time.time()
+        result = xfers.search(original, cost_model, alpha=FLAGS.taso_alpha, budget=budget)
+        seconds = time.time() - start
+        variants.append(Variant("taso", result.graph, result.best_cost, len(result.applied),
+                                seconds))
+        taso = {"cost_ms": result.best_cost, "initial_cost_ms": result.initial_cost,
+                "alpha": FLAGS.taso_alpha, "budget": budget,
+                "expansions": result.expansions, "enqueued": result.enqueued,
+                "seconds": seconds, "steps": len(result.applied), "applied": result.applied,
+                "trace": [{"expansions": e, "seconds": s, "best_cost_ms": c}
+                          for e, s, c in result.trace]}
+    logging.info("%s: %d ops, cost %.4f ms; greedy %.4f ms (%d steps); TASO %s", name,
+                 original.num_ops(), initial, episode.final_cost, len(episode.applied),
+                 f"{taso['cost_ms']:.4f} ms" if taso else "skipped")
+    return variants, greedy, taso, cost_model.name
+
+
+def time_variants(name: str, variants: List[Variant]) -> Dict[str, Dict[str, dict]]:
+    """Per variant, per "<runtime>/<clock>", the spread of the round medians.
+    Variants with equal graphs (hash) are timed once and share the figures."""
+    original = variants[0].graph
+    weights = random_weights(original, FLAGS.seed, gain=zoo.weight_gain(name))
+    feeds = random_inputs(original, FLAGS.seed)
+    key_of = {v.name: f"{v.graph.hash():x}" for v in variants}
+    models = {}
+    for v in variants:
+        if key_of[v.name] not in models:
+            models[key_of[v.name]] = to_onnx(v.graph, weights, check=False)
+    rng = np.random.default_rng(FLAGS.seed)
+    measured: Dict[str, Dict[str, dict]] = {key: {} for key in models}
+    for runtime in FLAGS.runtimes:
+        logging.info("%s: timing %d distinct graphs in %s", name, len(models), runtime)
+        runners = {key: make_runner(runtime, model, feeds) for key, model in models.items()}
+        times = interleaved_times(runners, FLAGS.rounds, FLAGS.warmup, FLAGS.repeats, rng,
+                                  CPU_CLOCKS[runtime])
+        for key, per_clock in times.items():
+            for clock, values in per_clock.items():
+                measured[key][f"{runtime}/{clock}"] = spread(values)
+        del runners
+    return {v.name: dict(measured[key_of[v.name]], graph_key=key_of[v.name])
+            for v in variants}
+
+
+def run_graph(name: str) -> dict:
+    """Searches and times one graph; writes and returns its result.json."""
+    start = time.time()
+    variants, greedy, taso, cost_model = search_graph(name)
+    measured = time_variants(name, variants)
+    result = {
+        "graph": name, "settings": settings(name), "cost_model": cost_model,
+        "ops": variants[0].graph.num_ops(),
+        "initial_cost_ms": variants[0].cost_ms, "greedy": greedy, "taso": taso,
+        "variants": {v.name: {"ops": v.graph.num_ops(), "cost_ms": v.cost_ms,
+                              "steps": v.steps, "search_seconds": v.seconds,
+                              "measured": measured[v.name]} for v in variants},
+        "tensorrt": {"run": False, "reason": TENSORRT},
+        "thesis_gpu_ms": THESIS_MS.get(name),
+        "seconds": time.time() - start,
+    }
+    out_dir = os.path.join(FLAGS.results_dir, name, "baselines")
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "result.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    return result
+
+
+def load_or_run(name: str) -> dict:
+    """The saved result.json of `name` if its settings match (and not
+    --rerun), else a fresh run."""
+    path = os.path.join(FLAGS.results_dir, name, "baselines", "result.json")
+    if os.path.exists(path) and not FLAGS.rerun:
+        with open(path) as f:
+            saved = json.load(f)
+        if saved.get("settings") == settings(name):
+            logging.info("%s: reusing %s", name, path)
+            return saved
+        logging.info("%s: %s has other settings; running again", name, path)
+    return run_graph(name)
+
+
+def _ms(m: Optional[dict]) -> str:
+    return f"{m['median_ms']:.2f} ({m['q1_ms']:.2f}-{m['q3_ms']:.2f})" if m else "-"
+
+
+def _change(m: Optional[dict], base: Optional[dict]) -> str:
+    return f"{100 * (m['median_ms'] / base['median_ms'] - 1):+.1f}%" if m and base else "-"
+
+
+def markdown(results: Dict[str, dict]) -> str:
+    """The summary: estimated costs, measured runtimes per variant (this CPU)
+    and the thesis' GPU figures beside them."""
+    lines = [
+        "# Baselines: original, one-step greedy and TASO's search (Figures 4.1, 4.2)",
+        "",
+        "Ours: this machine's CPU (no GPU). Theirs (thesis, REFERENCE.md Part B §1): "
+        "mean inference ms on the thesis' GPU. Absolute times are not comparable across "
+        "the two; compare the changes. Our times are the median over interleaved rounds "
+        "(interquartile range of the round medians in brackets); `tf` = TensorFlow "
+        "through onnx-tf (Grappler on, default thread pools), `ort` = onnxruntime with "
+        "one thread; `wall` = latency, `cpu` = CPU time (onnxruntime: the inference "
+        "thread's; TensorFlow: the whole process's). TensorRT: " + TENSORRT + ".",
+        "",
+        "## Estimated cost and searches",
+        "",
+        "| graph | ops | cost model | initial est. ms | greedy est. ms (steps, s) | "
+        "TASO est. ms (budget, expansions, s) | TASO vs greedy |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, r in results.items():
+        g, t = r["greedy"], r["taso"]
+        taso = (f"{t['cost_ms']:.4f} ({t['budget']}, {t['expansions']}, {t['seconds']:.1f})"
+                if t else "skipped")
+        vs = f"{100 * (t['cost_ms'] / g['cost_ms'] - 1):+.2f}%" if t else "-"
+        lines.append(f"| {name} | {r['ops']} | {r['cost_model']} | {r['initial_cost_ms']:.4f}"
+                     f" | {g['cost_ms']:.4f} ({g['steps']}, {g['seconds']:.1f}) | {taso} | "
+                     f"{vs} |")
+    clocks = [f"{rt}/{c}" for rt in ("tf", "ort") for c in ("wall", "cpu")]
+    lines += ["", "## Measured runtimes, ms (this CPU), with the thesis' (GPU)", "",
+              "| graph | variant | " + " | ".join(clocks) + " | change tf/wall | "
+              "change ort/cpu | thesis GPU ms | TensorRT |",
+              "|---|---|" + "---|" * (len(clocks) + 4)]
+    for name, r in results.items():
+        thesis = r.get("thesis_gpu_ms") or {}
+        base = r["variants"]["original"]["measured"]
+        for vname in VARIANTS:
+            v = r["variants"].get(vname)
+            if v is None:
+                continue
+            m = v["measured"]
+            ref = {"original": f"TF {thesis['tf']}" if "tf" in thesis else "-",
+                   "greedy": "- (not reported)",
+                   "taso": f"TASO {thesis['taso']}" if "taso" in thesis else "-"}[vname]
+            trt = ("not run" + (f" (thesis: {thesis['trt']})" if "trt" in thesis else "")
+                   if vname == "original" else "")
+            same = next((f" (= {earlier})" for earlier in VARIANTS[:VARIANTS.index(vname)]
+                         if earlier in r["variants"] and r["variants"][earlier]["measured"]
+                         ["graph_key"] == m["graph_key"]), "")
+            lines.append(f"| {name} | {vname}{same} | "
+                         + " | ".join(_ms(m.get(c)) for c in clocks)
+                         + f" | {_change(m.get('tf/wall'), base.get('tf/wall'))}"
+                         f" | {_change(m.get('ort/cpu'), base.get('ort/cpu'))} | {ref} | {trt} |")
+    thesis_speedups = [f"{n} {THESIS_MS[n]['tf'] / THESIS_MS[n]['taso']:.2f}x"
+                       for n in results if n in THESIS_MS]
+    if thesis_speedups:
+        lines += ["", "Thesis speed-up of TASO's graph over TensorFlow (GPU): "
+                  + ", ".join(thesis_speedups) + "."]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def figure_runtimes(results: Dict[str, dict], path: str) -> None:
+    """Figure 4.1: per graph, the measured runtime of the original, greedy's
+    and TASO's graphs (tf/wall and ort/cpu, medians, IQR as error bars),
+    normalised to the original so graphs of every size share an axis."""
+    import matplotlib  # pylint: disable=import-outside-toplevel
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+    clocks = [c for c in ("tf/wall", "ort/cpu")
+              if any(c in r["variants"]["original"]["measured"] for r in results.values())]
+    fig, axes = plt.subplots(1, len(clocks), figsize=(6 * len(clocks), 4), squeeze=False)
+    names = list(results)
+    x = np.arange(len(names))
+    width = 0.27
+    for ax, clock in zip(axes[0], clocks):
+        for i, vname in enumerate(VARIANTS):
+            heights, lo, hi = [], [], []
+            for n in names:
+                base = results[n]["variants"]["original"]["measured"].get(clock)
+                m = (results[n]["variants"].get(vname) or {}).get("measured", {}).get(clock)
+                if not m or not base:
+                    heights.append(np.nan), lo.append(0), hi.append(0)
+                    continue
+                b = base["median_ms"]
+                heights.append(m["median_ms"] / b)
+                lo.append((m["median_ms"] - m["q1_ms"]) / b)
+                hi.append((m["q3_ms"] - m["median_ms"]) / b)
+            ax.bar(x + (i - 1) * width, heights, width, yerr=[lo, hi], capsize=3,
+                   label=vname)
+        for j, n in enumerate(names):
+            base = results[n]["variants"]["original"]["measured"].get(clock)
+            if base:
+                ax.text(j - width, 0.02, f"{base['median_ms']:.1f} ms", rotation=90,
+                        ha="center", va="bottom", fontsize=7, color="white")
+        if clock.startswith("tf"):
+            # The thesis' TASO / TF ratio (GPU) beside our TASO bar.
+            thesis = [THESIS_MS[n]["taso"] / THESIS_MS[n]["tf"] if n in THESIS_MS else np.nan
+                      for n in names]
+            if not np.all(np.isnan(thesis)):
+                ax.scatter(x + width, thesis, marker="D", color="black", zorder=3,
+                           label="thesis TASO / TF (GPU)")
+        ax.axhline(1.0, color="grey", linewidth=0.8)
+        ax.set_xticks(x)
+        ax.set_xticklabels(names, rotation=20)
+        ax.set_ylabel(f"{clock} time / original's")
+        ax.set_title(f"{clock} (this CPU; TensorRT not run: no GPU)")
+        ax.legend(fontsize=8)
+    fig.suptitle("Figure 4.1: baseline runtimes (median over rounds, IQR bars)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def figure_search(results: Dict[str, dict], path: str) -> None:
+    """Figure 4.2: TASO's search, best estimated cost / initial cost against
+    expansions and against seconds, one line per graph."""
+    import matplotlib  # pylint: disable=import-outside-toplevel
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+    fig, (by_exp, by_sec) = plt.subplots(1, 2, figsize=(11, 4))
+    for name, r in results.items():
+        t = r["taso"]
+        if not t or not t["trace"]:
+            continue
+        initial = t["initial_cost_ms"]
+        # A step function: the best cost holds until the next improvement,
+        # and up to the end of the search.
+        exp = [p["expansions"] for p in t["trace"]] + [t["expansions"]]
+        sec = [p["seconds"] for p in t["trace"]] + [t["seconds"]]
+        cost = [p["best_cost_ms"] / initial for p in t["trace"]]
+        cost.append(cost[-1])
+        by_exp.step(exp, cost, where="post", label=name)
+        by_sec.step(sec, cost, where="post", label=name)
+    for ax, xlabel in ((by_exp, "graphs expanded"), (by_sec, "seconds (this CPU)")):
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("best estimated cost / initial")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("Figure 4.2: TASO's backtracking search (estimated cost)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv):
+    del argv
+    results = {name: load_or_run(name) for name in FLAGS.graphs}
+    out_dir = os.path.join(FLAGS.results_dir, "baselines")
+    os.makedirs(out_dir, exist_ok=True)
+    text = markdown(results)
+    with open(os.path.join(out_dir, "baselines.md"), "w") as f:
+        f.write(text)
+    with open(os.path.join(out_dir, "baselines.json"), "w") as f:
+        json.dump({"graphs": FLAGS.graphs, "tensorrt": TENSORRT, "results": results}, f,
+                  indent=1)
+    figure_runtimes(results, os.path.join(out_dir, "fig4_1_runtimes.png"))
+    figure_search(results, os.path.join(out_dir, "fig4_2_taso_search.png"))
+    print(text)
+    print(f"results in {out_dir}")
+
+
+if __name__ == "__main__":
+    app.run(main)
