@@ -48,7 +48,7 @@ FLAGS = flags.FLAGS
 flags.DEFINE_list("graphs", [g for g in zoo.GRAPHS if g != "small_cnn"],
                   "Zoo graphs (default: every graph of zoo.GRAPHS but small_cnn).")
 flags.DEFINE_list("cost_models", ["analytic/cpu", "analytic/v100"],
-                  "Cost models: analytic/<profile>, onednn or cudnn.")
+                  "Cost models: analytic/<profile>, fitted/<profile>, onednn or cudnn.")
 flags.DEFINE_list("rules", ["default", "builtin+taso", "generated", "taso"],
                   f"Rule sets, names of xflowrl.graphs.xfers.RULE_SETS {list(RULE_SETS)}: "
                   "default and builtin+taso (the thesis') are the faithful ones; generated "
@@ -84,10 +84,10 @@ class Setting:
 
 
 def make_cost_model(name: str, cost_cache: Optional[str]) -> CostModel:
-    """`analytic/<profile>` or a measured backend's name."""
+    """`analytic/<profile>`, `fitted/<profile>` or a measured backend's name."""
     backend, _, profile = name.partition("/")
-    if backend == "analytic":
-        return CostModel("analytic", profile=profile or "cpu")
+    if backend in ("analytic", "fitted"):
+        return CostModel(backend, profile=profile or "cpu")
     return CostModel(backend, cache_path=cost_cache)
 
 

@@ -44,7 +44,8 @@ flags.DEFINE_string("graph", "resnet18", "Zoo graph.")
 flags.DEFINE_string("rules", "default", "Rule set (RULE_SETS name).")
 flags.DEFINE_string("subset", "", "A subset of --rules (`rule_subsets`: no_builtin, "
                     "no_enlarge_merge, builtin_only); empty: all of it.")
-flags.DEFINE_string("cost_model", "analytic/cpu", "analytic/<profile>, onednn or cudnn.")
+flags.DEFINE_string("cost_model", "analytic/cpu",
+                    "analytic/<profile>, fitted/<profile>, onednn or cudnn.")
 flags.DEFINE_string("cost_cache", "results/cost_cache.tsv", "Measured backends' cache.")
 flags.DEFINE_integer("episodes", 20, "descent: random descents.")
 flags.DEFINE_integer("seed", 0, "descent: seed.")
@@ -59,8 +60,8 @@ EPS = 1e-9
 
 def make_cost_model(name: str, cost_cache: Optional[str]) -> CostModel:
     backend, _, profile = name.partition("/")
-    if backend == "analytic":
-        return CostModel("analytic", profile=profile or "cpu")
+    if backend in ("analytic", "fitted"):
+        return CostModel(backend, profile=profile or "cpu")
     return CostModel(backend, cache_path=cost_cache)
 
 
