@@ -58,7 +58,7 @@ import numpy as np
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.graphs import CostModel, Graph, XferSet, load_onnx, to_onnx, zoo
 from xflowrl.graphs.weights import random_inputs, random_weights
-from xflowrl.measure.compare import CPU_CLOCKS, interleaved_times, make_runner, spread
+from xflowrl.measure.compare import time_models
 from xflowrl.agents.ppo.training import replay
 from xflowrl.search.baselines import GREEDY_MAX_STEPS
 from xflowrl.search.greedy import greedy_search
@@ -216,16 +216,10 @@ def bench_graph(name: str, xfers: XferSet, optimizers: Dict[str, CostModel],
             if v.model is None:
                 v.model = to_onnx(v.graph, weights, check=False)
             unique[key] = v
-    measured: Dict[str, Dict[str, dict]] = {key: {} for key in unique}
-    for runtime in FLAGS.runtimes:
-        logging.info("%s: preparing %d variants in %s", name, len(unique), runtime)
-        runners = {key: make_runner(runtime, v.model, feeds) for key, v in unique.items()}
-        times = interleaved_times(runners, FLAGS.rounds, FLAGS.warmup, FLAGS.repeats, rng,
-                                  CPU_CLOCKS[runtime])
-        for key, t in times.items():
-            for clock, values in t.items():
-                measured[key][f"{runtime}/{clock}"] = spread(values)
-        del runners
+    logging.info("%s: timing %d distinct variants in %s", name, len(unique),
+                 ", ".join(FLAGS.runtimes))
+    measured = time_models({key: v.model for key, v in unique.items()}, feeds, FLAGS.runtimes,
+                           FLAGS.rounds, FLAGS.warmup, FLAGS.repeats, rng)
     report = {"ops": original.num_ops(), "variants": {}}
     base_pred = {spec: original.cost(m) for spec, m in evaluators.items()}
     base_meas = measured[key_of["original"]]

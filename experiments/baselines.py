@@ -52,7 +52,7 @@ import common
 
 from xflowrl.graphs import Graph, to_onnx, zoo
 from xflowrl.graphs.weights import random_inputs, random_weights
-from xflowrl.measure.compare import CPU_CLOCKS, interleaved_times, make_runner, spread
+from xflowrl.measure.compare import time_models
 from xflowrl.search import greedy_search
 from xflowrl.search.baselines import GREEDY_MAX_STEPS
 
@@ -159,16 +159,10 @@ def time_variants(name: str, variants: List[Variant]) -> Dict[str, Dict[str, dic
         if key_of[v.name] not in models:
             models[key_of[v.name]] = to_onnx(v.graph, weights, check=False)
     rng = np.random.default_rng(FLAGS.seed)
-    measured: Dict[str, Dict[str, dict]] = {key: {} for key in models}
-    for runtime in FLAGS.runtimes:
-        logging.info("%s: timing %d distinct graphs in %s", name, len(models), runtime)
-        runners = {key: make_runner(runtime, model, feeds) for key, model in models.items()}
-        times = interleaved_times(runners, FLAGS.rounds, FLAGS.warmup, FLAGS.repeats, rng,
-                                  CPU_CLOCKS[runtime])
-        for key, per_clock in times.items():
-            for clock, values in per_clock.items():
-                measured[key][f"{runtime}/{clock}"] = spread(values)
-        del runners
+    logging.info("%s: timing %d distinct graphs in %s", name, len(models),
+                 ", ".join(FLAGS.runtimes))
+    measured = time_models(models, feeds, FLAGS.runtimes, FLAGS.rounds, FLAGS.warmup,
+                           FLAGS.repeats, rng)
     return {v.name: dict(measured[key_of[v.name]], graph_key=key_of[v.name])
             for v in variants}
 

@@ -18,7 +18,7 @@ latency). See docs/runtime.md for why the CPU clock matters on a shared box.
 from __future__ import annotations
 
 import time
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -69,3 +69,34 @@ def spread(values: List[float]) -> dict:
     return {"median_ms": float(med), "q1_ms": float(q1), "q3_ms": float(q3),
             "min_ms": float(min(values)), "max_ms": float(max(values)),
             "rounds_ms": [round(v, 4) for v in values]}
+
+
+def time_models(models: Dict[str, object], feeds, runtimes: List[str], rounds: int,
+                warmup: int, repeats: int,
+                rng: np.random.Generator) -> Dict[str, Dict[str, dict]]:
+    """Times ONNX `models` (by key) in each of `runtimes` ("ort", "tf"),
+    interleaved (`interleaved_times`); each runtime's sessions are prepared
+    together and dropped before the next runtime's. Returns, per key,
+    `{"<runtime>/<clock>": spread(...)}` for the wall and CPU clocks."""
+    measured: Dict[str, Dict[str, dict]] = {key: {} for key in models}
+    for runtime in runtimes:
+        runners = {key: make_runner(runtime, model, feeds) for key, model in models.items()}
+        times = interleaved_times(runners, rounds, warmup, repeats, rng, CPU_CLOCKS[runtime])
+        for key, per_clock in times.items():
+            for clock, values in per_clock.items():
+                measured[key][f"{runtime}/{clock}"] = spread(values)
+        del runners
+    return measured
+
+
+def export_with_values(graph, weights: Optional[Mapping[str, np.ndarray]] = None,
+                       feeds: Optional[Mapping[str, np.ndarray]] = None,
+                       seed: int = 0) -> Tuple[object, Mapping[str, np.ndarray]]:
+    """An engine graph as an ONNX model with weights, and its input feeds:
+    `weights` and `feeds` where given, else `random_weights(graph, seed)` and
+    `random_inputs(graph, seed)` (the `measure_graph` of both runtimes)."""
+    from xflowrl.graphs import to_onnx  # pylint: disable=g-import-not-at-top
+    from xflowrl.graphs.weights import random_inputs, random_weights
+    weights = random_weights(graph, seed) if weights is None else weights
+    feeds = random_inputs(graph, seed) if feeds is None else feeds
+    return to_onnx(graph, weights, check=False), feeds

@@ -132,8 +132,6 @@ def measure_graph(graph, weights: Optional[Mapping[str, np.ndarray]] = None,
       seed: seeds the default weights and inputs.
       **kwargs: `warmup`, `repeats`, `threads`, `optimize`.
     """
-    from xflowrl.graphs import to_onnx  # pylint: disable=g-import-not-at-top
-    from xflowrl.graphs.weights import random_inputs, random_weights
-    weights = random_weights(graph, seed) if weights is None else weights
-    feeds = random_inputs(graph, seed) if feeds is None else feeds
-    return measure_onnx(to_onnx(graph, weights, check=False), feeds, **kwargs)
+    from xflowrl.measure.compare import export_with_values  # pylint: disable=g-import-not-at-top
+    model, feeds = export_with_values(graph, weights, feeds, seed)
+    return measure_onnx(model, feeds, **kwargs)

@@ -9,29 +9,14 @@ matmuls at 8 layers; analytic cpu cost 74.51 ms.
 """
 
 from xflowrl.graphs.graph import Graph, GraphBuilder
+from xflowrl.graphs.zoo.common import attention
 
 
 def bert(seq_len: int = 64, hidden: int = 1024, heads: int = 16, layers: int = 8) -> Graph:
     if hidden % heads:
         raise ValueError(f"hidden {hidden} is not divisible by heads {heads}")
-    d = hidden // heads
     b = GraphBuilder()
     x = b.relu(input=b.input(name="data", shape=(seq_len, hidden)))
     for layer in range(layers):
-        name = f"layer{layer}"
-
-        def project(part):
-            w = b.weight(name=f"{name}.{part}", shape=(hidden, hidden))
-            return b.reshape(input=b.matmul(a=x, b=w), shape=(seq_len, heads, d))
-
-        q = b.transpose(input=project("query"), perm=(1, 0, 2))   # [H, S, d]
-        k = b.transpose(input=project("key"), perm=(1, 2, 0))     # [H, d, S]
-        v = b.transpose(input=project("value"), perm=(1, 0, 2))   # [H, S, d]
-        scores = b.matmul(a=q, b=k)                               # [H, S, S]
-        context = b.matmul(a=scores, b=v)                         # [H, S, d]
-        context = b.reshape(input=b.transpose(input=context, perm=(1, 0, 2)),
-                            shape=(seq_len, hidden))
-        out = b.matmul(a=context, b=b.weight(name=f"{name}.output", shape=(hidden, hidden)),
-                       activation="RELU")
-        x = b.add(x=out, y=x)
+        x = attention(b, x, heads, f"layer{layer}", out_activation="RELU")
     return b.build([x])

@@ -1,4 +1,5 @@
-"""Helpers shared by the zoo builders: conv units with named weights."""
+"""Helpers shared by the zoo builders: conv units and TASO-style attention
+with named weights."""
 
 from xflowrl.graphs.graph import GraphBuilder, Tensor
 
@@ -19,3 +20,33 @@ def classifier(b: GraphBuilder, x: Tensor, classes: int, name: str = "fc") -> Te
     pooled = b.avgpool2d(input=x, kernel=x.shape[2:], strides=1, padding="VALID")
     flat = b.reshape(input=pooled, shape=(x.shape[0], x.shape[1]))
     return b.matmul(a=flat, b=b.weight(name=f"{name}.weight", shape=(x.shape[1], classes)))
+
+
+def attention(b: GraphBuilder, x: Tensor, heads: int, name: str,
+              out_activation: str = "NONE") -> Tensor:
+    """TASO's corrected BERT attention (cpp_examples/bert.h) with its residual.
+
+    On x [S, hidden]: Q/K/V matmuls (weights `<name>.query/key/value`),
+    heads split by reshape + transpose (q, v perm (1, 0, 2); k perm
+    (1, 2, 0)), two batched matmuls (no softmax, as in TASO's example), heads
+    merged by transpose + reshape, the output projection (`<name>.output`,
+    activation `out_activation`) and the residual add: 15 ops.
+    """
+    seq_len, hidden = x.shape
+    if hidden % heads:
+        raise ValueError(f"hidden {hidden} is not divisible by heads {heads}")
+    d = hidden // heads
+
+    def project(part):
+        w = b.weight(name=f"{name}.{part}", shape=(hidden, hidden))
+        return b.reshape(input=b.matmul(a=x, b=w), shape=(seq_len, heads, d))
+
+    q = b.transpose(input=project("query"), perm=(1, 0, 2))   # [H, S, d]
+    k = b.transpose(input=project("key"), perm=(1, 2, 0))     # [H, d, S]
+    v = b.transpose(input=project("value"), perm=(1, 0, 2))   # [H, S, d]
+    context = b.matmul(a=b.matmul(a=q, b=k), b=v)             # [H, S, d]
+    context = b.reshape(input=b.transpose(input=context, perm=(1, 0, 2)),
+                        shape=(seq_len, hidden))
+    out = b.matmul(a=context, b=b.weight(name=f"{name}.output", shape=(hidden, hidden)),
+                   activation=out_activation)
+    return b.add(x=out, y=x)

@@ -29,24 +29,7 @@ head: 115 ops and 50 matmuls at 6 layers; analytic cpu cost 117.12 ms
 """
 
 from xflowrl.graphs.graph import Graph, GraphBuilder
-
-
-def _attention(b: GraphBuilder, x, heads: int, name: str):
-    seq_len, hidden = x.shape
-    d = hidden // heads
-
-    def project(part):
-        w = b.weight(name=f"{name}.{part}", shape=(hidden, hidden))
-        return b.reshape(input=b.matmul(a=x, b=w), shape=(seq_len, heads, d))
-
-    q = b.transpose(input=project("query"), perm=(1, 0, 2))   # [H, S, d]
-    k = b.transpose(input=project("key"), perm=(1, 2, 0))     # [H, d, S]
-    v = b.transpose(input=project("value"), perm=(1, 0, 2))   # [H, S, d]
-    context = b.matmul(a=b.matmul(a=q, b=k), b=v)             # [H, S, d]
-    context = b.reshape(input=b.transpose(input=context, perm=(1, 0, 2)),
-                        shape=(seq_len, hidden))
-    out = b.matmul(a=context, b=b.weight(name=f"{name}.output", shape=(hidden, hidden)))
-    return b.add(x=out, y=x)
+from xflowrl.graphs.zoo.common import attention
 
 
 def _mlp(b: GraphBuilder, x, mlp_dim: int, name: str):
@@ -77,7 +60,7 @@ def vit(patches: int = 64, patch_dim: int = 3072, hidden: int = 1024, heads: int
     x = b.matmul(a=x, b=b.weight(name="patch_embedding", shape=(patch_dim, hidden)))
     x = b.add(x=x, y=b.weight(name="pos_embedding", shape=(patches, hidden)))
     for layer in range(layers):
-        x = _attention(b, x, heads, f"layer{layer}.attention")
+        x = attention(b, x, heads, f"layer{layer}.attention")
         x = _mlp(b, x, mlp_dim, f"layer{layer}.mlp")
     pooled = b.reshape(input=b.transpose(input=x, perm=(1, 0)), shape=(1, hidden, patches, 1))
     pooled = b.avgpool2d(input=pooled, kernel=(patches, 1), strides=1, padding="VALID")
