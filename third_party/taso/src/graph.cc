@@ -188,6 +188,15 @@ void Graph::index_ancestors() const {
   ancestor_words_ = words;
 }
 
+void Graph::release_caches() const {
+  indexed_ = false;
+  std::vector<std::vector<std::pair<int, int>>>().swap(consumers_);
+  std::vector<bool>().swap(is_output_);
+  std::unordered_map<int, std::vector<int>>().swap(by_type_);
+  std::vector<uint64_t>().swap(ancestors_);
+  ancestor_words_ = 0;
+}
+
 int Graph::index_of(int64_t guid) const {
   return guid >= 0 && guid < static_cast<int64_t>(index_.size()) ? index_[guid] : -1;
 }

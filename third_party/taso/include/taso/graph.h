@@ -105,6 +105,10 @@ class Graph {
   // in-context revision (CostBackend::in_context).
   std::vector<double> op_costs(CostBackend* backend) const;
   MemoryEstimate memory() const;
+  // Frees the lazily built indexes (consumers, per-type lists, ancestor
+  // bitsets); they are rebuilt on next use. The search calls it on graphs it
+  // keeps only as parents of queued candidates. Single-threaded use only.
+  void release_caches() const;
 
  private:
   Graph() = default;
