@@ -16,7 +16,8 @@ touched or mapped, so it can be below the parent's `rss_at_fork_mb`; the
 search's own memory dominates it on large graphs), `cpu_seconds` its
 user+system time during the search, and
 `expansions_per_cpu_second` the rate on a shared machine. `--search_modes`
-runs the search once per mode, in turn: `lazy` (queued candidates rebuilt
+runs the search once per mode (`--search_repeats` times, modes interleaved),
+in turn: `lazy` (queued candidates rebuilt
 from their parent, the default) and `eager` (every queued graph held whole,
 as TASO does; gigabytes on nasnet_a).
 With several `--rules` sets, each graph is measured with each set in turn in
@@ -45,6 +46,8 @@ flags.DEFINE_integer("budget", 1000, "Search budget (expansions).")
 flags.DEFINE_enum("search_cost_model", "analytic", ["analytic", "onednn", "cudnn", "fitted"],
                   "Cost model of the search.")
 flags.DEFINE_list("search_modes", ["lazy"], "Search queue modes to run, in turn: lazy, eager.")
+flags.DEFINE_integer("search_repeats", 1, "Searches per mode (interleaved); "
+                     "expansions_per_cpu_second is then their median.")
 flags.DEFINE_integer("max_queued", 0, "Cap on queued candidates (0: none).")
 flags.DEFINE_float("search_time_limit", 0.0, "Wall-clock limit per search (0: none).")
 flags.DEFINE_string("cost_cache", "", "On-disk cache for measured backends.")
@@ -85,8 +88,19 @@ def bench_graph(name, xfers):
         cost = graph.cost(model)
         result["cost_ms"][backend] = cost
         result[f"cost_{backend}_first_eval_s"] = time.perf_counter() - start
-    result["search"] = {mode: _in_child(lambda: _search(graph, xfers, mode == "lazy"))
-                        for mode in FLAGS.search_modes}
+    runs = {mode: [] for mode in FLAGS.search_modes}
+    for _ in range(FLAGS.search_repeats):  # modes interleaved, for a fair ratio
+        for mode in runs:
+            runs[mode].append(_in_child(lambda: _search(graph, xfers, mode == "lazy")))
+    result["search"] = {}
+    for mode, done in runs.items():
+        summary = dict(done[0])
+        if len(done) > 1:
+            rates = [r.get("expansions_per_cpu_second", 0.0) for r in done]
+            summary["expansions_per_cpu_second_runs"] = rates
+            summary["expansions_per_cpu_second"] = statistics.median(rates)
+            summary["peak_rss_mb"] = max(r.get("peak_rss_mb", 0.0) for r in done)
+        result["search"][mode] = summary
     return result
 
 
