@@ -1,15 +1,22 @@
-"""Environment speed: reset and step times per graph (the RL agent's per-step
-cost; thesis: 850 ms per step on ResNet-50; target here 5 ms).
+"""Environment speed and memory: reset and step times per zoo graph (the RL
+agent's per-step cost; thesis: 850 ms per step on ResNet-50; targets of
+issue 16: ResNet-50 <= 3 ms, Inception-v3 <= 10 ms, NasNet-A <= 30 ms).
 
     python benchmarks/env_bench.py [--graphs=resnet50,bert] [--steps=30]
+        [--rules=default] [--cost_model=analytic]
 
-Prints JSON: per graph, the op count, valid locations at reset, and the
-median / p90 of reset and of step (location enumeration with L=200,
-candidate costs, per-location features and featurization included), over
-random-agent episodes. Single process; the engine runs on one core.
+Prints JSON: per graph (default: every zoo graph) and rule set, the op count,
+valid locations at reset, and the median / p10 / p90 of reset and of step
+(location enumeration with L=200, candidate costs, per-location features and
+featurization included), over random-agent episodes, both in wall-clock time
+and in this thread's CPU time (`time.thread_time`; steadier on a shared
+machine). `peak_rss_mb` is the process's peak resident set after the graph
+(ru_maxrss: monotone over the run, so it bounds every graph measured so far).
+Single process; the engine runs on one core.
 """
 
 import json
+import resource
 import time
 
 from absl import app
@@ -21,42 +28,58 @@ from xflowrl.graphs import CostModel, XferSet, zoo
 from xflowrl.search import RandomAgent
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("graphs", ["resnet50", "bert", "squeezenet1_1", "resnet18", "inception_v3"],
-                  "Zoo graphs to time.")
+flags.DEFINE_list("graphs", list(zoo.GRAPHS), "Zoo graphs to time (default: all).")
+flags.DEFINE_list("rules", ["default"], "Named rule sets (XferSet.from_name) to time.")
 flags.DEFINE_integer("steps", 30, "Steps timed per graph.")
-flags.DEFINE_enum("cost_model", "analytic", ["analytic", "onednn"], "Cost backend.")
+flags.DEFINE_integer("seed", 0, "Seed of the random agent.")
+flags.DEFINE_enum("cost_model", "analytic", ["analytic", "onednn", "fitted"], "Cost backend.")
 
 
 def _stats(seconds):
     ms = 1000 * np.asarray(seconds)
-    return {"median_ms": float(np.median(ms)), "p90_ms": float(np.percentile(ms, 90)),
-            "n": len(ms)}
+    return {"median_ms": float(np.median(ms)), "p10_ms": float(np.percentile(ms, 10)),
+            "p90_ms": float(np.percentile(ms, 90)), "n": len(ms)}
+
+
+def _timed(fn):
+    """fn()'s result, its wall-clock seconds and this thread's CPU seconds."""
+    wall, cpu = time.perf_counter(), time.thread_time()
+    out = fn()
+    return out, time.perf_counter() - wall, time.thread_time() - cpu
+
+
+def bench_graph(name, xfers, cost):
+    """Reset and step times of random-agent episodes on one zoo graph."""
+    graph = zoo.get_graph(name)
+    env = GraphEnv(graph, xfers, cost, EnvConfig(max_steps=FLAGS.steps))
+    agent = RandomAgent(seed=FLAGS.seed)
+    times = {"reset": [], "reset_cpu": [], "step": [], "step_cpu": []}
+    obs = env.reset()  # warm the per-op cost memo
+    locations = int(obs.location_mask.sum())
+    while len(times["step"]) < FLAGS.steps:
+        obs, wall, cpu = _timed(env.reset)
+        times["reset"].append(wall)
+        times["reset_cpu"].append(cpu)
+        done = False
+        while not done and len(times["step"]) < FLAGS.steps:
+            action = agent.act(obs)
+            (obs, _, done, _), wall, cpu = _timed(lambda: env.step(action))
+            times["step"].append(wall)
+            times["step_cpu"].append(cpu)
+    out = {"ops": graph.num_ops(), "locations_at_reset": locations}
+    out.update({key: _stats(value) for key, value in times.items()})
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
 
 
 def main(argv):
     del argv
-    xfers = XferSet.default()
     cost = CostModel(FLAGS.cost_model)
-    report = {"cost_model": cost.name, "num_xfers": len(xfers), "graphs": {}}
+    rule_sets = {name: XferSet.from_name(name) for name in FLAGS.rules}
+    report = {"benchmark": "env", "cost_model": cost.name, "rule_sets": FLAGS.rules,
+              "num_xfers": {name: len(x) for name, x in rule_sets.items()}, "graphs": {}}
     for name in FLAGS.graphs:
-        graph = zoo.get_graph(name)
-        env = GraphEnv(graph, xfers, cost, EnvConfig(max_steps=FLAGS.steps))
-        agent = RandomAgent(seed=0)
-        resets, steps = [], []
-        obs = env.reset()  # warm the per-op cost memo
-        locations = int(obs.location_mask.sum())
-        while len(steps) < FLAGS.steps:
-            start = time.perf_counter()
-            obs = env.reset()
-            resets.append(time.perf_counter() - start)
-            done = False
-            while not done and len(steps) < FLAGS.steps:
-                action = agent.act(obs)
-                start = time.perf_counter()
-                obs, _, done, _ = env.step(action)
-                steps.append(time.perf_counter() - start)
-        report["graphs"][name] = {"ops": graph.num_ops(), "locations_at_reset": locations,
-                                  "reset": _stats(resets), "step": _stats(steps)}
+        report["graphs"][name] = {r: bench_graph(name, x, cost) for r, x in rule_sets.items()}
     print(json.dumps(report, indent=2))
 
 

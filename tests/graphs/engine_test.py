@@ -9,7 +9,7 @@ from absl.testing import absltest
 import numpy as np
 
 from xflowrl import _engine
-from xflowrl.graphs import CostModel, GraphBuilder, XferSet
+from xflowrl.graphs import CostModel, GraphBuilder, XferSet, zoo
 from xflowrl.graphs.rules_io import PatternOp, PatternTensor, Rule
 
 X, W1, W2 = PatternTensor(-1, 0), PatternTensor(-2, 0), PatternTensor(-3, 0)
@@ -288,6 +288,62 @@ class SearchTest(absltest.TestCase):
         xfers = XferSet([CONV_RELU])
         with self.assertRaisesRegex(ValueError, "alpha must be >= 1"):
             xfers.search(two_branch_graph(), CostModel("analytic"), alpha=0.5)
+        with self.assertRaisesRegex(ValueError, "max_queued must be >= 0"):
+            xfers.search(two_branch_graph(), CostModel("analytic"), max_queued=-1)
+
+
+def _outcome(result):
+    """What a search decided: everything but timings and memory figures."""
+    return (result.best_cost, result.initial_cost, result.applied, result.expansions,
+            result.enqueued, result.graph.hash(), [c for _, _, c in result.trace])
+
+
+class BoundedSearchTest(absltest.TestCase):
+    """The lazy queue (parent + rewrite) and the queue cap against TASO's way
+    of holding every queued graph whole."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.xfers = XferSet.default()
+        cls.cost = CostModel("analytic")
+
+    def test_lazy_queue_decides_exactly_as_the_eager_one(self):
+        for name in ("small_cnn", "resnet18", "bert", "squeezenet1_1"):
+            with self.subTest(graph=name):
+                graph = zoo.get_graph(name)
+                eager = self.xfers.search(graph, self.cost, budget=60, lazy_candidates=False)
+                lazy = self.xfers.search(graph, self.cost, budget=60)
+                self.assertGreater(eager.enqueued, 0)
+                self.assertEqual(_outcome(lazy), _outcome(eager))
+                self.assertEqual(lazy.peak_queued, eager.peak_queued)
+                self.assertEqual((lazy.dropped, eager.dropped), (0, 0))
+                self.assertGreater(lazy.peak_parents, 0)
+                self.assertLessEqual(lazy.peak_parents, lazy.expansions)
+                self.assertEqual(eager.peak_parents, 0)
+                self.assertGreaterEqual(lazy.seen, lazy.enqueued + 1)
+                self.assertGreater(lazy.peak_rss_mb, 0)
+
+    def test_a_cap_that_is_not_hit_changes_nothing(self):
+        graph = zoo.get_graph("bert")
+        free = self.xfers.search(graph, self.cost, budget=60)
+        capped = self.xfers.search(graph, self.cost, budget=60,
+                                   max_queued=free.peak_queued)
+        self.assertEqual(capped.dropped, 0)
+        self.assertEqual(_outcome(capped), _outcome(free))
+
+    def test_a_cap_that_is_hit_bounds_the_queue_and_says_so(self):
+        graph = zoo.get_graph("bert")
+        free = self.xfers.search(graph, self.cost, budget=60)
+        cap = free.peak_queued // 4
+        for lazy in (True, False):
+            with self.subTest(lazy=lazy):
+                capped = self.xfers.search(graph, self.cost, budget=60, max_queued=cap,
+                                           lazy_candidates=lazy)
+                self.assertGreater(capped.dropped, 0)
+                self.assertLessEqual(capped.peak_queued, cap)
+                self.assertLessEqual(capped.best_cost, capped.initial_cost)
+                self.assertAlmostEqual(capped.best_cost, capped.graph.cost(self.cost))
 
 
 if __name__ == "__main__":

@@ -418,7 +418,8 @@ cdef class RuleSetHandle:
         return h
 
     def search(self, GraphHandle graph not None, CostBackendHandle backend not None,
-               double alpha, int budget, int max_ops, double time_limit_s):
+               double alpha, int budget, int max_ops, double time_limit_s,
+               int max_queued=0, bint lazy_candidates=True):
         graph.get()
         cdef CostBackend* native_backend = backend.get()
         cdef SearchOptions opts
@@ -426,12 +427,15 @@ cdef class RuleSetHandle:
         opts.budget = budget
         opts.max_ops = max_ops
         opts.time_limit_s = time_limit_s
+        opts.max_queued = max_queued
+        opts.lazy_candidates = lazy_candidates
         cdef SearchResult r
         r = backtracking_search(graph.ptr, self.rules, native_backend, opts)
         return dict(
             best=_wrap(r.best), initial_cost=r.initial_cost, best_cost=r.best_cost,
             applied=list(r.applied), expansions=r.expansions, enqueued=r.enqueued,
-            seconds=r.seconds,
+            seconds=r.seconds, peak_queued=r.peak_queued,
+            peak_parents=r.peak_parents, dropped=r.dropped, seen=r.seen,
             trace=[(p.expansions, p.seconds, p.best_cost) for p in r.trace])
 
 

@@ -131,6 +131,8 @@ cdef extern from "taso/search.h" namespace "taso":
         int budget
         int max_ops
         double time_limit_s
+        int max_queued
+        bool lazy_candidates
 
     cdef cppclass TracePoint:
         int expansions
@@ -144,6 +146,7 @@ cdef extern from "taso/search.h" namespace "taso":
         vector[TracePoint] trace
         int expansions, enqueued
         double seconds
+        int64_t peak_queued, peak_parents, dropped, seen
 
     SearchResult backtracking_search(shared_ptr[const Graph] graph, const vector[Rule]& rules,
                                      CostBackend* backend, const SearchOptions& opts) except +

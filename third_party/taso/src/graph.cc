@@ -100,7 +100,7 @@ GraphPtr Graph::Create(std::vector<NodePtr> nodes,
         continue;
       }
       state[i] = kDone;
-      g->nodes_.push_back(nodes[i]);
+      g->nodes_.push_back(std::move(nodes[i]));  // done: never read again
       stack.pop_back();
     }
   }
@@ -186,6 +186,25 @@ void Graph::index_ancestors() const {
     }
   }
   ancestor_words_ = words;
+}
+
+bool Graph::all_live() const {
+  if (all_live_ < 0) {
+    all_live_ = 1;
+    for (int i = 0; i < size() && all_live_; ++i)
+      if (nodes_[i]->type != OP_INPUT && consumers(i).empty() && !is_output(i))
+        all_live_ = 0;
+  }
+  return all_live_ == 1;
+}
+
+void Graph::release_caches() const {
+  indexed_ = false;
+  std::vector<std::vector<std::pair<int, int>>>().swap(consumers_);
+  std::vector<bool>().swap(is_output_);
+  std::unordered_map<int, std::vector<int>>().swap(by_type_);
+  std::vector<uint64_t>().swap(ancestors_);
+  ancestor_words_ = 0;
 }
 
 int Graph::index_of(int64_t guid) const {

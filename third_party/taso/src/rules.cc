@@ -61,6 +61,13 @@ class Rewriter {
     mapped_.assign(r.src.size(), -1);
     used_.assign(g.size(), false);
     params_ok_.resize(r.src.size());
+    dst_reads_var_.assign(-min_var + 1, false);
+    dst_has_reader_.assign(r.dst.size(), false);
+    for (const PatternOp& op : r.dst)
+      for (const PatternTensor& t : op.inputs) {
+        if (t.op < 0) dst_reads_var_[-t.op] = true;
+        else dst_has_reader_[t.op] = true;
+      }
   }
 
   int run() {
@@ -214,8 +221,11 @@ class Rewriter {
     for (int i = 0; i < g_.size(); ++i) {
       if (used_[i]) continue;
       const NodePtr& node = g_.nodes()[i];
+      // Only outputs of matched ops are redirected: test that (an array
+      // lookup) before the map.
       bool touched = false;
-      for (const TensorRef& t : node->inputs) touched = touched || redirect.count(t);
+      for (const TensorRef& t : node->inputs)
+        touched = touched || (used_[g_.index_of(t.guid)] && redirect.count(t));
       if (!touched) {
         nodes.push_back(node);
         continue;
@@ -235,7 +245,7 @@ class Rewriter {
       auto it = redirect.find(t);
       if (it != redirect.end()) t = it->second;
     }
-    nodes = live_nodes(std::move(nodes), outputs);
+    if (!nothing_dies()) nodes = live_nodes(std::move(nodes), outputs);
 
     if (max_ops_ > 0) {
       int ops = 0;
@@ -298,6 +308,41 @@ class Rewriter {
     return true;
   }
 
+  // True when every op of the rewritten graph still has a reader or is an
+  // output, so that live_nodes would return the ops unchanged (in a DAG whose
+  // every sink is an output, every op reaches an output). Needs the parent
+  // to have that property (Graph::all_live) and checks what the rewrite
+  // changes: the ops feeding the match (bound variables) may lose their
+  // readers, and the target ops need one. Clones keep their readers: a
+  // reader that was matched would make the clone a variable that reads the
+  // match, which rewrite() rejected before.
+  bool nothing_dies() const {
+    if (!g_.all_live()) return false;
+    for (size_t v = 0; v < bound_.size(); ++v) {
+      if (!is_bound_[v] || dst_reads_var_[v]) continue;
+      const int u = g_.index_of(bound_[v].guid);
+      if (g_.node(u).type == OP_INPUT || g_.is_output(u)) continue;
+      bool read = false;
+      for (auto [c, slot] : g_.consumers(u)) read = read || !used_[c];
+      if (!read) return false;
+    }
+    for (size_t j = 0; j < r_.dst.size(); ++j) {
+      if (dst_has_reader_[j]) continue;
+      bool read = false;
+      for (const auto& [s, d] : r_.mapped_outputs) {
+        if (d.op != static_cast<int>(j)) continue;
+        const int m = mapped_[s.op];
+        const TensorRef from{g_.node(m).guid, s.index};
+        for (auto [c, slot] : g_.consumers(m))
+          read = read || (!used_[c] && g_.node(c).inputs[slot] == from);
+        if (g_.is_output(m))
+          for (const TensorRef& t : g_.outputs()) read = read || t == from;
+      }
+      if (!read) return false;
+    }
+    return true;
+  }
+
   // Drops ops (but never graph inputs) that no output depends on, e.g. a
   // weight whose only reader was rewritten away.
   static std::vector<NodePtr> live_nodes(std::vector<NodePtr> nodes,
@@ -336,6 +381,8 @@ class Rewriter {
   std::vector<int> mapped_;       // source op -> graph index
   std::vector<bool> used_;        // graph index -> matched
   std::vector<std::vector<int8_t>> params_ok_;  // per source op: -1 unknown, 0, 1
+  std::vector<bool> dst_reads_var_;   // per variable: a target op reads it
+  std::vector<bool> dst_has_reader_;  // per target op: another target op reads it
   int matches_ = 0;
 };
 

@@ -93,6 +93,9 @@ class Graph {
     index_ancestors();
     return (ancestors_[static_cast<size_t>(i) * ancestor_words_ + (j >> 6)] >> (j & 63)) & 1;
   }
+  // True when every op but the graph inputs has a reader or is an output,
+  // i.e. every op is live (computed once; the rewriter's fast path).
+  bool all_live() const;
   // True when every input derives only from weights (see OpConfig).
   bool weight_side(int i) const { return weight_side_[i]; }
   // Indices of ops of a type, in topological order.
@@ -105,6 +108,10 @@ class Graph {
   // in-context revision (CostBackend::in_context).
   std::vector<double> op_costs(CostBackend* backend) const;
   MemoryEstimate memory() const;
+  // Frees the lazily built indexes (consumers, per-type lists, ancestor
+  // bitsets); they are rebuilt on next use. The search calls it on graphs it
+  // keeps only as parents of queued candidates. Single-threaded use only.
+  void release_caches() const;
 
  private:
   Graph() = default;
@@ -122,6 +129,7 @@ class Graph {
   mutable std::unordered_map<int, std::vector<int>> by_type_;
   mutable std::vector<uint64_t> ancestors_;  // row i: bitset of i's ancestors
   mutable size_t ancestor_words_ = 0;
+  mutable int8_t all_live_ = -1;  // -1: not computed yet
   uint64_t hash_ = 0;
   int num_ops_ = 0;
   int64_t max_guid_ = 0;

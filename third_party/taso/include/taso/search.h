@@ -16,6 +16,14 @@ struct SearchOptions {
   int budget = 1000;    // graphs expanded (popped from the queue)
   int max_ops = 0;      // size cap; 0 means twice the input's op count
   double time_limit_s = 0;  // 0: no limit
+  // Queued candidates beyond this many are dropped, costliest first (0: no
+  // cap). Results equal the uncapped search's whenever `dropped` is 0.
+  int max_queued = 0;
+  // True: a queued candidate is held as (parent graph, xfer, match index) and
+  // rebuilt when popped, so memory grows with the expanded graphs, not with
+  // the queue. False: every queued graph is held whole (TASO's way; kept to
+  // compare against). Both give the same results.
+  bool lazy_candidates = true;
 };
 
 struct TracePoint {
@@ -33,10 +41,15 @@ struct SearchResult {
   int expansions = 0;
   int enqueued = 0;
   double seconds = 0;
+  int64_t peak_queued = 0;   // most candidates queued at once
+  int64_t peak_parents = 0;  // lazy: most parent graphs held at once for queued candidates
+  int64_t dropped = 0;       // candidates dropped by max_queued
+  int64_t seen = 0;          // distinct graphs (hashes) met
 };
 
 // Pops the cheapest graph, applies every xfer at every location, and queues
 // each new (by canonical hash) result cheaper than alpha * best-so-far.
+// Ties in cost pop in the order queued, so the search is deterministic.
 SearchResult backtracking_search(GraphPtr graph, const std::vector<Rule>& rules,
                                  CostBackend* backend, const SearchOptions& opts);
 
