@@ -12,7 +12,9 @@ and TASO's search's best graph (`XferSet.search`, `--taso_alpha`,
 `<dir>/<graph>/<run>/` (train_mf, train_mb), rebuilt by replaying its
 substitutions from `result.json` (`agent_variants`).
 Every variant runs with the same weights (`random_weights(original,
---seed)`, exported by `to_onnx`, weight-side ops precomputed) and inputs.
+--seed, gain=zoo.weight_gain(graph))`, finite values for the softmax-free
+transformers too; exported by `to_onnx`, weight-side ops precomputed) and
+inputs.
 
 Timing: every variant is prepared once per runtime (onnxruntime session:
 1 intra-op thread, all graph optimizations, `xflowrl.measure.ort_runtime`;
@@ -140,7 +142,7 @@ def agent_variants(folder: str, graph_name: str, xfers: XferSet, original: Graph
     exported with this benchmark's weights like every other variant. Where
     there is no sequence or it does not replay, the saved `graph.onnx` is
     imported (`load_onnx`) for the estimates and timed as saved (it carries
-    `random_weights(original, seed)` of the run's seed).
+    `random_weights(original, seed, gain=zoo.weight_gain(graph))` of the run's seed).
     """
     out = []
     for path in sorted(glob.glob(os.path.join(folder, graph_name, "*", "graph.onnx"))):
@@ -204,7 +206,7 @@ def bench_graph(name: str, xfers: XferSet, optimizers: Dict[str, CostModel],
     if FLAGS.agent_graphs:
         variants += agent_variants(FLAGS.agent_graphs, name, xfers, original,
                                    FLAGS.max_locations)
-    weights = random_weights(original, FLAGS.seed)
+    weights = random_weights(original, FLAGS.seed, gain=zoo.weight_gain(name))
     feeds = random_inputs(original, FLAGS.seed)
     # One timing per distinct graph: variants with equal hashes share it.
     unique: Dict[str, Variant] = {}

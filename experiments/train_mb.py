@@ -167,7 +167,8 @@ def main(argv):
         json.dump([op._asdict() for op in best_graph.ops()], f)
     # Zoo graphs carry no trained weights: the ONNX file holds random ones
     # under the original weight names (folded weights precomputed).
-    save_onnx(best_graph, random_weights(graph, seed=FLAGS.seed),
+    save_onnx(best_graph, random_weights(graph, seed=FLAGS.seed,
+                                       gain=zoo.weight_gain(graph_name)),
               os.path.join(out_dir, "graph.onnx"))
     with agent.writer.as_default(step=0):
         tf.summary.scalar("real/controller_cost", evaluations["greedy"].final_cost)

@@ -26,7 +26,7 @@ import common
 from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.agents.ppo.training import TrainConfig, replay, train
 from xflowrl.env.environment import COST_FEATURES
-from xflowrl.graphs import save_onnx
+from xflowrl.graphs import save_onnx, zoo
 from xflowrl.graphs.weights import random_weights
 from xflowrl.search import baseline_rows, run_baselines, versus_greedy
 
@@ -102,7 +102,8 @@ def main(argv):
         json.dump([op._asdict() for op in final_graph.ops()], f)
     # Zoo graphs carry no trained weights: the ONNX file holds random ones
     # under the original weight names (folded weights precomputed).
-    save_onnx(final_graph, random_weights(graph, seed=FLAGS.seed),
+    save_onnx(final_graph, random_weights(graph, seed=FLAGS.seed,
+                                       gain=zoo.weight_gain(graph_name)),
               os.path.join(out_dir, "graph.onnx"))
     rows = [("initial", env.initial_cost), ("PPO agent (greedy)", greedy.final_cost),
             ("best episode in training", summary["best_training_cost_ms"])]
