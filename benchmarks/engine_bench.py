@@ -35,6 +35,7 @@ from absl import app
 from absl import flags
 
 from xflowrl.graphs import CostModel, XferSet, available_backends, zoo
+from xflowrl.graphs.xfers import peak_rss_mb
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("graphs", list(zoo.GRAPHS), "Zoo graphs to measure (default: all).")
@@ -144,7 +145,7 @@ def _in_child(fn):
         os.close(read_fd)
         try:
             out = fn()
-            out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            out["peak_rss_mb"] = peak_rss_mb()
         except Exception as e:  # reported to the parent, which goes on
             out = {"error": repr(e)}
         with os.fdopen(write_fd, "w") as f:

@@ -16,7 +16,6 @@ Single process; the engine runs on one core.
 """
 
 import json
-import resource
 import time
 
 from absl import app
@@ -25,6 +24,7 @@ import numpy as np
 
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.graphs import CostModel, XferSet, zoo
+from xflowrl.graphs.xfers import peak_rss_mb
 from xflowrl.search import RandomAgent
 
 FLAGS = flags.FLAGS
@@ -68,7 +68,7 @@ def bench_graph(name, xfers, cost):
             times["step_cpu"].append(cpu)
     out = {"ops": graph.num_ops(), "locations_at_reset": locations}
     out.update({key: _stats(value) for key, value in times.items()})
-    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["peak_rss_mb"] = peak_rss_mb()
     return out
 
 

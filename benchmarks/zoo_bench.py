@@ -33,7 +33,6 @@ from __future__ import annotations
 import collections
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -46,7 +45,7 @@ import numpy as np
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.graphs import CostModel, XferSet, executor, zoo
 from xflowrl.graphs.weights import random_inputs, random_weights
-from xflowrl.graphs.xfers import load_rule_set
+from xflowrl.graphs.xfers import load_rule_set, peak_rss_mb
 from xflowrl.search.greedy import greedy_search
 
 FLAGS = flags.FLAGS
@@ -68,10 +67,6 @@ flags.DEFINE_bool("verify", False, "Run greedy's and TASO's graphs and the origi
                   "the float64 reference executor on the same random values.")
 flags.DEFINE_bool("isolate", True, "Run each graph in a subprocess of its own.")
 
-
-
-def _peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
 
 
 def _onnx_check(graph, name: str) -> Dict[str, object]:
@@ -181,7 +176,7 @@ def bench_graph(name: str) -> Dict[str, object]:
             row["taso"]["verify"] = verify(result.graph)
     if FLAGS.onnx_check:
         row["onnx_check"] = _onnx_check(graph, name)
-    row["peak_rss_mib"] = _peak_rss_mib()
+    row["peak_rss_mib"] = peak_rss_mb()
     return row
 
 

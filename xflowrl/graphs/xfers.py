@@ -219,11 +219,12 @@ class XferSet:
                             [self.rules[x].name for x in r["applied"]],
                             r["expansions"], r["enqueued"], r["seconds"], r["trace"],
                             r["peak_queued"], r["peak_parents"], r["dropped"], r["seen"],
-                            _peak_rss_mb())
+                            peak_rss_mb())
 
 
-def _peak_rss_mb() -> float:
-    """This process's peak resident set so far, in MiB (Linux: ru_maxrss in KiB)."""
+def peak_rss_mb() -> float:
+    """This process's peak resident set so far, in MiB (Linux: ru_maxrss in
+    KiB); monotone over a process's life. The benchmarks report it too."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
