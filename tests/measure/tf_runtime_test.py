@@ -1,9 +1,13 @@
 """Tests of the TensorFlow measurements (time and allocator memory)."""
 
-import xflowrl.measure  # first: turns on TensorFlow's CPU allocator statistics
+import os
+import subprocess
+import sys
 
 from absl.testing import absltest
 import numpy as np
+
+import xflowrl.measure
 
 from xflowrl.graphs import CostModel, GraphBuilder
 from xflowrl.measure import tf_runtime
@@ -42,6 +46,26 @@ class MeasureTest(absltest.TestCase):
         self.assertGreater(row["memory_peak_gib"], row["weights_gib"])
         self.assertIn("| squeezenet1_1 | Convolutional | 65 | 15.08 |",
                       xflowrl.measure.markdown_table([row]))
+
+    def test_import_changes_nothing(self):
+        # Importing the package leaves the environment alone; the first
+        # measurement asks for the BFC allocator only while TensorFlow is
+        # not imported, and not after.
+        script = ("import os, sys\n"
+                  "import xflowrl.measure as m\n"
+                  "assert m.BFC_ENV not in os.environ, 'set at import'\n"
+                  "if sys.argv[1] == 'tf_first':\n"
+                  "    import tensorflow\n"
+                  "print(m.enable_memory_stats(), os.environ.get(m.BFC_ENV))\n")
+        env = {k: v for k, v in os.environ.items() if k != xflowrl.measure.BFC_ENV}
+        outputs = {}
+        for order in ("measure_first", "tf_first"):
+            proc = subprocess.run([sys.executable, "-c", script, order], env=env,
+                                  capture_output=True, text=True, timeout=120, check=False)
+            self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+            outputs[order] = proc.stdout.split()
+        self.assertEqual(outputs, {"measure_first": ["True", "true"],
+                                   "tf_first": ["False", "None"]})
 
     def test_bad_arguments(self):
         with self.assertRaisesRegex(ValueError, "repeats >= 1"):

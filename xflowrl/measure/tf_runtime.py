@@ -11,9 +11,13 @@ median wall time (`time.perf_counter`) of `repeats` calls, each including
 the copy of the outputs to numpy.
 
 Memory: TensorFlow's own CPU allocator statistics. TensorFlow reports no
-statistics for its default CPU allocator, so this module sets
-`TF_CPU_ALLOCATOR_USE_BFC=true` when it is imported; that only takes effect
-if TensorFlow has not been imported yet (import `xflowrl.measure` first).
+statistics for its default CPU allocator; they need
+`TF_CPU_ALLOCATOR_USE_BFC=true` before TensorFlow is first imported.
+Importing this module changes nothing: every function here that imports
+TensorFlow calls `enable_memory_stats()` first, which sets the variable (if
+unset) only while TensorFlow is not imported yet. A program that imports
+TensorFlow before its first measurement calls `enable_memory_stats()`
+itself, before that import; otherwise the memory fields are None.
 `get_memory_info("CPU:0")["current"]` is read before `prepare` (after a
 garbage collection: what earlier work still holds is not counted) and again
 after the warm-up; the difference is `resident_bytes`: the weights (onnx-tf
@@ -33,13 +37,33 @@ from __future__ import annotations
 import gc
 import os
 import statistics
+import sys
 import time
 from typing import Callable, Dict, List, Mapping, NamedTuple, Optional
 
 import numpy as np
 
 BFC_ENV = "TF_CPU_ALLOCATOR_USE_BFC"
-os.environ.setdefault(BFC_ENV, "true")
+
+
+def enable_memory_stats() -> bool:
+    """Asks for TensorFlow's BFC CPU allocator, which keeps statistics.
+
+    Sets `TF_CPU_ALLOCATOR_USE_BFC=true` unless it is set already or
+    TensorFlow is imported already (then the choice is made and a change
+    would only mislead). Returns whether the variable asks for the BFC
+    allocator; `memory_stats_available()` says whether TensorFlow obeyed.
+    """
+    if "tensorflow" not in sys.modules:
+        os.environ.setdefault(BFC_ENV, "true")
+    return os.environ.get(BFC_ENV, "").lower() in ("true", "1")
+
+
+def _tensorflow():
+    """TensorFlow, imported after `enable_memory_stats()`."""
+    enable_memory_stats()
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    return tf
 
 
 class Measurement(NamedTuple):
@@ -58,7 +82,7 @@ class Measurement(NamedTuple):
 
 def memory_stats_available() -> bool:
     """Whether TensorFlow reports CPU allocator statistics in this process."""
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    tf = _tensorflow()
     try:
         tf.config.experimental.get_memory_info("CPU:0")
         return True
@@ -84,8 +108,8 @@ def measure_onnx(model, feeds: Mapping[str, np.ndarray], *, warmup: int = 3,
     """
     if warmup < 1 or repeats < 1:
         raise ValueError(f"need warmup >= 1 and repeats >= 1, got {warmup}, {repeats}")
+    tf = _tensorflow()
     import onnx_tf.backend  # pylint: disable=g-import-not-at-top
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
     stats = memory_stats_available()
     if stats:
         gc.collect()
@@ -117,8 +141,8 @@ def make_runner(model, feeds: Mapping[str, np.ndarray]) -> Callable[[], Dict[str
     """Prepares an ONNX model once; the returned callable runs one inference
     (as `measure_onnx` times it: the traced module, outputs copied to numpy).
     For callers that interleave the timing of several models."""
+    tf = _tensorflow()
     import onnx_tf.backend  # pylint: disable=g-import-not-at-top
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
     rep = onnx_tf.backend.prepare(model)
     inputs = {name: tf.constant(value) for name, value in feeds.items()}
 
