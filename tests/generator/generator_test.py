@@ -121,7 +121,7 @@ class GeneratorTest(absltest.TestCase):
         # The check runs speculatively in workers, then pruning reruns; a
         # rejected rule must not prune its instances or duplicates, which
         # then get checked themselves (here: rejected too).
-        with mock.patch.object(pipeline.symbolic, "counterexample", lambda rule: "planted"):
+        with mock.patch.object(pipeline.other_sizes, "counterexample", lambda rule: "planted"):
             rules, report = generate(2, workers=2)
         base = self.report
         self.assertEqual(rules, [])

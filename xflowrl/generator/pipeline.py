@@ -21,14 +21,14 @@ Other sizes. The enumeration fixes the sizes (4x4 matrices, 3x3 and 1x1
 kernels), but the engine applies a rule to any tensors its source matches.
 A candidate that survives pruning is therefore evaluated again at up to six
 other size bindings (each axis 1..5) under which both sides are defined
-(`symbolic.counterexample`, sizes solved by z3); one that differs there is
-dropped ("rejected at other sizes"), e.g. `concat1(x0, x1) @ concat0(x0, x2)
--> concat1(x1, x0) @ concat0(x2, x0)`, true only for a square x0, or
-`conv(avgpool(x), enlarge(w, v)) -> avgpool(conv(x, w))`, true only for a
-1x1 w. A dropped rule prunes nothing. The check is the slow stage (~50 ms a
-rule), so it runs first in the `workers` processes on every rule pruning
-would reach were nothing dropped; pruning then runs for real and checks in
-process the few rules a drop exposes. Every shipped rule is also checked by
+(`other_sizes.counterexample`, sizes from sizes.py, no z3); one that
+differs there is dropped ("rejected at other sizes"), e.g. `concat1(x0, x1)
+@ concat0(x0, x2) -> concat1(x1, x0) @ concat0(x2, x0)`, true only for a
+square x0, or `conv(avgpool(x), enlarge(w, v)) -> avgpool(conv(x, w))`,
+true only for a 1x1 w. A dropped rule prunes nothing. The check costs more
+per rule than pruning, so it runs first in the `workers` processes on every
+rule pruning would reach were nothing dropped; pruning then runs for real
+and checks in process the few rules a drop exposes. Every shipped rule is also checked by
 the engine's semantics test (tests/graphs/semantics_test.py) on graphs of
 other shapes.
 
@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import multiprocessing
 import os
 import re
 import time
@@ -65,7 +64,7 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Set, Tu
 
 import numpy as np
 
-from xflowrl.generator import emit, enumeration, fingerprint, symbolic
+from xflowrl.generator import emit, enumeration, fingerprint, other_sizes, parallel
 
 Expr = enumeration.Expr
 
@@ -137,45 +136,34 @@ def _verify(src: Side, dst: Side, family: enumeration.Family, seed: int) -> bool
     return True
 
 
-# What verification workers read: set before the pool forks, so a task is
-# just an index range and no expression is pickled.
-_SHARED: Tuple = ()
-
-
-def _verify_range(bounds: Tuple[int, int]) -> List[bool]:
-    verify, family, candidates, seed = _SHARED
+def _verify_range(shared: Tuple, bounds: Tuple[int, int]) -> List[bool]:
+    """`verify` on candidates[bounds[0]:bounds[1]], each with its own seed."""
+    verify, family, candidates, seed = shared
     return [verify(src, dst, family, seed + 1 + i)
             for i, (src, dst, _) in enumerate(candidates[bounds[0]:bounds[1]], bounds[0])]
 
 
-def _witness_range(bounds: Tuple[int, int]) -> List[Optional[str]]:
-    return [symbolic.counterexample(rule) for rule in _SHARED[bounds[0]:bounds[1]]]
+def _witness_range(rules: Sequence, bounds: Tuple[int, int]) -> List[Optional[str]]:
+    return [other_sizes.counterexample(rule) for rule in rules[bounds[0]:bounds[1]]]
 
 
-def _map_shared(task: Callable, shared: Tuple, n: int, chunk: int, workers: int,
+def _map_shared(task: Callable, shared, n: int, chunk: int, workers: int,
                 say: Callable[[str], None], what: str) -> list:
-    """`task` over index ranges of `shared` (n items), in `workers` forked
-    processes, with progress lines `what`; the results in order."""
-    global _SHARED
-    _SHARED = shared
-    ranges = [(k, min(k + chunk, n)) for k in range(0, n, chunk)]
+    """`task(shared, bounds)` over index ranges of n items, in `workers`
+    forked processes (parallel.py), with progress lines `what`; the results
+    in order."""
+    bounds = parallel.ranges(n, chunk)
     start = time.time()
-    results: list = []
-    pool = (multiprocessing.get_context("fork").Pool(workers)
-            if workers > 1 and len(ranges) > 1 else None)
-    try:
-        for done, part in enumerate((pool.imap if pool else map)(task, ranges), 1):
-            results += part
-            if done % 20 == 0 or done == len(ranges):
-                elapsed = time.time() - start
-                say(f"{what} {len(results)}/{n}, {elapsed:.1f} s, ETA "
-                    f"{elapsed / len(results) * (n - len(results)):.0f} s")
-    finally:
-        if pool:
-            pool.close()
-            pool.join()
-        _SHARED = ()
-    return results
+    parts: Dict[int, list] = {}
+    done_items = 0
+    for index, part in parallel.map_ranges(task, shared, bounds, workers):
+        parts[index] = part
+        done_items += len(part)
+        if len(parts) % 20 == 0 or len(parts) == len(bounds):
+            elapsed = time.time() - start
+            say(f"{what} {done_items}/{n}, {elapsed:.1f} s, ETA "
+                f"{elapsed / done_items * (n - done_items):.0f} s")
+    return [x for index in range(len(bounds)) for x in parts[index]]
 
 
 def _verify_all(verify, family, candidates, seed: int, workers: int, say) -> List[bool]:
@@ -367,7 +355,7 @@ def generate(max_ops: int = 2, family_names: Sequence[str] = ("matrix", "conv"),
 
         def check(index: int, rule) -> Optional[str]:
             if index not in witnesses:  # exposed by a rejection: the speculative pass missed it
-                witnesses[index] = symbolic.counterexample(rule)
+                witnesses[index] = other_sizes.counterexample(rule)
             return witnesses[index]
 
         rules += _prune(fam, candidates, results, report, fname, len(rules), canonical_keys,
@@ -399,14 +387,14 @@ def _name_vars(text: str, src: Side) -> str:
 
 def _other_sizes(fam: _Family, candidates, results, fname: str, first: int,
                  canonical_keys: Set[str], workers: int, say) -> Dict[int, Optional[str]]:
-    """`symbolic.counterexample` of every rule that pruning would reach if no
+    """`other_sizes.counterexample` of every rule that pruning would reach if no
     rule were rejected at other sizes, by candidate index, in `workers`
     processes. Pruning depends on what was kept before, so a rejection can
     expose a rule this pass did not reach; `_prune` checks those itself."""
     reached: List[Tuple[int, object]] = []
     _prune(fam, candidates, results, Report(0, []), fname, first, set(canonical_keys),
            lambda index, rule: reached.append((index, rule)), lambda line: None)
-    found = _map_shared(_witness_range, tuple(rule for _, rule in reached), len(reached),
+    found = _map_shared(_witness_range, [rule for _, rule in reached], len(reached),
                         50, workers, say, f"[{fname}] checked at other sizes")
     return {index: witness for (index, _), witness in zip(reached, found)}
 
