@@ -10,8 +10,15 @@ The engine's C++ sources are compiled straight into one Cython extension,
   libraries; looked up in $CUDA_HOME, the `nvidia-*` pip wheels and the usual
   system prefixes. Disable with XFLOWRL_NO_CUDNN=1.
 
-Install with `pip install --no-build-isolation -e .` after requirements.txt,
-so that the build sees the oneDNN wheel installed beside it.
+pyproject.toml declares what the build needs (setuptools, wheel, Cython),
+so `pip install .` works in a fresh venv; pip then builds in an isolated
+environment that it fills from the package index. scripts/bootstrap.sh
+installs requirements.txt first and builds with `pip install
+--no-build-isolation -e .`, against the pinned stack, with nothing fetched
+for the build. Either way the oneDNN wheels are looked up in this
+interpreter's prefix, so install requirements.txt first to get that backend.
+The rule files and the oneDNN reference table are package data, so an
+installed copy (not only a source checkout) finds them.
 """
 
 import glob
@@ -186,8 +193,10 @@ setup(
     description=("Model-free and model-based reinforcement learning for "
                  "computation-graph optimisation over a TASO-style rewrite engine"),
     packages=find_packages(include=["xflowrl", "xflowrl.*"]),
-    # The onednn reference cost table (docs/engine.md).
-    package_data={"xflowrl.graphs": ["data/*.tsv", "data/*.json"]},
+    # The onednn reference cost table (docs/engine.md) and the rule files
+    # (docs/rules.md).
+    package_data={"xflowrl.graphs": ["data/*.tsv", "data/*.json"],
+                  "xflowrl.graphs.rules": ["*.json"]},
     ext_modules=_cythonize(_extension()),
     python_requires=">=3.10",
     zip_safe=False,

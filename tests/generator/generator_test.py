@@ -13,7 +13,7 @@ import numpy as np
 from xflowrl.generator import emit, enumeration, fingerprint, generate, pipeline
 from xflowrl.graphs import CostModel, GraphBuilder, XferSet, rules_io
 from xflowrl.graphs.rules_io import PatternOp, PatternTensor, Rule
-from xflowrl.graphs.xfers import GENERATED_RULES, RULE_SETS, load_rule_set
+from xflowrl.graphs.xfers import GENERATED_RULES, RULE_SETS, TASO_RULES_JSON, load_rule_set
 
 from tests.graphs.semantics_test import assert_equivalent, check_all_locations, instantiations
 
@@ -67,7 +67,7 @@ class GeneratorTest(absltest.TestCase):
                       ((PatternTensor(1, 0), PatternTensor(0, 0)),))
         self.assertIn(emit.canonical(fusion), self.keys)
         # TASO's rule 0, matmul associativity, up to renaming.
-        taso = rules_io.load_rules(os.path.join(REPO, "third_party/taso/rules/taso_rules.json"))
+        taso = rules_io.load_rules(TASO_RULES_JSON)
         self.assertIn(emit.canonical(taso[0]), self.keys)
         # transpose(a @ b) = transpose(b) @ transpose(a), in some orientation.
         self.assertTrue(any({o.type for o in r.src} | {o.type for o in r.dst}
@@ -196,8 +196,7 @@ class GeneratorTest(absltest.TestCase):
         self.assertGreater(summary["kept_two_output"], 0)
         self.assertGreaterEqual(summary["taso_rules_rediscovered"], 85)
         # With four matrix inputs: TASO's x1 w1 + x2 w2 -> concat(x1, x2) concat(w1, w2).
-        merge = next(r for r in rules_io.load_rules(os.path.join(
-            REPO, "third_party/taso/rules/taso_rules.json")) if r.name == "taso_73")
+        merge = next(r for r in rules_io.load_rules(TASO_RULES_JSON) if r.name == "taso_73")
         self.assertIn(emit.canonical(merge),
                       {emit.canonical(r) for r in rules_io.load_rules(GENERATED_RULES)})
         # Found on 4x4 matrices, true only for a square x0: dropped, with the

@@ -11,15 +11,15 @@ from typing import List, Sequence, Tuple
 
 from absl.testing import absltest
 
+from xflowrl.graphs import rules as rule_files
 from xflowrl.graphs import rules_io
 from xflowrl.graphs import taso_pb
 from xflowrl.graphs.rules_io import PatternOp, PatternTensor, Rule
 
 _REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 TASO_PB = os.path.join(_REPO, "..", "shared", "data", "taso_graph_subst.pb")
-RULES_DIR = os.path.join(_REPO, "third_party", "taso", "rules")
-BUILTIN_JSON = os.path.join(RULES_DIR, "builtin.json")
-TASO_JSON = os.path.join(RULES_DIR, "taso_rules.json")
+BUILTIN_JSON = rule_files.path(rule_files.BUILTIN)
+TASO_JSON = rule_files.path(rule_files.TASO)
 
 X, W1, W2 = PatternTensor(-1), PatternTensor(-2), PatternTensor(-3)
 

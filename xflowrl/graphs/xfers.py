@@ -10,22 +10,21 @@ and every earlier candidate). At most `max_locations` per xfer are kept.
 
 from __future__ import annotations
 
-import os
 import resource
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
 from xflowrl import _engine
+from xflowrl.graphs import rules as rule_files
 from xflowrl.graphs import rules_io
 from xflowrl.graphs.cost import CostModel
 from xflowrl.graphs.graph import Graph
 
-RULES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "third_party", "taso", "rules")
-BUILTIN_RULES = os.path.join(RULES_DIR, "builtin.json")
-TASO_RULES_JSON = os.path.join(RULES_DIR, "taso_rules.json")
-GENERATED_RULES = os.path.join(RULES_DIR, "generated.json")
+# The shipped rule files (package data of `xflowrl.graphs.rules`).
+BUILTIN_RULES = rule_files.path(rule_files.BUILTIN)
+TASO_RULES_JSON = rule_files.path(rule_files.TASO)
+GENERATED_RULES = rule_files.path(rule_files.GENERATED)
 # Named rule sets (files are loaded in the order listed): "default" = the
 # engine's built-ins + the rules xflowrl's generator produced and verified
 # (experiments/generate_rules.py); "builtin+taso" = built-ins + TASO's shipped
@@ -78,6 +77,9 @@ def _native_rule(rule: "rules_io.Rule"):
 
 
 class SearchResult(NamedTuple):
+    """What `XferSet.search` returns. The binding's search returns a dict
+    whose keys are these fields (with `best` for `graph` and xfer indices
+    for `applied`); `_search_result` checks that they match one to one."""
     graph: Graph                 # the best graph found
     initial_cost: float          # ms
     best_cost: float             # ms
@@ -213,13 +215,21 @@ class XferSet:
         `peak_rss_mb` is the process's peak resident set (ru_maxrss) read
         after the search: an upper bound on what the search itself needed.
         """
-        r = self._handle.search(graph.handle, cost_model.handle, alpha, budget,
-                                max_ops, time_limit_s, max_queued, lazy_candidates)
-        return SearchResult(Graph(r["best"]), r["initial_cost"], r["best_cost"],
-                            [self.rules[x].name for x in r["applied"]],
-                            r["expansions"], r["enqueued"], r["seconds"], r["trace"],
-                            r["peak_queued"], r["peak_parents"], r["dropped"], r["seen"],
-                            peak_rss_mb())
+        native = self._handle.search(graph.handle, cost_model.handle, alpha, budget,
+                                     max_ops, time_limit_s, max_queued, lazy_candidates)
+        return self._search_result(native)
+
+    def _search_result(self, native: Dict) -> SearchResult:
+        """Types the binding's result dict; a key that is not a field of
+        `SearchResult`, or a field the binding does not fill, raises."""
+        fields = dict(native)
+        fields["graph"] = Graph(fields.pop("best"))
+        fields["applied"] = [self.rules[x].name for x in fields["applied"]]
+        fields["peak_rss_mb"] = peak_rss_mb()
+        if set(fields) != set(SearchResult._fields):
+            raise RuntimeError(f"the engine's search result has keys {sorted(native)}; "
+                               f"SearchResult has fields {SearchResult._fields}")
+        return SearchResult(**fields)
 
 
 def peak_rss_mb() -> float:
