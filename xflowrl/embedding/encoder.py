@@ -11,7 +11,7 @@ variables belong to the agent, which trains them through its losses.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Callable, NamedTuple, Optional
 
 import sonnet as snt
 import tensorflow as tf
@@ -23,9 +23,10 @@ class Embedding(NamedTuple):
     globals: tf.Tensor  # [num_graphs, latent_size]
 
 
-def _mlp(sizes, name: str):
+def _mlp(sizes, name: str, w_init_fn: Optional[Callable[[], snt.initializers.Initializer]]):
     def make():
-        return snt.Sequential([snt.nets.MLP(sizes, activate_final=True),
+        w_init = None if w_init_fn is None else w_init_fn()
+        return snt.Sequential([snt.nets.MLP(sizes, activate_final=True, w_init=w_init),
                                snt.LayerNorm(axis=-1, create_scale=True, create_offset=True)],
                               name=name)
     return make
@@ -35,12 +36,15 @@ class GraphEncoder(snt.Module):
     """Encode-process-decode over a `GraphsTuple` (xflowrl.embedding.features)."""
 
     def __init__(self, latent_size: int = 32, num_layers: int = 2,
-                 message_passing_steps: int = 3, name: str = "graph_encoder"):
+                 message_passing_steps: int = 3, name: str = "graph_encoder",
+                 w_init_fn: Optional[Callable[[], snt.initializers.Initializer]] = None):
         """
         Args:
           latent_size: width of node, edge and global embeddings.
           num_layers: layers of every inner MLP.
           message_passing_steps: K, rounds of the core GraphNetwork.
+          w_init_fn: called once per inner MLP for its weights' initializer
+            (e.g. `SeededInitializers.fan_in`); None: Sonnet's default.
         """
         super().__init__(name=name)
         if message_passing_steps < 1:
@@ -49,13 +53,13 @@ class GraphEncoder(snt.Module):
         self.message_passing_steps = message_passing_steps
         sizes = [latent_size] * num_layers
         self._encoder = modules.GraphIndependent(
-            edge_model_fn=_mlp(sizes, "edge_encoder"),
-            node_model_fn=_mlp(sizes, "node_encoder"),
-            global_model_fn=_mlp(sizes, "global_encoder"))
+            edge_model_fn=_mlp(sizes, "edge_encoder", w_init_fn),
+            node_model_fn=_mlp(sizes, "node_encoder", w_init_fn),
+            global_model_fn=_mlp(sizes, "global_encoder", w_init_fn))
         self._core = modules.GraphNetwork(
-            edge_model_fn=_mlp(sizes, "edge_core"),
-            node_model_fn=_mlp(sizes, "node_core"),
-            global_model_fn=_mlp(sizes, "global_core"))
+            edge_model_fn=_mlp(sizes, "edge_core", w_init_fn),
+            node_model_fn=_mlp(sizes, "node_core", w_init_fn),
+            global_model_fn=_mlp(sizes, "global_core", w_init_fn))
 
     def __call__(self, graph: graphs.GraphsTuple) -> Embedding:
         encoded = self._encoder(graph)

@@ -23,14 +23,15 @@ masked) never raises: `info["invalid"]` says why, the reward is
 `invalid_penalty`, and the episode ends (`invalid_action="end"`, default) or
 continues unchanged (`"ignore"`). `info["truncated"]` is True when only the
 step limit ended the episode; `info` also holds `cost`, `initial_cost`,
-`steps` and, on the last step, `history` (the substitutions applied).
+`steps` and, on the last step, `history` (the substitutions applied):
+`StepInfo` documents every key.
 `xflowrl.env.gym_env.GymGraphEnv` wraps this class in the gymnasium API.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple, TypedDict
 
 import numpy as np
 
@@ -55,6 +56,22 @@ XFER_SUMMARY_SIZE = 3
 # the cost. An ablation of the observation (docs/agents.md,
 # experiments/observation_ablation.py).
 COST_FEATURES = ("full", "no_deltas", "none")
+
+
+class _StepInfoAlways(TypedDict):
+    invalid: Optional[str]   # why the action was invalid; None for a valid one
+    applied: Optional[str]   # the xfer's name, "NO-OP", or None (invalid)
+    location: int            # the action's location, as given
+    truncated: bool          # only the step limit ended the episode
+    cost: float              # the current graph's cost (ms), after the step
+    initial_cost: float      # the episode's first graph's cost (ms)
+    steps: int               # steps taken in this episode, this one included
+
+
+class StepInfo(_StepInfoAlways, total=False):
+    """`info` of `GraphEnv.step`: a dict (gymnasium's API passes it on as
+    one) whose keys are typed here; `history` only on an episode's last step."""
+    history: List[Tuple[str, int]]  # (xfer name, location) of every substitution applied
 
 
 @dataclasses.dataclass
@@ -136,41 +153,43 @@ class GraphEnv(Environment):
             raise RuntimeError("step() called on a finished episode; call reset()")
         xfer, location = int(action[0]), int(action[1])
         previous = self.cost
-        info: Dict[str, Any] = {"invalid": None, "applied": None, "location": location,
-                                "truncated": False}
         self.steps += 1
+        truncated = False
         if xfer == self.noop:
-            done = True
-            info["applied"] = "NO-OP"
+            done, applied = True, "NO-OP"
         else:
             invalid = self._check(xfer, location)
             if invalid:
-                info["invalid"] = invalid
-                info["truncated"] = (self.config.invalid_action == "ignore"
-                                     and self.steps >= self.config.max_steps)
-                done = self.config.invalid_action == "end" or info["truncated"]
+                truncated = (self.config.invalid_action == "ignore"
+                             and self.steps >= self.config.max_steps)
+                done = self.config.invalid_action == "end" or truncated
                 self._done = done
-                info.update(cost=self.cost, initial_cost=self.initial_cost, steps=self.steps)
-                if done:
-                    info["history"] = list(self.history)
+                info = self._info(invalid, None, location, truncated, done)
                 return TimeStep(self._observation, self.config.invalid_penalty, done, info)
             self.graph = self._locations.apply(xfer, location)
             self.cost = self.graph.cost(self.cost_model)
             self.history.append((self.xfers.names[xfer], location))
-            info["applied"] = self.xfers.names[xfer]
-            done = False
+            done, applied = False, self.xfers.names[xfer]
         observation = self._observation if done else self._observe()
         if not done:
             stuck = not observation.xfer_mask[:self.noop].any()
-            info["truncated"] = self.steps >= self.config.max_steps and not stuck
-            done = stuck or info["truncated"]
+            truncated = self.steps >= self.config.max_steps and not stuck
+            done = stuck or truncated
         reward = self._reward_fn(rewards.Transition(
             self.initial_cost, previous, self.cost, done))
         self._done = done
-        info.update(cost=self.cost, initial_cost=self.initial_cost, steps=self.steps)
+        return TimeStep(observation, reward, done,
+                        self._info(None, applied, location, truncated, done))
+
+    def _info(self, invalid: Optional[str], applied: Optional[str], location: int,
+              truncated: bool, done: bool) -> StepInfo:
+        """The step's `info`, after the step: `history` on an episode's last step."""
+        info = StepInfo(invalid=invalid, applied=applied, location=location,
+                        truncated=truncated, cost=self.cost, initial_cost=self.initial_cost,
+                        steps=self.steps)
         if done:
             info["history"] = list(self.history)
-        return TimeStep(observation, reward, done, info)
+        return info
 
     def _check(self, xfer: int, location: int) -> Optional[str]:
         if not 0 <= xfer <= self.noop:

@@ -18,6 +18,7 @@ import numpy as np
 import sonnet as snt
 import tensorflow as tf
 
+from xflowrl.agents.ppo.learning import build_adam
 from xflowrl.world_model import losses
 from xflowrl.world_model.config import WorldModelConfig
 from xflowrl.world_model.data import Batch
@@ -103,5 +104,4 @@ class WorldModelLearner:
     def build(self, batch: Batch) -> None:
         """Creates the model's and optimizer's variables without training."""
         self._losses(_tensors(batch), training=False)
-        if not self.optimizer.m:
-            self.optimizer._initialize(self.model.trainable_variables)  # pylint: disable=protected-access
+        build_adam(self.optimizer, self.model.trainable_variables)

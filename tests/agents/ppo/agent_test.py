@@ -62,6 +62,57 @@ class NetworkTest(absltest.TestCase):
             self.assertTrue(any(scope in n for n in changed), f"{scope} did not change")
 
 
+class SeedTest(absltest.TestCase):
+
+    def test_the_seed_alone_fixes_the_weights_and_global_random_state_is_untouched(self):
+        env = _env(max_steps=2)
+
+        def built(seed):
+            agent = PPOAgent(len(_XFERS), PPOConfig(), seed=seed)
+            agent.build(env)
+            return agent
+
+        tf.random.set_seed(7)
+        expected = tf.random.uniform([4]).numpy()
+        tf.random.set_seed(7)
+        first = built(0)
+        # Building an agent neither reseeds nor draws from TensorFlow's
+        # global random state ...
+        np.testing.assert_array_equal(tf.random.uniform([4]).numpy(), expected)
+        # ... nor depends on it: the same seed gives the same weights.
+        second = built(0)
+        other = built(1)
+        names = [v.name for v in first.network.variables]
+        self.assertNotEmpty(names)
+        for a, b, c in zip(first.network.variables, second.network.variables,
+                           other.network.variables):
+            np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.name)
+        self.assertTrue(any(not np.array_equal(a.numpy(), c.numpy())
+                            for a, c in zip(first.network.variables, other.network.variables)))
+
+    def test_build_changes_nothing(self):
+        # `build` creates the optimizers' moments (for checkpoint restores);
+        # an update after it equals an update without it.
+        env = _env(max_steps=2)
+        config = PPOConfig(episodes_per_update=2)
+        agents = [PPOAgent(len(_XFERS), config, seed=4) for _ in range(2)]
+        agents[0].build(env)
+        before = [v.numpy().copy() for v in agents[0].network.variables]
+        optimizer = agents[0].learner.policy_optimizer
+        self.assertNotEmpty(optimizer.m)
+        self.assertEqual(int(optimizer.step.numpy()), 0)
+        self.assertTrue(all(not m.numpy().any() for m in optimizer.m + optimizer.v))
+        for agent in agents:
+            for _ in range(2):
+                agent.run_episode(env)
+            agent.update()
+        built, plain = (a.network.variables for a in agents)
+        self.assertTrue(any(not np.array_equal(b, v.numpy()) for b, v in zip(before, built)))
+        for a, b in zip(built, plain):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-7,
+                                       err_msg=a.name)
+
+
 class TransitionsTest(absltest.TestCase):
 
     def test_noop_location_value_is_zero_and_cut_episodes_bootstrap(self):

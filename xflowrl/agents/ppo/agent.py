@@ -29,14 +29,15 @@ class PPOAgent:
         Args:
           num_xfers: N of the environment's action spec.
           config: PPO hyper-parameters.
-          seed: seeds the networks' initialisation and the actor's sampling.
+          seed: seeds the networks' initialisation, the actor's sampling and
+            the learner's minibatch order (explicitly; TensorFlow's global
+            seed is left alone).
           state: the observation spec's state kind, "graph" or "vector".
           max_locations: L of the action spec.
         """
         self.config = config or PPOConfig()
-        tf.random.set_seed(seed)
         self.network = PolicyValueNetwork(num_xfers, self.config, state=state,
-                                          max_locations=max_locations)
+                                          max_locations=max_locations, seed=seed)
         self.actor = Actor(self.network, seed=seed)
         self.learner = Learner(self.network, self.config, seed=seed + 1)
         self.episodes = tf.Variable(0, dtype=tf.int64, name="episodes")

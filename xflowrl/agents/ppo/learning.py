@@ -71,7 +71,17 @@ class Batch(NamedTuple):
     has_location: tf.Tensor    # 1.0 where the xfer is not NO-OP
 
 
-def make_batch(steps: Sequence[Step], advantages: Dict[str, np.ndarray], noop: int) -> Batch:
+class Targets(NamedTuple):
+    """Per head, the GAE advantages and value targets (returns), [T] each."""
+    xfer: losses.Advantages      # from V_x(s)
+    location: losses.Advantages  # from V_l(s, x)
+
+    def take(self, index: np.ndarray) -> "Targets":
+        """The rows `index` of every array (a minibatch)."""
+        return Targets(*(losses.Advantages(h.advantages[index], h.returns[index]) for h in self))
+
+
+def make_batch(steps: Sequence[Step], targets: Targets, noop: int) -> Batch:
     """Stacks transitions (and their advantages/returns) into tensors."""
     xfer = np.array([s.xfer for s in steps], np.int32)
     f32 = lambda x: tf.constant(np.asarray(x, np.float32))
@@ -99,27 +109,53 @@ def make_batch(steps: Sequence[Step], advantages: Dict[str, np.ndarray], noop: i
         location=tf.constant(np.array([s.location for s in steps], np.int32)),
         old_xfer_log_prob=f32([s.xfer_log_prob for s in steps]),
         old_location_log_prob=f32([s.location_log_prob for s in steps]),
-        xfer_advantage=f32(advantages["xfer_advantage"]),
-        location_advantage=f32(advantages["location_advantage"]),
-        xfer_return=f32(advantages["xfer_return"]),
-        location_return=f32(advantages["location_return"]),
+        xfer_advantage=f32(targets.xfer.advantages),
+        location_advantage=f32(targets.location.advantages),
+        xfer_return=f32(targets.xfer.returns),
+        location_return=f32(targets.location.returns),
         has_location=f32(xfer != noop))
 
 
-def compute_advantages(steps: Sequence[Step], config: PPOConfig) -> Dict[str, np.ndarray]:
+def compute_advantages(steps: Sequence[Step], config: PPOConfig) -> Targets:
     """GAE per head over consecutive whole episodes (the last step is done)."""
     rewards = np.array([s.reward for s in steps])
     dones = np.array([s.done for s in steps])
     bootstrap = np.array([s.bootstrap_value for s in steps])
     if len(steps) and not dones[-1]:
         raise ValueError("compute_advantages needs whole episodes; the last step is not done")
-    out = {}
-    for head in ("xfer", "location"):
-        values = np.array([getattr(s, f"{head}_value") for s in steps])
-        a = losses.gae(rewards, values, dones, 0.0, config.discount, config.gae_lambda,
-                       bootstrap)
-        out[f"{head}_advantage"], out[f"{head}_return"] = a.advantages, a.returns
-    return out
+
+    def head(values: List[float]) -> losses.Advantages:
+        return losses.gae(rewards, np.array(values), dones, 0.0, config.discount,
+                          config.gae_lambda, bootstrap)
+
+    return Targets(xfer=head([s.xfer_value for s in steps]),
+                   location=head([s.location_value for s in steps]))
+
+
+def build_adam(optimizer: snt.optimizers.Adam, variables: Sequence[tf.Variable]) -> None:
+    """Creates `optimizer`'s moments for `variables` and changes nothing.
+
+    Sonnet's Adam creates its moments on its first `apply`, and a checkpoint
+    can only be restored into variables that exist. Through the public API
+    only: one `apply` of an update that touches no entry (an empty
+    `tf.IndexedSlices` for one variable, None for the others), then the
+    step counter is put back. Variables, moments (zeros) and step are as
+    before. Does nothing once the moments exist.
+    """
+    if optimizer.m:
+        return
+    variables = list(variables)
+    target = next((i for i, v in enumerate(variables) if v.shape.rank), None)
+    if target is None:
+        raise ValueError("build_adam needs at least one variable of rank >= 1")
+    var = variables[target]
+    empty = tf.IndexedSlices(tf.zeros([0] + var.shape.as_list()[1:], var.dtype),
+                             tf.zeros([0], tf.int64), tf.shape(var, out_type=tf.int64))
+    updates: List[Optional[tf.IndexedSlices]] = [None] * len(variables)
+    updates[target] = empty
+    step = optimizer.step.numpy()
+    optimizer.apply(updates, variables)
+    optimizer.step.assign(step)
 
 
 class Learner:
@@ -183,16 +219,13 @@ class Learner:
 
     def build(self) -> None:
         """Creates the optimizers' slot variables (the network's must exist)."""
-        # Sonnet's Adam creates its moments on the first apply; create them now.
-        if self.policy_optimizer.m:
-            return
-        self.policy_optimizer._initialize(self.network.policy_variables())  # pylint: disable=protected-access
-        self.value_optimizer._initialize(self.network.value_variables())  # pylint: disable=protected-access
+        build_adam(self.policy_optimizer, self.network.policy_variables())
+        build_adam(self.value_optimizer, self.network.value_variables())
 
     def update(self, steps: List[Step]) -> Dict[str, float]:
         """One PPO update on whole episodes; returns mean metrics."""
         cfg = self.config
-        advantages = compute_advantages(steps, cfg)
+        targets = compute_advantages(steps, cfg)
         noop = self.network.num_xfers
         size = cfg.minibatch_size or len(steps)
         history: Dict[str, List[float]] = {}
@@ -200,8 +233,7 @@ class Learner:
             order = self.rng.permutation(len(steps)) if cfg.minibatch_size else np.arange(len(steps))
             for start in range(0, len(steps), size):
                 idx = order[start:start + size]
-                batch = make_batch([steps[i] for i in idx],
-                                   {k: v[idx] for k, v in advantages.items()}, noop)
+                batch = make_batch([steps[i] for i in idx], targets.take(idx), noop)
                 for k, v in self._step(batch).items():
                     history.setdefault(k, []).append(float(v))
         return {k: float(np.mean(v)) for k, v in history.items()}

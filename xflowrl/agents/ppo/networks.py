@@ -20,6 +20,9 @@ there are no node embeddings). The heads are the same for both:
   location's features are a learned embedding of its index instead: the
   world model names a location by its index in the xfer's candidate list.
   The per-xfer summary term is likewise used only where summaries exist.
+
+Weights are initialised from the explicit `seed` (`initializers`), never
+from TensorFlow's global seed.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import NamedTuple, Optional, Sequence
 import sonnet as snt
 import tensorflow as tf
 from xflowrl.agents.ppo.config import PPOConfig
+from xflowrl.agents.ppo.initializers import SeededInitializers
 from xflowrl.embedding.encoder import Embedding, GraphEncoder
 
 
@@ -42,15 +46,16 @@ class LocationOutput(NamedTuple):
     value: tf.Tensor   # [B]
 
 
-def _mlp(hidden: Sequence[int], out: int, name: str) -> snt.Module:
-    return snt.nets.MLP(list(hidden) + [out], activation=tf.nn.relu, name=name)
+def _mlp(hidden: Sequence[int], out: int, name: str,
+         w_init: snt.initializers.Initializer) -> snt.Module:
+    return snt.nets.MLP(list(hidden) + [out], activation=tf.nn.relu, w_init=w_init, name=name)
 
 
 class PolicyValueNetwork(snt.Module):
     """Encoder + xfer head + location head, with their value networks."""
 
     def __init__(self, num_xfers: int, config: PPOConfig, state: str = "graph",
-                 max_locations: int = 200, name: str = "policy_value"):
+                 max_locations: int = 200, seed: int = 0, name: str = "policy_value"):
         """
         Args:
           num_xfers: N; the xfer head has N+1 outputs (the last is NO-OP).
@@ -58,6 +63,7 @@ class PolicyValueNetwork(snt.Module):
           state: "graph" (GraphsTuple states, per-location features) or
             "vector" (state vectors, locations named by index).
           max_locations: L; sizes the location-index embedding of "vector".
+          seed: seeds every weight's initialisation (`initializers`).
         """
         super().__init__(name=name)
         if state not in ("graph", "vector"):
@@ -65,22 +71,25 @@ class PolicyValueNetwork(snt.Module):
         self.num_xfers = num_xfers
         self.state_kind = state
         hidden = config.hidden_sizes
+        init = SeededInitializers(seed)
         if state == "graph":
             self.encoder = GraphEncoder(config.latent_size, num_layers=2,
-                                        message_passing_steps=config.message_passing_steps)
+                                        message_passing_steps=config.message_passing_steps,
+                                        w_init_fn=init.fan_in)
         else:
             self.encoder = snt.nets.MLP([config.latent_size] * 2, activate_final=True,
-                                        name="state_torso")
+                                        w_init=init.fan_in(), name="state_torso")
             self._location_embed = snt.Embed(max_locations, config.latent_size,
-                                             name="location_embed")
-        self._xfer_torso = snt.nets.MLP(list(hidden), activate_final=True, name="xfer_torso")
-        self._xfer_logits = snt.Linear(num_xfers + 1, name="xfer_logits")
-        self._xfer_scorer = _mlp(hidden, 1, "xfer_scorer")
-        self._xfer_value = _mlp(hidden, 1, "xfer_value")
+                                             initializer=init.unit(), name="location_embed")
+        self._xfer_torso = snt.nets.MLP(list(hidden), activate_final=True, w_init=init.fan_in(),
+                                        name="xfer_torso")
+        self._xfer_logits = snt.Linear(num_xfers + 1, w_init=init.fan_in(), name="xfer_logits")
+        self._xfer_scorer = _mlp(hidden, 1, "xfer_scorer", init.fan_in())
+        self._xfer_value = _mlp(hidden, 1, "xfer_value", init.fan_in())
         self._xfer_embed = snt.Embed(num_xfers + 1, config.xfer_embedding_size,
-                                     name="xfer_embed")
-        self._location_scorer = _mlp(hidden, 1, "location_scorer")
-        self._location_value = _mlp(hidden, 1, "location_value")
+                                     initializer=init.unit(), name="xfer_embed")
+        self._location_scorer = _mlp(hidden, 1, "location_scorer", init.fan_in())
+        self._location_value = _mlp(hidden, 1, "location_value", init.fan_in())
 
     def encode(self, state) -> Embedding:
         """A batch of states: a GraphsTuple ("graph") or a [B, D] tensor ("vector")."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import sys
 import time
@@ -49,6 +50,31 @@ class TrainResult:
     history: List[Dict[str, float]]  # one row per update
 
 
+@dataclasses.dataclass
+class Progress:
+    """What training has found and spent so far, saved beside the checkpoints
+    as `progress.json` (its fields are the file's keys) and read on resume."""
+    best_cost: float = math.inf  # best final cost of any episode
+    best_sequence: List[Tuple[str, int]] = dataclasses.field(default_factory=list)
+    interactions: int = 0        # real environment steps taken in training
+    seconds: float = 0.0         # training time of all runs so far
+    history: List[Dict[str, float]] = dataclasses.field(default_factory=list)  # per update
+
+    def save(self, path: str) -> None:
+        """Writes the file atomically: an interruption never leaves half a file."""
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(dataclasses.asdict(self), f)
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: str) -> "Progress":
+        with open(path) as f:
+            fields = json.load(f)
+        fields["best_sequence"] = [tuple(s) for s in fields["best_sequence"]]
+        return cls(**fields)
+
+
 def replay(env: GraphEnv, sequence: List[Tuple[str, int]]) -> Graph:
     """Re-applies a substitution sequence (xfer names, locations) from reset."""
     env.reset()
@@ -75,53 +101,48 @@ def train(env: Environment, agent: PPOAgent, config: TrainConfig, logdir: str,
     os.makedirs(logdir, exist_ok=True)
     manager = tf.train.CheckpointManager(agent.checkpoint, os.path.join(logdir, "checkpoints"),
                                          max_to_keep=3)
-    state_path = os.path.join(logdir, "progress.json")
-    state = {"best_cost": float("inf"), "best_sequence": [], "interactions": 0,
-             "seconds": 0.0, "history": []}
+    progress_path = os.path.join(logdir, "progress.json")
+    state = Progress()
     if manager.latest_checkpoint:
         agent.build(env)
         agent.checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-        with open(state_path) as f:
-            state = json.load(f)
+        state = Progress.load(progress_path)
         progress(f"resumed from {manager.latest_checkpoint} at episode "
                  f"{int(agent.episodes.numpy())}")
     writer = tf.summary.create_file_writer(os.path.join(logdir, "tensorboard"))
     start, start_episode = time.time(), int(agent.episodes.numpy())
-    seconds_before = state["seconds"]
+    seconds_before = state.seconds
 
     def save():
-        state["seconds"] = seconds_before + time.time() - start
+        state.seconds = seconds_before + time.time() - start
         manager.save(checkpoint_number=int(agent.episodes.numpy()))
-        tmp = state_path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(state, f)
-        os.replace(tmp, state_path)  # atomic: an interruption never leaves half a file
+        state.save(progress_path)
 
     recent: List[Episode] = []
     while int(agent.episodes.numpy()) < config.episodes:
         episode = agent.run_episode(env)
         recent.append(episode)
-        state["interactions"] += episode.steps
+        state.interactions += episode.steps
         n = int(agent.episodes.numpy())
-        if episode.final_cost < state["best_cost"]:
-            state["best_cost"] = episode.final_cost
-            state["best_sequence"] = episode.applied
+        if episode.final_cost < state.best_cost:
+            state.best_cost = episode.final_cost
+            state.best_sequence = episode.applied
         with writer.as_default(step=n):
             tf.summary.scalar("episode/reward", episode.total_reward)
             tf.summary.scalar("episode/final_cost", episode.final_cost)
             tf.summary.scalar("episode/steps", episode.steps)
-            tf.summary.scalar("episode/best_cost", state["best_cost"])
+            tf.summary.scalar("episode/best_cost", state.best_cost)
         if not agent.ready_to_update and n < config.episodes:
             continue
         metrics = agent.update()
         updates = int(agent.updates.numpy())
-        row = {"episode": n, "updates": updates, "interactions": state["interactions"],
+        row = {"episode": n, "updates": updates, "interactions": state.interactions,
                "mean_reward": float(np.mean([e.total_reward for e in recent])),
                "mean_final_cost": float(np.mean([e.final_cost for e in recent])), **metrics}
         if updates % config.eval_every == 0:
             greedy = agent.run_episode(env, greedy=True, learn=False)
             row["greedy_cost"] = greedy.final_cost
-        state["history"].append(row)
+        state.history.append(row)
         recent = []
         with writer.as_default(step=n):
             for k, v in row.items():
@@ -133,10 +154,9 @@ def train(env: Environment, agent: PPOAgent, config: TrainConfig, logdir: str,
         rate = (n - start_episode) / max(elapsed, 1e-9)
         left = (config.episodes - n) / max(rate, 1e-9)
         progress(f"episode {n}/{config.episodes}  {rate:.2f} ep/s  left {_format_seconds(left)}"
-                 f"  mean cost {row['mean_final_cost']:.4f}  best {state['best_cost']:.4f}"
+                 f"  mean cost {row['mean_final_cost']:.4f}  best {state.best_cost:.4f}"
                  f"  (initial {episode.initial_cost:.4f})  loss {metrics['loss']:.3f}")
     save()
     writer.flush()
-    return TrainResult(int(agent.episodes.numpy()), state["interactions"], state["seconds"],
-                       state["best_cost"], [tuple(s) for s in state["best_sequence"]],
-                       state["history"])
+    return TrainResult(int(agent.episodes.numpy()), state.interactions, state.seconds,
+                       state.best_cost, [tuple(s) for s in state.best_sequence], state.history)
