@@ -1,0 +1,352 @@
+"""The thesis' evaluation (Chapter 4) from one command: runs, then a report folder.
+
+    python experiments/reproduce.py            # full mode (about 70 minutes here)
+    python experiments/reproduce.py --quick    # every step on tiny budgets (under 10 minutes)
+
+Two cost settings, each in its own results folder, each labelled as what it is:
+
+- "this CPU" (`cpu`): `--cost_model=fitted --profile=cpu`, the cost model
+  calibrated on this machine's onnxruntime timings (docs/runtime.md);
+- "GPU-like" (`gpu`): `--cost_model=analytic --profile=v100`, an analytic
+  stand-in for the thesis' GPU (there is no GPU here).
+
+Per setting it runs, as subprocesses of the project's entry points with
+flags (results under --results_dir/<setting>/<graph>/<run>/):
+`baselines.py` (one-step greedy, TASO's search and its trace),
+`train_mf.py` and `train_mb.py` on each graph of --graphs, and
+`train_mb.py --reward_model=separate` on --separate_reward_graphs (under
+--results_dir/<setting>/separate_reward/). Once: `graph_properties.py`
+(Table 4.1) and `temperature_sweep.py` (Table 4.3, under "this CPU"; that
+script has no profile flag). Then, in this process, the measure step times
+every variant of every graph (original, greedy, TASO, model-free,
+model-based) end to end on this CPU, interleaved (onnxruntime and TensorFlow
+through onnx-tf; `xflowrl.measure.compare.time_models`), and
+`reproduce_report.write_report` writes the tables and figures to
+--report_dir.
+
+Reuse: a run whose folder holds `reproduce_job.json` with the same command
+line (and its result file) is reused; a folder with another command is
+deleted first, so a resumable entry point never resumes a run of other
+budgets. `--rerun` redoes everything. Each run's stdout/stderr go to
+`<run folder>.log`.
+
+The agents run with `--taso_budget=0`: TASO's search comes from
+baselines.py (one search per graph and setting, with Inception-v3's budget
+capped as there), the agents' files keep greedy and the random agent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from concurrent import futures
+from typing import Dict, List, Optional, Sequence
+
+from absl import app
+from absl import flags
+from absl import logging
+import numpy as np
+
+import reproduce_report as report
+
+FLAGS = flags.FLAGS
+flags.DEFINE_bool("quick", False, "Tiny budgets: the whole pipeline in under 10 minutes.")
+flags.DEFINE_list("graphs", list(report.THESIS_GRAPHS), "Zoo graphs to evaluate.")
+flags.DEFINE_list("settings", list(report.SETTINGS), "Cost settings (cpu, gpu).")
+flags.DEFINE_string("results_dir", "results/reproduce", "Where the runs are written.")
+flags.DEFINE_string("report_dir", "", "Where the report goes (default <results_dir>/report).")
+flags.DEFINE_list("separate_reward_graphs", ["bert"],
+                  "Graphs on which train_mb also runs with --reward_model=separate.")
+flags.DEFINE_string("sweep_graph", "bert", "Graph of the temperature sweep ('' to skip).")
+flags.DEFINE_integer("seed", 0, "Seed of every run.")
+flags.DEFINE_bool("rerun", False, "Ignore saved runs.")
+flags.DEFINE_integer("jobs", None, "Entry-point runs at a time (default: 2 in quick mode, "
+                     "1 in full mode, whose training wall times are reported).")
+flags.DEFINE_integer("retries", 1, "Reruns of a failed entry point (after 30 s): other "
+                     "sessions edit this tree while it runs.")
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """Every budget of the pipeline; QUICK and FULL below."""
+    max_steps: int               # the agents' step limit per episode
+    mf_episodes: int             # model-free training episodes
+    mb_rounds: int               # world-model collection rounds
+    mb_episodes_per_round: int
+    mb_train_steps: int          # world-model steps per round
+    mb_encoder_steps: int
+    mb_dream_episodes: int       # imagined episodes of the controller
+    mb_eval_episodes: int        # sampled real evaluation episodes
+    random_episodes: int         # random-agent baseline episodes
+    taso_budget: int
+    taso_budget_for: str         # baselines.py --taso_budget_for
+    measure_runtimes: str        # "ort,tf"
+    measure_rounds: int
+    measure_warmup: int
+    measure_repeats: int
+    props_repeats: int           # Table 4.1's TensorFlow timing
+    sweep_seeds: int
+    sweep_temperatures: str
+    sweep_rounds: int
+    sweep_episodes_per_round: int
+    sweep_dream_episodes: int
+
+
+QUICK = Budget(max_steps=10, mf_episodes=10, mb_rounds=1, mb_episodes_per_round=8,
+               mb_train_steps=20, mb_encoder_steps=20, mb_dream_episodes=64,
+               mb_eval_episodes=1, random_episodes=3, taso_budget=20,
+               taso_budget_for="inception_v3=10", measure_runtimes="ort", measure_rounds=1,
+               measure_warmup=1, measure_repeats=2, props_repeats=1, sweep_seeds=1,
+               sweep_temperatures="0.5,1.5", sweep_rounds=1, sweep_episodes_per_round=8,
+               sweep_dream_episodes=64)
+FULL = Budget(max_steps=50, mf_episodes=100, mb_rounds=4, mb_episodes_per_round=30,
+              mb_train_steps=100, mb_encoder_steps=200, mb_dream_episodes=1600,
+              mb_eval_episodes=5, random_episodes=10, taso_budget=1000,
+              taso_budget_for="inception_v3=100", measure_runtimes="ort,tf", measure_rounds=3,
+              measure_warmup=2, measure_repeats=10, props_repeats=5, sweep_seeds=2,
+              sweep_temperatures="0.5,1.0,1.5,2.0", sweep_rounds=3,
+              sweep_episodes_per_round=30, sweep_dream_episodes=800)
+# Longest first, so that two workers finish together.
+_ORDER = ("inception_v3", "resnet50", "squeezenet1_1", "resnet18", "vit", "bert")
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """One entry-point run: its script, flags, folder and the file it ends with."""
+    name: str
+    script: str
+    flags: List[str]
+    out_dir: str
+    result_file: str = "result.json"
+
+    def command(self) -> List[str]:
+        return [sys.executable, os.path.join(_HERE, self.script)] + self.flags
+
+
+def run_job(job: Job, rerun: bool) -> float:
+    """Runs `job` unless its folder holds a finished run of the same command;
+    returns the seconds it took (0 when reused)."""
+    marker = os.path.join(job.out_dir, "reproduce_job.json")
+    result = os.path.join(job.out_dir, job.result_file)
+    if not rerun and os.path.exists(marker) and os.path.exists(result):
+        with open(marker) as f:
+            if json.load(f).get("flags") == job.flags:
+                logging.info("%s: reusing %s", job.name, job.out_dir)
+                return 0.0
+    if os.path.isdir(job.out_dir):
+        # Another command's (or an unfinished) run: the entry points would
+        # resume its checkpoints, so it goes.
+        shutil.rmtree(job.out_dir)
+    os.makedirs(os.path.dirname(job.out_dir.rstrip("/")) or ".", exist_ok=True)
+    logging.info("%s: %s", job.name, " ".join(job.command()))
+    for attempt in range(FLAGS.retries + 1):
+        start = time.time()
+        with open(job.out_dir.rstrip("/") + ".log", "a" if attempt else "w") as log:
+            code = subprocess.run(job.command(), stdout=log, stderr=subprocess.STDOUT,
+                                  check=False).returncode
+        if code == 0:
+            break
+        if attempt == FLAGS.retries:
+            raise RuntimeError(f"{job.name} failed (exit {code}); see {job.out_dir}.log")
+        logging.warning("%s failed (exit %d); again in 30 s", job.name, code)
+        shutil.rmtree(job.out_dir, ignore_errors=True)
+        time.sleep(30)
+    seconds = time.time() - start
+    with open(marker, "w") as f:
+        json.dump({"flags": job.flags, "seconds": seconds}, f, indent=1)
+    logging.info("%s: %.0f s", job.name, seconds)
+    return seconds
+
+
+def env_flags(setting: report.Setting, results_dir: str, b: Budget) -> List[str]:
+    return [f"--cost_model={setting.cost_model}", f"--profile={setting.profile}",
+            f"--results_dir={results_dir}", f"--seed={FLAGS.seed}"]
+
+
+def setting_jobs(setting: report.Setting, graphs: Sequence[str], b: Budget) -> List[Job]:
+    """baselines, train_mf, train_mb (and the separate reward network) of one setting."""
+    root = os.path.join(FLAGS.results_dir, setting.key)
+    common = env_flags(setting, root, b)
+    # baselines.py: its searches and traces are used; the timing is the
+    # measure step's (all variants interleaved), so it times once, cheaply.
+    jobs = [Job(f"{setting.key}/baselines", "baselines.py",
+                common + [f"--graphs={','.join(graphs)}", f"--taso_budget={b.taso_budget}",
+                          f"--taso_budget_for={b.taso_budget_for}", "--runtimes=ort",
+                          "--rounds=1", "--warmup=0", "--repeats=1"],
+                os.path.join(root, "baselines"), "baselines.json")]
+    agent = common + [f"--max_steps={b.max_steps}", "--taso_budget=0",
+                      f"--random_episodes={b.random_episodes}"]
+    mb = agent + [f"--rounds={b.mb_rounds}", f"--episodes_per_round={b.mb_episodes_per_round}",
+                  f"--train_steps_per_round={b.mb_train_steps}",
+                  f"--encoder_steps={b.mb_encoder_steps}",
+                  f"--dream_episodes={b.mb_dream_episodes}", "--measure_rounds=0",
+                  f"--eval_episodes={b.mb_eval_episodes}"]
+    for g in sorted(graphs, key=lambda g: _ORDER.index(g) if g in _ORDER else -1):
+        jobs.append(Job(f"{setting.key}/{g}/train_mf", "train_mf.py",
+                        agent + [f"--graph={g}", f"--episodes={b.mf_episodes}"],
+                        os.path.join(root, g, "train_mf")))
+        jobs.append(Job(f"{setting.key}/{g}/train_mb", "train_mb.py", mb + [f"--graph={g}"],
+                        os.path.join(root, g, "train_mb")))
+    for g in FLAGS.separate_reward_graphs:
+        sep_root = os.path.join(root, "separate_reward")
+        flags_ = [f if not f.startswith("--results_dir=") else f"--results_dir={sep_root}"
+                  for f in mb]
+        jobs.append(Job(f"{setting.key}/{g}/train_mb separate", "train_mb.py",
+                        flags_ + [f"--graph={g}", "--reward_model=separate"],
+                        os.path.join(sep_root, g, "train_mb")))
+    return jobs
+
+
+def shared_jobs(graphs: Sequence[str], b: Budget) -> List[Job]:
+    """Table 4.1 (graph properties) and Table 4.3 (temperature sweep)."""
+    cpu = report.SETTINGS["cpu"]
+    props_dir = os.path.join(FLAGS.results_dir, "graph_properties")
+    jobs = [Job("graph_properties", "graph_properties.py",
+                [f"--graphs={','.join(graphs)}", f"--cost_model={cpu.cost_model}",
+                 f"--profile={cpu.profile}", f"--repeats={b.props_repeats}",
+                 f"--warmup={max(1, min(3, b.props_repeats))}", f"--seed={FLAGS.seed}",
+                 f"--output_dir={props_dir}"], props_dir, "table_4_1.json")]
+    if FLAGS.sweep_graph:
+        root = os.path.join(FLAGS.results_dir, "temperature")
+        jobs.append(Job("temperature_sweep", "temperature_sweep.py",
+                        [f"--graph={FLAGS.sweep_graph}", f"--cost_model={cpu.cost_model}",
+                         f"--seeds={b.sweep_seeds}",
+                         f"--temperatures={b.sweep_temperatures}",
+                         f"--max_steps={b.max_steps}", f"--rounds={b.sweep_rounds}",
+                         f"--episodes_per_round={b.sweep_episodes_per_round}",
+                         f"--train_steps_per_round={b.mb_train_steps}",
+                         f"--dream_episodes={b.sweep_dream_episodes}",
+                         f"--results_dir={root}"],
+                        os.path.join(root, FLAGS.sweep_graph, "temperature_sweep")))
+    return jobs
+
+
+# -- the measure step --------------------------------------------------------
+
+def variant_graphs(setting: report.Setting, graph_name: str, root: str, seed: int):
+    """The engine graphs to time, by variant name: original, greedy, TASO
+    (searched again: its trace names xfers, not locations; the cost must
+    equal baselines.py's, checked), model-free, model-based (replayed)."""
+    from xflowrl.agents.ppo.training import replay  # pylint: disable=import-outside-toplevel
+    from xflowrl.env import EnvConfig, make_env  # pylint: disable=import-outside-toplevel
+    from xflowrl.search.baselines import GREEDY_MAX_STEPS  # pylint: disable=import-outside-toplevel
+    runs = report.load_runs(root, graph_name)
+    env = make_env(graph_name, "default", setting.cost_model, setting.profile,
+                   "results/cost_cache.tsv", EnvConfig(max_steps=GREEDY_MAX_STEPS,
+                                                       max_locations=200))
+    graphs = {"original": env.initial_graph,
+              "greedy": replay(env, [tuple(a) for a in runs.baselines["greedy"]["applied"]])}
+    taso = runs.baselines.get("taso")
+    if taso:
+        found = env.xfers.search(env.initial_graph, env.cost_model, alpha=taso["alpha"],
+                                 budget=taso["budget"])
+        if not np.isclose(found.best_cost, taso["cost_ms"], rtol=1e-9):
+            raise RuntimeError(f"{graph_name}: TASO's search found {found.best_cost} ms, "
+                               f"baselines.py {taso['cost_ms']} ms")
+        graphs["taso"] = found.graph
+    for name, result, key in (("model-free", runs.mf, "agent_applied"),
+                              ("model-based", runs.mb, "controller_best_applied")):
+        run_env = make_env(graph_name, result.get("rules", "default"), setting.cost_model,
+                           setting.profile, "results/cost_cache.tsv",
+                           EnvConfig(max_steps=GREEDY_MAX_STEPS,
+                                     max_locations=result.get("max_locations", 200)))
+        graphs[name] = replay(run_env, [tuple(a) for a in result[key]])
+    return graphs, env.cost_model
+
+
+def measure(setting: report.Setting, graph_name: str, b: Budget, rerun: bool) -> dict:
+    """Times every variant of one graph (one timing per distinct graph);
+    writes and returns <root>/<graph>/measured/result.json (reused when its
+    settings match)."""
+    from xflowrl.graphs import to_onnx, zoo  # pylint: disable=import-outside-toplevel
+    from xflowrl.graphs.weights import random_inputs, random_weights  # pylint: disable=import-outside-toplevel
+    from xflowrl.measure.compare import time_models  # pylint: disable=import-outside-toplevel
+    root = os.path.join(FLAGS.results_dir, setting.key)
+    out_dir = os.path.join(root, graph_name, "measured")
+    path = os.path.join(out_dir, "result.json")
+    settings = {"runtimes": b.measure_runtimes, "rounds": b.measure_rounds,
+                "warmup": b.measure_warmup, "repeats": b.measure_repeats, "seed": FLAGS.seed,
+                "inputs": report.run_stamps(root, graph_name)}
+    if not rerun and os.path.exists(path):
+        with open(path) as f:
+            saved = json.load(f)
+        if saved.get("settings") == settings:
+            return saved
+    graphs, cost_model = variant_graphs(setting, graph_name, root, FLAGS.seed)
+    original = graphs["original"]
+    weights = random_weights(original, FLAGS.seed, gain=zoo.weight_gain(graph_name))
+    key_of = {name: f"{g.hash():x}" for name, g in graphs.items()}
+    models = {}
+    for name, g in graphs.items():
+        if key_of[name] not in models:
+            models[key_of[name]] = to_onnx(g, weights, check=False)
+    logging.info("%s/%s: timing %d distinct graphs", setting.key, graph_name, len(models))
+    start = time.time()
+    times = time_models(models, random_inputs(original, FLAGS.seed),
+                        b.measure_runtimes.split(","), b.measure_rounds, b.measure_warmup,
+                        b.measure_repeats, np.random.default_rng(FLAGS.seed))
+    result = {"graph": graph_name, "setting": setting.key, "cost_model": cost_model.name,
+              "settings": settings, "seconds": time.time() - start,
+              "variants": {name: {"graph_key": key_of[name], "ops": g.num_ops(),
+                                  "estimated_ms": g.cost(cost_model),
+                                  "measured": times[key_of[name]]}
+                           for name, g in graphs.items()}}
+    os.makedirs(out_dir, exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)
+    return result
+
+
+def machine() -> str:
+    """The CPU model and core count (lscpu), for the report."""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+    return (f"{fields.get('Model name', '?').strip()}, {fields.get('CPU(s)', '?').strip()} "
+            f"CPU(s)")
+
+
+def main(argv):
+    del argv
+    b = QUICK if FLAGS.quick else FULL
+    start = time.time()
+    steps: Dict[str, float] = {}
+    settings = [report.SETTINGS[k] for k in FLAGS.settings]
+    jobs = shared_jobs(FLAGS.graphs, b)
+    per_setting = [setting_jobs(s, FLAGS.graphs, b) for s in settings]
+    # Interleave the settings, so the long graphs of both run first.
+    for i in range(max(len(j) for j in per_setting)):
+        jobs += [j[i] for j in per_setting if i < len(j)]
+    workers = FLAGS.jobs or (2 if FLAGS.quick else 1)
+    with futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        done = {job.name: pool.submit(run_job, job, FLAGS.rerun) for job in jobs}
+        steps.update({name: f.result() for name, f in done.items()})
+    for setting in settings:
+        for g in FLAGS.graphs:
+            t = time.time()
+            measure(setting, g, b, FLAGS.rerun)
+            steps[f"{setting.key}/{g}/measure"] = time.time() - t
+    report_dir = FLAGS.report_dir or os.path.join(FLAGS.results_dir, "report")
+    out = report.write_report(FLAGS.results_dir, report_dir, FLAGS.graphs,
+                              [s.key for s in settings], FLAGS.separate_reward_graphs,
+                              FLAGS.sweep_graph,
+                              meta={"mode": "quick" if FLAGS.quick else "full",
+                                    "machine": machine(), "jobs": workers,
+                                    "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+                                    "budget": dataclasses.asdict(b),
+                                    "step_seconds": steps,
+                                    "wall_seconds": time.time() - start})
+    print(f"report in {out} ({time.time() - start:.0f} s)")
+
+
+if __name__ == "__main__":
+    app.run(main)

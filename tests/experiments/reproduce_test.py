@@ -1,0 +1,120 @@
+"""experiments/reproduce.py --quick end to end, on one graph.
+
+Runs the whole pipeline (graph properties, temperature sweep, baselines,
+model-free and model-based agents and the separate reward network under
+both cost settings, the measure step, the report) on SqueezeNet only, to
+keep this test at about 2-3 minutes on this machine (the quick mode on all
+six graphs takes longer; docs/reproduce.md gives its wall time). Then
+checks that every table and figure is written and non-empty, that the
+numbers in report.json are those of the runs' own result files, and that a
+second invocation reuses every saved run.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+from absl.testing import absltest
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(_ROOT, "experiments"))
+
+import reproduce_report  # pylint: disable=wrong-import-position
+
+GRAPH = "squeezenet1_1"
+
+
+def _load(*parts):
+    with open(os.path.join(*parts)) as f:
+        return json.load(f)
+
+
+class ReproduceQuickTest(absltest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.results = os.path.join(absltest.get_default_test_tmpdir(), "reproduce")
+        cls.report = os.path.join(cls.results, "report")
+        cls.command = [sys.executable, os.path.join(_ROOT, "experiments", "reproduce.py"),
+                       "--quick", f"--graphs={GRAPH}", f"--separate_reward_graphs={GRAPH}",
+                       f"--sweep_graph={GRAPH}", f"--results_dir={cls.results}"]
+        subprocess.run(cls.command, check=True, cwd=_ROOT, capture_output=True)
+        cls.out = _load(cls.report, "report.json")
+
+    def test_every_table_and_figure(self):
+        with open(os.path.join(self.report, "report.md")) as f:
+            text = f.read()
+        for heading in ("Table 4.1", "Table 4.2", "Table 4.3", "Agents and baselines",
+                        "Measured runtimes", "Real environment steps",
+                        "Separate reward network", "this CPU (fitted/cpu)",
+                        "GPU-like (analytic/v100)", "TensorRT: not run"):
+            self.assertIn(heading, text)
+        # The thesis' figures beside ours: Table 4.2's BERT-free SqueezeNet row,
+        # Table 4.3's tau = 0.5 row, the steps and the 2019 optimisation times.
+        for thesis in ("18.9%", "-55.33%", "4,000,000", "29.58 vs 7.95"):
+            self.assertIn(thesis, text)
+        self.assertIn(GRAPH, text)
+        for name in reproduce_report.FIGURES.values():
+            path = os.path.join(self.report, name)
+            self.assertTrue(os.path.exists(path), name)
+            with open(path, "rb") as f:
+                head = f.read(8)
+            self.assertEqual(head, b"\x89PNG\r\n\x1a\n", name)
+            self.assertGreater(os.path.getsize(path), 5000, name)
+        self.assertEqual(sorted(self.out["figures"].values()),
+                         sorted(reproduce_report.FIGURES.values()))
+
+    def test_numbers_are_the_runs(self):
+        for setting in ("cpu", "gpu"):
+            row = self.out["rows"][setting][GRAPH]
+            run = os.path.join(self.results, setting, GRAPH)
+            base = _load(run, "baselines", "result.json")
+            mf = _load(run, "train_mf", "result.json")
+            mb = _load(run, "train_mb", "result.json")
+            measured = _load(run, "measured", "result.json")
+            cost_model = {"cpu": "fitted/cpu", "gpu": "analytic/v100"}[setting]
+            for result in (base, mf, mb):
+                self.assertEqual(result["cost_model"], cost_model)
+            self.assertEqual(row["initial_ms"], base["initial_cost_ms"])
+            self.assertEqual(row["initial_ms"], mf["initial_cost_ms"])
+            self.assertEqual(row["greedy_ms"], base["greedy"]["cost_ms"])
+            self.assertEqual(row["greedy_ms"], mf["baselines"]["greedy"]["cost_ms"])
+            self.assertEqual(row["taso_ms"], base["taso"]["cost_ms"])
+            self.assertEqual(row["random_ms"], mf["baselines"]["random"]["cost_ms"])
+            self.assertEqual(row["mf_ms"], mf["agent_cost_ms"])
+            self.assertEqual(row["mb_ms"], mb["controller_best_cost_ms"])
+            self.assertEqual(row["mf_interactions"], mf["interactions"])
+            self.assertEqual(row["mf_optimize_seconds"], mf["optimize_seconds"])
+            self.assertEqual(row["mb_optimize_seconds"], mb["seconds"]["optimize"])
+            # The measure step timed the graphs the runs found.
+            variants = measured["variants"]
+            self.assertEqual(set(variants), set(reproduce_report.VARIANTS))
+            self.assertAlmostEqual(variants["model-free"]["estimated_ms"], mf["agent_cost_ms"],
+                                   places=6)
+            self.assertAlmostEqual(variants["model-based"]["estimated_ms"],
+                                   mb["controller_best_cost_ms"], places=6)
+            self.assertAlmostEqual(variants["taso"]["estimated_ms"], base["taso"]["cost_ms"],
+                                   places=6)
+            for name, v in variants.items():
+                self.assertEqual(row["measured"][name]["ort/cpu"],
+                                 v["measured"]["ort/cpu"]["median_ms"])
+                self.assertGreater(row["measured"][name]["ort/cpu"], 0.0)
+            self.assertTrue(self.out["separate_reward_run"][setting][GRAPH])
+        sweep = _load(self.results, "temperature", GRAPH, "temperature_sweep", "result.json")
+        self.assertEqual(self.out["table_4_3"]["rows"], sweep["rows"])
+        props = _load(self.results, "graph_properties", "table_4_1.json")
+        self.assertEqual(self.out["table_4_1"]["rows"][0]["tf_inference_ms"],
+                         props["rows"][0]["tf_inference_ms"])
+
+    def test_saved_runs_are_reused(self):
+        subprocess.run(self.command, check=True, cwd=_ROOT, capture_output=True)
+        again = _load(self.report, "report.json")
+        self.assertTrue(all(s == 0.0 for name, s in again["meta"]["step_seconds"].items()
+                            if not name.endswith("/measure")), again["meta"]["step_seconds"])
+        self.assertEqual(again["rows"], self.out["rows"])
+
+
+if __name__ == "__main__":
+    absltest.main()
