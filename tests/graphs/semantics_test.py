@@ -23,6 +23,7 @@ import numpy as np
 from xflowrl.generator import symbolic
 from xflowrl.graphs import Graph, GraphBuilder, XferSet, zoo
 from xflowrl.graphs import executor
+from xflowrl.graphs.ops import ACTIVATIONS, PADDINGS
 from xflowrl.graphs.xfers import load_rule_set
 
 RTOL = 1e-4
@@ -130,8 +131,8 @@ def _firing_graphs(rule, bindings, limit: int) -> List[Graph]:
 
 def _build_op(b: GraphBuilder, op, inputs):
     params = dict(op.params)
-    padding = ("SAME", "VALID")[params.get("padding", 0)]
-    activation = ("NONE", "SIGMOID", "RELU", "TANH")[params.get("activation", 0)]
+    padding = PADDINGS[params.get("padding", 0)]
+    activation = ACTIVATIONS[params.get("activation", 0)]
     strides = (params.get("stride_h", 1), params.get("stride_w", 1))
     t = op.type
     if t == "conv2d":

@@ -9,8 +9,9 @@ engine's topological order, so node `i` is `graph.structure()["guids"][i]`.
 
 Fields:
   nodes:     [n, NODE_SIZE] float32, per op, concatenated:
-             - one-hot op type over `OP_TYPES` ([len(OP_TYPES)]; the last
-               slot is "unknown");
+             - one-hot op type over `OP_TYPES` ([len(OP_TYPES)]: the engine's
+               op table in its order, `xflowrl.graphs.ops.OP_TYPES`, then an
+               "unknown" slot);
              - log1p(op cost in microseconds) under the environment's cost
                model (0 for inputs, weights and free ops);
              - kernel_h/7, kernel_w/7, stride_h/2, stride_w/2, padding (SAME 0,
@@ -34,17 +35,14 @@ from typing import Sequence
 import numpy as np
 from graph_nets import graphs
 
-from xflowrl import _engine
+from xflowrl.graphs import ops
 
-OP_TYPES = ("input", "weight", "conv2d", "maxpool", "avgpool", "relu", "sigmoid",
-            "tanh", "batchnorm", "concat", "split", "reshape", "transpose", "add",
-            "mul", "sub", "div", "matmul", "scalar_mul", "enlarge", "merge_gconv",
-            "fuse_conv_bn_alpha_var", "fuse_conv_bn_bias", "broadcast_add", "opaque",
-            "unknown")
+# The one-hot slots: every engine op type in the table's order, then "unknown".
+OP_TYPES = ops.OP_TYPES + ("unknown",)
 _NUM_TYPES = len(OP_TYPES)
 _TYPE_INDEX = np.full(128, _NUM_TYPES - 1, dtype=np.int64)
-for _i, _name in enumerate(OP_TYPES[:-1]):
-    _TYPE_INDEX[_engine.op_type_id(_name)] = _i
+for _i, _spec in enumerate(ops.SPECS):
+    _TYPE_INDEX[_spec.type_id] = _i
 
 NODE_SIZE = _NUM_TYPES + 1 + 6 + 4 + 1 + 4
 EDGE_SIZE = 5

@@ -43,6 +43,7 @@ from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequenc
 import numpy as np
 
 from xflowrl.graphs import executor
+from xflowrl.graphs.ops import ACTIVATIONS, PADDINGS
 
 Expr = tuple
 
@@ -167,10 +168,10 @@ def public_params(op_type: str, params) -> dict:
     p = dict(params)
     out = {}
     if "activation" in p:
-        out["activation"] = ("NONE", "SIGMOID", "RELU", "TANH")[p["activation"]]
+        out["activation"] = ACTIVATIONS[p["activation"]]
     if "stride_h" in p:
         out.update(stride_h=p["stride_h"], stride_w=p["stride_w"],
-                   padding=("SAME", "VALID")[p["padding"]])
+                   padding=PADDINGS[p["padding"]])
     for key in ("axis", "kernel_h", "kernel_w"):
         if key in p:
             out[key] = p[key]

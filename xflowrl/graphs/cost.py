@@ -30,7 +30,7 @@ import os
 from typing import Dict, List, Optional, Sequence, Set
 
 from xflowrl import _engine
-from xflowrl.graphs.graph import ACTIVATIONS, PADDINGS
+from xflowrl.graphs.ops import ACTIVATIONS, PADDINGS
 
 BACKENDS = ("analytic", "onednn", "cudnn", "fitted")
 PROFILES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(

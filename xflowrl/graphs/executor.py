@@ -12,14 +12,20 @@ per kernel tap, then one batched matrix product), so that a 64-channel 56x56
 `ops()` (a list of `OpInfo(guid, type, params, inputs, output_shapes, name)` in
 topological order) and `outputs()` (a list of `(guid, index)`). Values are
 bound to the graph's `input` and `weight` ops by name.
+
+Operator facts (arities, the leaf types) and the SAME/VALID padding rule
+(`window`) come from the engine's op table (`xflowrl.graphs.ops`); the
+semantics are this module's own. tests/graphs/executor_test.py checks
+convolutions and pools against slow loops with an independent padding rule.
 """
 
 from __future__ import annotations
 
-from typing import (Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional,
-                    Sequence, Set, Tuple)
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Sequence, Set, Tuple
 
 import numpy as np
+
+from xflowrl.graphs.ops import ARITY, LEAF_TYPES, window
 
 TensorId = Tuple[int, int]  # (op guid, output index)
 
@@ -30,7 +36,6 @@ _ACTIVATIONS: Dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "TANH": np.tanh,
 }
 
-_LEAF_TYPES = ("input", "weight")
 # Ops whose output is a rearrangement of their inputs: a positive variance
 # stays positive through them (random_feeds traces through these).
 _REARRANGING_TYPES = ("concat", "split", "reshape", "transpose")
@@ -50,37 +55,6 @@ def activate(x: np.ndarray, activation: str) -> np.ndarray:
 
 
 # ----------------------------------------------------------------- windows
-
-
-class Window(NamedTuple):
-    """How a kernel slides over one spatial dimension."""
-    out: int          # output size
-    pad_before: int   # padding elements before the first input element
-    pad_after: int    # padding elements after the last input element
-
-
-def window(size: int, kernel: int, stride: int, padding: str) -> Window:
-    """Output size and padding of one spatial dimension.
-
-    SAME follows TensorFlow: `out = ceil(size / stride)`, total padding
-    `max((out - 1) * stride + kernel - size, 0)`, the smaller half before.
-    VALID: `out = (size - kernel) // stride + 1`, no padding.
-
-    Raises:
-      ValueError: a bad padding mode or stride, or a VALID kernel larger than
-        the input.
-    """
-    if stride < 1:
-        raise ValueError(f"stride must be >= 1, got {stride}")
-    if padding == "SAME":
-        out = -(-size // stride)
-        total = max((out - 1) * stride + kernel - size, 0)
-        return Window(out, total // 2, total - total // 2)
-    if padding == "VALID":
-        if kernel > size:
-            raise ValueError(f"VALID kernel of size {kernel} exceeds input size {size}")
-        return Window((size - kernel) // stride + 1, 0, 0)
-    raise ValueError(f"unknown padding {padding!r}; expected 'SAME' or 'VALID'")
 
 
 def _taps(x: np.ndarray, kh: int, kw: int, params: Mapping[str, Any],
@@ -324,16 +298,6 @@ def scalar_mul(x: np.ndarray, s: np.ndarray) -> np.ndarray:
     return x * s[0]
 
 
-# Inputs each op type takes; None: any number.
-_ARITY: Dict[str, Optional[int]] = {
-    "conv2d": 2, "maxpool": 1, "avgpool": 1, "relu": 1, "sigmoid": 1, "tanh": 1,
-    "add": 2, "mul": 2, "sub": 2, "div": 2, "matmul": 2, "scalar_mul": 2, "batchnorm": 5,
-    "concat": None, "split": 1, "reshape": 1, "transpose": 1, "enlarge": 2,
-    "merge_gconv": 1, "fuse_conv_bn_alpha_var": 3, "fuse_conv_bn_bias": 4,
-    "broadcast_add": 2,
-}
-
-
 def run_op(op_type: str, params: Mapping[str, Any],
            args: Sequence[np.ndarray]) -> List[np.ndarray]:
     """Evaluates one op on its input values.
@@ -351,14 +315,14 @@ def run_op(op_type: str, params: Mapping[str, Any],
       ValueError: an unknown type, a wrong number of inputs or bad shapes.
     """
     t, p = op_type, params
-    arity = _ARITY.get(t)
     if t == "opaque":
         raise NotImplementedError(
             "the reference executor cannot run opaque ops (imported type "
             f"{p.get('opaque_type', '?').partition('|')[0]!r}); export the graph "
             "(xflowrl.graphs.to_onnx) and run it with an ONNX runtime")
-    if t not in _ARITY:
+    if t not in ARITY or t in LEAF_TYPES:
         raise ValueError(f"unknown op type {t!r}")
+    arity = ARITY[t]
     if arity is not None and len(args) != arity:
         raise ValueError(f"{t} takes {arity} inputs, got {len(args)}")
     if t == "conv2d":
@@ -403,7 +367,7 @@ def run_op(op_type: str, params: Mapping[str, Any],
 
 
 def _leaves(graph) -> List[Any]:
-    return [op for op in graph.ops() if op.type in _LEAF_TYPES]
+    return [op for op in graph.ops() if op.type in LEAF_TYPES]
 
 
 def execute(graph, feeds: Mapping[str, np.ndarray], dtype=np.float64) -> List[np.ndarray]:
@@ -429,14 +393,14 @@ def execute(graph, feeds: Mapping[str, np.ndarray], dtype=np.float64) -> List[np
       NotImplementedError: the graph holds an `opaque` op.
     """
     ops = graph.ops()
-    missing = sorted({op.name for op in ops if op.type in _LEAF_TYPES} - set(feeds))
+    missing = sorted({op.name for op in ops if op.type in LEAF_TYPES} - set(feeds))
     if missing:
         raise KeyError(f"no value fed for {len(missing)} input/weight name(s): {missing}")
 
     values: Dict[TensorId, np.ndarray] = {}
     for op in ops:
         what = f"{op.type} op {op.guid}" + (f" ({op.name!r})" if op.name else "")
-        if op.type in _LEAF_TYPES:
+        if op.type in LEAF_TYPES:
             value = np.asarray(feeds[op.name], dtype=dtype)
             want = tuple(op.output_shapes[0])
             if value.shape != want:
@@ -483,7 +447,7 @@ def _positive_leaves(graph) -> Set[int]:
     stack = [t[0] for t in variance_tensors]
     while stack:
         op = by_guid[stack.pop()]
-        if op.type in _LEAF_TYPES:
+        if op.type in LEAF_TYPES:
             positive.add(op.guid)
         elif op.type in _REARRANGING_TYPES:
             stack.extend(t[0] for t in op.inputs)

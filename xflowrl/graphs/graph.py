@@ -12,28 +12,7 @@ import dataclasses
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from xflowrl import _engine
-
-PADDINGS = ("SAME", "VALID")
-ACTIVATIONS = ("NONE", "SIGMOID", "RELU", "TANH")
-
-# The parameters that mean something for each op type; the rest are defaults.
-_CONV_LIKE = ("stride_h", "stride_w", "padding", "activation")
-PARAMS_OF_TYPE: Dict[str, Tuple[str, ...]] = {
-    "conv2d": _CONV_LIKE,
-    "maxpool": _CONV_LIKE + ("kernel_h", "kernel_w"),
-    "avgpool": _CONV_LIKE + ("kernel_h", "kernel_w"),
-    "matmul": ("activation",),
-    "broadcast_add": ("activation",),
-    "batchnorm": ("epsilon",),
-    "concat": ("axis",),
-    "split": ("axis", "sizes"),
-    "reshape": ("shape",),
-    "transpose": ("perm",),
-    "merge_gconv": ("count", "groups"),
-    "fuse_conv_bn_alpha_var": ("epsilon",),
-    "fuse_conv_bn_bias": ("epsilon",),
-    "opaque": ("opaque_type", "opaque_shapes", "opaque_flops"),
-}
+from xflowrl.graphs.ops import ACTIVATIONS, LEAF_TYPES, PADDINGS, PARAMS_OF_TYPE
 
 Shape = Tuple[int, ...]
 TensorId = Tuple[int, int]  # (op guid, output index)
@@ -56,6 +35,7 @@ class MemoryEstimate(NamedTuple):
 
 
 def _public_params(type_name: str, raw: Dict[str, Any]) -> Dict[str, Any]:
+    """The parameters that apply to the type (the op table's), with enums by name."""
     params = {k: raw[k] for k in PARAMS_OF_TYPE.get(type_name, ())}
     if "padding" in params:
         params["padding"] = PADDINGS[params["padding"]]
@@ -131,7 +111,7 @@ class Graph:
     def op_counts(self) -> Dict[str, int]:
         counts: Dict[str, int] = {}
         for op in self.ops():
-            if op.type not in ("input", "weight"):
+            if op.type not in LEAF_TYPES:
                 counts[op.type] = counts.get(op.type, 0) + 1
         return counts
 

@@ -40,6 +40,7 @@ from xflowrl.graphs import executor
 from xflowrl.graphs.graph import Graph, OpInfo
 from xflowrl.graphs.onnx_common import (DEFAULT_OPSET, MIN_OPSET, ModelInterface, decode_opaque,
                                         elem_type)
+from xflowrl.graphs.ops import window
 
 TensorId = Tuple[int, int]
 
@@ -357,8 +358,8 @@ class _Exporter:
 
     @staticmethod
     def _pads(x_shape, kernel, p) -> List[int]:
-        wh = executor.window(x_shape[2], kernel[0], p["stride_h"], p["padding"])
-        ww = executor.window(x_shape[3], kernel[1], p["stride_w"], p["padding"])
+        wh = window(x_shape[2], kernel[0], p["stride_h"], p["padding"])
+        ww = window(x_shape[3], kernel[1], p["stride_w"], p["padding"])
         return [wh.pad_before, ww.pad_before, wh.pad_after, ww.pad_after]
 
     def _broadcast_add(self, op: OpInfo, ins: List[str], y: str, label: str) -> None:

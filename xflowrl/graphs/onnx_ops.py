@@ -15,9 +15,9 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from xflowrl.graphs.executor import window
 from xflowrl.graphs.graph import Tensor
 from xflowrl.graphs.onnx_common import OpaqueRecord, encode_opaque
+from xflowrl.graphs.ops import window
 
 Shape = Tuple[int, ...]
 _LOWEST = np.float32(-np.inf)
@@ -98,11 +98,10 @@ def _pads_2d(attrs, in_hw: Sequence[int], kernel: Sequence[int], strides: Sequen
     result, outs = [], []
     for d, (size, k, s) in enumerate(zip(in_hw, kernel, strides)):
         if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-            out = -(-size // s)
-            total = max((out - 1) * s + k - size, 0)
-            small = total // 2
-            before = small if auto_pad == "SAME_UPPER" else total - small
-            after = total - before
+            # The engine's SAME (SAME_UPPER); SAME_LOWER puts the larger half first.
+            out, before, after = window(size, k, s, "SAME")
+            if auto_pad == "SAME_LOWER":
+                before, after = after, before
         elif auto_pad == "VALID":
             before = after = 0
             out = None

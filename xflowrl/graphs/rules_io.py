@@ -4,8 +4,10 @@ A rule (xfer) rewrites a source pattern into a target pattern over shared
 external variables. This module holds the rule data model (`PatternTensor`,
 `PatternOp`, `Rule`), validates rules (`validate_rule`), reads and writes the
 project's JSON rule files (`load_rules`, `save_rules`; format in
-docs/rules.md); `xflowrl.graphs.taso_pb` reads TASO's binary collection. It does not
-depend on the native engine; `xflowrl.graphs.xfers` hands rules to it.
+docs/rules.md); `xflowrl.graphs.taso_pb` reads TASO's binary collection. It takes
+operator facts (pattern types, arities, parameter keys, enum names) from the
+engine's op table (`xflowrl.graphs.ops`); `xflowrl.graphs.xfers` hands rules to
+the engine.
 
 Conventions (TASO's): a `PatternTensor` with `op < 0` is external variable
 `op`, shared by both patterns; `op >= 0` is output `index` of op `op` of the
@@ -21,29 +23,18 @@ import dataclasses
 import json
 from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
 
+from xflowrl.graphs import ops as op_table
+
 ParamValue = Union[int, float, str]  # str: "src:K" copies the value of source op K
 
-# Op types a pattern may use (inputs, weights and opaque ops are not patterns).
-OP_TYPES = ("conv2d", "maxpool", "avgpool", "relu", "sigmoid", "tanh", "batchnorm",
-            "concat", "split", "reshape", "transpose", "add", "mul", "sub", "div",
-            "matmul", "scalar_mul", "enlarge", "merge_gconv", "fuse_conv_bn_alpha_var",
-            "fuse_conv_bn_bias", "broadcast_add")
-# Number of inputs of each op type; None: any number (at least one).
-OP_ARITY: Dict[str, Optional[int]] = {
-    "conv2d": 2, "maxpool": 1, "avgpool": 1, "relu": 1, "sigmoid": 1, "tanh": 1,
-    "batchnorm": 5, "concat": None, "split": 1, "reshape": 1, "transpose": 1, "add": 2,
-    "mul": 2, "sub": 2, "div": 2, "matmul": 2, "scalar_mul": 2, "enlarge": 2, "merge_gconv": 1,
-    "fuse_conv_bn_alpha_var": 3, "fuse_conv_bn_bias": 4, "broadcast_add": 2,
-}
-# Parameter keys a pattern may use. They are the engine's rule keys (TASO's
-# PMParameter): `group` is the conv group count (derived from shapes, so a
-# check) and, on merge_gconv, the group count of the conv being regrouped.
-PARAM_NAMES = ("num_inputs", "num_outputs", "group", "kernel_h", "kernel_w", "stride_h",
-               "stride_w", "padding", "activation", "numdim", "axis", "perm", "count",
-               "epsilon")
-FLOAT_PARAMS = ("epsilon",)
-PADDINGS = {"SAME": 0, "VALID": 1}
-ACTIVATIONS = {"NONE": 0, "SIGMOID": 1, "RELU": 2, "TANH": 3}
+# Parameter keys a pattern may use: the engine's rule keys (TASO's
+# PMParameter; `op_table.PARAM_KEYS`). `group` is the conv group count (derived
+# from shapes, so a check) and, on merge_gconv, the group count of the conv
+# being regrouped.
+PARAM_NAMES = tuple(op_table.PARAM_KEYS)
+# Enum values by name, as rule files write them ({"SAME": 0, "VALID": 1}).
+PADDINGS: Dict[str, int] = {name: value for value, name in enumerate(op_table.PADDINGS)}
+ACTIVATIONS: Dict[str, int] = {name: value for value, name in enumerate(op_table.ACTIVATIONS)}
 _ENUM_RANGES = {"padding": len(PADDINGS), "activation": len(ACTIVATIONS)}
 COPY_PREFIX = "src:"
 
@@ -161,7 +152,7 @@ def _check_param(key: str, value: ParamValue, is_src: bool, num_src: int,
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{where}: parameter {key} must be a number, got {value!r}")
-    if isinstance(value, float) and key not in FLOAT_PARAMS:
+    if isinstance(value, float) and key not in op_table.FLOAT_PARAMS:
         raise ValueError(f"{where}: parameter {key} must be an int, got {value!r}")
     if key in _ENUM_RANGES and not 0 <= value < _ENUM_RANGES[key]:
         raise ValueError(f"{where}: parameter {key}={value} is out of range "
@@ -170,9 +161,9 @@ def _check_param(key: str, value: ParamValue, is_src: bool, num_src: int,
 
 def _check_op(op: PatternOp, j: int, ops: Sequence[PatternOp], is_src: bool,
               num_src: int, bound: Set[int], where: str) -> None:
-    if op.type not in OP_TYPES:
+    if op.type not in op_table.PATTERN_TYPES:
         raise ValueError(f"{where}: unknown op type {op.type!r}")
-    arity = OP_ARITY[op.type]
+    arity = op_table.ARITY[op.type]
     if (arity is not None and len(op.inputs) != arity) or not op.inputs:
         raise ValueError(f"{where}: {op.type} takes {arity or 'at least 1'} inputs, "
                          f"got {len(op.inputs)}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Dict, List, NamedTuple, Sequence, Tuple, Union
 
+from xflowrl.graphs import ops
 from xflowrl.graphs.rules_io import PatternOp, PatternTensor, Rule, validate_rule
 
 class _Field(NamedTuple):
@@ -110,15 +111,7 @@ _TASO_TYPE_NAMES = {
     59: "FUSE_CONV_BATCHNORM_ALPHA_VAR", 60: "FUSE_CONV_BATCHNORM_BIAS",
     61: "BROADCAST_ADD",
 }
-# TASO op types with the same semantics here.
-TASO_OP_TYPES: Dict[int, str] = {
-    3: "conv2d", 8: "relu", 9: "sigmoid", 10: "tanh", 11: "batchnorm", 12: "concat",
-    13: "split", 16: "add", 17: "mul", 18: "matmul", 19: "scalar_mul", 20: "enlarge",
-    21: "merge_gconv",
-    28: "sub", 29: "div", 59: "fuse_conv_bn_alpha_var", 60: "fuse_conv_bn_bias",
-    61: "broadcast_add",
-}
-# Why the others cannot be expressed.
+# Why some TASO op types cannot be expressed.
 _TASO_TYPE_REASONS = {
     6: "TASO's pools read an implicit weight as a second input and take the kernel "
        "size from it; xflowrl's pools read one input and carry kernel_h/kernel_w",
@@ -133,12 +126,12 @@ _TASO_TYPE_REASONS = {
 _TASO_TYPE_REASONS[7] = _TASO_TYPE_REASONS[6]
 for _t in (23, 24, 25):
     _TASO_TYPE_REASONS[_t] = _TASO_TYPE_REASONS[22]
+# TASO op types with the same semantics here: the engine numbers its op types
+# as TASO does (the op table, `xflowrl.graphs.ops`), so these are the pattern
+# types whose TASO form carries what ours needs.
+TASO_OP_TYPES: Dict[int, str] = {s.type_id: s.name for s in ops.SPECS
+                                 if s.pattern and s.type_id not in _TASO_TYPE_REASONS}
 
-# TASO's PMParameter keys -> ours.
-TASO_PARAMS: Dict[int, str] = {
-    1: "num_inputs", 2: "num_outputs", 3: "group", 6: "stride_h", 7: "stride_w",
-    8: "padding", 9: "activation", 10: "numdim", 11: "axis", 14: "count",
-}
 # KERNEL_H and KERNEL_W: TASO's own loader (load_graph_xfer_from_pb_file) never
 # turns them into constraints, so TASO applies its conv rules to every kernel
 # size; dropping them keeps the same meaning (tests/graphs/semantics_test.py
@@ -152,6 +145,11 @@ _TASO_PARAM_REASONS = {
     16: "KEEP_DIMS (reductions) has no counterpart",
     17: "TASO's EPSILON is an int32 here; xflowrl's epsilon is a float",
 }
+# TASO's PMParameter keys -> ours: the engine's rule keys are TASO's numbers,
+# less the ignored ones and those with no counterpart.
+TASO_PARAMS: Dict[int, str] = {p.key: p.name for p in ops.RULE_PARAMS
+                               if p.key not in TASO_IGNORED_PARAMS
+                               and p.key not in _TASO_PARAM_REASONS}
 
 
 class _Inexpressible(Exception):

@@ -16,8 +16,8 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 import numpy as np
 
 from xflowrl import _engine
+from xflowrl.graphs import ops, rules_io
 from xflowrl.graphs import rules as rule_files
-from xflowrl.graphs import rules_io
 from xflowrl.graphs.cost import CostModel
 from xflowrl.graphs.graph import Graph
 
@@ -39,13 +39,6 @@ RULE_SETS: Dict[str, Tuple[str, ...]] = {
 
 DEFAULT_MAX_LOCATIONS = 200
 
-# Pattern parameter names -> the engine's keys (TASO's PMParameter values).
-PARAM_KEYS: Dict[str, int] = {
-    "num_inputs": 1, "num_outputs": 2, "group": 3, "kernel_h": 4, "kernel_w": 5,
-    "stride_h": 6, "stride_w": 7, "padding": 8, "activation": 9, "numdim": 10,
-    "axis": 11, "perm": 12, "count": 14, "epsilon": 17,
-}
-
 
 def _native_op(op: "rules_io.PatternOp", rule_name: str):
     type_id = _engine.op_type_id(op.type)
@@ -53,19 +46,19 @@ def _native_op(op: "rules_io.PatternOp", rule_name: str):
         raise ValueError(f"rule {rule_name!r}: unknown op type {op.type!r}")
     params, copied = [], []
     for key, value in op.params:
-        if key not in PARAM_KEYS:
+        if key not in ops.PARAM_KEYS:
             raise ValueError(f"rule {rule_name!r}: unknown parameter {key!r} on {op.type}")
         if isinstance(value, str):
             if not value.startswith("src:"):
                 raise ValueError(f"rule {rule_name!r}: bad parameter value {value!r}")
-            copied.append((PARAM_KEYS[key], int(value[4:])))
+            copied.append((ops.PARAM_KEYS[key], int(value[4:])))
         elif isinstance(value, float) and not value.is_integer():
             # The engine's constraints are integers; a float such as an
             # epsilon can only be copied from a source op ("src:K").
             raise ValueError(f"rule {rule_name!r}: {op.type} parameter {key}={value} is not "
                              f"an integer; copy it from a source op with 'src:K'")
         else:
-            params.append((PARAM_KEYS[key], int(value)))
+            params.append((ops.PARAM_KEYS[key], int(value)))
     return (type_id, [(t.op, t.index) for t in op.inputs], params, copied)
 
 

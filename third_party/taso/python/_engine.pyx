@@ -477,3 +477,6 @@ cdef class LocationsHandle:
             out.append([deref(self.locs.candidates[x][l]).cost(native_backend)
                         for l in range(self.locs.candidates[x].size())])
         return out
+
+
+include "_ops.pxi"

@@ -12,6 +12,62 @@ from libcpp.vector cimport vector
 cdef extern from "taso/ops.h" namespace "taso":
     ctypedef vector[int64_t] Shape
 
+    enum OpType:
+        OP_INPUT
+        OP_WEIGHT
+        OP_CONV2D
+        OP_POOL_MAX
+        OP_POOL_AVG
+        OP_RELU
+        OP_SIGMOID
+        OP_TANH
+        OP_BATCHNORM
+        OP_CONCAT
+        OP_SPLIT
+        OP_RESHAPE
+        OP_TRANSPOSE
+        OP_EW_ADD
+        OP_EW_MUL
+        OP_MATMUL
+        OP_SCALAR_MUL
+        OP_ENLARGE
+        OP_MERGE_GCONV
+        OP_EW_SUB
+        OP_EW_DIV
+        OP_FUSE_CONV_BN_ALPHA_VAR
+        OP_FUSE_CONV_BN_BIAS
+        OP_BROADCAST_ADD
+        OP_OPAQUE
+
+    enum Activation:
+        ACT_NONE
+        ACT_SIGMOID
+        ACT_RELU
+        ACT_TANH
+
+    enum Padding:
+        PAD_SAME
+        PAD_VALID
+
+    enum ParamKey:
+        PM_OP_TYPE
+        PM_NUM_INPUTS
+        PM_NUM_OUTPUTS
+        PM_GROUP
+        PM_KERNEL_H
+        PM_KERNEL_W
+        PM_STRIDE_H
+        PM_STRIDE_W
+        PM_PAD
+        PM_ACTI
+        PM_NUMDIM
+        PM_AXIS
+        PM_PERM
+        PM_MERGE_GCONV_COUNT
+        PM_EPSILON
+
+    const int64_t kMaxElements
+
     cdef cppclass OpParams:
         int stride_h, stride_w, padding, activation, axis
         int kernel_h, kernel_w, count, groups
@@ -31,12 +87,60 @@ cdef extern from "taso/ops.h" namespace "taso":
         bool weight_side
         string key()
 
+    cdef cppclass OpTypeInfo:
+        int type
+        const char* name
+        int num_inputs, num_outputs
+        const char* params
+        bool free, weight_only, pattern
+
+    cdef cppclass EnumName:
+        int value
+        const char* name
+
+    cdef cppclass ParamKeyInfo:
+        int key
+        const char* name
+        bool is_float
+
+    vector[OpTypeInfo] op_type_table()
+    const OpTypeInfo* op_type_info(int type)
     const char* op_type_name(int type)
     int op_type_from_name(const string& name)
+    bool is_valid_op_type(int type)
+    int num_inputs_expected(int type)
+    bool is_pattern_op_type(int type)
+    bool is_free_op_type(int type)
+    vector[EnumName] activation_names()
+    vector[EnumName] padding_names()
+    vector[ParamKeyInfo] rule_param_keys()
+    string shape_str(const Shape& s)
     vector[Shape] infer_shapes(int type, const OpParams& params, const vector[Shape]& inputs) except +
+
+    cdef cppclass QuietShapeErrors:
+        pass
+
+    cdef cppclass Window:
+        int64_t out, pad_before, pad_after
+
+    cdef cppclass ConvGeometry:
+        int64_t out_h, out_w
+        int64_t pad_top, pad_bottom, pad_left, pad_right
+
+    Window conv_window(int64_t size, int64_t kernel, int stride, int padding) except +
+    ConvGeometry conv_geometry(int64_t h, int64_t w, int64_t kh, int64_t kw,
+                               int stride_h, int stride_w, int padding) except +
+    int64_t num_elements(const Shape& s) except +
 
 
 cdef extern from "taso/cost.h" namespace "taso":
+    cdef cppclass OpWork:
+        double flops, bytes
+        int kernels
+
+    OpWork op_work(const OpConfig& op) except +
+    bool is_free_op(const OpConfig& op)
+
     cdef cppclass CostBackend:
         string name()
         double op_cost(const OpConfig& op) except +

@@ -9,45 +9,51 @@ namespace taso {
 
 namespace {
 
-struct TypeInfo {
-  int type;
-  const char* name;
-  int num_inputs;  // -1: variadic
+// The operator table (OpTypeInfo in ops.h). Order: as Python lists types.
+constexpr const char* kConvLike = "stride_h stride_w padding activation";
+constexpr const char* kPoolLike = "stride_h stride_w padding activation kernel_h kernel_w";
+constexpr OpTypeInfo kOpTypes[] = {
+    // type, name, inputs, outputs, params, free, weight_only, pattern
+    {OP_INPUT, "input", 0, 1, "", true, false, false},
+    {OP_WEIGHT, "weight", 0, 1, "", true, false, false},
+    {OP_CONV2D, "conv2d", 2, 1, kConvLike, false, false, true},
+    {OP_POOL_MAX, "maxpool", 1, 1, kPoolLike, false, false, true},
+    {OP_POOL_AVG, "avgpool", 1, 1, kPoolLike, false, false, true},
+    {OP_RELU, "relu", 1, 1, "", false, false, true},
+    {OP_SIGMOID, "sigmoid", 1, 1, "", false, false, true},
+    {OP_TANH, "tanh", 1, 1, "", false, false, true},
+    {OP_BATCHNORM, "batchnorm", 5, 1, "epsilon", false, false, true},
+    {OP_CONCAT, "concat", -1, 1, "axis", false, false, true},
+    {OP_SPLIT, "split", 1, -1, "axis sizes", true, false, true},
+    {OP_RESHAPE, "reshape", 1, 1, "shape", true, false, true},
+    {OP_TRANSPOSE, "transpose", 1, 1, "perm", true, false, true},
+    {OP_EW_ADD, "add", 2, 1, "", false, false, true},
+    {OP_EW_MUL, "mul", 2, 1, "", false, false, true},
+    {OP_EW_SUB, "sub", 2, 1, "", false, false, true},
+    {OP_EW_DIV, "div", 2, 1, "", false, false, true},
+    {OP_MATMUL, "matmul", 2, 1, "activation", false, false, true},
+    {OP_SCALAR_MUL, "scalar_mul", 2, 1, "", false, false, true},
+    {OP_ENLARGE, "enlarge", 2, 1, "", true, true, true},
+    {OP_MERGE_GCONV, "merge_gconv", 1, 1, "count groups", true, true, true},
+    {OP_FUSE_CONV_BN_ALPHA_VAR, "fuse_conv_bn_alpha_var", 3, 1, "epsilon", true, true, true},
+    {OP_FUSE_CONV_BN_BIAS, "fuse_conv_bn_bias", 4, 1, "epsilon", true, true, true},
+    {OP_BROADCAST_ADD, "broadcast_add", 2, 1, "activation", false, false, true},
+    {OP_OPAQUE, "opaque", -1, -1, "opaque_type opaque_shapes opaque_flops", false, false,
+     false},
 };
 
-constexpr TypeInfo kTypes[] = {
-    {OP_INPUT, "input", 0},
-    {OP_WEIGHT, "weight", 0},
-    {OP_CONV2D, "conv2d", 2},
-    {OP_POOL_MAX, "maxpool", 1},
-    {OP_POOL_AVG, "avgpool", 1},
-    {OP_RELU, "relu", 1},
-    {OP_SIGMOID, "sigmoid", 1},
-    {OP_TANH, "tanh", 1},
-    {OP_BATCHNORM, "batchnorm", 5},
-    {OP_CONCAT, "concat", -1},
-    {OP_SPLIT, "split", 1},
-    {OP_RESHAPE, "reshape", 1},
-    {OP_TRANSPOSE, "transpose", 1},
-    {OP_EW_ADD, "add", 2},
-    {OP_EW_MUL, "mul", 2},
-    {OP_MATMUL, "matmul", 2},
-    {OP_SCALAR_MUL, "scalar_mul", 2},
-    {OP_ENLARGE, "enlarge", 2},
-    {OP_MERGE_GCONV, "merge_gconv", 1},
-    {OP_EW_SUB, "sub", 2},
-    {OP_EW_DIV, "div", 2},
-    {OP_FUSE_CONV_BN_ALPHA_VAR, "fuse_conv_bn_alpha_var", 3},
-    {OP_FUSE_CONV_BN_BIAS, "fuse_conv_bn_bias", 4},
-    {OP_BROADCAST_ADD, "broadcast_add", 2},
-    {OP_OPAQUE, "opaque", -1},
+constexpr EnumName kActivations[] = {
+    {ACT_NONE, "NONE"}, {ACT_SIGMOID, "SIGMOID"}, {ACT_RELU, "RELU"}, {ACT_TANH, "TANH"}};
+constexpr EnumName kPaddings[] = {{PAD_SAME, "SAME"}, {PAD_VALID, "VALID"}};
+constexpr ParamKeyInfo kRuleParamKeys[] = {
+    {PM_NUM_INPUTS, "num_inputs", false}, {PM_NUM_OUTPUTS, "num_outputs", false},
+    {PM_GROUP, "group", false},           {PM_KERNEL_H, "kernel_h", false},
+    {PM_KERNEL_W, "kernel_w", false},     {PM_STRIDE_H, "stride_h", false},
+    {PM_STRIDE_W, "stride_w", false},     {PM_PAD, "padding", false},
+    {PM_ACTI, "activation", false},       {PM_NUMDIM, "numdim", false},
+    {PM_AXIS, "axis", false},             {PM_PERM, "perm", false},
+    {PM_MERGE_GCONV_COUNT, "count", false}, {PM_EPSILON, "epsilon", true},
 };
-
-const TypeInfo* find_type(int type) {
-  for (const auto& t : kTypes)
-    if (t.type == type) return &t;
-  return nullptr;
-}
 
 // Set while the rewriter probes candidate targets: a shape failure there is
 // an ordinary rejection, so the message is not worth formatting.
@@ -122,22 +128,54 @@ QuietShapeErrors::QuietShapeErrors() : previous_(quiet_shape_errors) {
 }
 QuietShapeErrors::~QuietShapeErrors() { quiet_shape_errors = previous_; }
 
+std::vector<OpTypeInfo> op_type_table() {
+  return {std::begin(kOpTypes), std::end(kOpTypes)};
+}
+
+const OpTypeInfo* op_type_info(int type) {
+  for (const auto& t : kOpTypes)
+    if (t.type == type) return &t;
+  return nullptr;
+}
+
+std::vector<EnumName> activation_names() {
+  return {std::begin(kActivations), std::end(kActivations)};
+}
+
+std::vector<EnumName> padding_names() {
+  return {std::begin(kPaddings), std::end(kPaddings)};
+}
+
+std::vector<ParamKeyInfo> rule_param_keys() {
+  return {std::begin(kRuleParamKeys), std::end(kRuleParamKeys)};
+}
+
 const char* op_type_name(int type) {
-  const TypeInfo* t = find_type(type);
+  const OpTypeInfo* t = op_type_info(type);
   return t ? t->name : "unknown";
 }
 
 int op_type_from_name(const std::string& name) {
-  for (const auto& t : kTypes)
+  for (const auto& t : kOpTypes)
     if (name == t.name) return t.type;
   return -1;
 }
 
-bool is_valid_op_type(int type) { return find_type(type) != nullptr; }
+bool is_valid_op_type(int type) { return op_type_info(type) != nullptr; }
 
 int num_inputs_expected(int type) {
-  const TypeInfo* t = find_type(type);
+  const OpTypeInfo* t = op_type_info(type);
   return t ? t->num_inputs : -1;
+}
+
+bool is_pattern_op_type(int type) {
+  const OpTypeInfo* t = op_type_info(type);
+  return t && t->pattern;
+}
+
+bool is_free_op_type(int type) {
+  const OpTypeInfo* t = op_type_info(type);
+  return t && t->free;
 }
 
 std::string shape_str(const Shape& s) {
@@ -159,24 +197,27 @@ int64_t num_elements(const Shape& s) {
   return n;
 }
 
+Window conv_window(int64_t size, int64_t kernel, int stride, int padding) {
+  if (stride < 1) throw EngineError("stride must be >= 1, got " + std::to_string(stride));
+  if (padding == PAD_SAME) {
+    int64_t out = (size + stride - 1) / stride;
+    int64_t total = std::max<int64_t>((out - 1) * stride + kernel - size, 0);
+    return {out, total / 2, total - total / 2};
+  }
+  if (padding != PAD_VALID)
+    throw EngineError("padding must be SAME (0) or VALID (1), got " + std::to_string(padding));
+  if (kernel > size)
+    throw EngineError("VALID kernel of size " + std::to_string(kernel) +
+                      " exceeds input size " + std::to_string(size));
+  return {(size - kernel) / stride + 1, 0, 0};
+}
+
 ConvGeometry conv_geometry(int64_t h, int64_t w, int64_t kh, int64_t kw,
                            int stride_h, int stride_w, int padding) {
-  ConvGeometry g{};
-  auto one_dim = [padding](int64_t size, int64_t k, int s, int64_t* out,
-                           int64_t* before, int64_t* after) {
-    if (padding == PAD_SAME) {
-      *out = (size + s - 1) / s;
-      int64_t total = std::max<int64_t>((*out - 1) * s + k - size, 0);
-      *before = total / 2;
-      *after = total - *before;
-    } else {
-      *out = (size - k) / s + 1;
-      *before = *after = 0;
-    }
-  };
-  one_dim(h, kh, stride_h, &g.out_h, &g.pad_top, &g.pad_bottom);
-  one_dim(w, kw, stride_w, &g.out_w, &g.pad_left, &g.pad_right);
-  return g;
+  Window rows = conv_window(h, kh, stride_h, padding);
+  Window cols = conv_window(w, kw, stride_w, padding);
+  return {rows.out, cols.out, rows.pad_before, rows.pad_after, cols.pad_before,
+          cols.pad_after};
 }
 
 int OpParams::get(int key, int op_type,
@@ -301,7 +342,7 @@ std::vector<Shape> infer_shapes(int type, const OpParams& p,
 namespace {
 std::vector<Shape> infer_unchecked(int type, const OpParams& p,
                                    const std::vector<Shape>& in) {
-  const TypeInfo* info = find_type(type);
+  const OpTypeInfo* info = op_type_info(type);
   if (!info) throw EngineError("unknown operator type " + std::to_string(type));
   if (info->num_inputs >= 0)
     require(static_cast<int>(in.size()) == info->num_inputs, type, in,

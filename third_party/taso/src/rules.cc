@@ -25,8 +25,7 @@ void validate_pattern(const Rule& r, const std::vector<PatternOp>& ops,
   for (size_t j = 0; j < ops.size(); ++j) {
     const PatternOp& op = ops[j];
     std::string where = std::string(side) + " op " + std::to_string(j);
-    if (!is_valid_op_type(op.type) || op.type == OP_INPUT ||
-        op.type == OP_WEIGHT || op.type == OP_OPAQUE)
+    if (!is_pattern_op_type(op.type))
       rule_error(r, where + " has an unusable type " + std::to_string(op.type));
     int expected = num_inputs_expected(op.type);
     if (expected >= 0 && static_cast<int>(op.inputs.size()) != expected)

@@ -33,8 +33,9 @@ struct OpWork {
 };
 OpWork op_work(const OpConfig& op);
 
-// True for ops that cost nothing by TASO's conventions regardless of backend
-// (weight-side ops, views, inputs and weights).
+// True for ops that cost nothing by TASO's conventions regardless of backend:
+// weight-side ops and every type the op table marks free (inputs, weights,
+// views, weight transforms: is_free_op_type).
 bool is_free_op(const OpConfig& op);
 
 class CostBackend {

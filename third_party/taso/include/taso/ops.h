@@ -107,11 +107,57 @@ struct OpParams {
   bool operator==(const OpParams& o) const;
 };
 
+// Everything known of one operator type besides its shape inference and
+// semantics. kOpTypes in ops.cc holds one entry per OpType and is the only
+// list of operator facts: shape inference reads the arity from it, the cost
+// backends the free flag, rule validation the pattern flag, and the binding
+// hands it to Python (xflowrl._engine.op_table(), read by
+// xflowrl/graphs/ops.py). Its order is the order Python lists types in
+// (the one-hot slots of xflowrl.embedding.features).
+struct OpTypeInfo {
+  int type;            // the OpType value (TASO's number)
+  const char* name;    // as Python, rule files and the docs spell it
+  int num_inputs;      // -1: variadic (concat: at least 2; opaque: any)
+  int num_outputs;     // -1: set by the parameters (split's sizes, opaque's shapes)
+  const char* params;  // the OpParams fields that apply, space-separated
+  bool free;           // costs nothing at inference in every backend
+  bool weight_only;    // transforms weights only (TASO precomputes it offline)
+  bool pattern;        // may appear in a rule pattern
+};
+
+// The table, in its order (a copy; for the binding and tests).
+std::vector<OpTypeInfo> op_type_table();
+// The entry of `type`, or nullptr for an unknown type.
+const OpTypeInfo* op_type_info(int type);
+
 const char* op_type_name(int type);
 // Parses a name as printed by op_type_name; returns -1 if unknown.
 int op_type_from_name(const std::string& name);
 bool is_valid_op_type(int type);
 int num_inputs_expected(int type);  // -1 if variadic
+// True for the types a rule pattern may use (not leaves, not opaque).
+bool is_pattern_op_type(int type);
+// True for the types that cost nothing in every backend (leaves, views and
+// weight transforms); an op of another type is free only when weight-side.
+bool is_free_op_type(int type);
+
+// A value of the Activation or Padding enum with the name Python and the
+// docs use ("RELU", "SAME"), in value order.
+struct EnumName {
+  int value;
+  const char* name;
+};
+std::vector<EnumName> activation_names();
+std::vector<EnumName> padding_names();
+
+// A ParamKey that rule files may name, with its name there ("stride_h").
+// PM_OP_TYPE is left out: it is internal to TASO's generator.
+struct ParamKeyInfo {
+  int key;
+  const char* name;
+  bool is_float;  // epsilon: a float, which a rule can only copy ("src:K")
+};
+std::vector<ParamKeyInfo> rule_param_keys();
 std::string shape_str(const Shape& s);
 
 // Infers the output shapes of an operator or throws EngineError whose message
@@ -132,7 +178,20 @@ class QuietShapeErrors {
   bool previous_;
 };
 
-// Convolution geometry shared by shape inference, cost models and executors.
+// How a kernel slides over one spatial dimension: the output size and the
+// padding before and after. SAME is TensorFlow's rule: out = ceil(size /
+// stride), total padding max((out - 1) * stride + kernel - size, 0), the
+// smaller half before. VALID: out = (size - kernel) / stride + 1, no padding.
+// The one place the rule is written: shape inference, the cost backends, the
+// numpy executor and ONNX import and export all use it (Python through
+// xflowrl.graphs.ops.window). Throws EngineError for a stride below 1, an
+// unknown padding, or a VALID kernel larger than the input.
+struct Window {
+  int64_t out, pad_before, pad_after;
+};
+Window conv_window(int64_t size, int64_t kernel, int stride, int padding);
+
+// Convolution geometry: conv_window over height and width.
 struct ConvGeometry {
   int64_t out_h, out_w;
   int64_t pad_top, pad_bottom, pad_left, pad_right;

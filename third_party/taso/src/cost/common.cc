@@ -18,14 +18,7 @@ double elements(const std::vector<Shape>& shapes) {
 }  // namespace
 
 bool is_free_op(const OpConfig& op) {
-  switch (op.type) {
-    case OP_INPUT: case OP_WEIGHT: case OP_RESHAPE: case OP_SPLIT:
-    case OP_TRANSPOSE: case OP_ENLARGE: case OP_MERGE_GCONV:
-    case OP_FUSE_CONV_BN_ALPHA_VAR: case OP_FUSE_CONV_BN_BIAS:
-      return true;
-    default:
-      return op.weight_side;
-  }
+  return is_free_op_type(op.type) || op.weight_side;
 }
 
 OpWork op_work(const OpConfig& op) {
