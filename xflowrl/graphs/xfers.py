@@ -10,6 +10,7 @@ and every earlier candidate). At most `max_locations` per xfer are kept.
 
 from __future__ import annotations
 
+import itertools
 import os
 import resource
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
@@ -101,6 +102,8 @@ class Locations:
         self.graph = graph
         self.max_locations = max_locations
         self.counts: List[int] = handle.counts()
+        self._counts = np.asarray(self.counts, np.int64)
+        self._counts.setflags(write=False)
 
     @property
     def num_xfers(self) -> int:
@@ -108,12 +111,21 @@ class Locations:
 
     def location_mask(self) -> np.ndarray:
         """[N+1, L] bool; row N (NO-OP) is all False."""
-        counts = np.asarray(self.counts + [0])
+        counts = np.append(self._counts, 0)
         return np.arange(self.max_locations) < counts[:, None]
 
     def xfer_mask(self) -> np.ndarray:
         """[N+1] bool: xfers with at least one location; NO-OP always True."""
-        return np.array([n > 0 for n in self.counts] + [True], dtype=bool)
+        return np.append(self._counts > 0, True)
+
+    @property
+    def count_array(self) -> np.ndarray:
+        """`counts` as a read-only [N] int64 array, for vectorised features."""
+        return self._counts
+
+    def active_xfers(self) -> np.ndarray:
+        """The xfers with at least one location, ascending (int64)."""
+        return np.flatnonzero(self._counts)
 
     def matched_ops(self, xfer: int) -> List[List[int]]:
         """For each location of `xfer`, the guids (in `self.graph`) of the ops
@@ -121,14 +133,30 @@ class Locations:
         self._check_xfer(xfer)
         return self._handle.matched(xfer)
 
+    def matched_nodes(self, node_of: np.ndarray, width: int) -> np.ndarray:
+        """[N+1, L, width] int32: `matched_ops` of every location as node
+        indices, `node_of[guid]`; -1 past a pattern's ops, at missing
+        locations and in row N (NO-OP). Built in one native call, since the
+        environment needs it for every location at every step.
+
+        Args:
+          node_of: int32 map from guid to node index (at least max guid + 1
+            entries; `graph.structure()["guids"]` inverted).
+          width: pattern slots, at least the largest source pattern.
+        """
+        out = np.full((self.num_xfers + 1, self.max_locations, width), -1, np.int32)
+        self._handle.matched_nodes(np.ascontiguousarray(node_of, np.int32), out)
+        return out
+
     def costs(self, cost_model: CostModel) -> np.ndarray:
         """[N, L] float64: the cost (ms) of every candidate graph; NaN where
         the xfer has no such location. Candidates share the current graph's
         per-op cost memo, so this costs little beyond their new ops."""
+        rows = self._handle.costs(cost_model.handle)
         out = np.full((self.num_xfers, self.max_locations), np.nan)
-        for x, row in enumerate(self._handle.costs(cost_model.handle)):
-            if row:
-                out[x, :len(row)] = row
+        # Row-major boolean assignment puts the flattened rows in place.
+        out[self.location_mask()[:-1]] = np.fromiter(
+            itertools.chain.from_iterable(rows), np.float64, count=int(self._counts.sum()))
         return out
 
     def apply(self, xfer: int, location: int) -> Graph:
