@@ -218,7 +218,7 @@ class GraphEnv(Environment):
         counts = locs.count_array[active]
         summary[active, 0] = np.log1p(counts)
         if self.config.cost_features == "full":
-            costs = locs.costs(self.cost_model)[active]
+            costs = locs.active_costs(self.cost_model)
             valid = location_mask[active]
             delta, low, mean = _delta_stats(costs, valid, counts, self.cost, self.initial_cost)
             cost_delta[active] = delta

@@ -111,8 +111,15 @@ class Locations:
 
     def location_mask(self) -> np.ndarray:
         """[N+1, L] bool; row N (NO-OP) is all False."""
-        counts = np.append(self._counts, 0)
-        return np.arange(self.max_locations) < counts[:, None]
+        mask = np.zeros((self.num_xfers + 1, self.max_locations), bool)
+        active = self.active_xfers()
+        mask[active] = self._prefix_mask(active)
+        return mask
+
+    def _prefix_mask(self, xfers: np.ndarray) -> np.ndarray:
+        """[len(xfers), L] bool: True at the locations each xfer has. Only
+        the few xfers with locations are worth a row; most of ~1,700 have none."""
+        return np.arange(self.max_locations) < self._counts[xfers, None]
 
     def xfer_mask(self) -> np.ndarray:
         """[N+1] bool: xfers with at least one location; NO-OP always True."""
@@ -152,11 +159,19 @@ class Locations:
         """[N, L] float64: the cost (ms) of every candidate graph; NaN where
         the xfer has no such location. Candidates share the current graph's
         per-op cost memo, so this costs little beyond their new ops."""
-        rows = self._handle.costs(cost_model.handle)
         out = np.full((self.num_xfers, self.max_locations), np.nan)
-        # Row-major boolean assignment puts the flattened rows in place.
-        out[self.location_mask()[:-1]] = np.fromiter(
-            itertools.chain.from_iterable(rows), np.float64, count=int(self._counts.sum()))
+        out[self.active_xfers()] = self.active_costs(cost_model)
+        return out
+
+    def active_costs(self, cost_model: CostModel) -> np.ndarray:
+        """[A, L] float64: the rows of `costs` for `active_xfers()` only (the
+        environment needs no more, and a full [N, L] array is megabytes)."""
+        active = self.active_xfers()
+        out = np.full((len(active), self.max_locations), np.nan)
+        # Row-major boolean assignment puts the concatenated rows in place.
+        out[self._prefix_mask(active)] = np.fromiter(
+            itertools.chain.from_iterable(self._handle.costs(cost_model.handle)),
+            np.float64, count=int(self._counts.sum()))
         return out
 
     def apply(self, xfer: int, location: int) -> Graph:
