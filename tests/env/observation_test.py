@@ -32,13 +32,15 @@ def _reference_costs(locs, cost_model):
     return out
 
 
-def reference_observation(env: GraphEnv) -> Observation:
+def reference_observation(env: GraphEnv, locs=None) -> Observation:
     """The observation of `env`'s current state, computed as `GraphEnv`
     did before vectorisation (loops over xfers and locations, `structure()`
-    read once per use): the oracle."""
+    read once per use): the oracle. `locs`: the state's `Locations`
+    (enumerated here if None; benchmarks/observation_bench.py passes them)."""
     cfg, graph = env.config, env.graph
-    locs = env.xfers.locations(graph, cfg.max_locations,
-                               int(cfg.max_ops_factor * env.initial_graph.num_ops()))
+    if locs is None:
+        locs = env.xfers.locations(graph, cfg.max_locations,
+                                   int(cfg.max_ops_factor * env.initial_graph.num_ops()))
     n, num_l, k = env.num_xfers, cfg.max_locations, env.max_pattern_ops
     if cfg.cost_features == "none":
         no_costs = np.zeros(len(graph.structure()["types"]), np.float32)
@@ -123,6 +125,19 @@ class ObservationTest(parameterized.TestCase):
         # L=3: most xfers have more locations than kept.
         locations = self.assert_episode_matches("resnet18", EnvConfig(max_locations=3))
         self.assertGreater(locations, 0)
+
+    def test_active_rows_equal_the_full_arrays(self):
+        graph = _graph("inception_v3")
+        locs = _XFERS.locations(graph)
+        active = locs.active_xfers()
+        self.assertGreater(len(active), 1)
+        full = locs.costs(_COST)
+        np.testing.assert_array_equal(np.flatnonzero(~np.isnan(full).all(axis=1)), active)
+        self.assertEqual(locs.active_costs(_COST).tobytes(), full[active].tobytes())
+        counts = np.asarray(locs.counts + [0])
+        np.testing.assert_array_equal(locs.location_mask(),
+                                      np.arange(locs.max_locations) < counts[:, None])
+        np.testing.assert_array_equal(locs.count_array, locs.counts)
 
     def test_masked_mean_is_the_slice_mean_bitwise(self):
         # _delta_stats relies on numpy summing a masked row pairwise exactly

@@ -183,20 +183,24 @@ class GraphEnv(Environment):
         return None
 
     def _observe(self) -> Observation:
-        """Enumerates the current graph's locations and builds the
-        observation; `structure()` is read once and shared by the state's
+        """Enumerates the current graph's locations and builds the observation."""
+        self._locations = self.xfers.locations(self.graph, self.config.max_locations,
+                                               self._max_ops)
+        self._observation = self._assemble(self._locations)
+        return self._observation
+
+    def _assemble(self, locs: Locations) -> Observation:
+        """The observation of the current graph from its enumerated `locs`
+        (apart from enumeration so that benchmarks/observation_bench.py can
+        time it alone); `structure()` is read once and shared by the state's
         features and the location features."""
-        cfg = self.config
-        self._locations = locs = self.xfers.locations(self.graph, cfg.max_locations,
-                                                      self._max_ops)
         structure = self.graph.structure()
         location_mask = locs.location_mask()
-        self._observation = Observation(
+        return Observation(
             state=self._featurize(structure),
             locations=self._location_features(locs, structure["guids"], location_mask),
             location_mask=location_mask,
             xfer_mask=locs.xfer_mask())
-        return self._observation
 
     def _location_features(self, locs: Locations, guids: np.ndarray,
                            location_mask: np.ndarray) -> LocationFeatures:

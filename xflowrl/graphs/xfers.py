@@ -160,7 +160,9 @@ class Locations:
         the xfer has no such location. Candidates share the current graph's
         per-op cost memo, so this costs little beyond their new ops."""
         out = np.full((self.num_xfers, self.max_locations), np.nan)
-        out[self.active_xfers()] = self.active_costs(cost_model)
+        for x, row in enumerate(self._handle.costs(cost_model.handle)):
+            if row:
+                out[x, :len(row)] = row
         return out
 
     def active_costs(self, cost_model: CostModel) -> np.ndarray:
