@@ -21,6 +21,7 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(xflowrl.__file__)))
 # Builds a small valid graph `g` (GraphHandle), a backend `cost` and the
 # locations `locs` of the default rules, for the cases below.
 _SETUP = """
+import numpy as np
 import xflowrl._engine as e
 from xflowrl.graphs import CostModel, GraphBuilder, XferSet
 b = GraphBuilder()
@@ -50,6 +51,15 @@ CASES = {
     "locations_graph_negative": "locs.graph(-1, 0)",
     "locations_matched_bad_xfer": "locs.matched(10 ** 6)",
     "locations_costs_none": "locs.costs(None)",
+    "matched_nodes_none": "locs.matched_nodes(None, np.zeros((9999, 10, 8), np.int32))",
+    "matched_nodes_few_rows": (
+        "locs.matched_nodes(np.zeros(99, np.int32), np.zeros((1, 10, 8), np.int32))"),
+    "matched_nodes_few_slots": (
+        "locs.matched_nodes(np.zeros(99, np.int32), np.zeros((9999, 10, 0), np.int32))"),
+    "matched_nodes_short_map": (
+        "locs.matched_nodes(np.zeros(0, np.int32), np.zeros((9999, 10, 8), np.int32))"),
+    "matched_nodes_int64_out": (
+        "locs.matched_nodes(np.zeros(99, np.int32), np.zeros((9999, 10, 8), np.int64))"),
     "rules_locations_none": "rules.locations(None, 10, 100)",
     "rules_locations_empty_graph": "rules.locations(e.GraphHandle(), 10, 100)",
     "rules_search_empty_backend": "rules.search(g, e.CostBackendHandle(), 1.05, 1, 0, 0.0)",
@@ -80,6 +90,7 @@ EXPECTED.update({
     "op_config_key_high": "IndexError", "op_config_key_negative": "IndexError",
     "locations_graph_bad_xfer": "IndexError", "locations_graph_bad_location": "IndexError",
     "locations_graph_negative": "IndexError", "locations_matched_bad_xfer": "IndexError",
+    "matched_nodes_none": "TypeError", "matched_nodes_short_map": "IndexError",
 })
 
 

@@ -30,7 +30,7 @@ Fields:
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Dict, Optional, Sequence
 
 import numpy as np
 from graph_nets import graphs
@@ -54,7 +54,8 @@ def _dims(shapes: np.ndarray) -> np.ndarray:
 
 
 def featurize(graph, op_costs: Sequence[float], graph_cost: float,
-              initial_cost: float) -> graphs.GraphsTuple:
+              initial_cost: float,
+              structure: Optional[Dict[str, np.ndarray]] = None) -> graphs.GraphsTuple:
     """One graph as a numpy `GraphsTuple` (fields in the module docstring).
 
     Args:
@@ -62,8 +63,10 @@ def featurize(graph, op_costs: Sequence[float], graph_cost: float,
       op_costs: per node, its cost in ms (`graph.op_costs(cost_model)`).
       graph_cost: the graph's cost in ms.
       initial_cost: the episode's initial cost, for the relative-cost global.
+      structure: `graph.structure()` if the caller already has it (the
+        environment shares it with its location features); read if None.
     """
-    s = graph.structure()
+    s = graph.structure() if structure is None else structure
     n = len(s["types"])
     types = _TYPE_INDEX[np.minimum(s["types"], 127)]
     params = s["params"]

@@ -202,47 +202,90 @@ class GraphEnv(Environment):
         return None
 
     def _observe(self) -> Observation:
-        cfg = self.config
-        self._locations = locs = self.xfers.locations(self.graph, cfg.max_locations,
-                                                      self._max_ops)
-        n, num_l, k = self.num_xfers, cfg.max_locations, self.max_pattern_ops
-        graph_tuple = self._featurize()
-        nodes = np.full((n + 1, num_l, k), -1, np.int32)
-        cost_delta = np.zeros((n + 1, num_l), np.float32)
-        summary = np.zeros((n + 1, XFER_SUMMARY_SIZE), np.float32)
-        active = [x for x, c in enumerate(locs.counts) if c > 0]
-        if active:
-            guids = self.graph.structure()["guids"]
-            index_of = np.full(int(guids.max()) + 1, -1, np.int32)
-            index_of[guids] = np.arange(len(guids), dtype=np.int32)
-            # Without cost features the candidates' costs are not computed
-            # at all (their deltas and summary parts stay zero).
-            costs = locs.costs(self.cost_model) if cfg.cost_features == "full" else None
-            for x in active:
-                c = locs.counts[x]
-                for l, matched in enumerate(locs.matched_ops(x)):
-                    nodes[x, l, :len(matched)] = index_of[matched]
-                summary[x, 0] = np.log1p(c)
-                if costs is not None:
-                    delta = 100.0 * (costs[x, :c] - self.cost) / self.initial_cost
-                    cost_delta[x, :c] = delta
-                    summary[x, 1:] = (delta.min(), delta.mean())
-        self._observation = Observation(
-            state=graph_tuple,
-            locations=LocationFeatures(nodes, cost_delta, summary),
-            location_mask=locs.location_mask(),
-            xfer_mask=locs.xfer_mask())
+        """Enumerates the current graph's locations and builds the observation."""
+        self._locations = self.xfers.locations(self.graph, self.config.max_locations,
+                                               self._max_ops)
+        self._observation = self._assemble(self._locations)
         return self._observation
 
-    def _featurize(self):
+    def _assemble(self, locs: Locations) -> Observation:
+        """The observation of the current graph from its enumerated `locs`
+        (apart from enumeration so that benchmarks/observation_bench.py can
+        time it alone); `structure()` is read once and shared by the state's
+        features and the location features."""
+        structure = self.graph.structure()
+        location_mask = locs.location_mask()
+        return Observation(
+            state=self._featurize(structure),
+            locations=self._location_features(locs, structure["guids"], location_mask),
+            location_mask=location_mask,
+            xfer_mask=locs.xfer_mask())
+
+    def _location_features(self, locs: Locations, guids: np.ndarray,
+                           location_mask: np.ndarray) -> LocationFeatures:
+        """The `LocationFeatures` of `locs`, without a Python loop over xfers
+        or locations (there are ~1,700 xfers and up to L locations each, every
+        step): node indices in one native call, costs with numpy over the
+        xfers that have locations.
+
+        Without cost features the candidates' costs are not computed at all
+        (their deltas and the summary's min and mean stay zero).
+        """
+        n, num_l = self.num_xfers, self.config.max_locations
+        nodes = locs.matched_nodes(_node_of(guids), self.max_pattern_ops)
+        cost_delta = np.zeros((n + 1, num_l), np.float32)
+        summary = np.zeros((n + 1, XFER_SUMMARY_SIZE), np.float32)
+        active = locs.active_xfers()
+        if len(active) == 0:
+            return LocationFeatures(nodes, cost_delta, summary)
+        counts = locs.count_array[active]
+        summary[active, 0] = np.log1p(counts)
+        if self.config.cost_features == "full":
+            costs = locs.active_costs(self.cost_model)
+            valid = location_mask[active]
+            delta, low, mean = _delta_stats(costs, valid, counts, self.cost, self.initial_cost)
+            cost_delta[active] = delta
+            summary[active, 1] = low
+            summary[active, 2] = mean
+        return LocationFeatures(nodes, cost_delta, summary)
+
+    def _featurize(self, structure: Dict[str, np.ndarray]):
         """The state's GraphsTuple; under `cost_features="none"` featurized
         with zero op costs and graph cost 0 of 1, which zeroes the node cost
         column and the two cost globals (`xflowrl.embedding.features`)."""
         if self.config.cost_features == "none":
-            no_costs = np.zeros(len(self.graph.structure()["types"]), np.float32)
-            return features.featurize(self.graph, no_costs, 0.0, 1.0)
+            no_costs = np.zeros(len(structure["types"]), np.float32)
+            return features.featurize(self.graph, no_costs, 0.0, 1.0, structure=structure)
         return features.featurize(self.graph, self.graph.op_costs(self.cost_model),
-                                  self.cost, self.initial_cost)
+                                  self.cost, self.initial_cost, structure=structure)
+
+
+def _node_of(guids: np.ndarray) -> np.ndarray:
+    """int32 map from guid to node index (-1 for guids not in the graph)."""
+    node_of = np.full(int(guids.max()) + 1, -1, np.int32)
+    node_of[guids] = np.arange(len(guids), dtype=np.int32)
+    return node_of
+
+
+def _delta_stats(costs: np.ndarray, valid: np.ndarray, counts: np.ndarray, cost: float,
+                 initial_cost: float) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row (an xfer): the candidates' cost changes in percent of the
+    initial cost (0 where `valid` is False) and their min and mean.
+
+    The mean is a masked row sum over count, which numpy computes with the
+    same pairwise summation as a row slice's `.mean()`: the features are
+    bitwise those of the per-xfer loop this replaced
+    (tests/env/observation_test.py checks both).
+
+    Args:
+      costs: [A, L] candidate costs (ms), rows of xfers with locations.
+      valid: [A, L] bool, the first `counts` entries of each row.
+      counts: [A] locations per row (>= 1).
+    """
+    delta = 100.0 * (costs - cost) / initial_cost
+    low = np.min(delta, axis=1, where=valid, initial=np.inf)
+    mean = np.sum(delta, axis=1, where=valid) / counts
+    return np.where(valid, delta, 0.0), low, mean
 
 
 def make_env(graph_name: str, rules: str = "default", cost_model: str = "analytic",

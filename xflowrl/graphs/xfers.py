@@ -10,6 +10,7 @@ and every earlier candidate). At most `max_locations` per xfer are kept.
 
 from __future__ import annotations
 
+import itertools
 import resource
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -96,6 +97,8 @@ class Locations:
         self.graph = graph
         self.max_locations = max_locations
         self.counts: List[int] = handle.counts()
+        self._counts = np.asarray(self.counts, np.int64)
+        self._counts.setflags(write=False)
 
     @property
     def num_xfers(self) -> int:
@@ -103,18 +106,49 @@ class Locations:
 
     def location_mask(self) -> np.ndarray:
         """[N+1, L] bool; row N (NO-OP) is all False."""
-        counts = np.asarray(self.counts + [0])
-        return np.arange(self.max_locations) < counts[:, None]
+        mask = np.zeros((self.num_xfers + 1, self.max_locations), bool)
+        active = self.active_xfers()
+        mask[active] = self._prefix_mask(active)
+        return mask
+
+    def _prefix_mask(self, xfers: np.ndarray) -> np.ndarray:
+        """[len(xfers), L] bool: True at the locations each xfer has. Only
+        the few xfers with locations are worth a row; most of ~1,700 have none."""
+        return np.arange(self.max_locations) < self._counts[xfers, None]
 
     def xfer_mask(self) -> np.ndarray:
         """[N+1] bool: xfers with at least one location; NO-OP always True."""
-        return np.array([n > 0 for n in self.counts] + [True], dtype=bool)
+        return np.append(self._counts > 0, True)
+
+    @property
+    def count_array(self) -> np.ndarray:
+        """`counts` as a read-only [N] int64 array, for vectorised features."""
+        return self._counts
+
+    def active_xfers(self) -> np.ndarray:
+        """The xfers with at least one location, ascending (int64)."""
+        return np.flatnonzero(self._counts)
 
     def matched_ops(self, xfer: int) -> List[List[int]]:
         """For each location of `xfer`, the guids (in `self.graph`) of the ops
         its source pattern matched, in source-pattern order."""
         self._check_xfer(xfer)
         return self._handle.matched(xfer)
+
+    def matched_nodes(self, node_of: np.ndarray, width: int) -> np.ndarray:
+        """[N+1, L, width] int32: `matched_ops` of every location as node
+        indices, `node_of[guid]`; -1 past a pattern's ops, at missing
+        locations and in row N (NO-OP). Built in one native call, since the
+        environment needs it for every location at every step.
+
+        Args:
+          node_of: int32 map from guid to node index (at least max guid + 1
+            entries; `graph.structure()["guids"]` inverted).
+          width: pattern slots, at least the largest source pattern.
+        """
+        out = np.full((self.num_xfers + 1, self.max_locations, width), -1, np.int32)
+        self._handle.matched_nodes(np.ascontiguousarray(node_of, np.int32), out)
+        return out
 
     def costs(self, cost_model: CostModel) -> np.ndarray:
         """[N, L] float64: the cost (ms) of every candidate graph; NaN where
@@ -124,6 +158,17 @@ class Locations:
         for x, row in enumerate(self._handle.costs(cost_model.handle)):
             if row:
                 out[x, :len(row)] = row
+        return out
+
+    def active_costs(self, cost_model: CostModel) -> np.ndarray:
+        """[A, L] float64: the rows of `costs` for `active_xfers()` only (the
+        environment needs no more, and a full [N, L] array is megabytes)."""
+        active = self.active_xfers()
+        out = np.full((len(active), self.max_locations), np.nan)
+        # Row-major boolean assignment puts the concatenated rows in place.
+        out[self._prefix_mask(active)] = np.fromiter(
+            itertools.chain.from_iterable(self._handle.costs(cost_model.handle)),
+            np.float64, count=int(self._counts.sum()))
         return out
 
     def apply(self, xfer: int, location: int) -> Graph:

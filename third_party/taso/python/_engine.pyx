@@ -468,6 +468,39 @@ cdef class LocationsHandle:
             return []
         return [list(m) for m in self.locs.matched[xfer]]
 
+    def matched_nodes(self, const int[::1] node_of not None, int[:, :, ::1] out not None):
+        """Writes, for every xfer x, location l and pattern op j, the node
+        index of the op it matched: out[x, l, j] = node_of[guid]. Entries past
+        a location's pattern and past an xfer's locations are left as they
+        are. One native loop instead of a Python loop per location: the
+        environment needs every location's nodes at every step.
+
+        Raises ValueError where `out` has too few rows, locations or pattern
+        slots, and IndexError for a guid outside `node_of`; `out` may then
+        be partly written.
+        """
+        cdef size_t x, l, j
+        cdef int64_t guid
+        cdef const vector[int64_t]* ops
+        if self.locs.matched.size() > <size_t>out.shape[0]:
+            raise ValueError(f"out has {out.shape[0]} rows for "
+                             f"{self.locs.matched.size()} xfers")
+        for x in range(self.locs.matched.size()):
+            if self.locs.matched[x].size() > <size_t>out.shape[1]:
+                raise ValueError(f"out has room for {out.shape[1]} locations; xfer {x} "
+                                 f"has {self.locs.matched[x].size()}")
+            for l in range(self.locs.matched[x].size()):
+                ops = &self.locs.matched[x][l]
+                if ops.size() > <size_t>out.shape[2]:
+                    raise ValueError(f"out has {out.shape[2]} pattern slots; xfer {x} "
+                                     f"matched {ops.size()} ops")
+                for j in range(ops.size()):
+                    guid = deref(ops)[j]
+                    if not 0 <= guid < node_of.shape[0]:
+                        raise IndexError(f"guid {guid} is outside node_of "
+                                         f"({node_of.shape[0]} entries)")
+                    out[x, l, j] = node_of[guid]
+
     def costs(self, CostBackendHandle backend not None):
         """Per xfer: the cost of every candidate graph, in ms."""
         cdef size_t x, l
