@@ -16,8 +16,9 @@ flags (results under --results_dir/<setting>/<graph>/<run>/):
 `train_mf.py` and `train_mb.py` on each graph of --graphs, and
 `train_mb.py --reward_model=separate` on --separate_reward_graphs (under
 --results_dir/<setting>/separate_reward/). Once: `graph_properties.py`
-(Table 4.1) and `temperature_sweep.py` (Table 4.3, under "this CPU"; that
-script has no profile flag). Then, in this process, the measure step times
+(Table 4.1); and `temperature_sweep.py` (Table 4.3) under each setting of
+--sweep_settings (folders `temperature/` for "this CPU", `temperature_gpu/`
+for "GPU-like"). Then, in this process, the measure step times
 every variant of every graph (original, greedy, TASO, model-free,
 model-based) end to end on this CPU, interleaved (onnxruntime and TensorFlow
 through onnx-tf; `xflowrl.measure.compare.time_models`), and
@@ -63,6 +64,7 @@ flags.DEFINE_string("report_dir", "", "Where the report goes (default <results_d
 flags.DEFINE_list("separate_reward_graphs", ["bert"],
                   "Graphs on which train_mb also runs with --reward_model=separate.")
 flags.DEFINE_string("sweep_graph", "bert", "Graph of the temperature sweep ('' to skip).")
+flags.DEFINE_list("sweep_settings", ["cpu", "gpu"], "Cost settings of the temperature sweep.")
 flags.DEFINE_integer("seed", 0, "Seed of every run.")
 flags.DEFINE_bool("rerun", False, "Ignore saved runs.")
 flags.DEFINE_integer("jobs", None, "Entry-point runs at a time (default: 2 in quick mode, "
@@ -213,10 +215,14 @@ def shared_jobs(graphs: Sequence[str], b: Budget) -> List[Job]:
                  f"--profile={cpu.profile}", f"--repeats={b.props_repeats}",
                  f"--warmup={max(1, min(3, b.props_repeats))}", f"--seed={FLAGS.seed}",
                  f"--output_dir={props_dir}"], props_dir, "table_4_1.json")]
-    if FLAGS.sweep_graph:
-        root = os.path.join(FLAGS.results_dir, "temperature")
-        jobs.append(Job("temperature_sweep", "temperature_sweep.py",
-                        [f"--graph={FLAGS.sweep_graph}", f"--cost_model={cpu.cost_model}",
+    for key in FLAGS.sweep_settings if FLAGS.sweep_graph else []:
+        setting = report.SETTINGS[key]
+        root = os.path.join(FLAGS.results_dir, report.sweep_folder(key))
+        # The script's default profile is cpu: only other profiles are named.
+        profile = [f"--profile={setting.profile}"] if setting.profile != "cpu" else []
+        jobs.append(Job(f"temperature_sweep {key}", "temperature_sweep.py",
+                        [f"--graph={FLAGS.sweep_graph}", f"--cost_model={setting.cost_model}"]
+                        + profile + [
                          f"--seeds={b.sweep_seeds}",
                          f"--temperatures={b.sweep_temperatures}",
                          f"--max_steps={b.max_steps}", f"--rounds={b.sweep_rounds}",
@@ -338,7 +344,7 @@ def main(argv):
     report_dir = FLAGS.report_dir or os.path.join(FLAGS.results_dir, "report")
     out = report.write_report(FLAGS.results_dir, report_dir, FLAGS.graphs,
                               [s.key for s in settings], FLAGS.separate_reward_graphs,
-                              FLAGS.sweep_graph,
+                              FLAGS.sweep_graph, FLAGS.sweep_settings,
                               meta={"mode": "quick" if FLAGS.quick else "full",
                                     "machine": machine(), "jobs": workers,
                                     "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),

@@ -14,7 +14,8 @@ Layout read (per setting key, e.g. `cpu`):
   <results>/<setting>/<graph>/measured/result.json      (reproduce.py's timing)
   <results>/<setting>/separate_reward/<graph>/train_mb/result.json
   <results>/graph_properties/table_4_1.json             (graph_properties.py)
-  <results>/temperature/<graph>/temperature_sweep/result.json
+  <results>/temperature/<graph>/temperature_sweep/result.json   (this CPU)
+  <results>/temperature_gpu/<graph>/temperature_sweep/result.json   (GPU-like)
 """
 
 from __future__ import annotations
@@ -79,6 +80,11 @@ THESIS_OPT_SECONDS = {"bert": (29.66, 6.28), "squeezenet1_1": (29.58, 7.95),
 
 VARIANTS = ("original", "greedy", "taso", "model-free", "model-based")
 CLOCKS = ("ort/cpu", "tf/cpu", "tf/wall")
+
+
+def sweep_folder(setting: str) -> str:
+    """The temperature sweep's results folder of a setting (below the results)."""
+    return "temperature" if setting == "cpu" else f"temperature_{setting}"
 
 
 class Runs(NamedTuple):
@@ -316,7 +322,7 @@ def table_4_2(props: Optional[dict], rows: Dict[str, GraphRow]) -> str:
             "runtime change as well as a graph change).\n\n" + "\n".join(lines) + "\n")
 
 
-def table_4_3(sweep: Optional[dict]) -> str:
+def table_4_3(sweep: Optional[dict], setting: str) -> str:
     """Temperature sweep: world-model and real score per tau, beside the thesis'."""
     if not sweep:
         return "Table 4.3: not run.\n"
@@ -331,7 +337,7 @@ def table_4_3(sweep: Optional[dict]) -> str:
                      + " |")
     return (f"{sweep['graph']}, {sweep['seeds']} seed(s) (thesis: BERT, 5), "
             f"{sweep['dream_episodes']} imagined episodes per controller, estimated cost "
-            f"(`fitted/cpu`); scores are runtime changes in % (negative: faster), mean ± std "
+            f"under {_label(setting)}; scores are runtime changes in % (negative: faster), mean ± std "
             f"over seeds.\n\n" + "\n".join(lines) + "\n")
 
 
@@ -596,7 +602,8 @@ def summary_lines(rows: Dict[str, Dict[str, GraphRow]]) -> List[str]:
 
 
 def write_report(results: str, out_dir: str, graphs: Sequence[str], settings: Sequence[str],
-                 separate_graphs: Sequence[str], sweep_graph: str, meta: dict) -> str:
+                 separate_graphs: Sequence[str], sweep_graph: str,
+                 sweep_settings: Sequence[str], meta: dict) -> str:
     """Reads the runs under `results` and writes report.md, report.json and
     the figures to `out_dir`; returns `out_dir`."""
     os.makedirs(out_dir, exist_ok=True)
@@ -604,8 +611,9 @@ def write_report(results: str, out_dir: str, graphs: Sequence[str], settings: Se
     rows = {s: {g: graph_row(s, g, r) for g, r in by_graph.items()}
             for s, by_graph in runs.items()}
     props = _load(os.path.join(results, "graph_properties", "table_4_1.json"))
-    sweep = (_load(os.path.join(results, "temperature", sweep_graph, "temperature_sweep",
-                                "result.json")) if sweep_graph else None)
+    sweeps = {s: _load(os.path.join(results, sweep_folder(s), sweep_graph,
+                                    "temperature_sweep", "result.json"))
+              for s in (sweep_settings if sweep_graph else [])}
     figures = write_figures(runs, rows, out_dir)
     parts = [f"# Reproduction of the thesis' Chapter 4 ({meta.get('mode', '?')} mode)\n",
              "Settings (each agent and search optimises the setting's estimated cost; every "
@@ -627,7 +635,9 @@ def write_report(results: str, out_dir: str, graphs: Sequence[str], settings: Se
                   table_steps(rows[s]),
                   f"## Separate reward network, {_label(s)}\n",
                   table_separate(results, s, separate_graphs)]
-    parts += ["## Table 4.3: temperature sweep\n", table_4_3(sweep), "## Figures\n",
+    for s, sweep in sweeps.items():
+        parts += [f"## Table 4.3: temperature sweep, {_label(s)}\n", table_4_3(sweep, s)]
+    parts += ["## Figures\n",
               "\n".join(f"![{k}]({os.path.basename(p)})" for k, p in figures.items()) + "\n",
               f"Mode {meta.get('mode')}; wall time {meta.get('wall_seconds', 0):.0f} s "
               "(runs reused from earlier invocations count 0).\n"]
@@ -642,7 +652,7 @@ def write_report(results: str, out_dir: str, graphs: Sequence[str], settings: Se
                                               for s in settings},
                    "rows": {s: {g: dataclasses.asdict(r) for g, r in by_graph.items()}
                             for s, by_graph in rows.items()},
-                   "table_4_1": props, "table_4_3": sweep, "separate_reward_run": separate,
+                   "table_4_1": props, "table_4_3": sweeps, "separate_reward_run": separate,
                    "figures": {k: os.path.basename(p) for k, p in figures.items()},
                    "summary": summary_lines(rows)}, f, indent=1, default=float)
     return out_dir

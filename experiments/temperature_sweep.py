@@ -37,6 +37,8 @@ flags.DEFINE_integer("seeds", 3, "Seeds (a world model each); the thesis ran 5."
 flags.DEFINE_list("temperatures", ["0.1", "0.5", "0.75", "1.0", "1.2", "1.5", "1.75", "2.0",
                                    "2.5", "3.0"], "The temperatures of Table 4.3.")
 flags.DEFINE_enum("cost_model", "analytic", BACKENDS, "Cost backend.")
+flags.DEFINE_string("profile", "cpu", "Device profile of the cost backend (analytic: cpu, "
+                    "v100, h100; fitted: a fitted profile's name).")
 flags.DEFINE_integer("max_steps", 50, "Step limit per episode.")
 flags.DEFINE_integer("rounds", 8, "World-model collection rounds.")
 flags.DEFINE_integer("episodes_per_round", 50, "Random episodes per round.")
@@ -79,7 +81,8 @@ def _plot(path, temps, wm_mean, wm_std, real_mean, real_std, graph):
 def main(argv):
     del argv
     graph_name, seeds, temps, wm, episodes, max_steps = _settings()
-    env = GraphEnv(zoo.get_graph(graph_name), XferSet.default(), CostModel(FLAGS.cost_model),
+    env = GraphEnv(zoo.get_graph(graph_name), XferSet.default(),
+                   CostModel(FLAGS.cost_model, profile=FLAGS.profile),
                    EnvConfig(max_steps=max_steps))
     out_dir = os.path.join(FLAGS.results_dir, graph_name, "temperature_sweep")
     os.makedirs(out_dir, exist_ok=True)
@@ -111,7 +114,8 @@ def main(argv):
                      "real_std": float(r.std()), "world_model": w.tolist(), "real": r.tolist()})
     seconds = time.time() - start
     with open(os.path.join(out_dir, "result.json"), "w") as f:
-        json.dump({"graph": graph_name, "seeds": seeds, "dream_episodes": episodes,
+        json.dump({"graph": graph_name, "cost_model": env.cost_model.name, "seeds": seeds,
+                   "dream_episodes": episodes,
                    "initial_cost_ms": env.initial_cost, "seconds": seconds, "rows": rows,
                    "world_model": dataclasses.asdict(wm)}, f, indent=2)
     table = "\n".join(f"| {r['temperature']} | {r['world_model_mean']:+.3f}% ± "
