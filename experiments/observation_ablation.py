@@ -212,9 +212,9 @@ def main(argv):
             for variant in FLAGS.variants:
                 result = train_one(graph, variant, seed)
                 first = first or result
-                tb = os.path.join(results_folder(run_dir(FLAGS.results_dir, graph, variant,
-                                                         seed), graph, "train_mf"),
-                                  "tensorboard")
+                train_mf = results_folder(run_dir(FLAGS.results_dir, graph, variant, seed),
+                                          graph, "train_mf")
+                tb = os.path.join(train_mf, "tensorboard")
                 runs.append(summarize_run(result, read_episode_log(tb)))
         runs.sort(key=lambda r: (FLAGS.variants.index(r["cost_features"]), r["seed"]))
         # Greedy and TASO are deterministic; the random agent's mean is the
