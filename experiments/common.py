@@ -65,8 +65,8 @@ class PresetFlags:
     their defaults: a flag given on the command line keeps the user's value,
     one not given takes the preset's (if the preset names it).
 
-        values = PresetFlags(QUICK if FLAGS.quick else {})
-        values.graph   # "small_cnn" under --quick, unless --graph was given
+        values = PresetFlags({"graph": "small_cnn"})
+        values.graph   # "small_cnn", unless --graph was given
     """
 
     def __init__(self, preset: Mapping[str, Any], flag_values: flags.FlagValues = FLAGS):
@@ -81,6 +81,20 @@ class PresetFlags:
         if name in self._preset and not flag.present:
             return self._preset[name]
         return flag.value
+
+
+def define_quick_flag(summary: str, flag_values: flags.FlagValues = FLAGS) -> None:
+    """--quick: a small run for a first look (`summary` says what it sets).
+    Its values replace only defaults (`quick_values`), which the help says."""
+    flags.DEFINE_bool("quick", False, f"{summary} These replace only the defaults: a flag "
+                      "given on the command line keeps its value (--quick --graph=resnet18: "
+                      "resnet18 with the quick budgets).", flag_values=flag_values)
+
+
+def quick_values(preset: Mapping[str, Any], flag_values: flags.FlagValues = FLAGS) -> PresetFlags:
+    """The flag values, with `preset` (an entry point's --quick values) for
+    the flags the user did not give when --quick is set."""
+    return PresetFlags(preset if flag_values.quick else {}, flag_values)
 
 
 def run_settings(values: Any = FLAGS, cost_features: str = "full") -> RunSettings:

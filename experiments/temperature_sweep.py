@@ -47,9 +47,7 @@ flags.DEFINE_string("results_dir", "results", "Where results are written.")
 QUICK = {"graph": "small_cnn", "seeds": 2, "temperatures": ["0.5", "1.0", "2.0"],
          "dream_episodes": 256, "max_steps": 20, "rounds": 2, "episodes_per_round": 30,
          "train_steps_per_round": 80, "encoder_steps": 100}
-flags.DEFINE_bool("quick", False, "small_cnn, 2 seeds, 3 temperatures, tiny budgets. These "
-                  "replace only the defaults: a flag given on the command line keeps its "
-                  "value.")
+common.define_quick_flag("small_cnn, 2 seeds, 3 temperatures, tiny budgets.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +64,7 @@ class Settings:
 
 def settings_from_flags() -> Settings:
     """The sweep the flags describe (--quick's values where a flag was not given)."""
-    values = common.PresetFlags(QUICK if FLAGS.quick else {})
+    values = common.quick_values(QUICK)
     wm = common.world_model_config(values)
     if FLAGS.quick:
         wm = dataclasses.replace(wm, held_out_episodes=10)

@@ -74,10 +74,8 @@ flags.DEFINE_integer("eval_episodes", 10, "Sampled evaluation episodes in the re
 # --quick, 10 held-out episodes instead of WorldModelConfig's default).
 QUICK = {"graph": "small_cnn", "max_steps": 20, "rounds": 2, "episodes_per_round": 30,
          "train_steps_per_round": 100, "encoder_steps": 150, "dream_episodes": 512}
-flags.DEFINE_bool("quick", False, "small_cnn, 20-step episodes, 2 rounds of 30 episodes, "
-                  "512 imagined episodes: end to end in about a minute. These replace only "
-                  "the defaults: a flag given on the command line keeps its value "
-                  "(--quick --rounds=4 runs 4 rounds).")
+common.define_quick_flag("small_cnn, 20-step episodes, 2 rounds of 30 episodes, 512 "
+                         "imagined episodes: end to end in about a minute.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,7 +93,7 @@ class Settings:
 
 def settings_from_flags() -> Settings:
     """The run the flags describe (--quick's values where a flag was not given)."""
-    values = common.PresetFlags(QUICK if FLAGS.quick else {})
+    values = common.quick_values(QUICK)
     wm = common.world_model_config(values, replay=FLAGS.replay,
                                    reward_model=FLAGS.reward_model)
     if FLAGS.quick:

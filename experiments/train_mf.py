@@ -45,10 +45,8 @@ flags.DEFINE_enum("cost_features", "full", list(COST_FEATURES),
 # --quick's values for the flags the user does not give.
 QUICK = {"graph": "small_cnn", "episodes": 100, "ppo": "xrlflow", "episodes_per_update": 5,
          "max_steps": 20}
-flags.DEFINE_bool("quick", False, "small_cnn, 100 episodes, X-RLflow PPO, 5 episodes "
-                  "per update, 20 steps: trains in about a minute. These replace only the "
-                  "defaults: a flag given on the command line keeps its value "
-                  "(--quick --graph=resnet18 trains resnet18 with --quick's budgets).")
+common.define_quick_flag("small_cnn, 100 episodes, X-RLflow PPO, 5 episodes per update, "
+                         "20 steps: trains in about a minute.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +62,7 @@ class Settings:
 
 def settings_from_flags() -> Settings:
     """The run the flags describe (--quick's values where a flag was not given)."""
-    values = common.PresetFlags(QUICK if FLAGS.quick else {})
+    values = common.quick_values(QUICK)
     ppo = PPOConfig.named(values.ppo)
     if values.episodes_per_update:
         ppo = dataclasses.replace(ppo, episodes_per_update=values.episodes_per_update)

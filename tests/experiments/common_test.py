@@ -29,6 +29,7 @@ def _flag_values(*argv: str) -> flags.FlagValues:
     common.define_env_flags("resnet50", values)
     common.define_baseline_flags(values)
     common.define_world_model_flags(values)
+    common.define_quick_flag("A small run.", values)
     values(["prog", *argv])
     return values
 
@@ -80,6 +81,18 @@ class PresetFlagsTest(absltest.TestCase):
         values = _flag_values("--rounds=5")
         preset = common.PresetFlags({}, values)
         self.assertEqual(common.world_model_config(preset), common.world_model_config(values))
+
+    def test_quick_values_apply_only_with_quick(self):
+        preset = {"graph": "small_cnn", "max_steps": 20}
+        self.assertEqual(common.run_settings(common.quick_values(preset, _flag_values())).graph,
+                         "resnet50")
+        quick = common.quick_values(preset, _flag_values("--quick", "--max_steps=9"))
+        self.assertEqual((quick.graph, quick.max_steps), ("small_cnn", 9))
+
+    def test_quick_help_states_the_rule(self):
+        values = _flag_values()
+        self.assertIn("A small run.", values["quick"].help)
+        self.assertIn("a flag given on the command line keeps its value", values["quick"].help)
 
     def test_unknown_preset_flag(self):
         with self.assertRaisesRegex(ValueError, r"undefined flags \['episodes'\]"):
