@@ -61,6 +61,7 @@ from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.graphs import CostModel, Graph, XferSet, load_onnx, to_onnx, zoo
 from xflowrl.graphs.weights import random_inputs, random_weights
 from xflowrl.measure.compare import time_models
+from xflowrl.runs import cost_model_from_spec
 from xflowrl.agents.ppo.training import replay
 from xflowrl.search.baselines import GREEDY_MAX_STEPS
 from xflowrl.search.greedy import greedy_search
@@ -90,15 +91,6 @@ flags.DEFINE_string("reestimate_from", "", "Measure nothing: rebuild the variant
 flags.DEFINE_bool("markdown", False, "Print markdown tables instead of the JSON report.")
 flags.DEFINE_list("from_json", [], "Measure nothing: merge the graphs of these earlier reports "
                   "(e.g. one run per graph) and summarize them together.")
-
-
-def make_cost_model(spec: str, cost_cache: str = "") -> CostModel:
-    """`analytic/<profile>`, `fitted/<profile>`, `onednn` or `cudnn`."""
-    backend, _, profile = spec.partition("/")
-    kwargs = {"profile": profile} if profile else {}
-    if backend in ("onednn", "cudnn"):
-        kwargs["cache_path"] = cost_cache or None
-    return CostModel(backend, **kwargs)
 
 
 @dataclasses.dataclass
@@ -346,14 +338,14 @@ def reestimate(path: str, specs: List[str]) -> dict:
         earlier = json.load(f)
     config = earlier["config"] if isinstance(earlier["config"], dict) else earlier["config"][0]
     xfers = XferSet.from_name(config["rules"])
-    models = {spec: make_cost_model(spec, FLAGS.cost_cache) for spec in specs}
+    models = {spec: cost_model_from_spec(spec, FLAGS.cost_cache) for spec in specs}
     graphs = {}
     for name, stored in earlier["graphs"].items():
         original = zoo.get_graph(name)
         variants = [Variant("original", original)]
         for spec in config["optimize_with"]:
             variants += optimized_variants(original, xfers, spec,
-                                           make_cost_model(spec, FLAGS.cost_cache),
+                                           cost_model_from_spec(spec, FLAGS.cost_cache),
                                            config["taso_alpha"], config["taso_budget"])
         if config.get("agent_graphs"):
             variants += agent_variants(config["agent_graphs"], name, xfers, original,
@@ -396,7 +388,7 @@ def main(argv):
         return
     xfers = XferSet.from_name(FLAGS.rules)
     specs = list(dict.fromkeys(FLAGS.evaluate_with + FLAGS.optimize_with))
-    models = {spec: make_cost_model(spec, FLAGS.cost_cache) for spec in specs}
+    models = {spec: cost_model_from_spec(spec, FLAGS.cost_cache) for spec in specs}
     optimizers = {spec: models[spec] for spec in FLAGS.optimize_with}
     rng = np.random.default_rng(FLAGS.seed)
     graphs = {}

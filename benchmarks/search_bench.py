@@ -42,6 +42,7 @@ from absl import flags
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.graphs import CostModel, Graph, XferSet, zoo
 from xflowrl.graphs.xfers import RULE_SETS
+from xflowrl.runs import cost_model_from_spec
 from xflowrl.search import greedy_search
 
 FLAGS = flags.FLAGS
@@ -83,14 +84,6 @@ class Setting:
         return f"{self.graph}|{self.cost_model}|{self.rules}"
 
 
-def make_cost_model(name: str, cost_cache: Optional[str]) -> CostModel:
-    """`analytic/<profile>`, `fitted/<profile>` or a measured backend's name."""
-    backend, _, profile = name.partition("/")
-    if backend in ("analytic", "fitted"):
-        return CostModel(backend, profile=profile or "cpu")
-    return CostModel(backend, cache_path=cost_cache)
-
-
 def location_counts(env: GraphEnv) -> Dict[str, int]:
     """Candidates at reset: locations in the mask, xfers with one, and how many
     candidates lower the cost (the choices greedy ranks)."""
@@ -130,7 +123,7 @@ def run_setting(setting: Setting, alphas: Sequence[float], budgets: Sequence[int
                 time_limit: float, max_locations: int, cost_cache: Optional[str]) -> dict:
     """Greedy and every search of one (graph, cost model, rule set)."""
     graph = zoo.get_graph(setting.graph)
-    cost_model = make_cost_model(setting.cost_model, cost_cache)
+    cost_model = cost_model_from_spec(setting.cost_model, cost_cache)
     xfers = XferSet.from_name(setting.rules)
     initial = graph.cost(cost_model)
     greedy = run_greedy(graph, xfers, cost_model, max_locations)

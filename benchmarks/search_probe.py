@@ -28,7 +28,7 @@ from __future__ import annotations
 import heapq
 import json
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 import numpy as np
 from absl import app
@@ -36,6 +36,7 @@ from absl import flags
 
 from xflowrl.graphs import CostModel, Graph, XferSet, zoo
 from xflowrl.graphs import xfers as xfers_lib
+from xflowrl.runs import cost_model_from_spec
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("probe", "descent", ["descent", "escape", "trace", "step_costs",
@@ -56,13 +57,6 @@ flags.DEFINE_integer("max_locations", 200, "Locations per xfer (the environment'
 flags.DEFINE_float("time_limit", 300.0, "escape / trace: stop after this many seconds.")
 
 EPS = 1e-9
-
-
-def make_cost_model(name: str, cost_cache: Optional[str]) -> CostModel:
-    backend, _, profile = name.partition("/")
-    if backend in ("analytic", "fitted"):
-        return CostModel(backend, profile=profile or "cpu")
-    return CostModel(backend, cache_path=cost_cache)
 
 
 class Landscape:
@@ -266,7 +260,7 @@ def probe_rule_ablation(graph: Graph, cost_model: CostModel, rules_name: str, al
 def main(argv):
     del argv
     graph = zoo.get_graph(FLAGS.graph)
-    cost_model = make_cost_model(FLAGS.cost_model, FLAGS.cost_cache)
+    cost_model = cost_model_from_spec(FLAGS.cost_model, FLAGS.cost_cache)
     head = {"probe": FLAGS.probe, "graph": FLAGS.graph, "rules": FLAGS.rules,
             "subset": FLAGS.subset or FLAGS.rules,
             "cost_model": FLAGS.cost_model}

@@ -39,7 +39,7 @@ each graph's result.json record the budget used.
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import os
 import time
 from typing import Dict, List, NamedTuple, Optional
@@ -51,8 +51,10 @@ import numpy as np
 import common
 
 from xflowrl.graphs import Graph, to_onnx, zoo
-from xflowrl.graphs.weights import random_inputs, random_weights
+from xflowrl.graphs.weights import random_inputs
 from xflowrl.measure.compare import time_models
+from xflowrl.runs import (load_result, result_path, results_folder, save_result, write_json,
+                          write_text, zoo_weights)
 from xflowrl.search import greedy_search
 from xflowrl.search.baselines import GREEDY_MAX_STEPS
 
@@ -116,7 +118,8 @@ def settings(name: str) -> dict:
 
 def search_graph(name: str):
     """Greedy's and TASO's results on one graph; (variants, greedy, taso dicts)."""
-    env = common.env_from_flags(name, GREEDY_MAX_STEPS)
+    env = dataclasses.replace(common.run_settings(), graph=name,
+                              max_steps=GREEDY_MAX_STEPS).make_env()
     original, xfers, cost_model = env.initial_graph, env.xfers, env.cost_model
     initial = original.cost(cost_model)
     variants = [Variant("original", original, initial, None, None)]
@@ -151,7 +154,7 @@ def time_variants(name: str, variants: List[Variant]) -> Dict[str, Dict[str, dic
     """Per variant, per "<runtime>/<clock>", the spread of the round medians.
     Variants with equal graphs (hash) are timed once and share the figures."""
     original = variants[0].graph
-    weights = random_weights(original, FLAGS.seed, gain=zoo.weight_gain(name))
+    weights = zoo_weights(name, original, FLAGS.seed)
     feeds = random_inputs(original, FLAGS.seed)
     key_of = {v.name: f"{v.graph.hash():x}" for v in variants}
     models = {}
@@ -183,20 +186,16 @@ def run_graph(name: str) -> dict:
         "thesis_gpu_ms": THESIS_MS.get(name),
         "seconds": time.time() - start,
     }
-    out_dir = os.path.join(FLAGS.results_dir, name, "baselines")
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "result.json"), "w") as f:
-        json.dump(result, f, indent=1)
+    save_result(results_folder(FLAGS.results_dir, name, "baselines"), result, indent=1)
     return result
 
 
 def load_or_run(name: str) -> dict:
     """The saved result.json of `name` if its settings match (and not
     --rerun), else a fresh run."""
-    path = os.path.join(FLAGS.results_dir, name, "baselines", "result.json")
-    if os.path.exists(path) and not FLAGS.rerun:
-        with open(path) as f:
-            saved = json.load(f)
+    path = result_path(FLAGS.results_dir, name, "baselines")
+    saved = None if FLAGS.rerun else load_result(path)
+    if saved is not None:
         if saved.get("settings") == settings(name):
             logging.info("%s: reusing %s", name, path)
             return saved
@@ -361,13 +360,10 @@ def main(argv):
     del argv
     results = {name: load_or_run(name) for name in FLAGS.graphs}
     out_dir = os.path.join(FLAGS.results_dir, "baselines")
-    os.makedirs(out_dir, exist_ok=True)
     text = markdown(results)
-    with open(os.path.join(out_dir, "baselines.md"), "w") as f:
-        f.write(text)
-    with open(os.path.join(out_dir, "baselines.json"), "w") as f:
-        json.dump({"graphs": FLAGS.graphs, "tensorrt": TENSORRT, "results": results}, f,
-                  indent=1)
+    write_text(os.path.join(out_dir, "baselines.md"), text)
+    write_json(os.path.join(out_dir, "baselines.json"),
+               {"graphs": FLAGS.graphs, "tensorrt": TENSORRT, "results": results}, indent=1)
     figure_runtimes(results, os.path.join(out_dir, "fig4_1_runtimes.png"))
     figure_search(results, os.path.join(out_dir, "fig4_2_taso_search.png"))
     print(text)

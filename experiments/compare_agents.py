@@ -21,7 +21,6 @@ resumes from its checkpoints), then writes to --results_dir/compare_agents/:
 - compare_agents.png: the cost change of every agent on every graph.
 """
 
-import json
 import os
 import subprocess
 import sys
@@ -31,7 +30,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from xflowrl.env import EnvConfig, make_env
+from xflowrl.runs import RunSettings, load_result, result_path, save_result
 from xflowrl.search import run_baselines, versus_greedy
 
 FLAGS = flags.FLAGS
@@ -48,7 +47,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 def _run(script: str, graph: str, extra) -> dict:
     kind = "train_mf" if script == "train_mf.py" else "train_mb"
-    path = os.path.join(FLAGS.results_dir, graph, kind, "result.json")
+    path = result_path(FLAGS.results_dir, graph, kind)
     if not (FLAGS.reuse and os.path.exists(path)):
         cmd = [sys.executable, os.path.join(_HERE, script), f"--graph={graph}",
                f"--seed={FLAGS.seed}", f"--results_dir={FLAGS.results_dir}"] + extra
@@ -56,8 +55,10 @@ def _run(script: str, graph: str, extra) -> dict:
         start = time.time()
         subprocess.run(cmd, check=True)
         logging.info("%s on %s: %.0f s", script, graph, time.time() - start)
-    with open(path) as f:
-        return json.load(f)
+    result = load_result(path)
+    if result is None:
+        raise FileNotFoundError(f"{script} wrote no {path}")
+    return result
 
 
 def _pct(cost: float, initial: float) -> float:
@@ -93,8 +94,8 @@ def main(argv):
         mb = _run("train_mb.py", graph, [])
         initial = mb["initial_cost_ms"]
         # Baselines computed here, with this checkout's code, for every graph alike.
-        base = run_baselines(make_env(graph, config=EnvConfig(max_steps=FLAGS.max_steps)),
-                             seed=FLAGS.seed)
+        env = RunSettings(graph=graph, max_steps=FLAGS.max_steps).make_env()
+        base = run_baselines(env, seed=FLAGS.seed)
         mb_steps = (mb["real_steps"]["world_model_rollouts"]
                     + mb["real_steps"]["held_out_rollouts"])
         mf_steps = mf.get("steps_to_final_cost", mf["interactions"])
@@ -118,9 +119,6 @@ def main(argv):
             row[f"{key}_change"] = _pct(row[f"{key}_ms"], initial)
         rows.append(row)
     out_dir = os.path.join(FLAGS.results_dir, "compare_agents")
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "result.json"), "w") as f:
-        json.dump(rows, f, indent=2)
     cost_table = "\n".join(
         f"| {r['graph']} | {r['initial_ms']:.3f} | {r['mb_ms']:.3f} ({r['mb_change']:+.2f}%) | "
         f"{r['mb_best_ms']:.3f} | {r['mf_ms']:.3f} ({r['mf_change']:+.2f}%) | "
@@ -143,8 +141,7 @@ def main(argv):
         "| graph | model-based (rollouts) | model-free (to its final cost) | ratio | equal "
         "final cost | seconds MB / MF |\n|---|---|---|---|---|---|\n"
         f"{steps_table}\n")
-    with open(os.path.join(out_dir, "result.md"), "w") as f:
-        f.write(text)
+    save_result(out_dir, rows, markdown=text)
     _plot(os.path.join(out_dir, "compare_agents.png"), rows)
     print(text)
     print(f"results in {out_dir}")

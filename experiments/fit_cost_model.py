@@ -57,9 +57,10 @@ from absl import app, flags, logging
 import numpy as np
 
 from xflowrl.env import EnvConfig, GraphEnv
-from xflowrl.graphs import CostModel, Graph, XferSet, fitted_features, to_onnx, zoo
+from xflowrl.graphs import Graph, XferSet, fitted_features, to_onnx, zoo
 from xflowrl.graphs.cost import FITTED_CLASSES, fitted_profile_path
 from xflowrl.graphs.weights import random_inputs, random_weights
+from xflowrl.runs import cost_model_from_spec
 from xflowrl.search.baselines import GREEDY_MAX_STEPS
 from xflowrl.search.greedy import greedy_search
 
@@ -99,8 +100,7 @@ def variants(name: str, xfers: XferSet) -> Dict[str, Graph]:
     original = zoo.get_graph(name)
     out = {"original": original}
     for spec in FLAGS.optimize_with:
-        backend, _, profile = spec.partition("/")
-        model = CostModel(backend, **({"profile": profile} if profile else {}))
+        model = cost_model_from_spec(spec)
         env = GraphEnv(original, xfers, model, EnvConfig(max_steps=GREEDY_MAX_STEPS))
         greedy_search(env)
         out[f"greedy[{spec}]"] = env.graph

@@ -30,7 +30,6 @@ run's TensorBoard log of every episode's final cost), and the baselines
 """
 
 import glob
-import json
 import os
 import subprocess
 import sys
@@ -41,6 +40,8 @@ from absl import app
 from absl import flags
 from absl import logging
 import numpy as np
+
+from xflowrl.runs import load_result, result_path, results_folder, save_result, write_json
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("graphs", ["squeezenet1_1", "resnet18"], "Zoo graphs.")
@@ -73,11 +74,9 @@ def run_dir(results_dir: str, graph: str, variant: str, seed: int) -> str:
 def train_one(graph: str, variant: str, seed: int) -> dict:
     """Runs (or reuses) train_mf.py for one setting; its result.json."""
     base = run_dir(FLAGS.results_dir, graph, variant, seed)
-    out = os.path.join(base, graph, "train_mf")
-    path = os.path.join(out, "result.json")
-    if os.path.exists(path) and not FLAGS.rerun:
-        with open(path) as f:
-            result = json.load(f)
+    path = result_path(base, graph, "train_mf")
+    result = None if FLAGS.rerun else load_result(path)
+    if result is not None:
         if (result.get("cost_features") == variant and result.get("seed") == seed
                 and result["episodes"] == FLAGS.episodes):
             logging.info("reusing %s", path)
@@ -91,11 +90,11 @@ def train_one(graph: str, variant: str, seed: int) -> dict:
     if proc.returncode != 0:
         raise RuntimeError(f"train_mf.py failed ({graph}, {variant}, seed {seed}):\n"
                            f"{proc.stderr[-3000:]}")
-    with open(path) as f:
-        result = json.load(f)
+    result = load_result(path)
+    if result is None:
+        raise RuntimeError(f"train_mf.py wrote no {path}")
     result["wall_seconds"] = time.time() - start
-    with open(path, "w") as f:
-        json.dump(result, f, indent=2)
+    write_json(path, result)
     return result
 
 
@@ -213,23 +212,21 @@ def main(argv):
             for variant in FLAGS.variants:
                 result = train_one(graph, variant, seed)
                 first = first or result
-                tb = os.path.join(run_dir(FLAGS.results_dir, graph, variant, seed), graph,
-                                  "train_mf", "tensorboard")
+                train_mf = results_folder(run_dir(FLAGS.results_dir, graph, variant, seed),
+                                          graph, "train_mf")
+                tb = os.path.join(train_mf, "tensorboard")
                 runs.append(summarize_run(result, read_episode_log(tb)))
         runs.sort(key=lambda r: (FLAGS.variants.index(r["cost_features"]), r["seed"]))
         # Greedy and TASO are deterministic; the random agent's mean is the
         # first run's (its seed).
         baselines = first["baselines"]
-        out_dir = os.path.join(FLAGS.results_dir, graph, "observation_ablation")
-        os.makedirs(out_dir, exist_ok=True)
+        out_dir = results_folder(FLAGS.results_dir, graph, "observation_ablation")
         table = markdown(graph, first["initial_cost_ms"], baselines, runs, FLAGS.episodes,
                          command(graph))
-        with open(os.path.join(out_dir, "result.json"), "w") as f:
-            json.dump({"graph": graph, "episodes": FLAGS.episodes, "command": command(graph),
-                       "initial_cost_ms": first["initial_cost_ms"],
-                       "baselines": baselines, "runs": runs}, f, indent=2)
-        with open(os.path.join(out_dir, "result.md"), "w") as f:
-            f.write(table)
+        save_result(out_dir, {"graph": graph, "episodes": FLAGS.episodes,
+                              "command": command(graph),
+                              "initial_cost_ms": first["initial_cost_ms"],
+                              "baselines": baselines, "runs": runs}, markdown=table)
         print(table)
 
 

@@ -10,8 +10,7 @@ the search found anything greedy did not), and the optimised graph's op list
 (graph.json).
 """
 
-import json
-import os
+import dataclasses
 import time
 
 from absl import app
@@ -19,6 +18,7 @@ from absl import flags
 from absl import logging
 import common
 
+from xflowrl.runs import change_table, save_graph, save_result
 from xflowrl.search import greedy_search
 from xflowrl.search.baselines import GREEDY_MAX_STEPS
 
@@ -32,7 +32,8 @@ flags.DEFINE_float("time_limit", 0.0, "Stop after this many seconds (0: none).")
 def main(argv):
     del argv
     # Greedy runs without a step limit (it stops when nothing improves).
-    env = common.env_from_flags(FLAGS.graph, GREEDY_MAX_STEPS)
+    settings = dataclasses.replace(common.run_settings(), max_steps=GREEDY_MAX_STEPS)
+    env = settings.make_env()
     graph, xfers, cost_model = env.initial_graph, env.xfers, env.cost_model
     logging.info("graph %s: %d ops, %d xfers, cost model %s", FLAGS.graph,
                  graph.num_ops(), len(xfers), cost_model.name)
@@ -44,8 +45,7 @@ def main(argv):
                           time_limit_s=FLAGS.time_limit)
     wall = time.time() - start
 
-    out_dir = os.path.join(FLAGS.results_dir, FLAGS.graph, "taso_search")
-    os.makedirs(out_dir, exist_ok=True)
+    out_dir = settings.results_folder("taso_search")
     summary = {
         "graph": FLAGS.graph, "cost_model": cost_model.name, "alpha": FLAGS.alpha,
         "budget": FLAGS.budget, "initial_cost_ms": result.initial_cost,
@@ -61,10 +61,6 @@ def main(argv):
         "trace": [{"expansions": e, "seconds": s, "best_cost_ms": c}
                   for e, s, c in result.trace],
     }
-    with open(os.path.join(out_dir, "result.json"), "w") as f:
-        json.dump(summary, f, indent=2)
-    with open(os.path.join(out_dir, "graph.json"), "w") as f:
-        json.dump([op._asdict() for op in result.graph.ops()], f)
     gap = summary["search_vs_greedy_pct"]
     verdict = (f"The search beats one-step greedy by {-gap:.2f}%." if gap < -1e-4 else
                f"One-step greedy beats the search by {gap:.2f}%." if gap > 1e-4 else
@@ -74,13 +70,13 @@ def main(argv):
              f"{greedy_seconds:.2f}"),
             (f"TASO search (alpha {FLAGS.alpha}, budget {FLAGS.budget})", result.best_cost,
              str(result.expansions), f"{wall:.2f}")]
-    table = "\n".join(f"| {name} | {cost:.4f} | {100 * (cost / result.initial_cost - 1):+.2f}% "
-                      f"| {expanded} | {seconds} |" for name, cost, expanded, seconds in rows)
-    with open(os.path.join(out_dir, "result.md"), "w") as f:
-        f.write(f"# TASO search on {FLAGS.graph} ({cost_model.name} cost, {FLAGS.rules} "
-                f"rules)\n\n| | cost (ms) | change | expanded | seconds |\n"
-                f"|---|---|---|---|---|\n{table}\n\n{verdict}\n\nSubstitutions applied "
-                f"by the search: {', '.join(result.applied) or 'none'}\n")
+    table = change_table(rows, result.initial_cost)
+    save_result(out_dir, summary, markdown=(
+        f"# TASO search on {FLAGS.graph} ({cost_model.name} cost, {FLAGS.rules} "
+        f"rules)\n\n| | cost (ms) | change | expanded | seconds |\n"
+        f"|---|---|---|---|---|\n{table}\n\n{verdict}\n\nSubstitutions applied "
+        f"by the search: {', '.join(result.applied) or 'none'}\n"))
+    save_graph(out_dir, result.graph)
     print(table)
     print(f"{verdict} {result.expansions} expansions in {wall:.1f} s; results in {out_dir}")
 

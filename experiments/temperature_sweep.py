@@ -17,17 +17,18 @@ world model and controller is checkpointed there, so a rerun resumes.
 """
 
 import dataclasses
-import json
 import os
 import time
+from typing import Tuple
 
 from absl import app
 from absl import flags
 from absl import logging
+import common
 import numpy as np
 
-from xflowrl.env import EnvConfig, GraphEnv
-from xflowrl.graphs import BACKENDS, CostModel, XferSet, zoo
+from xflowrl.graphs import BACKENDS, zoo
+from xflowrl.runs import RunSettings, save_result
 from xflowrl.world_model import (DreamConfig, ModelBasedAgent, WorldModelConfig,
                                  controller_ppo_config, imagine_batch)
 
@@ -40,25 +41,41 @@ flags.DEFINE_enum("cost_model", "analytic", BACKENDS, "Cost backend.")
 flags.DEFINE_string("profile", "cpu", "Device profile of the cost backend (analytic: cpu, "
                     "v100, h100; fitted: a fitted profile's name).")
 flags.DEFINE_integer("max_steps", 50, "Step limit per episode.")
-flags.DEFINE_integer("rounds", 8, "World-model collection rounds.")
-flags.DEFINE_integer("episodes_per_round", 50, "Random episodes per round.")
-flags.DEFINE_integer("train_steps_per_round", 150, "World-model steps per round.")
+common.define_world_model_flags()
 flags.DEFINE_integer("dream_episodes", 2400, "Imagined episodes per controller.")
-flags.DEFINE_bool("quick", False, "small_cnn, 2 seeds, 3 temperatures, tiny budgets.")
 flags.DEFINE_string("results_dir", "results", "Where results are written.")
+# --quick's values for the flags the user does not give (and, always under
+# --quick, 10 held-out episodes instead of WorldModelConfig's default).
+QUICK = {"graph": "small_cnn", "seeds": 2, "temperatures": ["0.5", "1.0", "2.0"],
+         "dream_episodes": 256, "max_steps": 20, "rounds": 2, "episodes_per_round": 30,
+         "train_steps_per_round": 80, "encoder_steps": 100}
+common.define_quick_flag("small_cnn, 2 seeds, 3 temperatures, tiny budgets.")
 
 
-def _settings():
-    graph, seeds, temps = FLAGS.graph, FLAGS.seeds, [float(t) for t in FLAGS.temperatures]
-    wm = WorldModelConfig(rounds=FLAGS.rounds, episodes_per_round=FLAGS.episodes_per_round,
-                          train_steps_per_round=FLAGS.train_steps_per_round,
-                          decay_steps=FLAGS.rounds * FLAGS.train_steps_per_round)
-    episodes, max_steps = FLAGS.dream_episodes, FLAGS.max_steps
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """The sweep: the environment (default rules, no cost cache) and results
+    folder, the seeds and temperatures, the world model's config and the
+    imagined episodes per controller."""
+    run: RunSettings
+    seeds: int
+    temperatures: Tuple[float, ...]
+    world_model: WorldModelConfig
+    dream_episodes: int
+
+
+def settings_from_flags() -> Settings:
+    """The sweep the flags describe (--quick's values where a flag was not given)."""
+    values = common.quick_values(QUICK)
+    wm = common.world_model_config(values)
     if FLAGS.quick:
-        graph, seeds, temps, episodes, max_steps = "small_cnn", 2, [0.5, 1.0, 2.0], 256, 20
-        wm = dataclasses.replace(wm, rounds=2, episodes_per_round=30, train_steps_per_round=80,
-                                 encoder_steps=100, decay_steps=160, held_out_episodes=10)
-    return graph, seeds, temps, wm, episodes, max_steps
+        wm = dataclasses.replace(wm, held_out_episodes=10)
+    return Settings(run=RunSettings(graph=values.graph, cost_model=values.cost_model,
+                                    profile=values.profile,
+                                    max_steps=values.max_steps, results_dir=values.results_dir),
+                    seeds=values.seeds,
+                    temperatures=tuple(float(t) for t in values.temperatures),
+                    world_model=wm, dream_episodes=values.dream_episodes)
 
 
 def _plot(path, temps, wm_mean, wm_std, real_mean, real_std, graph):
@@ -80,11 +97,12 @@ def _plot(path, temps, wm_mean, wm_std, real_mean, real_std, graph):
 
 def main(argv):
     del argv
-    graph_name, seeds, temps, wm, episodes, max_steps = _settings()
-    env = GraphEnv(zoo.get_graph(graph_name), XferSet.default(),
-                   CostModel(FLAGS.cost_model, profile=FLAGS.profile),
-                   EnvConfig(max_steps=max_steps))
-    out_dir = os.path.join(FLAGS.results_dir, graph_name, "temperature_sweep")
+    settings = settings_from_flags()
+    graph_name, seeds, temps, wm, episodes = (settings.run.graph, settings.seeds,
+                                              settings.temperatures, settings.world_model,
+                                              settings.dream_episodes)
+    env = settings.run.make_env()
+    out_dir = settings.run.results_folder("temperature_sweep")
     os.makedirs(out_dir, exist_ok=True)
     start = time.time()
     cells = {t: {"world_model": [], "real": []} for t in temps}
@@ -113,19 +131,16 @@ def main(argv):
                      "world_model_std": float(w.std()), "real_mean": float(r.mean()),
                      "real_std": float(r.std()), "world_model": w.tolist(), "real": r.tolist()})
     seconds = time.time() - start
-    with open(os.path.join(out_dir, "result.json"), "w") as f:
-        json.dump({"graph": graph_name, "cost_model": env.cost_model.name, "seeds": seeds,
-                   "dream_episodes": episodes,
-                   "initial_cost_ms": env.initial_cost, "seconds": seconds, "rows": rows,
-                   "world_model": dataclasses.asdict(wm)}, f, indent=2)
+    summary = {"graph": graph_name, "cost_model": env.cost_model.name, "seeds": seeds, "dream_episodes": episodes,
+               "initial_cost_ms": env.initial_cost, "seconds": seconds, "rows": rows,
+               "world_model": dataclasses.asdict(wm)}
     table = "\n".join(f"| {r['temperature']} | {r['world_model_mean']:+.3f}% ± "
                       f"{r['world_model_std']:.3f}% | {r['real_mean']:+.3f}% ± "
                       f"{r['real_std']:.3f}% |" for r in rows)
     text = (f"# Temperature sweep on {graph_name} (Table 4.3)\n\n{seeds} seeds, {episodes} "
             f"imagined episodes per controller, {seconds:.0f} s.\n\n| temperature | "
             f"world-model score | real score |\n|---|---|---|\n{table}\n")
-    with open(os.path.join(out_dir, "result.md"), "w") as f:
-        f.write(text)
+    save_result(out_dir, summary, markdown=text)
     _plot(os.path.join(out_dir, "temperature_sweep.png"), temps,
           [r["world_model_mean"] for r in rows], [r["world_model_std"] for r in rows],
           [r["real_mean"] for r in rows], [r["real_std"] for r in rows], graph_name)

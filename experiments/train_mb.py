@@ -2,6 +2,7 @@
 
     python experiments/train_mb.py --graph=bert            # the main job
     python experiments/train_mb.py --quick                 # small_cnn, about a minute
+    python experiments/train_mb.py --quick --rounds=4      # --quick, with 4 rounds
 
 Phases (thesis §3.4; xflowrl.world_model.agent): online random-agent rollouts
 train a latent encoder (then frozen) and the MDN-RNN world model; a PPO
@@ -21,7 +22,6 @@ weights).
 """
 
 import dataclasses
-import json
 import os
 import time
 
@@ -32,11 +32,12 @@ import common
 import numpy as np
 import tensorflow as tf
 
+from xflowrl.agents.ppo import PPOConfig
 from xflowrl.agents.ppo.training import replay
-from xflowrl.graphs import save_onnx, zoo
-from xflowrl.graphs.weights import random_weights
 from xflowrl.env import GraphEnv
-from xflowrl.search import baseline_rows, run_baselines, versus_greedy
+from xflowrl.runs import (BaselineSettings, RunSettings, change_table, load_result,
+                          result_path, save_graph, save_result, write_text, zoo_weights)
+from xflowrl.search import baseline_rows, versus_greedy
 from xflowrl.search.baselines import GREEDY_MAX_STEPS
 from xflowrl.world_model import (DreamConfig, ModelBasedAgent, WorldModelConfig,
                                  controller_ppo_config)
@@ -46,10 +47,7 @@ common.define_env_flags("bert")
 common.define_baseline_flags()
 flags.DEFINE_integer("seed", 0, "Seed of rollouts, networks and sampling.")
 # World model.
-flags.DEFINE_integer("rounds", 8, "Online collection rounds of the world model.")
-flags.DEFINE_integer("episodes_per_round", 50, "Random-agent episodes per round.")
-flags.DEFINE_integer("train_steps_per_round", 150, "World-model steps per round.")
-flags.DEFINE_integer("encoder_steps", 300, "Steps that train the latent encoder.")
+common.define_world_model_flags()
 flags.DEFINE_bool("replay", True, "Train on all rollouts so far (else the latest round's).")
 flags.DEFINE_enum("reward_model", "mdn", ["mdn", "separate"],
                   "Reward from the MDN-RNN or from the separate network of thesis §4.3.4.")
@@ -72,53 +70,68 @@ flags.DEFINE_integer("measure_rounds", 2, "Interleaved rounds of end-to-end Tens
                      "timing (onnx-tf) of the initial, the controller's and greedy's graphs "
                      "(0: skip).")
 flags.DEFINE_integer("eval_episodes", 10, "Sampled evaluation episodes in the real env.")
-flags.DEFINE_bool("quick", False, "small_cnn, 20-step episodes, 2 rounds of 30 episodes, "
-                  "512 imagined episodes: end to end in about a minute.")
+# --quick's values for the flags the user does not give (and, always under
+# --quick, 10 held-out episodes instead of WorldModelConfig's default).
+QUICK = {"graph": "small_cnn", "max_steps": 20, "rounds": 2, "episodes_per_round": 30,
+         "train_steps_per_round": 100, "encoder_steps": 150, "dream_episodes": 512}
+common.define_quick_flag("small_cnn, 20-step episodes, 2 rounds of 30 episodes, 512 "
+                         "imagined episodes: end to end in about a minute.")
 
 
-def _configs():
-    graph, max_steps = FLAGS.graph, FLAGS.max_steps
-    wm = WorldModelConfig(rounds=FLAGS.rounds, episodes_per_round=FLAGS.episodes_per_round,
-                          train_steps_per_round=FLAGS.train_steps_per_round,
-                          encoder_steps=FLAGS.encoder_steps, replay=FLAGS.replay,
-                          reward_model=FLAGS.reward_model,
-                          decay_steps=max(FLAGS.rounds * FLAGS.train_steps_per_round, 1))
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """One model-based run: the environment and results folder, the
+    baselines, the world model's, the dream's and the controller's configs,
+    and the seed."""
+    run: RunSettings
+    baselines: BaselineSettings
+    world_model: WorldModelConfig
+    dream: DreamConfig
+    ppo: PPOConfig
+    seed: int
+
+
+def settings_from_flags() -> Settings:
+    """The run the flags describe (--quick's values where a flag was not given)."""
+    values = common.quick_values(QUICK)
+    wm = common.world_model_config(values, replay=FLAGS.replay,
+                                   reward_model=FLAGS.reward_model)
+    if FLAGS.quick:
+        wm = dataclasses.replace(wm, held_out_episodes=10)
     # NO-OP leaves the graph unchanged: every per-step reward gives it 0.
     noop_reward = None if FLAGS.reward == "terminal" or FLAGS.predict_noop_reward else 0.0
     dream = DreamConfig(temperature=FLAGS.temperature, batch_size=FLAGS.dream_batch,
-                        episodes=FLAGS.dream_episodes, lockstep=FLAGS.lockstep,
+                        episodes=values.dream_episodes, lockstep=FLAGS.lockstep,
                         noop_reward=noop_reward, mask_threshold=FLAGS.mask_threshold,
                         count_margin=FLAGS.count_margin)
-    if FLAGS.quick:
-        graph, max_steps = "small_cnn", 20
-        wm = dataclasses.replace(wm, rounds=2, episodes_per_round=30, train_steps_per_round=100,
-                                 encoder_steps=150, decay_steps=200, held_out_episodes=10)
-        dream = dataclasses.replace(dream, episodes=512)
-    ppo = controller_ppo_config(dream.batch_size, FLAGS.entropy_coef)
-    return graph, max_steps, wm, dream, ppo
+    return Settings(run=common.run_settings(values), baselines=common.baseline_settings(),
+                    world_model=wm, dream=dream,
+                    ppo=controller_ppo_config(dream.batch_size, FLAGS.entropy_coef),
+                    seed=FLAGS.seed)
 
 
-def _model_free_steps(graph_name: str):
-    path = os.path.join(FLAGS.results_dir, graph_name, "train_mf", "result.json")
-    if not os.path.exists(path):
+def _model_free_steps(results_dir: str, graph_name: str):
+    path = result_path(results_dir, graph_name, "train_mf")
+    mf = load_result(path)
+    if mf is None:
         return None
-    with open(path) as f:
-        mf = json.load(f)
     return {"interactions": mf.get("interactions"), "agent_cost_ms": mf.get("agent_cost_ms"),
             "episodes": mf.get("episodes"), "source": path}
 
 
 def main(argv):
     del argv
-    graph_name, max_steps, wm, dream, ppo = _configs()
-    env = common.env_from_flags(graph_name, max_steps)
+    settings = settings_from_flags()
+    graph_name, wm, dream, ppo, seed = (settings.run.graph, settings.world_model,
+                                        settings.dream, settings.ppo, settings.seed)
+    env = settings.run.make_env()
     graph, xfers, cost_model = env.initial_graph, env.xfers, env.cost_model
-    out_dir = os.path.join(FLAGS.results_dir, graph_name, "train_mb")
+    out_dir = settings.run.results_folder("train_mb")
     logging.info("graph %s: %d ops, %d xfers, initial cost %.4f ms (%s); results in %s",
                  graph_name, graph.num_ops(), len(xfers), env.initial_cost, cost_model.name,
                  out_dir)
     start = time.time()
-    agent = ModelBasedAgent(env, out_dir, wm, dream, ppo, seed=FLAGS.seed)
+    agent = ModelBasedAgent(env, out_dir, wm, dream, ppo, seed=seed)
     wm_state = agent.learn_world_model()
     wm_seconds = time.time() - start
     controller = agent.train_controller()
@@ -132,12 +145,11 @@ def main(argv):
     sampled = [agent.evaluate(masks="model", greedy=False) for _ in range(FLAGS.eval_episodes)]
     best = min([evaluations["greedy"]] + sampled, key=lambda e: e.final_cost)
     best_graph = replay(env, best.applied)
-    baselines = run_baselines(env, FLAGS.taso_alpha, FLAGS.taso_budget, FLAGS.random_episodes,
-                              FLAGS.seed)
+    baselines = settings.baselines.run(env, seed)
     eval_steps = sum(e.steps for e in evaluations.values()) + sum(e.steps for e in sampled)
     summary = {
-        "graph": graph_name, "cost_model": cost_model.name, "rules": FLAGS.rules,
-        "max_locations": FLAGS.max_locations, "seed": FLAGS.seed,
+        "graph": graph_name, "cost_model": cost_model.name, "rules": settings.run.rules,
+        "max_locations": settings.run.max_locations, "seed": seed,
         "initial_cost_ms": env.initial_cost,
         "controller_cost_ms": evaluations["greedy"].final_cost,
         "controller_best_cost_ms": best.final_cost, "controller_best_applied": best.applied,
@@ -152,26 +164,21 @@ def main(argv):
                        # --lockstep only: the real engine stepped inside the "dream"
                        # (counted for this process's training, not a resumed part).
                        "lockstep_dream": agent.lockstep_real_steps,
-                       "model_free": _model_free_steps(graph_name)},
+                       "model_free": _model_free_steps(settings.run.results_dir,
+                                                       graph_name)},
         "world_model": {"vocabulary": agent.vocab.size, "rounds": wm_state["rounds"],
                         "encoder": wm_state["encoder"], "config": dataclasses.asdict(wm)},
         "dream": dataclasses.asdict(agent.resolve(dream)), "ppo": dataclasses.asdict(ppo),
-        "measured": _measure(env, best_graph, baselines, FLAGS.measure_rounds, FLAGS.seed,
-                             zoo.weight_gain(graph_name)),
+        "measured": _measure(env, graph_name, best_graph, baselines, FLAGS.measure_rounds,
+                             seed),
         "seconds": {"world_model": wm_seconds, "controller": dream_seconds,
                     "total": time.time() - start, "optimize": optimize_seconds},
         "dream_episodes": int(controller.episodes.numpy()),
     }
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "result.json"), "w") as f:
-        json.dump(summary, f, indent=2, default=float)
-    with open(os.path.join(out_dir, "graph.json"), "w") as f:
-        json.dump([op._asdict() for op in best_graph.ops()], f)
+    save_result(out_dir, summary)
     # Zoo graphs carry no trained weights: the ONNX file holds random ones
     # under the original weight names (folded weights precomputed).
-    save_onnx(best_graph, random_weights(graph, seed=FLAGS.seed,
-                                       gain=zoo.weight_gain(graph_name)),
-              os.path.join(out_dir, "graph.onnx"))
+    save_graph(out_dir, best_graph, zoo_weights(graph_name, graph, seed))
     with agent.writer.as_default(step=0):
         tf.summary.scalar("real/controller_cost", evaluations["greedy"].final_cost)
         tf.summary.scalar("real/controller_best_cost", best.final_cost)
@@ -215,10 +222,10 @@ def _plot(path, summary, dream_history):
     plt.close(fig)
 
 
-def _measure(env, best_graph, baselines, rounds: int, seed: int, gain: float):
+def _measure(env, graph_name, best_graph, baselines, rounds: int, seed: int):
     """End-to-end TensorFlow time (ms) of the initial, the controller's and
-    greedy's graphs, the same random weights for all (`gain`: the zoo
-    graph's, `zoo.weight_gain`, so values stay finite), measured in `rounds`
+    greedy's graphs, the same random weights for all (`zoo_weights` of the
+    zoo graph `graph_name`, so values stay finite), measured in `rounds`
     interleaved rounds (each: median of 10 calls after 2 warm-up calls)."""
     if rounds <= 0:
         return None
@@ -227,7 +234,7 @@ def _measure(env, best_graph, baselines, rounds: int, seed: int, gain: float):
                           dataclasses.replace(env.config, max_steps=GREEDY_MAX_STEPS))
     graphs = {"initial": env.initial_graph, "controller": best_graph,
               "greedy": replay(greedy_env, baselines["greedy"]["applied"])}
-    weights = random_weights(env.initial_graph, seed=seed, gain=gain)
+    weights = zoo_weights(graph_name, env.initial_graph, seed)
     times = {name: [] for name in graphs}
     for _ in range(rounds):
         for name, graph in graphs.items():
@@ -252,8 +259,7 @@ def _write_markdown(out_dir, summary, evaluations, sampled, baselines):
     mf = summary["real_steps"]["model_free"]
     if mf and mf.get("agent_cost_ms") is not None:
         rows.append(("model-free PPO (from train_mf.py)", mf["agent_cost_ms"]))
-    table = "\n".join(f"| {name} | {cost:.4f} | {100 * (cost / initial - 1):+.3f}% |"
-                      for name, cost in rows)
+    table = change_table(rows, initial, change_digits=3)
     steps = summary["real_steps"]
     ev = [("greedy, model masks", evaluations["greedy"]),
           ("greedy, real masks", evaluations["greedy_real_masks"])] + [
@@ -297,8 +303,7 @@ def _write_markdown(out_dir, summary, evaluations, sampled, baselines):
         f"actions | steps |\n|---|---|---|---|---|---|\n{ev_table}\n\n"
         f"Controller's substitutions (best episode): "
         f"{', '.join(f'{n}@{l}' for n, l in summary['controller_best_applied']) or 'none'}\n")
-    with open(os.path.join(out_dir, "result.md"), "w") as f:
-        f.write(text)
+    write_text(os.path.join(out_dir, "result.md"), text)
     print(text)
     print(f"results in {out_dir}")
 

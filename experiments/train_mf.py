@@ -2,6 +2,7 @@
 
     python experiments/train_mf.py --graph=squeezenet1_1 --episodes=500
     python experiments/train_mf.py --quick          # small_cnn, about a minute
+    python experiments/train_mf.py --quick --graph=resnet18   # --quick's budgets, resnet18
     python experiments/train_mf.py --cost_features=no_deltas   # observation ablation
 
 Writes to --results_dir/<graph>/train_mf/: TensorBoard logs, checkpoints and
@@ -15,8 +16,6 @@ and the optimised graph (graph.json, and graph.onnx with random weights).
 """
 
 import dataclasses
-import json
-import os
 import time
 
 from absl import app
@@ -27,9 +26,9 @@ import common
 from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.agents.ppo.training import TrainConfig, replay, train
 from xflowrl.env.environment import COST_FEATURES
-from xflowrl.graphs import save_onnx, zoo
-from xflowrl.graphs.weights import random_weights
-from xflowrl.search import baseline_rows, run_baselines, versus_greedy
+from xflowrl.runs import (BaselineSettings, RunSettings, change_table, save_graph, save_result,
+                          zoo_weights)
+from xflowrl.search import baseline_rows, versus_greedy
 
 FLAGS = flags.FLAGS
 common.define_env_flags("squeezenet1_1")
@@ -44,39 +43,53 @@ flags.DEFINE_enum("cost_features", "full", list(COST_FEATURES),
                   "Cost information in the agent's observations (EnvConfig.cost_features, "
                   "an ablation; docs/agents.md): full; no_deltas (no candidate cost changes); "
                   "none (no cost at all). Baselines always see full observations.")
-flags.DEFINE_bool("quick", False, "small_cnn, 100 episodes, X-RLflow PPO, 5 episodes "
-                  "per update, 20 steps: trains in about a minute.")
+# --quick's values for the flags the user does not give.
+QUICK = {"graph": "small_cnn", "episodes": 100, "ppo": "xrlflow", "episodes_per_update": 5,
+         "max_steps": 20}
+common.define_quick_flag("small_cnn, 100 episodes, X-RLflow PPO, 5 episodes per update, "
+                         "20 steps: trains in about a minute.")
 
 
-def _settings():
-    graph, episodes, preset = FLAGS.graph, FLAGS.episodes, FLAGS.ppo
-    per_update, max_steps = FLAGS.episodes_per_update, FLAGS.max_steps
-    if FLAGS.quick:
-        graph, episodes, preset, per_update, max_steps = "small_cnn", 100, "xrlflow", 5, 20
-    ppo = PPOConfig.named(preset)
-    if per_update:
-        ppo = dataclasses.replace(ppo, episodes_per_update=per_update)
-    return graph, episodes, ppo, max_steps
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """One training run: the environment and results folder, the baselines,
+    the training loop, the PPO preset and the seed."""
+    run: RunSettings
+    baselines: BaselineSettings
+    train: TrainConfig
+    ppo: PPOConfig
+    seed: int
+
+
+def settings_from_flags() -> Settings:
+    """The run the flags describe (--quick's values where a flag was not given)."""
+    values = common.quick_values(QUICK)
+    ppo = PPOConfig.named(values.ppo)
+    if values.episodes_per_update:
+        ppo = dataclasses.replace(ppo, episodes_per_update=values.episodes_per_update)
+    return Settings(run=common.run_settings(values, FLAGS.cost_features),
+                    baselines=common.baseline_settings(),
+                    train=TrainConfig(episodes=values.episodes), ppo=ppo, seed=FLAGS.seed)
 
 
 def main(argv):
     del argv
-    graph_name, episodes, ppo, max_steps = _settings()
-    env = common.env_from_flags(graph_name, max_steps, FLAGS.cost_features)
+    settings = settings_from_flags()
+    graph_name, ppo, seed = settings.run.graph, settings.ppo, settings.seed
+    env = settings.run.make_env()
     graph, xfers, cost_model = env.initial_graph, env.xfers, env.cost_model
-    out_dir = os.path.join(FLAGS.results_dir, graph_name, "train_mf")
+    out_dir = settings.run.results_folder("train_mf")
     logging.info("graph %s: %d ops, %d xfers, initial cost %.4f ms (%s); results in %s",
                  graph_name, graph.num_ops(), len(xfers), env.initial_cost, cost_model.name,
                  out_dir)
-    agent = PPOAgent(len(xfers), ppo, seed=FLAGS.seed)
-    result = train(env, agent, TrainConfig(episodes=episodes), out_dir)
+    agent = PPOAgent(len(xfers), ppo, seed=seed)
+    result = train(env, agent, settings.train, out_dir)
 
     start = time.time()  # optimising a graph with the trained policy (vs TASO's search time)
     greedy = agent.run_episode(env, greedy=True, learn=False)
     optimize_seconds = time.time() - start
     final_graph = env.graph
-    baselines = run_baselines(common.with_full_observation(env), FLAGS.taso_alpha,
-                              FLAGS.taso_budget, FLAGS.random_episodes, FLAGS.seed)
+    baselines = settings.baselines.run(common.with_full_observation(env), seed)
     best_graph = replay(env, result.best_sequence)
     # Sample efficiency: real steps until a greedy evaluation first reached
     # the final greedy cost (evaluations run every few updates).
@@ -85,9 +98,9 @@ def main(argv):
     steps_to_final = reached[0] if reached else result.interactions
 
     summary = {
-        "graph": graph_name, "cost_model": cost_model.name, "rules": FLAGS.rules,
-        "max_locations": FLAGS.max_locations, "ppo": dataclasses.asdict(ppo),
-        "cost_features": env.config.cost_features, "seed": FLAGS.seed,
+        "graph": graph_name, "cost_model": cost_model.name, "rules": settings.run.rules,
+        "max_locations": settings.run.max_locations, "ppo": dataclasses.asdict(ppo),
+        "cost_features": env.config.cost_features, "seed": seed,
         "episodes": result.episodes, "interactions": result.interactions,
         "train_seconds": result.seconds, "optimize_seconds": optimize_seconds,
         "initial_cost_ms": env.initial_cost,
@@ -99,30 +112,22 @@ def main(argv):
         "random_mean_cost_ms": baselines["random"]["cost_ms"] if baselines["random"] else None,
         "taso": baselines["taso"], "baselines": baselines, "history": result.history,
     }
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "result.json"), "w") as f:
-        json.dump(summary, f, indent=2)
-    with open(os.path.join(out_dir, "graph.json"), "w") as f:
-        json.dump([op._asdict() for op in final_graph.ops()], f)
     # Zoo graphs carry no trained weights: the ONNX file holds random ones
     # under the original weight names (folded weights precomputed).
-    save_onnx(final_graph, random_weights(graph, seed=FLAGS.seed,
-                                       gain=zoo.weight_gain(graph_name)),
-              os.path.join(out_dir, "graph.onnx"))
+    save_graph(out_dir, final_graph, zoo_weights(graph_name, graph, seed))
     rows = [("initial", env.initial_cost), ("PPO agent (greedy)", greedy.final_cost),
             ("best episode in training", summary["best_training_cost_ms"])]
     rows += baseline_rows(baselines)
-    table = "\n".join(f"| {name} | {cost:.4f} | {100 * (cost / env.initial_cost - 1):+.2f}% |"
-                      for name, cost in rows)
-    with open(os.path.join(out_dir, "result.md"), "w") as f:
-        f.write(f"# Model-free PPO on {graph_name} ({cost_model.name} cost)\n\n"
-                f"Cost features in the observation: {env.config.cost_features}.\n\n"
-                f"{result.episodes} episodes, {result.interactions} environment steps, "
-                f"{result.seconds:.0f} s of training; the greedy evaluation first reached its "
-                f"final cost after {steps_to_final} steps.\n\n| | cost (ms) | change |\n"
-                f"|---|---|---|\n{table}\n\nThe agent {summary['agent_vs_greedy']}.\n\n"
-                f"Agent's substitutions: "
-                f"{', '.join(f'{n}@{l}' for n, l in greedy.applied) or 'none'}\n")
+    table = change_table(rows, env.initial_cost)
+    save_result(out_dir, summary, markdown=(
+        f"# Model-free PPO on {graph_name} ({cost_model.name} cost)\n\n"
+        f"Cost features in the observation: {env.config.cost_features}.\n\n"
+        f"{result.episodes} episodes, {result.interactions} environment steps, "
+        f"{result.seconds:.0f} s of training; the greedy evaluation first reached its "
+        f"final cost after {steps_to_final} steps.\n\n| | cost (ms) | change |\n"
+        f"|---|---|---|\n{table}\n\nThe agent {summary['agent_vs_greedy']}.\n\n"
+        f"Agent's substitutions: "
+        f"{', '.join(f'{n}@{l}' for n, l in greedy.applied) or 'none'}\n"))
     print(table)
     print(f"results in {out_dir}")
 

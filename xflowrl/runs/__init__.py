@@ -1,0 +1,15 @@
+"""What every entry point repeats: settings built from flags, and results folders.
+
+`RunSettings` is the typed form of the flags `experiments/common.py` defines
+(graph, rules, cost model, episode settings, results folder): it builds the
+environment, and names the folder an entry point writes to.
+`BaselineSettings` runs the baselines (greedy, TASO's search, a random
+agent). `outputs` writes and reads what a run leaves behind: result.json,
+result.md, graph.json, graph.onnx. Library code reads no flags: entry points
+build these from their flag values.
+"""
+
+from xflowrl.runs.outputs import (GRAPH_JSON, GRAPH_ONNX, RESULT_JSON, RESULT_MD, change_table,
+                                  load_result, result_path, results_folder, save_graph,
+                                  save_result, write_json, write_text, zoo_weights)
+from xflowrl.runs.settings import BaselineSettings, RunSettings, cost_model_from_spec

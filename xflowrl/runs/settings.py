@@ -1,0 +1,90 @@
+"""Typed settings of a run: what the shared flags of `experiments/` describe.
+
+An entry point builds one `RunSettings` from its flag values (only
+experiments read flags) and asks it for the environment and for the folder
+its results go to: results_dir/<graph>/<entry point>/.
+"""
+
+import dataclasses
+import os
+from typing import Dict, Optional
+
+from xflowrl.env import EnvConfig, GraphEnv, make_env
+from xflowrl.graphs import CostModel
+from xflowrl.search import run_baselines
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSettings:
+    """The graph, rules, cost model and episode settings of a run, and where it writes.
+
+    Attributes:
+      graph: a zoo graph (`xflowrl.graphs.zoo.GRAPHS`).
+      rules: a named rule set (`xflowrl.graphs.xfers.RULE_SETS`).
+      cost_model: a cost backend (`xflowrl.graphs.BACKENDS`).
+      profile: device profile of the analytic backend (the fitted backend's
+        coefficient file).
+      cost_cache: measured backends' cache of op timings (None: no cache;
+        "reference": onednn's shipped table, read-only).
+      max_steps, max_locations, reward, cost_features: the environment's
+        `EnvConfig` fields of the same names.
+      results_dir: the root of results folders.
+    """
+    graph: str
+    rules: str = "default"
+    cost_model: str = "analytic"
+    profile: str = "cpu"
+    cost_cache: Optional[str] = None
+    max_steps: int = 50
+    max_locations: int = 200
+    reward: str = "relative"
+    cost_features: str = "full"
+    results_dir: str = "results"
+
+    def env_config(self) -> EnvConfig:
+        """The environment's settings (other `EnvConfig` fields at their defaults)."""
+        return EnvConfig(max_steps=self.max_steps, max_locations=self.max_locations,
+                         reward=self.reward, cost_features=self.cost_features)
+
+    def make_env(self) -> GraphEnv:
+        """The real environment of `graph` under these rules, cost model and config."""
+        return make_env(self.graph, self.rules, self.cost_model, self.profile, self.cost_cache,
+                        self.env_config())
+
+    def results_folder(self, entry_point: str) -> str:
+        """results_dir/<graph>/<entry_point>: where that entry point writes (not created)."""
+        return os.path.join(self.results_dir, self.graph, entry_point)
+
+
+@dataclasses.dataclass(frozen=True)
+class BaselineSettings:
+    """The baselines a training run reports beside its agent (`run_baselines`).
+
+    Attributes:
+      taso_alpha: relaxation of TASO's search.
+      taso_budget: graphs the search expands (0: skip it).
+      random_episodes: episodes of the random agent (0: skip it).
+    """
+    taso_alpha: float = 1.05
+    taso_budget: int = 1000
+    random_episodes: int = 20
+
+    def run(self, env: GraphEnv, seed: int) -> Dict[str, Optional[dict]]:
+        """Greedy, TASO's search and the random agent on `env`'s initial graph."""
+        return run_baselines(env, self.taso_alpha, self.taso_budget, self.random_episodes, seed)
+
+
+def cost_model_from_spec(spec: str, cost_cache: Optional[str] = None) -> CostModel:
+    """A cost model named `backend` or `backend/profile`.
+
+    Args:
+      spec: e.g. "analytic", "analytic/cpu", "fitted/cpu", "onednn", "cudnn".
+      cost_cache: measured backends' cache file ("" or None: none); the
+        analytic and fitted backends ignore it.
+
+    Returns:
+      The `CostModel` (the backend's default profile where none is named).
+    """
+    backend, _, profile = spec.partition("/")
+    kwargs = {"profile": profile} if profile else {}
+    return CostModel(backend, cache_path=cost_cache or None, **kwargs)
