@@ -67,8 +67,8 @@ flags.DEFINE_string("sweep_graph", "bert", "Graph of the temperature sweep ('' t
 flags.DEFINE_list("sweep_settings", ["cpu", "gpu"], "Cost settings of the temperature sweep.")
 flags.DEFINE_integer("seed", 0, "Seed of every run.")
 flags.DEFINE_bool("rerun", False, "Ignore saved runs.")
-flags.DEFINE_integer("jobs", None, "Entry-point runs at a time (default: 2 in quick mode, "
-                     "1 in full mode, whose training wall times are reported).")
+flags.DEFINE_integer("jobs", 2, "Entry-point runs at a time (their training wall times "
+                     "are reported: with more than one they share the cores).")
 flags.DEFINE_integer("retries", 1, "Reruns of a failed entry point (after 30 s): other "
                      "sessions edit this tree while it runs.")
 
@@ -108,10 +108,10 @@ QUICK = Budget(max_steps=10, mf_episodes=10, mb_rounds=1, mb_episodes_per_round=
                measure_warmup=1, measure_repeats=2, props_repeats=1, sweep_seeds=1,
                sweep_temperatures="0.5,1.5", sweep_rounds=1, sweep_episodes_per_round=8,
                sweep_dream_episodes=64)
-FULL = Budget(max_steps=50, mf_episodes=100, mb_rounds=4, mb_episodes_per_round=30,
-              mb_train_steps=100, mb_encoder_steps=200, mb_dream_episodes=1600,
-              mb_eval_episodes=5, random_episodes=10, taso_budget=1000,
-              taso_budget_for="inception_v3=100", measure_runtimes="ort,tf", measure_rounds=3,
+FULL = Budget(max_steps=50, mf_episodes=50, mb_rounds=3, mb_episodes_per_round=20,
+              mb_train_steps=100, mb_encoder_steps=150, mb_dream_episodes=1000,
+              mb_eval_episodes=3, random_episodes=10, taso_budget=1000,
+              taso_budget_for="inception_v3=100", measure_runtimes="ort,tf", measure_rounds=2,
               measure_warmup=2, measure_repeats=10, props_repeats=5, sweep_seeds=2,
               sweep_temperatures="0.5,1.0,1.5,2.0", sweep_rounds=3,
               sweep_episodes_per_round=30, sweep_dream_episodes=800)
@@ -332,7 +332,7 @@ def main(argv):
     # Interleave the settings, so the long graphs of both run first.
     for i in range(max(len(j) for j in per_setting)):
         jobs += [j[i] for j in per_setting if i < len(j)]
-    workers = FLAGS.jobs or (2 if FLAGS.quick else 1)
+    workers = FLAGS.jobs
     with futures.ThreadPoolExecutor(max_workers=workers) as pool:
         done = {job.name: pool.submit(run_job, job, FLAGS.rerun) for job in jobs}
         steps.update({name: f.result() for name, f in done.items()})
