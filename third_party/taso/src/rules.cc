@@ -47,11 +47,50 @@ void validate_pattern(const Rule& r, const std::vector<PatternOp>& ops,
   }
 }
 
+// Where redirected tensor `t` (an output of a matched op) now comes from.
+TensorRef redirected(const Candidate& c, const TensorRef& t) {
+  const TensorRef* found = nullptr;  // the last pair wins, as a map insert did
+  for (const auto& [from, to] : c.redirect)
+    if (from == t) found = &to;
+  if (!found) throw EngineError("internal: a matched op's output in use is not mapped");
+  return *found;
+}
+
+// The rewritten graph's nodes and outputs, in the order the engine has
+// always built them: the parent's ops but the matched ones (`used`), each
+// shared unless it reads a redirected tensor (then a clone, re-wired), then
+// the target ops. Ops left dead are not removed here.
+void build_nodes(const Graph& g, const std::vector<bool>& used, const Candidate& c,
+                 std::vector<NodePtr>* nodes, std::vector<TensorRef>* outputs) {
+  nodes->reserve(g.size() + c.added.size());
+  for (int i = 0; i < g.size(); ++i) {
+    if (used[i]) continue;
+    const NodePtr& node = g.nodes()[i];
+    bool touched = false;
+    for (const TensorRef& t : node->inputs) touched = touched || used[g.index_of(t.guid)];
+    if (!touched) {
+      nodes->push_back(node);
+      continue;
+    }
+    auto clone = std::make_shared<Node>(*node);
+    clone->cost_backend = 0;  // its context may differ; measure again
+    // local_hash stays valid: it does not cover the inputs.
+    for (TensorRef& t : clone->inputs)
+      if (used[g.index_of(t.guid)]) t = redirected(c, t);
+    nodes->push_back(std::move(clone));
+  }
+  for (const NodePtr& d : c.added) nodes->push_back(d);
+  *outputs = g.outputs();
+  for (TensorRef& t : *outputs)
+    if (used[g.index_of(t.guid)]) t = redirected(c, t);
+}
+
 class Rewriter {
  public:
   Rewriter(const Graph& g, const Rule& r, int max_ops,
-           const std::function<bool(GraphPtr, const MatchedOps&)>& emit)
-      : g_(g), r_(r), max_ops_(max_ops), emit_(emit) {
+           const std::function<bool(Candidate&&, const MatchedOps&)>& emit,
+           bool incremental)
+      : g_(g), r_(r), max_ops_(max_ops), emit_(emit), incremental_(incremental) {
     int min_var = 0;
     for (const auto* side : {&r.src, &r.dst})
       for (const PatternOp& op : *side)
@@ -138,8 +177,9 @@ class Rewriter {
     return true;
   }
 
-  // Builds the rewritten graph for the current complete match; returns what
-  // emit returned, or true if the match is rejected.
+  // Describes the rewrite of the current complete match (hash, op count;
+  // the graph itself only when ops die or `incremental_` is off); returns
+  // what emit returned, or true if the match is rejected.
   bool rewrite() {
     for (size_t v = 0; v < bound_.size(); ++v)
       if (is_bound_[v] && used_[g_.index_of(bound_[v].guid)]) return true;
@@ -206,61 +246,140 @@ class Rewriter {
       return true;
     }
 
-    // Mapped tensors must keep their shapes; then redirect their readers.
-    std::unordered_map<TensorRef, TensorRef, RefHash> redirect;
+    // Mapped tensors must keep their shapes.
+    Candidate c;
+    c.redirect.reserve(r_.mapped_outputs.size());
     for (const auto& [s, d] : r_.mapped_outputs) {
       TensorRef from{g_.node(mapped_[s.op]).guid, s.index};
       const Node& to = *dst[d.op];
       if (d.index >= static_cast<int>(to.outputs.size()) ||
           to.outputs[d.index] != g_.shape(from))
         return true;
-      redirect[from] = {to.guid, d.index};
+      c.redirect.emplace_back(from, TensorRef{to.guid, d.index});
     }
-    std::vector<NodePtr> nodes;
-    nodes.reserve(g_.size() + dst.size());
-    for (int i = 0; i < g_.size(); ++i) {
-      if (used_[i]) continue;
-      const NodePtr& node = g_.nodes()[i];
-      // Only outputs of matched ops are redirected: test that (an array
-      // lookup) before the map.
-      bool touched = false;
-      for (const TensorRef& t : node->inputs)
-        touched = touched || (used_[g_.index_of(t.guid)] && redirect.count(t));
-      if (!touched) {
-        nodes.push_back(node);
-        continue;
+    c.removed = mapped_;
+    c.added.assign(dst.begin(), dst.end());
+    if (incremental_ && nothing_dies()) {
+      // Every op but the matched ones survives: the op count is known, and
+      // the rewrite cannot close a cycle (a cycle would run from a target
+      // op through a reader of a redirected tensor back to a variable the
+      // target reads, i.e. a variable reading the match: rejected above).
+      c.num_ops = g_.num_ops() - static_cast<int>(mapped_.size()) +
+                  static_cast<int>(dst.size());
+      if (max_ops_ > 0 && c.num_ops > max_ops_) return true;
+      hash_incrementally(&c);
+    } else {
+      std::vector<NodePtr> nodes;
+      std::vector<TensorRef> outputs;
+      build_nodes(g_, used_, c, &nodes, &outputs);
+      if (!nothing_dies()) nodes = live_nodes(std::move(nodes), outputs);
+      if (max_ops_ > 0) {
+        int ops = 0;
+        for (const NodePtr& n : nodes) ops += n->type != OP_INPUT && n->type != OP_WEIGHT;
+        if (ops > max_ops_) return true;
       }
-      auto clone = std::make_shared<Node>(*node);
-      clone->cost_backend = 0;  // its context may differ; measure again
-      // local_hash stays valid: it does not cover the inputs.
-      for (TensorRef& t : clone->inputs) {
-        auto it = redirect.find(t);
-        if (it != redirect.end()) t = it->second;
+      try {
+        c.graph = Graph::Create(std::move(nodes), std::move(outputs));
+      } catch (const EngineError&) {
+        return true;  // the rewrite closed a cycle
       }
-      nodes.push_back(std::move(clone));
-    }
-    for (auto& d : dst) nodes.push_back(std::move(d));
-    std::vector<TensorRef> outputs = g_.outputs();
-    for (TensorRef& t : outputs) {
-      auto it = redirect.find(t);
-      if (it != redirect.end()) t = it->second;
-    }
-    if (!nothing_dies()) nodes = live_nodes(std::move(nodes), outputs);
-
-    if (max_ops_ > 0) {
-      int ops = 0;
-      for (const NodePtr& n : nodes) ops += n->type != OP_INPUT && n->type != OP_WEIGHT;
-      if (ops > max_ops_) return true;
-    }
-    GraphPtr result;
-    try {
-      result = Graph::Create(std::move(nodes), std::move(outputs));
-    } catch (const EngineError&) {
-      return true;  // the rewrite closed a cycle
+      c.whole = true;
+      c.hash = c.graph->hash();
+      c.num_ops = c.graph->num_ops();
     }
     matched_guids_.resize(r_.src.size());
     for (size_t s = 0; s < r_.src.size(); ++s) matched_guids_[s] = g_.node(mapped_[s]).guid;
-    return emit_(std::move(result), matched_guids_);
+    return emit_(std::move(c), matched_guids_);
+  }
+
+  // The canonical hash of the rewritten graph and the weight-side flags of
+  // its target ops, from the parent's per-op hashes: the target ops are
+  // hashed, then the readers of redirected tensors and everything
+  // downstream of them (in the parent's topological order, stopping where a
+  // hash comes out unchanged), and the parent's sum of op hashes is
+  // corrected by the differences (Graph::node_hash_sum).
+  void hash_incrementally(Candidate* c) {
+    const size_t num_dst = c->added.size();
+    added_hash_.resize(num_dst);
+    c->added_ws.assign(num_dst, 0);
+    uint64_t sum = g_.node_hash_sum();
+    for (int m : mapped_) sum -= mix64(g_.node_hash(m));
+    for (size_t j = 0; j < num_dst; ++j) {
+      const Node& node = *c->added[j];
+      uint64_t h = node_local_hash(node);
+      bool ws = true;  // targets are never inputs
+      for (const TensorRef& t : node.inputs) {
+        const int src = g_.index_of(t.guid);
+        if (t.guid <= g_.max_guid()) {  // a variable: a parent tensor
+          h = hash_input(h, g_.node_hash(src), t.index);
+          ws = ws && g_.weight_side(src);
+        } else {  // an earlier target op
+          const size_t k = static_cast<size_t>(t.guid - g_.max_guid() - 1);
+          h = hash_input(h, added_hash_[k], t.index);
+          ws = ws && c->added_ws[k];
+        }
+      }
+      added_hash_[j] = h;
+      c->added_ws[j] = ws;
+      sum += mix64(h);
+    }
+    // The readers of redirected tensors, then their readers, in order.
+    if (stamp_.size() != static_cast<size_t>(g_.size())) {
+      stamp_.assign(g_.size(), 0);
+      new_hash_.assign(g_.size(), 0);
+      new_ws_.assign(g_.size(), 0);
+    }
+    const int stamp = ++stamp_counter_;
+    heap_.clear();
+    auto push = [&](int i) {
+      if (stamp_[i] == stamp || used_[i]) return;
+      stamp_[i] = stamp;
+      heap_.push_back(i);
+      std::push_heap(heap_.begin(), heap_.end(), std::greater<int>());
+    };
+    for (int m : mapped_)
+      for (auto [reader, slot] : g_.consumers(m)) push(reader);
+    while (!heap_.empty()) {
+      std::pop_heap(heap_.begin(), heap_.end(), std::greater<int>());
+      const int i = heap_.back();
+      heap_.pop_back();
+      const Node& node = g_.node(i);
+      uint64_t h = node.local_hash;  // set when the parent was created
+      bool ws = node.type != OP_INPUT;
+      for (const TensorRef& t : node.inputs) {
+        const int src = g_.index_of(t.guid);
+        if (used_[src]) {  // a redirected tensor (unmapped ones were rejected)
+          const TensorRef to = redirected(*c, t);
+          const size_t k = static_cast<size_t>(to.guid - g_.max_guid() - 1);
+          h = hash_input(h, added_hash_[k], to.index);
+          ws = ws && c->added_ws[k];
+        } else if (stamp_[src] == stamp) {
+          h = hash_input(h, new_hash_[src], t.index);
+          ws = ws && new_ws_[src];
+        } else {
+          h = hash_input(h, g_.node_hash(src), t.index);
+          ws = ws && g_.weight_side(src);
+        }
+      }
+      new_hash_[i] = h;
+      new_ws_[i] = ws;
+      if (ws != g_.weight_side(i)) c->weight_side_flips.push_back(i);
+      if (h == g_.node_hash(i) && ws == g_.weight_side(i)) continue;
+      sum += mix64(h) - mix64(g_.node_hash(i));
+      for (auto [reader, slot] : g_.consumers(i)) push(reader);
+    }
+    uint64_t total = sum;
+    for (const TensorRef& t : g_.outputs()) {
+      const int src = g_.index_of(t.guid);
+      if (used_[src]) {
+        const TensorRef to = redirected(*c, t);
+        total = hash_output(total, added_hash_[to.guid - g_.max_guid() - 1], to.index);
+      } else {
+        total = hash_output(total, stamp_[src] == stamp ? new_hash_[src] : g_.node_hash(src),
+                            t.index);
+      }
+    }
+    c->hash = total;
   }
 
   // Whether node `i` meets the parameter constraints of source op `depth`.
@@ -374,8 +493,16 @@ class Rewriter {
   const Graph& g_;
   const Rule& r_;
   int max_ops_;
-  const std::function<bool(GraphPtr, const MatchedOps&)>& emit_;
+  const std::function<bool(Candidate&&, const MatchedOps&)>& emit_;
+  const bool incremental_;
   MatchedOps matched_guids_;
+  // Scratch of hash_incrementally, reused across matches.
+  std::vector<uint64_t> added_hash_;
+  std::vector<int> stamp_;  // == stamp_counter_: recomputed for this match
+  int stamp_counter_ = 0;
+  std::vector<uint64_t> new_hash_;
+  std::vector<char> new_ws_;
+  std::vector<int> heap_;
   std::vector<TensorRef> bound_;  // indexed by -variable
   std::vector<bool> is_bound_;
   std::vector<int> mapped_;       // source op -> graph index
@@ -424,8 +551,9 @@ void Rule::validate() const {
                               ", which the source does not bind");
 }
 
-int for_each_rewrite(const Graph& graph, const Rule& rule, int max_ops,
-                     const std::function<bool(GraphPtr, const MatchedOps&)>& emit) {
+int for_each_candidate(const Graph& graph, const Rule& rule, int max_ops,
+                       const std::function<bool(Candidate&&, const MatchedOps&)>& emit,
+                       bool incremental) {
   // A source needing more ops of some type than the graph has cannot match:
   // most rules of a large set are ruled out here without a search.
   for (const PatternOp& op : rule.src) {
@@ -433,28 +561,109 @@ int for_each_rewrite(const Graph& graph, const Rule& rule, int max_ops,
     for (const PatternOp& other : rule.src) needed += other.type == op.type;
     if (graph.ops_of_type(op.type).size() < needed) return 0;
   }
-  return Rewriter(graph, rule, max_ops, emit).run();
+  return Rewriter(graph, rule, max_ops, emit, incremental).run();
 }
 
-Locations enumerate_locations(const Graph& graph, const std::vector<Rule>& rules,
-                              int max_locations, int max_ops) {
+int for_each_rewrite(const Graph& graph, const Rule& rule, int max_ops,
+                     const std::function<bool(GraphPtr, const MatchedOps&)>& emit) {
+  return for_each_candidate(graph, rule, max_ops,
+                            [&](Candidate&& c, const MatchedOps& ops) {
+                              return emit(materialize(graph, c), ops);
+                            });
+}
+
+GraphPtr materialize(const Graph& parent, const Candidate& c) {
+  if (c.graph) return c.graph;
+  std::vector<bool> used(parent.size(), false);
+  for (int i : c.removed) used[i] = true;
+  std::vector<NodePtr> nodes;
+  std::vector<TensorRef> outputs;
+  build_nodes(parent, used, c, &nodes, &outputs);
+  c.graph = Graph::Create(std::move(nodes), std::move(outputs));
+  if (c.graph->hash() != c.hash || c.graph->num_ops() != c.num_ops)
+    throw EngineError("internal: a candidate's incremental hash or op count differs "
+                      "from its graph's");
+  return c.graph;
+}
+
+double candidate_cost(const Graph& parent, const Candidate& c, CostBackend* backend,
+                      const std::vector<double>& parent_costs, double parent_cost) {
+  if (c.whole || !backend->context_free()) return materialize(parent, c)->cost(backend);
+  double delta = 0;
+  for (int i : c.removed) delta -= parent_costs[i];
+  for (size_t j = 0; j < c.added.size(); ++j) {
+    if (c.added_ws[j]) continue;
+    const Node& node = *c.added[j];
+    if (node.cost_backend != backend->instance_id()) {
+      // The memo Graph::op_costs reads once the candidate is materialized.
+      OpConfig config;
+      config.type = node.type;
+      config.params = node.params;
+      for (const TensorRef& t : node.inputs) {
+        if (t.guid <= parent.max_guid()) {
+          config.input_shapes.push_back(parent.shape(t));
+        } else {
+          const Node& src = *c.added[t.guid - parent.max_guid() - 1];
+          config.input_shapes.push_back(src.outputs[t.index]);
+        }
+      }
+      config.output_shapes = node.outputs;
+      node.cost_ms = backend->op_cost(config);
+      node.cost_backend = backend->instance_id();
+    }
+    delta += node.cost_ms;
+  }
+  for (int i : c.weight_side_flips) {
+    if (!parent.weight_side(i)) {
+      delta -= parent_costs[i];  // now derives from weights only: free
+    } else {
+      const int t = parent.node(i).type;
+      if (t == OP_INPUT || t == OP_WEIGHT) continue;
+      OpConfig config = parent.op_config(i);
+      config.weight_side = false;
+      delta += backend->op_cost(config);
+    }
+  }
+  return parent_cost + delta;
+}
+
+std::vector<std::vector<double>> Locations::costs(CostBackend* backend) const {
+  std::vector<double> parent_costs;
+  double parent_cost = 0;
+  if (backend->context_free()) {
+    parent_costs = parent->op_costs(backend);
+    for (double v : parent_costs) parent_cost += v;  // as Graph::cost sums
+  }
+  std::vector<std::vector<double>> out(candidates.size());
+  for (size_t x = 0; x < candidates.size(); ++x) {
+    out[x].reserve(candidates[x].size());
+    for (const Candidate& c : candidates[x])
+      out[x].push_back(candidate_cost(*parent, c, backend, parent_costs, parent_cost));
+  }
+  return out;
+}
+
+Locations enumerate_locations(GraphPtr graph, const std::vector<Rule>& rules,
+                              int max_locations, int max_ops, bool incremental) {
+  if (!graph) throw EngineError("locations need a graph");
   if (max_locations < 1) throw EngineError("max_locations must be >= 1");
   Locations locs;
+  locs.parent = graph;
   locs.candidates.resize(rules.size());
   locs.matched.resize(rules.size());
   locs.num_matches.resize(rules.size());
-  std::unordered_set<uint64_t> seen{graph.hash()};
+  std::unordered_set<uint64_t> seen{graph->hash()};
   for (size_t x = 0; x < rules.size(); ++x) {
     auto& list = locs.candidates[x];
     auto& matched = locs.matched[x];
-    locs.num_matches[x] = for_each_rewrite(graph, rules[x], max_ops,
-                                           [&](GraphPtr c, const MatchedOps& ops) {
-      if (seen.insert(c->hash()).second) {
+    locs.num_matches[x] = for_each_candidate(*graph, rules[x], max_ops,
+                                             [&](Candidate&& c, const MatchedOps& ops) {
+      if (seen.insert(c.hash).second) {
         list.push_back(std::move(c));
         matched.push_back(ops);
       }
       return static_cast<int>(list.size()) < max_locations;
-    });
+    }, incremental);
   }
   return locs;
 }
