@@ -586,59 +586,162 @@ GraphPtr materialize(const Graph& parent, const Candidate& c) {
   return c.graph;
 }
 
-double candidate_cost(const Graph& parent, const Candidate& c, CostBackend* backend,
-                      const std::vector<double>& parent_costs, double parent_cost) {
-  if (c.whole || !backend->context_free()) return materialize(parent, c)->cost(backend);
-  double delta = 0;
-  for (int i : c.removed) delta -= parent_costs[i];
-  for (size_t j = 0; j < c.added.size(); ++j) {
-    if (c.added_ws[j]) continue;
-    const Node& node = *c.added[j];
-    if (node.cost_backend != backend->instance_id()) {
-      // The memo Graph::op_costs reads once the candidate is materialized.
-      OpConfig config;
-      config.type = node.type;
-      config.params = node.params;
-      for (const TensorRef& t : node.inputs) {
-        if (t.guid <= parent.max_guid()) {
-          config.input_shapes.push_back(parent.shape(t));
-        } else {
-          const Node& src = *c.added[t.guid - parent.max_guid() - 1];
-          config.input_shapes.push_back(src.outputs[t.index]);
-        }
-      }
-      config.output_shapes = node.outputs;
-      node.cost_ms = backend->op_cost(config);
-      node.cost_backend = backend->instance_id();
+CandidateCoster::CandidateCoster(const Graph& parent, CostBackend* backend)
+    : parent_(parent), backend_(backend), context_free_(backend->context_free()) {
+  costs_ = parent.op_costs(backend);
+  prefix_.push_back(0.0);
+  for (int i = 0; i < parent.size(); ++i) {
+    parent_cost_ += costs_[i];  // as Graph::cost sums
+    if (costs_[i] != 0) {  // adding 0 leaves a sum unchanged: skip free ops
+      nonfree_.push_back(i);
+      prefix_.push_back(parent_cost_);
     }
-    delta += node.cost_ms;
+  }
+  const size_t n = parent.size();
+  used_.assign(n, 0);
+  pulled_.assign(n, 0);
+  special_.assign(n, 0);
+  flip_.assign(n, 0);
+  flip_cost_.assign(n, 0.0);
+}
+
+double CandidateCoster::added_cost(const Candidate& c, size_t j) const {
+  if (c.added_ws[j]) return 0.0;
+  const Node& node = *c.added[j];
+  if (node.cost_backend != backend_->instance_id()) {
+    // The memo Graph::op_costs reads once the candidate is materialized.
+    OpConfig config;
+    config.type = node.type;
+    config.params = node.params;
+    for (const TensorRef& t : node.inputs) {
+      if (t.guid <= parent_.max_guid()) {
+        config.input_shapes.push_back(parent_.shape(t));
+      } else {
+        const Node& src = *c.added[t.guid - parent_.max_guid() - 1];
+        config.input_shapes.push_back(src.outputs[t.index]);
+      }
+    }
+    config.output_shapes = node.outputs;
+    node.cost_ms = backend_->op_cost(config);
+    node.cost_backend = backend_->instance_id();
+  }
+  return node.cost_ms;
+}
+
+// Graph::Create's depth-first placement, for the ops it moves: target op j
+// and, before it, its inputs not placed yet. Parent ops below `bound` (the
+// root being visited) are placed already.
+void CandidateCoster::place_added(const Candidate& c, size_t j, int bound) {
+  added_placed_[j] = 1;
+  for (const TensorRef& t : c.added[j]->inputs) {
+    if (t.guid <= parent_.max_guid()) {
+      const int p = parent_.index_of(t.guid);
+      if (p > bound && pulled_[p] != stamp_) place_parent(p, bound);
+    } else {
+      const size_t k = static_cast<size_t>(t.guid - parent_.max_guid() - 1);
+      if (!added_placed_[k]) place_added(c, k, bound);
+    }
+  }
+  block_.emplace_back(1, static_cast<int>(j));
+}
+
+void CandidateCoster::place_parent(int p, int bound) {
+  // An ancestor of a variable: it reads no matched op (rewrite() rejected
+  // variables that read the match), so its inputs are parent ops.
+  pulled_[p] = stamp_;
+  for (const TensorRef& t : parent_.node(p).inputs) {
+    const int q = parent_.index_of(t.guid);
+    if (q > bound && pulled_[q] != stamp_) place_parent(q, bound);
+  }
+  block_.emplace_back(0, p);
+}
+
+double CandidateCoster::cost(const Candidate& c) {
+  if (c.whole || !context_free_) return materialize(parent_, c)->cost(backend_);
+  ++stamp_;
+  const int n = parent_.size();
+  int first = n;  // the first parent position the candidate changes
+  for (int i : c.removed) {
+    used_[i] = stamp_;
+    first = std::min(first, i);
   }
   for (int i : c.weight_side_flips) {
-    if (!parent.weight_side(i)) {
-      delta -= parent_costs[i];  // now derives from weights only: free
+    flip_[i] = stamp_;
+    special_[i] = stamp_;
+    first = std::min(first, i);
+    if (!parent_.weight_side(i)) {
+      flip_cost_[i] = 0.0;  // now derives from weights only: free
     } else {
-      const int t = parent.node(i).type;
-      if (t == OP_INPUT || t == OP_WEIGHT) continue;
-      OpConfig config = parent.op_config(i);
+      const int t = parent_.node(i).type;
+      OpConfig config = parent_.op_config(i);
       config.weight_side = false;
-      delta += backend->op_cost(config);
+      flip_cost_[i] = t == OP_INPUT || t == OP_WEIGHT ? 0.0 : backend_->op_cost(config);
     }
   }
-  return parent_cost + delta;
+  // The readers of redirected tensors (clones): where target ops get placed.
+  std::vector<int> extra;
+  for (int m : c.removed)
+    for (auto [reader, slot] : parent_.consumers(m))
+      if (used_[reader] != stamp_ && special_[reader] != stamp_) {
+        special_[reader] = stamp_;
+        extra.push_back(reader);
+        first = std::min(first, reader);
+      }
+  for (int i : c.weight_side_flips) extra.push_back(i);
+  std::sort(extra.begin(), extra.end());
+  extra.erase(std::unique(extra.begin(), extra.end()), extra.end());
+  added_placed_.assign(c.added.size(), 0);
+  added_cost_.resize(c.added.size());
+  for (size_t j = 0; j < c.added.size(); ++j) added_cost_[j] = added_cost(c, j);
+
+  // The parent's sum up to the first change, then op by op.
+  size_t k = std::lower_bound(nonfree_.begin(), nonfree_.end(), first) - nonfree_.begin();
+  double total = prefix_[k];
+  auto fold_block = [&] {
+    for (auto [kind, idx] : block_) {
+      const double v = kind ? added_cost_[idx] : costs_[idx];
+      if (v != 0) total += v;
+    }
+    block_.clear();
+  };
+  size_t e = 0;
+  while (k < nonfree_.size() || e < extra.size()) {
+    int i;
+    if (e < extra.size() && (k >= nonfree_.size() || extra[e] <= nonfree_[k])) {
+      i = extra[e++];
+      if (k < nonfree_.size() && nonfree_[k] == i) ++k;
+    } else {
+      i = nonfree_[k++];
+    }
+    if (special_[i] == stamp_) {
+      // A reader of redirected tensors (a clone): the target ops it reads
+      // that are not placed yet go right before it, as in Graph::Create.
+      for (const TensorRef& t : parent_.node(i).inputs) {
+        const int src = parent_.index_of(t.guid);
+        if (used_[src] != stamp_) continue;
+        const TensorRef to = redirected(c, t);
+        const size_t j = static_cast<size_t>(to.guid - parent_.max_guid() - 1);
+        if (!added_placed_[j]) place_added(c, j, i);
+      }
+      fold_block();
+    }
+    if (used_[i] == stamp_ || pulled_[i] == stamp_) continue;
+    const double v = flip_[i] == stamp_ ? flip_cost_[i] : costs_[i];
+    if (v != 0) total += v;
+  }
+  // Target ops no clone reads come last, in Create's order.
+  for (size_t j = 0; j < c.added.size(); ++j)
+    if (!added_placed_[j]) place_added(c, j, n);
+  fold_block();
+  return total;
 }
 
 std::vector<std::vector<double>> Locations::costs(CostBackend* backend) const {
-  std::vector<double> parent_costs;
-  double parent_cost = 0;
-  if (backend->context_free()) {
-    parent_costs = parent->op_costs(backend);
-    for (double v : parent_costs) parent_cost += v;  // as Graph::cost sums
-  }
+  CandidateCoster coster(*parent, backend);
   std::vector<std::vector<double>> out(candidates.size());
   for (size_t x = 0; x < candidates.size(); ++x) {
     out[x].reserve(candidates[x].size());
-    for (const Candidate& c : candidates[x])
-      out[x].push_back(candidate_cost(*parent, c, backend, parent_costs, parent_cost));
+    for (const Candidate& c : candidates[x]) out[x].push_back(coster.cost(c));
   }
   return out;
 }

@@ -103,11 +103,10 @@ SearchResult backtracking_search(GraphPtr graph, const std::vector<Rule>& rules,
     if (!top.graph) top.graph = rebuild(top, rules, max_ops);
     top.parent.reset();
     ++result.expansions;
-    // The popped graph's whole cost: its candidates are priced against it
-    // (candidate_cost), and the best cost reported is a whole graph's.
-    const std::vector<double> top_costs = top.graph->op_costs(backend);
-    double top_cost = 0;
-    for (double v : top_costs) top_cost += v;  // as Graph::cost sums
+    // The popped graph's cost (Graph::cost); its candidates are priced
+    // against it without being built (CandidateCoster).
+    CandidateCoster coster(*top.graph, backend);
+    const double top_cost = coster.parent_cost();
     if (top_cost < result.best_cost) {
       result.best_cost = top_cost;
       result.best = top.graph;
@@ -119,7 +118,7 @@ SearchResult backtracking_search(GraphPtr graph, const std::vector<Rule>& rules,
       for_each_candidate(*top.graph, rules[x], max_ops, [&](Candidate&& c, const MatchedOps&) {
         const int k = index++;
         if (!seen.insert(c.hash).second) return true;
-        double cost = candidate_cost(*top.graph, c, backend, top_costs, top_cost);
+        double cost = coster.cost(c);
         if (cost < opts.alpha * result.best_cost) {
           history.emplace_back(static_cast<int>(x), top.history);
           Entry e{cost, order++, nullptr, nullptr};

@@ -84,14 +84,44 @@ struct Candidate {
 // (shared), clones of the readers of redirected tensors, then the targets.
 GraphPtr materialize(const Graph& parent, const Candidate& c);
 
-// The cost of `c`'s graph under `backend`. `parent_costs` is
-// parent.op_costs(backend) and `parent_cost` its sum. Context-free backends:
-// the parent's cost minus the removed ops plus the added ones (and ops whose
-// weight-side flag flipped): equal to the full graph's cost up to floating-
-// point reassociation. Otherwise (the fitted backend, whose in_context
-// prices an op by its neighbours) the graph is materialized and costed whole.
-double candidate_cost(const Graph& parent, const Candidate& c, CostBackend* backend,
-                      const std::vector<double>& parent_costs, double parent_cost);
+// Prices candidates of one parent graph under one backend. Context-free
+// backends (CostBackend::context_free): from the parent's per-op costs
+// without building the candidate, and bit for bit the Graph::cost of the
+// candidate's graph: the removed ops leave, the added ones (and the ops whose
+// weight-side flag flipped) enter, and the sum is taken in the candidate
+// graph's own topological order, which is the parent's with the target ops
+// (and any ancestors of theirs that came later) moved before their first
+// reader (Graph::Create's order, reproduced), reusing the parent's prefix
+// sums up to the first change. Other backends (fitted, which prices an op by
+// its neighbours) materialize the candidate and cost it whole.
+class CandidateCoster {
+ public:
+  CandidateCoster(const Graph& parent, CostBackend* backend);
+  // Graph::cost of the parent.
+  double parent_cost() const { return parent_cost_; }
+  double cost(const Candidate& c);
+
+ private:
+  double added_cost(const Candidate& c, size_t j) const;
+  void place_added(const Candidate& c, size_t j, int bound);
+  void place_parent(int p, int bound);
+
+  const Graph& parent_;
+  CostBackend* backend_;
+  bool context_free_;
+  std::vector<double> costs_;   // parent.op_costs(backend)
+  std::vector<int> nonfree_;    // parent indices with a non-zero cost, in order
+  std::vector<double> prefix_;  // prefix_[k]: the sum of the first k of them
+  double parent_cost_ = 0;
+  // Per-candidate scratch, stamped to avoid clearing.
+  int stamp_ = 0;
+  std::vector<int> used_, pulled_, special_;
+  std::vector<double> flip_cost_;
+  std::vector<int> flip_;
+  std::vector<char> added_placed_;
+  std::vector<double> added_cost_;
+  std::vector<std::pair<int, int>> block_;  // (kind: 0 parent / 1 added, index)
+};
 
 // Calls `emit` with every rewrite the rule produces on `graph` and the ops
 // its match bound, in match order, until it returns false. Results with a
