@@ -160,10 +160,10 @@ void Graph::index_structure() const {
   const int n = size();
   consumers_.assign(n, {});
   is_output_.assign(n, false);
-  by_type_.clear();
+  by_type_.assign(kNumOpTypeSlots, {});
   for (int i = 0; i < n; ++i) {
     const Node& node = *nodes_[i];
-    by_type_[node.type].push_back(i);
+    if (node.type >= 0 && node.type < kNumOpTypeSlots) by_type_[node.type].push_back(i);
     for (size_t slot = 0; slot < node.inputs.size(); ++slot)
       consumers_[index_[node.inputs[slot].guid]].emplace_back(i, static_cast<int>(slot));
   }
@@ -201,7 +201,7 @@ void Graph::release_caches() const {
   indexed_ = false;
   std::vector<std::vector<std::pair<int, int>>>().swap(consumers_);
   std::vector<bool>().swap(is_output_);
-  std::unordered_map<int, std::vector<int>>().swap(by_type_);
+  std::vector<std::vector<int>>().swap(by_type_);
   std::vector<uint64_t>().swap(ancestors_);
   ancestor_words_ = 0;
 }
@@ -217,8 +217,7 @@ const Shape& Graph::shape(const TensorRef& t) const {
 const std::vector<int>& Graph::ops_of_type(int type) const {
   static const std::vector<int> kEmpty;
   index_structure();
-  auto it = by_type_.find(type);
-  return it == by_type_.end() ? kEmpty : it->second;
+  return type >= 0 && type < kNumOpTypeSlots ? by_type_[type] : kEmpty;
 }
 
 OpConfig Graph::op_config(int i) const {

@@ -295,8 +295,8 @@ class Rewriter {
   // The canonical hash of the rewritten graph and the weight-side flags of
   // its target ops, from the parent's per-op hashes: the target ops are
   // hashed, then the readers of redirected tensors and everything
-  // downstream of them (in the parent's topological order, stopping where a
-  // hash comes out unchanged), and the parent's sum of op hashes is
+  // downstream of them (in the parent's topological order, not past an op
+  // whose hash comes out unchanged), and the parent's sum of op hashes is
   // corrected by the differences (Graph::node_hash_sum).
   void hash_incrementally(Candidate* c) {
     const size_t num_dst = c->added.size();
@@ -329,20 +329,21 @@ class Rewriter {
       new_hash_.assign(g_.size(), 0);
       new_ws_.assign(g_.size(), 0);
     }
+    // Readers always come after what they read, so one scan in the parent's
+    // order from the first reader visits every affected op after its inputs.
     const int stamp = ++stamp_counter_;
-    heap_.clear();
-    auto push = [&](int i) {
+    int pending = 0, first = g_.size();
+    auto mark = [&](int i) {
       if (stamp_[i] == stamp || used_[i]) return;
       stamp_[i] = stamp;
-      heap_.push_back(i);
-      std::push_heap(heap_.begin(), heap_.end(), std::greater<int>());
+      ++pending;
+      first = std::min(first, i);
     };
     for (int m : mapped_)
-      for (auto [reader, slot] : g_.consumers(m)) push(reader);
-    while (!heap_.empty()) {
-      std::pop_heap(heap_.begin(), heap_.end(), std::greater<int>());
-      const int i = heap_.back();
-      heap_.pop_back();
+      for (auto [reader, slot] : g_.consumers(m)) mark(reader);
+    for (int i = first; pending > 0; ++i) {
+      if (stamp_[i] != stamp) continue;
+      --pending;
       const Node& node = g_.node(i);
       uint64_t h = node.local_hash;  // set when the parent was created
       bool ws = node.type != OP_INPUT;
@@ -366,7 +367,7 @@ class Rewriter {
       if (ws != g_.weight_side(i)) c->weight_side_flips.push_back(i);
       if (h == g_.node_hash(i) && ws == g_.weight_side(i)) continue;
       sum += mix64(h) - mix64(g_.node_hash(i));
-      for (auto [reader, slot] : g_.consumers(i)) push(reader);
+      for (auto [reader, slot] : g_.consumers(i)) mark(reader);
     }
     uint64_t total = sum;
     for (const TensorRef& t : g_.outputs()) {
@@ -502,7 +503,6 @@ class Rewriter {
   int stamp_counter_ = 0;
   std::vector<uint64_t> new_hash_;
   std::vector<char> new_ws_;
-  std::vector<int> heap_;
   std::vector<TensorRef> bound_;  // indexed by -variable
   std::vector<bool> is_bound_;
   std::vector<int> mapped_;       // source op -> graph index

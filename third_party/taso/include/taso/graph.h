@@ -130,7 +130,7 @@ class Graph {
   mutable bool indexed_ = false;
   mutable std::vector<std::vector<std::pair<int, int>>> consumers_;
   mutable std::vector<bool> is_output_;
-  mutable std::unordered_map<int, std::vector<int>> by_type_;
+  mutable std::vector<std::vector<int>> by_type_;  // indexed by op type
   mutable std::vector<uint64_t> ancestors_;  // row i: bitset of i's ancestors
   mutable size_t ancestor_words_ = 0;
   mutable int8_t all_live_ = -1;  // -1: not computed yet

@@ -56,6 +56,8 @@ enum OpType : int {
   // (kept exactly, costed by its FLOPs/bytes, never matched by rules).
   OP_OPAQUE = 99,
 };
+// Op types are below this (Graph's per-type index is a vector).
+constexpr int kNumOpTypeSlots = OP_OPAQUE + 1;
 
 enum Activation : int { ACT_NONE = 0, ACT_SIGMOID = 1, ACT_RELU = 2, ACT_TANH = 3 };
 enum Padding : int { PAD_SAME = 0, PAD_VALID = 1 };
