@@ -206,10 +206,6 @@ void Graph::release_caches() const {
   ancestor_words_ = 0;
 }
 
-int Graph::index_of(int64_t guid) const {
-  return guid >= 0 && guid < static_cast<int64_t>(index_.size()) ? index_[guid] : -1;
-}
-
 const Shape& Graph::shape(const TensorRef& t) const {
   return nodes_[index_[t.guid]]->outputs[t.index];
 }

@@ -10,12 +10,6 @@ namespace taso {
 
 namespace {
 
-struct RefHash {
-  size_t operator()(const TensorRef& t) const {
-    return mix64(static_cast<uint64_t>(t.guid) * 8 + t.index);
-  }
-};
-
 [[noreturn]] void rule_error(const Rule& r, const std::string& what) {
   throw EngineError("rule '" + r.name + "': " + what);
 }
@@ -188,17 +182,21 @@ class Rewriter {
     for (size_t v = 0; v < bound_.size(); ++v)
       if (is_bound_[v] && reads_match(g_.index_of(bound_[v].guid))) return true;
 
-    // Source tensors visible outside the match must all be mapped.
-    std::unordered_map<TensorRef, PatternTensor, RefHash> src_to_dst;
+    // Source tensors visible outside the match must all be mapped (a rule
+    // maps a few: a linear scan beats a hash map here).
+    mapped_from_.clear();
     for (const auto& [s, d] : r_.mapped_outputs)
-      src_to_dst[{g_.node(mapped_[s.op]).guid, s.index}] = d;
+      mapped_from_.push_back({g_.node(mapped_[s.op]).guid, s.index});
+    auto is_mapped = [&](const TensorRef& t) {
+      return std::find(mapped_from_.begin(), mapped_from_.end(), t) != mapped_from_.end();
+    };
     for (int i : mapped_) {
       const Node& node = g_.node(i);
       for (auto [c, slot] : g_.consumers(i))
-        if (!used_[c] && !src_to_dst.count(g_.node(c).inputs[slot])) return true;
+        if (!used_[c] && !is_mapped(g_.node(c).inputs[slot])) return true;
       if (g_.is_output(i))
         for (const TensorRef& t : g_.outputs())
-          if (t.guid == node.guid && !src_to_dst.count(t)) return true;
+          if (t.guid == node.guid && !is_mapped(t)) return true;
     }
 
     // Instantiate the target ops; a shape failure rejects the match.
@@ -212,6 +210,8 @@ class Rewriter {
         node->guid = next_guid++;
         node->type = pop.type;
         std::vector<Shape> in;
+        in.reserve(pop.inputs.size());
+        node->inputs.reserve(pop.inputs.size());
         for (const PatternTensor& pt : pop.inputs) {
           if (pt.op < 0) {
             node->inputs.push_back(bound_[-pt.op]);
@@ -236,6 +236,7 @@ class Rewriter {
         }
         if (pop.type == OP_SPLIT && !split_sizes(static_cast<int>(j), &node->params))
           return true;
+        if (shapes_surely_fail(node->type, node->params, in)) return true;
         node->outputs = infer_shapes(node->type, node->params, in);
         // Keys derived from shapes (NUMDIM, NUM_INPUTS, ...) act as checks.
         for (auto [key, value] : pop.params)
@@ -497,6 +498,7 @@ class Rewriter {
   const std::function<bool(Candidate&&, const MatchedOps&)>& emit_;
   const bool incremental_;
   MatchedOps matched_guids_;
+  std::vector<TensorRef> mapped_from_;  // scratch of rewrite()
   // Scratch of hash_incrementally, reused across matches.
   std::vector<uint64_t> added_hash_;
   std::vector<int> stamp_;  // == stamp_counter_: recomputed for this match

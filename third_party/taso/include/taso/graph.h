@@ -71,7 +71,9 @@ class Graph {
   const Node& node(int i) const { return *nodes_[i]; }
   int size() const { return static_cast<int>(nodes_.size()); }
   // Index of an op in nodes(), or -1.
-  int index_of(int64_t guid) const;
+  int index_of(int64_t guid) const {
+    return guid >= 0 && guid < static_cast<int64_t>(index_.size()) ? index_[guid] : -1;
+  }
   const Shape& shape(const TensorRef& t) const;
   // Ops that compute (excludes inputs and weights).
   int num_ops() const { return num_ops_; }
