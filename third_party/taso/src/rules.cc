@@ -393,8 +393,16 @@ class Rewriter {
     if (memo.empty()) memo.assign(g_.size(), -1);
     if (memo[i] < 0) {
       const Node& node = g_.node(i);
+      // Only a few keys read the input shapes: copy them only for those.
       std::vector<Shape> shapes;
-      for (const TensorRef& t : node.inputs) shapes.push_back(g_.shape(t));
+      bool needs_shapes = false;
+      for (auto [key, value] : r_.src[depth].params)
+        needs_shapes = needs_shapes || key == PM_NUM_INPUTS || key == PM_NUMDIM ||
+                       key == PM_KERNEL_H || key == PM_KERNEL_W || key == PM_GROUP;
+      if (needs_shapes) {
+        shapes.reserve(node.inputs.size());
+        for (const TensorRef& t : node.inputs) shapes.push_back(g_.shape(t));
+      }
       memo[i] = 1;
       for (auto [key, value] : r_.src[depth].params)
         if (node.params.get(key, node.type, shapes) != value) {
