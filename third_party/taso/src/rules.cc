@@ -83,8 +83,9 @@ class Rewriter {
  public:
   Rewriter(const Graph& g, const Rule& r, int max_ops,
            const std::function<bool(Candidate&&, const MatchedOps&)>& emit,
-           bool incremental)
-      : g_(g), r_(r), max_ops_(max_ops), emit_(emit), incremental_(incremental) {
+           bool incremental, MatchCache* cache)
+      : g_(g), r_(r), max_ops_(max_ops), emit_(emit), incremental_(incremental),
+        cache_(cache) {
     int min_var = 0;
     for (const auto* side : {&r.src, &r.dst})
       for (const PatternOp& op : *side)
@@ -94,6 +95,7 @@ class Rewriter {
     mapped_.assign(r.src.size(), -1);
     used_.assign(g.size(), false);
     params_ok_.resize(r.src.size());
+    memo_.assign(r.src.size(), nullptr);
     dst_reads_var_.assign(-min_var + 1, false);
     dst_has_reader_.assign(r.dst.size(), false);
     for (const PatternOp& op : r.dst)
@@ -389,8 +391,15 @@ class Rewriter {
   // once per rewriter and remembered: deep levels of the search revisit the
   // same nodes many times.
   bool params_match(size_t depth, int i) {
-    std::vector<int8_t>& memo = params_ok_[depth];
-    if (memo.empty()) memo.assign(g_.size(), -1);
+    if (!memo_[depth]) {
+      if (cache_) {
+        memo_[depth] = cache_->memo(r_.src[depth], g_.size());
+      } else {
+        params_ok_[depth].assign(g_.size(), -1);
+        memo_[depth] = &params_ok_[depth];
+      }
+    }
+    std::vector<int8_t>& memo = *memo_[depth];
     if (memo[i] < 0) {
       const Node& node = g_.node(i);
       // Only a few keys read the input shapes: copy them only for those.
@@ -518,6 +527,8 @@ class Rewriter {
   std::vector<int> mapped_;       // source op -> graph index
   std::vector<bool> used_;        // graph index -> matched
   std::vector<std::vector<int8_t>> params_ok_;  // per source op: -1 unknown, 0, 1
+  MatchCache* const cache_;                    // or null: params_ok_ holds the memos
+  std::vector<std::vector<int8_t>*> memo_;      // per source op: its memo, once used
   std::vector<bool> dst_reads_var_;   // per variable: a target op reads it
   std::vector<bool> dst_has_reader_;  // per target op: another target op reads it
   int matches_ = 0;
@@ -561,9 +572,28 @@ void Rule::validate() const {
                               ", which the source does not bind");
 }
 
+size_t MatchCache::KeyHash::operator()(const std::vector<int>& key) const {
+  uint64_t h = 0;
+  for (int v : key) h = hash_combine(h, static_cast<uint64_t>(static_cast<uint32_t>(v)));
+  return static_cast<size_t>(h);
+}
+
+std::vector<int8_t>* MatchCache::memo(const PatternOp& op, int graph_size) {
+  key_.clear();
+  key_.push_back(op.type);
+  for (auto [key, value] : op.params) {
+    key_.push_back(key);
+    key_.push_back(value);
+  }
+  auto it = memos_.find(key_);
+  if (it == memos_.end())
+    it = memos_.emplace(key_, std::vector<int8_t>(graph_size, -1)).first;
+  return &it->second;
+}
+
 int for_each_candidate(const Graph& graph, const Rule& rule, int max_ops,
                        const std::function<bool(Candidate&&, const MatchedOps&)>& emit,
-                       bool incremental) {
+                       bool incremental, MatchCache* cache) {
   // A source needing more ops of some type than the graph has cannot match:
   // most rules of a large set are ruled out here without a search.
   for (const PatternOp& op : rule.src) {
@@ -571,7 +601,7 @@ int for_each_candidate(const Graph& graph, const Rule& rule, int max_ops,
     for (const PatternOp& other : rule.src) needed += other.type == op.type;
     if (graph.ops_of_type(op.type).size() < needed) return 0;
   }
-  return Rewriter(graph, rule, max_ops, emit, incremental).run();
+  return Rewriter(graph, rule, max_ops, emit, incremental, cache).run();
 }
 
 int for_each_rewrite(const Graph& graph, const Rule& rule, int max_ops,
@@ -766,6 +796,7 @@ Locations enumerate_locations(GraphPtr graph, const std::vector<Rule>& rules,
   locs.matched.resize(rules.size());
   locs.num_matches.resize(rules.size());
   std::unordered_set<uint64_t> seen{graph->hash()};
+  MatchCache cache;
   for (size_t x = 0; x < rules.size(); ++x) {
     auto& list = locs.candidates[x];
     auto& matched = locs.matched[x];
@@ -776,7 +807,7 @@ Locations enumerate_locations(GraphPtr graph, const std::vector<Rule>& rules,
         matched.push_back(ops);
       }
       return static_cast<int>(list.size()) < max_locations;
-    }, incremental);
+    }, incremental, &cache);
   }
   return locs;
 }

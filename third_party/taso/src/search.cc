@@ -113,6 +113,7 @@ SearchResult backtracking_search(GraphPtr graph, const std::vector<Rule>& rules,
       best_history = top.history;
       result.trace.push_back({result.expansions, elapsed(), result.best_cost});
     }
+    MatchCache match_cache;
     for (size_t x = 0; x < rules.size(); ++x) {
       int index = 0;
       for_each_candidate(*top.graph, rules[x], max_ops, [&](Candidate&& c, const MatchedOps&) {
@@ -144,7 +145,7 @@ SearchResult backtracking_search(GraphPtr graph, const std::vector<Rule>& rules,
           result.peak_parents = std::max<int64_t>(result.peak_parents, children.size());
         }
         return true;
-      });
+      }, /*incremental=*/true, &match_cache);
     }
     // Its queued children only need it rebuilt, one xfer at a time.
     if (opts.lazy_candidates) top.graph->release_caches();

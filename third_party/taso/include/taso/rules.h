@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -123,6 +124,25 @@ class CandidateCoster {
   std::vector<std::pair<int, int>> block_;  // (kind: 0 parent / 1 added, index)
 };
 
+// Memo of source-op parameter checks on one graph, shared by every rule
+// enumerated on it: large rule sets constrain their source ops alike (a
+// conv's kernel, stride, padding, activation), so each (op type,
+// constraints) pair is checked once per node per graph instead of once per
+// rule. Valid for one graph only.
+class MatchCache {
+ public:
+  // Per node of a graph of `graph_size` ops: -1 unknown, 0 fails, 1 meets
+  // `op`'s constraints.
+  std::vector<int8_t>* memo(const PatternOp& op, int graph_size);
+
+ private:
+  struct KeyHash {
+    size_t operator()(const std::vector<int>& key) const;
+  };
+  std::unordered_map<std::vector<int>, std::vector<int8_t>, KeyHash> memos_;
+  std::vector<int> key_;
+};
+
 // Calls `emit` with every rewrite the rule produces on `graph` and the ops
 // its match bound, in match order, until it returns false. Results with a
 // cycle, with more than `max_ops` ops (0: no cap), whose target shapes fail,
@@ -130,9 +150,11 @@ class CandidateCoster {
 // `incremental` false builds every result whole (the engine before
 // incremental candidates; kept to compare against). Returns the number of
 // complete matches found (including skipped ones).
+// `cache` (optional) shares parameter checks between the rules enumerated
+// on `graph`.
 int for_each_candidate(const Graph& graph, const Rule& rule, int max_ops,
                        const std::function<bool(Candidate&&, const MatchedOps&)>& emit,
-                       bool incremental = true);
+                       bool incremental = true, MatchCache* cache = nullptr);
 
 // for_each_candidate with every result materialized.
 int for_each_rewrite(const Graph& graph, const Rule& rule, int max_ops,
