@@ -150,6 +150,22 @@ cdef OpConfig _op_config(int type_id, dict params, list input_shapes,
     return c
 
 
+def shape_precheck_fails(int type_id, dict params not None, list input_shapes not None):
+    """The rewriter's exception-free pre-check: True only where shape
+    inference (`infer_shapes`) would raise for these inputs."""
+    cdef OpParams p = _params(params)
+    cdef vector[Shape] shapes
+    for s in input_shapes:
+        shapes.push_back(_shape(s))
+    return shapes_surely_fail(type_id, p, shapes)
+
+
+def infer_output_shapes(int type_id, dict params not None, list input_shapes not None):
+    """The engine's shape inference for one op (ValueError where it fails)."""
+    cdef OpConfig c = _op_config(type_id, params, input_shapes, False)
+    return [list(s) for s in c.output_shapes]
+
+
 def cudnn_plan(int type_id, dict params not None, list input_shapes not None):
     """What the cudnn backend runs for one op configuration (any build)."""
     cdef OpConfig c = _op_config(type_id, params, input_shapes, False)

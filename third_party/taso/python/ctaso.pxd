@@ -34,6 +34,7 @@ cdef extern from "taso/ops.h" namespace "taso":
     const char* op_type_name(int type)
     int op_type_from_name(const string& name)
     vector[Shape] infer_shapes(int type, const OpParams& params, const vector[Shape]& inputs) except +
+    bool shapes_surely_fail(int type, const OpParams& params, const vector[Shape]& inputs) except +
 
 
 cdef extern from "taso/cost.h" namespace "taso":
