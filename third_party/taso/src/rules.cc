@@ -85,7 +85,13 @@ class Rewriter {
            const std::function<bool(Candidate&&, const MatchedOps&)>& emit,
            bool incremental, MatchCache* cache)
       : g_(g), r_(r), max_ops_(max_ops), emit_(emit), incremental_(incremental),
-        cache_(cache) {
+        cache_(cache), scratch_(cache ? &cache->scratch : &own_scratch_),
+        matched_guids_(scratch_->matched_guids), mapped_from_(scratch_->mapped_from),
+        added_hash_(scratch_->added_hash), stamp_(scratch_->stamp),
+        stamp_counter_(scratch_->stamp_counter), new_hash_(scratch_->new_hash),
+        new_ws_(scratch_->new_ws), bound_(scratch_->bound), is_bound_(scratch_->is_bound),
+        mapped_(scratch_->mapped), used_(scratch_->used), memo_(scratch_->memo),
+        dst_reads_var_(scratch_->dst_reads_var), dst_has_reader_(scratch_->dst_has_reader) {
     int min_var = 0;
     for (const auto* side : {&r.src, &r.dst})
       for (const PatternOp& op : *side)
@@ -94,7 +100,6 @@ class Rewriter {
     is_bound_.assign(-min_var + 1, false);
     mapped_.assign(r.src.size(), -1);
     used_.assign(g.size(), false);
-    params_ok_.resize(r.src.size());
     memo_.assign(r.src.size(), nullptr);
     dst_reads_var_.assign(-min_var + 1, false);
     dst_has_reader_.assign(r.dst.size(), false);
@@ -395,6 +400,7 @@ class Rewriter {
       if (cache_) {
         memo_[depth] = cache_->memo(r_.src[depth], g_.size());
       } else {
+        if (params_ok_.empty()) params_ok_.resize(r_.src.size());
         params_ok_[depth].assign(g_.size(), -1);
         memo_[depth] = &params_ok_[depth];
       }
@@ -514,23 +520,26 @@ class Rewriter {
   int max_ops_;
   const std::function<bool(Candidate&&, const MatchedOps&)>& emit_;
   const bool incremental_;
-  MatchedOps matched_guids_;
-  std::vector<TensorRef> mapped_from_;  // scratch of rewrite()
-  // Scratch of hash_incrementally, reused across matches.
-  std::vector<uint64_t> added_hash_;
-  std::vector<int> stamp_;  // == stamp_counter_: recomputed for this match
-  int stamp_counter_ = 0;
-  std::vector<uint64_t> new_hash_;
-  std::vector<char> new_ws_;
-  std::vector<TensorRef> bound_;  // indexed by -variable
-  std::vector<bool> is_bound_;
-  std::vector<int> mapped_;       // source op -> graph index
-  std::vector<bool> used_;        // graph index -> matched
-  std::vector<std::vector<int8_t>> params_ok_;  // per source op: -1 unknown, 0, 1
+  std::vector<std::vector<int8_t>> params_ok_;  // without a cache: per source op, -1/0/1
   MatchCache* const cache_;                    // or null: params_ok_ holds the memos
-  std::vector<std::vector<int8_t>*> memo_;      // per source op: its memo, once used
-  std::vector<bool> dst_reads_var_;   // per variable: a target op reads it
-  std::vector<bool> dst_has_reader_;  // per target op: another target op reads it
+  RewriterScratch own_scratch_;                // used without a cache
+  RewriterScratch* const scratch_;
+  // The buffers, in *scratch_ (shared by the rules of one MatchCache).
+  MatchedOps& matched_guids_;
+  std::vector<TensorRef>& mapped_from_;  // scratch of rewrite()
+  // Scratch of hash_incrementally, reused across matches.
+  std::vector<uint64_t>& added_hash_;
+  std::vector<int>& stamp_;  // == stamp_counter_: recomputed for this match
+  int& stamp_counter_;
+  std::vector<uint64_t>& new_hash_;
+  std::vector<char>& new_ws_;
+  std::vector<TensorRef>& bound_;  // indexed by -variable
+  std::vector<bool>& is_bound_;
+  std::vector<int>& mapped_;       // source op -> graph index
+  std::vector<bool>& used_;        // graph index -> matched
+  std::vector<std::vector<int8_t>*>& memo_;  // per source op: its memo, once used
+  std::vector<bool>& dst_reads_var_;   // per variable: a target op reads it
+  std::vector<bool>& dst_has_reader_;  // per target op: another target op reads it
   int matches_ = 0;
 };
 

@@ -129,8 +129,22 @@ class CandidateCoster {
 // conv's kernel, stride, padding, activation), so each (op type,
 // constraints) pair is checked once per node per graph instead of once per
 // rule. Valid for one graph only.
+// Buffers a rewriter (rules.cc) reuses across the rules enumerated on one
+// graph, so that enumerating a large rule set does not allocate them per rule.
+struct RewriterScratch {
+  std::vector<TensorRef> bound, mapped_from;
+  std::vector<bool> is_bound, used, dst_reads_var, dst_has_reader;
+  std::vector<int> mapped, stamp;
+  int stamp_counter = 0;  // stamp[i] == a match's stamp: recomputed for it
+  std::vector<uint64_t> added_hash, new_hash;
+  std::vector<char> new_ws;
+  std::vector<std::vector<int8_t>*> memo;
+  std::vector<int64_t> matched_guids;
+};
+
 class MatchCache {
  public:
+  RewriterScratch scratch;
   // Per node of a graph of `graph_size` ops: -1 unknown, 0 fails, 1 meets
   // `op`'s constraints.
   std::vector<int8_t>* memo(const PatternOp& op, int graph_size);
