@@ -152,8 +152,12 @@ class Locations:
 
     def costs(self, cost_model: CostModel) -> np.ndarray:
         """[N, L] float64: the cost (ms) of every candidate graph; NaN where
-        the xfer has no such location. Candidates share the current graph's
-        per-op cost memo, so this costs little beyond their new ops."""
+        the xfer has no such location. With a context-free backend (analytic,
+        onednn, cudnn) a candidate's cost is the current graph's minus the
+        ops it removes plus the ops it adds, without building the candidate;
+        the fitted backend, which prices ops by their neighbours, costs each
+        candidate graph whole. Both equal the candidate graph's `cost` up to
+        floating-point reassociation."""
         out = np.full((self.num_xfers, self.max_locations), np.nan)
         for x, row in enumerate(self._handle.costs(cost_model.handle)):
             if row:
@@ -182,6 +186,11 @@ class Locations:
             raise ValueError(f"location {location} is not valid for xfer {xfer}, "
                              f"which has {self.counts[xfer]} locations")
         return Graph(self._handle.graph(xfer, location))
+
+    def hashes(self) -> List[List[int]]:
+        """Per xfer, the canonical hash of every candidate graph (what
+        `apply(x, l).hash()` returns), computed without building it."""
+        return self._handle.hashes()
 
     def _check_xfer(self, xfer: int) -> None:
         if not 0 <= xfer < self.num_xfers:
@@ -213,16 +222,21 @@ class XferSet:
         return len(self.rules)
 
     def locations(self, graph: Graph, max_locations: int = DEFAULT_MAX_LOCATIONS,
-                  max_ops: Optional[int] = None) -> Locations:
+                  max_ops: Optional[int] = None, incremental: bool = True) -> Locations:
         """Enumerates the locations of every xfer on `graph`.
 
         Args:
           graph: the current graph.
           max_locations: L, locations kept per xfer.
           max_ops: size cap on results (default: twice `graph`'s op count).
+          incremental: describe each candidate by what it changes (its hash,
+            op count and cost computed from the current graph's) and build
+            its graph only when `apply` asks for it (default). False builds
+            every candidate graph at once, as the engine did before; the
+            locations are the same (kept to compare against).
         """
         cap = 2 * graph.num_ops() if max_ops is None else max_ops
-        handle = self._handle.locations(graph.handle, max_locations, cap)
+        handle = self._handle.locations(graph.handle, max_locations, cap, incremental)
         return Locations(handle, graph, max_locations)
 
     def apply(self, graph: Graph, xfer: int, location: int,

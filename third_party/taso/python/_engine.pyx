@@ -150,6 +150,22 @@ cdef OpConfig _op_config(int type_id, dict params, list input_shapes,
     return c
 
 
+def shape_precheck_fails(int type_id, dict params not None, list input_shapes not None):
+    """The rewriter's exception-free pre-check: True only where shape
+    inference (`infer_shapes`) would raise for these inputs."""
+    cdef OpParams p = _params(params)
+    cdef vector[Shape] shapes
+    for s in input_shapes:
+        shapes.push_back(_shape(s))
+    return shapes_surely_fail(type_id, p, shapes)
+
+
+def infer_output_shapes(int type_id, dict params not None, list input_shapes not None):
+    """The engine's shape inference for one op (ValueError where it fails)."""
+    cdef OpConfig c = _op_config(type_id, params, input_shapes, False)
+    return [list(s) for s in c.output_shapes]
+
+
 def cudnn_plan(int type_id, dict params not None, list input_shapes not None):
     """What the cudnn backend runs for one op configuration (any build)."""
     cdef OpConfig c = _op_config(type_id, params, input_shapes, False)
@@ -411,10 +427,14 @@ cdef class RuleSetHandle:
     def __len__(self):
         return self.rules.size()
 
-    def locations(self, GraphHandle graph not None, int max_locations, int max_ops):
-        cdef const Graph* g = graph.get()
+    def locations(self, GraphHandle graph not None, int max_locations, int max_ops,
+                  bint incremental=True):
+        """incremental=False builds every candidate graph at enumeration (the
+        engine before incremental candidates; kept to compare against)."""
+        graph.get()
         cdef LocationsHandle h = LocationsHandle.__new__(LocationsHandle)
-        h.locs = enumerate_locations(deref(g), self.rules, max_locations, max_ops)
+        h.locs = enumerate_locations(graph.ptr, self.rules, max_locations, max_ops,
+                                     incremental)
         return h
 
     def search(self, GraphHandle graph not None, CostBackendHandle backend not None,
@@ -459,7 +479,13 @@ cdef class LocationsHandle:
         if not 0 <= location < <int>self.locs.candidates[xfer].size():
             raise IndexError(f"location {location} out of range: xfer {xfer} has "
                              f"{self.locs.candidates[xfer].size()} candidates")
-        return _wrap(self.locs.candidates[xfer][location])
+        return _wrap(self.locs.graph(xfer, location))
+
+    def hashes(self):
+        """Per xfer: every candidate's canonical hash (computed without
+        building the graph)."""
+        return [[self.locs.candidates[x][l].hash for l in range(self.locs.candidates[x].size())]
+                for x in range(self.locs.candidates.size())]
 
     def matched(self, int xfer):
         """Per location of `xfer`: the guids its source pattern matched."""
@@ -503,13 +529,8 @@ cdef class LocationsHandle:
 
     def costs(self, CostBackendHandle backend not None):
         """Per xfer: the cost of every candidate graph, in ms."""
-        cdef size_t x, l
         cdef CostBackend* native_backend = backend.get()
-        out = []
-        for x in range(self.locs.candidates.size()):
-            out.append([deref(self.locs.candidates[x][l]).cost(native_backend)
-                        for l in range(self.locs.candidates[x].size())])
-        return out
+        return self.locs.costs(native_backend)
 
 
 include "_ops.pxi"

@@ -116,6 +116,7 @@ cdef extern from "taso/ops.h" namespace "taso":
     vector[ParamKeyInfo] rule_param_keys()
     string shape_str(const Shape& s)
     vector[Shape] infer_shapes(int type, const OpParams& params, const vector[Shape]& inputs) except +
+    bool shapes_surely_fail(int type, const OpParams& params, const vector[Shape]& inputs) except +
 
     cdef cppclass QuietShapeErrors:
         pass
@@ -220,13 +221,20 @@ cdef extern from "taso/rules.h" namespace "taso":
         vector[pair[PatternTensor, PatternTensor]] mapped_outputs
         void validate() except +
 
+    cdef cppclass Candidate:
+        uint64_t hash
+        int num_ops
+
     cdef cppclass Locations:
-        vector[vector[shared_ptr[const Graph]]] candidates
+        shared_ptr[const Graph] parent
+        vector[vector[Candidate]] candidates
         vector[vector[vector[int64_t]]] matched
         vector[int] num_matches
+        shared_ptr[const Graph] graph(int x, int l) except +
+        vector[vector[double]] costs(CostBackend* backend) except +
 
-    Locations enumerate_locations(const Graph& graph, const vector[Rule]& rules,
-                                  int max_locations, int max_ops) except +
+    Locations enumerate_locations(shared_ptr[const Graph] graph, const vector[Rule]& rules,
+                                  int max_locations, int max_ops, bool incremental) except +
 
 
 cdef extern from "taso/search.h" namespace "taso":

@@ -9,10 +9,6 @@ namespace taso {
 
 namespace {
 
-uint64_t hash_combine(uint64_t seed, uint64_t v) {
-  return mix64(seed ^ (v + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2)));
-}
-
 uint64_t hash_string(const std::string& s) {
   uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a: stable across processes
   for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
@@ -127,31 +123,34 @@ GraphPtr Graph::Create(std::vector<NodePtr> nodes,
   uint64_t total = 0;
   for (int i = 0; i < n; ++i) {
     const Node& node = *g->nodes_[i];
-    if (node.local_hash == 0) {
-      uint64_t local = hash_params(node.type, node.params);
-      if (node.type == OP_INPUT || node.type == OP_WEIGHT)
-        local = hash_combine(local, hash_string(node.name));
-      for (const Shape& s : node.outputs)
-        for (int64_t d : s) local = hash_combine(local, static_cast<uint64_t>(d));
-      node.local_hash = local | 1;  // never 0, which means "not computed"
-    }
-    uint64_t h = node.local_hash;
+    uint64_t h = node_local_hash(node);
     bool ws = node.type != OP_INPUT;
     for (const TensorRef& t : node.inputs) {
       int src = g->index_[t.guid];
-      h = hash_combine(hash_combine(h, g->node_hashes_[src]),
-                       static_cast<uint64_t>(t.index));
+      h = hash_input(h, g->node_hashes_[src], t.index);
       ws = ws && g->weight_side_[src];
     }
     g->node_hashes_[i] = h;
     g->weight_side_[i] = ws;
     total += mix64(h);  // order-independent: a multiset of op hashes
   }
+  g->node_hash_sum_ = total;
   for (const TensorRef& t : g->outputs_)
-    total = hash_combine(total, hash_combine(g->node_hashes_[g->index_of(t.guid)],
-                                             static_cast<uint64_t>(t.index)));
+    total = hash_output(total, g->node_hashes_[g->index_of(t.guid)], t.index);
   g->hash_ = total;
   return g;
+}
+
+uint64_t node_local_hash(const Node& node) {
+  if (node.local_hash == 0) {
+    uint64_t local = hash_params(node.type, node.params);
+    if (node.type == OP_INPUT || node.type == OP_WEIGHT)
+      local = hash_combine(local, hash_string(node.name));
+    for (const Shape& s : node.outputs)
+      for (int64_t d : s) local = hash_combine(local, static_cast<uint64_t>(d));
+    node.local_hash = local | 1;  // never 0, which means "not computed"
+  }
+  return node.local_hash;
 }
 
 void Graph::index_structure() const {
@@ -161,10 +160,10 @@ void Graph::index_structure() const {
   const int n = size();
   consumers_.assign(n, {});
   is_output_.assign(n, false);
-  by_type_.clear();
+  by_type_.assign(kNumOpTypeSlots, {});
   for (int i = 0; i < n; ++i) {
     const Node& node = *nodes_[i];
-    by_type_[node.type].push_back(i);
+    if (node.type >= 0 && node.type < kNumOpTypeSlots) by_type_[node.type].push_back(i);
     for (size_t slot = 0; slot < node.inputs.size(); ++slot)
       consumers_[index_[node.inputs[slot].guid]].emplace_back(i, static_cast<int>(slot));
   }
@@ -202,13 +201,9 @@ void Graph::release_caches() const {
   indexed_ = false;
   std::vector<std::vector<std::pair<int, int>>>().swap(consumers_);
   std::vector<bool>().swap(is_output_);
-  std::unordered_map<int, std::vector<int>>().swap(by_type_);
+  std::vector<std::vector<int>>().swap(by_type_);
   std::vector<uint64_t>().swap(ancestors_);
   ancestor_words_ = 0;
-}
-
-int Graph::index_of(int64_t guid) const {
-  return guid >= 0 && guid < static_cast<int64_t>(index_.size()) ? index_[guid] : -1;
 }
 
 const Shape& Graph::shape(const TensorRef& t) const {
@@ -218,8 +213,7 @@ const Shape& Graph::shape(const TensorRef& t) const {
 const std::vector<int>& Graph::ops_of_type(int type) const {
   static const std::vector<int> kEmpty;
   index_structure();
-  auto it = by_type_.find(type);
-  return it == by_type_.end() ? kEmpty : it->second;
+  return type >= 0 && type < kNumOpTypeSlots ? by_type_[type] : kEmpty;
 }
 
 OpConfig Graph::op_config(int i) const {

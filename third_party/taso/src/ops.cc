@@ -326,6 +326,69 @@ std::vector<Shape> infer_unchecked(int type, const OpParams& p,
                                    const std::vector<Shape>& in);
 }  // namespace
 
+bool shapes_surely_fail(int type, const OpParams& p, const std::vector<Shape>& in) {
+  // Each test below is the negation of a `require` of infer_unchecked
+  // (guarded so that it indexes only what exists), so a true here means
+  // infer_shapes throws.
+  const TypeInfo* info = find_type(type);
+  if (!info) return false;  // infer_shapes reports it
+  if (info->num_inputs >= 0 && static_cast<int>(in.size()) != info->num_inputs) return true;
+  switch (type) {
+    case OP_MATMUL: {
+      const Shape& a = in[0];
+      const Shape& b = in[1];
+      if (a.size() < 2 || a.size() != b.size()) return true;
+      const size_t r = a.size();
+      for (size_t i = 0; i + 2 < r; ++i)
+        if (a[i] != b[i]) return true;
+      return a[r - 1] != b[r - 2];
+    }
+    case OP_EW_ADD:
+    case OP_EW_MUL:
+    case OP_EW_SUB:
+    case OP_EW_DIV: {
+      const Shape& a = in[0];
+      const Shape& b = in[1];
+      const size_t n = std::max(a.size(), b.size());
+      for (size_t i = 0; i < n; ++i) {
+        const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+        const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+        if (!(da == db || da == 1 || db == 1)) return true;
+      }
+      return false;
+    }
+    case OP_CONCAT: {
+      if (in.size() < 2) return true;
+      const int rank = static_cast<int>(in[0].size());
+      if (p.axis < 0 || p.axis >= rank) return true;
+      for (size_t i = 1; i < in.size(); ++i) {
+        if (static_cast<int>(in[i].size()) != rank) return true;
+        for (int d = 0; d < rank; ++d)
+          if (d != p.axis && in[i][d] != in[0][d]) return true;
+      }
+      return false;
+    }
+    case OP_CONV2D: {
+      if (in[0].size() != 4 || in[1].size() != 4) return true;
+      const int64_t c = in[0][1], o = in[1][0], cg = in[1][1];
+      if (cg < 1 || c % cg != 0) return cg >= 1;
+      return o % (c / cg) != 0;
+    }
+    case OP_SPLIT: {
+      const int rank = static_cast<int>(in[0].size());
+      if (p.axis < 0 || p.axis >= rank || p.sizes.size() < 2) return true;
+      int64_t total = 0;
+      for (int64_t s : p.sizes) {
+        if (s < 1) return true;
+        total += s;
+      }
+      return total != in[0][p.axis];
+    }
+    default:
+      return false;
+  }
+}
+
 std::vector<Shape> infer_shapes(int type, const OpParams& p,
                                 const std::vector<Shape>& in) {
   std::vector<Shape> out = infer_unchecked(type, p, in);

@@ -10,12 +10,6 @@ namespace taso {
 
 namespace {
 
-struct RefHash {
-  size_t operator()(const TensorRef& t) const {
-    return mix64(static_cast<uint64_t>(t.guid) * 8 + t.index);
-  }
-};
-
 [[noreturn]] void rule_error(const Rule& r, const std::string& what) {
   throw EngineError("rule '" + r.name + "': " + what);
 }
@@ -46,11 +40,57 @@ void validate_pattern(const Rule& r, const std::vector<PatternOp>& ops,
   }
 }
 
+// Where redirected tensor `t` (an output of a matched op) now comes from.
+TensorRef redirected(const Candidate& c, const TensorRef& t) {
+  const TensorRef* found = nullptr;  // the last pair wins, as a map insert did
+  for (const auto& [from, to] : c.redirect)
+    if (from == t) found = &to;
+  if (!found) throw EngineError("internal: a matched op's output in use is not mapped");
+  return *found;
+}
+
+// The rewritten graph's nodes and outputs, in the order the engine has
+// always built them: the parent's ops but the matched ones (`used`), each
+// shared unless it reads a redirected tensor (then a clone, re-wired), then
+// the target ops. Ops left dead are not removed here.
+void build_nodes(const Graph& g, const std::vector<bool>& used, const Candidate& c,
+                 std::vector<NodePtr>* nodes, std::vector<TensorRef>* outputs) {
+  nodes->reserve(g.size() + c.added.size());
+  for (int i = 0; i < g.size(); ++i) {
+    if (used[i]) continue;
+    const NodePtr& node = g.nodes()[i];
+    bool touched = false;
+    for (const TensorRef& t : node->inputs) touched = touched || used[g.index_of(t.guid)];
+    if (!touched) {
+      nodes->push_back(node);
+      continue;
+    }
+    auto clone = std::make_shared<Node>(*node);
+    clone->cost_backend = 0;  // its context may differ; measure again
+    // local_hash stays valid: it does not cover the inputs.
+    for (TensorRef& t : clone->inputs)
+      if (used[g.index_of(t.guid)]) t = redirected(c, t);
+    nodes->push_back(std::move(clone));
+  }
+  for (const NodePtr& d : c.added) nodes->push_back(d);
+  *outputs = g.outputs();
+  for (TensorRef& t : *outputs)
+    if (used[g.index_of(t.guid)]) t = redirected(c, t);
+}
+
 class Rewriter {
  public:
   Rewriter(const Graph& g, const Rule& r, int max_ops,
-           const std::function<bool(GraphPtr, const MatchedOps&)>& emit)
-      : g_(g), r_(r), max_ops_(max_ops), emit_(emit) {
+           const std::function<bool(Candidate&&, const MatchedOps&)>& emit,
+           bool incremental, MatchCache* cache)
+      : g_(g), r_(r), max_ops_(max_ops), emit_(emit), incremental_(incremental),
+        cache_(cache), scratch_(cache ? &cache->scratch : &own_scratch_),
+        matched_guids_(scratch_->matched_guids), mapped_from_(scratch_->mapped_from),
+        added_hash_(scratch_->added_hash), stamp_(scratch_->stamp),
+        stamp_counter_(scratch_->stamp_counter), new_hash_(scratch_->new_hash),
+        new_ws_(scratch_->new_ws), bound_(scratch_->bound), is_bound_(scratch_->is_bound),
+        mapped_(scratch_->mapped), used_(scratch_->used), memo_(scratch_->memo),
+        dst_reads_var_(scratch_->dst_reads_var), dst_has_reader_(scratch_->dst_has_reader) {
     int min_var = 0;
     for (const auto* side : {&r.src, &r.dst})
       for (const PatternOp& op : *side)
@@ -59,7 +99,7 @@ class Rewriter {
     is_bound_.assign(-min_var + 1, false);
     mapped_.assign(r.src.size(), -1);
     used_.assign(g.size(), false);
-    params_ok_.resize(r.src.size());
+    memo_.assign(r.src.size(), nullptr);
     dst_reads_var_.assign(-min_var + 1, false);
     dst_has_reader_.assign(r.dst.size(), false);
     for (const PatternOp& op : r.dst)
@@ -137,8 +177,9 @@ class Rewriter {
     return true;
   }
 
-  // Builds the rewritten graph for the current complete match; returns what
-  // emit returned, or true if the match is rejected.
+  // Describes the rewrite of the current complete match (hash, op count;
+  // the graph itself only when ops die or `incremental_` is off); returns
+  // what emit returned, or true if the match is rejected.
   bool rewrite() {
     for (size_t v = 0; v < bound_.size(); ++v)
       if (is_bound_[v] && used_[g_.index_of(bound_[v].guid)]) return true;
@@ -147,17 +188,21 @@ class Rewriter {
     for (size_t v = 0; v < bound_.size(); ++v)
       if (is_bound_[v] && reads_match(g_.index_of(bound_[v].guid))) return true;
 
-    // Source tensors visible outside the match must all be mapped.
-    std::unordered_map<TensorRef, PatternTensor, RefHash> src_to_dst;
+    // Source tensors visible outside the match must all be mapped (a rule
+    // maps a few: a linear scan beats a hash map here).
+    mapped_from_.clear();
     for (const auto& [s, d] : r_.mapped_outputs)
-      src_to_dst[{g_.node(mapped_[s.op]).guid, s.index}] = d;
+      mapped_from_.push_back({g_.node(mapped_[s.op]).guid, s.index});
+    auto is_mapped = [&](const TensorRef& t) {
+      return std::find(mapped_from_.begin(), mapped_from_.end(), t) != mapped_from_.end();
+    };
     for (int i : mapped_) {
       const Node& node = g_.node(i);
       for (auto [c, slot] : g_.consumers(i))
-        if (!used_[c] && !src_to_dst.count(g_.node(c).inputs[slot])) return true;
+        if (!used_[c] && !is_mapped(g_.node(c).inputs[slot])) return true;
       if (g_.is_output(i))
         for (const TensorRef& t : g_.outputs())
-          if (t.guid == node.guid && !src_to_dst.count(t)) return true;
+          if (t.guid == node.guid && !is_mapped(t)) return true;
     }
 
     // Instantiate the target ops; a shape failure rejects the match.
@@ -171,6 +216,8 @@ class Rewriter {
         node->guid = next_guid++;
         node->type = pop.type;
         std::vector<Shape> in;
+        in.reserve(pop.inputs.size());
+        node->inputs.reserve(pop.inputs.size());
         for (const PatternTensor& pt : pop.inputs) {
           if (pt.op < 0) {
             node->inputs.push_back(bound_[-pt.op]);
@@ -195,6 +242,7 @@ class Rewriter {
         }
         if (pop.type == OP_SPLIT && !split_sizes(static_cast<int>(j), &node->params))
           return true;
+        if (shapes_surely_fail(node->type, node->params, in)) return true;
         node->outputs = infer_shapes(node->type, node->params, in);
         // Keys derived from shapes (NUMDIM, NUM_INPUTS, ...) act as checks.
         for (auto [key, value] : pop.params)
@@ -205,61 +253,141 @@ class Rewriter {
       return true;
     }
 
-    // Mapped tensors must keep their shapes; then redirect their readers.
-    std::unordered_map<TensorRef, TensorRef, RefHash> redirect;
+    // Mapped tensors must keep their shapes.
+    Candidate c;
+    c.redirect.reserve(r_.mapped_outputs.size());
     for (const auto& [s, d] : r_.mapped_outputs) {
       TensorRef from{g_.node(mapped_[s.op]).guid, s.index};
       const Node& to = *dst[d.op];
       if (d.index >= static_cast<int>(to.outputs.size()) ||
           to.outputs[d.index] != g_.shape(from))
         return true;
-      redirect[from] = {to.guid, d.index};
+      c.redirect.emplace_back(from, TensorRef{to.guid, d.index});
     }
-    std::vector<NodePtr> nodes;
-    nodes.reserve(g_.size() + dst.size());
-    for (int i = 0; i < g_.size(); ++i) {
-      if (used_[i]) continue;
-      const NodePtr& node = g_.nodes()[i];
-      // Only outputs of matched ops are redirected: test that (an array
-      // lookup) before the map.
-      bool touched = false;
-      for (const TensorRef& t : node->inputs)
-        touched = touched || (used_[g_.index_of(t.guid)] && redirect.count(t));
-      if (!touched) {
-        nodes.push_back(node);
-        continue;
+    c.removed = mapped_;
+    c.added.assign(dst.begin(), dst.end());
+    if (incremental_ && nothing_dies()) {
+      // Every op but the matched ones survives: the op count is known, and
+      // the rewrite cannot close a cycle (a cycle would run from a target
+      // op through a reader of a redirected tensor back to a variable the
+      // target reads, i.e. a variable reading the match: rejected above).
+      c.num_ops = g_.num_ops() - static_cast<int>(mapped_.size()) +
+                  static_cast<int>(dst.size());
+      if (max_ops_ > 0 && c.num_ops > max_ops_) return true;
+      hash_incrementally(&c);
+    } else {
+      std::vector<NodePtr> nodes;
+      std::vector<TensorRef> outputs;
+      build_nodes(g_, used_, c, &nodes, &outputs);
+      if (!nothing_dies()) nodes = live_nodes(std::move(nodes), outputs);
+      if (max_ops_ > 0) {
+        int ops = 0;
+        for (const NodePtr& n : nodes) ops += n->type != OP_INPUT && n->type != OP_WEIGHT;
+        if (ops > max_ops_) return true;
       }
-      auto clone = std::make_shared<Node>(*node);
-      clone->cost_backend = 0;  // its context may differ; measure again
-      // local_hash stays valid: it does not cover the inputs.
-      for (TensorRef& t : clone->inputs) {
-        auto it = redirect.find(t);
-        if (it != redirect.end()) t = it->second;
+      try {
+        c.graph = Graph::Create(std::move(nodes), std::move(outputs));
+      } catch (const EngineError&) {
+        return true;  // the rewrite closed a cycle
       }
-      nodes.push_back(std::move(clone));
-    }
-    for (auto& d : dst) nodes.push_back(std::move(d));
-    std::vector<TensorRef> outputs = g_.outputs();
-    for (TensorRef& t : outputs) {
-      auto it = redirect.find(t);
-      if (it != redirect.end()) t = it->second;
-    }
-    if (!nothing_dies()) nodes = live_nodes(std::move(nodes), outputs);
-
-    if (max_ops_ > 0) {
-      int ops = 0;
-      for (const NodePtr& n : nodes) ops += n->type != OP_INPUT && n->type != OP_WEIGHT;
-      if (ops > max_ops_) return true;
-    }
-    GraphPtr result;
-    try {
-      result = Graph::Create(std::move(nodes), std::move(outputs));
-    } catch (const EngineError&) {
-      return true;  // the rewrite closed a cycle
+      c.whole = true;
+      c.hash = c.graph->hash();
+      c.num_ops = c.graph->num_ops();
     }
     matched_guids_.resize(r_.src.size());
     for (size_t s = 0; s < r_.src.size(); ++s) matched_guids_[s] = g_.node(mapped_[s]).guid;
-    return emit_(std::move(result), matched_guids_);
+    return emit_(std::move(c), matched_guids_);
+  }
+
+  // The canonical hash of the rewritten graph and the weight-side flags of
+  // its target ops, from the parent's per-op hashes: the target ops are
+  // hashed, then the readers of redirected tensors and everything
+  // downstream of them (in the parent's topological order, not past an op
+  // whose hash comes out unchanged), and the parent's sum of op hashes is
+  // corrected by the differences (Graph::node_hash_sum).
+  void hash_incrementally(Candidate* c) {
+    const size_t num_dst = c->added.size();
+    added_hash_.resize(num_dst);
+    c->added_ws.assign(num_dst, 0);
+    uint64_t sum = g_.node_hash_sum();
+    for (int m : mapped_) sum -= mix64(g_.node_hash(m));
+    for (size_t j = 0; j < num_dst; ++j) {
+      const Node& node = *c->added[j];
+      uint64_t h = node_local_hash(node);
+      bool ws = true;  // targets are never inputs
+      for (const TensorRef& t : node.inputs) {
+        const int src = g_.index_of(t.guid);
+        if (t.guid <= g_.max_guid()) {  // a variable: a parent tensor
+          h = hash_input(h, g_.node_hash(src), t.index);
+          ws = ws && g_.weight_side(src);
+        } else {  // an earlier target op
+          const size_t k = static_cast<size_t>(t.guid - g_.max_guid() - 1);
+          h = hash_input(h, added_hash_[k], t.index);
+          ws = ws && c->added_ws[k];
+        }
+      }
+      added_hash_[j] = h;
+      c->added_ws[j] = ws;
+      sum += mix64(h);
+    }
+    // The readers of redirected tensors, then their readers, in order.
+    if (stamp_.size() != static_cast<size_t>(g_.size())) {
+      stamp_.assign(g_.size(), 0);
+      new_hash_.assign(g_.size(), 0);
+      new_ws_.assign(g_.size(), 0);
+    }
+    // Readers always come after what they read, so one scan in the parent's
+    // order from the first reader visits every affected op after its inputs.
+    const int stamp = ++stamp_counter_;
+    int pending = 0, first = g_.size();
+    auto mark = [&](int i) {
+      if (stamp_[i] == stamp || used_[i]) return;
+      stamp_[i] = stamp;
+      ++pending;
+      first = std::min(first, i);
+    };
+    for (int m : mapped_)
+      for (auto [reader, slot] : g_.consumers(m)) mark(reader);
+    for (int i = first; pending > 0; ++i) {
+      if (stamp_[i] != stamp) continue;
+      --pending;
+      const Node& node = g_.node(i);
+      uint64_t h = node.local_hash;  // set when the parent was created
+      bool ws = node.type != OP_INPUT;
+      for (const TensorRef& t : node.inputs) {
+        const int src = g_.index_of(t.guid);
+        if (used_[src]) {  // a redirected tensor (unmapped ones were rejected)
+          const TensorRef to = redirected(*c, t);
+          const size_t k = static_cast<size_t>(to.guid - g_.max_guid() - 1);
+          h = hash_input(h, added_hash_[k], to.index);
+          ws = ws && c->added_ws[k];
+        } else if (stamp_[src] == stamp) {
+          h = hash_input(h, new_hash_[src], t.index);
+          ws = ws && new_ws_[src];
+        } else {
+          h = hash_input(h, g_.node_hash(src), t.index);
+          ws = ws && g_.weight_side(src);
+        }
+      }
+      new_hash_[i] = h;
+      new_ws_[i] = ws;
+      if (ws != g_.weight_side(i)) c->weight_side_flips.push_back(i);
+      if (h == g_.node_hash(i) && ws == g_.weight_side(i)) continue;
+      sum += mix64(h) - mix64(g_.node_hash(i));
+      for (auto [reader, slot] : g_.consumers(i)) mark(reader);
+    }
+    uint64_t total = sum;
+    for (const TensorRef& t : g_.outputs()) {
+      const int src = g_.index_of(t.guid);
+      if (used_[src]) {
+        const TensorRef to = redirected(*c, t);
+        total = hash_output(total, added_hash_[to.guid - g_.max_guid() - 1], to.index);
+      } else {
+        total = hash_output(total, stamp_[src] == stamp ? new_hash_[src] : g_.node_hash(src),
+                            t.index);
+      }
+    }
+    c->hash = total;
   }
 
   // Whether node `i` meets the parameter constraints of source op `depth`.
@@ -267,12 +395,28 @@ class Rewriter {
   // once per rewriter and remembered: deep levels of the search revisit the
   // same nodes many times.
   bool params_match(size_t depth, int i) {
-    std::vector<int8_t>& memo = params_ok_[depth];
-    if (memo.empty()) memo.assign(g_.size(), -1);
+    if (!memo_[depth]) {
+      if (cache_) {
+        memo_[depth] = cache_->memo(r_.src[depth], g_.size());
+      } else {
+        if (params_ok_.empty()) params_ok_.resize(r_.src.size());
+        params_ok_[depth].assign(g_.size(), -1);
+        memo_[depth] = &params_ok_[depth];
+      }
+    }
+    std::vector<int8_t>& memo = *memo_[depth];
     if (memo[i] < 0) {
       const Node& node = g_.node(i);
+      // Only a few keys read the input shapes: copy them only for those.
       std::vector<Shape> shapes;
-      for (const TensorRef& t : node.inputs) shapes.push_back(g_.shape(t));
+      bool needs_shapes = false;
+      for (auto [key, value] : r_.src[depth].params)
+        needs_shapes = needs_shapes || key == PM_NUM_INPUTS || key == PM_NUMDIM ||
+                       key == PM_KERNEL_H || key == PM_KERNEL_W || key == PM_GROUP;
+      if (needs_shapes) {
+        shapes.reserve(node.inputs.size());
+        for (const TensorRef& t : node.inputs) shapes.push_back(g_.shape(t));
+      }
       memo[i] = 1;
       for (auto [key, value] : r_.src[depth].params)
         if (node.params.get(key, node.type, shapes) != value) {
@@ -373,15 +517,28 @@ class Rewriter {
   const Graph& g_;
   const Rule& r_;
   int max_ops_;
-  const std::function<bool(GraphPtr, const MatchedOps&)>& emit_;
-  MatchedOps matched_guids_;
-  std::vector<TensorRef> bound_;  // indexed by -variable
-  std::vector<bool> is_bound_;
-  std::vector<int> mapped_;       // source op -> graph index
-  std::vector<bool> used_;        // graph index -> matched
-  std::vector<std::vector<int8_t>> params_ok_;  // per source op: -1 unknown, 0, 1
-  std::vector<bool> dst_reads_var_;   // per variable: a target op reads it
-  std::vector<bool> dst_has_reader_;  // per target op: another target op reads it
+  const std::function<bool(Candidate&&, const MatchedOps&)>& emit_;
+  const bool incremental_;
+  std::vector<std::vector<int8_t>> params_ok_;  // without a cache: per source op, -1/0/1
+  MatchCache* const cache_;                    // or null: params_ok_ holds the memos
+  RewriterScratch own_scratch_;                // used without a cache
+  RewriterScratch* const scratch_;
+  // The buffers, in *scratch_ (shared by the rules of one MatchCache).
+  MatchedOps& matched_guids_;
+  std::vector<TensorRef>& mapped_from_;  // scratch of rewrite()
+  // Scratch of hash_incrementally, reused across matches.
+  std::vector<uint64_t>& added_hash_;
+  std::vector<int>& stamp_;  // == stamp_counter_: recomputed for this match
+  int& stamp_counter_;
+  std::vector<uint64_t>& new_hash_;
+  std::vector<char>& new_ws_;
+  std::vector<TensorRef>& bound_;  // indexed by -variable
+  std::vector<bool>& is_bound_;
+  std::vector<int>& mapped_;       // source op -> graph index
+  std::vector<bool>& used_;        // graph index -> matched
+  std::vector<std::vector<int8_t>*>& memo_;  // per source op: its memo, once used
+  std::vector<bool>& dst_reads_var_;   // per variable: a target op reads it
+  std::vector<bool>& dst_has_reader_;  // per target op: another target op reads it
   int matches_ = 0;
 };
 
@@ -423,8 +580,28 @@ void Rule::validate() const {
                               ", which the source does not bind");
 }
 
-int for_each_rewrite(const Graph& graph, const Rule& rule, int max_ops,
-                     const std::function<bool(GraphPtr, const MatchedOps&)>& emit) {
+size_t MatchCache::KeyHash::operator()(const std::vector<int>& key) const {
+  uint64_t h = 0;
+  for (int v : key) h = hash_combine(h, static_cast<uint64_t>(static_cast<uint32_t>(v)));
+  return static_cast<size_t>(h);
+}
+
+std::vector<int8_t>* MatchCache::memo(const PatternOp& op, int graph_size) {
+  key_.clear();
+  key_.push_back(op.type);
+  for (auto [key, value] : op.params) {
+    key_.push_back(key);
+    key_.push_back(value);
+  }
+  auto it = memos_.find(key_);
+  if (it == memos_.end())
+    it = memos_.emplace(key_, std::vector<int8_t>(graph_size, -1)).first;
+  return &it->second;
+}
+
+int for_each_candidate(const Graph& graph, const Rule& rule, int max_ops,
+                       const std::function<bool(Candidate&&, const MatchedOps&)>& emit,
+                       bool incremental, MatchCache* cache) {
   // A source needing more ops of some type than the graph has cannot match:
   // most rules of a large set are ruled out here without a search.
   for (const PatternOp& op : rule.src) {
@@ -432,28 +609,213 @@ int for_each_rewrite(const Graph& graph, const Rule& rule, int max_ops,
     for (const PatternOp& other : rule.src) needed += other.type == op.type;
     if (graph.ops_of_type(op.type).size() < needed) return 0;
   }
-  return Rewriter(graph, rule, max_ops, emit).run();
+  return Rewriter(graph, rule, max_ops, emit, incremental, cache).run();
 }
 
-Locations enumerate_locations(const Graph& graph, const std::vector<Rule>& rules,
-                              int max_locations, int max_ops) {
+int for_each_rewrite(const Graph& graph, const Rule& rule, int max_ops,
+                     const std::function<bool(GraphPtr, const MatchedOps&)>& emit) {
+  return for_each_candidate(graph, rule, max_ops,
+                            [&](Candidate&& c, const MatchedOps& ops) {
+                              return emit(materialize(graph, c), ops);
+                            });
+}
+
+GraphPtr materialize(const Graph& parent, const Candidate& c) {
+  if (c.graph) return c.graph;
+  std::vector<bool> used(parent.size(), false);
+  for (int i : c.removed) used[i] = true;
+  std::vector<NodePtr> nodes;
+  std::vector<TensorRef> outputs;
+  build_nodes(parent, used, c, &nodes, &outputs);
+  c.graph = Graph::Create(std::move(nodes), std::move(outputs));
+  if (c.graph->hash() != c.hash || c.graph->num_ops() != c.num_ops)
+    throw EngineError("internal: a candidate's incremental hash or op count differs "
+                      "from its graph's");
+  return c.graph;
+}
+
+CandidateCoster::CandidateCoster(const Graph& parent, CostBackend* backend)
+    : parent_(parent), backend_(backend), context_free_(backend->context_free()) {
+  costs_ = parent.op_costs(backend);
+  prefix_.push_back(0.0);
+  for (int i = 0; i < parent.size(); ++i) {
+    parent_cost_ += costs_[i];  // as Graph::cost sums
+    if (costs_[i] != 0) {  // adding 0 leaves a sum unchanged: skip free ops
+      nonfree_.push_back(i);
+      prefix_.push_back(parent_cost_);
+    }
+  }
+  const size_t n = parent.size();
+  used_.assign(n, 0);
+  pulled_.assign(n, 0);
+  special_.assign(n, 0);
+  flip_.assign(n, 0);
+  flip_cost_.assign(n, 0.0);
+}
+
+double CandidateCoster::added_cost(const Candidate& c, size_t j) const {
+  if (c.added_ws[j]) return 0.0;
+  const Node& node = *c.added[j];
+  if (node.cost_backend != backend_->instance_id()) {
+    // The memo Graph::op_costs reads once the candidate is materialized.
+    OpConfig config;
+    config.type = node.type;
+    config.params = node.params;
+    for (const TensorRef& t : node.inputs) {
+      if (t.guid <= parent_.max_guid()) {
+        config.input_shapes.push_back(parent_.shape(t));
+      } else {
+        const Node& src = *c.added[t.guid - parent_.max_guid() - 1];
+        config.input_shapes.push_back(src.outputs[t.index]);
+      }
+    }
+    config.output_shapes = node.outputs;
+    node.cost_ms = backend_->op_cost(config);
+    node.cost_backend = backend_->instance_id();
+  }
+  return node.cost_ms;
+}
+
+// Graph::Create's depth-first placement, for the ops it moves: target op j
+// and, before it, its inputs not placed yet. Parent ops below `bound` (the
+// root being visited) are placed already.
+void CandidateCoster::place_added(const Candidate& c, size_t j, int bound) {
+  added_placed_[j] = 1;
+  for (const TensorRef& t : c.added[j]->inputs) {
+    if (t.guid <= parent_.max_guid()) {
+      const int p = parent_.index_of(t.guid);
+      if (p > bound && pulled_[p] != stamp_) place_parent(p, bound);
+    } else {
+      const size_t k = static_cast<size_t>(t.guid - parent_.max_guid() - 1);
+      if (!added_placed_[k]) place_added(c, k, bound);
+    }
+  }
+  block_.emplace_back(1, static_cast<int>(j));
+}
+
+void CandidateCoster::place_parent(int p, int bound) {
+  // An ancestor of a variable: it reads no matched op (rewrite() rejected
+  // variables that read the match), so its inputs are parent ops.
+  pulled_[p] = stamp_;
+  for (const TensorRef& t : parent_.node(p).inputs) {
+    const int q = parent_.index_of(t.guid);
+    if (q > bound && pulled_[q] != stamp_) place_parent(q, bound);
+  }
+  block_.emplace_back(0, p);
+}
+
+double CandidateCoster::cost(const Candidate& c) {
+  if (c.whole || !context_free_) return materialize(parent_, c)->cost(backend_);
+  ++stamp_;
+  const int n = parent_.size();
+  int first = n;  // the first parent position the candidate changes
+  for (int i : c.removed) {
+    used_[i] = stamp_;
+    first = std::min(first, i);
+  }
+  for (int i : c.weight_side_flips) {
+    flip_[i] = stamp_;
+    special_[i] = stamp_;
+    first = std::min(first, i);
+    if (!parent_.weight_side(i)) {
+      flip_cost_[i] = 0.0;  // now derives from weights only: free
+    } else {
+      const int t = parent_.node(i).type;
+      OpConfig config = parent_.op_config(i);
+      config.weight_side = false;
+      flip_cost_[i] = t == OP_INPUT || t == OP_WEIGHT ? 0.0 : backend_->op_cost(config);
+    }
+  }
+  // The readers of redirected tensors (clones): where target ops get placed.
+  std::vector<int> extra;
+  for (int m : c.removed)
+    for (auto [reader, slot] : parent_.consumers(m))
+      if (used_[reader] != stamp_ && special_[reader] != stamp_) {
+        special_[reader] = stamp_;
+        extra.push_back(reader);
+        first = std::min(first, reader);
+      }
+  for (int i : c.weight_side_flips) extra.push_back(i);
+  std::sort(extra.begin(), extra.end());
+  extra.erase(std::unique(extra.begin(), extra.end()), extra.end());
+  added_placed_.assign(c.added.size(), 0);
+  added_cost_.resize(c.added.size());
+  for (size_t j = 0; j < c.added.size(); ++j) added_cost_[j] = added_cost(c, j);
+
+  // The parent's sum up to the first change, then op by op.
+  size_t k = std::lower_bound(nonfree_.begin(), nonfree_.end(), first) - nonfree_.begin();
+  double total = prefix_[k];
+  auto fold_block = [&] {
+    for (auto [kind, idx] : block_) {
+      const double v = kind ? added_cost_[idx] : costs_[idx];
+      if (v != 0) total += v;
+    }
+    block_.clear();
+  };
+  size_t e = 0;
+  while (k < nonfree_.size() || e < extra.size()) {
+    int i;
+    if (e < extra.size() && (k >= nonfree_.size() || extra[e] <= nonfree_[k])) {
+      i = extra[e++];
+      if (k < nonfree_.size() && nonfree_[k] == i) ++k;
+    } else {
+      i = nonfree_[k++];
+    }
+    if (special_[i] == stamp_) {
+      // A reader of redirected tensors (a clone): the target ops it reads
+      // that are not placed yet go right before it, as in Graph::Create.
+      for (const TensorRef& t : parent_.node(i).inputs) {
+        const int src = parent_.index_of(t.guid);
+        if (used_[src] != stamp_) continue;
+        const TensorRef to = redirected(c, t);
+        const size_t j = static_cast<size_t>(to.guid - parent_.max_guid() - 1);
+        if (!added_placed_[j]) place_added(c, j, i);
+      }
+      fold_block();
+    }
+    if (used_[i] == stamp_ || pulled_[i] == stamp_) continue;
+    const double v = flip_[i] == stamp_ ? flip_cost_[i] : costs_[i];
+    if (v != 0) total += v;
+  }
+  // Target ops no clone reads come last, in Create's order.
+  for (size_t j = 0; j < c.added.size(); ++j)
+    if (!added_placed_[j]) place_added(c, j, n);
+  fold_block();
+  return total;
+}
+
+std::vector<std::vector<double>> Locations::costs(CostBackend* backend) const {
+  CandidateCoster coster(*parent, backend);
+  std::vector<std::vector<double>> out(candidates.size());
+  for (size_t x = 0; x < candidates.size(); ++x) {
+    out[x].reserve(candidates[x].size());
+    for (const Candidate& c : candidates[x]) out[x].push_back(coster.cost(c));
+  }
+  return out;
+}
+
+Locations enumerate_locations(GraphPtr graph, const std::vector<Rule>& rules,
+                              int max_locations, int max_ops, bool incremental) {
+  if (!graph) throw EngineError("locations need a graph");
   if (max_locations < 1) throw EngineError("max_locations must be >= 1");
   Locations locs;
+  locs.parent = graph;
   locs.candidates.resize(rules.size());
   locs.matched.resize(rules.size());
   locs.num_matches.resize(rules.size());
-  std::unordered_set<uint64_t> seen{graph.hash()};
+  std::unordered_set<uint64_t> seen{graph->hash()};
+  MatchCache cache;
   for (size_t x = 0; x < rules.size(); ++x) {
     auto& list = locs.candidates[x];
     auto& matched = locs.matched[x];
-    locs.num_matches[x] = for_each_rewrite(graph, rules[x], max_ops,
-                                           [&](GraphPtr c, const MatchedOps& ops) {
-      if (seen.insert(c->hash()).second) {
+    locs.num_matches[x] = for_each_candidate(*graph, rules[x], max_ops,
+                                             [&](Candidate&& c, const MatchedOps& ops) {
+      if (seen.insert(c.hash).second) {
         list.push_back(std::move(c));
         matched.push_back(ops);
       }
       return static_cast<int>(list.size()) < max_locations;
-    });
+    }, incremental, &cache);
   }
   return locs;
 }

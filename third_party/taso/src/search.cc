@@ -29,7 +29,7 @@ struct Entry {
   GraphPtr graph;   // the candidate itself (root, or eager mode), else null
   GraphPtr parent;  // lazy mode: the expanded graph it was built from
   int xfer = -1;    // lazy mode: the rule applied to `parent`
-  int index = -1;   // lazy mode: which result of for_each_rewrite(parent, xfer)
+  int index = -1;   // lazy mode: which result of for_each_candidate(parent, xfer)
   uint64_t hash = 0;
   int history = -1;  // node in the history arena; -1: nothing applied
 };
@@ -44,9 +44,9 @@ struct Cheaper {
 GraphPtr rebuild(const Entry& e, const std::vector<Rule>& rules, int max_ops) {
   GraphPtr out;
   int k = 0;
-  for_each_rewrite(*e.parent, rules[e.xfer], max_ops, [&](GraphPtr c, const MatchedOps&) {
+  for_each_candidate(*e.parent, rules[e.xfer], max_ops, [&](Candidate&& c, const MatchedOps&) {
     if (k++ < e.index) return true;
-    out = std::move(c);
+    out = materialize(*e.parent, c);
     return false;
   });
   e.parent->release_caches();
@@ -103,22 +103,27 @@ SearchResult backtracking_search(GraphPtr graph, const std::vector<Rule>& rules,
     if (!top.graph) top.graph = rebuild(top, rules, max_ops);
     top.parent.reset();
     ++result.expansions;
-    if (top.cost < result.best_cost) {
-      result.best_cost = top.cost;
+    // The popped graph's cost (Graph::cost); its candidates are priced
+    // against it without being built (CandidateCoster).
+    CandidateCoster coster(*top.graph, backend);
+    const double top_cost = coster.parent_cost();
+    if (top_cost < result.best_cost) {
+      result.best_cost = top_cost;
       result.best = top.graph;
       best_history = top.history;
       result.trace.push_back({result.expansions, elapsed(), result.best_cost});
     }
+    MatchCache match_cache;
     for (size_t x = 0; x < rules.size(); ++x) {
       int index = 0;
-      for_each_rewrite(*top.graph, rules[x], max_ops, [&](GraphPtr c, const MatchedOps&) {
+      for_each_candidate(*top.graph, rules[x], max_ops, [&](Candidate&& c, const MatchedOps&) {
         const int k = index++;
-        if (!seen.insert(c->hash()).second) return true;
-        double cost = c->cost(backend);
+        if (!seen.insert(c.hash).second) return true;
+        double cost = coster.cost(c);
         if (cost < opts.alpha * result.best_cost) {
           history.emplace_back(static_cast<int>(x), top.history);
           Entry e{cost, order++, nullptr, nullptr};
-          e.hash = c->hash();
+          e.hash = c.hash;
           e.history = static_cast<int>(history.size()) - 1;
           if (opts.lazy_candidates) {
             e.parent = top.graph;
@@ -126,7 +131,7 @@ SearchResult backtracking_search(GraphPtr graph, const std::vector<Rule>& rules,
             e.index = k;
             ++children[top.graph.get()];
           } else {
-            e.graph = std::move(c);
+            e.graph = materialize(*top.graph, c);
           }
           queue.insert(std::move(e));
           ++result.enqueued;
@@ -140,7 +145,7 @@ SearchResult backtracking_search(GraphPtr graph, const std::vector<Rule>& rules,
           result.peak_parents = std::max<int64_t>(result.peak_parents, children.size());
         }
         return true;
-      });
+      }, /*incremental=*/true, &match_cache);
     }
     // Its queued children only need it rebuilt, one xfer at a time.
     if (opts.lazy_candidates) top.graph->release_caches();

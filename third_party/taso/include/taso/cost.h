@@ -57,6 +57,11 @@ class CostBackend {
     (void)graph;
     (void)costs;
   }
+  // True when in_context changes nothing, so a graph's cost is a plain sum
+  // of per-op costs and a rewrite's cost is the parent's minus the removed
+  // ops plus the added ones (rules.h, Candidate). Backends that override
+  // in_context return false.
+  virtual bool context_free() const { return true; }
 
  protected:
   // Measures (or computes) one configuration. Never called for free ops.

@@ -71,12 +71,18 @@ class Graph {
   const Node& node(int i) const { return *nodes_[i]; }
   int size() const { return static_cast<int>(nodes_.size()); }
   // Index of an op in nodes(), or -1.
-  int index_of(int64_t guid) const;
+  int index_of(int64_t guid) const {
+    return guid >= 0 && guid < static_cast<int64_t>(index_.size()) ? index_[guid] : -1;
+  }
   const Shape& shape(const TensorRef& t) const;
   // Ops that compute (excludes inputs and weights).
   int num_ops() const { return num_ops_; }
   int64_t max_guid() const { return max_guid_; }
   uint64_t hash() const { return hash_; }
+  // The order-independent part of hash(): the wrapping sum of mix64(node
+  // hash) over every op, before the outputs are combined in. Incremental
+  // candidates (rules.h) update it by difference.
+  uint64_t node_hash_sum() const { return node_hash_sum_; }
   uint64_t node_hash(int i) const { return node_hashes_[i]; }
   // (consumer index, input slot) pairs per op index and output.
   const std::vector<std::pair<int, int>>& consumers(int i) const {
@@ -126,11 +132,12 @@ class Graph {
   mutable bool indexed_ = false;
   mutable std::vector<std::vector<std::pair<int, int>>> consumers_;
   mutable std::vector<bool> is_output_;
-  mutable std::unordered_map<int, std::vector<int>> by_type_;
+  mutable std::vector<std::vector<int>> by_type_;  // indexed by op type
   mutable std::vector<uint64_t> ancestors_;  // row i: bitset of i's ancestors
   mutable size_t ancestor_words_ = 0;
   mutable int8_t all_live_ = -1;  // -1: not computed yet
   uint64_t hash_ = 0;
+  uint64_t node_hash_sum_ = 0;
   int num_ops_ = 0;
   int64_t max_guid_ = 0;
 };
@@ -163,6 +170,25 @@ inline uint64_t mix64(uint64_t x) {
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
+}
+
+// The canonical hash's building blocks (docs/engine.md, "Canonical hash"),
+// shared by Graph::Create and the incremental candidates of rules.cc so that
+// both compute the same values.
+inline uint64_t hash_combine(uint64_t seed, uint64_t v) {
+  return mix64(seed ^ (v + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2)));
+}
+// Hash of an op's type, parameters, output shapes and name (not its inputs);
+// memoized in Node::local_hash.
+uint64_t node_local_hash(const Node& node);
+// What reading output `index` of an op whose hash is `input_hash` adds to a
+// reader's hash `h`.
+inline uint64_t hash_input(uint64_t h, uint64_t input_hash, int index) {
+  return hash_combine(hash_combine(h, input_hash), static_cast<uint64_t>(index));
+}
+// What output `index` of an op whose hash is `h` adds to a graph's hash.
+inline uint64_t hash_output(uint64_t total, uint64_t h, int index) {
+  return hash_combine(total, hash_combine(h, static_cast<uint64_t>(index)));
 }
 
 }  // namespace taso

@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -49,25 +50,146 @@ struct Rule {
 // bound, as guids in source-pattern order.
 using MatchedOps = std::vector<int64_t>;
 
-// Calls `emit` with every rewritten graph the rule produces on `graph` and
-// the ops its match bound, in match order, until it returns false. Results with a cycle, with more than
-// `max_ops` ops (0: no cap), whose target shapes fail, or that would leave a
-// matched op's unmapped output in use are skipped. Returns the number of
+// One rewrite of a graph, described against that graph (its "parent")
+// without building the result: what it removes, the ops it adds, the tensors
+// it redirects, and the result's canonical hash and op count, computed
+// incrementally. `materialize` builds the graph itself; enumeration builds
+// none (docs/engine.md, "Locations").
+struct Candidate {
+  // Parent indices of the ops the result no longer has: the matched ops, in
+  // source-pattern order, then (only when `graph` was built at once, see
+  // below) nothing else is listed: dead ops are found by the full build.
+  std::vector<int> removed;
+  // The target ops, with fresh guids (max_guid + 1, ...), in target order;
+  // `added_ws[j]`: whether target op j derives only from weights.
+  std::vector<NodePtr> added;
+  std::vector<char> added_ws;
+  // Source tensors visible outside the match -> their target replacements.
+  std::vector<std::pair<TensorRef, TensorRef>> redirect;
+  // Parent indices of ops the rewrite leaves in place (possibly re-wired)
+  // whose weight-side flag flips (rare; their cost appears or vanishes).
+  std::vector<int> weight_side_flips;
+  uint64_t hash = 0;  // equals materialize()'s Graph::hash()
+  // True when `graph` was built at enumeration (the rewrite drops dead ops,
+  // or incremental candidates were turned off): its cost is then the whole
+  // graph's.
+  bool whole = false;
+  int num_ops = 0;    // equals materialize()'s Graph::num_ops()
+  // Built at once when the rewrite leaves dead ops behind (the incremental
+  // bookkeeping does not cover them); otherwise null until materialized.
+  mutable GraphPtr graph;
+};
+
+// The rewritten graph of `c` on `parent` (cached in c.graph). Its nodes are
+// exactly those the full rebuild produced before: the parent's untouched ops
+// (shared), clones of the readers of redirected tensors, then the targets.
+GraphPtr materialize(const Graph& parent, const Candidate& c);
+
+// Prices candidates of one parent graph under one backend. Context-free
+// backends (CostBackend::context_free): from the parent's per-op costs
+// without building the candidate, and bit for bit the Graph::cost of the
+// candidate's graph: the removed ops leave, the added ones (and the ops whose
+// weight-side flag flipped) enter, and the sum is taken in the candidate
+// graph's own topological order, which is the parent's with the target ops
+// (and any ancestors of theirs that came later) moved before their first
+// reader (Graph::Create's order, reproduced), reusing the parent's prefix
+// sums up to the first change. Other backends (fitted, which prices an op by
+// its neighbours) materialize the candidate and cost it whole.
+class CandidateCoster {
+ public:
+  CandidateCoster(const Graph& parent, CostBackend* backend);
+  // Graph::cost of the parent.
+  double parent_cost() const { return parent_cost_; }
+  double cost(const Candidate& c);
+
+ private:
+  double added_cost(const Candidate& c, size_t j) const;
+  void place_added(const Candidate& c, size_t j, int bound);
+  void place_parent(int p, int bound);
+
+  const Graph& parent_;
+  CostBackend* backend_;
+  bool context_free_;
+  std::vector<double> costs_;   // parent.op_costs(backend)
+  std::vector<int> nonfree_;    // parent indices with a non-zero cost, in order
+  std::vector<double> prefix_;  // prefix_[k]: the sum of the first k of them
+  double parent_cost_ = 0;
+  // Per-candidate scratch, stamped to avoid clearing.
+  int stamp_ = 0;
+  std::vector<int> used_, pulled_, special_;
+  std::vector<double> flip_cost_;
+  std::vector<int> flip_;
+  std::vector<char> added_placed_;
+  std::vector<double> added_cost_;
+  std::vector<std::pair<int, int>> block_;  // (kind: 0 parent / 1 added, index)
+};
+
+// Memo of source-op parameter checks on one graph, shared by every rule
+// enumerated on it: large rule sets constrain their source ops alike (a
+// conv's kernel, stride, padding, activation), so each (op type,
+// constraints) pair is checked once per node per graph instead of once per
+// rule. Valid for one graph only.
+// Buffers a rewriter (rules.cc) reuses across the rules enumerated on one
+// graph, so that enumerating a large rule set does not allocate them per rule.
+struct RewriterScratch {
+  std::vector<TensorRef> bound, mapped_from;
+  std::vector<bool> is_bound, used, dst_reads_var, dst_has_reader;
+  std::vector<int> mapped, stamp;
+  int stamp_counter = 0;  // stamp[i] == a match's stamp: recomputed for it
+  std::vector<uint64_t> added_hash, new_hash;
+  std::vector<char> new_ws;
+  std::vector<std::vector<int8_t>*> memo;
+  std::vector<int64_t> matched_guids;
+};
+
+class MatchCache {
+ public:
+  RewriterScratch scratch;
+  // Per node of a graph of `graph_size` ops: -1 unknown, 0 fails, 1 meets
+  // `op`'s constraints.
+  std::vector<int8_t>* memo(const PatternOp& op, int graph_size);
+
+ private:
+  struct KeyHash {
+    size_t operator()(const std::vector<int>& key) const;
+  };
+  std::unordered_map<std::vector<int>, std::vector<int8_t>, KeyHash> memos_;
+  std::vector<int> key_;
+};
+
+// Calls `emit` with every rewrite the rule produces on `graph` and the ops
+// its match bound, in match order, until it returns false. Results with a
+// cycle, with more than `max_ops` ops (0: no cap), whose target shapes fail,
+// or that would leave a matched op's unmapped output in use are skipped.
+// `incremental` false builds every result whole (the engine before
+// incremental candidates; kept to compare against). Returns the number of
 // complete matches found (including skipped ones).
+// `cache` (optional) shares parameter checks between the rules enumerated
+// on `graph`.
+int for_each_candidate(const Graph& graph, const Rule& rule, int max_ops,
+                       const std::function<bool(Candidate&&, const MatchedOps&)>& emit,
+                       bool incremental = true, MatchCache* cache = nullptr);
+
+// for_each_candidate with every result materialized.
 int for_each_rewrite(const Graph& graph, const Rule& rule, int max_ops,
                      const std::function<bool(GraphPtr, const MatchedOps&)>& emit);
 
-// The locations of every xfer on one graph: candidates[x][l] is the graph
-// that applying xfer x at location l produces. Duplicates (by canonical
-// hash, against the current graph and every earlier candidate of this step)
-// are dropped before indices are assigned; at most `max_locations` per xfer.
+// The locations of every xfer on one graph: candidates[x][l] is what
+// applying xfer x at location l produces. Duplicates (by canonical hash,
+// against the current graph and every earlier candidate of this step) are
+// dropped before indices are assigned; at most `max_locations` per xfer.
 struct Locations {
-  std::vector<std::vector<GraphPtr>> candidates;
+  GraphPtr parent;
+  std::vector<std::vector<Candidate>> candidates;
   std::vector<std::vector<MatchedOps>> matched;  // parallel to candidates
   std::vector<int> num_matches;  // complete matches before any filtering
+  // The graph of location (x, l), built on first use.
+  GraphPtr graph(int x, int l) const { return materialize(*parent, candidates[x][l]); }
+  // Per xfer, the cost of every candidate (candidate_cost).
+  std::vector<std::vector<double>> costs(CostBackend* backend) const;
 };
-Locations enumerate_locations(const Graph& graph, const std::vector<Rule>& rules,
-                              int max_locations, int max_ops);
+Locations enumerate_locations(GraphPtr graph, const std::vector<Rule>& rules,
+                              int max_locations, int max_ops, bool incremental = true);
 
 }  // namespace taso
 

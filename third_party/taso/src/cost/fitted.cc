@@ -55,6 +55,7 @@ class FittedBackend : public CostBackend {
       : name_(std::move(name)), coef_(coef), fallback_(make_analytic_backend("cpu")) {}
 
   std::string name() const override { return "fitted/" + name_; }
+  bool context_free() const override { return false; }
 
   void in_context(const Graph& g, std::vector<double>* costs) override {
     const int n = g.size();
