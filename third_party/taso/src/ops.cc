@@ -330,7 +330,7 @@ bool shapes_surely_fail(int type, const OpParams& p, const std::vector<Shape>& i
   // Each test below is the negation of a `require` of infer_unchecked
   // (guarded so that it indexes only what exists), so a true here means
   // infer_shapes throws.
-  const TypeInfo* info = find_type(type);
+  const OpTypeInfo* info = op_type_info(type);
   if (!info) return false;  // infer_shapes reports it
   if (info->num_inputs >= 0 && static_cast<int>(in.size()) != info->num_inputs) return true;
   switch (type) {
