@@ -424,10 +424,14 @@ def figure_runtimes(rows: Dict[str, Dict[str, GraphRow]], variants: Sequence[str
                         for n in names]
                 if all(val is None for val in vals):
                     continue
-                ax_meas.bar(x + (i - len(variants) / 2 + 0.5 * j) * width,
-                            [np.nan if val is None else val for val in vals], width / 2,
+                pos = x + (i - len(variants) / 2 + 0.5 * j) * width
+                ax_meas.bar(pos, [np.nan if val is None else val for val in vals], width / 2,
                             label=f"{v} {clock}", hatch="//" if j else None,
                             color=f"C{i}", alpha=0.6 if j else 1.0)
+                for p, val in zip(pos, vals):
+                    if val == 0.0:  # the original graph itself: no bar to see
+                        ax_meas.text(p, 0.0, "=", ha="center", va="bottom", fontsize=7,
+                                     color=f"C{i}")
         thesis = [pct(THESIS_MS[n][thesis_variant], THESIS_MS[n]["tf"]) if n in THESIS_MS
                   else np.nan for n in names]
         ax_meas.scatter(x, thesis, marker="D", color="black", zorder=3,
