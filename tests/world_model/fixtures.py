@@ -16,6 +16,7 @@ from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.graphs import CostModel, XferSet, zoo
 from xflowrl.search import RandomAgent
 from xflowrl.world_model import data, latent
+from xflowrl.world_model.agent import Component, component_seed
 from xflowrl.world_model.config import WorldModelConfig
 from xflowrl.world_model.networks import MDNRNN
 
@@ -74,10 +75,11 @@ def build_world_model(vocab: data.XferVocabulary, max_locations: int, seed: int 
                       **config) -> Tuple[latent.LatentEncoder, MDNRNN]:
     """An untrained latent encoder and MDN-RNN (variables created)."""
     cfg = dataclasses.replace(SMALL_CONFIG, **config)
-    tf.random.set_seed(seed)
-    encoder = latent.LatentEncoder(cfg.latent_size, vocab.size,
-                                   cfg.encoder_message_passing_steps)
-    model = MDNRNN(cfg, vocab.size, max_locations)
+    encoder = latent.LatentEncoder(
+        cfg.latent_size, vocab.size, cfg.encoder_message_passing_steps,
+        seed=component_seed(seed, Component.ENCODER_WEIGHTS))
+    model = MDNRNN(cfg, vocab.size, max_locations,
+                   seed=component_seed(seed, Component.MODEL_WEIGHTS))
     z = tf.zeros([1, cfg.latent_size])
     encoder.predict(z)
     model.step(z, tf.constant([0]), tf.constant([0]), model.initial_state(1))

@@ -11,7 +11,7 @@ import tensorflow as tf
 from tests.world_model import fixtures
 from xflowrl.world_model import data
 from xflowrl.world_model.learning import WorldModelLearner
-from xflowrl.world_model.networks import MDNRNN
+from xflowrl.world_model.networks import MDNRNN, DropoutMLP
 
 _M, _L = 5, 7
 _CONFIG = fixtures.SMALL_CONFIG
@@ -20,8 +20,7 @@ _Z, _H, _K, _E = (_CONFIG.latent_size, _CONFIG.lstm_size, _CONFIG.mixtures,
 
 
 def _model(reward_model="mdn", seed=0):
-    tf.random.set_seed(seed)
-    return MDNRNN(dataclasses.replace(_CONFIG, reward_model=reward_model), _M, _L)
+    return MDNRNN(dataclasses.replace(_CONFIG, reward_model=reward_model), _M, _L, seed=seed)
 
 
 def _inputs(b=3, t=4, seed=0):
@@ -98,9 +97,32 @@ class MDNRNNTest(parameterized.TestCase):
         model = _model("separate")
         inputs = _inputs(b=4, t=6)
         inference = [model.unroll(*inputs, training=False)[0].reward.numpy() for _ in range(2)]
-        training = model.unroll(*inputs, training=True)[0].reward.numpy()
+        seed = tf.constant([3, 0], tf.int64)
+        training = model.unroll(*inputs, training=True, dropout_seed=seed)[0].reward.numpy()
         np.testing.assert_array_equal(inference[0], inference[1])
         self.assertFalse(np.allclose(training, inference[0]))
+        # The masks follow the seed alone.
+        again = model.unroll(*inputs, training=True, dropout_seed=seed)[0].reward.numpy()
+        np.testing.assert_array_equal(training, again)
+        other = model.unroll(*inputs, training=True,
+                             dropout_seed=tf.constant([3, 1], tf.int64))[0].reward.numpy()
+        self.assertFalse(np.allclose(training, other))
+        with self.assertRaisesRegex(ValueError, "seed"):
+            model.unroll(*inputs, training=True)
+
+    def test_dropout_keeps_units_with_probability_one_minus_rate(self):
+        # As snt.nets.MLP's dropout: each hidden unit kept with probability
+        # 1 - rate and then scaled by 1 / (1 - rate); none on the output.
+        # With unit weights and input 1, every hidden unit is 1 before dropout,
+        # so the output is (kept units) / (1 - rate).
+        n, rate = 4000, 0.5  # 1 / (1 - rate) = 2: the sum stays exact in float32
+        net = DropoutMLP([n, 1], rate, w_init=snt.initializers.Constant(1.0))
+        x = tf.ones([1, 1])
+        self.assertEqual(float(net(x, is_training=False)[0, 0]), n)
+        out = float(net(x, is_training=True, seed=tf.constant([0, 0]))[0, 0])
+        kept = out * (1.0 - rate)
+        self.assertEqual(kept, round(kept))
+        self.assertBetween(kept / n, 0.47, 0.53)  # std of the fraction: 0.008
 
     @parameterized.parameters("mdn", "separate")
     def test_reward_comes_from_the_head_or_the_separate_net(self, reward_model):
@@ -166,8 +188,7 @@ class WorldModelLearnerTest(absltest.TestCase):
 
     def test_evaluate_accuracies_against_numpy(self):
         vocab, batch = _real_batch()
-        tf.random.set_seed(1)
-        model = MDNRNN(_CONFIG, vocab.size, 200)
+        model = MDNRNN(_CONFIG, vocab.size, 200, seed=1)
         learner = WorldModelLearner(model, _CONFIG)
         for _ in range(5):
             learner.step(batch)

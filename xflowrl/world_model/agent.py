@@ -19,11 +19,19 @@
 
 TensorBoard summaries go to `logdir/tensorboard`; `progress` receives a line
 with the rate and the time left after every round and controller update.
+
+Every random draw follows from the agent's `seed`, passed explicitly: the
+collectors and minibatch generators are seeded numpy generators, the
+latent encoder's and the MDN-RNN's weights and the reward network's dropout
+come from seeds derived from it (`component_seed`), the dream samples with
+stateless ops, and the controller is a `PPOAgent` of the same seed. Nothing
+sets or reads TensorFlow's global seed.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import os
 import pickle
@@ -45,6 +53,23 @@ from xflowrl.world_model.dream import BatchedDream
 from xflowrl.world_model.latent_env import LatentEnv
 from xflowrl.world_model.learning import WorldModelLearner
 from xflowrl.world_model.networks import MDNRNN
+
+
+class Component(enum.IntEnum):
+    """The parts of the world model that draw from seeds of their own."""
+    ENCODER_WEIGHTS = 0
+    MODEL_WEIGHTS = 1
+    MODEL_DROPOUT = 2
+
+
+def component_seed(seed: int, component: Component) -> int:
+    """The seed of one `Component` of an agent of `seed`.
+
+    Derived by `np.random.SeedSequence` so that the components' weights are
+    independent of one another and of the controller's, which a `PPOAgent`
+    draws from `seed` itself.
+    """
+    return int(np.random.SeedSequence(seed, spawn_key=(int(component),)).generate_state(1)[0])
 
 
 def _format_seconds(s: float) -> str:
@@ -93,12 +118,14 @@ class ModelBasedAgent:
         cfg = self.wm_config
         if vocab.size == 0:
             raise ValueError("no xfer applies in any collected state: nothing to model")
-        tf.random.set_seed(self.seed)
+        seeds = {c: component_seed(self.seed, c) for c in Component}
         self.vocab = vocab
         self.encoder = latent.LatentEncoder(cfg.latent_size, vocab.size,
-                                            cfg.encoder_message_passing_steps)
-        self.model = MDNRNN(cfg, vocab.size, self.env.config.max_locations)
-        self.learner = WorldModelLearner(self.model, cfg)
+                                            cfg.encoder_message_passing_steps,
+                                            seed=seeds[Component.ENCODER_WEIGHTS])
+        self.model = MDNRNN(cfg, vocab.size, self.env.config.max_locations,
+                            seed=seeds[Component.MODEL_WEIGHTS])
+        self.learner = WorldModelLearner(self.model, cfg, seed=seeds[Component.MODEL_DROPOUT])
         self._checkpoint = tf.train.Checkpoint(encoder=self.encoder, model=self.model,
                                                optimizer=self.learner.optimizer,
                                                steps=self.learner.steps)

@@ -14,6 +14,10 @@ That objective makes graphs that act differently map to different latents;
 it has no trivial collapse, since the targets are fixed properties of the
 graph. The encoder is then frozen (`LatentEncoder.encode` runs under no
 gradient tape) while the MDN-RNN and the controller train.
+
+Its weights are drawn by stateless ops from the `seed` it is given
+(`xflowrl.agents.ppo.initializers`), and `train_encoder` draws its minibatches
+from a numpy generator of its own `seed`: nothing reads a global seed.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import numpy as np
 import sonnet as snt
 import tensorflow as tf
 
+from xflowrl.agents.ppo.initializers import SeededInitializers
 from xflowrl.embedding import features
 from xflowrl.embedding.encoder import GraphEncoder
 from xflowrl.world_model import losses
@@ -44,14 +49,24 @@ class LatentEncoder(snt.Module):
     """Graph -> z in (-1, 1)^Z, with auxiliary heads that train it."""
 
     def __init__(self, latent_size: int, num_known_xfers: int,
-                 message_passing_steps: int = 3, name: str = "latent_encoder"):
+                 message_passing_steps: int = 3, seed: int = 0, name: str = "latent_encoder"):
+        """
+        Args:
+          latent_size: Z.
+          num_known_xfers: M, the xfers the mask head predicts.
+          message_passing_steps: K of the graph encoder.
+          seed: seeds every weight's initialisation (`SeededInitializers`).
+        """
         super().__init__(name=name)
         self.latent_size = latent_size
+        init = SeededInitializers(seed)
         self._graph_encoder = GraphEncoder(latent_size, num_layers=2,
-                                           message_passing_steps=message_passing_steps)
-        self._project = snt.Linear(latent_size, name="project")
-        self._cost_head = snt.nets.MLP([64, 1], name="cost_head")
-        self._mask_head = snt.nets.MLP([64, 2 * max(num_known_xfers, 1)], name="mask_head")
+                                           message_passing_steps=message_passing_steps,
+                                           w_init_fn=init.fan_in)
+        self._project = snt.Linear(latent_size, w_init=init.fan_in(), name="project")
+        self._cost_head = snt.nets.MLP([64, 1], w_init=init.fan_in(), name="cost_head")
+        self._mask_head = snt.nets.MLP([64, 2 * max(num_known_xfers, 1)], w_init=init.fan_in(),
+                                       name="mask_head")
         self._num_known = num_known_xfers
 
     def __call__(self, graph) -> tf.Tensor:

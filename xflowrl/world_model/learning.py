@@ -8,6 +8,10 @@ deviation, `MDNRNN.reward_scale`). `evaluate(batch)` measures the world model on
 held-out rollouts: the same loss terms, the reward MSE, the accuracy of the
 predicted xfer masks and of the location counts (rounded), and the terminal
 accuracy.
+
+The separate reward network's dropout (the only randomness of a step) is
+seeded by [seed, step]: the learner's `seed` and its checkpointed step
+counter, so a resumed run draws the masks an uninterrupted one would.
 """
 
 from __future__ import annotations
@@ -32,9 +36,11 @@ def _tensors(batch: Batch):
 class WorldModelLearner:
     """Owns the optimizer and the step counter of an `MDNRNN`."""
 
-    def __init__(self, model: MDNRNN, config: WorldModelConfig):
+    def __init__(self, model: MDNRNN, config: WorldModelConfig, seed: int = 0):
+        """`seed` seeds the dropout masks of training steps (see the module)."""
         self.model = model
         self.config = config
+        self.seed = int(seed)
         self.learning_rate = tf.Variable(config.learning_rate, trainable=False,
                                          dtype=tf.float32, name="learning_rate")
         self.optimizer = snt.optimizers.Adam(self.learning_rate)
@@ -44,7 +50,9 @@ class WorldModelLearner:
 
     def _losses(self, b, training: bool) -> losses.WorldModelLosses:
         latents, next_latents, xfers, locations, rewards, terminals, valid, counts, weights = b
-        prediction, masks = self.model.unroll(latents, xfers, locations, training=training)
+        dropout_seed = tf.stack([tf.constant(self.seed, tf.int64), self.steps])
+        prediction, masks = self.model.unroll(latents, xfers, locations, training=training,
+                                              dropout_seed=dropout_seed)
         scale = self.model.reward_scale  # the reward term in units of the reward's std
         return losses.world_model_losses(
             logits=prediction.logits, mu=prediction.mu, log_sigma=prediction.log_sigma,

@@ -12,15 +12,21 @@ separate reward network (thesis §4.3.4: an MLP of 5 x 32 with dropout) on
 
 `unroll` serves training (teacher forcing over padded sequences, time-major
 inside); `step` advances a batch of imagined episodes by one step (the dream).
+
+Randomness is explicit: every weight is drawn by stateless ops from the
+`seed` given to `MDNRNN` (`xflowrl.agents.ppo.initializers`, Sonnet's default
+distributions), and the separate reward network's dropout masks from the
+`dropout_seed` given to `unroll`; nothing reads TensorFlow's global seed.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional, Tuple
+from typing import NamedTuple, Optional, Sequence, Tuple
 
 import sonnet as snt
 import tensorflow as tf
 
+from xflowrl.agents.ppo.initializers import SeededInitializers
 from xflowrl.world_model.config import WorldModelConfig
 
 
@@ -38,30 +44,72 @@ class Masks(NamedTuple):
     log_counts: tf.Tensor   # [..., M]  predicted log1p(location count)
 
 
+class DropoutMLP(snt.Module):
+    """`snt.nets.MLP` (ReLU) with dropout drawn from an explicit seed.
+
+    As Sonnet's MLP with `dropout_rate`: in training, dropout before each
+    hidden layer's activation (none after the output layer), with the
+    same distribution (keep with probability 1 - rate, kept units scaled by
+    1 / (1 - rate)); but the masks come from `tf.nn.experimental.stateless_dropout`
+    on a seed the caller passes, not from TensorFlow's global random state.
+    The layers keep the MLP's variable names (`linear_0`, ...).
+    """
+
+    def __init__(self, output_sizes: Sequence[int], dropout_rate: float,
+                 w_init: snt.initializers.Initializer, name: str = "mlp"):
+        super().__init__(name=name)
+        self._dropout_rate = float(dropout_rate)
+        self._layers = [snt.Linear(size, w_init=w_init, name=f"linear_{i}")
+                        for i, size in enumerate(output_sizes)]
+
+    def __call__(self, inputs: tf.Tensor, is_training: bool,
+                 seed: Optional[tf.Tensor] = None) -> tf.Tensor:
+        """`seed`: shape [2] integer tensor, required when training with dropout."""
+        dropout = is_training and self._dropout_rate > 0
+        if dropout and seed is None:
+            raise ValueError("training with dropout needs a seed")
+        out = inputs
+        for i, layer in enumerate(self._layers):
+            out = layer(out)
+            if i < len(self._layers) - 1:
+                if dropout:
+                    out = tf.nn.experimental.stateless_dropout(
+                        out, self._dropout_rate,
+                        seed=tf.random.experimental.stateless_fold_in(seed, i))
+                out = tf.nn.relu(out)
+        return out
+
+
 class MDNRNN(snt.Module):
     """LSTM + mixture density, reward, done and mask heads."""
 
     def __init__(self, config: WorldModelConfig, num_known_xfers: int, max_locations: int,
-                 name: str = "mdn_rnn"):
+                 seed: int = 0, name: str = "mdn_rnn"):
         """
         Args:
           config: sizes (latent, LSTM, mixtures, embeddings, reward model).
           num_known_xfers: M; xfer ids 0..M, M being NO-OP.
           max_locations: L, locations per xfer.
+          seed: seeds every weight's initialisation (`SeededInitializers`).
         """
         super().__init__(name=name)
         self.latent_size = z = config.latent_size
         self.mixtures = k = config.mixtures
         self.num_known_xfers = num_known_xfers
         self.hidden_size = config.lstm_size
-        self.lstm = snt.LSTM(config.lstm_size, name="lstm")
+        init = SeededInitializers(seed)
+        # fan_in() is Sonnet's LSTM default too: 1/sqrt(input size) for w_i,
+        # 1/sqrt(hidden size) for w_h.
+        self.lstm = snt.LSTM(config.lstm_size, w_i_init=init.fan_in(), w_h_init=init.fan_in(),
+                             name="lstm")
         self._xfer_embed = snt.Embed(num_known_xfers + 1, config.action_embedding_size,
-                                     name="xfer_embed")
+                                     initializer=init.unit(), name="xfer_embed")
         self._location_embed = snt.Embed(max_locations, config.action_embedding_size,
-                                         name="location_embed")
-        self._head = snt.Linear(k + 2 * k * z + 2, name="mdn_head")
+                                         initializer=init.unit(), name="location_embed")
+        self._head = snt.Linear(k + 2 * k * z + 2, w_init=init.fan_in(), name="mdn_head")
         m = max(num_known_xfers, 1)
-        self._mask_decoder = snt.nets.MLP([config.mask_hidden_size, 2 * m], name="mask_decoder")
+        self._mask_decoder = snt.nets.MLP([config.mask_hidden_size, 2 * m],
+                                          w_init=init.fan_in(), name="mask_decoder")
         # Rewards are small (an episode's return is its total speed-up in %,
         # often well under 1): the reward outputs are in units of the reward's
         # standard deviation in the first round's rollouts, set by
@@ -69,9 +117,9 @@ class MDNRNN(snt.Module):
         self.reward_scale = tf.Variable(1.0, trainable=False, name="reward_scale")
         self.separate_reward = config.reward_model == "separate"
         if self.separate_reward:
-            self._reward_net = snt.nets.MLP(list(config.reward_hidden) + [1],
-                                            dropout_rate=config.reward_dropout,
-                                            name="reward_net")
+            self._reward_net = DropoutMLP(list(config.reward_hidden) + [1],
+                                          config.reward_dropout, w_init=init.fan_in(),
+                                          name="reward_net")
 
     def initial_state(self, batch_size: int) -> snt.LSTMState:
         return self.lstm.initial_state(batch_size)
@@ -92,10 +140,11 @@ class MDNRNN(snt.Module):
         """Outputs / scale are rewards: scale = 1 / std of the observed rewards."""
         self.reward_scale.assign(scale)
 
-    def _reward(self, head_reward, latent, hidden_before, action, training):
+    def _reward(self, head_reward, latent, hidden_before, action, training, dropout_seed):
         if self.separate_reward:
             inputs = tf.concat([latent, hidden_before, action], -1)
-            head_reward = self._reward_net(inputs, is_training=training)[..., 0]
+            head_reward = self._reward_net(inputs, is_training=training,
+                                           seed=dropout_seed)[..., 0]
         return head_reward / self.reward_scale
 
     def masks(self, latent: tf.Tensor, hidden: tf.Tensor) -> Masks:
@@ -105,11 +154,15 @@ class MDNRNN(snt.Module):
         return Masks(out[..., :m], out[..., m:])
 
     def unroll(self, latents: tf.Tensor, xfers: tf.Tensor, locations: tf.Tensor,
-               training: bool = False) -> Tuple[Prediction, Masks]:
+               training: bool = False, dropout_seed: Optional[tf.Tensor] = None
+               ) -> Tuple[Prediction, Masks]:
         """Teacher-forced pass over batch-major sequences.
 
         Args:
           latents: [B, T, Z] z_t; xfers, locations: [B, T] a_t.
+          training: applies the separate reward network's dropout.
+          dropout_seed: shape [2] integer tensor, the dropout masks' seed;
+            required when training a separate reward network.
         Returns:
           predictions of z_{t+1}, r_t, d_t ([B, T, ...]) and the masks of
           s_t from [z_t, h_t] ([B, T, M]).
@@ -121,7 +174,7 @@ class MDNRNN(snt.Module):
         hidden = tf.transpose(hidden, [1, 0, 2])                        # [B, T, H]: h_{t+1}
         hidden_before = tf.concat([tf.zeros_like(hidden[:, :1]), hidden[:, :-1]], 1)  # h_t
         logits, mu, log_sigma, reward, done = self._split(self._head(hidden))
-        reward = self._reward(reward, latents, hidden_before, action, training)
+        reward = self._reward(reward, latents, hidden_before, action, training, dropout_seed)
         return (Prediction(logits, mu, log_sigma, reward, done, hidden),
                 self.masks(latents, hidden_before))
 
@@ -131,5 +184,5 @@ class MDNRNN(snt.Module):
         action = self._action(xfer, location)
         hidden, new_state = self.lstm(tf.concat([latent, action], -1), state)
         logits, mu, log_sigma, reward, done = self._split(self._head(hidden))
-        reward = self._reward(reward, latent, state.hidden, action, False)
+        reward = self._reward(reward, latent, state.hidden, action, False, None)
         return Prediction(logits, mu, log_sigma, reward, done, hidden), new_state
