@@ -195,8 +195,8 @@ setup(
     packages=find_packages(include=["xflowrl", "xflowrl.*"]),
     # The onednn reference cost table (docs/engine.md) and the rule files
     # (docs/rules.md).
-    package_data={"xflowrl.graphs": ["data/*.tsv", "data/*.json"],
-                  "xflowrl.graphs.rules": ["*.json"]},
+    package_data={"xflowrl.engine": ["data/*.tsv", "data/*.json"],
+                  "xflowrl.rules.files": ["*.json"]},
     ext_modules=_cythonize(_extension()),
     python_requires=">=3.10",
     zip_safe=False,

@@ -5,7 +5,7 @@
 
 Runs `--processes` fresh Python processes one after the other (never two at
 once, so they do not compete with each other). Each builds every zoo graph
-(`xflowrl.graphs.zoo.GRAPHS` by default) and measures it with a new
+(`xflowrl.zoo.GRAPHS` by default) and measures it with a new
 `CostModel("onednn")` whose cache is an empty temporary file: nothing is
 reused between processes, or between graphs of one process. It reports the
 total estimated cost of each graph and the time of every op configuration.
@@ -20,7 +20,7 @@ max - min of its time across processes). The goal of the backend
 copy of an older commit with its built engine), so that an old and a new
 backend are measured by the same script. `--write_reference` writes the
 median time of every configuration across the processes as the shipped
-reference table (`xflowrl.graphs.cost.REFERENCE_PATH`, a cost cache file)
+reference table (`xflowrl.engine.cost.REFERENCE_PATH`, a cost cache file)
 and its provenance beside it (`.json`).
 
 Run at normal priority on an otherwise quiet machine: the figures are only
@@ -74,7 +74,8 @@ def measure_graphs(names: List[str]) -> Dict[str, dict]:
     Each graph gets its own backend and empty cache file, so every
     configuration it pays for is measured in this process.
     """
-    from xflowrl.graphs import CostModel, zoo  # the worker's checkout
+    from xflowrl import zoo  # the worker's checkout
+    from xflowrl.engine import CostModel
     kwargs = {k: v for k, v in (("warmup", FLAGS.warmup), ("repeats", FLAGS.repeats))
               if v is not None}
     out = {}
@@ -184,7 +185,7 @@ def main(argv):
     del argv
     if FLAGS.worker:
         if FLAGS.worker == "all":
-            from xflowrl.graphs import zoo  # the worker's checkout
+            from xflowrl import zoo  # the worker's checkout
             names = list(zoo.GRAPHS)
         else:
             names = FLAGS.worker.split(",")
@@ -208,7 +209,7 @@ def main(argv):
         report["variants"][root] = {
             "max_spread": max(g["spread"] for g in graphs.values()), "graphs": graphs}
     if FLAGS.write_reference:
-        from xflowrl.graphs import cost
+        from xflowrl.engine import cost
         path = FLAGS.reference_path or cost.REFERENCE_PATH
         mine = here if here in runs else roots[0]  # this checkout's backend
         graphs = sorted(runs[mine][0])

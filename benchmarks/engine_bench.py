@@ -34,8 +34,9 @@ import time
 from absl import app
 from absl import flags
 
-from xflowrl.graphs import CostModel, XferSet, available_backends, zoo
-from xflowrl.graphs.xfers import peak_rss_mb
+from xflowrl import zoo
+from xflowrl.engine import CostModel, XferSet, available_backends
+from xflowrl.engine.xfers import peak_rss_mb
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("graphs", list(zoo.GRAPHS), "Zoo graphs to measure (default: all).")

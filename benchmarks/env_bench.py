@@ -23,8 +23,9 @@ from absl import flags
 import numpy as np
 
 from xflowrl.env import EnvConfig, GraphEnv
-from xflowrl.graphs import CostModel, XferSet, zoo
-from xflowrl.graphs.xfers import peak_rss_mb
+from xflowrl import zoo
+from xflowrl.engine import CostModel, XferSet
+from xflowrl.engine.xfers import peak_rss_mb
 from xflowrl.search import RandomAgent
 
 FLAGS = flags.FLAGS

@@ -28,7 +28,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from tests.env.observation_test import reference_observation  # pylint: disable=wrong-import-position
 from xflowrl.env import EnvConfig, GraphEnv  # pylint: disable=wrong-import-position
-from xflowrl.graphs import CostModel, XferSet, zoo  # pylint: disable=wrong-import-position
+from xflowrl import zoo  # pylint: disable=wrong-import-position
+from xflowrl.engine import CostModel, XferSet
 from xflowrl.search import RandomAgent  # pylint: disable=wrong-import-position
 
 FLAGS = flags.FLAGS

@@ -5,11 +5,11 @@
 Mutants of the fuzz test's seed models (and, with --keras, of two tf2onnx
 conversions: a Keras CNN at opset 11 and a transformer block at opset 18)
 go through `load_onnx`, a short search and `to_onnx` in a child process
-(`xflowrl.graphs.onnx_fuzz.run_fuzz`). The report: outcomes overall and per
+(`xflowrl.onnx_io.fuzz.run_fuzz`). The report: outcomes overall and per
 mutation kind, every undocumented exception, wrapped importer error, child
 death and hang (index, kind, detail: reproduce one with
 `onnx_fuzz.mutant(models, seed, index)`), and the wall time. The fuzz test
-(tests/graphs/onnx_fuzz_test.py) runs 1,000 of them.
+(tests/onnx_io/fuzz_test.py) runs 1,000 of them.
 """
 
 import json
@@ -21,9 +21,9 @@ from absl import flags
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from xflowrl.graphs.onnx_fuzz import run_fuzz  # noqa: E402
+from xflowrl.onnx_io.fuzz import run_fuzz  # noqa: E402
 
-from tests.graphs.onnx_fuzz_test import seed_models  # noqa: E402
+from tests.onnx_io.fuzz_test import seed_models  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("mutants", 20000, "Number of mutants.")
@@ -37,7 +37,7 @@ def main(argv):
     del argv
     models = seed_models()
     if FLAGS.keras:
-        from tests.graphs import onnx_exporter_models, onnx_models
+        from tests.onnx_io import exporter_models as onnx_exporter_models, models as onnx_models
         models += [onnx_models.keras_cnn(), onnx_exporter_models.keras_transformer_block()]
     report = run_fuzz(models, FLAGS.mutants, FLAGS.seed, budget=FLAGS.budget,
                       start=FLAGS.start)

@@ -58,8 +58,10 @@ from absl import app, flags, logging
 import numpy as np
 
 from xflowrl.env import EnvConfig, GraphEnv
-from xflowrl.graphs import CostModel, Graph, XferSet, load_onnx, to_onnx, zoo
-from xflowrl.graphs.weights import random_inputs, random_weights
+from xflowrl import zoo
+from xflowrl.engine import CostModel, Graph, XferSet
+from xflowrl.onnx_io import load_onnx, to_onnx
+from xflowrl.executor.weights import random_inputs, random_weights
 from xflowrl.measure.compare import time_models
 from xflowrl.runs import cost_model_from_spec
 from xflowrl.agents.ppo.training import replay

@@ -40,8 +40,9 @@ from absl import app
 from absl import flags
 
 from xflowrl.env import EnvConfig, GraphEnv
-from xflowrl.graphs import CostModel, Graph, XferSet, zoo
-from xflowrl.graphs.xfers import RULE_SETS
+from xflowrl import zoo
+from xflowrl.engine import CostModel, Graph, XferSet
+from xflowrl.engine.xfers import RULE_SETS
 from xflowrl.runs import cost_model_from_spec
 from xflowrl.search import greedy_search
 
@@ -51,7 +52,7 @@ flags.DEFINE_list("graphs", [g for g in zoo.GRAPHS if g != "small_cnn"],
 flags.DEFINE_list("cost_models", ["analytic/cpu", "analytic/v100"],
                   "Cost models: analytic/<profile>, fitted/<profile>, onednn or cudnn.")
 flags.DEFINE_list("rules", ["default", "builtin+taso", "generated", "taso"],
-                  f"Rule sets, names of xflowrl.graphs.xfers.RULE_SETS {list(RULE_SETS)}: "
+                  f"Rule sets, names of xflowrl.engine.xfers.RULE_SETS {list(RULE_SETS)}: "
                   "default and builtin+taso (the thesis') are the faithful ones; generated "
                   "and taso alone lack the compound built-ins (docs/benchmark.md).")
 flags.DEFINE_list("alphas", ["1.0", "1.05", "1.2"], "TASO search alphas.")

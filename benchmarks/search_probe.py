@@ -34,8 +34,9 @@ import numpy as np
 from absl import app
 from absl import flags
 
-from xflowrl.graphs import CostModel, Graph, XferSet, zoo
-from xflowrl.graphs import xfers as xfers_lib
+from xflowrl import zoo
+from xflowrl.engine import CostModel, Graph, XferSet
+from xflowrl.engine import xfers as xfers_lib
 from xflowrl.runs import cost_model_from_spec
 
 FLAGS = flags.FLAGS

@@ -17,11 +17,11 @@ graph runs in a fresh subprocess so that its peak RSS is its own.
 `--verify` runs the original graph and greedy's and TASO's results through
 the float64 reference executor on the same random values (`random_weights`,
 `random_inputs`, `zoo.weight_gain`) and reports
-whether they agree (rtol 1e-4, as tests/graphs/semantics_test.py). `--exclude`
+whether they agree (rtol 1e-4, as tests/rules/semantics_test.py). `--exclude`
 drops xfers by name (e.g. to see what one rule contributes).
 
 `--onnx_check` exports each full graph with random weights
-(`xflowrl.graphs.weights.random_weights`; gain 0.2 for the softmax-free
+(`xflowrl.executor.weights.random_weights`; gain 0.2 for the softmax-free
 transformers, whose values are cubic in their input per layer) to ONNX,
 checks it with `onnx.checker` and runs it in onnxruntime (and onnx-tf with
 `--onnx_tf`): the outputs must match the float64 reference executor (rtol 1e-3, atol 1e-4 of the largest
@@ -43,15 +43,17 @@ from absl import flags
 import numpy as np
 
 from xflowrl.env import EnvConfig, GraphEnv
-from xflowrl.graphs import CostModel, XferSet, executor, zoo
-from xflowrl.graphs.weights import random_inputs, random_weights
-from xflowrl.graphs.xfers import load_rule_set, peak_rss_mb
+from xflowrl import zoo
+from xflowrl.engine import CostModel, XferSet
+from xflowrl.executor import reference as executor
+from xflowrl.executor.weights import random_inputs, random_weights
+from xflowrl.engine.xfers import load_rule_set, peak_rss_mb
 from xflowrl.search.greedy import greedy_search
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("graphs", ["vit", "nasnet_a", "resnext50", "nasrnn", "vgg19"],
-                  "Zoo graphs (names of xflowrl.graphs.zoo.GRAPHS).")
-flags.DEFINE_string("rules", "default", "Rule set (xflowrl.graphs.xfers.RULE_SETS).")
+                  "Zoo graphs (names of xflowrl.zoo.GRAPHS).")
+flags.DEFINE_string("rules", "default", "Rule set (xflowrl.engine.xfers.RULE_SETS).")
 flags.DEFINE_list("exclude", [], "Xfer names dropped from the rule set (e.g. one that "
                   "rewrites a graph unsoundly).")
 flags.DEFINE_string("cost_model", "analytic", "Cost backend.")
@@ -74,7 +76,7 @@ def _onnx_check(graph, name: str) -> Dict[str, object]:
     reference executor; raises AssertionError on a mismatch."""
     import onnx
     import onnxruntime
-    from xflowrl.graphs import to_onnx
+    from xflowrl.onnx_io import to_onnx
     start = time.time()
     values = _random_values(graph, name, np.float32)
     inputs = {k: values[k] for k in graph.inputs()}

@@ -50,8 +50,10 @@ from absl import logging
 import numpy as np
 import common
 
-from xflowrl.graphs import Graph, to_onnx, zoo
-from xflowrl.graphs.weights import random_inputs
+from xflowrl import zoo
+from xflowrl.engine import Graph
+from xflowrl.onnx_io import to_onnx
+from xflowrl.executor.weights import random_inputs
 from xflowrl.measure.compare import time_models
 from xflowrl.runs import (load_result, result_path, results_folder, save_result, write_json,
                           write_text, zoo_weights)

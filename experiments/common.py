@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any, Mapping
 from absl import flags
 
 from xflowrl.env import GraphEnv, rewards
-from xflowrl.graphs import BACKENDS, zoo
-from xflowrl.graphs.xfers import RULE_SETS
+from xflowrl import zoo
+from xflowrl.engine import BACKENDS
+from xflowrl.engine.xfers import RULE_SETS
 from xflowrl.runs import BaselineSettings, RunSettings
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ def define_env_flags(default_graph: str, flag_values: flags.FlagValues = FLAGS) 
     fv = {"flag_values": flag_values}
     flags.DEFINE_string("graph", default_graph, f"Graph to optimise; one of {zoo.GRAPHS}.",
                         **fv)
-    flags.DEFINE_enum("rules", "default", list(RULE_SETS), "Rule set (xflowrl.graphs.xfers."
+    flags.DEFINE_enum("rules", "default", list(RULE_SETS), "Rule set (xflowrl.engine.xfers."
                       "RULE_SETS): default = built-ins + generated; builtin+taso = the thesis'.",
                       **fv)
     flags.DEFINE_enum("cost_model", "analytic", BACKENDS, "Cost backend.", **fv)

@@ -1,11 +1,11 @@
 """Converts TASO's binary rule collection into the project's JSON rule format.
 
-Writes `xflowrl/graphs/rules/taso_rules.json` from TASO's `graph_subst.pb`
+Writes `xflowrl/rules/files/taso_rules.json` from TASO's `graph_subst.pb`
 (docs/rules.md) and lists the rules it cannot express, with the reason:
 
     python experiments/convert_taso_rules.py \
         --input=../shared/data/taso_graph_subst.pb \
-        --output=xflowrl/graphs/rules/taso_rules.json
+        --output=xflowrl/rules/files/taso_rules.json
 """
 
 import os
@@ -13,8 +13,8 @@ import os
 from absl import app
 from absl import flags
 
-from xflowrl.graphs import rules_io
-from xflowrl.graphs import taso_pb
+from xflowrl.rules import rules_io
+from xflowrl.rules import taso_pb
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -22,7 +22,7 @@ _INPUT = flags.DEFINE_string(
     "input", os.path.join(_REPO, "..", "shared", "data", "taso_graph_subst.pb"),
     "TASO's graph_subst.pb.")
 _OUTPUT = flags.DEFINE_string(
-    "output", os.path.join(_REPO, "xflowrl", "graphs", "rules", "taso_rules.json"),
+    "output", os.path.join(_REPO, "xflowrl", "rules", "files", "taso_rules.json"),
     "The JSON rule file to write.")
 _ALLOW_SKIPPED = flags.DEFINE_bool(
     "allow_skipped", True, "Write the file even if some rules cannot be expressed.")

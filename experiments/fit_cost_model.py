@@ -17,7 +17,7 @@ matmul with a fused activation to an element-wise row. Its time is the
 (onnxruntime's NCHWc reorders) are reported as unattributed time; the
 backend prices reorders with the copy class (docs/engine.md).
 
-What it fits: per op class (`xflowrl.graphs.cost.FITTED_CLASSES`) the
+What it fits: per op class (`xflowrl.engine.cost.FITTED_CLASSES`) the
 non-negative least-squares model ms = c0 + c1 * GFLOP + c2 * MB
 + c3 * max(0, MB - T) over the features the backend itself prices
 (`fitted_features`, so fit and prediction agree), rows weighted by 1/sqrt(time) (relative errors of large
@@ -57,9 +57,11 @@ from absl import app, flags, logging
 import numpy as np
 
 from xflowrl.env import EnvConfig, GraphEnv
-from xflowrl.graphs import Graph, XferSet, fitted_features, to_onnx, zoo
-from xflowrl.graphs.cost import FITTED_CLASSES, fitted_profile_path
-from xflowrl.graphs.weights import random_inputs, random_weights
+from xflowrl import zoo
+from xflowrl.engine import Graph, XferSet, fitted_features
+from xflowrl.onnx_io import to_onnx
+from xflowrl.engine.cost import FITTED_CLASSES, fitted_profile_path
+from xflowrl.executor.weights import random_inputs, random_weights
 from xflowrl.runs import cost_model_from_spec
 from xflowrl.search.baselines import GREEDY_MAX_STEPS
 from xflowrl.search.greedy import greedy_search

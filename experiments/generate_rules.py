@@ -1,7 +1,7 @@
 """Generates and verifies substitution rules the TASO way (thesis §3.1).
 
     python experiments/generate_rules.py --max_ops=3 \
-        --output=xflowrl/graphs/rules/generated.json
+        --output=xflowrl/rules/files/generated.json
 
 Enumerates every graph of up to --max_ops ops over the operator templates of
 xflowrl/generator/enumeration.py, fingerprints outputs exactly (mod a prime),
@@ -25,8 +25,8 @@ from absl import app
 from absl import flags
 
 from xflowrl.generator import emit, generate
-from xflowrl.graphs import rules_io, taso_pb
-from xflowrl.graphs.xfers import TASO_RULES_JSON, XferSet
+from xflowrl.rules import rules_io, taso_pb
+from xflowrl.engine.xfers import TASO_RULES_JSON, XferSet
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("max_ops", 3, "K: ops per enumerated graph (3: 1-2 min on 2 cores "
@@ -41,7 +41,7 @@ flags.DEFINE_string("output", "results/generator/generated.json", "Rule file wri
 flags.DEFINE_string("taso_pb", os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), "..", "shared", "data", "taso_graph_subst.pb"),
     "TASO's rule collection to compare with (all 133 rules; falls back to "
-    "xflowrl/graphs/rules/taso_rules.json if absent).")
+    "xflowrl/rules/files/taso_rules.json if absent).")
 flags.DEFINE_string("report", "results/generator/report.json", "Report written.")
 flags.DEFINE_bool("check_other_sizes", True, "Evaluate every kept rule at other sizes "
                   "(other_sizes.counterexample) and drop those that differ there.")

@@ -17,7 +17,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from xflowrl.graphs import BACKENDS, CostModel
+from xflowrl.engine import BACKENDS, CostModel
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("graphs", ["inception_v3", "resnet18", "resnet50", "squeezenet1_1", "bert"],

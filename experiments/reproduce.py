@@ -271,8 +271,9 @@ def measure(setting: report.Setting, graph_name: str, b: Budget, rerun: bool) ->
     """Times every variant of one graph (one timing per distinct graph);
     writes and returns <root>/<graph>/measured/result.json (reused when its
     settings match)."""
-    from xflowrl.graphs import to_onnx, zoo  # pylint: disable=import-outside-toplevel
-    from xflowrl.graphs.weights import random_inputs, random_weights  # pylint: disable=import-outside-toplevel
+    from xflowrl import zoo  # pylint: disable=import-outside-toplevel
+    from xflowrl.onnx_io import to_onnx
+    from xflowrl.executor.weights import random_inputs, random_weights  # pylint: disable=import-outside-toplevel
     from xflowrl.measure.compare import time_models  # pylint: disable=import-outside-toplevel
     root = os.path.join(FLAGS.results_dir, setting.key)
     out_dir = os.path.join(root, graph_name, "measured")

@@ -27,7 +27,8 @@ from absl import logging
 import common
 import numpy as np
 
-from xflowrl.graphs import BACKENDS, zoo
+from xflowrl import zoo
+from xflowrl.engine import BACKENDS
 from xflowrl.runs import RunSettings, save_result
 from xflowrl.world_model import (DreamConfig, ModelBasedAgent, WorldModelConfig,
                                  controller_ppo_config, imagine_batch)

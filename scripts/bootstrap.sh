@@ -13,4 +13,4 @@ echo "[bootstrap] installing requirements.txt"
 .venv/bin/pip install --disable-pip-version-check -q -r requirements.txt
 echo "[bootstrap] building the native engine (xflowrl._engine)"
 .venv/bin/pip install --disable-pip-version-check -q --no-build-isolation -e .
-.venv/bin/python -c "import xflowrl.graphs as g; print('[bootstrap] ready; cost backends:', ', '.join(g.available_backends()))"
+.venv/bin/python -c "import xflowrl.engine as g; print('[bootstrap] ready; cost backends:', ', '.join(g.available_backends()))"

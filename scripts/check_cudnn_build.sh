@@ -11,7 +11,7 @@
 #    They never go into the project's venv.
 # 2. Builds xflowrl._engine with TASO_WITH_CUDNN into a scratch directory (the
 #    in-tree build is left alone) and checks that every CUDA symbol resolves.
-# 3. Imports that build and runs tests/graphs/cudnn_test.py and cost_test.py
+# 3. Imports that build and runs tests/engine/cudnn_test.py and cost_test.py
 #    against it: without a GPU, CostModel("cudnn") must raise
 #    "cudnn backend: no CUDA device: ..." and cuDNN must accept the
 #    descriptors of every op the zoo graphs pay for; with a GPU the
@@ -74,7 +74,7 @@ export PYTHONPATH="$OUT/lib"
 "$PYTHON" - <<'EOF'
 import os
 import xflowrl
-import xflowrl.graphs as g
+import xflowrl.engine as g
 assert xflowrl.__file__.startswith(os.environ["PYTHONPATH"]), xflowrl.__file__
 assert "cudnn" in g.available_backends(), g.available_backends()
 try:
@@ -90,7 +90,7 @@ else:
     print("[check_cudnn_build] GPU op costs (ms):",
           dict(zip([op.type for op in graph.ops()], graph.op_costs(model))))
 EOF
-log "running tests/graphs/cudnn_test.py and cost_test.py against the cudnn build"
-"$PYTHON" "$REPO/tests/graphs/cudnn_test.py"
-"$PYTHON" "$REPO/tests/graphs/cost_test.py"
+log "running tests/engine/cudnn_test.py and cost_test.py against the cudnn build"
+"$PYTHON" "$REPO/tests/engine/cudnn_test.py"
+"$PYTHON" "$REPO/tests/engine/cost_test.py"
 log "OK"

@@ -43,7 +43,8 @@ PROBE = """
 import json, sys
 import xflowrl
 from xflowrl import _engine
-from xflowrl.graphs import CostModel, XferSet, xfers, zoo
+from xflowrl import zoo
+from xflowrl.engine import CostModel, XferSet, xfers
 rule_set = XferSet.default()
 result = rule_set.search(zoo.get_graph(sys.argv[1]), CostModel("analytic"),
                          budget=int(sys.argv[2]))

@@ -1,4 +1,6 @@
 """xflowrl: reinforcement learning for computation-graph optimisation.
 
-Subpackages: `graphs` (the engine's Python API), `search` (baselines).
+Subpackages: `engine` (the engine's Python API), `rules` (the rule format),
+`executor` (numpy semantics), `onnx_io` (ONNX import/export), `zoo` (the
+evaluation graphs), `search` (baselines); docs/layout.md names them all.
 """

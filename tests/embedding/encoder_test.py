@@ -6,7 +6,8 @@ import tensorflow as tf
 
 from xflowrl.embedding import features
 from xflowrl.embedding.encoder import GraphEncoder
-from xflowrl.graphs import CostModel, zoo
+from xflowrl import zoo
+from xflowrl.engine import CostModel
 
 
 def _batch():

@@ -4,7 +4,8 @@ from absl.testing import absltest
 import numpy as np
 
 from xflowrl.embedding import features
-from xflowrl.graphs import CostModel, zoo
+from xflowrl import zoo
+from xflowrl.engine import CostModel
 
 
 class FeaturesTest(absltest.TestCase):

@@ -6,7 +6,8 @@ import numpy as np
 
 from tests.env.conformance import EnvironmentConformance
 from xflowrl.env import EnvConfig, GraphEnv, rewards
-from xflowrl.graphs import CostModel, XferSet, zoo
+from xflowrl import zoo
+from xflowrl.engine import CostModel, XferSet
 
 _XFERS = XferSet.default()
 _COST = CostModel("analytic")

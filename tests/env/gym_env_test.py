@@ -6,7 +6,8 @@ import numpy as np
 
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.env.gym_env import GymGraphEnv
-from xflowrl.graphs import CostModel, XferSet, zoo
+from xflowrl import zoo
+from xflowrl.engine import CostModel, XferSet
 
 
 class GymEnvTest(absltest.TestCase):

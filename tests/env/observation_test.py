@@ -15,7 +15,8 @@ from xflowrl.embedding import features
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.env.environment import COST_FEATURES, XFER_SUMMARY_SIZE, _delta_stats
 from xflowrl.env.interface import LocationFeatures, Observation
-from xflowrl.graphs import CostModel, XferSet, zoo
+from xflowrl import zoo
+from xflowrl.engine import CostModel, XferSet
 from xflowrl.search import RandomAgent
 
 _XFERS = XferSet.default()

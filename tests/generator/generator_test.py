@@ -11,11 +11,12 @@ from absl.testing import absltest
 import numpy as np
 
 from xflowrl.generator import emit, enumeration, fingerprint, generate, pipeline
-from xflowrl.graphs import CostModel, GraphBuilder, XferSet, rules_io
-from xflowrl.graphs.rules_io import PatternOp, PatternTensor, Rule
-from xflowrl.graphs.xfers import GENERATED_RULES, RULE_SETS, TASO_RULES_JSON, load_rule_set
+from xflowrl.engine import CostModel, GraphBuilder, XferSet
+from xflowrl.rules import rules_io
+from xflowrl.rules.rules_io import PatternOp, PatternTensor, Rule
+from xflowrl.engine.xfers import GENERATED_RULES, RULE_SETS, TASO_RULES_JSON, load_rule_set
 
-from tests.graphs.semantics_test import assert_equivalent, check_all_locations, instantiations
+from tests.rules.semantics_test import assert_equivalent, check_all_locations, instantiations
 
 X0, X1, X2 = (("input", n) for n in ("x0", "x1", "x2"))
 I0, W0, W1 = ("input", "i0"), ("input", "w0"), ("input", "w1")
@@ -182,7 +183,7 @@ class GeneratorTest(absltest.TestCase):
     def test_shipped_rules_are_the_k3_run(self):
         # The shipped default rule set is what `generate_rules.py --max_ops=3`
         # writes (its semantics are checked rule by rule in
-        # tests/graphs/semantics_test.py).
+        # tests/rules/semantics_test.py).
         with tempfile.TemporaryDirectory() as tmp:
             out, report = os.path.join(tmp, "rules.json"), os.path.join(tmp, "report.json")
             subprocess.run([sys.executable, os.path.join(REPO, "experiments/generate_rules.py"),

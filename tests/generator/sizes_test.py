@@ -7,9 +7,9 @@ from absl.testing import absltest
 import numpy as np
 
 from xflowrl.generator import other_sizes, sizes
-from xflowrl.graphs import rules_io
-from xflowrl.graphs.rules_io import PatternOp, PatternTensor, Rule
-from xflowrl.graphs.xfers import BUILTIN_RULES, GENERATED_RULES, TASO_RULES_JSON
+from xflowrl.rules import rules_io
+from xflowrl.rules.rules_io import PatternOp, PatternTensor, Rule
+from xflowrl.engine.xfers import BUILTIN_RULES, GENERATED_RULES, TASO_RULES_JSON
 
 V = lambda k: PatternTensor(-k, 0)
 O = lambda j, i=0: PatternTensor(j, i)

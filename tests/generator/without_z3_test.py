@@ -9,7 +9,7 @@ import tempfile
 from absl.testing import absltest
 
 from xflowrl.generator import generate
-from xflowrl.graphs import rules_io
+from xflowrl.rules import rules_io
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

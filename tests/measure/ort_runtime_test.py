@@ -3,8 +3,10 @@
 from absl.testing import absltest
 import numpy as np
 
-from xflowrl.graphs import GraphBuilder, executor, to_onnx
-from xflowrl.graphs.weights import random_inputs, random_weights
+from xflowrl.engine import GraphBuilder
+from xflowrl.executor import reference as executor
+from xflowrl.onnx_io import to_onnx
+from xflowrl.executor.weights import random_inputs, random_weights
 from xflowrl.measure import ort_runtime
 
 
@@ -72,7 +74,7 @@ class OrtRuntimeTest(absltest.TestCase):
         # One Conv kernel runs conv + batch-norm + add + relu when the
         # shortcut is an NCHWc op's output; with the graph input as shortcut
         # only the batch-norm folds. The fitted backend prices both so.
-        from xflowrl.graphs import CostModel  # pylint: disable=import-outside-toplevel
+        from xflowrl.engine import CostModel  # pylint: disable=import-outside-toplevel
         model = CostModel("fitted")
         for from_pool, left in ((True, []), (False, ["Add", "Relu"])):
             graph = _tiny_cnn(from_pool)

@@ -9,7 +9,7 @@ import numpy as np
 
 import xflowrl.measure
 
-from xflowrl.graphs import CostModel, GraphBuilder
+from xflowrl.engine import CostModel, GraphBuilder
 from xflowrl.measure import tf_runtime
 
 

@@ -9,8 +9,9 @@ from absl.testing import absltest
 import numpy as np
 import onnx
 
-from xflowrl.graphs import to_onnx, zoo
-from xflowrl.graphs.weights import random_weights
+from xflowrl import zoo
+from xflowrl.onnx_io import to_onnx
+from xflowrl.executor.weights import random_weights
 from xflowrl.runs import (GRAPH_JSON, GRAPH_ONNX, RESULT_JSON, RESULT_MD, change_table,
                           load_result, result_path, results_folder, save_graph, save_result,
                           write_json, zoo_weights)

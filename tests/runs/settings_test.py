@@ -9,7 +9,8 @@ from absl.testing import absltest
 from absl.testing import parameterized
 
 from xflowrl.env import EnvConfig
-from xflowrl.graphs import CostModel, XferSet, zoo
+from xflowrl import zoo
+from xflowrl.engine import CostModel, XferSet
 from xflowrl.runs import BaselineSettings, RunSettings, cost_model_from_spec
 from xflowrl.search import run_baselines
 

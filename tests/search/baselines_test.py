@@ -4,7 +4,8 @@ from absl.testing import absltest
 import numpy as np
 
 from xflowrl.env import EnvConfig, GraphEnv
-from xflowrl.graphs import CostModel, XferSet, zoo
+from xflowrl import zoo
+from xflowrl.engine import CostModel, XferSet
 from xflowrl.search import GreedyAgent, RandomAgent, greedy_search
 
 _XFERS = XferSet.default()

@@ -13,7 +13,8 @@ import numpy as np
 import tensorflow as tf
 
 from xflowrl.env import EnvConfig, GraphEnv
-from xflowrl.graphs import CostModel, XferSet, zoo
+from xflowrl import zoo
+from xflowrl.engine import CostModel, XferSet
 from xflowrl.search import RandomAgent
 from xflowrl.world_model import data, latent
 from xflowrl.world_model.agent import Component, component_seed

@@ -12,8 +12,10 @@ import onnx
 
 from xflowrl.agents.ppo.training import replay
 from xflowrl.env import EnvConfig, GraphEnv
-from xflowrl.graphs import CostModel, XferSet, to_onnx, zoo
-from xflowrl.graphs.weights import random_weights
+from xflowrl import zoo
+from xflowrl.engine import CostModel, XferSet
+from xflowrl.onnx_io import to_onnx
+from xflowrl.executor.weights import random_weights
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

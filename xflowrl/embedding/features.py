@@ -10,7 +10,7 @@ engine's topological order, so node `i` is `graph.structure()["guids"][i]`.
 Fields:
   nodes:     [n, NODE_SIZE] float32, per op, concatenated:
              - one-hot op type over `OP_TYPES` ([len(OP_TYPES)]: the engine's
-               op table in its order, `xflowrl.graphs.ops.OP_TYPES`, then an
+               op table in its order, `xflowrl.engine.ops.OP_TYPES`, then an
                "unknown" slot);
              - log1p(op cost in microseconds) under the environment's cost
                model (0 for inputs, weights and free ops);
@@ -35,7 +35,7 @@ from typing import Dict, Optional, Sequence
 import numpy as np
 from graph_nets import graphs
 
-from xflowrl.graphs import ops
+from xflowrl.engine import ops
 
 # The one-hot slots: every engine op type in the table's order, then "unknown".
 OP_TYPES = ops.OP_TYPES + ("unknown",)
@@ -59,7 +59,7 @@ def featurize(graph, op_costs: Sequence[float], graph_cost: float,
     """One graph as a numpy `GraphsTuple` (fields in the module docstring).
 
     Args:
-      graph: an `xflowrl.graphs.Graph`.
+      graph: an `xflowrl.engine.Graph`.
       op_costs: per node, its cost in ms (`graph.op_costs(cost_model)`).
       graph_cost: the graph's cost in ms.
       initial_cost: the episode's initial cost, for the relative-cost global.

@@ -39,7 +39,8 @@ from xflowrl.embedding import features
 from xflowrl.env import rewards
 from xflowrl.env.interface import (Action, Environment, LocationFeatures, Observation,
                                    ObservationSpec, TimeStep)
-from xflowrl.graphs import CostModel, Graph, Locations, XferSet, zoo
+from xflowrl import zoo
+from xflowrl.engine import CostModel, Graph, Locations, XferSet
 
 XFER_SUMMARY_SIZE = 3
 

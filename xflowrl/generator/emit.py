@@ -7,7 +7,7 @@ import itertools
 from typing import Dict, Iterable, List, Sequence, Tuple
 
 from xflowrl.generator import enumeration
-from xflowrl.graphs.rules_io import PatternOp, PatternTensor, Rule, validate_rule
+from xflowrl.rules.rules_io import PatternOp, PatternTensor, Rule, validate_rule
 
 # Source ops whose meaning depends on the rank of their inputs are pinned to
 # the rank they were generated at (TASO's NUMDIM constraint).

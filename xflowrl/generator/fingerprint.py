@@ -28,7 +28,7 @@ from typing import Dict, List
 import numpy as np
 
 from xflowrl.generator import enumeration
-from xflowrl.graphs import executor
+from xflowrl.executor import reference as executor
 
 P = 1_000_003  # prime; P - 1 = 2 * 3 * 166667
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from xflowrl.graphs.rules_io import PatternOp, Rule
+from xflowrl.rules.rules_io import PatternOp, Rule
 
 NDIM = 4  # every tensor has four dims; a matrix [M, N] is [M, N, 1, 1]
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from xflowrl.generator import sizes
 from xflowrl.generator.model import int_param, model_op
-from xflowrl.graphs.rules_io import PatternOp, Rule
+from xflowrl.rules.rules_io import PatternOp, Rule
 
 _CONV_PARAMS = {"stride_h": 1, "stride_w": 1, "padding": "SAME"}
 _POOL_PARAMS = dict(_CONV_PARAMS, kernel_h=3, kernel_w=3, activation="NONE")
@@ -45,7 +45,7 @@ def evaluate_side(ops: Sequence[PatternOp], values: Dict[int, np.ndarray], rule:
     Raises:
       ValueError: an op is undefined at these shapes, or not in the model.
     """
-    from xflowrl.graphs import executor  # numpy only; no engine needed
+    from xflowrl.executor import reference as executor  # numpy only; no engine needed
 
     out: Dict[Tuple[int, int], np.ndarray] = {}
     for j, op in enumerate(ops):

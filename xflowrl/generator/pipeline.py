@@ -29,7 +29,7 @@ true only for a 1x1 w. A dropped rule prunes nothing. The check costs more
 per rule than pruning, so it runs first in the `workers` processes on every
 rule pruning would reach were nothing dropped; pruning then runs for real
 and checks in process the few rules a drop exposes. Every shipped rule is also checked by
-the engine's semantics test (tests/graphs/semantics_test.py) on graphs of
+the engine's semantics test (tests/rules/semantics_test.py) on graphs of
 other shapes.
 
 Pruning, in this order, smaller candidates first:

@@ -25,7 +25,7 @@ from typing import Dict, FrozenSet, Hashable, List, Optional, Sequence, Tuple, U
 import numpy as np
 
 from xflowrl.generator.model import NDIM, SHAPES, RuleTerms
-from xflowrl.graphs.rules_io import Rule
+from xflowrl.rules.rules_io import Rule
 
 Binding = Dict[int, Tuple[int, ...]]  # variable k (1, 2, ...) -> its four sizes
 

@@ -60,7 +60,7 @@ mean:
   and `ProofResult.applicable` whether any binding (sizes >= 1) makes both
   sides defined at all; a proved rule that is not applicable is vacuous;
 - that the axioms are right: they are hand-written (TASO's list had unsound
-  entries too). The numerical tier and tests/graphs/semantics_test.py remain
+  entries too). The numerical tier and tests/rules/semantics_test.py remain
   the check of the axioms' consequences.
 The converse also fails: "not proved" and "unknown" are no evidence that a
 rule is wrong; many true rules are outside what the axioms reach (e.g. rules
@@ -102,7 +102,7 @@ from xflowrl.generator.axioms import AXIOMS
 from xflowrl.generator.model import SHAPE_RULES  # noqa: F401
 from xflowrl.generator.other_sizes import counterexample  # noqa: F401
 from xflowrl.generator.sizes import shape_bindings  # noqa: F401
-from xflowrl.graphs.rules_io import Rule
+from xflowrl.rules.rules_io import Rule
 
 PROVED = "proved"
 UNKNOWN = "unknown"

@@ -18,7 +18,7 @@ import z3
 
 from xflowrl.generator.axioms import AXIOMS, Axiom
 from xflowrl.generator.model import NDIM, SHAPES, RuleTerms
-from xflowrl.graphs.rules_io import Rule
+from xflowrl.rules.rules_io import Rule
 
 
 class Signature:

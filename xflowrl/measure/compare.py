@@ -95,8 +95,8 @@ def export_with_values(graph, weights: Optional[Mapping[str, np.ndarray]] = None
     """An engine graph as an ONNX model with weights, and its input feeds:
     `weights` and `feeds` where given, else `random_weights(graph, seed)` and
     `random_inputs(graph, seed)` (the `measure_graph` of both runtimes)."""
-    from xflowrl.graphs import to_onnx  # pylint: disable=g-import-not-at-top
-    from xflowrl.graphs.weights import random_inputs, random_weights
+    from xflowrl.onnx_io import to_onnx  # pylint: disable=g-import-not-at-top
+    from xflowrl.executor.weights import random_inputs, random_weights
     weights = random_weights(graph, seed) if weights is None else weights
     feeds = random_inputs(graph, seed) if feeds is None else feeds
     return to_onnx(graph, weights, check=False), feeds

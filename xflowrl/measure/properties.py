@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from xflowrl.graphs import CostModel, zoo
+from xflowrl import zoo
+from xflowrl.engine import CostModel
 from xflowrl.measure.tf_runtime import measure_graph
 
 _GIB = 2.0 ** 30
@@ -20,7 +21,7 @@ def graph_properties(name: str, cost_model: CostModel, *, warmup: int = 3,
       (float32) and activation peak (see `xflowrl.measure.tf_runtime`).
     """
     graph = zoo.get_graph(name)
-    from xflowrl.graphs.weights import random_weights  # pylint: disable=g-import-not-at-top
+    from xflowrl.executor.weights import random_weights  # pylint: disable=g-import-not-at-top
     weights = random_weights(graph, seed, gain=zoo.weight_gain(name))
     m = measure_graph(graph, weights, seed=seed, warmup=warmup, repeats=repeats)
     weight_bytes = sum(v.nbytes for v in weights.values())

@@ -1,6 +1,6 @@
 """Inference time and memory of a graph run in TensorFlow through onnx-tf.
 
-The graph is exported to ONNX (`xflowrl.graphs.to_onnx`: weight-side ops
+The graph is exported to ONNX (`xflowrl.onnx_io.to_onnx`: weight-side ops
 such as folded batch-norms are precomputed), prepared with
 `onnx_tf.backend.prepare` and called through the prepared module's
 `tf.function` (graph mode, TensorFlow's default thread pools: one intra-op

@@ -10,8 +10,9 @@ import json
 import os
 from typing import Any, Mapping, Optional, Sequence
 
-from xflowrl.graphs import Graph, zoo
-from xflowrl.graphs.weights import random_weights
+from xflowrl import zoo
+from xflowrl.engine import Graph
+from xflowrl.executor.weights import random_weights
 
 RESULT_JSON = "result.json"
 RESULT_MD = "result.md"
@@ -76,7 +77,7 @@ def save_graph(out_dir: str, graph: Graph, weights: Optional[Mapping] = None) ->
     write_json(os.path.join(out_dir, GRAPH_JSON), [op._asdict() for op in graph.ops()],
                indent=None)
     if weights is not None:
-        from xflowrl.graphs import save_onnx  # pylint: disable=import-outside-toplevel
+        from xflowrl.onnx_io import save_onnx  # pylint: disable=import-outside-toplevel
         save_onnx(graph, weights, os.path.join(out_dir, GRAPH_ONNX))
 
 

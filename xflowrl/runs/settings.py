@@ -10,7 +10,7 @@ import os
 from typing import Dict, Optional
 
 from xflowrl.env import EnvConfig, GraphEnv, make_env
-from xflowrl.graphs import CostModel
+from xflowrl.engine import CostModel
 from xflowrl.search import run_baselines
 
 
@@ -19,9 +19,9 @@ class RunSettings:
     """The graph, rules, cost model and episode settings of a run, and where it writes.
 
     Attributes:
-      graph: a zoo graph (`xflowrl.graphs.zoo.GRAPHS`).
-      rules: a named rule set (`xflowrl.graphs.xfers.RULE_SETS`).
-      cost_model: a cost backend (`xflowrl.graphs.BACKENDS`).
+      graph: a zoo graph (`xflowrl.zoo.GRAPHS`).
+      rules: a named rule set (`xflowrl.engine.xfers.RULE_SETS`).
+      cost_model: a cost backend (`xflowrl.engine.BACKENDS`).
       profile: device profile of the analytic backend (the fitted backend's
         coefficient file).
       cost_cache: measured backends' cache of op timings (None: no cache;

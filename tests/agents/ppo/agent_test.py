@@ -15,8 +15,10 @@ from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.agents.ppo.training import TrainConfig, replay, train
 from xflowrl.embedding import features
 from xflowrl.env import EnvConfig, GraphEnv
-from xflowrl.graphs import CostModel, XferSet, load_onnx, to_onnx, zoo
-from xflowrl.graphs.weights import random_weights
+from xflowrl import zoo
+from xflowrl.engine import CostModel, XferSet
+from xflowrl.onnx_io import load_onnx, to_onnx
+from xflowrl.executor.weights import random_weights
 
 _XFERS = XferSet.default()
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(

@@ -6,7 +6,7 @@ ctaso.pxd mirrors the C++ headers; this file only converts between Python
 values and the C++ structs declared there. Native
 objects are held by shared_ptr/unique_ptr members, so their lifetime is that
 of the Python wrapper. Every taso::EngineError arrives as a ValueError (it
-derives from std::invalid_argument). The user-facing API is xflowrl.graphs.
+derives from std::invalid_argument). The user-facing API is xflowrl.engine.
 
 Nothing here may abort the process on bad arguments: a handle constructed
 directly (``GraphHandle()``, ``CostBackendHandle()``, ...) holds no native

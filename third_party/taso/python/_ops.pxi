@@ -1,5 +1,5 @@
 # The operator table and the enum names of taso/ops.h as plain Python data,
-# included into _engine.pyx. xflowrl/graphs/ops.py is their only reader; every
+# included into _engine.pyx. xflowrl/engine/ops.py is their only reader; every
 # other module takes operator facts from there.
 
 

@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from xflowrl.agents.ppo.agent import PPOAgent
 from xflowrl.env import Environment, Episode, GraphEnv
-from xflowrl.graphs import Graph
+from xflowrl.engine import Graph
 
 
 @dataclasses.dataclass(frozen=True)

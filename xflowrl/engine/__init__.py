@@ -1,0 +1,60 @@
+"""The Python API of the native rewrite engine (`xflowrl._engine`).
+
+`Graph` and `GraphBuilder` (graph.py) build and inspect graphs, `CostModel`
+(cost.py) estimates their runtime, `XferSet` (xfers.py) finds the locations
+of rewrite rules, applies them and runs TASO's search (docs/engine.md).
+Nothing here needs ONNX.
+
+`ops.py` holds the engine's operator table as Python sees it (`_engine.op_table()`).
+
+`data/` holds the oneDNN reference cost table (`cost.REFERENCE_PATH`).
+"""
+
+import importlib
+from typing import TYPE_CHECKING, Any, Dict, List
+
+if TYPE_CHECKING:  # what the names are, for type checkers and IDEs
+    from xflowrl.engine.cost import (BACKENDS, CostModel, available_backends, cudnn_check,
+                                     cudnn_plan, fitted_features)
+    from xflowrl.engine.graph import (ACTIVATIONS, Graph, GraphBuilder, MemoryEstimate, OpInfo,
+                                      PADDINGS, Tensor)
+    from xflowrl.engine.xfers import (DEFAULT_MAX_LOCATIONS, Locations, SearchResult, XferSet,
+                                      load_default_rules)
+
+# Names are imported on first use (PEP 562): importing this package
+# loads none of its modules.
+_EXPORTS: Dict[str, str] = {
+    "BACKENDS": "xflowrl.engine.cost",
+    "CostModel": "xflowrl.engine.cost",
+    "available_backends": "xflowrl.engine.cost",
+    "cudnn_check": "xflowrl.engine.cost",
+    "cudnn_plan": "xflowrl.engine.cost",
+    "fitted_features": "xflowrl.engine.cost",
+    "ACTIVATIONS": "xflowrl.engine.graph",
+    "Graph": "xflowrl.engine.graph",
+    "GraphBuilder": "xflowrl.engine.graph",
+    "MemoryEstimate": "xflowrl.engine.graph",
+    "OpInfo": "xflowrl.engine.graph",
+    "PADDINGS": "xflowrl.engine.graph",
+    "Tensor": "xflowrl.engine.graph",
+    "DEFAULT_MAX_LOCATIONS": "xflowrl.engine.xfers",
+    "Locations": "xflowrl.engine.xfers",
+    "SearchResult": "xflowrl.engine.xfers",
+    "XferSet": "xflowrl.engine.xfers",
+    "load_default_rules": "xflowrl.engine.xfers",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

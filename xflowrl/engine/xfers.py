@@ -1,0 +1,302 @@
+"""The xfers (substitution rules) of the engine: locations, apply and search.
+
+`XferSet` holds an ordered list of rules in the native engine. On a graph,
+`XferSet.locations(graph)` enumerates, for every xfer, the distinct graphs it
+produces: location `l` of xfer `x` is the `l`-th result of the deterministic
+match order after dropping cyclic results, results over the size cap and
+results whose canonical hash was already seen in this step (the current graph
+and every earlier candidate). At most `max_locations` per xfer are kept.
+"""
+
+from __future__ import annotations
+
+import itertools
+import resource
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+
+from xflowrl import _engine
+from xflowrl.engine import ops
+from xflowrl.rules import rules_io
+from xflowrl.rules import files as rule_files
+from xflowrl.engine.cost import CostModel
+from xflowrl.engine.graph import Graph
+
+# The shipped rule files (package data of `xflowrl.rules.files`).
+BUILTIN_RULES = rule_files.path(rule_files.BUILTIN)
+TASO_RULES_JSON = rule_files.path(rule_files.TASO)
+GENERATED_RULES = rule_files.path(rule_files.GENERATED)
+# Named rule sets (files are loaded in the order listed): "default" = the
+# engine's built-ins + the rules xflowrl's generator produced and verified
+# (experiments/generate_rules.py); "builtin+taso" = built-ins + TASO's shipped
+# collection (the thesis' set); the others are one file alone.
+RULE_SETS: Dict[str, Tuple[str, ...]] = {
+    "default": (BUILTIN_RULES, GENERATED_RULES),
+    "builtin+taso": (BUILTIN_RULES, TASO_RULES_JSON),
+    "builtin": (BUILTIN_RULES,),
+    "generated": (GENERATED_RULES,),
+    "taso": (TASO_RULES_JSON,),
+}
+
+DEFAULT_MAX_LOCATIONS = 200
+
+
+def _native_op(op: "rules_io.PatternOp", rule_name: str):
+    type_id = _engine.op_type_id(op.type)
+    if type_id < 0:
+        raise ValueError(f"rule {rule_name!r}: unknown op type {op.type!r}")
+    params, copied = [], []
+    for key, value in op.params:
+        if key not in ops.PARAM_KEYS:
+            raise ValueError(f"rule {rule_name!r}: unknown parameter {key!r} on {op.type}")
+        if isinstance(value, str):
+            if not value.startswith("src:"):
+                raise ValueError(f"rule {rule_name!r}: bad parameter value {value!r}")
+            copied.append((ops.PARAM_KEYS[key], int(value[4:])))
+        elif isinstance(value, float) and not value.is_integer():
+            # The engine's constraints are integers; a float such as an
+            # epsilon can only be copied from a source op ("src:K").
+            raise ValueError(f"rule {rule_name!r}: {op.type} parameter {key}={value} is not "
+                             f"an integer; copy it from a source op with 'src:K'")
+        else:
+            params.append((ops.PARAM_KEYS[key], int(value)))
+    return (type_id, [(t.op, t.index) for t in op.inputs], params, copied)
+
+
+def _native_rule(rule: "rules_io.Rule"):
+    return (rule.name,
+            [_native_op(op, rule.name) for op in rule.src],
+            [_native_op(op, rule.name) for op in rule.dst],
+            [((s.op, s.index), (d.op, d.index)) for s, d in rule.mapped_outputs])
+
+
+class SearchResult(NamedTuple):
+    """What `XferSet.search` returns. The binding's search returns a dict
+    whose keys are these fields (with `best` for `graph` and xfer indices
+    for `applied`); `_search_result` checks that they match one to one."""
+    graph: Graph                 # the best graph found
+    initial_cost: float          # ms
+    best_cost: float             # ms
+    applied: List[str]           # names of the xfers applied, in order
+    expansions: int              # graphs popped from the queue
+    enqueued: int
+    seconds: float
+    trace: List[Tuple[int, float, float]]  # (expansions, seconds, best cost)
+    peak_queued: int = 0         # most candidates queued at once
+    peak_parents: int = 0        # most expanded graphs held for queued candidates
+    dropped: int = 0             # candidates dropped by max_queued (0: results exact)
+    seen: int = 0                # distinct graphs met
+    peak_rss_mb: float = 0.0     # the process's peak resident memory after the search
+
+
+class Locations:
+    """The candidate graphs of every xfer on one graph, with their masks."""
+
+    def __init__(self, handle, graph: Graph, max_locations: int):
+        self._handle = handle
+        self.graph = graph
+        self.max_locations = max_locations
+        self.counts: List[int] = handle.counts()
+        self._counts = np.asarray(self.counts, np.int64)
+        self._counts.setflags(write=False)
+
+    @property
+    def num_xfers(self) -> int:
+        return len(self.counts)
+
+    def location_mask(self) -> np.ndarray:
+        """[N+1, L] bool; row N (NO-OP) is all False."""
+        mask = np.zeros((self.num_xfers + 1, self.max_locations), bool)
+        active = self.active_xfers()
+        mask[active] = self._prefix_mask(active)
+        return mask
+
+    def _prefix_mask(self, xfers: np.ndarray) -> np.ndarray:
+        """[len(xfers), L] bool: True at the locations each xfer has. Only
+        the few xfers with locations are worth a row; most of ~1,700 have none."""
+        return np.arange(self.max_locations) < self._counts[xfers, None]
+
+    def xfer_mask(self) -> np.ndarray:
+        """[N+1] bool: xfers with at least one location; NO-OP always True."""
+        return np.append(self._counts > 0, True)
+
+    @property
+    def count_array(self) -> np.ndarray:
+        """`counts` as a read-only [N] int64 array, for vectorised features."""
+        return self._counts
+
+    def active_xfers(self) -> np.ndarray:
+        """The xfers with at least one location, ascending (int64)."""
+        return np.flatnonzero(self._counts)
+
+    def matched_ops(self, xfer: int) -> List[List[int]]:
+        """For each location of `xfer`, the guids (in `self.graph`) of the ops
+        its source pattern matched, in source-pattern order."""
+        self._check_xfer(xfer)
+        return self._handle.matched(xfer)
+
+    def matched_nodes(self, node_of: np.ndarray, width: int) -> np.ndarray:
+        """[N+1, L, width] int32: `matched_ops` of every location as node
+        indices, `node_of[guid]`; -1 past a pattern's ops, at missing
+        locations and in row N (NO-OP). Built in one native call, since the
+        environment needs it for every location at every step.
+
+        Args:
+          node_of: int32 map from guid to node index (at least max guid + 1
+            entries; `graph.structure()["guids"]` inverted).
+          width: pattern slots, at least the largest source pattern.
+        """
+        out = np.full((self.num_xfers + 1, self.max_locations, width), -1, np.int32)
+        self._handle.matched_nodes(np.ascontiguousarray(node_of, np.int32), out)
+        return out
+
+    def costs(self, cost_model: CostModel) -> np.ndarray:
+        """[N, L] float64: the cost (ms) of every candidate graph; NaN where
+        the xfer has no such location. With a context-free backend (analytic,
+        onednn, cudnn) a candidate's cost is the current graph's minus the
+        ops it removes plus the ops it adds, without building the candidate;
+        the fitted backend, which prices ops by their neighbours, costs each
+        candidate graph whole. Both equal the candidate graph's `cost` up to
+        floating-point reassociation."""
+        out = np.full((self.num_xfers, self.max_locations), np.nan)
+        for x, row in enumerate(self._handle.costs(cost_model.handle)):
+            if row:
+                out[x, :len(row)] = row
+        return out
+
+    def active_costs(self, cost_model: CostModel) -> np.ndarray:
+        """[A, L] float64: the rows of `costs` for `active_xfers()` only (the
+        environment needs no more, and a full [N, L] array is megabytes)."""
+        active = self.active_xfers()
+        out = np.full((len(active), self.max_locations), np.nan)
+        # Row-major boolean assignment puts the concatenated rows in place.
+        out[self._prefix_mask(active)] = np.fromiter(
+            itertools.chain.from_iterable(self._handle.costs(cost_model.handle)),
+            np.float64, count=int(self._counts.sum()))
+        return out
+
+    def apply(self, xfer: int, location: int) -> Graph:
+        """The graph that applying `xfer` at `location` produces.
+
+        Raises:
+          ValueError: the action is out of range or masked out.
+        """
+        self._check_xfer(xfer)
+        if not 0 <= location < self.counts[xfer]:
+            raise ValueError(f"location {location} is not valid for xfer {xfer}, "
+                             f"which has {self.counts[xfer]} locations")
+        return Graph(self._handle.graph(xfer, location))
+
+    def hashes(self) -> List[List[int]]:
+        """Per xfer, the canonical hash of every candidate graph (what
+        `apply(x, l).hash()` returns), computed without building it."""
+        return self._handle.hashes()
+
+    def _check_xfer(self, xfer: int) -> None:
+        if not 0 <= xfer < self.num_xfers:
+            raise ValueError(f"xfer {xfer} out of range [0, {self.num_xfers})")
+
+
+class XferSet:
+    """An ordered list of validated rules held by the native engine."""
+
+    def __init__(self, rules: Sequence["rules_io.Rule"]):
+        self.rules = list(rules)
+        self._handle = _engine.RuleSetHandle([_native_rule(r) for r in self.rules])
+
+    @classmethod
+    def default(cls) -> "XferSet":
+        """The built-in xfers followed by the generated, verified rules."""
+        return cls(load_default_rules())
+
+    @classmethod
+    def from_name(cls, name: str) -> "XferSet":
+        """A named rule set (`RULE_SETS`); ValueError for an unknown name."""
+        return cls(load_rule_set(name))
+
+    @property
+    def names(self) -> List[str]:
+        return [r.name for r in self.rules]
+
+    def __len__(self) -> int:
+        return len(self.rules)
+
+    def locations(self, graph: Graph, max_locations: int = DEFAULT_MAX_LOCATIONS,
+                  max_ops: Optional[int] = None, incremental: bool = True) -> Locations:
+        """Enumerates the locations of every xfer on `graph`.
+
+        Args:
+          graph: the current graph.
+          max_locations: L, locations kept per xfer.
+          max_ops: size cap on results (default: twice `graph`'s op count).
+          incremental: describe each candidate by what it changes (its hash,
+            op count and cost computed from the current graph's) and build
+            its graph only when `apply` asks for it (default). False builds
+            every candidate graph at once, as the engine did before; the
+            locations are the same (kept to compare against).
+        """
+        cap = 2 * graph.num_ops() if max_ops is None else max_ops
+        handle = self._handle.locations(graph.handle, max_locations, cap, incremental)
+        return Locations(handle, graph, max_locations)
+
+    def apply(self, graph: Graph, xfer: int, location: int,
+              max_locations: int = DEFAULT_MAX_LOCATIONS) -> Graph:
+        """Applies one xfer at one location; `graph` is left intact."""
+        return self.locations(graph, max_locations).apply(xfer, location)
+
+    def search(self, graph: Graph, cost_model: CostModel, *, alpha: float = 1.05,
+               budget: int = 1000, max_ops: int = 0, time_limit_s: float = 0.0,
+               max_queued: int = 0, lazy_candidates: bool = True) -> SearchResult:
+        """TASO's backtracking search (thesis Algorithm 1), in bounded memory.
+
+        Args:
+          graph, cost_model: the start graph and the cost it minimises.
+          alpha: relaxation; candidates cheaper than alpha * best are queued.
+          budget: graphs expanded (popped from the queue).
+          max_ops: size cap on candidates (0: twice `graph`'s op count).
+          time_limit_s: wall-clock limit (0: none).
+          max_queued: queued candidates beyond this many are dropped, costliest
+            first (0: no cap). `SearchResult.dropped` says whether it bit; when
+            it is 0 the result equals the uncapped search's.
+          lazy_candidates: hold a queued candidate as (parent, xfer, match
+            index) and rebuild it when popped (default), instead of holding
+            every queued graph whole as TASO does. Same results either way;
+            the lazy queue needs memory for the expanded parents only (TASO's
+            way took ~2 GB after 300 expansions on nasnet_a).
+
+        `peak_rss_mb` is the process's peak resident set (ru_maxrss) read
+        after the search: an upper bound on what the search itself needed.
+        """
+        native = self._handle.search(graph.handle, cost_model.handle, alpha, budget,
+                                     max_ops, time_limit_s, max_queued, lazy_candidates)
+        return self._search_result(native)
+
+    def _search_result(self, native: Dict) -> SearchResult:
+        """Types the binding's result dict; a key that is not a field of
+        `SearchResult`, or a field the binding does not fill, raises."""
+        fields = dict(native)
+        fields["graph"] = Graph(fields.pop("best"))
+        fields["applied"] = [self.rules[x].name for x in fields["applied"]]
+        fields["peak_rss_mb"] = peak_rss_mb()
+        if set(fields) != set(SearchResult._fields):
+            raise RuntimeError(f"the engine's search result has keys {sorted(native)}; "
+                               f"SearchResult has fields {SearchResult._fields}")
+        return SearchResult(**fields)
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set so far, in MiB (Linux: ru_maxrss in
+    KiB); monotone over a process's life. The benchmarks report it too."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def load_rule_set(name: str) -> List["rules_io.Rule"]:
+    """The rules of a named set (`RULE_SETS`); ValueError for an unknown name."""
+    if name not in RULE_SETS:
+        raise ValueError(f"unknown rule set {name!r}; choose one of {list(RULE_SETS)}")
+    return [r for path in RULE_SETS[name] for r in rules_io.load_rules(path)]
+
+
+def load_default_rules() -> List["rules_io.Rule"]:
+    return load_rule_set("default")

@@ -1,0 +1,7 @@
+"""Rewrite rules as data: the project's JSON rule format (`rules_io`:
+patterns, validation, load and save; docs/rules.md) and a reader of TASO's
+protobuf rule collection (`taso_pb`). `xflowrl.engine.xfers` hands rules
+to the engine.
+
+`files/` holds the shipped rule files, package data found with importlib.resources.
+"""

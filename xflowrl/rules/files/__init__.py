@@ -1,0 +1,36 @@
+"""The rule files xflowrl ships, as package data (format: docs/rules.md).
+
+- `builtin.json`: the engine's hand-written xfers.
+- `generated.json`: the rules xflowrl's generator enumerated, verified and
+  pruned (`experiments/generate_rules.py`; docs/generator.md).
+- `taso_rules.json`: TASO's shipped collection, converted
+  (`experiments/convert_taso_rules.py`).
+
+They are found with `importlib.resources` relative to this package, never
+relative to a source checkout, so an installed copy (`pip install .`, a
+wheel) finds them from any working directory. `xflowrl.engine.xfers` names
+the rule sets built from them.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import os
+
+BUILTIN = "builtin.json"
+GENERATED = "generated.json"
+TASO = "taso_rules.json"
+
+
+def path(name: str) -> str:
+    """The file-system path of the shipped rule file `name` (e.g. `BUILTIN`).
+
+    Raises:
+      FileNotFoundError: no such file in this package (e.g. the installed
+        copy was built without its package data).
+    """
+    resource = importlib.resources.files(__name__).joinpath(name)
+    if not resource.is_file():
+        raise FileNotFoundError(f"rule file {name!r} is not in the package {__name__} "
+                                f"({resource}); was it installed without its package data?")
+    return os.fspath(resource)
