@@ -1,7 +1,7 @@
 """Fits the fitted cost backend's coefficients to onnxruntime on this machine.
 
     python experiments/fit_cost_model.py [--graphs=...] [--runs=30]
-        [--output=third_party/taso/profiles/fitted_cpu.json]
+        [--output=xflowrl/engine/data/fitted_cpu.json]
 
 What it measures: every graph of `--graphs` and its one-step greedy and TASO
 variants under `--optimize_with` cost models (the op configurations an
@@ -26,7 +26,7 @@ the threshold T comes from a grid (`THRESHOLDS_MB`) and the hinge is kept
 only where it lowers the error by 2% (it models working sets beyond the
 cache: in BERT's profiles on this machine a [64,1024]x[1024,3072] matmul
 took 2.43 ms and a [64,1024]x[1024,1024] one 0.80 ms, medians of the rows
-in third_party/taso/profiles/fitted_cpu.json: 3.05x for 3x the FLOPs and
+in xflowrl/engine/data/fitted_cpu.json: 3.05x for 3x the FLOPs and
 bytes; isolated timings exaggerate it, see docs/runtime.md).
 Then the executor's overhead, what the profiler does not see: over the
 graphs, (end-to-end CPU time of the inference thread - sum of kernel

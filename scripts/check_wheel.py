@@ -53,7 +53,8 @@ print(json.dumps({"package": xflowrl.__file__, "engine": _engine.__file__,
                                  xfers.TASO_RULES_JSON],
                   "prefix": sys.prefix, "rules": len(rule_set),
                   "initial_cost": result.initial_cost, "best_cost": result.best_cost,
-                  "applied": result.applied}))
+                  "applied": result.applied,
+                  "fitted_cost": zoo.get_graph(sys.argv[1]).cost(CostModel("fitted"))}))
 """
 
 
@@ -121,7 +122,7 @@ def main() -> None:
                 sys.exit(f"rule file {path} is not installed in the fresh venv {prefix}")
         checkout = probe(sys.executable, REPO)
         same = {k: installed[k] == checkout[k]
-                for k in ("rules", "initial_cost", "best_cost", "applied")}
+                for k in ("rules", "initial_cost", "best_cost", "applied", "fitted_cost")}
         report = {"wheel": os.path.basename(wheels[0]), "graph": GRAPH, "budget": BUDGET,
                   "rules": installed["rules"], "initial_cost": installed["initial_cost"],
                   "best_cost": installed["best_cost"], "same_as_checkout": same,

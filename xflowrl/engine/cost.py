@@ -15,7 +15,7 @@ Three native backends share one interface (docs/engine.md):
   where built and available; `cudnn_plan` shows what it runs for an op (in every build).
 - ``fitted``: what onnxruntime (one thread) does on this machine: per op
   class a linear model of FLOPs and bytes fitted to its single-op timings
-  (coefficients in ``third_party/taso/profiles/fitted_<profile>.json``,
+  (coefficients in ``xflowrl/engine/data/fitted_<profile>.json``,
   written by ``experiments/fit_cost_model.py``), and onnxruntime's fusions
   in graph context (a batch-norm, bias, residual add or activation after a
   conv costs nothing). The only backend whose graph cost is not a plain sum
@@ -33,14 +33,14 @@ from xflowrl import _engine
 from xflowrl.engine.ops import ACTIVATIONS, PADDINGS
 
 BACKENDS = ("analytic", "onednn", "cudnn", "fitted")
-PROFILES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "third_party", "taso", "profiles")
+# Fitted profiles ship as package data beside the onednn reference table.
+PROFILES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 FITTED_CLASSES = ("conv", "matmul", "pool", "eltwise", "batchnorm", "concat", "copy")
 
 
 def fitted_profile_path(profile: str) -> str:
     """The coefficient file of a fitted profile: a name (``cpu`` ->
-    ``third_party/taso/profiles/fitted_cpu.json``) or a path to a .json file."""
+    ``xflowrl/engine/data/fitted_cpu.json``) or a path to a .json file."""
     if profile.endswith(".json"):
         return profile
     return os.path.join(PROFILES_DIR, f"fitted_{profile}.json")
