@@ -126,12 +126,11 @@ def main(argv):
     if vocab.size == 0:
         raise app.UsageError(f"no xfer applies to {FLAGS.graph} in the random rollouts")
     wm_config = WorldModelConfig()
-    tf.random.set_seed(FLAGS.seed)
     encoder = LatentEncoder(wm_config.latent_size, vocab.size,
-                            wm_config.encoder_message_passing_steps)
+                            wm_config.encoder_message_passing_steps, seed=FLAGS.seed)
     initial_latent = encoder.encode([env.reset().state])[0]
     max_locations = env.config.max_locations
-    model = MDNRNN(wm_config, vocab.size, max_locations)
+    model = MDNRNN(wm_config, vocab.size, max_locations, seed=FLAGS.seed)
     dream_config = DreamConfig(done_threshold=1.1, mask_threshold=0.0)
     runners = [_DreamRunner(BatchedDream(model, initial_latent, dream_config, FLAGS.max_steps,
                                          max_locations, seed=FLAGS.seed), b, FLAGS.max_steps)
