@@ -10,8 +10,9 @@ Nothing here needs ONNX.
 `data/` holds the oneDNN reference cost table (`cost.REFERENCE_PATH`).
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any, Dict, List
+from typing import TYPE_CHECKING, Dict
+
+from xflowrl._lazy import lazy_exports
 
 if TYPE_CHECKING:  # what the names are, for type checkers and IDEs
     from xflowrl.engine.cost import (BACKENDS, CostModel, available_backends, cudnn_check,
@@ -45,16 +46,4 @@ _EXPORTS: Dict[str, str] = {
 }
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    try:
-        module = _EXPORTS[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
-
-
-def __dir__() -> List[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
