@@ -484,8 +484,7 @@ cdef class LocationsHandle:
     def hashes(self):
         """Per xfer: every candidate's canonical hash (computed without
         building the graph)."""
-        return [[self.locs.candidates[x][l].hash for l in range(self.locs.candidates[x].size())]
-                for x in range(self.locs.candidates.size())]
+        return [list(row) for row in self.locs.hashes()]
 
     def matched(self, int xfer):
         """Per location of `xfer`: the guids its source pattern matched."""
