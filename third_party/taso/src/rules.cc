@@ -96,6 +96,7 @@ class Rewriter {
     bound_.assign(-min_var + 1, TensorRef{});
     is_bound_.assign(-min_var + 1, false);
     mapped_.assign(r.src.size(), -1);
+    if (scratch_->local.size() < r.src.size()) scratch_->local.resize(r.src.size());
     used_.assign(g.size(), false);
     memo_.assign(r.src.size(), nullptr);
     dst_reads_var_.assign(-min_var + 1, false);
@@ -122,7 +123,9 @@ class Rewriter {
     const PatternOp& pop = r_.src[depth];
     // Ops reading an already matched op are found through its consumers,
     // which keeps the search local; otherwise scan all ops of the type.
-    std::vector<int> local;
+    // Per-depth buffer (deeper levels of the search use their own).
+    std::vector<int>& local = scratch_->local[depth];
+    local.clear();
     const std::vector<int>* candidates = &g_.ops_of_type(pop.type);
     for (size_t k = 0; k < pop.inputs.size(); ++k) {
       const PatternTensor& pt = pop.inputs[k];
@@ -824,7 +827,8 @@ double CandidateCoster::cost(const Candidate& c) {
     }
   }
   // The readers of redirected tensors (clones): where target ops get placed.
-  std::vector<int> extra;
+  std::vector<int>& extra = extra_;
+  extra.clear();
   for (int m : c.removed)
     for (auto [reader, slot] : parent_.consumers(m))
       if (used_[reader] != stamp_ && special_[reader] != stamp_) {

@@ -150,6 +150,7 @@ class CandidateCoster {
   std::vector<char> added_placed_;
   std::vector<double> added_cost_;
   std::vector<std::pair<int, int>> block_;  // (kind: 0 parent / 1 added, index)
+  std::vector<int> extra_;  // parent ops the candidate re-wires or re-prices
 };
 
 // Memo of source-op parameter checks on one graph, shared by every rule
@@ -165,6 +166,7 @@ struct RewriterScratch {
   std::vector<int> mapped;
   std::vector<std::vector<int8_t>*> memo;
   std::vector<int64_t> matched_guids;
+  std::vector<std::vector<int>> local;  // per search depth: the ops to try
   HashScratch hash;
   // Per parent op, its term of graph_dedup_key, and the key: filled by
   // enumerate_locations (lazy hashes) before the rules run.
