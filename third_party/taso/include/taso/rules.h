@@ -52,8 +52,9 @@ using MatchedOps = std::vector<int64_t>;
 
 // One rewrite of a graph, described against that graph (its "parent")
 // without building the result: what it removes, the ops it adds, the tensors
-// it redirects, and the result's canonical hash and op count, computed
-// incrementally. `materialize` builds the graph itself; enumeration builds
+// it redirects, and the result's op count and canonical hash (or, from
+// enumerate_locations, its dedup key, the hash being computed on first use),
+// computed incrementally. `materialize` builds the graph itself; enumeration builds
 // none (docs/engine.md, "Locations").
 struct Candidate {
   // Parent indices of the ops the result no longer has: the matched ops, in
@@ -211,6 +212,8 @@ int for_each_rewrite(const Graph& graph, const Rule& rule, int max_ops,
 // applying xfer x at location l produces. Duplicates (by canonical hash,
 // against the current graph and every earlier candidate of this step) are
 // dropped before indices are assigned; at most `max_locations` per xfer.
+// Hashes are compared only between candidates with equal dedup keys
+// (graph_dedup_key) and otherwise computed on first use (hashes(), graph()).
 struct Locations {
   GraphPtr parent;
   std::vector<std::vector<Candidate>> candidates;
