@@ -10,7 +10,6 @@ and every earlier candidate). At most `max_locations` per xfer are kept.
 
 from __future__ import annotations
 
-import itertools
 import resource
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -171,9 +170,7 @@ class Locations:
         active = self.active_xfers()
         out = np.full((len(active), self.max_locations), np.nan)
         # Row-major boolean assignment puts the concatenated rows in place.
-        out[self._prefix_mask(active)] = np.fromiter(
-            itertools.chain.from_iterable(self._handle.costs(cost_model.handle)),
-            np.float64, count=int(self._counts.sum()))
+        out[self._prefix_mask(active)] = self._handle.costs_flat(cost_model.handle)
         return out
 
     def apply(self, xfer: int, location: int) -> Graph:

@@ -484,8 +484,7 @@ cdef class LocationsHandle:
     def hashes(self):
         """Per xfer: every candidate's canonical hash (computed without
         building the graph)."""
-        return [[self.locs.candidates[x][l].hash for l in range(self.locs.candidates[x].size())]
-                for x in range(self.locs.candidates.size())]
+        return [list(row) for row in self.locs.hashes()]
 
     def matched(self, int xfer):
         """Per location of `xfer`: the guids its source pattern matched."""
@@ -531,6 +530,22 @@ cdef class LocationsHandle:
         """Per xfer: the cost of every candidate graph, in ms."""
         cdef CostBackend* native_backend = backend.get()
         return self.locs.costs(native_backend)
+
+    def costs_flat(self, CostBackendHandle backend not None):
+        """The rows of `costs` concatenated, xfer by xfer, as one float64
+        array (the environment's path: no Python list per xfer)."""
+        cdef vector[vector[double]] rows = self.locs.costs(backend.get())
+        cdef size_t total = 0
+        cdef size_t x, l, k = 0
+        for x in range(rows.size()):
+            total += rows[x].size()
+        out = np.empty(total, np.float64)
+        cdef double[::1] view = out
+        for x in range(rows.size()):
+            for l in range(rows[x].size()):
+                view[k] = rows[x][l]
+                k += 1
+        return out
 
 
 include "_ops.pxi"

@@ -222,7 +222,6 @@ cdef extern from "taso/rules.h" namespace "taso":
         void validate() except +
 
     cdef cppclass Candidate:
-        uint64_t hash
         int num_ops
 
     cdef cppclass Locations:
@@ -232,6 +231,7 @@ cdef extern from "taso/rules.h" namespace "taso":
         vector[int] num_matches
         shared_ptr[const Graph] graph(int x, int l) except +
         vector[vector[double]] costs(CostBackend* backend) except +
+        vector[vector[uint64_t]] hashes() except +
 
     Locations enumerate_locations(shared_ptr[const Graph] graph, const vector[Rule]& rules,
                                   int max_locations, int max_ops, bool incremental) except +

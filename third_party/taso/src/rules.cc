@@ -86,9 +86,7 @@ class Rewriter {
       : g_(g), r_(r), max_ops_(max_ops), emit_(emit), incremental_(incremental),
         cache_(cache), scratch_(cache ? &cache->scratch : &own_scratch_),
         matched_guids_(scratch_->matched_guids), mapped_from_(scratch_->mapped_from),
-        added_hash_(scratch_->added_hash), stamp_(scratch_->stamp),
-        stamp_counter_(scratch_->stamp_counter), new_hash_(scratch_->new_hash),
-        new_ws_(scratch_->new_ws), bound_(scratch_->bound), is_bound_(scratch_->is_bound),
+        bound_(scratch_->bound), is_bound_(scratch_->is_bound),
         mapped_(scratch_->mapped), used_(scratch_->used), memo_(scratch_->memo),
         dst_reads_var_(scratch_->dst_reads_var), dst_has_reader_(scratch_->dst_has_reader) {
     int min_var = 0;
@@ -98,6 +96,7 @@ class Rewriter {
     bound_.assign(-min_var + 1, TensorRef{});
     is_bound_.assign(-min_var + 1, false);
     mapped_.assign(r.src.size(), -1);
+    if (scratch_->local.size() < r.src.size()) scratch_->local.resize(r.src.size());
     used_.assign(g.size(), false);
     memo_.assign(r.src.size(), nullptr);
     dst_reads_var_.assign(-min_var + 1, false);
@@ -124,7 +123,9 @@ class Rewriter {
     const PatternOp& pop = r_.src[depth];
     // Ops reading an already matched op are found through its consumers,
     // which keeps the search local; otherwise scan all ops of the type.
-    std::vector<int> local;
+    // Per-depth buffer (deeper levels of the search use their own).
+    std::vector<int>& local = scratch_->local[depth];
+    local.clear();
     const std::vector<int>* candidates = &g_.ops_of_type(pop.type);
     for (size_t k = 0; k < pop.inputs.size(); ++k) {
       const PatternTensor& pt = pop.inputs[k];
@@ -274,7 +275,7 @@ class Rewriter {
       c.num_ops = g_.num_ops() - static_cast<int>(mapped_.size()) +
                   static_cast<int>(dst.size());
       if (max_ops_ > 0 && c.num_ops > max_ops_) return true;
-      hash_incrementally(&c);
+      describe_incrementally(&c);
     } else {
       std::vector<NodePtr> nodes;
       std::vector<TensorRef> outputs;
@@ -292,6 +293,8 @@ class Rewriter {
       }
       c.whole = true;
       c.hash = c.graph->hash();
+      c.hashed = true;
+      if (scratch_->lazy_hash) c.key = graph_dedup_key(*c.graph);
       c.num_ops = c.graph->num_ops();
     }
     matched_guids_.resize(r_.src.size());
@@ -299,95 +302,93 @@ class Rewriter {
     return emit_(std::move(c), matched_guids_);
   }
 
-  // The canonical hash of the rewritten graph and the weight-side flags of
-  // its target ops, from the parent's per-op hashes: the target ops are
-  // hashed, then the readers of redirected tensors and everything
-  // downstream of them (in the parent's topological order, not past an op
-  // whose hash comes out unchanged), and the parent's sum of op hashes is
-  // corrected by the differences (Graph::node_hash_sum).
-  void hash_incrementally(Candidate* c) {
+  // The weight-side flags of the target ops and the parent ops whose flag
+  // flips (readers of redirected tensors and, only where a flag flipped,
+  // their readers, scanned in the parent's order), then either the
+  // candidate's canonical hash (candidate_hash) or, when enumerate_locations
+  // defers hashes, its dedup key (graph_dedup_key, by difference: only the
+  // matched ops, the readers of redirected tensors and the target ops have
+  // a different term).
+  void describe_incrementally(Candidate* c) {
     const size_t num_dst = c->added.size();
-    added_hash_.resize(num_dst);
     c->added_ws.assign(num_dst, 0);
-    uint64_t sum = g_.node_hash_sum();
-    for (int m : mapped_) sum -= mix64(g_.node_hash(m));
     for (size_t j = 0; j < num_dst; ++j) {
-      const Node& node = *c->added[j];
-      uint64_t h = node_local_hash(node);
       bool ws = true;  // targets are never inputs
-      for (const TensorRef& t : node.inputs) {
-        const int src = g_.index_of(t.guid);
-        if (t.guid <= g_.max_guid()) {  // a variable: a parent tensor
-          h = hash_input(h, g_.node_hash(src), t.index);
-          ws = ws && g_.weight_side(src);
-        } else {  // an earlier target op
-          const size_t k = static_cast<size_t>(t.guid - g_.max_guid() - 1);
-          h = hash_input(h, added_hash_[k], t.index);
-          ws = ws && c->added_ws[k];
-        }
-      }
-      added_hash_[j] = h;
+      for (const TensorRef& t : c->added[j]->inputs)
+        ws = ws && (t.guid <= g_.max_guid()
+                        ? g_.weight_side(g_.index_of(t.guid))
+                        : c->added_ws[static_cast<size_t>(t.guid - g_.max_guid() - 1)]);
       c->added_ws[j] = ws;
-      sum += mix64(h);
     }
-    // The readers of redirected tensors, then their readers, in order.
-    if (stamp_.size() != static_cast<size_t>(g_.size())) {
-      stamp_.assign(g_.size(), 0);
-      new_hash_.assign(g_.size(), 0);
-      new_ws_.assign(g_.size(), 0);
+    HashScratch& hs = scratch_->hash;
+    if (hs.stamp.size() != static_cast<size_t>(g_.size())) {
+      hs.stamp.assign(g_.size(), 0);
+      hs.removed.assign(g_.size(), 0);
+      hs.new_hash.assign(g_.size(), 0);
+      hs.new_ws.assign(g_.size(), 0);
     }
-    // Readers always come after what they read, so one scan in the parent's
-    // order from the first reader visits every affected op after its inputs.
-    const int stamp = ++stamp_counter_;
+    const int stamp = ++hs.counter;
     int pending = 0, first = g_.size();
     auto mark = [&](int i) {
-      if (stamp_[i] == stamp || used_[i]) return;
-      stamp_[i] = stamp;
+      if (hs.stamp[i] == stamp || used_[i]) return;
+      hs.stamp[i] = stamp;
       ++pending;
       first = std::min(first, i);
     };
     for (int m : mapped_)
       for (auto [reader, slot] : g_.consumers(m)) mark(reader);
     for (int i = first; pending > 0; ++i) {
-      if (stamp_[i] != stamp) continue;
+      if (hs.stamp[i] != stamp) continue;
       --pending;
       const Node& node = g_.node(i);
-      uint64_t h = node.local_hash;  // set when the parent was created
       bool ws = node.type != OP_INPUT;
       for (const TensorRef& t : node.inputs) {
         const int src = g_.index_of(t.guid);
-        if (used_[src]) {  // a redirected tensor (unmapped ones were rejected)
+        if (used_[src]) {
           const TensorRef to = redirected(*c, t);
-          const size_t k = static_cast<size_t>(to.guid - g_.max_guid() - 1);
-          h = hash_input(h, added_hash_[k], to.index);
-          ws = ws && c->added_ws[k];
-        } else if (stamp_[src] == stamp) {
-          h = hash_input(h, new_hash_[src], t.index);
-          ws = ws && new_ws_[src];
+          ws = ws && c->added_ws[static_cast<size_t>(to.guid - g_.max_guid() - 1)];
         } else {
-          h = hash_input(h, g_.node_hash(src), t.index);
-          ws = ws && g_.weight_side(src);
+          ws = ws && (hs.stamp[src] == stamp ? hs.new_ws[src] : g_.weight_side(src));
         }
       }
-      new_hash_[i] = h;
-      new_ws_[i] = ws;
-      if (ws != g_.weight_side(i)) c->weight_side_flips.push_back(i);
-      if (h == g_.node_hash(i) && ws == g_.weight_side(i)) continue;
-      sum += mix64(h) - mix64(g_.node_hash(i));
+      hs.new_ws[i] = ws;
+      if (ws == g_.weight_side(i)) continue;
+      c->weight_side_flips.push_back(i);
       for (auto [reader, slot] : g_.consumers(i)) mark(reader);
     }
-    uint64_t total = sum;
-    for (const TensorRef& t : g_.outputs()) {
-      const int src = g_.index_of(t.guid);
-      if (used_[src]) {
-        const TensorRef to = redirected(*c, t);
-        total = hash_output(total, added_hash_[to.guid - g_.max_guid() - 1], to.index);
-      } else {
-        total = hash_output(total, stamp_[src] == stamp ? new_hash_[src] : g_.node_hash(src),
-                            t.index);
-      }
+    if (!scratch_->lazy_hash) {
+      candidate_hash(g_, *c, &hs);
+      return;
     }
-    c->hash = total;
+    // The dedup key by difference.
+    const std::vector<uint64_t>& keys = scratch_->op_keys;
+    uint64_t sum = scratch_->parent_key_sum;
+    for (int m : mapped_) sum -= keys[m];
+    auto local_of = [&](const TensorRef& t) {
+      return t.guid <= g_.max_guid()
+                 ? g_.node(g_.index_of(t.guid)).local_hash
+                 : node_local_hash(*c->added[static_cast<size_t>(t.guid - g_.max_guid() - 1)]);
+    };
+    for (const NodePtr& d : c->added) {
+      uint64_t h = node_local_hash(*d);
+      for (const TensorRef& t : d->inputs) h = hash_input(h, local_of(t), t.index);
+      sum += mix64(h);
+    }
+    const int stamp2 = ++hs.counter;
+    for (int m : mapped_)
+      for (auto [reader, slot] : g_.consumers(m)) {
+        if (used_[reader] || hs.stamp[reader] == stamp2) continue;
+        hs.stamp[reader] = stamp2;
+        const Node& node = g_.node(reader);
+        uint64_t h = node.local_hash;
+        for (const TensorRef& t : node.inputs) {
+          const int src = g_.index_of(t.guid);
+          h = hash_input(h, used_[src] ? local_of(redirected(*c, t)) : g_.node(src).local_hash,
+                         used_[src] ? redirected(*c, t).index : t.index);
+        }
+        sum += mix64(h) - keys[reader];
+      }
+    c->key = hash_combine(sum, static_cast<uint64_t>(c->num_ops));
   }
 
   // Whether node `i` meets the parameter constraints of source op `depth`.
@@ -526,12 +527,6 @@ class Rewriter {
   // The buffers, in *scratch_ (shared by the rules of one MatchCache).
   MatchedOps& matched_guids_;
   std::vector<TensorRef>& mapped_from_;  // scratch of rewrite()
-  // Scratch of hash_incrementally, reused across matches.
-  std::vector<uint64_t>& added_hash_;
-  std::vector<int>& stamp_;  // == stamp_counter_: recomputed for this match
-  int& stamp_counter_;
-  std::vector<uint64_t>& new_hash_;
-  std::vector<char>& new_ws_;
   std::vector<TensorRef>& bound_;  // indexed by -variable
   std::vector<bool>& is_bound_;
   std::vector<int>& mapped_;       // source op -> graph index
@@ -620,8 +615,113 @@ int for_each_rewrite(const Graph& graph, const Rule& rule, int max_ops,
                             });
 }
 
+uint64_t candidate_hash(const Graph& g, const Candidate& c, HashScratch* hs) {
+  if (c.hashed) return c.hash;
+  // The target ops are hashed from the parent's hashes of what they read;
+  // then the readers of redirected tensors and everything downstream of them
+  // are re-hashed in one scan in the parent's topological order (not past an
+  // op whose hash comes out unchanged), and the parent's sum of op hashes is
+  // corrected by the differences (Graph::node_hash_sum).
+  if (hs->stamp.size() != static_cast<size_t>(g.size())) {
+    hs->stamp.assign(g.size(), 0);
+    hs->removed.assign(g.size(), 0);
+    hs->new_hash.assign(g.size(), 0);
+    hs->new_ws.assign(g.size(), 0);
+  }
+  const int stamp = ++hs->counter;
+  for (int m : c.removed) hs->removed[m] = stamp;
+  const size_t num_dst = c.added.size();
+  std::vector<uint64_t>& added_hash = hs->added_hash;
+  added_hash.resize(num_dst);
+  uint64_t sum = g.node_hash_sum();
+  for (int m : c.removed) sum -= mix64(g.node_hash(m));
+  for (size_t j = 0; j < num_dst; ++j) {
+    const Node& node = *c.added[j];
+    uint64_t h = node_local_hash(node);
+    for (const TensorRef& t : node.inputs) {
+      if (t.guid <= g.max_guid())  // a variable: a parent tensor
+        h = hash_input(h, g.node_hash(g.index_of(t.guid)), t.index);
+      else  // an earlier target op
+        h = hash_input(h, added_hash[static_cast<size_t>(t.guid - g.max_guid() - 1)], t.index);
+    }
+    added_hash[j] = h;
+    sum += mix64(h);
+  }
+  // Readers always come after what they read, so one scan in the parent's
+  // order from the first reader visits every affected op after its inputs.
+  int pending = 0, first = g.size();
+  auto mark = [&](int i) {
+    if (hs->stamp[i] == stamp || hs->removed[i] == stamp) return;
+    hs->stamp[i] = stamp;
+    ++pending;
+    first = std::min(first, i);
+  };
+  for (int m : c.removed)
+    for (auto [reader, slot] : g.consumers(m)) mark(reader);
+  for (int i = first; pending > 0; ++i) {
+    if (hs->stamp[i] != stamp) continue;
+    --pending;
+    const Node& node = g.node(i);
+    uint64_t h = node.local_hash;  // set when the parent was created
+    for (const TensorRef& t : node.inputs) {
+      const int src = g.index_of(t.guid);
+      if (hs->removed[src] == stamp) {  // a redirected tensor
+        const TensorRef to = redirected(c, t);
+        h = hash_input(h, added_hash[static_cast<size_t>(to.guid - g.max_guid() - 1)], to.index);
+      } else {
+        h = hash_input(h, hs->stamp[src] == stamp ? hs->new_hash[src] : g.node_hash(src),
+                       t.index);
+      }
+    }
+    hs->new_hash[i] = h;
+    if (h == g.node_hash(i)) continue;
+    sum += mix64(h) - mix64(g.node_hash(i));
+    for (auto [reader, slot] : g.consumers(i)) mark(reader);
+  }
+  uint64_t total = sum;
+  for (const TensorRef& t : g.outputs()) {
+    const int src = g.index_of(t.guid);
+    if (hs->removed[src] == stamp) {
+      const TensorRef to = redirected(c, t);
+      total = hash_output(total, added_hash[static_cast<size_t>(to.guid - g.max_guid() - 1)],
+                          to.index);
+    } else {
+      total = hash_output(total, hs->stamp[src] == stamp ? hs->new_hash[src] : g.node_hash(src),
+                          t.index);
+    }
+  }
+  c.hash = total;
+  c.hashed = true;
+  return total;
+}
+
+uint64_t graph_dedup_key(const Graph& g, std::vector<uint64_t>* op_keys) {
+  if (op_keys) op_keys->resize(g.size());
+  uint64_t sum = 0;
+  for (int i = 0; i < g.size(); ++i) {
+    const Node& node = g.node(i);
+    uint64_t h = node_local_hash(node);
+    for (const TensorRef& t : node.inputs)
+      h = hash_input(h, node_local_hash(g.node(g.index_of(t.guid))), t.index);
+    const uint64_t term = mix64(h);
+    if (op_keys) (*op_keys)[i] = term;
+    sum += term;
+  }
+  return hash_combine(sum, static_cast<uint64_t>(g.num_ops()));
+}
+
 GraphPtr materialize(const Graph& parent, const Candidate& c) {
   if (c.graph) return c.graph;
+  if (!c.hashed) {
+    HashScratch scratch;
+    candidate_hash(parent, c, &scratch);
+    // Every applied candidate checks the dedup key's bookkeeping too.
+    const GraphPtr built = materialize(parent, c);
+    if (graph_dedup_key(*built) != c.key)
+      throw EngineError("internal: a candidate's incremental dedup key differs "
+                        "from its graph's");
+    return built;
+  }
   std::vector<bool> used(parent.size(), false);
   for (int i : c.removed) used[i] = true;
   std::vector<NodePtr> nodes;
@@ -727,7 +827,8 @@ double CandidateCoster::cost(const Candidate& c) {
     }
   }
   // The readers of redirected tensors (clones): where target ops get placed.
-  std::vector<int> extra;
+  std::vector<int>& extra = extra_;
+  extra.clear();
   for (int m : c.removed)
     for (auto [reader, slot] : parent_.consumers(m))
       if (used_[reader] != stamp_ && special_[reader] != stamp_) {
@@ -784,6 +885,14 @@ double CandidateCoster::cost(const Candidate& c) {
   return total;
 }
 
+std::vector<std::vector<uint64_t>> Locations::hashes() const {
+  std::vector<std::vector<uint64_t>> out(candidates.size());
+  for (size_t x = 0; x < candidates.size(); ++x)
+    for (const Candidate& c : candidates[x])
+      out[x].push_back(candidate_hash(*parent, c, &hash_scratch));
+  return out;
+}
+
 std::vector<std::vector<double>> Locations::costs(CostBackend* backend) const {
   CandidateCoster coster(*parent, backend);
   std::vector<std::vector<double>> out(candidates.size());
@@ -803,14 +912,36 @@ Locations enumerate_locations(GraphPtr graph, const std::vector<Rule>& rules,
   locs.candidates.resize(rules.size());
   locs.matched.resize(rules.size());
   locs.num_matches.resize(rules.size());
-  std::unordered_set<uint64_t> seen{graph->hash()};
   MatchCache cache;
+  // A candidate is a duplicate when its canonical hash equals the current
+  // graph's or a kept candidate's. Equal graphs have equal dedup keys, so
+  // hashes are computed (candidate_hash) and compared only within a key's
+  // bucket: most candidates' keys are unique, and their hashes are left to
+  // first use (docs/engine.md, "Incremental candidates").
+  RewriterScratch& scratch = cache.scratch;
+  scratch.lazy_hash = true;
+  const uint64_t parent_key = graph_dedup_key(*graph, &scratch.op_keys);
+  scratch.parent_key_sum = 0;
+  for (uint64_t k : scratch.op_keys) scratch.parent_key_sum += k;
+  std::unordered_map<uint64_t, std::vector<std::pair<int, int>>> buckets;
+  HashScratch& hs = locs.hash_scratch;
   for (size_t x = 0; x < rules.size(); ++x) {
     auto& list = locs.candidates[x];
     auto& matched = locs.matched[x];
     locs.num_matches[x] = for_each_candidate(*graph, rules[x], max_ops,
                                              [&](Candidate&& c, const MatchedOps& ops) {
-      if (seen.insert(c.hash).second) {
+      bool duplicate = false;
+      if (c.key == parent_key)
+        duplicate = candidate_hash(*graph, c, &hs) == graph->hash();
+      auto it = buckets.find(c.key);
+      if (it != buckets.end())
+        for (auto [bx, bl] : it->second) {
+          if (duplicate) break;
+          duplicate = candidate_hash(*graph, locs.candidates[bx][bl], &hs) ==
+                      candidate_hash(*graph, c, &hs);
+        }
+      if (!duplicate) {
+        buckets[c.key].emplace_back(static_cast<int>(x), static_cast<int>(list.size()));
         list.push_back(std::move(c));
         matched.push_back(ops);
       }

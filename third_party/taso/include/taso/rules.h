@@ -52,8 +52,9 @@ using MatchedOps = std::vector<int64_t>;
 
 // One rewrite of a graph, described against that graph (its "parent")
 // without building the result: what it removes, the ops it adds, the tensors
-// it redirects, and the result's canonical hash and op count, computed
-// incrementally. `materialize` builds the graph itself; enumeration builds
+// it redirects, and the result's op count and canonical hash (or, from
+// enumerate_locations, its dedup key, the hash being computed on first use),
+// computed incrementally. `materialize` builds the graph itself; enumeration builds
 // none (docs/engine.md, "Locations").
 struct Candidate {
   // Parent indices of the ops the result no longer has: the matched ops, in
@@ -69,7 +70,16 @@ struct Candidate {
   // Parent indices of ops the rewrite leaves in place (possibly re-wired)
   // whose weight-side flag flips (rare; their cost appears or vanishes).
   std::vector<int> weight_side_flips;
-  uint64_t hash = 0;  // equals materialize()'s Graph::hash()
+  // Equals materialize()'s Graph::hash() once `hashed`; enumerate_locations
+  // leaves it to be computed on first use (candidate_hash), see `key`.
+  mutable uint64_t hash = 0;
+  mutable bool hashed = false;
+  // A canonical fingerprint of the result that is cheap to compute
+  // incrementally (graph_dedup_key: only the ops the rewrite touches
+  // change it): equal graphs have equal keys, so two candidates' hashes need
+  // comparing only when their keys are equal (docs/engine.md, "Incremental
+  // candidates").
+  uint64_t key = 0;
   // True when `graph` was built at enumeration (the rewrite drops dead ops,
   // or incremental candidates were turned off): its cost is then the whole
   // graph's.
@@ -79,6 +89,25 @@ struct Candidate {
   // bookkeeping does not cover them); otherwise null until materialized.
   mutable GraphPtr graph;
 };
+
+// Scratch of candidate_hash, reusable across candidates of one parent.
+struct HashScratch {
+  std::vector<int> stamp, removed;
+  int counter = 0;
+  std::vector<uint64_t> new_hash, added_hash;
+  std::vector<char> new_ws;
+};
+
+// The canonical hash of `c`'s result (Graph::hash of materialize(parent, c)),
+// computed incrementally from the parent's per-op hashes, and cached in c.
+uint64_t candidate_hash(const Graph& parent, const Candidate& c, HashScratch* scratch);
+
+// Graph::hash's cheap companion: the wrapping sum over every op of mix64 of
+// a hash of its local hash and its inputs' local hashes (one level of the
+// Merkle hash, not all of it), combined with the op count. Graphs with equal
+// canonical hashes have equal keys (up to 64-bit collisions, which the hash
+// dedup already assumes away). `op_keys` (optional) receives each op's term.
+uint64_t graph_dedup_key(const Graph& g, std::vector<uint64_t>* op_keys = nullptr);
 
 // The rewritten graph of `c` on `parent` (cached in c.graph). Its nodes are
 // exactly those the full rebuild produced before: the parent's untouched ops
@@ -122,6 +151,7 @@ class CandidateCoster {
   std::vector<char> added_placed_;
   std::vector<double> added_cost_;
   std::vector<std::pair<int, int>> block_;  // (kind: 0 parent / 1 added, index)
+  std::vector<int> extra_;  // parent ops the candidate re-wires or re-prices
 };
 
 // Memo of source-op parameter checks on one graph, shared by every rule
@@ -134,12 +164,16 @@ class CandidateCoster {
 struct RewriterScratch {
   std::vector<TensorRef> bound, mapped_from;
   std::vector<bool> is_bound, used, dst_reads_var, dst_has_reader;
-  std::vector<int> mapped, stamp;
-  int stamp_counter = 0;  // stamp[i] == a match's stamp: recomputed for it
-  std::vector<uint64_t> added_hash, new_hash;
-  std::vector<char> new_ws;
+  std::vector<int> mapped;
   std::vector<std::vector<int8_t>*> memo;
   std::vector<int64_t> matched_guids;
+  std::vector<std::vector<int>> local;  // per search depth: the ops to try
+  HashScratch hash;
+  // Per parent op, its term of graph_dedup_key, and the key: filled by
+  // enumerate_locations (lazy hashes) before the rules run.
+  std::vector<uint64_t> op_keys;
+  uint64_t parent_key_sum = 0;
+  bool lazy_hash = false;
 };
 
 class MatchCache {
@@ -178,6 +212,8 @@ int for_each_rewrite(const Graph& graph, const Rule& rule, int max_ops,
 // applying xfer x at location l produces. Duplicates (by canonical hash,
 // against the current graph and every earlier candidate of this step) are
 // dropped before indices are assigned; at most `max_locations` per xfer.
+// Hashes are compared only between candidates with equal dedup keys
+// (graph_dedup_key) and otherwise computed on first use (hashes(), graph()).
 struct Locations {
   GraphPtr parent;
   std::vector<std::vector<Candidate>> candidates;
@@ -187,6 +223,9 @@ struct Locations {
   GraphPtr graph(int x, int l) const { return materialize(*parent, candidates[x][l]); }
   // Per xfer, the cost of every candidate (candidate_cost).
   std::vector<std::vector<double>> costs(CostBackend* backend) const;
+  // Per xfer, the canonical hash of every candidate (candidate_hash).
+  std::vector<std::vector<uint64_t>> hashes() const;
+  mutable HashScratch hash_scratch;
 };
 Locations enumerate_locations(GraphPtr graph, const std::vector<Rule>& rules,
                               int max_locations, int max_ops, bool incremental = true);
