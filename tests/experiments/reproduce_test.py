@@ -4,8 +4,8 @@ Runs the whole pipeline (graph properties, temperature sweep, baselines,
 model-free and model-based agents and the separate reward network, the
 measure step, the report) on SqueezeNet only and under the GPU-like setting
 only (the "this CPU" setting runs the same code with another cost model),
-six entry-point runs, two at a time: about 2-3 minutes on this 2-core
-machine when it is otherwise idle, several times that under load (the quick
+six entry-point runs, two at a time: 96 s on this 2-core machine at load
+average 2-5, several times that under heavy load (the quick
 mode on all six graphs and both settings takes longer; docs/reproduce.md
 gives its wall time). Then
 checks that every table and figure is written and non-empty, that the
