@@ -154,14 +154,12 @@ class Locations:
         """[N, L] float64: the cost (ms) of every candidate graph; NaN where
         the xfer has no such location. With a context-free backend (analytic,
         onednn, cudnn) a candidate's cost is the current graph's minus the
-        ops it removes plus the ops it adds, without building the candidate;
-        the fitted backend, which prices ops by their neighbours, costs each
-        candidate graph whole. Both equal the candidate graph's `cost` up to
-        floating-point reassociation."""
+        ops it removes plus the ops it adds, summed in the candidate's own
+        order, without building the candidate; the fitted backend, which
+        prices ops by their neighbours, costs each candidate graph whole.
+        Either way it equals the candidate graph's `cost` bit for bit."""
         out = np.full((self.num_xfers, self.max_locations), np.nan)
-        for x, row in enumerate(self._handle.costs(cost_model.handle)):
-            if row:
-                out[x, :len(row)] = row
+        out[self._prefix_mask(np.arange(self.num_xfers))] = self._flat_costs(cost_model)
         return out
 
     def active_costs(self, cost_model: CostModel) -> np.ndarray:
@@ -169,9 +167,14 @@ class Locations:
         environment needs no more, and a full [N, L] array is megabytes)."""
         active = self.active_xfers()
         out = np.full((len(active), self.max_locations), np.nan)
-        # Row-major boolean assignment puts the concatenated rows in place.
-        out[self._prefix_mask(active)] = self._handle.costs_flat(cost_model.handle)
+        out[self._prefix_mask(active)] = self._flat_costs(cost_model)
         return out
+
+    def _flat_costs(self, cost_model: CostModel) -> np.ndarray:
+        """Every candidate's cost, xfer by xfer and location by location: the
+        order in which a row-major boolean assignment through `_prefix_mask`
+        puts them in place (xfers without locations contribute nothing)."""
+        return self._handle.costs_flat(cost_model.handle)
 
     def apply(self, xfer: int, location: int) -> Graph:
         """The graph that applying `xfer` at `location` produces.
