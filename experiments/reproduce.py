@@ -20,7 +20,7 @@ flags (results under --results_dir/<setting>/<graph>/<run>/):
 --sweep_settings (folders `temperature/` for "this CPU", `temperature_gpu/`
 for "GPU-like"). Then, in this process, the measure step times
 every variant of every graph (original, greedy, TASO, model-free,
-model-based) end to end on this CPU, interleaved (onnxruntime and TensorFlow
+model-based, and the separate reward network's where it ran) end to end on this CPU, interleaved (onnxruntime and TensorFlow
 through onnx-tf; `xflowrl.measure.compare.time_models`), and
 `reproduce_report.write_report` writes the tables and figures to
 --report_dir.
@@ -29,7 +29,9 @@ Reuse: a run whose folder holds `reproduce_job.json` with the same command
 line (and its result file) is reused; a folder with another command is
 deleted first, so a resumable entry point never resumes a run of other
 budgets. `--rerun` redoes everything. Each run's stdout/stderr go to
-`<run folder>.log`.
+`<run folder>.log`. One invocation at a time per results folder: a second
+one exits at once (a lock file, `<results_dir>/.reproduce.lock`). The
+report records the commit it ran at, and whether the tree had local changes.
 
 The agents run with `--taso_budget=0`: TASO's search comes from
 baselines.py (one search per graph and setting, with Inception-v3's budget
@@ -38,7 +40,9 @@ capped as there), the agents' files keep greedy and the random agent.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import json
 import os
 import shutil
@@ -239,7 +243,8 @@ def shared_jobs(graphs: Sequence[str], b: Budget) -> List[Job]:
 def variant_graphs(setting: report.Setting, graph_name: str, root: str, seed: int):
     """The engine graphs to time, by variant name: original, greedy, TASO
     (searched again: its trace names xfers, not locations; the cost must
-    equal baselines.py's, checked), model-free, model-based (replayed)."""
+    equal baselines.py's, checked), model-free, model-based and, where it
+    ran, the model-based agent with the separate reward network (replayed)."""
     from xflowrl.agents.ppo.training import replay  # pylint: disable=import-outside-toplevel
     from xflowrl.env import EnvConfig, make_env  # pylint: disable=import-outside-toplevel
     from xflowrl.search.baselines import GREEDY_MAX_STEPS  # pylint: disable=import-outside-toplevel
@@ -257,8 +262,11 @@ def variant_graphs(setting: report.Setting, graph_name: str, root: str, seed: in
             raise RuntimeError(f"{graph_name}: TASO's search found {found.best_cost} ms, "
                                f"baselines.py {taso['cost_ms']} ms")
         graphs["taso"] = found.graph
-    for name, result, key in (("model-free", runs.mf, "agent_applied"),
-                              ("model-based", runs.mb, "controller_best_applied")):
+    agents = [("model-free", runs.mf, "agent_applied"),
+              ("model-based", runs.mb, "controller_best_applied")]
+    if runs.mb_separate:
+        agents.append((report.SEPARATE, runs.mb_separate, "controller_best_applied"))
+    for name, result, key in agents:
         run_env = make_env(graph_name, result.get("rules", "default"), setting.cost_model,
                            setting.profile, "results/cost_cache.tsv",
                            EnvConfig(max_steps=GREEDY_MAX_STEPS,
@@ -322,8 +330,40 @@ def machine() -> str:
             f"CPU(s)")
 
 
+def commit() -> str:
+    """The project's git commit, "+local changes" when its tree differs."""
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=_HERE, capture_output=True, text=True,
+                              check=False).stdout.strip()
+    head = git("rev-parse", "--short=10", "HEAD") or "unknown"
+    return head + (" +local changes" if git("status", "--porcelain", "--untracked-files=no")
+                   else "")
+
+
+@contextlib.contextmanager
+def results_lock(results_dir: str):
+    """Holds an exclusive lock on the results folder, or exits with a message:
+    two invocations on one folder would delete each other's unfinished runs."""
+    os.makedirs(results_dir, exist_ok=True)
+    path = os.path.join(results_dir, ".reproduce.lock")
+    with open(path, "w") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SystemExit(f"another reproduce.py is running on {results_dir} "
+                             f"(it holds {path}); wait for it or use another --results_dir")
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        yield
+
+
 def main(argv):
     del argv
+    with results_lock(FLAGS.results_dir):
+        run_all()
+
+
+def run_all():
     b = QUICK if FLAGS.quick else FULL
     start = time.time()
     steps: Dict[str, float] = {}
@@ -348,6 +388,7 @@ def main(argv):
                               FLAGS.sweep_graph, FLAGS.sweep_settings,
                               meta={"mode": "quick" if FLAGS.quick else "full",
                                     "machine": machine(), "jobs": workers,
+                                    "commit": commit(),
                                     "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
                                     "budget": dataclasses.asdict(b),
                                     "step_seconds": steps,

@@ -78,7 +78,9 @@ THESIS_STEPS = {"model_free": 4_000_000, "model_based": 1_000_000}
 THESIS_OPT_SECONDS = {"bert": (29.66, 6.28), "squeezenet1_1": (29.58, 7.95),
                       "resnet18": (9.25, 3.77), "resnet50": (1008.49, 104.98)}
 
-VARIANTS = ("original", "greedy", "taso", "model-free", "model-based")
+VARIANTS = ("original", "greedy", "taso", "model-free", "model-based",
+            "model-based, separate reward")
+SEPARATE = "model-based, separate reward"   # timed only on --separate_reward_graphs
 CLOCKS = ("ort/cpu", "tf/cpu", "tf/wall")
 
 
@@ -94,6 +96,7 @@ class Runs(NamedTuple):
     mb: dict
     measured: Optional[dict]
     dream_history: List[dict]
+    mb_separate: Optional[dict]   # train_mb --reward_model=separate, where it ran
 
 
 def _load(path: str) -> Optional[dict]:
@@ -110,15 +113,19 @@ def load_runs(root: str, graph: str) -> Runs:
     return Runs(_load(os.path.join(d, "baselines", "result.json")),
                 _load(os.path.join(d, "train_mf", "result.json")),
                 _load(os.path.join(d, "train_mb", "result.json")),
-                _load(os.path.join(d, "measured", "result.json")), history)
+                _load(os.path.join(d, "measured", "result.json")), history,
+                _load(os.path.join(root, "separate_reward", graph, "train_mb", "result.json")))
 
 
 def run_stamps(root: str, graph: str) -> dict:
     """What the measure step's timing depends on: the graphs the runs found."""
     r = load_runs(root, graph)
-    return {"greedy": r.baselines["greedy"]["applied"],
-            "taso_cost_ms": (r.baselines.get("taso") or {}).get("cost_ms"),
-            "mf": r.mf["agent_applied"], "mb": r.mb["controller_best_applied"]}
+    stamps = {"greedy": r.baselines["greedy"]["applied"],
+              "taso_cost_ms": (r.baselines.get("taso") or {}).get("cost_ms"),
+              "mf": r.mf["agent_applied"], "mb": r.mb["controller_best_applied"]}
+    if r.mb_separate:
+        stamps["mb_separate"] = r.mb_separate["controller_best_applied"]
+    return stamps
 
 
 def pct(value: Optional[float], base: Optional[float]) -> Optional[float]:
@@ -156,6 +163,7 @@ class GraphRow:
     mf_ms: float
     mb_ms: float
     mb_greedy_ms: float
+    mb_separate_ms: Optional[float]   # where the separate reward network ran
     mf_vs_greedy: str
     mb_vs_greedy: str
     mf_interactions: int
@@ -197,6 +205,7 @@ def graph_row(setting: str, graph: str, runs: Runs) -> GraphRow:
         random_ms=(mf["baselines"].get("random") or {}).get("cost_ms"),
         mf_ms=mf["agent_cost_ms"], mb_ms=mb["controller_best_cost_ms"],
         mb_greedy_ms=mb["controller_cost_ms"],
+        mb_separate_ms=(runs.mb_separate or {}).get("controller_best_cost_ms"),
         mf_vs_greedy=versus(mf["agent_cost_ms"], b["greedy"]["cost_ms"]),
         mb_vs_greedy=versus(mb["controller_best_cost_ms"], b["greedy"]["cost_ms"]),
         mf_interactions=mf["interactions"], mf_steps_to_final=mf["steps_to_final_cost"],
@@ -275,7 +284,7 @@ def table_measured(rows: Dict[str, GraphRow]) -> str:
         if not r.measured:
             continue
         est = {"original": r.initial_ms, "greedy": r.greedy_ms, "taso": r.taso_ms,
-               "model-free": r.mf_ms, "model-based": r.mb_ms}
+               "model-free": r.mf_ms, "model-based": r.mb_ms, SEPARATE: r.mb_separate_ms}
         base = r.measured["original"]
         for v in VARIANTS:
             if v not in r.measured:
@@ -364,25 +373,31 @@ def table_steps(rows: Dict[str, GraphRow]) -> str:
             "budget 1000, GTX 780.\n\n" + "\n".join(lines) + "\n")
 
 
-def table_separate(results: str, setting: str, graphs: Sequence[str]) -> str:
+def table_separate(results: str, setting: str, graphs: Sequence[str],
+                   rows: Dict[str, GraphRow]) -> str:
     """train_mb --reward_model=separate against the MDN-RNN's reward head."""
-    lines = ["| graph | reward model | controller est. change (best) | greedy | held-out "
-             "reward MSE | predicted return | real return |", "|---|---|---|---|---|---|---|"]
+    lines = ["| graph | reward model | controller est. change (best) | greedy | measured "
+             "ort/cpu change | held-out reward MSE | predicted return | real return |",
+             "|---|---|---|---|---|---|---|---|"]
     for g in graphs:
-        for model, path in (("mdn", os.path.join(results, setting, g, "train_mb")),
-                            ("separate", os.path.join(results, setting, "separate_reward", g,
-                                                      "train_mb"))):
+        for model, path, variant in (
+                ("mdn", os.path.join(results, setting, g, "train_mb"), "model-based"),
+                ("separate", os.path.join(results, setting, "separate_reward", g, "train_mb"),
+                 SEPARATE)):
             mb = _load(os.path.join(path, "result.json"))
             if not mb:
                 continue
+            measured = rows[g].measured if g in rows else {}
             last = mb["world_model"]["rounds"][-1]
             ev = mb["controller"]["greedy"]
             lines.append(f"| {g} | {model} | {_chg(mb['controller_best_cost_ms'], mb['initial_cost_ms'], 3)} | "
                          f"{_chg(mb['baselines']['greedy']['cost_ms'], mb['initial_cost_ms'], 3)} | "
+                         f"{_chg(measured.get(variant, {}).get('ort/cpu'), measured.get('original', {}).get('ort/cpu'))} | "
                          f"{last['held_out_reward_mse']:.3e} | {ev['predicted_return']:+.4f} | "
                          f"{ev['real_return']:+.4f} |")
     return ("The same budgets and seed; only the reward head differs (thesis §4.3.4 left "
-            "this experiment as a TODO). Returns of the greedy evaluation episode.\n\n"
+            "this experiment as a TODO). Returns of the greedy evaluation episode; the "
+            "measured change is the measure step's (see the measured runtimes above).\n\n"
             + "\n".join(lines) + "\n")
 
 
@@ -626,7 +641,7 @@ def write_report(results: str, out_dir: str, graphs: Sequence[str], settings: Se
              "\nTensorRT: not run (it needs an NVIDIA GPU; this machine has none).\n",
              f"Measured on {meta.get('machine', '?')}, {meta.get('date_utc', '?')} UTC "
              f"(shared with other sessions); {meta.get('jobs', '?')} entry-point run(s) at a "
-             "time. Rule set: the entry points' default (built-ins + generated).\n",
+             f"time; project commit {meta.get('commit', '?')}. Rule set: the entry points' default (built-ins + generated).\n",
              "## Summary\n", "\n".join(summary_lines(rows)) + "\n",
              "## Table 4.1: graph properties\n", table_4_1(props, rows)]
     for s in settings:
@@ -638,7 +653,7 @@ def write_report(results: str, out_dir: str, graphs: Sequence[str], settings: Se
                   f"## Real environment steps and wall times, {_label(s)}\n",
                   table_steps(rows[s]),
                   f"## Separate reward network, {_label(s)}\n",
-                  table_separate(results, s, separate_graphs)]
+                  table_separate(results, s, separate_graphs, rows[s])]
     for s, sweep in sweeps.items():
         parts += [f"## Table 4.3: temperature sweep, {_label(s)}\n", table_4_3(sweep, s)]
     parts += ["## Figures\n",

@@ -110,6 +110,11 @@ class ReproduceQuickTest(absltest.TestCase):
                                    mb["controller_best_cost_ms"], places=6)
             self.assertAlmostEqual(variants["taso"]["estimated_ms"], base["taso"]["cost_ms"],
                                    places=6)
+            separate = _load(self.results, setting, "separate_reward", GRAPH, "train_mb",
+                             "result.json")
+            self.assertAlmostEqual(variants[reproduce_report.SEPARATE]["estimated_ms"],
+                                   separate["controller_best_cost_ms"], places=6)
+            self.assertEqual(row["mb_separate_ms"], separate["controller_best_cost_ms"])
             for name, v in variants.items():
                 self.assertEqual(row["measured"][name]["ort/cpu"],
                                  v["measured"]["ort/cpu"]["median_ms"])
@@ -129,6 +134,25 @@ class ReproduceQuickTest(absltest.TestCase):
         self.assertTrue(all(s == 0.0 for name, s in again["meta"]["step_seconds"].items()
                             if not name.endswith("/measure")), again["meta"]["step_seconds"])
         self.assertEqual(again["rows"], self.out["rows"])
+
+    def test_one_invocation_per_results_folder(self):
+        # While one invocation holds the folder's lock, a second exits at once
+        # with a message and touches nothing.
+        import fcntl  # pylint: disable=import-outside-toplevel
+        before = sorted(os.listdir(self.results))
+        with open(os.path.join(self.results, ".reproduce.lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            second = subprocess.run(self.command, cwd=_ROOT, capture_output=True, text=True,
+                                    check=False)
+        self.assertNotEqual(second.returncode, 0)
+        self.assertIn("another reproduce.py is running", second.stderr)
+        self.assertEqual(sorted(os.listdir(self.results)), before)
+
+    def test_report_names_the_commit(self):
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=_ROOT, capture_output=True,
+                              text=True, check=True).stdout.strip()
+        self.assertTrue(head.startswith(self.out["meta"]["commit"].split()[0]),
+                        (head, self.out["meta"]["commit"]))
 
 
 if __name__ == "__main__":
