@@ -204,6 +204,9 @@ class XferSet:
     def __init__(self, rules: Sequence["rules_io.Rule"]):
         self.rules = list(rules)
         self._handle = _engine.RuleSetHandle([_native_rule(r) for r in self.rules])
+        # The environment looks names up every step: built once (the rules
+        # are fixed once the native set holds them).
+        self._names = tuple(r.name for r in self.rules)
 
     @classmethod
     def default(cls) -> "XferSet":
@@ -216,8 +219,9 @@ class XferSet:
         return cls(load_rule_set(name))
 
     @property
-    def names(self) -> List[str]:
-        return [r.name for r in self.rules]
+    def names(self) -> Tuple[str, ...]:
+        """The rules' names, in xfer order."""
+        return self._names
 
     def __len__(self) -> int:
         return len(self.rules)
