@@ -1,0 +1,90 @@
+"""experiments/publish_results.py: the README's results block from a report."""
+
+import os
+import shutil
+import sys
+import tempfile
+
+from absl.testing import absltest
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(_ROOT, "experiments"))
+
+import publish_results  # pylint: disable=wrong-import-position
+
+REPORT = """# Reproduction of the thesis' Chapter 4 (full mode)
+
+Settings: ...
+
+Measured on Some CPU, 2 CPU(s), 2026-11-23 22:09 UTC; project commit abc.
+
+## Summary
+
+- a line
+
+## Table 4.1: graph properties
+
+| a | b |
+|---|---|
+| 1 | 2 |
+
+## Figures
+
+![fig4_1](fig4_1_baseline_runtimes.png)
+"""
+
+
+class PublishResultsTest(absltest.TestCase):
+
+    def test_block_takes_the_tables_and_demotes_headings(self):
+        block = publish_results.report_block(REPORT)
+        self.assertTrue(block.startswith("Measured on Some CPU"))
+        self.assertIn("#### Summary", block)
+        self.assertIn("#### Table 4.1: graph properties\n\n| a | b |", block)
+        self.assertNotIn("Figures", block)
+        self.assertNotIn("\n## ", block)
+
+    def test_splice_replaces_only_the_marked_block(self):
+        readme = (f"intro\n{publish_results.BEGIN}\nold tables\n{publish_results.END}\n"
+                  "discussion\n")
+        out = publish_results.splice(readme, "new tables")
+        self.assertEqual(out, f"intro\n{publish_results.BEGIN}\n\nnew tables\n\n"
+                              f"{publish_results.END}\ndiscussion\n")
+        # Idempotent: publishing the same report twice changes nothing more.
+        self.assertEqual(publish_results.splice(out, "new tables"), out)
+
+    def test_errors(self):
+        with self.assertRaisesRegex(ValueError, "no <!-- reproduce-report:begin"):
+            publish_results.splice("no markers", "x")
+        with self.assertRaisesRegex(ValueError, "not a reproduce.py report"):
+            publish_results.report_block("# something else\n")
+
+    def test_publish_writes_readme_and_figures(self):
+        tmp = tempfile.mkdtemp(prefix="publish_results_test_")
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        report_dir = os.path.join(tmp, "report")
+        os.makedirs(report_dir)
+        with open(os.path.join(report_dir, "report.md"), "w") as f:
+            f.write(REPORT)
+        for name in publish_results.README_FIGURES:
+            with open(os.path.join(report_dir, name), "wb") as f:
+                f.write(name.encode())
+        readme = os.path.join(tmp, "README.md")
+        with open(readme, "w") as f:
+            f.write(f"x\n{publish_results.BEGIN}\n{publish_results.END}\ny\n")
+        publish_results.publish(report_dir, readme, os.path.join(tmp, "figures"))
+        with open(readme) as f:
+            self.assertIn("#### Table 4.1", f.read())
+        for name in publish_results.README_FIGURES:
+            with open(os.path.join(tmp, "figures", name), "rb") as f:
+                self.assertEqual(f.read(), name.encode())
+
+    def test_readme_has_the_markers(self):
+        with open(os.path.join(_ROOT, "README.md")) as f:
+            text = f.read()
+        self.assertEqual(text.count(publish_results.BEGIN), 1)
+        self.assertLess(text.index(publish_results.BEGIN), text.index(publish_results.END))
+
+
+if __name__ == "__main__":
+    absltest.main()
