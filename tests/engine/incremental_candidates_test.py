@@ -7,7 +7,8 @@ before. On every zoo graph (the reduced variant where one exists) and every
 named rule set, both must give the same locations, matched ops and hashes,
 and each candidate's cost must equal its whole graph's `cost` bit for bit for
 every backend (the context-free ones sum in the candidate graph's own order;
-the fitted one costs the candidate whole); `apply` must return the graph the
+the fitted one revises a flat view of the candidate laid out in that order),
+without any candidate graph being built; `apply` must return the graph the
 hash promised, with the whole build's op order.
 """
 
@@ -27,7 +28,8 @@ def _graph(name):
 
 def _backends():
     """The backends every graph is checked with: analytic cpu and v100 (the
-    context-free path) and fitted cpu (priced in context, whole)."""
+    context-free path) and fitted cpu (priced in context, on a view of the
+    candidate)."""
     return [CostModel("analytic", profile="cpu"), CostModel("analytic", profile="v100"),
             CostModel("fitted", profile="cpu")]
 
@@ -58,6 +60,8 @@ class IncrementalCandidatesTest(parameterized.TestCase):
             got, whole = new.costs(model)[mask], old.costs(model)[mask]
             bad = got != whole  # bit for bit: summed in the same order
             self.assertFalse(bad.any(), f"{where} {model.name}: {got[bad]} vs {whole[bad]}")
+            # Priced without building a single candidate graph.
+            self.assertEqual(new._handle.num_materialized(), 0, f"{where} {model.name}")
         hashes = new.hashes()
         for x, count in enumerate(new.counts):
             for l in range(count):
@@ -85,6 +89,25 @@ class IncrementalCandidatesTest(parameterized.TestCase):
             for x in sorted({active[0], active[-1]} if active else ()):
                 self._compare(locs.apply(x, 0), xfers, f"{name}/{rules} after xfer {x}",
                               structures)
+
+    def test_fitted_prices_without_building(self):
+        # Each candidate's fitted cost against the cost of the graph `apply`
+        # builds for it (materialize: the reference path), exactly; pricing
+        # builds no graph, and building them is what the counter counts.
+        model = CostModel("fitted", profile="cpu")
+        xfers = self.rule_sets["default"]
+        for name in ("inception_v3", "resnet50", "nasnet_a"):
+            locs = xfers.locations(_graph(name), MAX_LOCATIONS)
+            costs = locs.costs(model)
+            self.assertEqual(locs._handle.num_materialized(), 0, name)
+            built = 0
+            for x, count in enumerate(locs.counts):
+                for l in range(count):
+                    self.assertEqual(costs[x, l], locs.apply(x, l).cost(model),
+                                     f"{name} xfer {x} location {l}")
+                    built += 1
+            self.assertGreater(built, 0, name)
+            self.assertGreater(locs._handle.num_materialized(), 0, name)
 
     def test_onednn_reference_costs(self):
         # The oneDNN backend prices the configurations its reference table

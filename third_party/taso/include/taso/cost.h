@@ -38,6 +38,69 @@ OpWork op_work(const OpConfig& op);
 // views, weight transforms: is_free_op_type).
 bool is_free_op(const OpConfig& op);
 
+// A graph's ops as CostBackend::in_context reads them, flat and without
+// guids: op i's inputs name ops by their position, and the positions are the
+// graph's topological order. CandidateCoster (rules.h) fills one for a
+// rewrite candidate in the order Graph::Create would give its graph, so that
+// a context-dependent backend prices the candidate without the graph being
+// built; Graph's own in_context reads the Graph itself. Both are read
+// through the same accessors (size, type, inputs, consumers, outputs), so a
+// backend writes its revision once, as a template over the two.
+class GraphView {
+ public:
+  struct Op {
+    int type = OP_INPUT;
+    const OpParams* params = nullptr;
+    const std::vector<Shape>* outputs = nullptr;  // the op's output shapes
+    int first_input = 0, num_inputs = 0;          // into inputs_
+    int first_consumer = 0, num_consumers = 0;    // into consumers_
+    bool weight_side = false;
+    bool is_output = false;
+  };
+  // Output `index` of the op at position `op`.
+  struct Ref {
+    int op = 0;
+    int index = 0;
+  };
+
+  // Empties the view, keeping its buffers (no allocation once they are large
+  // enough).
+  void clear();
+  // Appends an op; its inputs follow with add_input (producers come first).
+  void add_op(int type, const OpParams* params, const std::vector<Shape>* outputs,
+              bool weight_side);
+  void add_input(int op, int index);
+  void add_output(int op, int index);
+  // Builds the consumer lists (in consumer order, one entry per input read,
+  // as Graph::consumers) and the is_output flags; call once every op, input
+  // and output has been added.
+  void finish();
+
+  int size() const { return static_cast<int>(ops_.size()); }
+  int type(int i) const { return ops_[i].type; }
+  const OpParams& params(int i) const { return *ops_[i].params; }
+  bool weight_side(int i) const { return ops_[i].weight_side; }
+  int num_inputs(int i) const { return ops_[i].num_inputs; }
+  const Ref& input(int i, int k) const { return inputs_[ops_[i].first_input + k]; }
+  const Shape& output_shape(int i, int k) const { return (*ops_[i].outputs)[k]; }
+  const std::vector<Shape>& output_shapes(int i) const { return *ops_[i].outputs; }
+  const Shape& input_shape(int i, int k) const {
+    const Ref& r = input(i, k);
+    return output_shape(r.op, r.index);
+  }
+  int num_consumers(int i) const { return ops_[i].num_consumers; }
+  int consumer(int i, int r) const { return consumers_[ops_[i].first_consumer + r]; }
+  bool is_output(int i) const { return ops_[i].is_output; }
+  int num_graph_outputs() const { return static_cast<int>(outputs_.size()); }
+  const Ref& graph_output(int k) const { return outputs_[k]; }
+
+ private:
+  std::vector<Op> ops_;
+  std::vector<Ref> inputs_;
+  std::vector<int> consumers_;
+  std::vector<Ref> outputs_;
+};
+
 class CostBackend {
  public:
   CostBackend() : instance_id_(next_instance_id()) {}
@@ -55,6 +118,14 @@ class CostBackend {
   // Default: nothing changes (TASO's context-free per-op sum).
   virtual void in_context(const Graph& graph, std::vector<double>* costs) {
     (void)graph;
+    (void)costs;
+  }
+  // The same revision of the same graph given as a view (aligned with the
+  // view's positions): must change `costs` exactly as in_context of the
+  // Graph the view describes would, bit for bit (CandidateCoster relies on
+  // it). Default: nothing changes.
+  virtual void in_context(const GraphView& view, std::vector<double>* costs) {
+    (void)view;
     (void)costs;
   }
   // True when in_context changes nothing, so a graph's cost is a plain sum

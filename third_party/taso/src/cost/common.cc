@@ -17,6 +17,48 @@ double elements(const std::vector<Shape>& shapes) {
 
 }  // namespace
 
+void GraphView::clear() {
+  ops_.clear();
+  inputs_.clear();
+  consumers_.clear();
+  outputs_.clear();
+}
+
+void GraphView::add_op(int type, const OpParams* params, const std::vector<Shape>* outputs,
+                       bool weight_side) {
+  Op op;
+  op.type = type;
+  op.params = params;
+  op.outputs = outputs;
+  op.first_input = static_cast<int>(inputs_.size());
+  op.weight_side = weight_side;
+  ops_.push_back(op);
+}
+
+void GraphView::add_input(int op, int index) {
+  inputs_.push_back({op, index});
+  ++ops_.back().num_inputs;
+}
+
+void GraphView::add_output(int op, int index) { outputs_.push_back({op, index}); }
+
+void GraphView::finish() {
+  for (const Ref& r : inputs_) ++ops_[r.op].num_consumers;
+  int next = 0;
+  for (Op& op : ops_) {
+    op.first_consumer = next;
+    next += op.num_consumers;
+    op.num_consumers = 0;  // counts again as the lists fill
+  }
+  consumers_.resize(next);
+  for (int i = 0; i < size(); ++i)
+    for (int k = 0; k < ops_[i].num_inputs; ++k) {
+      Op& producer = ops_[inputs_[ops_[i].first_input + k].op];
+      consumers_[producer.first_consumer + producer.num_consumers++] = i;
+    }
+  for (const Ref& r : outputs_) ops_[r.op].is_output = true;
+}
+
 bool is_free_op(const OpConfig& op) {
   return is_free_op_type(op.type) || op.weight_side;
 }
