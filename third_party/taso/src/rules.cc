@@ -743,6 +743,11 @@ CandidateCoster::CandidateCoster(const Graph& parent, CostBackend* backend)
     costs_ = base_;
     backend->in_context(parent, &costs_);
     view_pos_.assign(parent.size(), -1);
+    for (int i = 0; i < parent.size(); ++i) {
+      const Node& node = parent.node(i);
+      parent_view_.add_op(node.type, &node.params, &node.outputs, parent.weight_side(i));
+      for (const TensorRef& t : node.inputs) parent_view_.add_input(parent.index_of(t.guid), t.index);
+    }
   }
   prefix_.push_back(0.0);
   for (int i = 0; i < parent.size(); ++i) {
@@ -859,9 +864,14 @@ int CandidateCoster::mark(const Candidate& c) {
 // (a clone is measured again there, with the parent node's configuration:
 // the op_cost memo returns the parent node's value).
 void CandidateCoster::view_parent(const Candidate& c, int p) {
+  view_pos_[p] = view_.size();
+  if (special_[p] != stamp_) {  // reads what it read in the parent, unchanged
+    view_.add_op_of(parent_view_, p, [this](int q) { return view_pos(q); });
+    view_costs_.push_back(base_[p]);
+    return;
+  }
   const Node& node = parent_.node(p);
   const bool flipped = flip_[p] == stamp_;
-  view_pos_[p] = view_.size();
   view_.add_op(node.type, &node.params, &node.outputs,
                flipped ? !parent_.weight_side(p) : parent_.weight_side(p));
   for (const TensorRef& t : node.inputs) {
@@ -871,7 +881,7 @@ void CandidateCoster::view_parent(const Candidate& c, int p) {
       view_.add_input(added_pos_[static_cast<size_t>(to.guid - parent_.max_guid() - 1)],
                       to.index);
     } else {
-      view_.add_input(view_pos_[src], t.index);
+      view_.add_input(view_pos(src), t.index);
     }
   }
   view_costs_.push_back(flipped ? flip_cost_[p] : base_[p]);
@@ -883,7 +893,7 @@ void CandidateCoster::view_added(const Candidate& c, size_t j) {
   view_.add_op(node.type, &node.params, &node.outputs, c.added_ws[j] != 0);
   for (const TensorRef& t : node.inputs) {
     if (t.guid <= parent_.max_guid())
-      view_.add_input(view_pos_[parent_.index_of(t.guid)], t.index);
+      view_.add_input(view_pos(parent_.index_of(t.guid)), t.index);
     else
       view_.add_input(added_pos_[static_cast<size_t>(t.guid - parent_.max_guid() - 1)],
                       t.index);
@@ -892,12 +902,14 @@ void CandidateCoster::view_added(const Candidate& c, size_t j) {
 }
 
 // The candidate graph as a view, op by op in Graph::Create's order (the
-// walk of the context-free path below, over every op), revised in context
-// and summed in that order as Graph::cost sums.
-double CandidateCoster::cost_in_context(const Candidate& c) {
+// walk of the context-free path below, over every op): the parent's ops
+// before `first` unchanged, then the rest. Revised in context and summed in
+// that order, as Graph::cost sums.
+double CandidateCoster::cost_in_context(const Candidate& c, int first) {
   const int n = parent_.size();
-  view_.clear();
-  view_costs_.clear();
+  view_.assign_prefix(parent_view_, first, view_valid_);
+  view_valid_ = view_first_ = first;
+  view_costs_.assign(base_.begin(), base_.begin() + first);
   added_pos_.assign(c.added.size(), -1);
   auto flush = [&] {
     for (auto [kind, idx] : block_) {
@@ -906,7 +918,7 @@ double CandidateCoster::cost_in_context(const Candidate& c) {
     }
     block_.clear();
   };
-  for (int i = 0; i < n; ++i) {
+  for (int i = first; i < n; ++i) {
     if (used_[i] == stamp_ || pulled_[i] == stamp_) continue;
     if (special_[i] == stamp_) {
       for (const TensorRef& t : parent_.node(i).inputs) {
@@ -929,7 +941,7 @@ double CandidateCoster::cost_in_context(const Candidate& c) {
       view_.add_output(added_pos_[static_cast<size_t>(to.guid - parent_.max_guid() - 1)],
                        to.index);
     } else {
-      view_.add_output(view_pos_[src], t.index);
+      view_.add_output(view_pos(src), t.index);
     }
   }
   view_.finish();
@@ -942,7 +954,7 @@ double CandidateCoster::cost_in_context(const Candidate& c) {
 double CandidateCoster::cost(const Candidate& c) {
   if (c.whole) return materialize(parent_, c)->cost(backend_);  // built at enumeration
   const int first = mark(c);
-  if (!context_free_) return cost_in_context(c);
+  if (!context_free_) return cost_in_context(c, first);
   const std::vector<int>& extra = extra_;
   const int n = parent_.size();
 

@@ -141,7 +141,9 @@ class CandidateCoster {
 
  private:
   int mark(const Candidate& c);
-  double cost_in_context(const Candidate& c);
+  double cost_in_context(const Candidate& c, int first);
+  // View position of parent op p in the candidate being laid out.
+  int view_pos(int p) const { return p < view_first_ ? p : view_pos_[p]; }
   void view_parent(const Candidate& c, int p);
   void view_added(const Candidate& c, size_t j);
   double added_cost(const Candidate& c, size_t j) const;
@@ -165,10 +167,15 @@ class CandidateCoster {
   std::vector<std::pair<int, int>> block_;  // (kind: 0 parent / 1 added, index)
   std::vector<int> extra_;  // parent ops the candidate re-wires or re-prices
   // Context-dependent backends: the parent's costs before the revision
-  // (Graph::base_op_costs), and the candidate's view, per-op costs and the
-  // view positions of parent ops and target ops.
+  // (Graph::base_op_costs) and the parent as a view; the candidate's view
+  // (its first view_valid_ ops are the parent view's: a candidate's ops
+  // before its first change are the parent's, in the same positions, so only
+  // the rest is laid out again), its per-op costs, the first parent
+  // position it changes, and the view positions of the parent ops from there
+  // on and of the target ops.
   std::vector<double> base_;
-  GraphView view_;
+  GraphView parent_view_, view_;
+  int view_valid_ = 0, view_first_ = 0;
   std::vector<double> view_costs_;
   std::vector<int> view_pos_, added_pos_;
 };

@@ -1,4 +1,5 @@
 // Work counts, free-op conventions and the memoizing base of every backend.
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -20,42 +21,36 @@ double elements(const std::vector<Shape>& shapes) {
 void GraphView::clear() {
   ops_.clear();
   inputs_.clear();
-  consumers_.clear();
   outputs_.clear();
 }
 
-void GraphView::add_op(int type, const OpParams* params, const std::vector<Shape>* outputs,
-                       bool weight_side) {
-  Op op;
-  op.type = type;
-  op.params = params;
-  op.outputs = outputs;
-  op.first_input = static_cast<int>(inputs_.size());
-  op.weight_side = weight_side;
-  ops_.push_back(op);
+void GraphView::assign_prefix(const GraphView& from, int count, int valid) {
+  const auto input_end = [&from](int k) {
+    return k < from.size() ? static_cast<size_t>(from.ops_[k].first_input)
+                           : from.inputs_.size();
+  };
+  valid = std::min({valid, count, size()});
+  ops_.resize(valid);
+  inputs_.resize(input_end(valid));
+  ops_.insert(ops_.end(), from.ops_.begin() + valid, from.ops_.begin() + count);
+  inputs_.insert(inputs_.end(), from.inputs_.begin() + input_end(valid),
+                 from.inputs_.begin() + input_end(count));
+  outputs_.clear();
 }
-
-void GraphView::add_input(int op, int index) {
-  inputs_.push_back({op, index});
-  ++ops_.back().num_inputs;
-}
-
-void GraphView::add_output(int op, int index) { outputs_.push_back({op, index}); }
 
 void GraphView::finish() {
-  for (const Ref& r : inputs_) ++ops_[r.op].num_consumers;
-  int next = 0;
   for (Op& op : ops_) {
-    op.first_consumer = next;
-    next += op.num_consumers;
-    op.num_consumers = 0;  // counts again as the lists fill
+    op.num_consumers = op.num_matmul_consumers = 0;
+    op.is_output = false;
   }
-  consumers_.resize(next);
-  for (int i = 0; i < size(); ++i)
-    for (int k = 0; k < ops_[i].num_inputs; ++k) {
-      Op& producer = ops_[inputs_[ops_[i].first_input + k].op];
-      consumers_[producer.first_consumer + producer.num_consumers++] = i;
+  for (const Op& op : ops_) {
+    const int matmul = op.type == OP_MATMUL;
+    for (int k = 0; k < op.num_inputs; ++k) {
+      Op& producer = ops_[inputs_[op.first_input + k].op];
+      ++producer.num_consumers;
+      producer.num_matmul_consumers += matmul;
     }
+  }
   for (const Ref& r : outputs_) ops_[r.op].is_output = true;
 }
 

@@ -67,7 +67,11 @@ class GraphAccess {
   const std::vector<Shape>& output_shapes(int i) const { return g_.node(i).outputs; }
   const Shape& input_shape(int i, int k) const { return g_.shape(g_.node(i).inputs[k]); }
   int num_consumers(int i) const { return static_cast<int>(g_.consumers(i).size()); }
-  int consumer(int i, int r) const { return g_.consumers(i)[r].first; }
+  int num_matmul_consumers(int i) const {
+    int n = 0;
+    for (const auto& r : g_.consumers(i)) n += g_.node(r.first).type == OP_MATMUL;
+    return n;
+  }
   bool is_output(int i) const { return g_.is_output(i); }
   int num_graph_outputs() const { return static_cast<int>(g_.outputs().size()); }
   GraphView::Ref graph_output(int k) const {
@@ -79,19 +83,14 @@ class GraphAccess {
   const Graph& g_;
 };
 
-// Buffers of one in-context revision, reused across calls on a thread (the
-// environment and the search revise one candidate after another).
+// Buffers of one in-context revision, reused across calls (the environment
+// and the search revise one candidate after another).
 struct ContextScratch {
   std::vector<Chain> chain;
   std::vector<int> root;
   std::vector<char> blocked, reordered_out;
   std::vector<int> reordered_in;
 };
-
-ContextScratch& context_scratch() {
-  thread_local ContextScratch scratch;
-  return scratch;
-}
 
 class FittedBackend : public CostBackend {
  public:
@@ -136,9 +135,9 @@ class FittedBackend : public CostBackend {
   // ops exactly as Graph::Create orders them for the result to be the same
   // to the last bit (floating-point addition is not associative).
   template <class G>
-  void revise(const G& g, std::vector<double>* costs) const {
+  void revise(const G& g, std::vector<double>* costs) {
     const int n = g.size();
-    ContextScratch& s = context_scratch();
+    ContextScratch& s = scratch_;
     s.chain.assign(n, kNone);
     s.root.resize(n);  // the conv a fused op belongs to; else itself
     std::vector<Chain>& chain = s.chain;
@@ -265,9 +264,7 @@ class FittedBackend : public CostBackend {
   static bool only_matmuls_read(const G& g, int i) {
     const int readers = g.num_consumers(i);
     if (readers == 0 || g.is_output(i)) return false;
-    for (int r = 0; r < readers; ++r)
-      if (g.type(g.consumer(i, r)) != OP_MATMUL) return false;
-    return true;
+    return g.num_matmul_consumers(i) == readers;
   }
 
   // The chain state of op `i` if onnxruntime fuses it into the conv that
@@ -319,6 +316,8 @@ class FittedBackend : public CostBackend {
   std::string name_;
   std::array<std::array<double, 5>, kNumClasses> coef_;
   std::unique_ptr<CostBackend> fallback_;
+  // Single-threaded use, as the graphs' memos (graph.h).
+  ContextScratch scratch_;
 };
 
 }  // namespace
