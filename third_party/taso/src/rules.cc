@@ -746,7 +746,8 @@ CandidateCoster::CandidateCoster(const Graph& parent, CostBackend* backend)
     for (int i = 0; i < parent.size(); ++i) {
       const Node& node = parent.node(i);
       parent_view_.add_op(node.type, &node.params, &node.outputs, parent.weight_side(i));
-      for (const TensorRef& t : node.inputs) parent_view_.add_input(parent.index_of(t.guid), t.index);
+      for (const TensorRef& t : node.inputs)
+        parent_view_.add_input(parent.index_of(t.guid), t.index);
     }
   }
   prefix_.push_back(0.0);

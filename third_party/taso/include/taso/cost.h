@@ -39,13 +39,14 @@ OpWork op_work(const OpConfig& op);
 bool is_free_op(const OpConfig& op);
 
 // A graph's ops as CostBackend::in_context reads them, flat and without
-// guids: op i's inputs name ops by their position, and the positions are the
-// graph's topological order; readers are counted, not listed. CandidateCoster (rules.h) fills one for a
-// rewrite candidate in the order Graph::Create would give its graph, so that
-// a context-dependent backend prices the candidate without the graph being
-// built; Graph's own in_context reads the Graph itself. Both are read
-// through the same accessors (size, type, inputs, reader counts, outputs), so a
-// backend writes its revision once, as a template over the two.
+// guids: op i's inputs name ops by their position, the positions are the
+// graph's topological order, and readers are counted, not listed.
+// CandidateCoster (rules.h) fills one for a rewrite candidate in the order
+// Graph::Create would give its graph, so that a context-dependent backend
+// prices the candidate without the graph being built; Graph's own
+// in_context reads the Graph itself. Both are read through the same
+// accessors (size, type, inputs, reader counts, outputs), so a backend
+// writes its revision once, as a template over the two.
 class GraphView {
  public:
   struct Op {
