@@ -7,7 +7,8 @@ before. On every zoo graph (the reduced variant where one exists) and every
 named rule set, both must give the same locations, matched ops and hashes,
 and each candidate's cost must equal its whole graph's `cost` bit for bit for
 every backend (the context-free ones sum in the candidate graph's own order;
-the fitted one costs the candidate whole); `apply` must return the graph the
+the fitted one revises a flat view of the candidate laid out in that order),
+without any candidate graph being built; `apply` must return the graph the
 hash promised, with the whole build's op order.
 """
 
@@ -15,10 +16,41 @@ from absl.testing import absltest, parameterized
 import numpy as np
 
 from xflowrl import zoo
-from xflowrl.engine import CostModel, XferSet
+from xflowrl.engine import CostModel, GraphBuilder, XferSet
 from xflowrl.engine.xfers import RULE_SETS
+from xflowrl.rules.rules_io import PatternOp, PatternTensor, Rule
 
 MAX_LOCATIONS = 200
+
+# Not a sound rewrite, only one that flips weight-side flags: two relus swap
+# their inputs, so where one read a weight and the other an activation, the
+# readers of the first now derive from an activation (no longer free) and
+# those of the second from a weight only (now free), and so on downstream.
+# No zoo graph and rule set produce such flips (Candidate::weight_side_flips).
+_V1, _V2 = PatternTensor(-1, 0), PatternTensor(-2, 0)
+SWAP_RELU_INPUTS = Rule(
+    "swap_relu_inputs",
+    src=(PatternOp("relu", (_V1,), ()), PatternOp("relu", (_V2,), ())),
+    dst=(PatternOp("relu", (_V2,), ()), PatternOp("relu", (_V1,), ())),
+    mapped_outputs=((PatternTensor(0, 0), PatternTensor(0, 0)),
+                    (PatternTensor(1, 0), PatternTensor(1, 0))))
+
+
+def _flip_graph():
+    """Convs reading a weight-side chain (relu(relu(w)), free) and an
+    activation chain (relu(x)), then a residual add and a relu: the swap
+    makes one conv free and the other not, which changes the fitted
+    backend's fusions and reorders around them."""
+    b = GraphBuilder()
+    x = b.input(name="x", shape=(1, 16, 12, 12))
+    w = b.weight(name="w", shape=(1, 16, 12, 12))
+    k = b.weight(name="k", shape=(16, 16, 3, 3))
+    weight_chain = b.relu(input=b.relu(input=w))
+    act = b.relu(input=x)
+    c1 = b.conv2d(input=act, weight=k)
+    c2 = b.conv2d(input=weight_chain, weight=k)
+    c3 = b.conv2d(input=b.relu(input=b.add(x=c1, y=c2)), weight=k)
+    return b.build([b.relu(input=b.add(x=c3, y=c1))])
 
 
 def _graph(name):
@@ -27,7 +59,8 @@ def _graph(name):
 
 def _backends():
     """The backends every graph is checked with: analytic cpu and v100 (the
-    context-free path) and fitted cpu (priced in context, whole)."""
+    context-free path) and fitted cpu (priced in context, on a view of the
+    candidate)."""
     return [CostModel("analytic", profile="cpu"), CostModel("analytic", profile="v100"),
             CostModel("fitted", profile="cpu")]
 
@@ -58,6 +91,8 @@ class IncrementalCandidatesTest(parameterized.TestCase):
             got, whole = new.costs(model)[mask], old.costs(model)[mask]
             bad = got != whole  # bit for bit: summed in the same order
             self.assertFalse(bad.any(), f"{where} {model.name}: {got[bad]} vs {whole[bad]}")
+            # Priced without building a single candidate graph.
+            self.assertEqual(new._handle.num_materialized(), 0, f"{where} {model.name}")
         hashes = new.hashes()
         for x, count in enumerate(new.counts):
             for l in range(count):
@@ -85,6 +120,32 @@ class IncrementalCandidatesTest(parameterized.TestCase):
             for x in sorted({active[0], active[-1]} if active else ()):
                 self._compare(locs.apply(x, 0), xfers, f"{name}/{rules} after xfer {x}",
                               structures)
+
+    def test_weight_side_flips(self):
+        # Flipped ops are re-priced (context-free path) and re-flagged in
+        # the fitted backend's view; both must still match the whole build.
+        xfers = XferSet([SWAP_RELU_INPUTS])
+        locs = self._compare(_flip_graph(), xfers, "flips", structures=True)
+        self.assertGreater(locs.counts[0], 0)
+
+    def test_fitted_prices_without_building(self):
+        # Each candidate's fitted cost against the cost of the graph `apply`
+        # builds for it (materialize: the reference path), exactly; pricing
+        # builds no graph, and building them is what the counter counts.
+        model = CostModel("fitted", profile="cpu")
+        xfers = self.rule_sets["default"]
+        for name in ("inception_v3", "resnet50", "nasnet_a"):
+            locs = xfers.locations(_graph(name), MAX_LOCATIONS)
+            costs = locs.costs(model)
+            self.assertEqual(locs._handle.num_materialized(), 0, name)
+            built = 0
+            for x, count in enumerate(locs.counts):
+                for l in range(count):
+                    self.assertEqual(costs[x, l], locs.apply(x, l).cost(model),
+                                     f"{name} xfer {x} location {l}")
+                    built += 1
+            self.assertGreater(built, 0, name)
+            self.assertGreater(locs._handle.num_materialized(), 0, name)
 
     def test_onednn_reference_costs(self):
         # The oneDNN backend prices the configurations its reference table

@@ -156,8 +156,10 @@ class Locations:
         onednn, cudnn) a candidate's cost is the current graph's minus the
         ops it removes plus the ops it adds, summed in the candidate's own
         order, without building the candidate; the fitted backend, which
-        prices ops by their neighbours, costs each candidate graph whole.
-        Either way it equals the candidate graph's `cost` bit for bit."""
+        prices ops by their neighbours, revises a flat view of the candidate
+        laid out in that same order (docs/engine.md, "Incremental
+        candidates"), again without building it. Either way it equals the
+        candidate graph's `cost` bit for bit."""
         out = np.full((self.num_xfers, self.max_locations), np.nan)
         out[self._prefix_mask(np.arange(self.num_xfers))] = self._flat_costs(cost_model)
         return out

@@ -526,6 +526,13 @@ cdef class LocationsHandle:
                                          f"({node_of.shape[0]} entries)")
                     out[x, l, j] = node_of[guid]
 
+    def num_materialized(self):
+        """How many candidates hold a graph built after enumeration (by
+        `graph`); pricing them (`costs`) builds none, under every backend.
+        Candidates whose graph was built at enumeration (a rewrite that
+        leaves dead ops) are not counted."""
+        return self.locs.num_materialized()
+
     def costs(self, CostBackendHandle backend not None):
         """Per xfer: the cost of every candidate graph, in ms."""
         cdef CostBackend* native_backend = backend.get()

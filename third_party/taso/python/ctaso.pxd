@@ -232,6 +232,7 @@ cdef extern from "taso/rules.h" namespace "taso":
         shared_ptr[const Graph] graph(int x, int l) except +
         vector[vector[double]] costs(CostBackend* backend) except +
         vector[vector[uint64_t]] hashes() except +
+        int num_materialized()
 
     Locations enumerate_locations(shared_ptr[const Graph] graph, const vector[Rule]& rules,
                                   int max_locations, int max_ops, bool incremental) except +

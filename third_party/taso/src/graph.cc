@@ -228,6 +228,12 @@ OpConfig Graph::op_config(int i) const {
 }
 
 std::vector<double> Graph::op_costs(CostBackend* backend) const {
+  std::vector<double> costs = base_op_costs(backend);
+  backend->in_context(*this, &costs);
+  return costs;
+}
+
+std::vector<double> Graph::base_op_costs(CostBackend* backend) const {
   std::vector<double> costs(nodes_.size(), 0.0);
   for (int i = 0; i < size(); ++i) {
     int t = nodes_[i]->type;
@@ -239,7 +245,6 @@ std::vector<double> Graph::op_costs(CostBackend* backend) const {
     }
     costs[i] = node.cost_ms;
   }
-  backend->in_context(*this, &costs);
   return costs;
 }
 

@@ -736,7 +736,20 @@ GraphPtr materialize(const Graph& parent, const Candidate& c) {
 
 CandidateCoster::CandidateCoster(const Graph& parent, CostBackend* backend)
     : parent_(parent), backend_(backend), context_free_(backend->context_free()) {
-  costs_ = parent.op_costs(backend);
+  if (context_free_) {
+    costs_ = parent.op_costs(backend);
+  } else {  // Graph::op_costs in two steps, keeping the costs before the revision
+    base_ = parent.base_op_costs(backend);
+    costs_ = base_;
+    backend->in_context(parent, &costs_);
+    view_pos_.assign(parent.size(), -1);
+    for (int i = 0; i < parent.size(); ++i) {
+      const Node& node = parent.node(i);
+      parent_view_.add_op(node.type, &node.params, &node.outputs, parent.weight_side(i));
+      for (const TensorRef& t : node.inputs)
+        parent_view_.add_input(parent.index_of(t.guid), t.index);
+    }
+  }
   prefix_.push_back(0.0);
   for (int i = 0; i < parent.size(); ++i) {
     parent_cost_ += costs_[i];  // as Graph::cost sums
@@ -804,11 +817,12 @@ void CandidateCoster::place_parent(int p, int bound) {
   block_.emplace_back(0, p);
 }
 
-double CandidateCoster::cost(const Candidate& c) {
-  if (c.whole || !context_free_) return materialize(parent_, c)->cost(backend_);
+// Stamps what candidate `c` changes in the parent (removed ops, clones,
+// weight-side flips and their costs) and prices its target ops; returns the
+// first parent position it changes.
+int CandidateCoster::mark(const Candidate& c) {
   ++stamp_;
-  const int n = parent_.size();
-  int first = n;  // the first parent position the candidate changes
+  int first = parent_.size();
   for (int i : c.removed) {
     used_[i] = stamp_;
     first = std::min(first, i);
@@ -842,6 +856,108 @@ double CandidateCoster::cost(const Candidate& c) {
   added_placed_.assign(c.added.size(), 0);
   added_cost_.resize(c.added.size());
   for (size_t j = 0; j < c.added.size(); ++j) added_cost_[j] = added_cost(c, j);
+  return first;
+}
+
+// Appends parent op p to the view: its own node (a clone's type, parameters
+// and shapes are the parent node's), read through the redirects, with its
+// context-free cost as the candidate graph's Graph::base_op_costs gives it
+// (a clone is measured again there, with the parent node's configuration:
+// the op_cost memo returns the parent node's value).
+void CandidateCoster::view_parent(const Candidate& c, int p) {
+  view_pos_[p] = view_.size();
+  if (special_[p] != stamp_) {  // reads what it read in the parent, unchanged
+    view_.add_op_of(parent_view_, p, [this](int q) { return view_pos(q); });
+    view_costs_.push_back(base_[p]);
+    return;
+  }
+  const Node& node = parent_.node(p);
+  const bool flipped = flip_[p] == stamp_;
+  view_.add_op(node.type, &node.params, &node.outputs,
+               flipped ? !parent_.weight_side(p) : parent_.weight_side(p));
+  for (const TensorRef& t : node.inputs) {
+    const int src = parent_.index_of(t.guid);
+    if (used_[src] == stamp_) {
+      const TensorRef to = redirected(c, t);
+      view_.add_input(added_pos_[static_cast<size_t>(to.guid - parent_.max_guid() - 1)],
+                      to.index);
+    } else {
+      view_.add_input(view_pos(src), t.index);
+    }
+  }
+  view_costs_.push_back(flipped ? flip_cost_[p] : base_[p]);
+}
+
+void CandidateCoster::view_added(const Candidate& c, size_t j) {
+  const Node& node = *c.added[j];
+  added_pos_[j] = view_.size();
+  view_.add_op(node.type, &node.params, &node.outputs, c.added_ws[j] != 0);
+  for (const TensorRef& t : node.inputs) {
+    if (t.guid <= parent_.max_guid())
+      view_.add_input(view_pos(parent_.index_of(t.guid)), t.index);
+    else
+      view_.add_input(added_pos_[static_cast<size_t>(t.guid - parent_.max_guid() - 1)],
+                      t.index);
+  }
+  view_costs_.push_back(added_cost_[j]);
+}
+
+// The candidate graph as a view, op by op in Graph::Create's order (the
+// walk of the context-free path below, over every op): the parent's ops
+// before `first` unchanged, then the rest. Revised in context and summed in
+// that order, as Graph::cost sums.
+double CandidateCoster::cost_in_context(const Candidate& c, int first) {
+  const int n = parent_.size();
+  view_.assign_prefix(parent_view_, first, view_valid_);
+  view_valid_ = view_first_ = first;
+  view_costs_.assign(base_.begin(), base_.begin() + first);
+  added_pos_.assign(c.added.size(), -1);
+  auto flush = [&] {
+    for (auto [kind, idx] : block_) {
+      if (kind) view_added(c, static_cast<size_t>(idx));
+      else view_parent(c, idx);
+    }
+    block_.clear();
+  };
+  for (int i = first; i < n; ++i) {
+    if (used_[i] == stamp_ || pulled_[i] == stamp_) continue;
+    if (special_[i] == stamp_) {
+      for (const TensorRef& t : parent_.node(i).inputs) {
+        if (used_[parent_.index_of(t.guid)] != stamp_) continue;
+        const TensorRef to = redirected(c, t);
+        const size_t j = static_cast<size_t>(to.guid - parent_.max_guid() - 1);
+        if (!added_placed_[j]) place_added(c, j, i);
+      }
+      flush();
+    }
+    view_parent(c, i);
+  }
+  for (size_t j = 0; j < c.added.size(); ++j)
+    if (!added_placed_[j]) place_added(c, j, n);
+  flush();
+  for (const TensorRef& t : parent_.outputs()) {
+    const int src = parent_.index_of(t.guid);
+    if (used_[src] == stamp_) {
+      const TensorRef to = redirected(c, t);
+      view_.add_output(added_pos_[static_cast<size_t>(to.guid - parent_.max_guid() - 1)],
+                       to.index);
+    } else {
+      view_.add_output(view_pos(src), t.index);
+    }
+  }
+  view_.finish();
+  backend_->in_context(view_, &view_costs_);
+  double total = 0;
+  for (double v : view_costs_) total += v;
+  return total;
+}
+
+double CandidateCoster::cost(const Candidate& c) {
+  if (c.whole) return materialize(parent_, c)->cost(backend_);  // built at enumeration
+  const int first = mark(c);
+  if (!context_free_) return cost_in_context(c, first);
+  const std::vector<int>& extra = extra_;
+  const int n = parent_.size();
 
   // The parent's sum up to the first change, then op by op.
   size_t k = std::lower_bound(nonfree_.begin(), nonfree_.end(), first) - nonfree_.begin();
@@ -891,6 +1007,13 @@ std::vector<std::vector<uint64_t>> Locations::hashes() const {
     for (const Candidate& c : candidates[x])
       out[x].push_back(candidate_hash(*parent, c, &hash_scratch));
   return out;
+}
+
+int Locations::num_materialized() const {
+  int count = 0;
+  for (const auto& row : candidates)
+    for (const Candidate& c : row) count += !c.whole && c.graph != nullptr;
+  return count;
 }
 
 std::vector<std::vector<double>> Locations::costs(CostBackend* backend) const {

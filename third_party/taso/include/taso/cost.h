@@ -38,6 +38,98 @@ OpWork op_work(const OpConfig& op);
 // views, weight transforms: is_free_op_type).
 bool is_free_op(const OpConfig& op);
 
+// A graph's ops as CostBackend::in_context reads them, flat and without
+// guids: op i's inputs name ops by their position, the positions are the
+// graph's topological order, and readers are counted, not listed.
+// CandidateCoster (rules.h) fills one for a rewrite candidate in the order
+// Graph::Create would give its graph, so that a context-dependent backend
+// prices the candidate without the graph being built; Graph's own
+// in_context reads the Graph itself. Both are read through the same
+// accessors (size, type, inputs, reader counts, outputs), so a backend
+// writes its revision once, as a template over the two.
+class GraphView {
+ public:
+  struct Op {
+    int type = OP_INPUT;
+    const OpParams* params = nullptr;
+    const std::vector<Shape>* outputs = nullptr;  // the op's output shapes
+    int first_input = 0, num_inputs = 0;          // into inputs_
+    int num_consumers = 0;  // inputs of other ops that read it
+    int num_matmul_consumers = 0;  // those of matmuls
+    bool weight_side = false;
+    bool is_output = false;
+  };
+  // Output `index` of the op at position `op`.
+  struct Ref {
+    int op = 0;
+    int index = 0;
+  };
+
+  // Empties the view, keeping its buffers (no allocation once they are large
+  // enough).
+  void clear();
+  // Makes the view the first `count` ops of `from` (with their inputs, no
+  // outputs), given that its first `valid` ops are already those of `from`:
+  // only what differs is copied.
+  void assign_prefix(const GraphView& from, int count, int valid);
+  // Appends an op; its inputs follow with add_input (producers come first).
+  void add_op(int type, const OpParams* params, const std::vector<Shape>* outputs,
+              bool weight_side) {
+    Op& op = ops_.emplace_back();  // in place: no copy of a half-written struct
+    op.type = type;
+    op.params = params;
+    op.outputs = outputs;
+    op.first_input = static_cast<int>(inputs_.size());
+    op.weight_side = weight_side;
+  }
+  void add_input(int op, int index) {
+    inputs_.push_back({op, index});
+    ++ops_.back().num_inputs;
+  }
+  void add_output(int op, int index) { outputs_.push_back({op, index}); }
+  // Appends op `i` of `from`, its inputs renamed by `position` (a function
+  // from `from`'s positions to this view's).
+  template <class Position>
+  void add_op_of(const GraphView& from, int i, const Position& position) {
+    const Op& op = from.ops_[i];
+    add_op(op.type, op.params, op.outputs, op.weight_side);
+    for (int k = 0; k < op.num_inputs; ++k) {
+      const Ref& r = from.inputs_[op.first_input + k];
+      inputs_.push_back({position(r.op), r.index});
+    }
+    ops_.back().num_inputs = op.num_inputs;
+  }
+  // Counts each op's readers (one per input read, as Graph::consumers lists
+  // them) and sets the is_output flags; call once every op, input and
+  // output has been added.
+  void finish();
+
+  int size() const { return static_cast<int>(ops_.size()); }
+  int type(int i) const { return ops_[i].type; }
+  const OpParams& params(int i) const { return *ops_[i].params; }
+  bool weight_side(int i) const { return ops_[i].weight_side; }
+  int num_inputs(int i) const { return ops_[i].num_inputs; }
+  const Ref& input(int i, int k) const { return inputs_[ops_[i].first_input + k]; }
+  const Shape& output_shape(int i, int k) const { return (*ops_[i].outputs)[k]; }
+  const std::vector<Shape>& output_shapes(int i) const { return *ops_[i].outputs; }
+  const Shape& input_shape(int i, int k) const {
+    const Ref& r = input(i, k);
+    return output_shape(r.op, r.index);
+  }
+  int num_consumers(int i) const { return ops_[i].num_consumers; }
+  // How many of those readers are matmuls (the fitted backend folds a
+  // transpose that only matmuls read into them).
+  int num_matmul_consumers(int i) const { return ops_[i].num_matmul_consumers; }
+  bool is_output(int i) const { return ops_[i].is_output; }
+  int num_graph_outputs() const { return static_cast<int>(outputs_.size()); }
+  const Ref& graph_output(int k) const { return outputs_[k]; }
+
+ private:
+  std::vector<Op> ops_;
+  std::vector<Ref> inputs_;
+  std::vector<Ref> outputs_;
+};
+
 class CostBackend {
  public:
   CostBackend() : instance_id_(next_instance_id()) {}
@@ -55,6 +147,14 @@ class CostBackend {
   // Default: nothing changes (TASO's context-free per-op sum).
   virtual void in_context(const Graph& graph, std::vector<double>* costs) {
     (void)graph;
+    (void)costs;
+  }
+  // The same revision of the same graph given as a view (aligned with the
+  // view's positions): must change `costs` exactly as in_context of the
+  // Graph the view describes would, bit for bit (CandidateCoster relies on
+  // it). Default: nothing changes.
+  virtual void in_context(const GraphView& view, std::vector<double>* costs) {
+    (void)view;
     (void)costs;
   }
   // True when in_context changes nothing, so a graph's cost is a plain sum

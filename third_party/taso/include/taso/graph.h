@@ -113,6 +113,9 @@ class Graph {
   // Per-op costs: op_cost of each op (0 for free ones), then the backend's
   // in-context revision (CostBackend::in_context).
   std::vector<double> op_costs(CostBackend* backend) const;
+  // The per-op costs before the in-context revision: op_cost of each op
+  // (memoized in the nodes), 0 for free ones.
+  std::vector<double> base_op_costs(CostBackend* backend) const;
   MemoryEstimate memory() const;
   // Frees the lazily built indexes (consumers, per-type lists, ancestor
   // bitsets); they are rebuilt on next use. The search calls it on graphs it

@@ -114,16 +114,24 @@ uint64_t graph_dedup_key(const Graph& g, std::vector<uint64_t>* op_keys = nullpt
 // (shared), clones of the readers of redirected tensors, then the targets.
 GraphPtr materialize(const Graph& parent, const Candidate& c);
 
-// Prices candidates of one parent graph under one backend. Context-free
-// backends (CostBackend::context_free): from the parent's per-op costs
-// without building the candidate, and bit for bit the Graph::cost of the
-// candidate's graph: the removed ops leave, the added ones (and the ops whose
-// weight-side flag flipped) enter, and the sum is taken in the candidate
-// graph's own topological order, which is the parent's with the target ops
-// (and any ancestors of theirs that came later) moved before their first
-// reader (Graph::Create's order, reproduced), reusing the parent's prefix
-// sums up to the first change. Other backends (fitted, which prices an op by
-// its neighbours) materialize the candidate and cost it whole.
+// Prices candidates of one parent graph under one backend, without building
+// the candidate's graph, bit for bit the Graph::cost of materialize(parent,
+// c). Both paths rely on knowing the candidate graph's own topological order
+// (Graph::Create's, reproduced): the parent's order without the removed
+// ops, with the target ops (and any ancestors of theirs that came later)
+// moved right before their first reader, the rest of the targets last.
+// Context-free backends (CostBackend::context_free): from the parent's per-op
+// costs: the removed ops leave, the added ones (and the ops whose weight-side
+// flag flipped) enter, and the sum is taken in that order, reusing the
+// parent's prefix sums up to the first change. Context-dependent backends
+// (fitted, which prices an op by its neighbours): the candidate graph is
+// laid out flat in that order in a reusable GraphView (the parent's nodes and
+// the target nodes, pointed to, not copied), each op with its context-free
+// cost (the nodes' memos; a clone costs what the parent's node does, its
+// configuration being the same), revised by CostBackend::in_context on the
+// view and summed in order. The order matters twice: the revision's charges
+// accumulate with `+=` in it, and floating-point sums depend on it. Only a
+// candidate built at enumeration (Candidate::whole) is costed from its graph.
 class CandidateCoster {
  public:
   CandidateCoster(const Graph& parent, CostBackend* backend);
@@ -132,6 +140,12 @@ class CandidateCoster {
   double cost(const Candidate& c);
 
  private:
+  int mark(const Candidate& c);
+  double cost_in_context(const Candidate& c, int first);
+  // View position of parent op p in the candidate being laid out.
+  int view_pos(int p) const { return p < view_first_ ? p : view_pos_[p]; }
+  void view_parent(const Candidate& c, int p);
+  void view_added(const Candidate& c, size_t j);
   double added_cost(const Candidate& c, size_t j) const;
   void place_added(const Candidate& c, size_t j, int bound);
   void place_parent(int p, int bound);
@@ -152,6 +166,18 @@ class CandidateCoster {
   std::vector<double> added_cost_;
   std::vector<std::pair<int, int>> block_;  // (kind: 0 parent / 1 added, index)
   std::vector<int> extra_;  // parent ops the candidate re-wires or re-prices
+  // Context-dependent backends: the parent's costs before the revision
+  // (Graph::base_op_costs) and the parent as a view; the candidate's view
+  // (its first view_valid_ ops are the parent view's: a candidate's ops
+  // before its first change are the parent's, in the same positions, so only
+  // the rest is laid out again), its per-op costs, the first parent
+  // position it changes, and the view positions of the parent ops from there
+  // on and of the target ops.
+  std::vector<double> base_;
+  GraphView parent_view_, view_;
+  int view_valid_ = 0, view_first_ = 0;
+  std::vector<double> view_costs_;
+  std::vector<int> view_pos_, added_pos_;
 };
 
 // Memo of source-op parameter checks on one graph, shared by every rule
@@ -225,6 +251,10 @@ struct Locations {
   std::vector<std::vector<double>> costs(CostBackend* backend) const;
   // Per xfer, the canonical hash of every candidate (candidate_hash).
   std::vector<std::vector<uint64_t>> hashes() const;
+  // How many candidates hold a graph that was built after enumeration
+  // (materialize, e.g. by graph()); those built at enumeration
+  // (Candidate::whole) are not counted. Pricing (costs) builds none.
+  int num_materialized() const;
   mutable HashScratch hash_scratch;
 };
 Locations enumerate_locations(GraphPtr graph, const std::vector<Rule>& rules,

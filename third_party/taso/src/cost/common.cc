@@ -1,4 +1,5 @@
 // Work counts, free-op conventions and the memoizing base of every backend.
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -16,6 +17,42 @@ double elements(const std::vector<Shape>& shapes) {
 }
 
 }  // namespace
+
+void GraphView::clear() {
+  ops_.clear();
+  inputs_.clear();
+  outputs_.clear();
+}
+
+void GraphView::assign_prefix(const GraphView& from, int count, int valid) {
+  const auto input_end = [&from](int k) {
+    return k < from.size() ? static_cast<size_t>(from.ops_[k].first_input)
+                           : from.inputs_.size();
+  };
+  valid = std::min({valid, count, size()});
+  ops_.resize(valid);
+  inputs_.resize(input_end(valid));
+  ops_.insert(ops_.end(), from.ops_.begin() + valid, from.ops_.begin() + count);
+  inputs_.insert(inputs_.end(), from.inputs_.begin() + input_end(valid),
+                 from.inputs_.begin() + input_end(count));
+  outputs_.clear();
+}
+
+void GraphView::finish() {
+  for (Op& op : ops_) {
+    op.num_consumers = op.num_matmul_consumers = 0;
+    op.is_output = false;
+  }
+  for (const Op& op : ops_) {
+    const int matmul = op.type == OP_MATMUL;
+    for (int k = 0; k < op.num_inputs; ++k) {
+      Op& producer = ops_[inputs_[op.first_input + k].op];
+      ++producer.num_consumers;
+      producer.num_matmul_consumers += matmul;
+    }
+  }
+  for (const Ref& r : outputs_) ops_[r.op].is_output = true;
+}
 
 bool is_free_op(const OpConfig& op) {
   return is_free_op_type(op.type) || op.weight_side;

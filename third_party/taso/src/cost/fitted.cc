@@ -49,6 +49,49 @@ bool is_activation(int type) {
   return type == OP_RELU || type == OP_SIGMOID || type == OP_TANH;
 }
 
+// Graph read through GraphView's accessors, so that one template of the
+// in-context revision serves both a built Graph and a candidate's view.
+class GraphAccess {
+ public:
+  explicit GraphAccess(const Graph& g) : g_(g) {}
+  int size() const { return g_.size(); }
+  int type(int i) const { return g_.node(i).type; }
+  const OpParams& params(int i) const { return g_.node(i).params; }
+  bool weight_side(int i) const { return g_.weight_side(i); }
+  int num_inputs(int i) const { return static_cast<int>(g_.node(i).inputs.size()); }
+  GraphView::Ref input(int i, int k) const {
+    const TensorRef& t = g_.node(i).inputs[k];
+    return {g_.index_of(t.guid), t.index};
+  }
+  const Shape& output_shape(int i, int k) const { return g_.node(i).outputs[k]; }
+  const std::vector<Shape>& output_shapes(int i) const { return g_.node(i).outputs; }
+  const Shape& input_shape(int i, int k) const { return g_.shape(g_.node(i).inputs[k]); }
+  int num_consumers(int i) const { return static_cast<int>(g_.consumers(i).size()); }
+  int num_matmul_consumers(int i) const {
+    int n = 0;
+    for (const auto& r : g_.consumers(i)) n += g_.node(r.first).type == OP_MATMUL;
+    return n;
+  }
+  bool is_output(int i) const { return g_.is_output(i); }
+  int num_graph_outputs() const { return static_cast<int>(g_.outputs().size()); }
+  GraphView::Ref graph_output(int k) const {
+    const TensorRef& t = g_.outputs()[k];
+    return {g_.index_of(t.guid), t.index};
+  }
+
+ private:
+  const Graph& g_;
+};
+
+// Buffers of one in-context revision, reused across calls (the environment
+// and the search revise one candidate after another).
+struct ContextScratch {
+  std::vector<Chain> chain;
+  std::vector<int> root;
+  std::vector<char> blocked, reordered_out;
+  std::vector<int> reordered_in;
+};
+
 class FittedBackend : public CostBackend {
  public:
   FittedBackend(std::string name, std::array<std::array<double, 5>, kNumClasses> coef)
@@ -58,34 +101,10 @@ class FittedBackend : public CostBackend {
   bool context_free() const override { return false; }
 
   void in_context(const Graph& g, std::vector<double>* costs) override {
-    const int n = g.size();
-    std::vector<Chain> chain(n, kNone);
-    std::vector<int> root(n);  // the conv a fused op belongs to; else itself
-    for (int i = 0; i < n; ++i) {
-      root[i] = i;
-      const Node& node = g.node(i);
-      if (node.type == OP_INPUT || node.type == OP_WEIGHT || g.weight_side(i)) continue;
-      switch (node.type) {
-        case OP_CONV2D:
-          chain[i] = node.params.activation == ACT_NONE ? kOpen : kClosed;
-          break;
-        case OP_TRANSPOSE:
-          if (!only_matmuls_read(g, i)) (*costs)[i] = copy_cost(g.op_config(i));
-          break;
-        case OP_SPLIT:
-          (*costs)[i] = copy_cost(g.op_config(i));
-          break;
-        default: {
-          int producer = -1;
-          chain[i] = absorb(g, i, chain, &producer);
-          if (chain[i] != kNone) {
-            (*costs)[i] = 0.0;
-            root[i] = root[producer];
-          }
-        }
-      }
-    }
-    add_reorders(g, chain, root, costs);
+    revise(GraphAccess(g), costs);
+  }
+  void in_context(const GraphView& g, std::vector<double>* costs) override {
+    revise(g, costs);
   }
 
  protected:
@@ -109,15 +128,62 @@ class FittedBackend : public CostBackend {
     const double mb = bytes * 1e-6;
     return c[0] + c[1] * flops * 1e-9 + c[2] * mb + c[3] * std::max(0.0, mb - c[4]);
   }
-  double copy_cost(const OpConfig& op) const {
-    const FittedWork w = fitted_work(op);
-    return linear(kCopy, w.flops, w.bytes);
+
+  // The revision itself, over a Graph (GraphAccess) or a GraphView. It
+  // walks the ops in the graph's topological order and the reorder charges
+  // accumulate with `+=` in that order, so the view must list a candidate's
+  // ops exactly as Graph::Create orders them for the result to be the same
+  // to the last bit (floating-point addition is not associative).
+  template <class G>
+  void revise(const G& g, std::vector<double>* costs) {
+    const int n = g.size();
+    ContextScratch& s = scratch_;
+    s.chain.assign(n, kNone);
+    s.root.resize(n);  // the conv a fused op belongs to; else itself
+    std::vector<Chain>& chain = s.chain;
+    for (int i = 0; i < n; ++i) {
+      s.root[i] = i;
+      const int t = g.type(i);
+      if (t == OP_INPUT || t == OP_WEIGHT || g.weight_side(i)) continue;
+      switch (t) {
+        case OP_CONV2D:
+          chain[i] = g.params(i).activation == ACT_NONE ? kOpen : kClosed;
+          break;
+        case OP_TRANSPOSE:
+          if (!only_matmuls_read(g, i)) (*costs)[i] = copy_cost(g, i);
+          break;
+        case OP_SPLIT:
+          (*costs)[i] = copy_cost(g, i);
+          break;
+        default: {
+          int producer = -1;
+          chain[i] = absorb(g, i, chain, &producer);
+          if (chain[i] != kNone) {
+            (*costs)[i] = 0.0;
+            s.root[i] = s.root[producer];
+          }
+        }
+      }
+    }
+    add_reorders(g, &s, costs);
+  }
+
+  // What fitted_work and linear price a split or transpose at: a copy of
+  // its input and output bytes (the same arithmetic, from the shapes).
+  template <class G>
+  double copy_cost(const G& g, int i) const {
+    double in = 0;
+    for (int k = 0; k < g.num_inputs(i); ++k)
+      in += static_cast<double>(num_elements(g.input_shape(i, k)));
+    const double bytes = 4.0 * (in + elements(g.output_shapes(i)));
+    return linear(kCopy, 0.0, bytes);
   }
 
   // Whether onnxruntime's NCHWc transformer keeps op i's output blocked:
   // a conv (chain) or pool output.
-  static bool nchwc_output(const Graph& g, int i, const std::vector<Chain>& chain) {
-    const int t = g.node(i).type;
+  template <class G>
+  static bool nchwc_output(const G& g, int i, const std::vector<Chain>& chain) {
+    const int t = g.type(i);
     return chain[i] != kNone || t == OP_POOL_MAX || t == OP_POOL_AVG;
   }
 
@@ -132,55 +198,61 @@ class FittedBackend : public CostBackend {
   // ReorderInput (charged to the conv, once per tensor). Each is priced as
   // a copy of the tensor. (A graph input is read directly: the first conv
   // of the zoo graphs has 3 channels.)
-  void add_reorders(const Graph& g, const std::vector<Chain>& chain,
-                    const std::vector<int>& root, std::vector<double>* costs) const {
+  template <class G>
+  void add_reorders(const G& g, ContextScratch* s, std::vector<double>* costs) const {
     const int n = g.size();
-    std::vector<char> blocked(n, 0), reordered_out(n, 0);
+    const std::vector<Chain>& chain = s->chain;
+    const std::vector<int>& root = s->root;
+    std::vector<char>& blocked = s->blocked;
+    std::vector<char>& reordered_out = s->reordered_out;
+    std::vector<int>& reordered_in = s->reordered_in;
+    blocked.assign(n, 0);
+    reordered_out.assign(n, 0);
     auto is_activation_input = [&](int p) {
-      const int t = g.node(p).type;
-      return t != OP_WEIGHT && !g.weight_side(p);
+      return g.type(p) != OP_WEIGHT && !g.weight_side(p);
     };
     auto tensor_copy = [&](int p, int k) {
-      const double e = static_cast<double>(num_elements(g.node(p).outputs[k]));
+      const double e = static_cast<double>(num_elements(g.output_shape(p, k)));
       return linear(kCopy, 0.0, 8.0 * e);
     };
     for (int i = 0; i < n; ++i) {
-      const Node& node = g.node(i);
-      const int t = node.type;
+      const int t = g.type(i);
       if (t == OP_INPUT || t == OP_WEIGHT || g.weight_side(i)) continue;
       if (t == OP_CONV2D || t == OP_POOL_MAX || t == OP_POOL_AVG || chain[i] != kNone) {
-        blocked[i] = node.outputs[0].size() == 4;
+        blocked[i] = g.output_shape(i, 0).size() == 4;
       } else if (t == OP_BATCHNORM || is_activation(t) || t == OP_EW_ADD || t == OP_CONCAT) {
         bool all = true, any = false;
-        for (const TensorRef& in : node.inputs) {
-          const int p = g.index_of(in.guid);
+        for (int k = 0; k < g.num_inputs(i); ++k) {
+          const int p = g.input(i, k).op;
           if (p < 0 || !is_activation_input(p)) continue;
           any = true;
           all = all && blocked[p];
-          if (t == OP_EW_ADD && g.shape(in) != node.outputs[0]) all = false;
-          if (t == OP_CONCAT && (node.params.axis != 1 || g.shape(in)[1] % kBlock != 0))
-            all = false;
+          const Shape& in = g.input_shape(i, k);
+          if (t == OP_EW_ADD && in != g.output_shape(i, 0)) all = false;
+          if (t == OP_CONCAT && (g.params(i).axis != 1 || in[1] % kBlock != 0)) all = false;
         }
         blocked[i] = any && all;
       }
       const bool needs_blocked = t == OP_CONV2D || t == OP_POOL_MAX || t == OP_POOL_AVG;
-      std::vector<int> reordered_in;
-      for (const TensorRef& in : node.inputs) {
-        const int p = g.index_of(in.guid);
+      reordered_in.clear();
+      for (int k = 0; k < g.num_inputs(i); ++k) {
+        const auto in = g.input(i, k);
+        const int p = in.op;
         if (p < 0 || !is_activation_input(p)) continue;
         if (blocked[p] && !blocked[i] && !reordered_out[p]) {
           reordered_out[p] = 1;
           (*costs)[root[p]] += tensor_copy(p, in.index);
         }
-        if (needs_blocked && blocked[i] && !blocked[p] && g.node(p).type != OP_INPUT &&
+        if (needs_blocked && blocked[i] && !blocked[p] && g.type(p) != OP_INPUT &&
             std::find(reordered_in.begin(), reordered_in.end(), p) == reordered_in.end()) {
           reordered_in.push_back(p);
           (*costs)[i] += tensor_copy(p, in.index);
         }
       }
     }
-    for (const TensorRef& out : g.outputs()) {
-      const int p = g.index_of(out.guid);
+    for (int k = 0; k < g.num_graph_outputs(); ++k) {
+      const auto out = g.graph_output(k);
+      const int p = out.op;
       if (p >= 0 && blocked[p] && !reordered_out[p]) {
         reordered_out[p] = 1;
         (*costs)[root[p]] += tensor_copy(p, out.index);
@@ -188,31 +260,28 @@ class FittedBackend : public CostBackend {
     }
   }
 
-  static bool only_matmuls_read(const Graph& g, int i) {
-    const auto& readers = g.consumers(i);
-    if (readers.empty() || g.is_output(i)) return false;
-    for (const auto& r : readers)
-      if (g.node(r.first).type != OP_MATMUL) return false;
-    return true;
+  template <class G>
+  static bool only_matmuls_read(const G& g, int i) {
+    const int readers = g.num_consumers(i);
+    if (readers == 0 || g.is_output(i)) return false;
+    return g.num_matmul_consumers(i) == readers;
   }
 
   // The chain state of op `i` if onnxruntime fuses it into the conv that
   // produces its input (kNone otherwise). The producer's output must have no
   // other reader and not be a graph output (ConvBNFusion, ConvAddFusion,
   // ConvActivationFusion and the NCHWc conv's Sum fusion all require that).
-  static Chain absorb(const Graph& g, int i, const std::vector<Chain>& chain,
-                      int* producer) {
-    const Node& node = g.node(i);
+  template <class G>
+  static Chain absorb(const G& g, int i, const std::vector<Chain>& chain, int* producer) {
     auto fusable_producer = [&](int slot) -> int {
-      const TensorRef& t = node.inputs[slot];
-      const int p = g.index_of(t.guid);
+      const int p = g.input(i, slot).op;
       if (p < 0 || chain[p] == kNone || chain[p] == kClosed) return -1;
-      if (g.is_output(p) || g.consumers(p).size() != 1) return -1;
+      if (g.is_output(p) || g.num_consumers(p) != 1) return -1;
       *producer = p;
       return p;
     };
-    if (node.inputs.empty()) return kNone;
-    switch (node.type) {
+    if (g.num_inputs(i) == 0) return kNone;
+    switch (g.type(i)) {
       case OP_BATCHNORM: {
         const int p = fusable_producer(0);
         return p >= 0 && chain[p] == kOpen ? kOpen : kNone;
@@ -220,7 +289,7 @@ class FittedBackend : public CostBackend {
       case OP_BROADCAST_ADD: {
         const int p = fusable_producer(0);
         if (p < 0 || chain[p] != kOpen) return kNone;
-        return node.params.activation == ACT_NONE ? kOpen : kClosed;
+        return g.params(i).activation == ACT_NONE ? kOpen : kClosed;
       }
       case OP_RELU: case OP_SIGMOID: case OP_TANH:
         return fusable_producer(0) >= 0 ? kClosed : kNone;
@@ -228,13 +297,13 @@ class FittedBackend : public CostBackend {
         // A residual add of two same-shaped tensors (no broadcast) whose
         // other operand onnxruntime also holds in its NCHWc layout (a conv's
         // or a pool's output); the NCHWc conv then adds it as its "Sum".
-        if (node.inputs.size() != 2) return kNone;
-        const Shape& out = node.outputs[0];
-        if (g.shape(node.inputs[0]) != out || g.shape(node.inputs[1]) != out) return kNone;
+        if (g.num_inputs(i) != 2) return kNone;
+        const Shape& out = g.output_shape(i, 0);
+        if (g.input_shape(i, 0) != out || g.input_shape(i, 1) != out) return kNone;
         for (int slot = 0; slot < 2; ++slot) {
           const int p = fusable_producer(slot);
           if (p < 0 || chain[p] != kOpen) continue;
-          const int other = g.index_of(node.inputs[1 - slot].guid);
+          const int other = g.input(i, 1 - slot).op;
           if (other >= 0 && other != p && nchwc_output(g, other, chain)) return kSummed;
         }
         return kNone;
@@ -247,6 +316,8 @@ class FittedBackend : public CostBackend {
   std::string name_;
   std::array<std::array<double, 5>, kNumClasses> coef_;
   std::unique_ptr<CostBackend> fallback_;
+  // Single-threaded use, as the graphs' memos (graph.h).
+  ContextScratch scratch_;
 };
 
 }  // namespace
