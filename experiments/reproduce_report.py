@@ -369,8 +369,8 @@ def table_steps(rows: Dict[str, GraphRow]) -> str:
             f"evaluation episodes. Thesis: about {THESIS_STEPS['model_free']:,} (model-free, "
             f"2000 episodes) vs {THESIS_STEPS['model_based']:,} (model-based). Optimise s = "
             "one greedy episode of the trained policy in the real environment (the model-based "
-            "one includes the first call's graph tracing); thesis times: 2019 xflowrl, TASO "
-            "budget 1000, GTX 780.\n\n" + "\n".join(lines) + "\n")
+            "one is its second greedy episode: the first traces its functions); thesis times: "
+            "2019 xflowrl, TASO budget 1000, GTX 780.\n\n" + "\n".join(lines) + "\n")
 
 
 def table_separate(results: str, setting: str, graphs: Sequence[str],

@@ -49,6 +49,14 @@ class QuickRunTest(absltest.TestCase):
         self.assertLess(result["controller_best_cost_ms"], result["initial_cost_ms"])
         self.assertEqual(result["dream_episodes"], 512)
         self.assertGreater(result["real_steps"]["world_model_rollouts"], 0)
+        # Optimising is timed on a second greedy episode, after one that traces;
+        # both are real steps, as are the sampled evaluations.
+        self.assertGreater(result["seconds"]["optimize"], 0.0)
+        self.assertGreater(result["seconds"]["optimize_first_call"], 0.0)
+        greedy_steps = result["controller"]["greedy"]["steps"]
+        self.assertEqual(result["real_steps"]["evaluation"],
+                         2 * greedy_steps + result["controller"]["greedy_real_masks"]["steps"]
+                         + sum(e["steps"] for e in result["sampled"]))
         for key in ("greedy", "taso", "random"):
             self.assertIsNotNone(result["baselines"][key])
         # Estimated gains come with measured end-to-end times of the same graphs.
