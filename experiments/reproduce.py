@@ -1,6 +1,6 @@
 """The thesis' evaluation (Chapter 4) from one command: runs, then a report folder.
 
-    python experiments/reproduce.py            # full mode (about 70 minutes here)
+    python experiments/reproduce.py            # full mode (about 30 minutes here)
     python experiments/reproduce.py --quick    # every step on tiny budgets (under 10 minutes)
 
 Two cost settings, each in its own results folder, each labelled as what it is:
@@ -275,6 +275,31 @@ def variant_graphs(setting: report.Setting, graph_name: str, root: str, seed: in
     return graphs, env.cost_model
 
 
+def sweep_result(setting: report.Setting, graph_name: str) -> Optional[dict]:
+    """The temperature sweep's result under `setting`, if the sweep ran on
+    `graph_name` there and kept its real episodes' steps."""
+    if graph_name != FLAGS.sweep_graph or setting.key not in FLAGS.sweep_settings:
+        return None
+    sweep = report.load_sweep(FLAGS.results_dir, setting.key, graph_name)
+    if not sweep or any("applied" not in row for row in sweep["rows"]):
+        return None
+    return sweep
+
+
+def sweep_graphs(setting: report.Setting, sweep: dict):
+    """Per row of the sweep (a temperature), the graph of each seed's real
+    episode, replayed from its applied steps."""
+    from xflowrl.agents.ppo.training import replay  # pylint: disable=import-outside-toplevel
+    from xflowrl.env import EnvConfig, make_env  # pylint: disable=import-outside-toplevel
+    from xflowrl.search.baselines import GREEDY_MAX_STEPS  # pylint: disable=import-outside-toplevel
+    env = make_env(sweep["graph"], sweep.get("rules", "default"), setting.cost_model,
+                   setting.profile, "results/cost_cache.tsv",
+                   EnvConfig(max_steps=GREEDY_MAX_STEPS,
+                             max_locations=sweep.get("max_locations", 200)))
+    return [[replay(env, [tuple(a) for a in applied]) for applied in row["applied"]]
+            for row in sweep["rows"]]
+
+
 def measure(setting: report.Setting, graph_name: str, b: Budget, rerun: bool) -> dict:
     """Times every variant of one graph (one timing per distinct graph);
     writes and returns <root>/<graph>/measured/result.json (reused when its
@@ -286,9 +311,12 @@ def measure(setting: report.Setting, graph_name: str, b: Budget, rerun: bool) ->
     root = os.path.join(FLAGS.results_dir, setting.key)
     out_dir = os.path.join(root, graph_name, "measured")
     path = os.path.join(out_dir, "result.json")
+    sweep = sweep_result(setting, graph_name)
     settings = {"runtimes": b.measure_runtimes, "rounds": b.measure_rounds,
                 "warmup": b.measure_warmup, "repeats": b.measure_repeats, "seed": FLAGS.seed,
                 "inputs": report.run_stamps(root, graph_name)}
+    if sweep:
+        settings["inputs"]["sweep"] = [row["applied"] for row in sweep["rows"]]
     if not rerun and os.path.exists(path):
         with open(path) as f:
             saved = json.load(f)
@@ -298,10 +326,14 @@ def measure(setting: report.Setting, graph_name: str, b: Budget, rerun: bool) ->
     original = graphs["original"]
     weights = random_weights(original, FLAGS.seed, gain=zoo.weight_gain(graph_name))
     key_of = {name: f"{g.hash():x}" for name, g in graphs.items()}
+    # The sweep's graphs (Table 4.3) are timed in the same rounds as the
+    # original, so that their changes share its baseline.
+    swept = sweep_graphs(setting, sweep) if sweep else []
     models = {}
-    for name, g in graphs.items():
-        if key_of[name] not in models:
-            models[key_of[name]] = to_onnx(g, weights, check=False)
+    for g in list(graphs.values()) + [g for row in swept for g in row]:
+        key = f"{g.hash():x}"
+        if key not in models:
+            models[key] = to_onnx(g, weights, check=False)
     logging.info("%s/%s: timing %d distinct graphs", setting.key, graph_name, len(models))
     start = time.time()
     times = time_models(models, random_inputs(original, FLAGS.seed),
@@ -313,6 +345,12 @@ def measure(setting: report.Setting, graph_name: str, b: Budget, rerun: bool) ->
                                   "estimated_ms": g.cost(cost_model),
                                   "measured": times[key_of[name]]}
                            for name, g in graphs.items()}}
+    if sweep:
+        result["sweep"] = [
+            {"temperature": row["temperature"],
+             "seeds": [{"graph_key": f"{g.hash():x}", "estimated_ms": g.cost(cost_model),
+                        "measured": times[f"{g.hash():x}"]} for g in by_seed]}
+            for row, by_seed in zip(sweep["rows"], swept)]
     os.makedirs(out_dir, exist_ok=True)
     with open(path, "w") as f:
         json.dump(result, f, indent=1)

@@ -89,6 +89,24 @@ def sweep_folder(setting: str) -> str:
     return "temperature" if setting == "cpu" else f"temperature_{setting}"
 
 
+def load_sweep(results: str, setting: str, graph: str) -> Optional[dict]:
+    """The temperature sweep's result.json of `graph` under `setting`, if any."""
+    return _load(os.path.join(results, sweep_folder(setting), graph, "temperature_sweep",
+                              "result.json"))
+
+
+def sweep_measured_changes(measured: Optional[dict]) -> Dict[float, List[float]]:
+    """Per temperature, each seed's measured ort/cpu change (%) of its real
+    episode's graph against the original, from the measure step's result of
+    the sweep's graph ({} where the sweep's graphs were not timed)."""
+    if not measured or "sweep" not in measured:
+        return {}
+    base = measured["variants"]["original"]["measured"]["ort/cpu"]["median_ms"]
+    return {row["temperature"]: [pct(seed["measured"]["ort/cpu"]["median_ms"], base)
+                                 for seed in row["seeds"]]
+            for row in measured["sweep"]}
+
+
 class Runs(NamedTuple):
     """The result files of one graph under one setting."""
     baselines: dict
@@ -331,23 +349,29 @@ def table_4_2(props: Optional[dict], rows: Dict[str, GraphRow]) -> str:
             "runtime change as well as a graph change).\n\n" + "\n".join(lines) + "\n")
 
 
-def table_4_3(sweep: Optional[dict], setting: str) -> str:
-    """Temperature sweep: world-model and real score per tau, beside the thesis'."""
+def table_4_3(sweep: Optional[dict], setting: str, measured: Dict[float, List[float]]) -> str:
+    """Temperature sweep: world-model and real scores per tau, the real
+    episodes' graphs measured on this CPU, and the thesis' scores."""
     if not sweep:
         return "Table 4.3: not run.\n"
-    lines = ["| temperature | world-model score | real score | thesis world-model score | "
-             "thesis real score |", "|---|---|---|---|---|"]
+    lines = ["| temperature | world-model score | real score (est.) | measured ort/cpu change "
+             "| thesis world-model score | thesis real score |",
+             "|---|---|---|---|---|---|"]
     for r in sweep["rows"]:
         t = THESIS_TABLE_4_3.get(r["temperature"])
+        m = measured.get(r["temperature"])
         lines.append(f"| {r['temperature']} | {r['world_model_mean']:+.3f}% ± "
                      f"{r['world_model_std']:.3f} | {r['real_mean']:+.3f}% ± "
                      f"{r['real_std']:.3f} | "
+                     + (f"{np.mean(m):+.2f}% ± {np.std(m):.2f}" if m else "-") + " | "
                      + (f"{t[0]:+.2f}% ± {t[1]} | {t[2]:+.2f}% ± {t[3]}" if t else "- | -")
                      + " |")
     return (f"{sweep['graph']}, {sweep['seeds']} seed(s) (thesis: BERT, 5), "
             f"{sweep['dream_episodes']} imagined episodes per controller, estimated cost "
-            f"under {_label(setting)}; scores are runtime changes in % (negative: faster), mean ± std "
-            f"over seeds.\n\n" + "\n".join(lines) + "\n")
+            f"under {_label(setting)}; scores are runtime changes in % (negative: faster), mean "
+            "± std over seeds. The measured change is each seed's real-episode graph timed "
+            "on this CPU by the measure step, interleaved with the original graph.\n\n"
+            + "\n".join(lines) + "\n")
 
 
 def table_steps(rows: Dict[str, GraphRow]) -> str:
@@ -630,9 +654,11 @@ def write_report(results: str, out_dir: str, graphs: Sequence[str], settings: Se
     rows = {s: {g: graph_row(s, g, r) for g, r in by_graph.items()}
             for s, by_graph in runs.items()}
     props = _load(os.path.join(results, "graph_properties", "table_4_1.json"))
-    sweeps = {s: _load(os.path.join(results, sweep_folder(s), sweep_graph,
-                                    "temperature_sweep", "result.json"))
+    sweeps = {s: load_sweep(results, s, sweep_graph)
               for s in (sweep_settings if sweep_graph else [])}
+    sweeps_measured = {s: sweep_measured_changes(
+        _load(os.path.join(results, s, sweep_graph, "measured", "result.json")))
+                       for s in sweeps}
     figures = write_figures(runs, rows, out_dir)
     parts = [f"# Reproduction of the thesis' Chapter 4 ({meta.get('mode', '?')} mode)\n",
              "Settings (each agent and search optimises the setting's estimated cost; every "
@@ -655,7 +681,8 @@ def write_report(results: str, out_dir: str, graphs: Sequence[str], settings: Se
                   f"## Separate reward network, {_label(s)}\n",
                   table_separate(results, s, separate_graphs, rows[s])]
     for s, sweep in sweeps.items():
-        parts += [f"## Table 4.3: temperature sweep, {_label(s)}\n", table_4_3(sweep, s)]
+        parts += [f"## Table 4.3: temperature sweep, {_label(s)}\n",
+                  table_4_3(sweep, s, sweeps_measured[s])]
     parts += ["## Figures\n",
               "\n".join(f"![{k}]({os.path.basename(p)})" for k, p in figures.items()) + "\n",
               f"Mode {meta.get('mode')}; wall time {meta.get('wall_seconds', 0):.0f} s "
@@ -671,7 +698,11 @@ def write_report(results: str, out_dir: str, graphs: Sequence[str], settings: Se
                                               for s in settings},
                    "rows": {s: {g: dataclasses.asdict(r) for g, r in by_graph.items()}
                             for s, by_graph in rows.items()},
-                   "table_4_1": props, "table_4_3": sweeps, "separate_reward_run": separate,
+                   "table_4_1": props, "table_4_3": sweeps,
+                   "table_4_3_measured_ort_cpu_change": {
+                       s: [{"temperature": t, "per_seed": v} for t, v in m.items()]
+                       for s, m in sweeps_measured.items()},
+                   "separate_reward_run": separate,
                    "figures": {k: os.path.basename(p) for k, p in figures.items()},
                    "summary": summary_lines(rows)}, f, indent=1, default=float)
     return out_dir

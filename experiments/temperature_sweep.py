@@ -11,7 +11,8 @@ Scores follow the thesis' sign: the change in runtime, in % of the initial
 graph's (negative is faster).
   world-model score: -(mean imagined return of 64 greedy dream episodes at tau)
   real score:        100 * (real final cost / initial cost - 1)
-Each cell is mean +- std over seeds. Writes result.json, result.md and
+Each cell is mean +- std over seeds; result.json keeps each real episode's
+applied steps too, so its graph can be rebuilt and timed. Writes result.json, result.md and
 temperature_sweep.png to --results_dir/<graph>/temperature_sweep/; every
 world model and controller is checkpointed there, so a rerun resumes.
 """
@@ -106,7 +107,7 @@ def main(argv):
     out_dir = settings.run.results_folder("temperature_sweep")
     os.makedirs(out_dir, exist_ok=True)
     start = time.time()
-    cells = {t: {"world_model": [], "real": []} for t in temps}
+    cells = {t: {"world_model": [], "real": [], "applied": []} for t in temps}
     for seed in range(seeds):
         base = DreamConfig(episodes=episodes)
         agent = ModelBasedAgent(env, os.path.join(out_dir, f"seed_{seed}"), wm, base,
@@ -122,6 +123,7 @@ def main(argv):
             real_score = 100.0 * (real.final_cost / env.initial_cost - 1.0)
             cells[t]["world_model"].append(wm_score)
             cells[t]["real"].append(real_score)
+            cells[t]["applied"].append([list(a) for a in real.applied])
             logging.info("seed %d tau %.2f: world-model score %+.3f%%, real score %+.3f%% "
                          "(%d invalid actions), %.0f s so far", seed, t, wm_score, real_score,
                          real.invalid_actions, time.time() - start)
@@ -130,9 +132,14 @@ def main(argv):
         w, r = np.array(cells[t]["world_model"]), np.array(cells[t]["real"])
         rows.append({"temperature": t, "world_model_mean": float(w.mean()),
                      "world_model_std": float(w.std()), "real_mean": float(r.mean()),
-                     "real_std": float(r.std()), "world_model": w.tolist(), "real": r.tolist()})
+                     "real_std": float(r.std()), "world_model": w.tolist(), "real": r.tolist(),
+                     # per seed: the real episode's (xfer name, location) steps,
+                     # which replay its graph (reproduce.py times them)
+                     "applied": cells[t]["applied"]})
     seconds = time.time() - start
-    summary = {"graph": graph_name, "cost_model": env.cost_model.name, "seeds": seeds, "dream_episodes": episodes,
+    summary = {"graph": graph_name, "cost_model": env.cost_model.name, "seeds": seeds,
+               "dream_episodes": episodes, "rules": settings.run.rules,
+               "max_locations": settings.run.max_locations,
                "initial_cost_ms": env.initial_cost, "seconds": seconds, "rows": rows,
                "world_model": dataclasses.asdict(wm)}
     table = "\n".join(f"| {r['temperature']} | {r['world_model_mean']:+.3f}% ± "

@@ -60,6 +60,7 @@ class ReproduceQuickTest(absltest.TestCase):
         with open(os.path.join(self.report, "report.md")) as f:
             text = f.read()
         for heading in ("Table 4.1", "Table 4.2", "Table 4.3", "Agents and baselines",
+                        "measured ort/cpu change",
                         "Measured runtimes", "Real environment steps",
                         "Separate reward network", "GPU-like (analytic/v100)",
                         "TensorRT: not run"):
@@ -124,6 +125,22 @@ class ReproduceQuickTest(absltest.TestCase):
                       "result.json")
         self.assertEqual(sweep["cost_model"], "analytic/v100")
         self.assertEqual(self.out["table_4_3"]["gpu"]["rows"], sweep["rows"])
+        # The measure step timed each seed's real-episode graph of the sweep:
+        # its estimated cost is the one behind that seed's real score.
+        measured = _load(self.results, "gpu", GRAPH, "measured", "result.json")
+        self.assertEqual([r["temperature"] for r in measured["sweep"]],
+                         [r["temperature"] for r in sweep["rows"]])
+        base = measured["variants"]["original"]["measured"]["ort/cpu"]["median_ms"]
+        reported = self.out["table_4_3_measured_ort_cpu_change"]["gpu"]
+        for row, timed, shown in zip(sweep["rows"], measured["sweep"], reported):
+            self.assertLen(timed["seeds"], sweep["seeds"])
+            for real_score, seed, change in zip(row["real"], timed["seeds"],
+                                                shown["per_seed"]):
+                self.assertAlmostEqual(
+                    100.0 * (seed["estimated_ms"] / sweep["initial_cost_ms"] - 1.0),
+                    real_score, places=6)
+                self.assertAlmostEqual(
+                    change, 100.0 * (seed["measured"]["ort/cpu"]["median_ms"] / base - 1.0))
         props = _load(self.results, "graph_properties", "table_4_1.json")
         self.assertEqual(self.out["table_4_1"]["rows"][0]["tf_inference_ms"],
                          props["rows"][0]["tf_inference_ms"])
