@@ -70,6 +70,10 @@ flags.DEFINE_list("separate_reward_graphs", ["bert"],
 flags.DEFINE_string("sweep_graph", "bert", "Graph of the temperature sweep ('' to skip).")
 flags.DEFINE_list("sweep_settings", ["cpu", "gpu"], "Cost settings of the temperature sweep.")
 flags.DEFINE_integer("seed", 0, "Seed of every run.")
+flags.DEFINE_float("budget_scale", 1.0, "Multiplies the agents' training budgets (model-free "
+                   "episodes; world-model episodes per round and training steps; imagined "
+                   "episodes), to see what more training changes; searches, timing and the "
+                   "sweep keep theirs. Use another --results_dir.")
 flags.DEFINE_bool("rerun", False, "Ignore saved runs.")
 flags.DEFINE_integer("jobs", 2, "Entry-point runs at a time (their training wall times "
                      "are reported: with more than one they share the cores).")
@@ -401,8 +405,20 @@ def main(argv):
         run_all()
 
 
+def scaled(b: Budget, scale: float) -> Budget:
+    """`b` with the agents' training budgets multiplied by `scale`."""
+    if scale <= 0:
+        raise ValueError(f"--budget_scale must be positive, not {scale}")
+    def times(n: int) -> int:
+        return max(1, round(n * scale))
+    return dataclasses.replace(b, mf_episodes=times(b.mf_episodes),
+                               mb_episodes_per_round=times(b.mb_episodes_per_round),
+                               mb_train_steps=times(b.mb_train_steps),
+                               mb_dream_episodes=times(b.mb_dream_episodes))
+
+
 def run_all():
-    b = QUICK if FLAGS.quick else FULL
+    b = scaled(QUICK if FLAGS.quick else FULL, FLAGS.budget_scale)
     start = time.time()
     steps: Dict[str, float] = {}
     settings = [report.SETTINGS[k] for k in FLAGS.settings]
@@ -425,6 +441,7 @@ def run_all():
                               [s.key for s in settings], FLAGS.separate_reward_graphs,
                               FLAGS.sweep_graph, FLAGS.sweep_settings,
                               meta={"mode": "quick" if FLAGS.quick else "full",
+                                    "budget_scale": FLAGS.budget_scale,
                                     "machine": machine(), "jobs": workers,
                                     "commit": commit(),
                                     "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),

@@ -660,7 +660,9 @@ def write_report(results: str, out_dir: str, graphs: Sequence[str], settings: Se
         _load(os.path.join(results, s, sweep_graph, "measured", "result.json")))
                        for s in sweeps}
     figures = write_figures(runs, rows, out_dir)
-    parts = [f"# Reproduction of the thesis' Chapter 4 ({meta.get('mode', '?')} mode)\n",
+    scale = meta.get("budget_scale", 1.0)
+    parts = [f"# Reproduction of the thesis' Chapter 4 ({meta.get('mode', '?')} mode"
+             + (f", agents' training budgets x{scale:g}" if scale != 1.0 else "") + ")\n",
              "Settings (each agent and search optimises the setting's estimated cost; every "
              "runtime is measured on this CPU):\n",
              "\n".join(f"- **{SETTINGS[s].label}**: {SETTINGS[s].what}" for s in settings),

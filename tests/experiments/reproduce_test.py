@@ -172,5 +172,27 @@ class ReproduceQuickTest(absltest.TestCase):
                         (head, self.out["meta"]["commit"]))
 
 
+class BudgetScaleTest(absltest.TestCase):
+
+    def test_scales_only_the_agents_training(self):
+        import dataclasses  # pylint: disable=import-outside-toplevel
+        import reproduce  # pylint: disable=import-outside-toplevel
+        full, scaled = reproduce.FULL, reproduce.scaled(reproduce.FULL, 4)
+        self.assertEqual(scaled.mf_episodes, 4 * full.mf_episodes)
+        self.assertEqual(scaled.mb_episodes_per_round, 4 * full.mb_episodes_per_round)
+        self.assertEqual(scaled.mb_train_steps, 4 * full.mb_train_steps)
+        self.assertEqual(scaled.mb_dream_episodes, 4 * full.mb_dream_episodes)
+        trained = {"mf_episodes", "mb_episodes_per_round", "mb_train_steps",
+                   "mb_dream_episodes"}
+        for field in dataclasses.fields(full):
+            if field.name not in trained:
+                self.assertEqual(getattr(scaled, field.name), getattr(full, field.name),
+                                 field.name)
+        self.assertEqual(reproduce.scaled(full, 1.0), full)
+        self.assertEqual(reproduce.scaled(reproduce.QUICK, 0.01).mf_episodes, 1)
+        with self.assertRaisesRegex(ValueError, "must be positive"):
+            reproduce.scaled(full, 0)
+
+
 if __name__ == "__main__":
     absltest.main()
