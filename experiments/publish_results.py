@@ -1,6 +1,7 @@
 """Copies a reproduction report's tables and figures into the README.
 
     python experiments/publish_results.py [--report_dir=results/reproduce/report]
+        [--scaled_report_dir=results/reproduce_x4/report]
 
 experiments/reproduce.py writes its report to a results folder that git
 ignores. The README's "Results" section shows a full run: this script
@@ -17,6 +18,7 @@ markers is the README's own prose: reread it against the new tables.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -31,9 +33,13 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("report_dir", "results/reproduce/report", "reproduce.py's report folder.")
 flags.DEFINE_string("readme", "README.md", "The README to update.")
 flags.DEFINE_string("figures_dir", "docs/figures", "Where the README's figures are copied.")
+flags.DEFINE_string("scaled_report_dir", "", "A report of `reproduce.py --budget_scale=K`: "
+                    "its agents beside --report_dir's go into the README's second block.")
 
 BEGIN = "<!-- reproduce-report:begin -->"
 END = "<!-- reproduce-report:end -->"
+SCALED_BEGIN = "<!-- reproduce-scaled:begin -->"
+SCALED_END = "<!-- reproduce-scaled:end -->"
 # The figures the README shows.
 README_FIGURES = tuple(report.FIGURES[k] for k in ("fig4_1", "fig4_5", "fig4_6", "fig4_8"))
 
@@ -52,13 +58,53 @@ def report_block(report_md: str) -> str:
     return (run_line + "\n\n" if run_line else "") + body
 
 
-def splice(readme: str, block: str) -> str:
-    """`readme` with the text between BEGIN and END replaced by `block`."""
-    head, sep, rest = readme.partition(BEGIN)
-    _, sep2, tail = rest.partition(END)
+def splice(readme: str, block: str, begin: str = BEGIN, end: str = END) -> str:
+    """`readme` with the text between `begin` and `end` replaced by `block`."""
+    head, sep, rest = readme.partition(begin)
+    _, sep2, tail = rest.partition(end)
     if not sep or not sep2:
-        raise ValueError(f"the README has no {BEGIN} ... {END} block")
-    return f"{head}{BEGIN}\n\n{block.strip()}\n\n{END}{tail}"
+        raise ValueError(f"the README has no {begin} ... {end} block")
+    return f"{head}{begin}\n\n{block.strip()}\n\n{end}{tail}"
+
+
+def _chg(value: float, base: float) -> str:
+    return f"{100.0 * (value / base - 1.0):+.2f}%"
+
+
+def scaled_block(base: dict, scaled: dict) -> str:
+    """The agents of two reports (report.json) side by side: the same
+    graphs and settings at the base budgets and at `--budget_scale` times
+    the agents' training, estimated changes against the initial graph, with
+    greedy and whether each agent beats, matches or trails it."""
+    k = scaled["meta"].get("budget_scale", 1.0)
+    lines = [f"Agents' training budgets x{k:g} (model-free episodes "
+             f"{base['meta']['budget']['mf_episodes']} -> "
+             f"{scaled['meta']['budget']['mf_episodes']}, world-model episodes per round "
+             f"{base['meta']['budget']['mb_episodes_per_round']} -> "
+             f"{scaled['meta']['budget']['mb_episodes_per_round']}, imagined episodes "
+             f"{base['meta']['budget']['mb_dream_episodes']} -> "
+             f"{scaled['meta']['budget']['mb_dream_episodes']}); run at commit "
+             f"{scaled['meta'].get('commit', '?')}, {scaled['meta'].get('date_utc', '?')} UTC, "
+             f"{scaled['meta'].get('wall_seconds', 0) / 60:.0f} min. Estimated change "
+             "against the initial graph (negative: faster), same seed, same cost model per "
+             "setting.\n",
+             f"| setting | graph | greedy | model-free | model-free x{k:g} | model-based | "
+             f"model-based x{k:g} | MB real steps (x{k:g}) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for setting, rows in scaled["rows"].items():
+        for graph, r in rows.items():
+            b = base["rows"].get(setting, {}).get(graph)
+            if not b:
+                continue
+            init = r["initial_ms"]
+            lines.append(
+                f"| {setting} | {graph} | {_chg(r['greedy_ms'], init)} | "
+                f"{_chg(b['mf_ms'], init)} ({b['mf_vs_greedy']}) | "
+                f"{_chg(r['mf_ms'], init)} ({r['mf_vs_greedy']}) | "
+                f"{_chg(b['mb_ms'], init)} ({b['mb_vs_greedy']}) | "
+                f"{_chg(r['mb_ms'], init)} ({r['mb_vs_greedy']}) | "
+                f"{b['mb_real_steps']} ({r['mb_real_steps']}) |")
+    return "\n".join(lines) + "\n"
 
 
 def publish(report_dir: str, readme_path: str, figures_dir: str,
@@ -75,9 +121,24 @@ def publish(report_dir: str, readme_path: str, figures_dir: str,
         shutil.copyfile(os.path.join(report_dir, name), os.path.join(figures_dir, name))
 
 
+def publish_scaled(report_dir: str, scaled_report_dir: str, readme_path: str) -> None:
+    """Updates the README's second block from a base and a scaled report."""
+    with open(os.path.join(report_dir, "report.json")) as f:
+        base = json.load(f)
+    with open(os.path.join(scaled_report_dir, "report.json")) as f:
+        scaled = json.load(f)
+    with open(readme_path) as f:
+        readme = f.read()
+    with open(readme_path, "w") as f:
+        f.write(splice(readme, scaled_block(base, scaled), SCALED_BEGIN, SCALED_END))
+
+
 def main(argv):
     del argv
     publish(FLAGS.report_dir, FLAGS.readme, FLAGS.figures_dir)
+    if FLAGS.scaled_report_dir:
+        publish_scaled(FLAGS.report_dir, FLAGS.scaled_report_dir, FLAGS.readme)
+        print(f"{FLAGS.readme}: scaled-budget block from {FLAGS.scaled_report_dir}")
     print(f"{FLAGS.readme}: results block replaced from {FLAGS.report_dir}/report.md; "
           f"{len(README_FIGURES)} figures copied to {FLAGS.figures_dir}")
 
