@@ -58,6 +58,7 @@ from absl import logging
 import numpy as np
 
 import reproduce_report as report
+from reproduce_budgets import FULL, QUICK, Budget, scaled
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("quick", False, "Tiny budgets: the whole pipeline in under 10 minutes.")
@@ -83,46 +84,6 @@ flags.DEFINE_integer("retries", 1, "Reruns of a failed entry point (after 30 s):
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-@dataclasses.dataclass(frozen=True)
-class Budget:
-    """Every budget of the pipeline; QUICK and FULL below."""
-    max_steps: int               # the agents' step limit per episode
-    mf_episodes: int             # model-free training episodes
-    mb_rounds: int               # world-model collection rounds
-    mb_episodes_per_round: int
-    mb_train_steps: int          # world-model steps per round
-    mb_encoder_steps: int
-    mb_dream_episodes: int       # imagined episodes of the controller
-    mb_eval_episodes: int        # sampled real evaluation episodes
-    random_episodes: int         # random-agent baseline episodes
-    taso_budget: int
-    taso_budget_for: str         # baselines.py --taso_budget_for
-    measure_runtimes: str        # "ort,tf"
-    measure_rounds: int
-    measure_warmup: int
-    measure_repeats: int
-    props_repeats: int           # Table 4.1's TensorFlow timing
-    sweep_seeds: int
-    sweep_temperatures: str
-    sweep_rounds: int
-    sweep_episodes_per_round: int
-    sweep_dream_episodes: int
-
-
-QUICK = Budget(max_steps=10, mf_episodes=10, mb_rounds=1, mb_episodes_per_round=8,
-               mb_train_steps=20, mb_encoder_steps=20, mb_dream_episodes=64,
-               mb_eval_episodes=1, random_episodes=3, taso_budget=20,
-               taso_budget_for="inception_v3=10", measure_runtimes="ort", measure_rounds=1,
-               measure_warmup=1, measure_repeats=2, props_repeats=1, sweep_seeds=1,
-               sweep_temperatures="0.5,1.5", sweep_rounds=1, sweep_episodes_per_round=8,
-               sweep_dream_episodes=64)
-FULL = Budget(max_steps=50, mf_episodes=50, mb_rounds=3, mb_episodes_per_round=20,
-              mb_train_steps=100, mb_encoder_steps=150, mb_dream_episodes=1000,
-              mb_eval_episodes=3, random_episodes=10, taso_budget=1000,
-              taso_budget_for="inception_v3=100", measure_runtimes="ort,tf", measure_rounds=2,
-              measure_warmup=2, measure_repeats=10, props_repeats=5, sweep_seeds=2,
-              sweep_temperatures="0.5,1.0,1.5,2.0", sweep_rounds=3,
-              sweep_episodes_per_round=30, sweep_dream_episodes=800)
 # Longest first, so that two workers finish together.
 _ORDER = ("inception_v3", "resnet50", "squeezenet1_1", "resnet18", "vit", "bert")
 
@@ -403,18 +364,6 @@ def main(argv):
     del argv
     with results_lock(FLAGS.results_dir):
         run_all()
-
-
-def scaled(b: Budget, scale: float) -> Budget:
-    """`b` with the agents' training budgets multiplied by `scale`."""
-    if scale <= 0:
-        raise ValueError(f"--budget_scale must be positive, not {scale}")
-    def times(n: int) -> int:
-        return max(1, round(n * scale))
-    return dataclasses.replace(b, mf_episodes=times(b.mf_episodes),
-                               mb_episodes_per_round=times(b.mb_episodes_per_round),
-                               mb_train_steps=times(b.mb_train_steps),
-                               mb_dream_episodes=times(b.mb_dream_episodes))
 
 
 def run_all():
