@@ -29,6 +29,18 @@ DEFAULT_OPSET = 13
 MIN_OPSET = 11
 MAX_OPSET = onnx.defs.onnx_opset_version()
 
+
+def unique_name(base: str, taken: set) -> str:
+    """`base`, or `base__1`, `base__2`, ... : the first not in `taken`, which
+    it joins (ONNX names must be unique within a graph)."""
+    name, k = base, 0
+    while name in taken:
+        k += 1
+        name = f"{base}__{k}"
+    taken.add(name)
+    return name
+
+
 _SEPARATOR = "|"
 
 

@@ -39,7 +39,7 @@ from onnx import TensorProto, helper, numpy_helper
 from xflowrl.executor import reference as executor
 from xflowrl.engine.graph import Graph, OpInfo
 from xflowrl.onnx_io.common import (DEFAULT_OPSET, MIN_OPSET, ModelInterface, decode_opaque,
-                                        elem_type)
+                                        elem_type, unique_name)
 from xflowrl.engine.ops import window
 
 TensorId = Tuple[int, int]
@@ -119,12 +119,7 @@ class _Exporter:
 
     # -- names -------------------------------------------------------------
     def fresh(self, base: str) -> str:
-        name, k = base, 0
-        while name in self.taken:
-            k += 1
-            name = f"{base}__{k}"
-        self.taken.add(name)
-        return name
+        return unique_name(base, self.taken)
 
     def ref(self, tid: TensorId) -> str:
         """The ONNX name of a tensor; a known value becomes an initializer."""

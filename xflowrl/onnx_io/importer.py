@@ -49,7 +49,7 @@ from xflowrl.onnx_io import ops as onnx_ops
 from xflowrl.onnx_io.ops import NotEngineOp, Value
 from xflowrl.engine.graph import Graph, GraphBuilder, Tensor
 from xflowrl.onnx_io.common import (MAX_OPSET, MIN_OPSET, ModelInterface, OnnxWeights,
-                                        OpaqueRecord, elem_type, encode_opaque)
+                                        OpaqueRecord, elem_type, encode_opaque, unique_name)
 
 Shape = Tuple[int, ...]
 
@@ -460,12 +460,7 @@ class _Importer:
         return self.builder.weight(name=name, shape=value.shape)
 
     def fresh_name(self, base: str) -> str:
-        name, k = base, 0
-        while name in self.used_names:
-            k += 1
-            name = f"{base}__{k}"
-        self.used_names.add(name)
-        return name
+        return unique_name(base, self.used_names)
 
     # -- folding -----------------------------------------------------------
     def _fold(self, node: onnx.NodeProto) -> bool:
