@@ -67,30 +67,35 @@ def splice(readme: str, block: str, begin: str = BEGIN, end: str = END) -> str:
     return f"{head}{begin}\n\n{block.strip()}\n\n{end}{tail}"
 
 
-def _chg(value: float, base: float) -> str:
-    return f"{100.0 * (value / base - 1.0):+.2f}%"
+def _measured(row: dict, variant: str) -> str:
+    """The measured ort/cpu change of a variant against the original."""
+    m = row["measured"]
+    return report._chg(m.get(variant, {}).get("ort/cpu"), m.get("original", {}).get("ort/cpu"))
 
 
 def scaled_block(base: dict, scaled: dict) -> str:
-    """The agents of two reports (report.json) side by side: the same
-    graphs and settings at the base budgets and at `--budget_scale` times
-    the agents' training, estimated changes against the initial graph, with
-    greedy and whether each agent beats, matches or trails it."""
+    """The agents of two reports (report.json) side by side: the same graphs
+    and settings at the base budgets and at `--budget_scale` times the
+    agents' training. Estimated changes against the initial graph, beside
+    greedy, TASO and the random agent, whether each agent beats, matches or
+    trails greedy, and the scaled agents' measured ort/cpu change."""
     k = scaled["meta"].get("budget_scale", 1.0)
+    budget = {name: (base["meta"]["budget"][name], scaled["meta"]["budget"][name])
+              for name in ("mf_episodes", "mb_episodes_per_round", "mb_dream_episodes")}
     lines = [f"Agents' training budgets x{k:g} (model-free episodes "
-             f"{base['meta']['budget']['mf_episodes']} -> "
-             f"{scaled['meta']['budget']['mf_episodes']}, world-model episodes per round "
-             f"{base['meta']['budget']['mb_episodes_per_round']} -> "
-             f"{scaled['meta']['budget']['mb_episodes_per_round']}, imagined episodes "
-             f"{base['meta']['budget']['mb_dream_episodes']} -> "
-             f"{scaled['meta']['budget']['mb_dream_episodes']}); run at commit "
-             f"{scaled['meta'].get('commit', '?')}, {scaled['meta'].get('date_utc', '?')} UTC, "
+             "{} -> {}, world-model episodes per round {} -> {}, imagined episodes "
+             "{} -> {}); ".format(*budget["mf_episodes"], *budget["mb_episodes_per_round"],
+                                  *budget["mb_dream_episodes"])
+             + f"run at commit {scaled['meta'].get('commit', '?')}, "
+             f"{scaled['meta'].get('date_utc', '?')} UTC, "
              f"{scaled['meta'].get('wall_seconds', 0) / 60:.0f} min. Estimated change "
              "against the initial graph (negative: faster), same seed, same cost model per "
-             "setting.\n",
-             f"| setting | graph | greedy | model-free | model-free x{k:g} | model-based | "
-             f"model-based x{k:g} | MB real steps (x{k:g}) |",
-             "|---|---|---|---|---|---|---|---|"]
+             f"setting; measured = the x{k:g} agent's graph in onnxruntime on this CPU "
+             "(ort/cpu), against the original timed in the same run.\n",
+             f"| setting | graph | greedy | TASO | random | model-free | model-free x{k:g} "
+             f"(measured) | model-based | model-based x{k:g} (measured) | MB real steps "
+             f"(x{k:g}) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for setting, rows in scaled["rows"].items():
         for graph, r in rows.items():
             b = base["rows"].get(setting, {}).get(graph)
@@ -98,11 +103,14 @@ def scaled_block(base: dict, scaled: dict) -> str:
                 continue
             init = r["initial_ms"]
             lines.append(
-                f"| {setting} | {graph} | {_chg(r['greedy_ms'], init)} | "
-                f"{_chg(b['mf_ms'], init)} ({b['mf_vs_greedy']}) | "
-                f"{_chg(r['mf_ms'], init)} ({r['mf_vs_greedy']}) | "
-                f"{_chg(b['mb_ms'], init)} ({b['mb_vs_greedy']}) | "
-                f"{_chg(r['mb_ms'], init)} ({r['mb_vs_greedy']}) | "
+                f"| {setting} | {graph} | {report._chg(r['greedy_ms'], init)} | "
+                f"{report._chg(r['taso_ms'], init)} | {report._chg(r['random_ms'], init)} | "
+                f"{report._chg(b['mf_ms'], init)} ({b['mf_vs_greedy']}) | "
+                f"{report._chg(r['mf_ms'], init)} ({r['mf_vs_greedy']}; "
+                f"{_measured(r, 'model-free')}) | "
+                f"{report._chg(b['mb_ms'], init)} ({b['mb_vs_greedy']}) | "
+                f"{report._chg(r['mb_ms'], init)} ({r['mb_vs_greedy']}; "
+                f"{_measured(r, 'model-based')}) | "
                 f"{b['mb_real_steps']} ({r['mb_real_steps']}) |")
     return "\n".join(lines) + "\n"
 

@@ -81,9 +81,13 @@ class PublishResultsTest(absltest.TestCase):
 
     def test_scaled_block_puts_the_agents_side_by_side(self):
         def report(scale, mf_ms, mb_ms, episodes):
-            row = {"initial_ms": 2.0, "greedy_ms": 1.0, "mf_ms": mf_ms, "mb_ms": mb_ms,
+            row = {"initial_ms": 2.0, "greedy_ms": 1.0, "taso_ms": 1.0, "random_ms": 2.5,
+                   "mf_ms": mf_ms, "mb_ms": mb_ms,
                    "mf_vs_greedy": "worse than greedy", "mb_vs_greedy": "only matches greedy",
-                   "mb_real_steps": 10 * episodes}
+                   "mb_real_steps": 10 * episodes,
+                   "measured": {"original": {"ort/cpu": 10.0},
+                                "model-free": {"ort/cpu": 11.0},
+                                "model-based": {"ort/cpu": 9.0}}}
             return {"meta": {"budget_scale": scale, "commit": "abc", "date_utc": "d",
                              "wall_seconds": 600,
                              "budget": {"mf_episodes": episodes, "mb_episodes_per_round": 2,
@@ -93,9 +97,10 @@ class PublishResultsTest(absltest.TestCase):
                                              report(4.0, 1.2, 1.0, 200))
         self.assertIn("x4", block)
         self.assertIn("model-free episodes 50 -> 200", block)
-        self.assertIn("| gpu | bert | -50.00% | -25.00% (worse than greedy) | "
-                      "-40.00% (worse than greedy) | -50.00% (only matches greedy) | "
-                      "-50.00% (only matches greedy) | 500 (2000) |", block)
+        self.assertIn("| gpu | bert | -50.00% | -50.00% | +25.00% | -25.00% (worse than "
+                      "greedy) | -40.00% (worse than greedy; +10.00%) | -50.00% (only "
+                      "matches greedy) | -50.00% (only matches greedy; -10.00%) | "
+                      "500 (2000) |", block)
         readme = (f"a\n{publish_results.SCALED_BEGIN}\n{publish_results.SCALED_END}\nb\n")
         out = publish_results.splice(readme, block, publish_results.SCALED_BEGIN,
                                      publish_results.SCALED_END)
