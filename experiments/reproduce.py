@@ -290,32 +290,30 @@ def measure(setting: report.Setting, graph_name: str, b: Budget, rerun: bool) ->
     graphs, cost_model = variant_graphs(setting, graph_name, root, FLAGS.seed)
     original = graphs["original"]
     weights = random_weights(original, FLAGS.seed, gain=zoo.weight_gain(graph_name))
-    key_of = {name: f"{g.hash():x}" for name, g in graphs.items()}
+    def key(g) -> str:  # equal graphs are timed once
+        return f"{g.hash():x}"
     # The sweep's graphs (Table 4.3) are timed in the same rounds as the
     # original, so that their changes share its baseline.
     swept = sweep_graphs(setting, sweep) if sweep else []
     models = {}
     for g in list(graphs.values()) + [g for row in swept for g in row]:
-        key = f"{g.hash():x}"
-        if key not in models:
-            models[key] = to_onnx(g, weights, check=False)
+        if key(g) not in models:
+            models[key(g)] = to_onnx(g, weights, check=False)
     logging.info("%s/%s: timing %d distinct graphs", setting.key, graph_name, len(models))
     start = time.time()
     times = time_models(models, random_inputs(original, FLAGS.seed),
                         b.measure_runtimes.split(","), b.measure_rounds, b.measure_warmup,
                         b.measure_repeats, np.random.default_rng(FLAGS.seed))
+    def timed(g) -> dict:
+        return {"graph_key": key(g), "ops": g.num_ops(), "estimated_ms": g.cost(cost_model),
+                "measured": times[key(g)]}
     result = {"graph": graph_name, "setting": setting.key, "cost_model": cost_model.name,
               "settings": settings, "seconds": time.time() - start,
-              "variants": {name: {"graph_key": key_of[name], "ops": g.num_ops(),
-                                  "estimated_ms": g.cost(cost_model),
-                                  "measured": times[key_of[name]]}
-                           for name, g in graphs.items()}}
+              "variants": {name: timed(g) for name, g in graphs.items()}}
     if sweep:
-        result["sweep"] = [
-            {"temperature": row["temperature"],
-             "seeds": [{"graph_key": f"{g.hash():x}", "estimated_ms": g.cost(cost_model),
-                        "measured": times[f"{g.hash():x}"]} for g in by_seed]}
-            for row, by_seed in zip(sweep["rows"], swept)]
+        result["sweep"] = [{"temperature": row["temperature"],
+                            "seeds": [timed(g) for g in by_seed]}
+                           for row, by_seed in zip(sweep["rows"], swept)]
     os.makedirs(out_dir, exist_ok=True)
     with open(path, "w") as f:
         json.dump(result, f, indent=1)
