@@ -2,6 +2,8 @@
 
     python experiments/publish_results.py [--report_dir=results/reproduce/report]
         [--scaled_report_dir=results/reproduce_x4/report]
+    python experiments/publish_results.py --compare_report_dir=<another run's report>
+        # prints, as JSON, how the measured changes moved between two runs
 
 experiments/reproduce.py writes its report to a results folder that git
 ignores. The README's "Results" section shows a full run: this script
@@ -33,6 +35,9 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("report_dir", "results/reproduce/report", "reproduce.py's report folder.")
 flags.DEFINE_string("readme", "README.md", "The README to update.")
 flags.DEFINE_string("figures_dir", "docs/figures", "Where the README's figures are copied.")
+flags.DEFINE_string("compare_report_dir", "", "Another run's report folder: prints how the "
+                    "measured ort/cpu changes of the same graphs differ from --report_dir's "
+                    "(JSON) and changes nothing.")
 flags.DEFINE_string("scaled_report_dir", "", "A report of `reproduce.py --budget_scale=K`: "
                     "its agents beside --report_dir's go into the README's second block.")
 
@@ -129,6 +134,30 @@ def publish(report_dir: str, readme_path: str, figures_dir: str,
         shutil.copyfile(os.path.join(report_dir, name), os.path.join(figures_dir, name))
 
 
+def measured_spread(a: dict, b: dict) -> dict:
+    """How the measured ort/cpu change (%, against the original timed in the
+    same run) of each variant moved between two reports (report.json) of the
+    same graphs: per setting/graph/variant both changes, and the largest
+    absolute difference."""
+    moved = {}
+    for setting, rows in a["rows"].items():
+        for graph, ra in rows.items():
+            rb = b["rows"].get(setting, {}).get(graph)
+            if not rb:
+                continue
+            ma, mb = ra["measured"], rb["measured"]
+            for variant in ma:
+                if variant == "original" or variant not in mb:
+                    continue
+                ca = report.pct(ma[variant]["ort/cpu"], ma["original"]["ort/cpu"])
+                cb = report.pct(mb[variant]["ort/cpu"], mb["original"]["ort/cpu"])
+                moved[f"{setting}/{graph}/{variant}"] = [ca, cb]
+    worst = max(moved.items(), key=lambda kv: abs(kv[1][0] - kv[1][1]), default=None)
+    return {"changes_pct": moved,
+            "largest_difference_points": abs(worst[1][0] - worst[1][1]) if worst else None,
+            "largest_at": worst[0] if worst else None}
+
+
 def publish_scaled(report_dir: str, scaled_report_dir: str, readme_path: str) -> None:
     """Updates the README's second block from a base and a scaled report."""
     with open(os.path.join(report_dir, "report.json")) as f:
@@ -143,6 +172,13 @@ def publish_scaled(report_dir: str, scaled_report_dir: str, readme_path: str) ->
 
 def main(argv):
     del argv
+    if FLAGS.compare_report_dir:
+        runs = []
+        for d in (FLAGS.report_dir, FLAGS.compare_report_dir):
+            with open(os.path.join(d, "report.json")) as f:
+                runs.append(json.load(f))
+        print(json.dumps(measured_spread(*runs), indent=1))
+        return
     publish(FLAGS.report_dir, FLAGS.readme, FLAGS.figures_dir)
     if FLAGS.scaled_report_dir:
         publish_scaled(FLAGS.report_dir, FLAGS.scaled_report_dir, FLAGS.readme)

@@ -107,6 +107,16 @@ class PublishResultsTest(absltest.TestCase):
         self.assertIn("| gpu | bert |", out)
         self.assertTrue(out.endswith(f"{publish_results.SCALED_END}\nb\n"))
 
+    def test_measured_spread_between_two_runs(self):
+        def run(mf_ms):
+            return {"rows": {"gpu": {"bert": {"measured": {
+                "original": {"ort/cpu": 10.0}, "model-free": {"ort/cpu": mf_ms},
+                "greedy": {"ort/cpu": 10.0}}}}}}
+        spread = publish_results.measured_spread(run(11.0), run(10.5))
+        self.assertEqual(spread["largest_at"], "gpu/bert/model-free")
+        self.assertAlmostEqual(spread["largest_difference_points"], 5.0)
+        self.assertEqual(spread["changes_pct"]["gpu/bert/greedy"], [0.0, 0.0])
+
     def test_readme_has_the_markers(self):
         with open(os.path.join(_ROOT, "README.md")) as f:
             text = f.read()
