@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 FLAGS = flags.FLAGS
 
 
-def define_env_flags(default_graph: str, flag_values: flags.FlagValues = FLAGS) -> None:
+def define_env_flags(default_graph: str, flag_values: flags.FlagValues = FLAGS,
+                     default_profile: str = "cpu") -> None:
     """--graph, --rules, --cost_model, --profile, --cost_cache, --max_steps,
     --max_locations, --reward, --results_dir (in `flag_values`)."""
     fv = {"flag_values": flag_values}
@@ -33,7 +34,9 @@ def define_env_flags(default_graph: str, flag_values: flags.FlagValues = FLAGS) 
                       "RULE_SETS): default = built-ins + generated; builtin+taso = the thesis'.",
                       **fv)
     flags.DEFINE_enum("cost_model", "analytic", BACKENDS, "Cost backend.", **fv)
-    flags.DEFINE_string("profile", "cpu", "Device profile of the analytic backend.", **fv)
+    flags.DEFINE_string("profile", default_profile, "Device profile of the analytic backend "
+                        "(cpu: this kind of CPU; v100: GPU-like, the stand-in for the thesis' "
+                        "GPU).", **fv)
     flags.DEFINE_string("cost_cache", "results/cost_cache.tsv", "Cache of measured op costs; "
                         "'reference': onednn's shipped table, read-only (docs/engine.md).", **fv)
     flags.DEFINE_integer("max_steps", 50, "Step limit per episode.", **fv)

@@ -37,24 +37,43 @@ from xflowrl.agents.ppo.training import replay
 from xflowrl.env import GraphEnv
 from xflowrl.runs import (BaselineSettings, RunSettings, change_table, load_result,
                           result_path, save_graph, save_result, write_text, zoo_weights)
-from xflowrl.search import baseline_rows, versus_greedy
+from xflowrl.search import baseline_rows, versus_greedy, with_equal_step_limit
 from xflowrl.search.baselines import GREEDY_MAX_STEPS
 from xflowrl.world_model import (DreamConfig, ModelBasedAgent, WorldModelConfig,
                                  controller_ppo_config)
 
 FLAGS = flags.FLAGS
-common.define_env_flags("bert")
+# The thesis' experiments ran on a GPU: the GPU-like analytic profile is the
+# default setting (--profile=cpu or --cost_model=fitted: this CPU).
+common.define_env_flags("bert", default_profile="v100")
 common.define_baseline_flags()
 flags.DEFINE_integer("seed", 0, "Seed of rollouts, networks and sampling.")
 # World model.
 common.define_world_model_flags()
 flags.DEFINE_bool("replay", True, "Train on all rollouts so far (else the latest round's).")
+flags.DEFINE_enum("collection", "controller", ["controller", "random"],
+                  "Who collects after the first random round: the controller (it trains in "
+                  "the dream after every round; iterative training) or a random agent (the "
+                  "thesis).")
+flags.DEFINE_float("explore", 0.1, "Controller collection: probability per step of a random "
+                   "valid action instead of the policy's.")
+flags.DEFINE_integer("vocabulary_headroom", 16, "Free xfer slots the vocabulary fills when "
+                     "later rounds find xfers the first did not (0: fixed after round 1).")
 flags.DEFINE_enum("reward_model", "mdn", ["mdn", "separate"],
                   "Reward from the MDN-RNN or from the separate network of thesis §4.3.4.")
 # Controller.
 flags.DEFINE_float("temperature", 1.0, "tau of the dream's mixture sampling.")
 flags.DEFINE_integer("dream_episodes", 3200, "Imagined episodes the controller trains on.")
 flags.DEFINE_integer("dream_batch", 64, "Imagined episodes per dream call (and per update).")
+flags.DEFINE_float("real_starts", 0.5, "Fraction of imagined episodes that start from real "
+                   "collected states (0: all from the initial graph, the thesis).")
+flags.DEFINE_integer("start_horizon", 10, "Step limit of imagined episodes from real states "
+                     "(the value function bootstraps the rest).")
+flags.DEFINE_enum("eval_masks", "real", ["real", "model"], "Masks the controller acts on in "
+                  "the real environment: the real environment's (part of its observation) or, "
+                  "as an ablation, the world model's predictions (the thesis).")
+flags.DEFINE_bool("equal_budget", True, "Raise the step limit to 1.5x one-step greedy's steps "
+                  "on this graph and setting where --max_steps is less (equal budgets).")
 flags.DEFINE_bool("lockstep", False, "Ablation: real environments supply the dream's masks "
                   "and terminal flags (the thesis code's mode).")
 flags.DEFINE_float("entropy_coef", 0.1, "PPO entropy bonus of the controller. Higher than "
@@ -95,7 +114,9 @@ def settings_from_flags() -> Settings:
     """The run the flags describe (--quick's values where a flag was not given)."""
     values = common.quick_values(QUICK)
     wm = common.world_model_config(values, replay=FLAGS.replay,
-                                   reward_model=FLAGS.reward_model)
+                                   reward_model=FLAGS.reward_model, collection=FLAGS.collection,
+                                   explore=FLAGS.explore,
+                                   vocabulary_headroom=FLAGS.vocabulary_headroom)
     if FLAGS.quick:
         wm = dataclasses.replace(wm, held_out_episodes=10)
     # NO-OP leaves the graph unchanged: every per-step reward gives it 0.
@@ -103,7 +124,8 @@ def settings_from_flags() -> Settings:
     dream = DreamConfig(temperature=FLAGS.temperature, batch_size=FLAGS.dream_batch,
                         episodes=values.dream_episodes, lockstep=FLAGS.lockstep,
                         noop_reward=noop_reward, mask_threshold=FLAGS.mask_threshold,
-                        count_margin=FLAGS.count_margin)
+                        count_margin=FLAGS.count_margin, real_starts=FLAGS.real_starts,
+                        start_horizon=FLAGS.start_horizon)
     return Settings(run=common.run_settings(values), baselines=common.baseline_settings(),
                     world_model=wm, dream=dream,
                     ppo=controller_ppo_config(dream.batch_size, FLAGS.entropy_coef),
@@ -125,11 +147,14 @@ def main(argv):
     graph_name, wm, dream, ppo, seed = (settings.run.graph, settings.world_model,
                                         settings.dream, settings.ppo, settings.seed)
     env = settings.run.make_env()
+    requested_steps = env.config.max_steps
+    if FLAGS.equal_budget:
+        env = with_equal_step_limit(env)
     graph, xfers, cost_model = env.initial_graph, env.xfers, env.cost_model
     out_dir = settings.run.results_folder("train_mb")
-    logging.info("graph %s: %d ops, %d xfers, initial cost %.4f ms (%s); results in %s",
-                 graph_name, graph.num_ops(), len(xfers), env.initial_cost, cost_model.name,
-                 out_dir)
+    logging.info("graph %s: %d ops, %d xfers, initial cost %.4f ms (%s), step limit %d; "
+                 "results in %s", graph_name, graph.num_ops(), len(xfers), env.initial_cost,
+                 cost_model.name, env.config.max_steps, out_dir)
     start = time.time()
     agent = ModelBasedAgent(env, out_dir, wm, dream, ppo, seed=seed)
     wm_state = agent.learn_world_model()
@@ -141,17 +166,19 @@ def main(argv):
     # timed on a second greedy episode: the first traces the real-environment
     # path's tf.functions (the episodes are the same, greedy being
     # deterministic; both count as real steps).
+    masks, ablation = FLAGS.eval_masks, {"real": "model", "model": "real"}[FLAGS.eval_masks]
     optimize_start = time.time()
-    warm_up = agent.evaluate(masks="model", greedy=True)
+    warm_up = agent.evaluate(masks=masks, greedy=True)
     first_call_seconds = time.time() - optimize_start
     optimize_start = time.time()
-    evaluations = {"greedy": agent.evaluate(masks="model", greedy=True)}
+    evaluations = {"greedy": agent.evaluate(masks=masks, greedy=True)}
     optimize_seconds = time.time() - optimize_start
     if warm_up.applied != evaluations["greedy"].applied:
         logging.warning("two greedy episodes of the controller differ: %s vs %s",
                         warm_up.applied, evaluations["greedy"].applied)
-    evaluations.update({"greedy_real_masks": agent.evaluate(masks="real", greedy=True)})
-    sampled = [agent.evaluate(masks="model", greedy=False) for _ in range(FLAGS.eval_episodes)]
+    evaluations.update({f"greedy_{ablation}_masks": agent.evaluate(masks=ablation,
+                                                                   greedy=True)})
+    sampled = [agent.evaluate(masks=masks, greedy=False) for _ in range(FLAGS.eval_episodes)]
     best = min([evaluations["greedy"]] + sampled, key=lambda e: e.final_cost)
     best_graph = replay(env, best.applied)
     baselines = settings.baselines.run(env, seed)
@@ -160,6 +187,8 @@ def main(argv):
     summary = {
         "graph": graph_name, "cost_model": cost_model.name, "rules": settings.run.rules,
         "max_locations": settings.run.max_locations, "seed": seed,
+        "max_steps": env.config.max_steps, "requested_max_steps": requested_steps,
+        "greedy_steps": baselines["greedy"]["steps"], "eval_masks": masks,
         "initial_cost_ms": env.initial_cost,
         "controller_cost_ms": evaluations["greedy"].final_cost,
         "controller_best_cost_ms": best.final_cost, "controller_best_applied": best.applied,
@@ -170,6 +199,7 @@ def main(argv):
         "baselines": baselines,
         "real_steps": {"world_model_rollouts": wm_state["real_steps"],
                        "held_out_rollouts": wm_state["held_out_steps"],
+                       "round_evaluations": wm_state.get("evaluation_steps", 0),
                        "evaluation": eval_steps,
                        # --lockstep only: the real engine stepped inside the "dream"
                        # (counted for this process's training, not a resumed part).
@@ -258,22 +288,56 @@ def _measure(env, graph_name, best_graph, baselines, rounds: int, seed: int):
     return out
 
 
+def _setting(cost_model: str) -> str:
+    """The cost model's name, saying which stands for a GPU."""
+    if cost_model == "analytic/v100":
+        return "GPU-like profile: analytic/v100 cost"
+    return f"{cost_model} cost"
+
+
+def _rounds_table(rounds) -> str:
+    """Per round: who collected, real steps, held-out accuracy, and (with
+    controller collection) the controller's imagined, predicted and real
+    returns: the gap between them should shrink over rounds."""
+    if not rounds or "controller_real_return" not in rounds[0]:
+        return ""
+    lines = ["| round | collected by | real steps | held-out NLL | location-mask acc | "
+             "imagined return | predicted return | real return | gap |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rounds:
+        if "controller_real_return" not in r:
+            continue
+        gap = r["controller_imagined_return"] - r["controller_real_return"]
+        lines.append(
+            f"| {r['round']} | {r['collection']} | {r['real_steps']} | "
+            f"{r['held_out_latent_nll']:.3f} | {r['held_out_location_mask_accuracy']:.3f} | "
+            f"{r['controller_imagined_return']:+.3f} | {r['controller_predicted_return']:+.3f} | "
+            f"{r['controller_real_return']:+.3f} | {gap:+.3f} |")
+    return ("The controller after each round (greedy; imagined: from the initial graph in "
+            "the dream; predicted: the world model's rewards along its real episode):\n\n"
+            + "\n".join(lines) + "\n\n")
+
+
 def _write_markdown(out_dir, summary, evaluations, sampled, baselines):
     initial = summary["initial_cost_ms"]
+    masks = summary["eval_masks"]
+    ablation = {"real": "model", "model": "real"}[masks]
+    note = "" if masks == "real" else ", the world model's masks: ablation"
     rows = [("initial", initial),
-            ("model-based controller (greedy, model masks)", evaluations["greedy"].final_cost),
-            (f"model-based controller (best of greedy + {len(sampled)} sampled)",
+            (f"model-based (greedy episode{note})", evaluations["greedy"].final_cost),
+            (f"model-based (best of greedy + {len(sampled)} sampled{note})",
              summary["controller_best_cost_ms"]),
-            ("model-based controller (greedy, real masks: lockstep help)",
-             evaluations["greedy_real_masks"].final_cost)]
+            (f"model-based, greedy on the {ablation} masks"
+             f"{' (ablation: the thesis)' if ablation == 'model' else ''}",
+             evaluations[f"greedy_{ablation}_masks"].final_cost)]
     rows += baseline_rows(baselines)
     mf = summary["real_steps"]["model_free"]
     if mf and mf.get("agent_cost_ms") is not None:
         rows.append(("model-free PPO (from train_mf.py)", mf["agent_cost_ms"]))
     table = change_table(rows, initial, change_digits=3)
     steps = summary["real_steps"]
-    ev = [("greedy, model masks", evaluations["greedy"]),
-          ("greedy, real masks", evaluations["greedy_real_masks"])] + [
+    ev = [(f"greedy, {masks} masks", evaluations["greedy"]),
+          (f"greedy, {ablation} masks", evaluations[f"greedy_{ablation}_masks"])] + [
         (f"sampled {i + 1}", e) for i, e in enumerate(sampled)]
     ev_table = "\n".join(f"| {n} | {e.final_cost:.4f} | {e.real_return:+.4f} | "
                          f"{e.predicted_return:+.4f} | {e.invalid_actions} | {e.steps} |"
@@ -295,8 +359,9 @@ def _write_markdown(out_dir, summary, evaluations, sampled, baselines):
     last = summary["world_model"]["rounds"][-1]
     lockstep = (f" + {steps['lockstep_dream']} stepped in lockstep by the dream"
                 if steps["lockstep_dream"] else "")
+    rounds = _rounds_table(summary["world_model"]["rounds"])
     text = (
-        f"# Model-based agent on {summary['graph']} ({summary['cost_model']} cost)\n\n"
+        f"# Model-based agent on {summary['graph']} ({_setting(summary['cost_model'])})\n\n"
         f"World model: {len(summary['world_model']['rounds'])} rounds, vocabulary of "
         f"{summary['world_model']['vocabulary']} xfers, held-out latent NLL "
         f"{last['held_out_latent_nll']:.3f}, reward MSE {last['held_out_reward_mse']:.3e}, "
@@ -304,12 +369,17 @@ def _write_markdown(out_dir, summary, evaluations, sampled, baselines):
         f"{last['held_out_location_mask_accuracy']:.3f}. Controller: "
         f"{summary['dream_episodes']} imagined episodes at temperature "
         f"{summary['dream']['temperature']}. {summary['seconds']['total']:.0f} s in all.\n\n"
+        f"Step limit {summary['max_steps']} (one-step greedy takes "
+        f"{summary['greedy_steps']} steps; --max_steps={summary['requested_max_steps']}). The "
+        f"controller acts on the {masks} environment's masks"
+        f"{'' if masks == 'real' else ' as predicted by the world model'}.\n\n"
         f"| | cost (ms) | change |\n|---|---|---|\n{table}\n\n"
         f"The controller (best episode) {summary['controller_vs_greedy']}.\n\n{measured}"
         f"Real environment steps: {steps['world_model_rollouts']} for the world model's "
         f"rollouts + {steps['held_out_rollouts']} held out + {steps['evaluation']} in "
         f"evaluation{lockstep}; model-free agent: "
         f"{mf['interactions'] if mf else 'not run (train_mf.py writes it)'}.\n\n"
+        f"{rounds}"
         f"| evaluation episode | final cost | real return | predicted return | invalid "
         f"actions | steps |\n|---|---|---|---|---|---|\n{ev_table}\n\n"
         f"Controller's substitutions (best episode): "

@@ -58,8 +58,11 @@ class _RecordingDream:
         self.dream = dream
         self.batches, self.actions = [], []
 
-    def reset(self, batch_size):
-        self.batches, self.actions = [self.dream.reset(batch_size)], []
+    def initial_starts(self, batch_size):
+        return self.dream.initial_starts(batch_size)
+
+    def reset(self, batch_size, starts=None):
+        self.batches, self.actions = [self.dream.reset(batch_size, starts)], []
         return self.batches[0]
 
     def step(self, actions):

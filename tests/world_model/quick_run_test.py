@@ -2,6 +2,7 @@
 controller, beats the initial graph for real, saves valid ONNX, and resumes."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -55,8 +56,23 @@ class QuickRunTest(absltest.TestCase):
         self.assertGreater(result["seconds"]["optimize_first_call"], 0.0)
         greedy_steps = result["controller"]["greedy"]["steps"]
         self.assertEqual(result["real_steps"]["evaluation"],
-                         2 * greedy_steps + result["controller"]["greedy_real_masks"]["steps"]
+                         2 * greedy_steps + result["controller"]["greedy_model_masks"]["steps"]
                          + sum(e["steps"] for e in result["sampled"]))
+        # On the real environment's masks the controller never acts invalidly.
+        self.assertEqual(result["eval_masks"], "real")
+        for e in [result["controller"]["greedy"]] + result["sampled"]:
+            self.assertEqual(e["invalid_actions"], 0)
+        # Iterative training: the second round was collected by the controller,
+        # and every round reports the controller's real, predicted and imagined
+        # returns.
+        self.assertEqual([r["collection"] for r in rounds], ["random", "controller"])
+        for r in rounds:
+            for key in ("controller_real_return", "controller_predicted_return",
+                        "controller_imagined_return"):
+                self.assertTrue(math.isfinite(r[key]), (key, r))
+        # Equal budgets: the step limit covers 1.5x greedy's steps.
+        self.assertGreaterEqual(result["max_steps"], 1.5 * result["greedy_steps"])
+        self.assertEqual(result["cost_model"], "analytic/v100")
         for key in ("greedy", "taso", "random"):
             self.assertIsNotNone(result["baselines"][key])
         # Estimated gains come with measured end-to-end times of the same graphs.
@@ -70,8 +86,9 @@ class QuickRunTest(absltest.TestCase):
         # The saved ONNX is valid and is the best episode's graph.
         model = onnx.load(os.path.join(out, "graph.onnx"))
         onnx.checker.check_model(model, full_check=True)
-        env = GraphEnv(zoo.get_graph("small_cnn"), XferSet.default(), CostModel("analytic"),
-                       EnvConfig(max_steps=20))
+        env = GraphEnv(zoo.get_graph("small_cnn"), XferSet.default(),
+                       CostModel("analytic", profile="v100"),
+                       EnvConfig(max_steps=result["max_steps"]))
         graph = replay(env, [tuple(s) for s in result["controller_best_applied"]])
         self.assertAlmostEqual(graph.cost(env.cost_model), result["controller_best_cost_ms"])
         want = to_onnx(graph, random_weights(zoo.get_graph("small_cnn")))
@@ -81,7 +98,7 @@ class QuickRunTest(absltest.TestCase):
         again = _run(results)
         self.assertEqual(again.returncode, 0, again.stderr[-3000:])
         self.assertIn("world model: resumed after round 2", again.stderr)
-        self.assertIn("controller: resumed at episode 512", again.stderr)
+        self.assertIn("controller (controller): resumed at episode 512", again.stderr)
         self.assertNotIn("world model round 1/2", again.stderr)
 
 

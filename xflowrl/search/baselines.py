@@ -6,6 +6,7 @@ random agent.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from typing import Dict, List, Optional, Tuple
 
@@ -16,6 +17,43 @@ from xflowrl.search.greedy import greedy_search
 from xflowrl.search.random_agent import RandomAgent
 
 GREEDY_MAX_STEPS = 100_000  # in effect none: greedy stops when nothing improves
+
+# An agent compared with greedy gets at least this many times greedy's steps
+# on the same graph and setting, so that a row never compares unequal budgets.
+EQUAL_BUDGET_FACTOR = 1.5
+
+
+def greedy_steps(env: GraphEnv) -> int:
+    """The substitutions one-step greedy applies to `env`'s initial graph
+    (without the environment's step limit, and with every cost feature: an
+    observation ablation, `EnvConfig.cost_features`, hides from the agent
+    what greedy reads, but the setting and so greedy's steps are the same)."""
+    unlimited = GraphEnv(env.initial_graph, env.xfers, env.cost_model,
+                         dataclasses.replace(env.config, max_steps=GREEDY_MAX_STEPS,
+                                             cost_features="full"))
+    return len(greedy_search(unlimited).applied)
+
+
+def equal_step_limit(requested: int, steps_of_greedy: int,
+                     factor: float = EQUAL_BUDGET_FACTOR) -> int:
+    """An agent's step limit on a graph where greedy takes `steps_of_greedy`
+    steps: the `requested` limit, raised to `factor` times greedy's steps
+    where that is more (a limit below what greedy needs would compare
+    unequal budgets)."""
+    if requested < 1 or steps_of_greedy < 0 or factor < 1:
+        raise ValueError(f"need requested >= 1, steps_of_greedy >= 0 and factor >= 1; got "
+                         f"{requested}, {steps_of_greedy}, {factor}")
+    return max(int(requested), int(math.ceil(factor * steps_of_greedy)))
+
+
+def with_equal_step_limit(env: GraphEnv, factor: float = EQUAL_BUDGET_FACTOR) -> GraphEnv:
+    """`env` itself when its step limit is at least `factor` times greedy's
+    steps on its graph, else the same environment with that limit."""
+    limit = equal_step_limit(env.config.max_steps, greedy_steps(env), factor)
+    if limit == env.config.max_steps:
+        return env
+    return GraphEnv(env.initial_graph, env.xfers, env.cost_model,
+                    dataclasses.replace(env.config, max_steps=limit))
 
 
 def run_baselines(env: GraphEnv, taso_alpha: float = 1.05, taso_budget: int = 1000,

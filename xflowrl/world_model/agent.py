@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import json
 import os
 import pickle
@@ -48,11 +49,17 @@ from xflowrl.env import GraphEnv
 from xflowrl.search import RandomAgent
 from xflowrl.world_model import data, latent
 from xflowrl.world_model.config import DreamConfig, WorldModelConfig, controller_ppo_config
-from xflowrl.world_model.controller import Evaluation, evaluate, train_in_dream
-from xflowrl.world_model.dream import BatchedDream
+from xflowrl.world_model.controller import (Evaluation, collect_with_controller, evaluate,
+                                            imagine_batch, train_in_dream)
+from xflowrl.world_model.dream import BatchedDream, DreamStarts
 from xflowrl.world_model.latent_env import LatentEnv
 from xflowrl.world_model.learning import WorldModelLearner
 from xflowrl.world_model.networks import MDNRNN
+
+
+# Greedy imagined episodes from the initial graph behind a round's
+# "imagined return" (the dream samples z_{t+1}, so greedy episodes differ).
+IMAGINED_EVAL_EPISODES = 16
 
 
 class Component(enum.IntEnum):
@@ -109,6 +116,12 @@ class ModelBasedAgent:
         self.state: Dict = {}
         self.dream_history: List[Dict[str, float]] = []  # one row per controller update
         self.lockstep_real_steps = 0
+        self._controllers: Dict[str, tuple] = {}  # subdir -> (agent, manager, history)
+        self._buffer: List[data.Sequences] = []
+        self._raw: List[data.Rollout] = []        # the buffer's rollouts without graphs
+        self._held_out: List[data.Sequences] = []
+        self._held_out_raw: List[data.Rollout] = []
+        self._starts_pool: Optional[dict] = None
 
     # -- phase 1: the world model ---------------------------------------------
     def _wm_dir(self) -> str:
@@ -153,106 +166,231 @@ class ModelBasedAgent:
                                     cfg.encoder_batch_size, cfg.encoder_learning_rate,
                                     seed=self.seed)
 
-    def _save_world_model(self, buffer: List[data.Sequences],
-                          held_out: List[data.Sequences]) -> None:
+    def _save_world_model(self) -> None:
         directory = self._wm_dir()
         self._checkpoint.write(os.path.join(directory, "checkpoint"))
         with open(os.path.join(directory, "buffer.pkl.tmp"), "wb") as f:
-            pickle.dump({"buffer": buffer, "held_out": held_out}, f)
+            pickle.dump({"buffer": self._buffer, "held_out": self._held_out, "raw": self._raw,
+                         "held_out_raw": self._held_out_raw}, f)
         os.replace(os.path.join(directory, "buffer.pkl.tmp"),
                    os.path.join(directory, "buffer.pkl"))
-        _save_json(os.path.join(directory, "state.json"), self.state)
+        self._save_state()
 
-    def _restore_world_model(self):
+    def _save_state(self) -> None:
+        _save_json(os.path.join(self._wm_dir(), "state.json"), self.state)
+
+    def _restore_world_model(self) -> None:
         directory = self._wm_dir()
         with open(os.path.join(directory, "state.json")) as f:
             self.state = json.load(f)
         self._build_world_model(data.XferVocabulary.from_json(self.state["vocab"]))
         with open(os.path.join(directory, "buffer.pkl"), "rb") as f:
             saved = pickle.load(f)
+        self._buffer, self._held_out = saved["buffer"], saved["held_out"]
+        self._raw, self._held_out_raw = saved["raw"], saved["held_out_raw"]
         first = self.env.reset().state
         self.encoder.predict(self.encoder(features.to_tensors(first)))
-        self.learner.build(data.make_batch(saved["buffer"][:1]))
+        self.learner.build(data.make_batch(self._buffer[:1]))
         self._checkpoint.read(os.path.join(directory, "checkpoint")).assert_consumed()
-        return saved["buffer"], saved["held_out"]
+        self._starts_pool = self._start_pool()
 
     def learn_world_model(self) -> Dict:
-        """Phase 1 (resumable); returns the state: real steps, per-round metrics."""
+        """Phase 1 (resumable); returns the state: real steps, per-round metrics.
+
+        Every round collects real episodes, trains the world model on them
+        (and, with `replay`, on all earlier rounds') and measures it on the
+        held-out episodes. The first round's episodes are random (the
+        thesis' collector). With `collection="controller"` the default
+        controller then trains in the dream after every round (its share of
+        `DreamConfig.episodes`), is evaluated in the real environment (real
+        masks: its real, predicted and imagined returns go into the round's
+        row) and collects the next round; with "random" every round is
+        random and `train_controller` trains the controller afterwards.
+        """
         cfg = self.wm_config
         os.makedirs(self._wm_dir(), exist_ok=True)
-        rng = np.random.default_rng(self.seed)
-        collector = RandomAgent(cfg.noop_probability, seed=self.seed)
-        buffer: List[data.Sequences] = []
-        held_out: List[data.Sequences] = []
         if os.path.exists(os.path.join(self._wm_dir(), "state.json")):
-            buffer, held_out = self._restore_world_model()
-            collector = RandomAgent(cfg.noop_probability, seed=self.seed + 1000 * self.state["round"])
-            rng = np.random.default_rng(self.seed + 1000 * self.state["round"])
+            self._restore_world_model()
             self.progress(f"world model: resumed after round {self.state['round']}")
         else:
-            self.state = {"round": 0, "real_steps": 0, "held_out_steps": 0, "rounds": [],
-                          "encoder": {}, "seconds": 0.0}
-        start, seconds_before = time.time(), self.state["seconds"]
-        start_round = self.state["round"]
-        while self.state["round"] < cfg.rounds:
-            r = self.state["round"]
-            allowed = None if self.vocab is None else self.vocab.allowed()
-            rollouts = data.collect_rollouts(self.env, cfg.episodes_per_round, collector, allowed)
-            if self.vocab is None and cfg.vocabulary_episodes:
-                walker = RandomAgent(0.0, seed=self.seed + 1)
-                rollouts += data.collect_rollouts(self.env, cfg.vocabulary_episodes, walker)
-            self.state["real_steps"] += data.real_steps(rollouts)
-            if self.vocab is None:
-                self._build_world_model(data.XferVocabulary.from_rollouts(
-                    rollouts, self.env.num_xfers))
-                self.state["vocab"] = self.vocab.to_json()
-                reward_std = float(np.std(np.concatenate([r.rewards for r in rollouts])))
-                self.state["reward_scale"] = 1.0 / reward_std if reward_std > 1e-9 else 1.0
-                self.model.set_reward_scale(self.state["reward_scale"])
-                history = self._train_encoder(rollouts)
-                self.state["encoder"] = {"first": history[0], "last": history[-1]}
-                with self.writer.as_default():
-                    for i, row in enumerate(history):
-                        for k, v in row.items():
-                            tf.summary.scalar(f"encoder/{k}", v, step=i)
-                held = data.collect_rollouts(self.env, cfg.held_out_episodes, collector,
-                                             self.vocab.allowed())
-                self.state["held_out_steps"] = data.real_steps(held)
-                held_out = self._encode(held)
-            sequences = self._encode(rollouts)
-            buffer = buffer + sequences if cfg.replay else sequences
-            metrics = []
-            for _ in range(cfg.train_steps_per_round):
-                idx = rng.choice(len(buffer), size=min(cfg.batch_size, len(buffer)),
-                                 replace=False)
-                m = self.learner.step(data.make_batch([buffer[i] for i in idx]))
-                if "first_loss" not in self.state:
-                    self.state["first_loss"] = m["total"]
-                metrics.append(m)
-                with self.writer.as_default(step=int(self.learner.steps.numpy())):
-                    for k, v in m.items():
-                        tf.summary.scalar(f"world_model/{k}", v)
-            evaluation = self.learner.evaluate(data.make_batch(held_out))
-            row = {"round": r + 1, "real_steps": self.state["real_steps"],
-                   "train_total": float(np.mean([m["total"] for m in metrics[-20:]])),
-                   "train_latent_nll": float(np.mean([m["latent_nll"] for m in metrics[-20:]])),
-                   **{f"held_out_{k}": v for k, v in evaluation.items()}}
-            self.state["rounds"].append(row)
-            with self.writer.as_default(step=r + 1):
-                for k, v in evaluation.items():
-                    tf.summary.scalar(f"world_model_held_out/{k}", v)
-            self.state["round"] = r + 1
-            self.state["seconds"] = seconds_before + time.time() - start
-            self._save_world_model(buffer, held_out)
-            rate = (self.state["round"] - start_round) / max(time.time() - start, 1e-9)
-            left = (cfg.rounds - self.state["round"]) / max(rate, 1e-9)
-            self.progress(
-                f"world model round {r + 1}/{cfg.rounds}  {rate * 60:.1f} rounds/min  left "
-                f"{_format_seconds(left)}  real steps {self.state['real_steps']}  loss "
-                f"{row['train_total']:.3f}  held-out NLL {evaluation['latent_nll']:.3f}  "
-                f"reward MSE {evaluation['reward_mse']:.2e}  mask acc "
-                f"{evaluation['xfer_mask_accuracy']:.3f}")
+            self.state = {"round": 0, "real_steps": 0, "held_out_steps": 0,
+                          "evaluation_steps": 0, "rounds": [], "encoder": {}, "seconds": 0.0}
+        self._round_clock = (time.time(), self.state["round"])
+        for r in range(cfg.rounds):
+            if r >= self.state["round"]:
+                self._world_model_round(r)
+            if cfg.collection == "controller":
+                self._controller_round(r)
         return self.state
+
+    def _seed_of(self, *keys: int) -> int:
+        return int(np.random.SeedSequence([self.seed, *keys]).generate_state(1)[0])
+
+    def _collect(self, r: int) -> List[data.Rollout]:
+        """Round r's real episodes (random in the first round and with
+        "random" collection; else the controller's)."""
+        cfg = self.wm_config
+        if r > 0 and cfg.collection == "controller":
+            return collect_with_controller(self._view("real"), self.controller,
+                                           cfg.episodes_per_round, cfg.explore,
+                                           np.random.default_rng(self._seed_of(r, 1)))
+        collector = RandomAgent(cfg.noop_probability, seed=self._seed_of(r, 1))
+        allowed = None if self.vocab is None else self.vocab.allowed()
+        rollouts = data.collect_rollouts(self.env, cfg.episodes_per_round, collector, allowed)
+        if self.vocab is None and cfg.vocabulary_episodes:
+            walker = RandomAgent(0.0, seed=self._seed_of(r, 2))
+            rollouts += data.collect_rollouts(self.env, cfg.vocabulary_episodes, walker)
+        return rollouts
+
+    def _first_round(self, rollouts: List[data.Rollout]) -> None:
+        """Fixes the vocabulary's first xfers, the reward scale and the latent
+        encoder from the first round's episodes; collects the held-out ones."""
+        cfg = self.wm_config
+        self._build_world_model(data.XferVocabulary.from_rollouts(
+            rollouts, self.env.num_xfers, cfg.vocabulary_headroom))
+        self.state["vocab"] = self.vocab.to_json()
+        reward_std = float(np.std(np.concatenate([r.rewards for r in rollouts])))
+        self.state["reward_scale"] = 1.0 / reward_std if reward_std > 1e-9 else 1.0
+        self.model.set_reward_scale(self.state["reward_scale"])
+        history = self._train_encoder(rollouts)
+        self.state["encoder"] = {"first": history[0], "last": history[-1]}
+        with self.writer.as_default():
+            for i, row in enumerate(history):
+                for k, v in row.items():
+                    tf.summary.scalar(f"encoder/{k}", v, step=i)
+        held = data.collect_rollouts(self.env, cfg.held_out_episodes,
+                                     RandomAgent(cfg.noop_probability, seed=self._seed_of(0, 3)),
+                                     self.vocab.allowed())
+        self.state["held_out_steps"] = data.real_steps(held)
+        self._held_out_raw = [_without_graphs(h) for h in held]
+        self._held_out = self._encode(held)
+        self._buffer, self._raw = [], []
+
+    def _grow_vocabulary(self, rollouts: List[data.Rollout]) -> int:
+        """Adds the xfers valid in the new episodes' states that the
+        vocabulary lacks (as many as fit) and re-labels every stored
+        sequence's masks; returns how many did not fit."""
+        grown, dropped = self.vocab.grow(data.visited_xfers(rollouts))
+        if grown.known > self.vocab.known:
+            self.vocab = grown
+            self.state["vocab"] = grown.to_json()
+            self._buffer = [data.to_sequences(raw, s.latents, grown)
+                            for raw, s in zip(self._raw, self._buffer)]
+            self._held_out = [data.to_sequences(raw, s.latents, grown)
+                              for raw, s in zip(self._held_out_raw, self._held_out)]
+        return len(dropped)
+
+    def _world_model_round(self, r: int) -> None:
+        cfg = self.wm_config
+        start = time.time()
+        rollouts = self._collect(r)
+        self.state["real_steps"] += data.real_steps(rollouts)
+        dropped = 0
+        if self.vocab is None:
+            self._first_round(rollouts)
+        else:
+            dropped = self._grow_vocabulary(rollouts)
+        sequences = self._encode(rollouts)
+        raw = [_without_graphs(x) for x in rollouts]
+        self._buffer = self._buffer + sequences if cfg.replay else sequences
+        self._raw = self._raw + raw if cfg.replay else raw
+        rng = np.random.default_rng(self._seed_of(r, 4))
+        metrics = []
+        for _ in range(cfg.train_steps_per_round):
+            idx = rng.choice(len(self._buffer), size=min(cfg.batch_size, len(self._buffer)),
+                             replace=False)
+            m = self.learner.step(data.make_batch([self._buffer[i] for i in idx]))
+            if "first_loss" not in self.state:
+                self.state["first_loss"] = m["total"]
+            metrics.append(m)
+            with self.writer.as_default(step=int(self.learner.steps.numpy())):
+                for k, v in m.items():
+                    tf.summary.scalar(f"world_model/{k}", v)
+        evaluation = self.learner.evaluate(data.make_batch(self._held_out))
+        row = {"round": r + 1, "real_steps": self.state["real_steps"],
+               "collection": "random" if r == 0 or cfg.collection == "random"
+               else "controller",
+               "collected_return": float(np.mean([float(np.sum(x.rewards)) for x in rollouts])),
+               "vocabulary_known": self.vocab.known, "vocabulary_full": dropped,
+               "train_total": float(np.mean([m["total"] for m in metrics[-20:]])),
+               "train_latent_nll": float(np.mean([m["latent_nll"] for m in metrics[-20:]])),
+               **{f"held_out_{k}": v for k, v in evaluation.items()}}
+        self.state["rounds"].append(row)
+        with self.writer.as_default(step=r + 1):
+            for k, v in evaluation.items():
+                tf.summary.scalar(f"world_model_held_out/{k}", v)
+        self.state["round"] = r + 1
+        self.state["seconds"] += time.time() - start
+        self._starts_pool = self._start_pool()
+        self._save_world_model()
+        began, first = self._round_clock
+        rate = (self.state["round"] - first) / max(time.time() - began, 1e-9)
+        left = (cfg.rounds - self.state["round"]) / max(rate, 1e-9)
+        self.progress(
+            f"world model round {r + 1}/{cfg.rounds}  {rate * 60:.1f} rounds/min  left "
+            f"{_format_seconds(left)}  real steps {self.state['real_steps']}  collected return "
+            f"{row['collected_return']:+.3f}  loss {row['train_total']:.3f}  held-out NLL "
+            f"{evaluation['latent_nll']:.3f}  reward MSE {evaluation['reward_mse']:.2e}  "
+            f"mask acc {evaluation['xfer_mask_accuracy']:.3f}  vocabulary {self.vocab.known}/"
+            f"{self.vocab.size}")
+
+    def _controller_round(self, r: int) -> None:
+        """The default controller's share of the dream after round r, then
+        its greedy episode in the real environment (real masks) beside what
+        the world model predicted for it and imagines from the initial graph."""
+        rounds = self.wm_config.rounds
+        until = int(np.ceil(self.dream_config.episodes * (r + 1) / rounds))
+        agent = self.train_controller(until=until)
+        row = self.state["rounds"][r]
+        if "controller_real_return" in row:
+            return
+        real = self.evaluate(agent, masks="real", greedy=True)
+        self.state["evaluation_steps"] += real.steps
+        imagined = imagine_batch(self.make_dream(seed=self._seed_of(r, 5)), agent,
+                                 IMAGINED_EVAL_EPISODES, greedy=True)
+        row.update(controller_episodes=int(agent.episodes.numpy()),
+                   controller_cost_ms=real.final_cost,
+                   controller_real_return=real.real_return,
+                   controller_predicted_return=real.predicted_return,
+                   controller_imagined_return=float(np.mean(
+                       [sum(s.reward for s in e) for e in imagined])))
+        self._save_state()
+        self.progress(
+            f"controller after round {r + 1}/{rounds}: real return {real.real_return:+.3f} "
+            f"(cost {real.final_cost:.4f} ms, {real.steps} steps), predicted "
+            f"{real.predicted_return:+.3f}, imagined {row['controller_imagined_return']:+.3f}")
+
+    # -- imagined episodes from real states ------------------------------------
+    def _start_pool(self) -> Optional[dict]:
+        """Every non-final state of the buffer's episodes with the LSTM's
+        state after its real prefix (the current world model's)."""
+        if not self._buffer:
+            return None
+        batch = data.make_batch(self._buffer)
+        state = self.model.recurrent_states(tf.constant(batch.latents),
+                                            tf.constant(batch.xfers),
+                                            tf.constant(batch.locations))
+        rows, steps = np.nonzero(batch.weights > 0)
+        return {"latent": batch.latents[rows, steps], "hidden": state.hidden.numpy()[rows, steps],
+                "cell": state.cell.numpy()[rows, steps], "t": steps.astype(np.int64)}
+
+    def _sample_starts(self, config: DreamConfig, rng: np.random.Generator,
+                       dream: BatchedDream, n: int) -> DreamStarts:
+        """n starts: `config.real_starts` of them real states of the buffer
+        (step limit `start_horizon`, cut at the episode's own), the rest
+        the initial graph."""
+        pool = self._starts_pool
+        k = 0 if pool is None else int(round(n * config.real_starts))
+        initial = dream.initial_starts(n - k)
+        if k == 0:
+            return initial
+        i = rng.integers(len(pool["t"]), size=k)
+        limit = np.minimum(config.start_horizon, self.env.config.max_steps - pool["t"][i])
+        return DreamStarts(np.concatenate([pool["latent"][i], initial.latent]),
+                           np.concatenate([pool["hidden"][i], initial.hidden]),
+                           np.concatenate([pool["cell"][i], initial.cell]),
+                           np.concatenate([np.maximum(limit, 1), initial.max_steps]),
+                           np.concatenate([np.zeros(k, bool), initial.initial]))
 
     # -- phase 2: the controller in the dream ---------------------------------
     def initial_latent(self) -> np.ndarray:
@@ -280,56 +418,88 @@ class ModelBasedAgent:
                             lockstep=lockstep, vocab=self.vocab)
 
     def train_controller(self, config: Optional[DreamConfig] = None,
-                         subdir: str = "controller", seed: Optional[int] = None) -> PPOAgent:
-        """Phase 2 (resumable): PPO trained only on imagined episodes."""
+                         subdir: str = "controller", seed: Optional[int] = None,
+                         until: Optional[int] = None) -> PPOAgent:
+        """Phase 2 (resumable): PPO trained only on imagined episodes, until
+        it has seen `until` of them (default `config.episodes`; a controller
+        already there is returned as it is). A controller of `subdir` is
+        kept between calls, so rounds continue it."""
         config = config or self.dream_config
         seed = self.seed if seed is None else seed
+        until = config.episodes if until is None else until
+        if subdir not in self._controllers:
+            self._controllers[subdir] = self._load_controller(subdir, seed)
+        agent, manager, history = self._controllers[subdir]
+        if subdir == "controller":
+            self.controller, self.dream_history = agent, history
+        if int(agent.episodes.numpy()) >= until:
+            return agent
         dream = self.make_dream(config, seed)
+        directory = os.path.join(self.logdir, subdir)
+        history_path = os.path.join(directory, "history.json")
+        start, start_episodes = time.time(), int(agent.episodes.numpy())
+
+        def on_update(m: Dict[str, float]) -> None:
+            n = int(m["episodes"])
+            history.append(m)
+            with self.writer.as_default(step=n):
+                for k, v in m.items():
+                    tf.summary.scalar(f"dream/{k}", v)
+            if int(agent.updates.numpy()) % 10 == 0 or n >= until:
+                manager.save(checkpoint_number=n)
+                _save_json(history_path, history)
+            rate = (n - start_episodes) / max(time.time() - start, 1e-9)
+            self.progress(
+                f"dream episode {n}/{config.episodes}  {rate:.0f} ep/s  left "
+                f"{_format_seconds((until - n) / max(rate, 1e-9))} (this stretch)  imagined "
+                f"return {m['dream_return']:+.4f} (from real states "
+                f"{m['dream_return_all']:+.4f})  length {m['dream_length']:.1f}  "
+                f"loss {m['loss']:.3f}")
+
+        rng = np.random.default_rng(self._seed_of(seed, start_episodes, 6))
+        starts = None
+        if config.real_starts > 0 and not config.lockstep:
+            starts = functools.partial(self._sample_starts, config, rng, dream)
+        done = train_in_dream(dream, agent, config, on_update, starts=starts, until=until)
+        self.lockstep_real_steps += dream.real_steps  # 0 for a pure dream (this process only)
+        if done:
+            manager.save(checkpoint_number=int(agent.episodes.numpy()))
+            _save_json(history_path, history)
+        return agent
+
+    def _load_controller(self, subdir: str, seed: int):
+        """A controller of `subdir`, from its latest checkpoint if there is one."""
         agent = PPOAgent(self.vocab.size, self.ppo_config, seed=seed, state="vector",
                          max_locations=self.env.config.max_locations)
         directory = os.path.join(self.logdir, subdir)
         manager = tf.train.CheckpointManager(agent.checkpoint, directory, max_to_keep=2)
-        view = LatentEnv(self.env, self.encoder, self.model, self.vocab)
+        history: List[Dict[str, float]] = []
         if manager.latest_checkpoint:
-            agent.build(view)
+            agent.build(self._view("real"))
             agent.checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-            self.progress(f"controller: resumed at episode {int(agent.episodes.numpy())}")
-        start, start_episodes = time.time(), int(agent.episodes.numpy())
-        history_path = os.path.join(directory, "history.json")
-        self.dream_history = []
-        if manager.latest_checkpoint and os.path.exists(history_path):
-            with open(history_path) as f:
-                self.dream_history = [r for r in json.load(f) if r["episodes"] <= start_episodes]
-
-        def on_update(m: Dict[str, float]) -> None:
-            n = int(m["episodes"])
-            self.dream_history.append(m)
-            with self.writer.as_default(step=n):
-                for k, v in m.items():
-                    tf.summary.scalar(f"dream/{k}", v)
-            if int(agent.updates.numpy()) % 10 == 0 or n >= config.episodes:
-                manager.save(checkpoint_number=n)
-                _save_json(history_path, self.dream_history)
-            rate = (n - start_episodes) / max(time.time() - start, 1e-9)
-            self.progress(
-                f"dream episode {n}/{config.episodes}  {rate:.0f} ep/s  left "
-                f"{_format_seconds((config.episodes - n) / max(rate, 1e-9))}  imagined return "
-                f"{m['dream_return']:+.4f}  length {m['dream_length']:.1f}  loss {m['loss']:.3f}")
-
-        history = train_in_dream(dream, agent, config, on_update)
-        self.lockstep_real_steps = dream.real_steps  # 0 for a pure dream (this run only)
-        if history:
-            manager.save(checkpoint_number=int(agent.episodes.numpy()))
-            _save_json(history_path, self.dream_history)
-        self.controller = agent
-        return agent
+            episodes = int(agent.episodes.numpy())
+            self.progress(f"controller ({subdir}): resumed at episode {episodes}")
+            path = os.path.join(directory, "history.json")
+            if os.path.exists(path):
+                with open(path) as f:
+                    history = [r for r in json.load(f) if r["episodes"] <= episodes]
+        return agent, manager, history
 
     # -- phase 3: the real environment ----------------------------------------
-    def evaluate(self, agent: Optional[PPOAgent] = None, masks: str = "model",
-                 greedy: bool = True) -> Evaluation:
-        agent = agent or self.controller
+    def _view(self, masks: str) -> LatentEnv:
         config = self.resolve(self.dream_config)
-        view = LatentEnv(self.env, self.encoder, self.model, self.vocab, masks=masks,
+        return LatentEnv(self.env, self.encoder, self.model, self.vocab, masks=masks,
                          mask_threshold=config.mask_threshold, noop_reward=config.noop_reward,
                          count_margin=config.count_margin)
-        return evaluate(view, agent, greedy)
+
+    def evaluate(self, agent: Optional[PPOAgent] = None, masks: str = "real",
+                 greedy: bool = True) -> Evaluation:
+        """One episode of the controller in the real environment. It acts on
+        the real environment's masks (part of the real observation); the
+        world model's predicted masks (`masks="model"`) are an ablation."""
+        return evaluate(self._view(masks), agent or self.controller, greedy)
+
+
+def _without_graphs(rollout: data.Rollout) -> data.Rollout:
+    """A rollout without its graphs (what re-labelling masks needs)."""
+    return rollout._replace(states=[None] * len(rollout.states))

@@ -15,6 +15,10 @@ from typing import Optional
 from xflowrl.agents.ppo.config import PPOConfig
 
 
+# Who collects the world model's real episodes after the first round.
+COLLECTIONS = ("controller", "random")
+
+
 @dataclasses.dataclass(frozen=True)
 class WorldModelConfig:
     """World model settings.
@@ -51,6 +55,17 @@ class WorldModelConfig:
         too, and their real steps are counted.
       held_out_episodes: random episodes kept out of training to measure the
         world model's accuracy (NLL, reward MSE, mask accuracy).
+      collection: who collects after the first (random) round: "controller"
+        (Ha & Schmidhuber's iterative training, Dyna: the controller trains
+        in the dream after every round and collects the next round's real
+        episodes, so the world model learns the states the controller
+        visits) or "random" (the thesis: every round random, the
+        controller trains once, on the last world model).
+      explore: with "controller" collection, the probability per step of
+        a uniformly random valid known action instead of the policy's.
+      vocabulary_headroom: free compact xfer slots beyond the first round's
+        xfers, which the vocabulary fills when later rounds visit states
+        where other xfers apply (0: fixed after the first round).
     """
     latent_size: int = 32
     encoder_message_passing_steps: int = 3
@@ -76,8 +91,19 @@ class WorldModelConfig:
     noop_probability: float = 0.2
     vocabulary_episodes: int = 10
     held_out_episodes: int = 20
+    collection: str = "controller"
+    explore: float = 0.1
+    vocabulary_headroom: int = 16
 
     def __post_init__(self):
+        if self.collection not in COLLECTIONS:
+            raise ValueError(f"collection must be one of {COLLECTIONS}, got "
+                             f"{self.collection!r}")
+        if not 0.0 <= self.explore <= 1.0:
+            raise ValueError(f"explore must lie in [0, 1], got {self.explore}")
+        if self.vocabulary_headroom < 0:
+            raise ValueError(f"vocabulary_headroom must be >= 0, got "
+                             f"{self.vocabulary_headroom}")
         if self.reward_model not in ("mdn", "separate"):
             raise ValueError(f"reward_model must be 'mdn' or 'separate', got "
                              f"{self.reward_model!r}")
@@ -113,6 +139,12 @@ class DreamConfig:
         (0 for the per-step rewards `relative`, `delta` and `sqrt`: NO-OP
         leaves the graph unchanged), so the dream need not learn a known
         fact; None: predicted like any action (the `terminal` reward).
+      real_starts: the fraction of imagined episodes that start from real
+        states of the collected episodes (their z_t and the LSTM's state
+        after the real prefix) instead of the initial graph (Dreamer, MBPO;
+        0: the thesis, every episode from the initial graph).
+      start_horizon: the step limit of an episode started from a real
+        state (the value function bootstraps the rest).
     """
     temperature: float = 1.0
     batch_size: int = 64
@@ -122,8 +154,14 @@ class DreamConfig:
     mask_threshold: float = 0.8
     count_margin: Optional[float] = None
     noop_reward: Optional[float] = 0.0
+    real_starts: float = 0.5
+    start_horizon: int = 10
 
     def __post_init__(self):
+        if not 0.0 <= self.real_starts <= 1.0:
+            raise ValueError(f"real_starts must lie in [0, 1], got {self.real_starts}")
+        if self.start_horizon < 1:
+            raise ValueError(f"start_horizon must be >= 1, got {self.start_horizon}")
         if self.temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
         if self.done_threshold < 0 or self.mask_threshold < 0:

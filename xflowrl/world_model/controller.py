@@ -20,14 +20,20 @@ import numpy as np
 from xflowrl.agents.ppo import PPOAgent
 from xflowrl.agents.ppo.learning import Step
 from xflowrl.world_model.config import DreamConfig
-from xflowrl.world_model.dream import BatchedDream
+from xflowrl.world_model.data import Rollout, valid_xfers
+from xflowrl.world_model.dream import BatchedDream, DreamStarts
 from xflowrl.world_model.latent_env import LatentEnv
 
 
+StartSampler = Callable[[int], DreamStarts]
+
+
 def imagine_batch(dream: BatchedDream, agent: PPOAgent, batch_size: int,
-                  greedy: bool = False) -> List[List[Step]]:
-    """`batch_size` imagined episodes as lists of PPO steps."""
-    batch = dream.reset(batch_size)
+                  greedy: bool = False, starts: Optional[DreamStarts] = None
+                  ) -> List[List[Step]]:
+    """`batch_size` imagined episodes as lists of PPO steps (from the initial
+    graph, or from `starts`)."""
+    batch = dream.reset(batch_size, starts)
     episodes: List[List[Step]] = [[] for _ in range(batch_size)]
     live = np.ones(batch_size, bool)
     while live.any():
@@ -56,29 +62,79 @@ def imagine_batch(dream: BatchedDream, agent: PPOAgent, batch_size: int,
 
 
 def train_in_dream(dream: BatchedDream, agent: PPOAgent, config: DreamConfig,
-                   on_update: Optional[Callable[[Dict[str, float]], None]] = None
+                   on_update: Optional[Callable[[Dict[str, float]], None]] = None,
+                   starts: Optional[StartSampler] = None, until: Optional[int] = None
                    ) -> List[Dict[str, float]]:
-    """Trains `agent` on imagined episodes until it has seen `config.episodes`
-    (counting those of a resumed agent). Returns one metrics row per update,
-    with the mean imagined return ("dream_return") and episode length."""
+    """Trains `agent` on imagined episodes until it has seen `until` (default
+    `config.episodes`; counting those of a resumed agent). `starts(n)` gives
+    each batch's starts (default: all from the initial graph). Returns one
+    metrics row per update: the mean imagined return of the episodes from
+    the initial graph ("dream_return", NaN if none) and of all of them
+    ("dream_return_all"), and their mean length."""
     history = []
-    while int(agent.episodes.numpy()) < config.episodes:
+    until = config.episodes if until is None else until
+    while int(agent.episodes.numpy()) < until:
         start = time.time()
-        n = min(config.batch_size, config.episodes - int(agent.episodes.numpy()))
-        episodes = imagine_batch(dream, agent, n)
+        n = min(config.batch_size, until - int(agent.episodes.numpy()))
+        batch_starts = starts(n) if starts is not None else dream.initial_starts(n)
+        episodes = imagine_batch(dream, agent, n, starts=batch_starts)
         for steps in episodes:
             agent.add_steps(steps)
         imagine_s = time.time() - start
         metrics = agent.update()
+        returns = np.array([sum(s.reward for s in e) for e in episodes])
+        initial = np.asarray(batch_starts.initial, bool)
         metrics.update(
             episodes=int(agent.episodes.numpy()),
-            dream_return=float(np.mean([sum(s.reward for s in e) for e in episodes])),
+            dream_return=float(np.mean(returns[initial])) if initial.any() else math.nan,
+            dream_return_all=float(np.mean(returns)),
             dream_length=float(np.mean([len(e) for e in episodes])),
             imagine_seconds=imagine_s, update_seconds=time.time() - start - imagine_s)
         history.append(metrics)
         if on_update:
             on_update(metrics)
     return history
+
+
+def collect_with_controller(view: LatentEnv, agent: PPOAgent, episodes: int,
+                            explore: float, rng: np.random.Generator) -> List[Rollout]:
+    """Real episodes of the controller, recorded for the world model.
+
+    The controller acts in `view` (which should show the real masks) by
+    sampling from its policy; with probability `explore` per step it takes
+    instead a uniformly random valid known xfer and location (never NO-OP),
+    so the data reach a little beyond the policy. The rollouts hold the real
+    graphs and every real xfer's location count, so xfers the vocabulary
+    lacks are seen where they apply.
+    """
+    if not 0.0 <= explore <= 1.0:
+        raise ValueError(f"explore must lie in [0, 1], got {explore}")
+    vocab = view.vocab
+    rollouts = []
+    for _ in range(episodes):
+        obs = view.reset()
+        real = view.real_observation
+        states, valid, actions, rewards, dones = [real.state], [valid_xfers(real)], [], [], []
+        done, info = False, {}
+        while not done:
+            known = np.flatnonzero(obs.xfer_mask[:-1])
+            if len(known) and rng.random() < explore:
+                x = int(rng.choice(known))
+                l = int(rng.choice(np.flatnonzero(obs.location_mask[x])))
+            else:
+                a = agent.actor.act(obs, greedy=False)
+                x, l = a.xfer, a.location
+            obs, reward, done, info = view.step((x, l))
+            real = view.real_observation
+            states.append(real.state)
+            valid.append(valid_xfers(real))
+            actions.append((vocab.to_real(x), l))
+            rewards.append(reward)
+            dones.append(done)
+        rollouts.append(Rollout(states, valid, np.array(actions, np.int64).reshape(-1, 2),
+                                np.array(rewards, np.float32), np.array(dones, bool),
+                                bool(info["truncated"]), float(info.get("cost", np.nan))))
+    return rollouts
 
 
 class Evaluation(NamedTuple):

@@ -23,7 +23,7 @@ valid xfers and location counts of s_t itself.
 from __future__ import annotations
 
 import json
-from typing import Dict, List, NamedTuple, Optional, Sequence
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -32,27 +32,57 @@ from xflowrl.search import RandomAgent
 
 
 class XferVocabulary:
-    """Maps the world model's compact xfer ids (0..M-1, M = NO-OP) to real ones."""
+    """Maps the world model's compact xfer ids (0..M-1, M = NO-OP) to real ones.
 
-    def __init__(self, xfer_ids: Sequence[int], num_real_xfers: int):
-        self.xfer_ids = np.array(sorted(set(int(x) for x in xfer_ids)), np.int64)
+    M is the vocabulary's `size`: the width of the world model's action
+    embedding and mask heads and of the controller's xfer head. It may
+    exceed the number of `known` xfers: the free slots let the vocabulary
+    `grow` when later rounds visit states where other xfers apply, without
+    changing any network's shape. A free slot maps to no real xfer (`to_real`
+    gives -1, which the real environment rejects) and is never valid in a
+    compact mask.
+    """
+
+    def __init__(self, xfer_ids: Sequence[int], num_real_xfers: int,
+                 capacity: Optional[int] = None, keep_order: bool = False):
+        """
+        Args:
+          xfer_ids: the known real xfer ids (duplicates are dropped).
+          num_real_xfers: N of the real environment.
+          capacity: M (default: the number of known xfers).
+          keep_order: keep `xfer_ids`' order as the compact order (as
+            `grow` and `from_json` do); else the ids are sorted.
+        """
+        unique = list(dict.fromkeys(int(x) for x in xfer_ids))
+        self.xfer_ids = np.array(unique if keep_order else sorted(unique), np.int64)
         if len(self.xfer_ids) and (self.xfer_ids.min() < 0
                                    or self.xfer_ids.max() >= num_real_xfers):
             raise ValueError(f"xfer ids must lie in [0, {num_real_xfers})")
+        self.capacity = len(self.xfer_ids) if capacity is None else int(capacity)
+        if self.capacity < len(self.xfer_ids):
+            raise ValueError(f"capacity {self.capacity} < {len(self.xfer_ids)} known xfers")
         self.num_real_xfers = num_real_xfers
         self._compact = np.full(num_real_xfers + 1, -1, np.int64)
         self._compact[self.xfer_ids] = np.arange(len(self.xfer_ids))
-        self._compact[num_real_xfers] = len(self.xfer_ids)
+        self._compact[num_real_xfers] = self.capacity
 
     @property
     def size(self) -> int:
-        """M, the number of known xfers (NO-OP excluded)."""
+        """M, the compact ids of xfers (NO-OP excluded), free slots included."""
+        return self.capacity
+
+    @property
+    def known(self) -> int:
+        """The xfers the vocabulary knows (the filled slots)."""
         return len(self.xfer_ids)
 
     def to_real(self, compact: int) -> int:
+        """The real id of a compact one; NO-OP's is N, a free slot's -1."""
         if not 0 <= compact <= self.size:
             raise ValueError(f"compact xfer {compact} out of range [0, {self.size}]")
-        return self.num_real_xfers if compact == self.size else int(self.xfer_ids[compact])
+        if compact == self.size:
+            return self.num_real_xfers
+        return int(self.xfer_ids[compact]) if compact < self.known else -1
 
     def to_compact(self, real: int) -> int:
         """The compact id of a real xfer id, -1 if the vocabulary lacks it."""
@@ -63,28 +93,52 @@ class XferVocabulary:
         return self._compact >= 0
 
     def compact_masks(self, xfer_mask: np.ndarray, location_mask: np.ndarray):
-        """Real masks [N+1], [N+1, L] -> compact masks [M+1], [M+1, L]."""
-        ids = np.append(self.xfer_ids, self.num_real_xfers)
-        return xfer_mask[ids], location_mask[ids]
+        """Real masks [N+1], [N+1, L] -> compact masks [M+1], [M+1, L]
+        (free slots are never valid)."""
+        compact_xfer = np.zeros(self.size + 1, bool)
+        compact_location = np.zeros((self.size + 1, location_mask.shape[1]), bool)
+        compact_xfer[:self.known] = xfer_mask[self.xfer_ids]
+        compact_location[:self.known] = location_mask[self.xfer_ids]
+        compact_xfer[-1] = xfer_mask[self.num_real_xfers]
+        compact_location[-1] = location_mask[self.num_real_xfers]
+        return compact_xfer, compact_location
+
+    def grow(self, xfer_ids: Sequence[int]) -> Tuple["XferVocabulary", List[int]]:
+        """The vocabulary with the unknown ones of `xfer_ids` in its free
+        slots (in the order given; known ids keep their compact ids), and
+        the ids that did not fit."""
+        new = [int(x) for x in dict.fromkeys(int(x) for x in xfer_ids)
+               if self.to_compact(int(x)) < 0]
+        room = self.capacity - self.known
+        grown = XferVocabulary(list(self.xfer_ids) + new[:room], self.num_real_xfers,
+                               self.capacity, keep_order=True)
+        return grown, new[room:]
 
     def to_json(self) -> str:
         return json.dumps({"xfer_ids": self.xfer_ids.tolist(),
-                           "num_real_xfers": self.num_real_xfers})
+                           "num_real_xfers": self.num_real_xfers, "capacity": self.capacity})
 
     @classmethod
     def from_json(cls, text: str) -> "XferVocabulary":
         d = json.loads(text)
-        return cls(d["xfer_ids"], d["num_real_xfers"])
+        return cls(d["xfer_ids"], d["num_real_xfers"], d.get("capacity"), keep_order=True)
 
     @classmethod
-    def from_rollouts(cls, rollouts: Sequence["Rollout"], num_real_xfers: int
-                      ) -> "XferVocabulary":
-        """Every xfer valid in some state of the rollouts."""
-        ids = set()
-        for r in rollouts:
-            for valid in r.valid:
-                ids.update(valid.keys())
-        return cls(sorted(ids), num_real_xfers)
+    def from_rollouts(cls, rollouts: Sequence["Rollout"], num_real_xfers: int,
+                      headroom: int = 0) -> "XferVocabulary":
+        """Every xfer valid in some state of the rollouts, with `headroom`
+        free slots to grow into."""
+        ids = visited_xfers(rollouts)
+        return cls(ids, num_real_xfers, len(ids) + headroom)
+
+
+def visited_xfers(rollouts: Sequence["Rollout"]) -> List[int]:
+    """The real ids of the xfers valid in some state of the rollouts, sorted."""
+    ids = set()
+    for r in rollouts:
+        for valid in r.valid:
+            ids.update(valid.keys())
+    return sorted(ids)
 
 
 class Rollout(NamedTuple):
@@ -97,7 +151,7 @@ class Rollout(NamedTuple):
     final_cost: float
 
 
-def _valid_xfers(obs: Observation) -> Dict[int, int]:
+def valid_xfers(obs: Observation) -> Dict[int, int]:
     counts = location_counts(obs.location_mask[:-1])
     return {int(x): int(counts[x]) for x in np.flatnonzero(counts)}
 
@@ -116,7 +170,7 @@ def collect_rollouts(env: Environment, episodes: int, agent: RandomAgent,
     rollouts = []
     for _ in range(episodes):
         obs = env.reset()
-        states, valid, actions, rewards, dones = [obs.state], [_valid_xfers(obs)], [], [], []
+        states, valid, actions, rewards, dones = [obs.state], [valid_xfers(obs)], [], [], []
         done, info = False, {}
         while not done:
             view = obs if allowed is None else obs._replace(
@@ -125,7 +179,7 @@ def collect_rollouts(env: Environment, episodes: int, agent: RandomAgent,
             action = agent.act(view)
             obs, reward, done, info = env.step(action)
             states.append(obs.state)
-            valid.append(_valid_xfers(obs))
+            valid.append(valid_xfers(obs))
             actions.append(action)
             rewards.append(reward)
             dones.append(done)

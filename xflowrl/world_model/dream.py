@@ -5,7 +5,10 @@ runs the MDN-RNN step for the whole batch, samples z_{t+1} from the
 temperature-scaled mixture (thesis §3.4.1) and decodes the next masks; the
 reward, the terminal flag and the masks all come from the model. Episodes
 start from the real initial graph's latent z_0 (with h_0 = 0), as World
-Models' dreams start from a real frame. An episode ends on NO-OP, when the
+Models' dreams start from a real frame, or from given `DreamStarts`: real
+states of collected episodes (their z_t and the LSTM's state after the real
+prefix), each with its own step limit, so that short imagined branches
+explore where real episodes went. An episode ends on NO-OP, when the
 predicted done probability passes `done_threshold`, when no known xfer is
 predicted valid, on an action invalid under the predicted masks (with
 `invalid_penalty`, as the real environment's default), or at the step limit
@@ -71,6 +74,17 @@ class DreamBatch(NamedTuple):
     dones: np.ndarray          # [B] bool: the episode has ended (at this or an earlier step)
     truncated: np.ndarray      # [B] bool: the step limit ended it at this step
     invalid: np.ndarray        # [B] bool: the action was invalid under the masks
+
+
+class DreamStarts(NamedTuple):
+    """Where imagined episodes begin: a recurrent state per episode and its
+    own step limit (Dreamer and MBPO imagine short branches from real
+    states and let the value function bootstrap the rest)."""
+    latent: np.ndarray     # [B, Z] z_t
+    hidden: np.ndarray     # [B, H] h_t
+    cell: np.ndarray       # [B, H] the LSTM's cell state
+    max_steps: np.ndarray  # [B] int: each episode's step limit
+    initial: np.ndarray    # [B] bool: the start is the real initial graph
 
 
 class BatchedDream:
@@ -142,12 +156,30 @@ class BatchedDream:
         return np.concatenate([self._latent, self._hidden], axis=1)
 
     # -- the interface, batched -----------------------------------------------
-    def reset(self, batch_size: int) -> DreamBatch:
-        """Starts `batch_size` imagined episodes from z_0."""
+    def initial_starts(self, batch_size: int) -> DreamStarts:
+        """`batch_size` starts at the real initial graph (z_0, h_0 = 0) with
+        the dream's step limit."""
         h = self.model.hidden_size
-        self._latent = np.tile(self._z0[None], (batch_size, 1))
-        self._hidden = np.zeros((batch_size, h), np.float32)
-        self._cell = np.zeros((batch_size, h), np.float32)
+        return DreamStarts(np.tile(self._z0[None], (batch_size, 1)),
+                           np.zeros((batch_size, h), np.float32),
+                           np.zeros((batch_size, h), np.float32),
+                           np.full(batch_size, self.max_steps, np.int64),
+                           np.ones(batch_size, bool))
+
+    def reset(self, batch_size: int, starts: Optional[DreamStarts] = None) -> DreamBatch:
+        """Starts `batch_size` imagined episodes from z_0, or from `starts`
+        (of `batch_size` rows; not with lockstep, whose real environments
+        start at the initial graph)."""
+        if starts is None:
+            starts = self.initial_starts(batch_size)
+        elif self._lockstep is not None:
+            raise ValueError("a lockstep dream starts only from the initial graph")
+        if len(starts.latent) != batch_size:
+            raise ValueError(f"{len(starts.latent)} starts for a batch of {batch_size}")
+        self._latent = np.asarray(starts.latent, np.float32).copy()
+        self._hidden = np.asarray(starts.hidden, np.float32).copy()
+        self._cell = np.asarray(starts.cell, np.float32).copy()
+        self._limits = np.asarray(starts.max_steps, np.int64)
         self._steps = 0
         self._finished = np.zeros(batch_size, bool)
         if self._lockstep is not None:
@@ -208,7 +240,7 @@ class BatchedDream:
             predicted_done = done_prob > self.config.done_threshold
         stuck = ~xfer_mask[:, :-1].any(axis=1)
         ended = noop | ~valid | predicted_done | stuck
-        truncated = live & ~ended & ((self._steps >= self.max_steps) | real_truncated)
+        truncated = live & ~ended & ((self._steps >= self._limits) | real_truncated)
         if self.config.noop_reward is not None:
             reward = np.where(noop, self.config.noop_reward, reward)
         rewards = np.where(valid, reward, self.invalid_penalty).astype(np.float32)

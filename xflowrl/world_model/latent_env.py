@@ -67,7 +67,14 @@ class LatentEnv(Environment):
                                             snt.LSTMState(hidden=hidden, cell=cell))
         return prediction.reward, state.hidden, state.cell
 
+    @property
+    def real_observation(self) -> Observation:
+        """The real environment's observation of the current graph (graph
+        state, real ids and masks): what a collector records."""
+        return self._real
+
     def _observe(self, real: Observation) -> Observation:
+        self._real = real
         self._latent = self.encoder.encode([real.state])
         if self.masks == "real":
             xfer_mask, location_mask = self.vocab.compact_masks(real.xfer_mask,

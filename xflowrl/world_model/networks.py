@@ -178,6 +178,29 @@ class MDNRNN(snt.Module):
         return (Prediction(logits, mu, log_sigma, reward, done, hidden),
                 self.masks(latents, hidden_before))
 
+    def recurrent_states(self, latents: tf.Tensor, xfers: tf.Tensor, locations: tf.Tensor
+                         ) -> snt.LSTMState:
+        """The LSTM's state before each step of teacher-forced sequences.
+
+        Args:
+          latents: [B, T, Z] z_t; xfers, locations: [B, T] a_t.
+        Returns:
+          hidden and cell [B, T, H]: at t, the state the real prefix
+          a_0..a_{t-1} led to (zeros at t = 0): where an imagined episode
+          started at s_t resumes.
+        """
+        batch = tf.shape(latents)[0]
+        inputs = tf.transpose(tf.concat([latents, self._action(xfers, locations)], -1),
+                              [1, 0, 2])
+        initial = self.initial_state(batch)
+        after = tf.scan(lambda state, x: self.lstm(x, state)[1], inputs, initializer=initial)
+
+        def before(states, first):  # [T, B, H] after each step -> [B, T, H] before it
+            return tf.transpose(tf.concat([first[None], states[:-1]], 0), [1, 0, 2])
+
+        return snt.LSTMState(hidden=before(after.hidden, initial.hidden),
+                             cell=before(after.cell, initial.cell))
+
     def step(self, latent: tf.Tensor, xfer: tf.Tensor, location: tf.Tensor,
              state: snt.LSTMState) -> Tuple[Prediction, snt.LSTMState]:
         """One step for a batch: latent [B, Z], xfer/location [B]."""
