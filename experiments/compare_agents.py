@@ -3,22 +3,31 @@
     python experiments/compare_agents.py --graphs=squeezenet1_1,resnet18,resnet50,inception_v3,bert
 
 For each graph it runs `train_mf.py` and `train_mb.py` (each in its own
-process, at their defaults unless flags below say otherwise; a graph whose
+process, both under --cost_model and --profile, at their defaults unless
+flags below say otherwise; a graph whose
 result.json already exists is reused with --reuse, and an interrupted run
 resumes from its checkpoints), then writes to --results_dir/compare_agents/:
 
-- result.md / result.json: per graph the initial cost, the model-based
-  controller's real cost (greedy with the model's masks, and best of its
-  evaluation episodes), the model-free agent's, one-step greedy (without a
-  step limit; its number of steps is shown: the agents have `--max_steps`),
-  TASO's search and a random agent (computed here for every graph), all
-  under the same cost model, and which agents only match greedy;
+- result.md / result.json: per graph the initial cost, the agents' step
+  limit, the model-based controller's real cost (greedy with the model's
+  masks, and best of its evaluation episodes), the model-free agent's,
+  one-step greedy (without a step limit; its number of steps is shown),
+  TASO's search and a random agent (computed here for every graph, with the
+  agents' step limit), all under the same cost model, and which agents only
+  match greedy;
 - the sample efficiency: real environment steps the model-based agent used
   (all of its rollouts) against those the model-free agent took until its
   greedy evaluation first reached its final cost, and their ratio, with a
   flag saying whether the final costs are equal (the ratio only means
   something at equal cost);
 - compare_agents.png: the cost change of every agent on every graph.
+
+The agents' step limit on a graph is --max_steps, raised to 1.5 x greedy's
+steps on that graph where that is more (both scripts raise it themselves;
+issue 24): an agent capped below what greedy needs would compare unequal
+budgets. A
+reused result whose agent ran with another limit (from before that rule, or
+of another --max_steps) is refused, for the same reason.
 """
 
 import os
@@ -31,26 +40,36 @@ from absl import flags
 from absl import logging
 
 from xflowrl.runs import RunSettings, load_result, result_path, save_result
-from xflowrl.search import run_baselines, versus_greedy
+from xflowrl.search import (EQUAL_BUDGET_FACTOR, run_baselines, versus_greedy,
+                            with_equal_step_limit)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("graphs", ["squeezenet1_1", "resnet18", "resnet50", "inception_v3", "bert"],
                   "Graphs to compare on.")
 flags.DEFINE_integer("mf_episodes", 200, "Training episodes of the model-free agent.")
 flags.DEFINE_integer("seed", 0, "Seed of both agents.")
-flags.DEFINE_integer("max_steps", 50, "The agents' step limit (the default of both scripts).")
+flags.DEFINE_string("cost_model", "analytic", "Cost backend of both agents and the baselines.")
+flags.DEFINE_string("profile", "cpu", "Device profile of both agents and the baselines (the "
+                    "scripts' defaults differ: named here, every row has one setting).")
+flags.DEFINE_integer("max_steps", 50, "The agents' step limit, passed to both scripts; each "
+                     f"raises it to {EQUAL_BUDGET_FACTOR} x one-step greedy's steps on a graph "
+                     "where that is more.")
 flags.DEFINE_bool("reuse", True, "Reuse a graph's existing result.json instead of rerunning.")
 flags.DEFINE_string("results_dir", "results", "Where results are written.")
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _run(script: str, graph: str, extra) -> dict:
+def _run(script: str, graph: str, max_steps: int, extra) -> dict:
+    """`script`'s result on `graph` (run unless reused), whose agent must have
+    had the step limit `max_steps`."""
     kind = "train_mf" if script == "train_mf.py" else "train_mb"
     path = result_path(FLAGS.results_dir, graph, kind)
     if not (FLAGS.reuse and os.path.exists(path)):
         cmd = [sys.executable, os.path.join(_HERE, script), f"--graph={graph}",
-               f"--seed={FLAGS.seed}", f"--results_dir={FLAGS.results_dir}"] + extra
+               f"--seed={FLAGS.seed}", f"--results_dir={FLAGS.results_dir}",
+               f"--cost_model={FLAGS.cost_model}", f"--profile={FLAGS.profile}",
+               f"--max_steps={FLAGS.max_steps}"] + extra
         logging.info("running %s", " ".join(cmd))
         start = time.time()
         subprocess.run(cmd, check=True)
@@ -58,6 +77,11 @@ def _run(script: str, graph: str, extra) -> dict:
     result = load_result(path)
     if result is None:
         raise FileNotFoundError(f"{script} wrote no {path}")
+    if result.get("max_steps") != max_steps:
+        raise ValueError(f"{path}: its agent had step limit {result.get('max_steps', 'unknown')}"
+                         f", not {max_steps} (--max_steps={FLAGS.max_steps}, at least "
+                         f"{EQUAL_BUDGET_FACTOR} x greedy's steps); remove "
+                         f"{os.path.dirname(path)} to rerun it")
     return result
 
 
@@ -90,17 +114,21 @@ def main(argv):
     del argv
     rows = []
     for graph in FLAGS.graphs:
-        mf = _run("train_mf.py", graph, [f"--episodes={FLAGS.mf_episodes}"])
-        mb = _run("train_mb.py", graph, [])
+        # Baselines computed here, with this checkout's code, for every graph
+        # alike; the random agent has the agents' step limit.
+        env = with_equal_step_limit(
+            RunSettings(graph=graph, cost_model=FLAGS.cost_model, profile=FLAGS.profile,
+                        max_steps=FLAGS.max_steps).make_env())
+        max_steps = env.config.max_steps
+        mf = _run("train_mf.py", graph, max_steps, [f"--episodes={FLAGS.mf_episodes}"])
+        mb = _run("train_mb.py", graph, max_steps, [])
         initial = mb["initial_cost_ms"]
-        # Baselines computed here, with this checkout's code, for every graph alike.
-        env = RunSettings(graph=graph, max_steps=FLAGS.max_steps).make_env()
         base = run_baselines(env, seed=FLAGS.seed)
         mb_steps = (mb["real_steps"]["world_model_rollouts"]
                     + mb["real_steps"]["held_out_rollouts"])
         mf_steps = mf.get("steps_to_final_cost", mf["interactions"])
         row = {
-            "graph": graph, "initial_ms": initial,
+            "graph": graph, "initial_ms": initial, "max_steps": max_steps,
             "mb_ms": mb["controller_cost_ms"], "mb_best_ms": mb["controller_best_cost_ms"],
             "mf_ms": mf["agent_cost_ms"], "greedy_ms": base["greedy"]["cost_ms"],
             "taso_ms": base["taso"]["cost_ms"], "random_ms": base["random"]["cost_ms"],
@@ -120,7 +148,8 @@ def main(argv):
         rows.append(row)
     out_dir = os.path.join(FLAGS.results_dir, "compare_agents")
     cost_table = "\n".join(
-        f"| {r['graph']} | {r['initial_ms']:.3f} | {r['mb_ms']:.3f} ({r['mb_change']:+.2f}%) | "
+        f"| {r['graph']} | {r['initial_ms']:.3f} | {r['max_steps']} | "
+        f"{r['mb_ms']:.3f} ({r['mb_change']:+.2f}%) | "
         f"{r['mb_best_ms']:.3f} | {r['mf_ms']:.3f} ({r['mf_change']:+.2f}%) | "
         f"{r['greedy_ms']:.3f} ({r['greedy_change']:+.2f}%, {r['greedy_steps']} steps) | "
         f"{r['taso_ms']:.3f} ({r['taso_change']:+.2f}%) | "
@@ -133,10 +162,14 @@ def main(argv):
     verdicts = "\n".join(f"- {r['graph']}: the model-based agent {r['mb_vs_greedy']}; the "
                          f"model-free agent {r['mf_vs_greedy']}." for r in rows)
     text = (
-        "# Model-based vs model-free vs baselines (estimated cost, ms)\n\n"
-        "| graph | initial | model-based (greedy) | model-based (best eval) | model-free | "
-        "one-step greedy | TASO search | random (mean) |\n|---|---|---|---|---|---|---|---|\n"
-        f"{cost_table}\n\n{verdicts}\n\n"
+        f"# Model-based vs model-free vs baselines ({FLAGS.cost_model}/{FLAGS.profile} "
+        "estimated cost, ms)\n\n"
+        "| graph | initial | agents' step limit | model-based (greedy) | model-based (best "
+        "eval) | model-free | one-step greedy | TASO search | random (mean) |\n"
+        "|---|---|---|---|---|---|---|---|---|\n"
+        f"{cost_table}\n\nThe agents' step limit is --max_steps ({FLAGS.max_steps}) or "
+        f"{EQUAL_BUDGET_FACTOR} x one-step greedy's steps, whichever is more.\n\n"
+        f"{verdicts}\n\n"
         "## Sample efficiency (real environment steps)\n\n"
         "| graph | model-based (rollouts) | model-free (to its final cost) | ratio | equal "
         "final cost | seconds MB / MF |\n|---|---|---|---|---|---|\n"

@@ -8,7 +8,11 @@ import dataclasses
 @dataclasses.dataclass(frozen=True)
 class Budget:
     """Every budget of the pipeline; QUICK and FULL below."""
-    max_steps: int               # the agents' step limit per episode
+    # The agents' step limit per episode, a floor: train_mf.py and
+    # train_mb.py raise it to 1.5 x one-step greedy's steps on a graph and
+    # setting where that is more (issue 24). The temperature sweep takes it
+    # as given.
+    max_steps: int
     mf_episodes: int             # model-free training episodes
     mb_rounds: int               # world-model collection rounds
     mb_episodes_per_round: int

@@ -69,6 +69,12 @@ flags.DEFINE_float("real_starts", 0.5, "Fraction of imagined episodes that start
                    "collected states (0: all from the initial graph, the thesis).")
 flags.DEFINE_integer("start_horizon", 10, "Step limit of imagined episodes from real states "
                      "(the value function bootstraps the rest).")
+flags.DEFINE_integer("reward_ensemble", 5, "Reward heads whose disagreement measures the "
+                     "world model's error (0: none).")
+flags.DEFINE_float("disagreement_penalty", 1.0, "Imagined rewards lose this times the reward "
+                   "ensemble's standard deviation (0: off).")
+flags.DEFINE_float("disagreement_limit", None, "Cut imagined episodes where the ensemble's "
+                   "standard deviation exceeds this many first-round reward stds.")
 flags.DEFINE_enum("eval_masks", "real", ["real", "model"], "Masks the controller acts on in "
                   "the real environment: the real environment's (part of its observation) or, "
                   "as an ablation, the world model's predictions (the thesis).")
@@ -115,7 +121,7 @@ def settings_from_flags() -> Settings:
     values = common.quick_values(QUICK)
     wm = common.world_model_config(values, replay=FLAGS.replay,
                                    reward_model=FLAGS.reward_model, collection=FLAGS.collection,
-                                   explore=FLAGS.explore,
+                                   explore=FLAGS.explore, reward_ensemble=FLAGS.reward_ensemble,
                                    vocabulary_headroom=FLAGS.vocabulary_headroom)
     if FLAGS.quick:
         wm = dataclasses.replace(wm, held_out_episodes=10)
@@ -125,7 +131,9 @@ def settings_from_flags() -> Settings:
                         episodes=values.dream_episodes, lockstep=FLAGS.lockstep,
                         noop_reward=noop_reward, mask_threshold=FLAGS.mask_threshold,
                         count_margin=FLAGS.count_margin, real_starts=FLAGS.real_starts,
-                        start_horizon=FLAGS.start_horizon)
+                        start_horizon=FLAGS.start_horizon,
+                        disagreement_penalty=FLAGS.disagreement_penalty,
+                        disagreement_limit=FLAGS.disagreement_limit)
     return Settings(run=common.run_settings(values), baselines=common.baseline_settings(),
                     world_model=wm, dream=dream,
                     ppo=controller_ppo_config(dream.batch_size, FLAGS.entropy_coef),

@@ -4,14 +4,21 @@
     python experiments/train_mf.py --quick          # small_cnn, about a minute
     python experiments/train_mf.py --quick --graph=resnet18   # --quick's budgets, resnet18
     python experiments/train_mf.py --cost_features=no_deltas   # observation ablation
+    python experiments/train_mf.py --noequal_budget   # keep --max_steps below greedy's steps
+
+The agent is compared with one-step greedy, so its episode step limit is
+--max_steps raised to 1.5 x greedy's steps on the graph where that is more
+(`xflowrl.search.with_equal_step_limit`; issue 24): an agent capped below
+what greedy needs would lose by its budget, not its policy.
 
 Writes to --results_dir/<graph>/train_mf/: TensorBoard logs, checkpoints and
 progress.json (rerun with the same flags to resume after an interruption),
 and at the end result.json / result.md (the trained agent's greedy episode:
 its substitution sequence and estimated cost; the best episode seen in
 training; one-step greedy, TASO's search and a random agent's average under
-the same cost model; the real environment steps taken until the agent's
-greedy evaluation first reached its final cost)
+the same cost model; the step limit used and greedy's steps; the real
+environment steps taken until the agent's greedy evaluation first reached
+its final cost)
 and the optimised graph (graph.json, and graph.onnx with random weights).
 """
 
@@ -28,7 +35,8 @@ from xflowrl.agents.ppo.training import TrainConfig, replay, train
 from xflowrl.env.environment import COST_FEATURES
 from xflowrl.runs import (BaselineSettings, RunSettings, change_table, save_graph, save_result,
                           zoo_weights)
-from xflowrl.search import baseline_rows, versus_greedy
+from xflowrl.search import (EQUAL_BUDGET_FACTOR, baseline_rows, versus_greedy,
+                            with_equal_step_limit)
 
 FLAGS = flags.FLAGS
 common.define_env_flags("squeezenet1_1")
@@ -43,6 +51,11 @@ flags.DEFINE_enum("cost_features", "full", list(COST_FEATURES),
                   "Cost information in the agent's observations (EnvConfig.cost_features, "
                   "an ablation; docs/agents.md): full; no_deltas (no candidate cost changes); "
                   "none (no cost at all). Baselines always see full observations.")
+flags.DEFINE_bool("equal_budget", True,
+                  f"Raise the episode step limit to {EQUAL_BUDGET_FACTOR} x one-step greedy's "
+                  "steps on the graph where that exceeds --max_steps, so that the comparison "
+                  "with greedy gives both the same budget; --noequal_budget keeps --max_steps "
+                  "as given (an ablation).")
 # --quick's values for the flags the user does not give.
 QUICK = {"graph": "small_cnn", "episodes": 100, "ppo": "xrlflow", "episodes_per_update": 5,
          "max_steps": 20}
@@ -53,12 +66,14 @@ common.define_quick_flag("small_cnn, 100 episodes, X-RLflow PPO, 5 episodes per 
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """One training run: the environment and results folder, the baselines,
-    the training loop, the PPO preset and the seed."""
+    the training loop, the PPO preset, the seed, and whether the step limit
+    is raised to greedy's budget (--equal_budget)."""
     run: RunSettings
     baselines: BaselineSettings
     train: TrainConfig
     ppo: PPOConfig
     seed: int
+    equal_budget: bool
 
 
 def settings_from_flags() -> Settings:
@@ -69,7 +84,8 @@ def settings_from_flags() -> Settings:
         ppo = dataclasses.replace(ppo, episodes_per_update=values.episodes_per_update)
     return Settings(run=common.run_settings(values, FLAGS.cost_features),
                     baselines=common.baseline_settings(),
-                    train=TrainConfig(episodes=values.episodes), ppo=ppo, seed=FLAGS.seed)
+                    train=TrainConfig(episodes=values.episodes), ppo=ppo, seed=FLAGS.seed,
+                    equal_budget=FLAGS.equal_budget)
 
 
 def main(argv):
@@ -77,11 +93,15 @@ def main(argv):
     settings = settings_from_flags()
     graph_name, ppo, seed = settings.run.graph, settings.ppo, settings.seed
     env = settings.run.make_env()
+    if settings.equal_budget:
+        # Deterministic (greedy's steps on this graph and setting): a resumed
+        # run gets the limit it started with.
+        env = with_equal_step_limit(env)
     graph, xfers, cost_model = env.initial_graph, env.xfers, env.cost_model
     out_dir = settings.run.results_folder("train_mf")
-    logging.info("graph %s: %d ops, %d xfers, initial cost %.4f ms (%s); results in %s",
-                 graph_name, graph.num_ops(), len(xfers), env.initial_cost, cost_model.name,
-                 out_dir)
+    logging.info("graph %s: %d ops, %d xfers, initial cost %.4f ms (%s), step limit %d; "
+                 "results in %s", graph_name, graph.num_ops(), len(xfers), env.initial_cost,
+                 cost_model.name, env.config.max_steps, out_dir)
     agent = PPOAgent(len(xfers), ppo, seed=seed)
     result = train(env, agent, settings.train, out_dir)
 
@@ -96,11 +116,21 @@ def main(argv):
     reached = [row["interactions"] for row in result.history
                if row.get("greedy_cost", float("inf")) <= greedy.final_cost + 1e-9]
     steps_to_final = reached[0] if reached else result.interactions
+    max_steps, greedy_steps = env.config.max_steps, baselines["greedy"]["steps"]
+    if settings.equal_budget:
+        limit_sentence = (f"Step limit per episode: {max_steps}, the larger of --max_steps "
+                          f"({settings.run.max_steps}) and {EQUAL_BUDGET_FACTOR} x one-step "
+                          f"greedy's {greedy_steps} steps (equal budgets).")
+    else:
+        limit_sentence = (f"Step limit per episode: {max_steps} (--noequal_budget: "
+                          f"--max_steps as given; one-step greedy takes {greedy_steps} steps).")
 
     summary = {
         "graph": graph_name, "cost_model": cost_model.name, "rules": settings.run.rules,
         "max_locations": settings.run.max_locations, "ppo": dataclasses.asdict(ppo),
         "cost_features": env.config.cost_features, "seed": seed,
+        "equal_budget": settings.equal_budget, "max_steps": max_steps,
+        "requested_max_steps": settings.run.max_steps, "greedy_steps": greedy_steps,
         "episodes": result.episodes, "interactions": result.interactions,
         "train_seconds": result.seconds, "optimize_seconds": optimize_seconds,
         "initial_cost_ms": env.initial_cost,
@@ -122,6 +152,7 @@ def main(argv):
     save_result(out_dir, summary, markdown=(
         f"# Model-free PPO on {graph_name} ({cost_model.name} cost)\n\n"
         f"Cost features in the observation: {env.config.cost_features}.\n\n"
+        f"{limit_sentence}\n\n"
         f"{result.episodes} episodes, {result.interactions} environment steps, "
         f"{result.seconds:.0f} s of training; the greedy evaluation first reached its "
         f"final cost after {steps_to_final} steps.\n\n| | cost (ms) | change |\n"

@@ -1,4 +1,7 @@
-"""Tests of the baselines: one-step greedy and the random agent."""
+"""Tests of the baselines: one-step greedy, the random agent and the
+agents' equal step budgets."""
+
+import dataclasses
 
 from absl.testing import absltest
 import numpy as np
@@ -6,7 +9,8 @@ import numpy as np
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet
-from xflowrl.search import GreedyAgent, RandomAgent, greedy_search
+from xflowrl.search import (EQUAL_BUDGET_FACTOR, GreedyAgent, RandomAgent, equal_step_limit,
+                            greedy_search, greedy_steps, run_baselines, with_equal_step_limit)
 
 _XFERS = XferSet.default()
 _COST = CostModel("analytic")
@@ -78,6 +82,52 @@ class RandomAgentTest(absltest.TestCase):
     def test_bad_probability(self):
         with self.assertRaisesRegex(ValueError, "noop_probability"):
             RandomAgent(1.5)
+
+
+class EqualBudgetTest(absltest.TestCase):
+    """An agent compared with greedy gets at least 1.5 x greedy's steps."""
+
+    def test_limit_is_the_request_or_the_factor_times_greedy(self):
+        self.assertEqual(EQUAL_BUDGET_FACTOR, 1.5)
+        self.assertEqual(equal_step_limit(50, 84), 126)   # ResNet-50, GPU-like
+        self.assertEqual(equal_step_limit(50, 149), 224)  # 223.5 rounds up
+        self.assertEqual(equal_step_limit(50, 16), 50)    # already enough
+        self.assertEqual(equal_step_limit(10, 0), 10)     # greedy finds nothing
+        self.assertEqual(equal_step_limit(1, 1), 2)
+        self.assertEqual(equal_step_limit(5, 3, factor=2.0), 6)
+        self.assertEqual(equal_step_limit(5, 3, factor=1.0), 5)
+
+    def test_limit_refuses_bad_arguments(self):
+        for args in ((0, 10), (50, -1), (50, 10, 0.9)):
+            with self.assertRaisesRegex(ValueError, "need requested >= 1"):
+                equal_step_limit(*args)
+
+    def test_greedy_steps_are_run_baselines_greedy_steps(self):
+        env = _env()
+        steps = len(run_baselines(env, taso_budget=0, random_episodes=0)["greedy"]["applied"])
+        self.assertGreater(steps, 2)
+        self.assertEqual(greedy_steps(env), steps)
+        # Neither the environment's step limit nor an observation ablation
+        # (which greedy could not read) changes them.
+        self.assertEqual(greedy_steps(_env(max_steps=2)), steps)
+        ablated = GraphEnv(zoo.get_graph("small_cnn"), _XFERS, _COST,
+                           EnvConfig(cost_features="no_deltas"))
+        self.assertEqual(greedy_steps(ablated), steps)
+
+    def test_raises_only_a_limit_below_the_factor_times_greedy(self):
+        env = _env()
+        steps = greedy_steps(env)
+        self.assertGreaterEqual(env.config.max_steps, EQUAL_BUDGET_FACTOR * steps)
+        self.assertIs(with_equal_step_limit(env), env)
+        short = _env(max_steps=2)
+        raised = with_equal_step_limit(short)
+        self.assertIsNot(raised, short)
+        self.assertEqual(raised.config,
+                         dataclasses.replace(short.config, max_steps=equal_step_limit(2, steps)))
+        self.assertIs(raised.initial_graph, short.initial_graph)
+        self.assertEqual(raised.initial_cost, short.initial_cost)
+        self.assertEqual(short.config.max_steps, 2)  # the original is unchanged
+        self.assertIs(with_equal_step_limit(raised), raised)
 
 
 if __name__ == "__main__":

@@ -104,9 +104,14 @@ def script_model(model: MDNRNN, valid_logits, count: int, reward: float,
     The mask decoder's last layer and the reward and done columns of the
     MDN head get zero weights, so that (whatever z and h) the reward is
     `reward`, the done logit `done_logit`, xfer m is valid iff
-    `valid_logits[m] > 0` and every valid xfer has `count` locations. The
-    mixture over z_{t+1} is left as it is.
+    `valid_logits[m] > 0` and every valid xfer has `count` locations; the
+    reward ensemble's members all predict `reward` too (no disagreement).
+    The mixture over z_{t+1} is left as it is.
     """
+    for member in model._reward_members:  # pylint: disable=protected-access
+        out = member._layers[-1]  # pylint: disable=protected-access
+        out.w.assign(tf.zeros_like(out.w))
+        out.b.assign(tf.fill(out.b.shape, np.float32(reward)))
     last = model._mask_decoder._layers[-1]  # pylint: disable=protected-access
     last.w.assign(tf.zeros_like(last.w))
     m = model.num_known_xfers

@@ -47,6 +47,10 @@ class WorldModelConfig:
         (the composite reward network of thesis §4.3.4 on [z_t, h_t, a_t]).
       reward_hidden: layers of the separate reward network (thesis: 5 x 32).
       reward_dropout: its dropout rate (thesis: 0.2).
+      reward_ensemble: E, reward heads of their own initial weights on
+        h_{t+1}, trained like the reward head; their standard deviation is
+        the dream's measure of model error (0: none).
+      reward_ensemble_hidden: the hidden layer of each such head.
       noop_probability: the collector's NO-OP probability (thesis: 0.2).
       vocabulary_episodes: extra first-round episodes that never take NO-OP
         and so walk to the step limit: the thesis' collector ends episodes
@@ -88,6 +92,8 @@ class WorldModelConfig:
     reward_model: str = "mdn"
     reward_hidden: tuple = (32, 32, 32, 32, 32)
     reward_dropout: float = 0.2
+    reward_ensemble: int = 5
+    reward_ensemble_hidden: int = 64
     noop_probability: float = 0.2
     vocabulary_episodes: int = 10
     held_out_episodes: int = 20
@@ -107,6 +113,8 @@ class WorldModelConfig:
         if self.reward_model not in ("mdn", "separate"):
             raise ValueError(f"reward_model must be 'mdn' or 'separate', got "
                              f"{self.reward_model!r}")
+        if self.reward_ensemble < 0:
+            raise ValueError(f"reward_ensemble must be >= 0, got {self.reward_ensemble}")
         for name in ("latent_size", "lstm_size", "mixtures", "rounds", "episodes_per_round",
                      "batch_size", "decay_steps"):
             if getattr(self, name) < 1:
@@ -145,6 +153,14 @@ class DreamConfig:
         0: the thesis, every episode from the initial graph).
       start_horizon: the step limit of an episode started from a real
         state (the value function bootstraps the rest).
+      disagreement_penalty: lambda; an imagined reward is lowered by lambda
+        times the reward ensemble's standard deviation, so the controller
+        gains nothing from steps where the model is unsure (MOPO's
+        uncertainty penalty; 0: off).
+      disagreement_limit: an imagined episode is cut (bootstrapped, as at
+        the step limit) where the ensemble's standard deviation exceeds
+        this many times the reward scale (the std of the first round's
+        rewards); None: never.
     """
     temperature: float = 1.0
     batch_size: int = 64
@@ -156,8 +172,13 @@ class DreamConfig:
     noop_reward: Optional[float] = 0.0
     real_starts: float = 0.5
     start_horizon: int = 10
+    disagreement_penalty: float = 1.0
+    disagreement_limit: Optional[float] = None
 
     def __post_init__(self):
+        if self.disagreement_penalty < 0:
+            raise ValueError(f"disagreement_penalty must be >= 0, got "
+                             f"{self.disagreement_penalty}")
         if not 0.0 <= self.real_starts <= 1.0:
             raise ValueError(f"real_starts must lie in [0, 1], got {self.real_starts}")
         if self.start_horizon < 1:

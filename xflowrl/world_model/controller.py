@@ -70,13 +70,15 @@ def train_in_dream(dream: BatchedDream, agent: PPOAgent, config: DreamConfig,
     each batch's starts (default: all from the initial graph). Returns one
     metrics row per update: the mean imagined return of the episodes from
     the initial graph ("dream_return", NaN if none) and of all of them
-    ("dream_return_all"), and their mean length."""
+    ("dream_return_all"), their mean length, and the reward ensemble's mean
+    standard deviation over the imagined steps ("dream_disagreement")."""
     history = []
     until = config.episodes if until is None else until
     while int(agent.episodes.numpy()) < until:
         start = time.time()
         n = min(config.batch_size, until - int(agent.episodes.numpy()))
         batch_starts = starts(n) if starts is not None else dream.initial_starts(n)
+        dream.disagreement = []
         episodes = imagine_batch(dream, agent, n, starts=batch_starts)
         for steps in episodes:
             agent.add_steps(steps)
@@ -89,6 +91,8 @@ def train_in_dream(dream: BatchedDream, agent: PPOAgent, config: DreamConfig,
             dream_return=float(np.mean(returns[initial])) if initial.any() else math.nan,
             dream_return_all=float(np.mean(returns)),
             dream_length=float(np.mean([len(e) for e in episodes])),
+            dream_disagreement=float(np.mean(dream.disagreement)) if dream.disagreement
+            else 0.0,
             imagine_seconds=imagine_s, update_seconds=time.time() - start - imagine_s)
         history.append(metrics)
         if on_update:

@@ -15,7 +15,12 @@ predicted valid, on an action invalid under the predicted masks (with
 (`truncated`).
 
 NO-OP's reward is `DreamConfig.noop_reward` where the reward function defines
-it (0 for per-step rewards: the graph is unchanged), else predicted.
+it (0 for per-step rewards: the graph is unchanged), else predicted. Every
+other imagined reward is lowered by `disagreement_penalty` times the
+standard deviation of the world model's reward ensemble, and with
+`disagreement_limit` an episode is cut (bootstrapped) where that standard
+deviation is too large: the controller gains nothing from steps where the
+model is guessing.
 
 The observation state is `[z_t, h_t]` (Z + H floats); xfer ids are the
 world model's compact ones (`XferVocabulary`), N = M. With
@@ -117,6 +122,7 @@ class BatchedDream:
         self._seed = int(seed)
         self._calls = 0
         self.real_steps = 0  # real environment steps taken by a lockstep dream
+        self.disagreement: List[float] = []  # the ensemble's std at every imagined step
         if config.lockstep and (not lockstep or vocab is None):
             raise ValueError("lockstep dreams need real environments and the vocabulary")
         self._lockstep = list(lockstep) if config.lockstep else None
@@ -140,8 +146,11 @@ class BatchedDream:
         next_latent = losses.sample_mixture(prediction.logits, prediction.mu,
                                             prediction.log_sigma, temperature, seed)
         valid_prob, log_counts = self._masks_impl(next_latent, state.hidden)
+        members = prediction.reward_members
+        disagreement = (tf.math.reduce_std(members, -1) if members.shape[-1] > 1
+                        else tf.zeros_like(prediction.reward))
         return (next_latent, state.hidden, state.cell, prediction.reward,
-                tf.sigmoid(prediction.done_logit), valid_prob, log_counts)
+                tf.sigmoid(prediction.done_logit), valid_prob, log_counts, disagreement)
 
     # -- masks -----------------------------------------------------------------
     def _decode_masks(self, valid_prob: np.ndarray, log_counts: np.ndarray):
@@ -217,7 +226,8 @@ class BatchedDream:
                             tf.constant(safe_l.astype(np.int32)),
                             tf.constant([self._seed, self._calls], tf.int64),
                             tf.constant(self.config.temperature, tf.float32))
-        latent, hidden, cell, reward, done_prob, valid_prob, log_counts = [x.numpy() for x in out]
+        (latent, hidden, cell, reward, done_prob, valid_prob, log_counts,
+         disagreement) = [x.numpy() for x in out]
         self._steps += 1
         live = ~self._finished
         real_truncated = np.zeros(b, bool)  # a real step-limit cut is no terminal
@@ -240,7 +250,17 @@ class BatchedDream:
             predicted_done = done_prob > self.config.done_threshold
         stuck = ~xfer_mask[:, :-1].any(axis=1)
         ended = noop | ~valid | predicted_done | stuck
-        truncated = live & ~ended & ((self._steps >= self._limits) | real_truncated)
+        # Where the reward ensemble disagrees the model is guessing: the
+        # reward is lowered by lambda * std, and past the limit the episode
+        # is cut there (bootstrapped from the value, like the step limit).
+        disagreement = np.where(noop, 0.0, disagreement)
+        reward = reward - self.config.disagreement_penalty * disagreement
+        unsure = np.zeros(b, bool)
+        if self.config.disagreement_limit is not None:
+            scale = float(self.model.reward_scale.numpy())
+            unsure = disagreement > self.config.disagreement_limit / scale
+        self.disagreement.extend(disagreement[live & valid & ~noop].tolist())
+        truncated = live & ~ended & ((self._steps >= self._limits) | real_truncated | unsure)
         if self.config.noop_reward is not None:
             reward = np.where(noop, self.config.noop_reward, reward)
         rewards = np.where(valid, reward, self.invalid_penalty).astype(np.float32)

@@ -59,7 +59,8 @@ class WorldModelLearner:
             next_latent=next_latents, reward_pred=prediction.reward * scale,
             reward=rewards * scale,
             done_logit=prediction.done_logit, done=terminals, xfer_logits=masks.xfer_logits,
-            xfer_valid=valid, count_pred=masks.log_counts, count=counts, step_weights=weights)
+            xfer_valid=valid, count_pred=masks.log_counts, count=counts, step_weights=weights,
+            reward_members=prediction.reward_members * scale)
 
     def _step_impl(self, b) -> Dict[str, tf.Tensor]:
         with tf.GradientTape() as tape:

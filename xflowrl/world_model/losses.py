@@ -29,7 +29,7 @@ References:
 from __future__ import annotations
 
 import numbers
-from typing import NamedTuple, Union
+from typing import NamedTuple, Optional, Union
 
 import tensorflow as tf
 import tensorflow_probability as tfp
@@ -201,7 +201,8 @@ class WorldModelLosses(NamedTuple):
     terminal: tf.Tensor        # BCE of the done flag
     xfer_mask: tf.Tensor       # BCE of the per-xfer valid flag
     location_count: tf.Tensor  # MSE of log1p(location count), valid xfers only
-    total: tf.Tensor           # weighted sum of the five terms above
+    total: tf.Tensor           # weighted sum of the five terms above and the next
+    reward_ensemble: tf.Tensor = 0.0  # MSE of the reward ensemble's members (mean)
 
 
 def world_model_losses(*, logits: tf.Tensor, mu: tf.Tensor, log_sigma: tf.Tensor,
@@ -210,7 +211,8 @@ def world_model_losses(*, logits: tf.Tensor, mu: tf.Tensor, log_sigma: tf.Tensor
                        xfer_valid: tf.Tensor, count_pred: tf.Tensor, count: tf.Tensor,
                        step_weights: tf.Tensor, terminal_weight: float = 1.0,
                        mask_weight: float = 1.0, count_weight: float = 1.0,
-                       reward_weight: float = 1.0) -> WorldModelLosses:
+                       reward_weight: float = 1.0,
+                       reward_members: Optional[tf.Tensor] = None) -> WorldModelLosses:
     """All loss terms of the world model over padded sequences.
 
     Every term is a masked mean over real steps (`step_weights` == 1); the
@@ -232,7 +234,10 @@ def world_model_losses(*, logits: tf.Tensor, mu: tf.Tensor, log_sigma: tf.Tensor
       step_weights: [B, T] 1 for real steps, 0 for padding.
       terminal_weight, mask_weight, count_weight, reward_weight: the weights of
         the terminal, xfer-mask, location-count and reward terms in `total`
-        (the latent term has weight 1).
+        (the latent term has weight 1; the ensemble's has the reward's).
+      reward_members: [B, T, E] the reward ensemble's predictions, each
+        trained like `reward_pred` (the term is their mean MSE); None or
+        E = 0: no such term.
 
     Returns:
       A `WorldModelLosses` of scalars.
@@ -255,11 +260,20 @@ def world_model_losses(*, logits: tf.Tensor, mu: tf.Tensor, log_sigma: tf.Tensor
                      * tf.cast(xfer_valid, count_pred.dtype))               # [B, T, M]
     count_loss = masked_mean(tf.square(count_pred - count_target), count_weights)
 
-    total = (latent_nll + reward_weight * reward_loss + terminal_weight * terminal_loss
-             + mask_weight * xfer_mask_loss + count_weight * count_loss)
+    ensemble_loss = tf.zeros((), reward_pred.dtype)
+    if reward_members is not None and reward_members.shape[-1] != 0:
+        members = tf.convert_to_tensor(reward_members)
+        errors = tf.reduce_mean(
+            tf.square(members - tf.cast(reward, members.dtype)[..., None]), -1)
+        ensemble_loss = masked_mean(errors, step_weights)
+
+    total = (latent_nll + reward_weight * (reward_loss + ensemble_loss)
+             + terminal_weight * terminal_loss + mask_weight * xfer_mask_loss
+             + count_weight * count_loss)
     return WorldModelLosses(latent_nll=latent_nll, reward=reward_loss,
                             terminal=terminal_loss, xfer_mask=xfer_mask_loss,
-                            location_count=count_loss, total=total)
+                            location_count=count_loss, total=total,
+                            reward_ensemble=ensemble_loss)
 
 
 def polynomial_decay(step: int, initial: float, final: float, decay_steps: int,

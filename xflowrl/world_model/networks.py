@@ -4,7 +4,8 @@
 input is [z_t, xfer embedding, location embedding] (actions enter as learned
 embeddings, not the thesis code's scalar ids) and whose output h_{t+1}
 feeds a mixture density head (K = 8 diagonal Gaussians over z_{t+1}), a
-reward head and a done-logit head. A mask decoder predicts, from [z_t, h_t],
+reward head and a done-logit head, and an ensemble of small reward heads
+whose disagreement marks what the model has not learnt. A mask decoder predicts, from [z_t, h_t],
 which of the M known xfers are valid in s_t and how many locations each has
 (location masks are prefixes, so a count per xfer suffices). Optionally a
 separate reward network (thesis §4.3.4: an MLP of 5 x 32 with dropout) on
@@ -37,6 +38,7 @@ class Prediction(NamedTuple):
     reward: tf.Tensor      # [...]         r_t
     done_logit: tf.Tensor  # [...]         d_t
     hidden: tf.Tensor      # [..., H]      h_{t+1}
+    reward_members: tf.Tensor  # [..., E]  the reward ensemble's r_t (E may be 0)
 
 
 class Masks(NamedTuple):
@@ -115,6 +117,15 @@ class MDNRNN(snt.Module):
         # standard deviation in the first round's rollouts, set by
         # `set_reward_scale`, so the reward term carries weight in the loss.
         self.reward_scale = tf.Variable(1.0, trainable=False, name="reward_scale")
+        # A small ensemble of reward heads on h_{t+1}, each from its own
+        # initial weights: where they disagree the model has not seen the
+        # like, and the dream penalises (or ends) imagined steps there.
+        self.reward_ensemble = config.reward_ensemble
+        self._reward_members = [
+            snt.nets.MLP([config.reward_ensemble_hidden, 1],
+                         w_init=SeededInitializers(seed + 1 + i).fan_in(),
+                         name=f"reward_member_{i}")
+            for i in range(config.reward_ensemble)]
         self.separate_reward = config.reward_model == "separate"
         if self.separate_reward:
             self._reward_net = DropoutMLP(list(config.reward_hidden) + [1],
@@ -147,6 +158,12 @@ class MDNRNN(snt.Module):
                                            seed=dropout_seed)[..., 0]
         return head_reward / self.reward_scale
 
+    def _members(self, hidden: tf.Tensor) -> tf.Tensor:
+        """[..., E] the ensemble's rewards (raw units) from h_{t+1}."""
+        if not self._reward_members:
+            return tf.zeros(tf.concat([tf.shape(hidden)[:-1], [0]], 0), hidden.dtype)
+        return tf.concat([m(hidden) for m in self._reward_members], -1) / self.reward_scale
+
     def masks(self, latent: tf.Tensor, hidden: tf.Tensor) -> Masks:
         """Mask decoder on [z_t, h_t]."""
         m = max(self.num_known_xfers, 1)
@@ -175,7 +192,7 @@ class MDNRNN(snt.Module):
         hidden_before = tf.concat([tf.zeros_like(hidden[:, :1]), hidden[:, :-1]], 1)  # h_t
         logits, mu, log_sigma, reward, done = self._split(self._head(hidden))
         reward = self._reward(reward, latents, hidden_before, action, training, dropout_seed)
-        return (Prediction(logits, mu, log_sigma, reward, done, hidden),
+        return (Prediction(logits, mu, log_sigma, reward, done, hidden, self._members(hidden)),
                 self.masks(latents, hidden_before))
 
     def recurrent_states(self, latents: tf.Tensor, xfers: tf.Tensor, locations: tf.Tensor
@@ -208,4 +225,5 @@ class MDNRNN(snt.Module):
         hidden, new_state = self.lstm(tf.concat([latent, action], -1), state)
         logits, mu, log_sigma, reward, done = self._split(self._head(hidden))
         reward = self._reward(reward, latent, state.hidden, action, False, None)
-        return Prediction(logits, mu, log_sigma, reward, done, hidden), new_state
+        return (Prediction(logits, mu, log_sigma, reward, done, hidden, self._members(hidden)),
+                new_state)
