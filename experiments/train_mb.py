@@ -187,8 +187,10 @@ def main(argv):
     evaluations.update({f"greedy_{ablation}_masks": agent.evaluate(masks=ablation,
                                                                    greedy=True)})
     sampled = [agent.evaluate(masks=masks, greedy=False) for _ in range(FLAGS.eval_episodes)]
-    best = min([evaluations["greedy"]] + sampled, key=lambda e: e.final_cost)
-    best_graph = replay(env, best.applied)
+    # The graph handed over: the cheapest one any evaluation episode passed
+    # through (its shortest prefix), not where the episode happened to end.
+    best = min([evaluations["greedy"]] + sampled, key=lambda e: (e.best_cost, e.best_prefix))
+    best_graph = replay(env, best.applied[:best.best_prefix])
     baselines = settings.baselines.run(env, seed)
     eval_steps = (warm_up.steps + sum(e.steps for e in evaluations.values())
                   + sum(e.steps for e in sampled))
@@ -199,10 +201,11 @@ def main(argv):
         "greedy_steps": baselines["greedy"]["steps"], "eval_masks": masks,
         "initial_cost_ms": env.initial_cost,
         "controller_cost_ms": evaluations["greedy"].final_cost,
-        "controller_best_cost_ms": best.final_cost, "controller_best_applied": best.applied,
+        "controller_best_cost_ms": best.best_cost,
+        "controller_best_applied": best.applied[:best.best_prefix],
         "controller": {k: e._asdict() for k, e in evaluations.items()},
         "sampled": [e._asdict() for e in sampled],
-        "controller_vs_greedy": versus_greedy(best.final_cost,
+        "controller_vs_greedy": versus_greedy(best.best_cost,
                                               baselines["greedy"]["cost_ms"]),
         "baselines": baselines,
         "real_steps": {"world_model_rollouts": wm_state["real_steps"],
@@ -214,7 +217,8 @@ def main(argv):
                        "lockstep_dream": agent.lockstep_real_steps,
                        "model_free": _model_free_steps(settings.run.results_dir,
                                                        graph_name)},
-        "world_model": {"vocabulary": agent.vocab.size, "rounds": wm_state["rounds"],
+        "world_model": {"vocabulary": agent.vocab.size,
+                        "vocabulary_known": agent.vocab.known, "rounds": wm_state["rounds"],
                         "encoder": wm_state["encoder"], "config": dataclasses.asdict(wm)},
         "dream": dataclasses.asdict(agent.resolve(dream)), "ppo": dataclasses.asdict(ppo),
         "measured": _measure(env, graph_name, best_graph, baselines, FLAGS.measure_rounds,
@@ -230,7 +234,7 @@ def main(argv):
     save_graph(out_dir, best_graph, zoo_weights(graph_name, graph, seed))
     with agent.writer.as_default(step=0):
         tf.summary.scalar("real/controller_cost", evaluations["greedy"].final_cost)
-        tf.summary.scalar("real/controller_best_cost", best.final_cost)
+        tf.summary.scalar("real/controller_best_cost", best.best_cost)
         tf.summary.scalar("real/predicted_return", evaluations["greedy"].predicted_return)
         tf.summary.scalar("real/real_return", evaluations["greedy"].real_return)
     _plot(os.path.join(out_dir, "training.png"), summary, agent.dream_history)
@@ -347,7 +351,8 @@ def _write_markdown(out_dir, summary, evaluations, sampled, baselines):
     ev = [(f"greedy, {masks} masks", evaluations["greedy"]),
           (f"greedy, {ablation} masks", evaluations[f"greedy_{ablation}_masks"])] + [
         (f"sampled {i + 1}", e) for i, e in enumerate(sampled)]
-    ev_table = "\n".join(f"| {n} | {e.final_cost:.4f} | {e.real_return:+.4f} | "
+    ev_table = "\n".join(f"| {n} | {e.final_cost:.4f} | {e.best_cost:.4f} ({e.best_prefix}) | "
+                         f"{e.real_return:+.4f} | "
                          f"{e.predicted_return:+.4f} | {e.invalid_actions} | {e.steps} |"
                          for n, e in ev)
     measured = ""
@@ -371,7 +376,8 @@ def _write_markdown(out_dir, summary, evaluations, sampled, baselines):
     text = (
         f"# Model-based agent on {summary['graph']} ({_setting(summary['cost_model'])})\n\n"
         f"World model: {len(summary['world_model']['rounds'])} rounds, vocabulary of "
-        f"{summary['world_model']['vocabulary']} xfers, held-out latent NLL "
+        f"{summary['world_model']['vocabulary_known']} xfers (of "
+        f"{summary['world_model']['vocabulary']} slots), held-out latent NLL "
         f"{last['held_out_latent_nll']:.3f}, reward MSE {last['held_out_reward_mse']:.3e}, "
         f"xfer-mask accuracy {last['held_out_xfer_mask_accuracy']:.3f}, location-mask accuracy "
         f"{last['held_out_location_mask_accuracy']:.3f}. Controller: "
@@ -388,8 +394,9 @@ def _write_markdown(out_dir, summary, evaluations, sampled, baselines):
         f"evaluation{lockstep}; model-free agent: "
         f"{mf['interactions'] if mf else 'not run (train_mf.py writes it)'}.\n\n"
         f"{rounds}"
-        f"| evaluation episode | final cost | real return | predicted return | invalid "
-        f"actions | steps |\n|---|---|---|---|---|---|\n{ev_table}\n\n"
+        f"| evaluation episode | final cost | best cost (after k rewrites) | real return | "
+        f"predicted return | invalid actions | steps |\n|---|---|---|---|---|---|---|\n"
+        f"{ev_table}\n\n"
         f"Controller's substitutions (best episode): "
         f"{', '.join(f'{n}@{l}' for n, l in summary['controller_best_applied']) or 'none'}\n")
     write_text(os.path.join(out_dir, "result.md"), text)

@@ -148,12 +148,24 @@ class Evaluation(NamedTuple):
     invalid_actions: int        # actions the real engine rejected (mask errors)
     steps: int
     applied: List               # (xfer name, location) of the real graph
+    best_cost: float            # the cheapest graph of the episode (the initial one included)
+    best_prefix: int            # applied[:best_prefix] builds it (the first at that cost)
 
 
 def evaluate(env: LatentEnv, agent: PPOAgent, greedy: bool) -> Evaluation:
-    """One episode of the controller in the real environment."""
+    """One episode of the controller in the real environment.
+
+    Besides where the episode ends, it reports the cheapest graph it
+    passed through (`best_cost`, built by `applied[:best_prefix]`): what
+    optimising a graph with the controller hands over, as TASO's search
+    returns the best graph it saw. An episode that goes on with
+    cost-neutral rewrites after its last gain ends at the same cost with
+    more rewrites than the graph needs.
+    """
     obs = env.reset()
+    initial = env.initial_cost
     done, real, predicted, invalid, steps = False, 0.0, 0.0, 0, 0
+    costs = [initial]  # after 0, 1, ... substitutions
     info: Dict = {}
     while not done:
         a = agent.actor.act(obs, greedy=greedy)
@@ -162,5 +174,8 @@ def evaluate(env: LatentEnv, agent: PPOAgent, greedy: bool) -> Evaluation:
         predicted += info["predicted_reward"]
         invalid += info["invalid"] is not None
         steps += 1
+        if info["invalid"] is None and info["applied"] not in (None, "NO-OP"):
+            costs.append(float(info["cost"]))
+    best = int(np.argmin(costs))  # the first of equal costs
     return Evaluation(float(info.get("cost", math.nan)), real, predicted, invalid, steps,
-                      list(info.get("history", [])))
+                      list(info.get("history", [])), costs[best], best)

@@ -1,0 +1,212 @@
+"""The model-based agent's changes, each switched off, over seeds: one table.
+
+    python experiments/mb_ablation.py --graph=bert --seeds=3          # every variant
+    python experiments/mb_ablation.py --variants=full,thesis --seeds=3
+
+Each variant is `train_mb.py` with flags (`VARIANTS`): the agent as it is
+("full"), each change of the model-based issue switched off on its own, and
+the thesis' configuration (random data only, imagined episodes from the
+initial graph only, no reward ensemble, a fixed vocabulary, the world
+model's masks in the real environment, the 50-step limit). Runs go to
+--results_dir/<graph>/mb_ablation/<variant>/seed_<k>/ and are resumed or
+reused when rerun (train_mb.py resumes; a finished run is read back), two
+at a time by default (--jobs). The table shows every finished seed of each
+variant in the folder, so `--variants=full --seeds=3` then
+`--variants=... --seeds=1` gives three seeds of the agent and one of each
+ablation.
+
+Prints one JSON object (and writes it with a markdown table beside the
+runs, `ablation.json` / `ablation.md`): per variant, the median and range
+over seeds of the controller's real cost change (its greedy episode and the
+best of its evaluation episodes), one-step greedy's and TASO's change under
+the same cost model, the invalid actions of the evaluation episodes, the
+real environment steps and the wall time. A variant is "within 1 point of
+greedy" when its median best change is no more than 1 point of the initial
+cost above greedy's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent import futures
+from typing import Dict, List, Optional
+
+from absl import app
+from absl import flags
+import numpy as np
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("graph", "bert", "Zoo graph.")
+flags.DEFINE_string("cost_model", "analytic", "Cost backend (as train_mb.py).")
+flags.DEFINE_string("profile", "v100", "Profile (as train_mb.py).")
+flags.DEFINE_string("rules", "default", "Rule set (as train_mb.py).")
+flags.DEFINE_integer("seeds", 3, "Seeds 0..K-1 per variant.")
+flags.DEFINE_list("variants", None, "Variants to run (default: all of VARIANTS).")
+flags.DEFINE_integer("jobs", 2, "Runs at a time.")
+flags.DEFINE_string("results_dir", "results", "Root of the runs.")
+flags.DEFINE_list("extra", [], "Flags passed to every train_mb.py run (e.g. --rounds=4).")
+
+_THESIS = ["--collection=random", "--real_starts=0", "--reward_ensemble=0",
+           "--disagreement_penalty=0", "--vocabulary_headroom=0", "--eval_masks=model",
+           "--noequal_budget"]
+
+# name -> (what it is, the flags of train_mb.py that make it)
+VARIANTS: Dict[str, tuple] = {
+    "full": ("the model-based agent (every change on)", []),
+    "random_collection": ("every round collected by a random agent (thesis)",
+                          ["--collection=random"]),
+    "initial_starts": ("imagined episodes only from the initial graph (thesis)",
+                       ["--real_starts=0"]),
+    "no_penalty": ("no disagreement penalty (ensemble trained, unused)",
+                   ["--disagreement_penalty=0"]),
+    "fixed_vocabulary": ("vocabulary fixed after the first round",
+                         ["--vocabulary_headroom=0"]),
+    "model_masks": ("the world model's masks in the real environment (thesis)",
+                    ["--eval_masks=model"]),
+    "thesis": ("the thesis' configuration: all of the above off, 50-step limit", _THESIS),
+}
+
+
+def run_folder(variant: str, seed: int) -> str:
+    return os.path.join(FLAGS.results_dir, FLAGS.graph, "mb_ablation", variant, f"seed_{seed}")
+
+
+def result_file(variant: str, seed: int) -> str:
+    return os.path.join(run_folder(variant, seed), FLAGS.graph, "train_mb", "result.json")
+
+
+def command(variant: str, seed: int) -> List[str]:
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train_mb.py")
+    return ([sys.executable, script, f"--graph={FLAGS.graph}", f"--rules={FLAGS.rules}",
+             f"--cost_model={FLAGS.cost_model}", f"--profile={FLAGS.profile}",
+             f"--seed={seed}", f"--results_dir={run_folder(variant, seed)}",
+             "--measure_rounds=0"] + VARIANTS[variant][1] + list(FLAGS.extra))
+
+
+def run(variant: str, seed: int) -> Optional[dict]:
+    """The run's result.json, running (or resuming) it first if it has none."""
+    path = result_file(variant, seed)
+    if not os.path.exists(path):
+        os.makedirs(run_folder(variant, seed), exist_ok=True)
+        with open(run_folder(variant, seed) + ".log", "w") as log:
+            proc = subprocess.run(command(variant, seed), stdout=log, stderr=subprocess.STDOUT,
+                                  check=False)
+        if proc.returncode != 0:
+            print(f"{variant} seed {seed}: failed (rc {proc.returncode}), see "
+                  f"{run_folder(variant, seed)}.log", file=sys.stderr)
+            return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def finished_seeds(variant: str) -> List[int]:
+    """Every seed of `variant` with a finished run in the folder (the table
+    shows them all, also those of an earlier invocation with more --seeds)."""
+    root = os.path.dirname(run_folder(variant, 0))
+    if not os.path.isdir(root):
+        return []
+    seeds = [int(d[len("seed_"):]) for d in os.listdir(root)
+             if d.startswith("seed_") and d[len("seed_"):].isdigit()]
+    return sorted(s for s in seeds if os.path.exists(result_file(variant, s)))
+
+
+def finished(variant: str, seed: int) -> Optional[dict]:
+    with open(result_file(variant, seed)) as f:
+        return json.load(f)
+
+
+def change(cost: float, initial: float) -> float:
+    return 100.0 * (cost / initial - 1.0)
+
+
+def spread(values: List[float]) -> dict:
+    return {"median": float(np.median(values)), "min": float(np.min(values)),
+            "max": float(np.max(values)), "values": values}
+
+
+def summarise(variant: str, results: List[dict]) -> dict:
+    initial = results[0]["initial_cost_ms"]
+    greedy = [change(r["baselines"]["greedy"]["cost_ms"], r["initial_cost_ms"]) for r in results]
+    best = [change(r["controller_best_cost_ms"], r["initial_cost_ms"]) for r in results]
+    out = {
+        "what": VARIANTS[variant][0], "flags": VARIANTS[variant][1],
+        "seeds": [r["seed"] for r in results], "initial_cost_ms": initial,
+        "greedy_episode_change_pct": spread(
+            [change(r["controller_cost_ms"], r["initial_cost_ms"]) for r in results]),
+        "best_change_pct": spread(best),
+        "greedy_change_pct": spread(greedy),
+        "invalid_actions": spread([float(r["controller"]["greedy"]["invalid_actions"]
+                                         + sum(e["invalid_actions"] for e in r["sampled"]))
+                                   for r in results]),
+        "real_steps": spread([float(r["real_steps"]["world_model_rollouts"]
+                                    + r["real_steps"]["held_out_rollouts"]
+                                    + r["real_steps"].get("round_evaluations", 0)
+                                    + r["real_steps"]["evaluation"]) for r in results]),
+        "seconds": spread([r["seconds"]["total"] for r in results]),
+        "max_steps": results[0].get("max_steps"), "eval_masks": results[0].get("eval_masks"),
+    }
+    taso = [r["baselines"].get("taso") for r in results]
+    if all(taso):
+        out["taso_change_pct"] = spread([change(t["cost_ms"], r["initial_cost_ms"])
+                                         for t, r in zip(taso, results)])
+    out["within_1_point_of_greedy"] = (out["best_change_pct"]["median"]
+                                       <= out["greedy_change_pct"]["median"] + 1.0)
+    return out
+
+
+def markdown(summary: Dict[str, dict]) -> str:
+    def cell(s: dict, digits: int = 2) -> str:
+        return (f"{s['median']:+.{digits}f} [{s['min']:+.{digits}f}, {s['max']:+.{digits}f}]")
+
+    lines = ["| variant | what | greedy episode % | best episode % | one-step greedy % | "
+             "invalid actions | real steps | seconds |", "|---|---|---|---|---|---|---|---|"]
+    for name, s in summary.items():
+        lines.append(
+            f"| {name} | {s['what']} | {cell(s['greedy_episode_change_pct'])} | "
+            f"{cell(s['best_change_pct'])} | {cell(s['greedy_change_pct'])} | "
+            f"{s['invalid_actions']['median']:.0f} | {s['real_steps']['median']:.0f} | "
+            f"{s['seconds']['median']:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv):
+    del argv
+    variants = FLAGS.variants or list(VARIANTS)
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown:
+        raise app.UsageError(f"unknown variants {unknown}; choose from {sorted(VARIANTS)}")
+    jobs = [(v, s) for s in range(FLAGS.seeds) for v in variants]
+    start = time.time()
+    results: Dict[tuple, Optional[dict]] = {}
+    with futures.ThreadPoolExecutor(max(FLAGS.jobs, 1)) as pool:
+        pending = {pool.submit(run, v, s): (v, s) for v, s in jobs}
+        for done in futures.as_completed(pending):
+            results[pending[done]] = done.result()
+            print(f"[{len(results)}/{len(jobs)}] {pending[done][0]} seed {pending[done][1]} "
+                  f"{'done' if results[pending[done]] else 'FAILED'} ({time.time() - start:.0f} s)",
+                  file=sys.stderr, flush=True)
+    summary = {}
+    for v in variants:
+        got = [r for r in (finished(v, s) for s in finished_seeds(v)) if r is not None]
+        if got:
+            summary[v] = summarise(v, got)
+    out = {"graph": FLAGS.graph, "cost_model": f"{FLAGS.cost_model}/{FLAGS.profile}",
+           "rules": FLAGS.rules, "extra": FLAGS.extra, "variants": summary}
+    folder = os.path.join(FLAGS.results_dir, FLAGS.graph, "mb_ablation")
+    with open(os.path.join(folder, "ablation.json"), "w") as f:
+        json.dump(out, f, indent=2)
+    with open(os.path.join(folder, "ablation.md"), "w") as f:
+        f.write(f"# Model-based ablation on {FLAGS.graph} ({out['cost_model']}, "
+                f"{FLAGS.rules} rules)\n\nMedian [min, max] over seeds of the real cost change "
+                f"(% of the initial cost).\n\n" + markdown(summary))
+    print(json.dumps(out, indent=2))
+    if any(r is None for r in results.values()):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    app.run(main)
