@@ -154,7 +154,7 @@ def summarise(variant: str, results: List[dict]) -> dict:
         out["taso_change_pct"] = spread([change(t["cost_ms"], r["initial_cost_ms"])
                                          for t, r in zip(taso, results)])
     out["within_1_point_of_greedy"] = (out["best_change_pct"]["median"]
-                                       <= out["greedy_change_pct"]["median"] + 1.0)
+                                       <= out["greedy_change_pct"]["median"] + 1.0 + 1e-9)
     return out
 
 
