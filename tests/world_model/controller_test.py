@@ -11,8 +11,9 @@ from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.env import Observation
 from xflowrl.world_model import data
 from xflowrl.world_model.config import DreamConfig
-from xflowrl.world_model.controller import Evaluation, evaluate, imagine_batch, train_in_dream
-from xflowrl.world_model.dream import BatchedDream, DreamEnv
+from xflowrl.world_model.controller import (Evaluation, collect_with_controller, evaluate,
+                                            imagine_batch, train_in_dream)
+from xflowrl.world_model.dream import BatchedDream, DreamEnv, DreamStarts
 from xflowrl.world_model.latent_env import LatentEnv
 
 _PPO = PPOConfig(latent_size=16, hidden_sizes=(16,), xfer_embedding_size=4,
@@ -33,6 +34,21 @@ def _scripted_model():
     _, model = fixtures.build_world_model(data.XferVocabulary(range(_M), 10), _SCRIPT_L,
                                           seed=2)
     fixtures.script_model(model, [5.0] * _M, _COUNT, _REWARD, done_logit=-10.0)
+    return model
+
+
+# The scripted world model with a reward ensemble that disagrees (a model of
+# its own: the scripted one is shared): members _MEMBERS, std _MEMBERS_STD.
+_MEMBERS = (0.3, 0.5, 0.5, 0.6, 1.1)
+_MEMBERS_STD = float(np.std(np.array(_MEMBERS, np.float32)))
+
+
+@functools.lru_cache(maxsize=None)
+def _disagreeing_model():
+    _, model = fixtures.build_world_model(data.XferVocabulary(range(_M), 10), _SCRIPT_L,
+                                          seed=4)
+    fixtures.script_model(model, [5.0] * _M, _COUNT, _REWARD, done_logit=-10.0)
+    fixtures.set_member_rewards(model, _MEMBERS)
     return model
 
 
@@ -58,11 +74,22 @@ class _RecordingDream:
         self.dream = dream
         self.batches, self.actions = [], []
 
+        self.resets = []  # (starts, batches, actions) of every reset
+
+    @property
+    def disagreement(self):
+        return self.dream.disagreement
+
+    @disagreement.setter
+    def disagreement(self, value):
+        self.dream.disagreement = value
+
     def initial_starts(self, batch_size):
         return self.dream.initial_starts(batch_size)
 
     def reset(self, batch_size, starts=None):
         self.batches, self.actions = [self.dream.reset(batch_size, starts)], []
+        self.resets.append((starts, self.batches, self.actions))
         return self.batches[0]
 
     def step(self, actions):
@@ -154,6 +181,171 @@ class TrainInDreamTest(absltest.TestCase):
         # A controller that has seen its episodes trains no further.
         self.assertEmpty(train_in_dream(dream, agent, _config(batch_size=4, episodes=8)))
 
+
+    def _real_start_sampler(self, dream, initial_every=2):
+        """Starts of which every `initial_every`-th is the initial graph (the
+        dream's step limit), the others other states with a step limit of 1."""
+        calls = []
+
+        def sample(n):
+            calls.append(n)
+            starts = dream.initial_starts(n)
+            initial = np.arange(n) % initial_every == 0 if initial_every else np.zeros(n, bool)
+            latent = np.where(initial[:, None], starts.latent, 0.3)
+            return DreamStarts(latent.astype(np.float32), starts.hidden, starts.cell,
+                               np.where(initial, starts.max_steps, 1), initial)
+        return sample, calls
+
+    def test_starts_until_and_the_returns_reported(self):
+        model = _disagreeing_model()
+        inner = BatchedDream(model, np.zeros(model.latent_size, np.float32),
+                             _config(noop_reward=None, disagreement_penalty=0.5),
+                             max_steps=3, max_locations=_SCRIPT_L, seed=0)
+        dream = _RecordingDream(inner)
+        sampler, calls = self._real_start_sampler(inner)
+        agent = _agent(_M, _SCRIPT_L)
+        rows = train_in_dream(dream, agent, _config(batch_size=4, episodes=100),
+                              starts=sampler, until=6)
+        self.assertEqual(calls, [4, 2])
+        self.assertEqual([r["episodes"] for r in rows], [4, 6])
+        self.assertEqual(int(agent.episodes.numpy()), 6)
+        self.assertLen(dream.resets, 2)
+        penalised = _REWARD - 0.5 * _MEMBERS_STD
+        longest = 0
+        for row, (starts, batches, actions) in zip(rows, dream.resets):
+            self.assertIsNotNone(starts)
+            initial = starts.initial
+            self.assertTrue(initial.any() and not initial.all())
+            rewards = np.stack([b.rewards for b in batches[1:]])  # [steps, n]
+            returns = rewards.sum(0)
+            lengths = (np.stack([b.dones for b in batches[1:]]) == 0).sum(0) + 1
+            # Episodes from other states stop at their own limit of one step.
+            np.testing.assert_array_equal(lengths[~initial], 1)
+            first_noop = actions[0][:, 0] == _M
+            np.testing.assert_array_equal(batches[1].truncated[~initial], ~first_noop[~initial])
+            longest = max(longest, lengths[initial].max())
+            self.assertAlmostEqual(row["dream_return"], returns[initial].mean(), places=5)
+            self.assertAlmostEqual(row["dream_return_all"], returns.mean(), places=5)
+            self.assertAlmostEqual(row["dream_length"], lengths.mean(), places=5)
+            # Every step earns the head's reward, less the penalty unless NO-OP.
+            for t, a in enumerate(actions):
+                live = ~batches[t].dones
+                expected = np.where(a[:, 0] == _M, _REWARD, penalised)
+                np.testing.assert_allclose(rewards[t][live], expected[live], rtol=1e-5)
+                np.testing.assert_array_equal(rewards[t][~live], 0.0)
+            self.assertAlmostEqual(row["dream_disagreement"],
+                                   _MEMBERS_STD if (np.concatenate(actions)[:, 0] != _M).any()
+                                   else 0.0, places=5)
+        self.assertGreater(longest, 1, "episodes from the initial graph run longer")
+        # (so that the two returns differ: the test tells them apart)
+        self.assertNotAlmostEqual(rows[0]["dream_return"], rows[0]["dream_return_all"], places=4)
+        # The first batch had some non-NO-OP step: the disagreement was measured.
+        self.assertAlmostEqual(rows[0]["dream_disagreement"], _MEMBERS_STD, places=5)
+        # A controller past `until` trains no further.
+        self.assertEmpty(train_in_dream(dream, agent, _config(batch_size=4, episodes=100),
+                                        starts=sampler, until=6))
+        self.assertEqual(calls, [4, 2])
+
+    def test_dream_return_is_nan_without_initial_starts(self):
+        dream = _scripted_dream(max_steps=3, config=_config(noop_reward=None))
+        sampler, _ = self._real_start_sampler(dream, initial_every=0)
+        rows = train_in_dream(dream, _agent(_M, _SCRIPT_L), _config(batch_size=4, episodes=4),
+                              starts=sampler)
+        self.assertLen(rows, 1)
+        self.assertTrue(math.isnan(rows[0]["dream_return"]))
+        # Each episode is one step, scripted reward, agreeing members.
+        self.assertAlmostEqual(rows[0]["dream_return_all"], _REWARD, places=6)
+        self.assertEqual(rows[0]["dream_length"], 1.0)
+        self.assertAlmostEqual(rows[0]["dream_disagreement"], 0.0, places=6)
+
+
+class CollectWithControllerTest(absltest.TestCase):
+
+    def _collect(self, explore, episodes=3, seed=0, world=None, agent_seed=0):
+        vocab, encoder, model, _ = world or _world()
+        view = LatentEnv(fixtures.real_env(max_steps=6), encoder, model, vocab, masks="real")
+        agent = _agent(vocab.size, _L, seed=agent_seed)
+        rollouts = collect_with_controller(view, agent, episodes, explore,
+                                           np.random.default_rng(seed))
+        return vocab, rollouts
+
+    def _check_rollouts(self, vocab, rollouts):
+        """Structure, real ids, and every step replayed in a fresh real environment."""
+        env = fixtures.real_env(max_steps=6)
+        noop = env.noop
+        self.assertEqual(noop, vocab.num_real_xfers)
+        for r in rollouts:
+            t = len(r.actions)
+            self.assertBetween(t, 1, 6)
+            self.assertLen(r.states, t + 1)
+            self.assertLen(r.valid, t + 1)
+            self.assertEqual(r.actions.shape, (t, 2))
+            self.assertEqual(r.rewards.shape, (t,))
+            np.testing.assert_array_equal(r.dones, [False] * (t - 1) + [True])
+            obs = env.reset()
+            self.assertEqual(r.valid[0], data.valid_xfers(obs))
+            info = {}
+            for i, (x, l) in enumerate(r.actions):
+                self.assertTrue(x == noop or int(x) in vocab.xfer_ids.tolist(), x)
+                if x != noop:
+                    self.assertIn(int(x), r.valid[i])
+                    self.assertLess(l, r.valid[i][int(x)])
+                self.assertNotEqual(r.rewards[i], env.config.invalid_penalty)
+                obs, reward, done, info = env.step((int(x), int(l)))
+                self.assertIsNone(info["invalid"])
+                self.assertAlmostEqual(float(r.rewards[i]), reward, places=5)
+                self.assertEqual(bool(r.dones[i]), done)
+                self.assertEqual(r.valid[i + 1], data.valid_xfers(obs))
+                np.testing.assert_array_equal(r.states[i + 1].nodes, obs.state.nodes)
+            self.assertEqual(r.truncated, info["truncated"])
+            self.assertEqual(r.final_cost, info["cost"])
+
+    def test_rollouts_are_real_episodes_of_known_xfers(self):
+        vocab, rollouts = self._collect(explore=0.0, episodes=4)
+        self.assertLen(rollouts, 4)
+        self._check_rollouts(vocab, rollouts)
+
+    def test_explore_always_takes_a_known_xfer(self):
+        vocab, rollouts = self._collect(explore=1.0, episodes=4, seed=1)
+        self._check_rollouts(vocab, rollouts)
+        known = set(vocab.xfer_ids.tolist())
+        steps = 0
+        for r in rollouts:
+            for i, (x, _) in enumerate(r.actions):
+                steps += 1
+                if x == vocab.num_real_xfers:
+                    self.assertFalse(known & set(r.valid[i]), "NO-OP with a known xfer valid")
+        self.assertGreater(steps, 4)
+        # Every action is the generator's: another controller takes the same ones...
+        _, again = self._collect(explore=1.0, episodes=4, seed=1, agent_seed=7)
+        for a, b in zip(rollouts, again):
+            np.testing.assert_array_equal(a.actions, b.actions)
+        # ...whereas without exploring the controllers' own choices differ.
+        _, first = self._collect(explore=0.0, episodes=4, seed=1)
+        _, second = self._collect(explore=0.0, episodes=4, seed=1, agent_seed=7)
+        self.assertFalse(all(np.array_equal(a.actions, b.actions)
+                             for a, b in zip(first, second)))
+
+    def test_valid_dicts_hold_xfers_the_vocabulary_lacks(self):
+        rollouts = fixtures.rollouts(12, seed=0)
+        full = data.XferVocabulary.from_rollouts(rollouts, len(fixtures.xfers()))
+        # Every other xfer known, and free slots for the rest.
+        vocab = data.XferVocabulary(full.xfer_ids[::2], full.num_real_xfers,
+                                    capacity=full.known)
+        encoder, model = fixtures.build_world_model(vocab, _L)
+        z0 = encoder.encode([fixtures.real_env().reset().state])[0]
+        _, collected = self._collect(explore=0.5, episodes=3, world=(vocab, encoder, model, z0))
+        self._check_rollouts(vocab, collected)
+        seen = set(data.visited_xfers(collected))
+        self.assertTrue(seen - set(vocab.xfer_ids.tolist()), "unknown xfers are recorded")
+        grown, dropped = vocab.grow(data.visited_xfers(collected))
+        self.assertGreater(grown.known, vocab.known)
+        self.assertTrue(seen <= set(grown.xfer_ids.tolist()) | set(dropped))
+
+    def test_explore_outside_the_unit_interval_raises(self):
+        for explore in (-0.1, 1.5):
+            with self.assertRaisesRegex(ValueError, "explore must lie in"):
+                self._collect(explore=explore, episodes=1)
 
 class EvaluateTest(absltest.TestCase):
 

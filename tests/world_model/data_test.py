@@ -89,6 +89,120 @@ class XferVocabularyTest(parameterized.TestCase):
         np.testing.assert_array_equal(vocab.xfer_ids, [1, 4, 9])
 
 
+class VocabularyCapacityTest(absltest.TestCase):
+    """Free slots (capacity > known) and growing into them."""
+
+    def setUp(self):
+        super().setUp()
+        # Known 3, 7, 10 (compact 0, 1, 2), free slots 3 and 4, NO-OP 5.
+        self.vocab = data.XferVocabulary([7, 3, 10], num_real_xfers=12, capacity=5)
+
+    def test_size_is_the_capacity(self):
+        self.assertEqual(self.vocab.size, 5)
+        self.assertEqual(self.vocab.capacity, 5)
+        self.assertEqual(self.vocab.known, 3)
+        self.assertEqual(data.XferVocabulary([7, 3, 10], 12).size, 3, "default: no free slot")
+
+    def test_free_slots_map_to_no_real_xfer(self):
+        self.assertEqual([self.vocab.to_real(c) for c in range(6)], [3, 7, 10, -1, -1, 12])
+        self.assertEqual(self.vocab.to_compact(12), 5, "NO-OP is M = capacity")
+        for real in set(range(12)) - {3, 7, 10}:
+            self.assertEqual(self.vocab.to_compact(real), -1)
+        expected = np.zeros(13, bool)
+        expected[[3, 7, 10, 12]] = True
+        np.testing.assert_array_equal(self.vocab.allowed(), expected)
+
+    def test_compact_masks_never_mark_a_free_slot_valid(self):
+        rng = np.random.default_rng(1)
+        xfer_mask = np.ones(13, bool)  # every real xfer valid, NO-OP too
+        location_mask = rng.random((13, 4)) < 0.5
+        location_mask[:, 0] = True
+        compact_xfer, compact_location = self.vocab.compact_masks(xfer_mask, location_mask)
+        self.assertEqual(compact_xfer.shape, (6,))
+        self.assertEqual(compact_location.shape, (6, 4))
+        np.testing.assert_array_equal(compact_xfer, [True, True, True, False, False, True])
+        self.assertFalse(compact_location[3:5].any())
+        for compact, real in enumerate([3, 7, 10]):
+            np.testing.assert_array_equal(compact_location[compact], location_mask[real])
+        # NO-OP stays last: its real row lands at M, whatever the real NO-OP flag is.
+        np.testing.assert_array_equal(compact_location[5], location_mask[12])
+        xfer_mask[12] = False
+        self.assertFalse(self.vocab.compact_masks(xfer_mask, location_mask)[0][5])
+
+    def test_grow_appends_unknown_ids_in_the_given_order(self):
+        grown, dropped = self.vocab.grow([5, 3, 1, 5, 10])
+        self.assertEqual(dropped, [])
+        np.testing.assert_array_equal(grown.xfer_ids, [3, 7, 10, 5, 1])
+        self.assertEqual((grown.known, grown.size, grown.num_real_xfers), (5, 5, 12))
+        # Known ids keep their compact ids; the new ones fill the free slots in order.
+        for compact, real in enumerate([3, 7, 10, 5, 1]):
+            self.assertEqual(grown.to_compact(real), compact)
+            self.assertEqual(grown.to_real(compact), real)
+        self.assertEqual(grown.to_compact(12), 5)
+        self.assertEqual(grown.to_real(5), 12)
+        # The vocabulary grown from is unchanged.
+        np.testing.assert_array_equal(self.vocab.xfer_ids, [3, 7, 10])
+        self.assertEqual(self.vocab.to_compact(5), -1)
+
+    def test_grow_returns_what_does_not_fit(self):
+        grown, dropped = self.vocab.grow([9, 3, 0, 11, 0])
+        np.testing.assert_array_equal(grown.xfer_ids, [3, 7, 10, 9, 0])
+        self.assertEqual(dropped, [11])
+        full, dropped = grown.grow([4, 9, 2])
+        np.testing.assert_array_equal(full.xfer_ids, grown.xfer_ids)
+        self.assertEqual(dropped, [4, 2])
+        self.assertEqual(full.size, 5)
+        # Nothing new: nothing dropped.
+        same, dropped = grown.grow([3, 0])
+        np.testing.assert_array_equal(same.xfer_ids, grown.xfer_ids)
+        self.assertEqual(dropped, [])
+        # No free slot at all.
+        _, dropped = data.XferVocabulary([1, 2], 12).grow([2, 6, 5])
+        self.assertEqual(dropped, [6, 5])
+
+    def test_json_round_trip_keeps_capacity_and_order(self):
+        for vocab in (self.vocab, self.vocab.grow([11, 0])[0], self.vocab.grow([11, 0, 4])[0]):
+            again = data.XferVocabulary.from_json(vocab.to_json())
+            np.testing.assert_array_equal(again.xfer_ids, vocab.xfer_ids)
+            self.assertEqual((again.capacity, again.known, again.num_real_xfers),
+                             (vocab.capacity, vocab.known, vocab.num_real_xfers))
+            for real in range(13):
+                self.assertEqual(again.to_compact(real), vocab.to_compact(real), real)
+        # The grown order is not sorted, and survives.
+        grown = data.XferVocabulary.from_json(self.vocab.grow([11, 0])[0].to_json())
+        np.testing.assert_array_equal(grown.xfer_ids, [3, 7, 10, 11, 0])
+
+    def test_json_without_capacity_is_full(self):
+        # A vocabulary saved before capacities existed.
+        old = data.XferVocabulary.from_json('{"xfer_ids": [4, 2], "num_real_xfers": 6}')
+        self.assertEqual((old.size, old.known), (2, 2))
+        np.testing.assert_array_equal(old.xfer_ids, [4, 2])
+
+    def test_capacity_below_the_known_xfers_raises(self):
+        with self.assertRaisesRegex(ValueError, "capacity 2 < 3 known xfers"):
+            data.XferVocabulary([7, 3, 10], 12, capacity=2)
+
+    def test_from_rollouts_headroom(self):
+        rollouts = [_rollout([{4: 2}, {1: 1, 4: 3}], [[4, 0]], [0.5], False),
+                    _rollout([{9: 1}, {}], [[9, 0]], [0.1], False)]
+        vocab = data.XferVocabulary.from_rollouts(rollouts, 12, headroom=3)
+        np.testing.assert_array_equal(vocab.xfer_ids, [1, 4, 9])
+        self.assertEqual((vocab.known, vocab.size), (3, 6))
+        self.assertEqual(vocab.to_compact(12), 6)
+        self.assertEqual(data.XferVocabulary.from_rollouts(rollouts, 12).size, 3)
+
+    def test_visited_xfers(self):
+        rollouts = [_rollout([{4: 2}, {1: 1, 4: 3}], [[4, 0]], [0.5], False),
+                    _rollout([{9: 1}, {}], [[9, 0]], [0.1], False)]
+        self.assertEqual(data.visited_xfers(rollouts), [1, 4, 9])
+        self.assertEqual(data.visited_xfers(rollouts[1:]), [9])
+        self.assertEqual(data.visited_xfers([]), [])
+        real = fixtures.rollouts(12, seed=0, max_steps=6)
+        expected = sorted({x for r in real for v in r.valid for x in v})
+        self.assertEqual(data.visited_xfers(real), expected)
+        self.assertNotEmpty(expected)
+
+
 class CollectRolloutsTest(absltest.TestCase):
 
     @classmethod
@@ -202,6 +316,31 @@ class SequencesTest(absltest.TestCase):
                 self.assertEqual(s.xfer_valid[t].sum(), len(v))
                 for real, count in v.items():
                     self.assertEqual(s.counts[t, vocab.to_compact(real)], count)
+
+
+    def test_grown_vocabulary_labels_the_new_slot(self):
+        vocab = data.XferVocabulary([2, 5, 8], 10, capacity=5)  # free 3, 4; NO-OP 5
+        rollout = _rollout(valid=[{2: 3, 9: 2}, {9: 4, 7: 1}, {5: 1, 9: 1}],
+                           actions=[[9, 1], [10, 0]], rewards=[0.5, 0.0], truncated=False)
+        # Before growing, 9 is unknown: its validity is not labelled and taking it raises.
+        with self.assertRaisesRegex(ValueError, "outside the vocabulary"):
+            data.to_sequences(rollout, np.zeros((3, 2)), vocab)
+        grown, dropped = vocab.grow(data.visited_xfers([rollout]))
+        self.assertEqual(dropped, [])
+        np.testing.assert_array_equal(grown.xfer_ids, [2, 5, 8, 7, 9])  # sorted visits
+        s = data.to_sequences(rollout, np.zeros((3, 2)), grown)
+        np.testing.assert_array_equal(s.xfers, [4, 5])  # 9 -> slot 4, NO-OP -> M = 5
+        np.testing.assert_array_equal(s.xfer_valid, [[1, 0, 0, 0, 1], [0, 0, 0, 1, 1],
+                                                     [0, 1, 0, 0, 1]])
+        np.testing.assert_array_equal(s.counts, [[3, 0, 0, 0, 2], [0, 0, 0, 1, 4],
+                                                 [0, 1, 0, 0, 1]])
+        # Grown by 9 alone, slot 4 stays free: never valid, 7 not labelled.
+        partial = vocab.grow([9])[0]
+        s = data.to_sequences(rollout, np.zeros((3, 2)), partial)
+        np.testing.assert_array_equal(s.xfers, [3, 5])
+        np.testing.assert_array_equal(s.xfer_valid[:, 4], 0)
+        np.testing.assert_array_equal(s.xfer_valid, [[1, 0, 0, 1, 0], [0, 0, 0, 1, 0],
+                                                     [0, 1, 0, 1, 0]])
 
     def test_xfer_outside_the_vocabulary_raises(self):
         rollout = _rollout([{3: 1}, {}], [[3, 0]], [0.0], truncated=False)

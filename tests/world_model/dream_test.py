@@ -7,13 +7,14 @@ import functools
 from absl.testing import absltest
 from absl.testing import parameterized
 import numpy as np
+import sonnet as snt
 import tensorflow as tf
 
 from tests.env.conformance import EnvironmentConformance
 from tests.world_model import fixtures
 from xflowrl.world_model import data
 from xflowrl.world_model.config import DreamConfig
-from xflowrl.world_model.dream import BatchedDream, DreamEnv, decode_masks
+from xflowrl.world_model.dream import BatchedDream, DreamEnv, DreamStarts, decode_masks
 from xflowrl.world_model.latent_env import LatentEnv
 
 _L = 200  # the real environment's max_locations
@@ -46,6 +47,30 @@ def _scripted_dream(max_steps=6, done_logit=-10.0, seed=0, config=None, **kwargs
     z0 = np.linspace(-0.5, 0.5, model.latent_size).astype(np.float32)
     return BatchedDream(model, z0, config or _config(), max_steps=max_steps,
                         max_locations=_SCRIPT_L, seed=seed, **kwargs)
+
+
+# The same script with a reward ensemble that disagrees: the members predict
+# _MEMBERS / scale, the head _REWARD / scale (a model of its own: the scripted
+# one above is shared by the other tests).
+_MEMBERS = (0.1, 0.2, 0.25, 0.4, 0.9)
+_SCALE = 2.0
+
+
+@functools.lru_cache(maxsize=None)
+def _disagreeing_model():
+    vocab = data.XferVocabulary(range(_M), 10)
+    _, model = fixtures.build_world_model(vocab, _SCRIPT_L, seed=3)
+    fixtures.script_model(model, [5.0, -5.0, 5.0, 5.0], _COUNT, _REWARD, -10.0)
+    fixtures.set_member_rewards(model, _MEMBERS)
+    model.set_reward_scale(_SCALE)
+    return model
+
+
+def _disagreeing_dream(max_steps=6, **config):
+    model = _disagreeing_model()
+    z0 = np.linspace(-0.5, 0.5, model.latent_size).astype(np.float32)
+    return BatchedDream(model, z0, _config(**config), max_steps=max_steps,
+                        max_locations=_SCRIPT_L, seed=0)
 
 
 def _decode_masks_reference(valid_prob, log_counts, max_locations, threshold, margin=0.0):
@@ -208,6 +233,173 @@ class BatchedDreamTest(absltest.TestCase):
         self.assertFalse(np.allclose(a[1:, :, :z], hotter[1:, :, :z]))
         # The first step's LSTM output does not depend on the sample.
         np.testing.assert_allclose(a[1, :, z:], hotter[1, :, z:], atol=1e-6)
+
+
+class DreamStartsTest(absltest.TestCase):
+
+    def _starts(self, dream, n, limits, seed=0):
+        rng = np.random.default_rng(seed)
+        z, h = dream.model.latent_size, dream.model.hidden_size
+        return DreamStarts(rng.normal(size=(n, z)).astype(np.float32),
+                           rng.normal(size=(n, h)).astype(np.float32),
+                           rng.normal(size=(n, h)).astype(np.float32),
+                           np.asarray(limits, np.int64), np.zeros(n, bool))
+
+    def test_initial_starts(self):
+        dream = _scripted_dream(max_steps=4)
+        starts = dream.initial_starts(3)
+        z, h = dream.model.latent_size, dream.model.hidden_size
+        np.testing.assert_array_equal(starts.latent, np.tile(dream._z0, (3, 1)))
+        self.assertEqual(starts.hidden.shape, (3, h))
+        self.assertEqual(starts.cell.shape, (3, h))
+        self.assertEqual(starts.latent.shape, (3, z))
+        np.testing.assert_array_equal(starts.hidden, 0.0)
+        np.testing.assert_array_equal(starts.cell, 0.0)
+        np.testing.assert_array_equal(starts.max_steps, [4, 4, 4])
+        np.testing.assert_array_equal(starts.initial, [True] * 3)
+        # Resetting from them is resetting from nothing.
+        a = dream.reset(3, starts)
+        b = dream.reset(3)
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+
+    def test_reset_from_given_states(self):
+        dream = _scripted_dream()
+        starts = self._starts(dream, 2, [6, 6])
+        batch = dream.reset(2, starts)
+        z = dream.model.latent_size
+        np.testing.assert_array_equal(batch.states[:, :z], starts.latent)
+        np.testing.assert_array_equal(batch.states[:, z:], starts.hidden)
+        self.assertFalse(batch.dones.any() or batch.truncated.any())
+        # The first step continues the LSTM from the given hidden and cell state.
+        actions = np.array([[0, 1], [2, 0]])
+        after = dream.step(actions)
+        _, state = dream.model.step(tf.constant(starts.latent), tf.constant(actions[:, 0]),
+                                    tf.constant(actions[:, 1]),
+                                    snt.LSTMState(hidden=tf.constant(starts.hidden),
+                                                  cell=tf.constant(starts.cell)))
+        np.testing.assert_allclose(after.states[:, z:], state.hidden.numpy(), atol=1e-6)
+        # (The cell matters: zero cells lead elsewhere.)
+        _, zero_cell = dream.model.step(tf.constant(starts.latent), tf.constant(actions[:, 0]),
+                                        tf.constant(actions[:, 1]),
+                                        snt.LSTMState(hidden=tf.constant(starts.hidden),
+                                                      cell=tf.zeros_like(starts.cell)))
+        self.assertFalse(np.allclose(after.states[:, z:], zero_cell.hidden.numpy(), atol=1e-4))
+        # The given arrays are not modified by stepping.
+        np.testing.assert_array_equal(starts.latent, self._starts(dream, 2, [6, 6]).latent)
+
+    def test_each_episode_has_its_own_step_limit(self):
+        dream = _scripted_dream(max_steps=6)
+        dream.reset(2, self._starts(dream, 2, [1, 3]))
+        expected = [([True, False], [True, False]), ([False, False], [True, False]),
+                    ([False, True], [True, True])]
+        for t, (truncated, dones) in enumerate(expected):
+            batch = dream.step(np.array([[0, 0], [2, 1]]))
+            np.testing.assert_array_equal(batch.truncated, truncated, err_msg=f"t={t}")
+            np.testing.assert_array_equal(batch.dones, dones, err_msg=f"t={t}")
+            np.testing.assert_allclose(batch.rewards, [_REWARD if t == 0 else 0.0, _REWARD])
+        # A later reset without starts has the dream's own limit again.
+        dream.reset(2)
+        for _ in range(5):
+            self.assertFalse(dream.step(np.array([[0, 0], [2, 1]])).dones.any())
+        np.testing.assert_array_equal(dream.step(np.array([[0, 0], [2, 1]])).truncated,
+                                      [True, True])
+
+    def test_starts_of_another_batch_size_raise(self):
+        dream = _scripted_dream()
+        with self.assertRaisesRegex(ValueError, "3 starts for a batch of 2"):
+            dream.reset(2, dream.initial_starts(3))
+        with self.assertRaisesRegex(ValueError, "1 starts for a batch of 2"):
+            dream.reset(2, self._starts(dream, 1, [2]))
+
+    def test_lockstep_dream_refuses_starts(self):
+        vocab, _, model, z0 = _world()
+        dream = BatchedDream(model, z0, _config(lockstep=True), 6, _L,
+                             lockstep=[fixtures.real_env()], vocab=vocab)
+        with self.assertRaisesRegex(ValueError, "starts only from the initial graph"):
+            dream.reset(1, dream.initial_starts(1))
+        dream.reset(1)  # from the initial graph it works
+
+
+class RewardDisagreementTest(absltest.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        members = np.array(_MEMBERS, np.float32) / _SCALE  # the members' rewards
+        self.std = float(np.std(members))  # population std, as tf.math.reduce_std
+        self.reward = _REWARD / _SCALE     # the head's reward
+        self.assertGreater(self.std, 0.05)
+
+    def test_ensemble_of_the_model(self):
+        model = _disagreeing_model()
+        prediction, _ = model.step(tf.zeros([2, model.latent_size]), tf.constant([0, 2]),
+                                   tf.constant([0, 1]), model.initial_state(2))
+        np.testing.assert_allclose(prediction.reward, [self.reward] * 2, rtol=1e-6)
+        np.testing.assert_allclose(prediction.reward_members,
+                                   np.tile(np.array(_MEMBERS) / _SCALE, (2, 1)), rtol=1e-6)
+        # The shared scripted model's members all agree.
+        scripted = _scripted_model()
+        prediction, _ = scripted.step(tf.zeros([1, scripted.latent_size]), tf.constant([0]),
+                                      tf.constant([0]), scripted.initial_state(1))
+        np.testing.assert_allclose(prediction.reward_members, [[_REWARD] * 5], rtol=1e-6)
+
+    def test_reward_is_lowered_by_the_penalty_times_the_std(self):
+        for penalty in (1.0, 0.5, 3.0):
+            dream = _disagreeing_dream(disagreement_penalty=penalty, noop_reward=None)
+            dream.reset(3)
+            # valid; NO-OP; invalid (xfer 1 is never valid).
+            batch = dream.step(np.array([[0, 1], [_M, 0], [1, 0]]))
+            np.testing.assert_allclose(
+                batch.rewards, [self.reward - penalty * self.std, self.reward, -10.0],
+                rtol=1e-5, err_msg=f"penalty {penalty}")
+            np.testing.assert_array_equal(batch.dones, [False, True, True])
+            # Only the valid non-NO-OP step's disagreement is recorded.
+            np.testing.assert_allclose(dream.disagreement, [self.std], rtol=1e-5)
+            batch = dream.step(np.array([[2, 0], [0, 0], [0, 0]]))
+            np.testing.assert_allclose(batch.rewards, [self.reward - penalty * self.std, 0, 0],
+                                       rtol=1e-5)
+            np.testing.assert_allclose(dream.disagreement, [self.std] * 2, rtol=1e-5)
+
+    def test_noop_reward_is_not_penalised(self):
+        dream = _disagreeing_dream(disagreement_penalty=2.0)  # noop_reward 0
+        dream.reset(2)
+        batch = dream.step(np.array([[_M, 0], [3, 2]]))
+        np.testing.assert_allclose(batch.rewards, [0.0, self.reward - 2.0 * self.std],
+                                   rtol=1e-5, atol=1e-7)
+
+    def test_no_penalty_leaves_the_reward_alone(self):
+        dream = _disagreeing_dream(disagreement_penalty=0.0)
+        dream.reset(2)
+        batch = dream.step(np.array([[0, 0], [2, 2]]))
+        np.testing.assert_allclose(batch.rewards, [self.reward] * 2, rtol=1e-6)
+        self.assertFalse(batch.dones.any())
+        np.testing.assert_allclose(dream.disagreement, [self.std] * 2, rtol=1e-5)
+
+    def test_agreeing_members_give_no_penalty(self):
+        dream = _scripted_dream(config=_config(disagreement_penalty=5.0,
+                                               disagreement_limit=1e-3))
+        dream.reset(1)
+        batch = dream.step(np.array([[0, 0]]))
+        self.assertAlmostEqual(float(batch.rewards[0]), _REWARD, places=6)
+        self.assertFalse(batch.dones[0] or batch.truncated[0])
+
+    def test_limit_cuts_episodes_where_the_members_disagree(self):
+        # The cut: std > limit / reward_scale, i.e. the bias spread over the limit.
+        spread = self.std * _SCALE
+        cut = _disagreeing_dream(disagreement_limit=0.9 * spread, disagreement_penalty=0.5)
+        cut.reset(3)
+        batch = cut.step(np.array([[0, 0], [_M, 0], [1, 0]]))
+        np.testing.assert_array_equal(batch.truncated, [True, False, False])
+        np.testing.assert_array_equal(batch.dones, [True, True, True])
+        np.testing.assert_array_equal(batch.invalid, [False, False, True])
+        # The cut step still earns its (penalised) reward.
+        np.testing.assert_allclose(batch.rewards[0], self.reward - 0.5 * self.std, rtol=1e-5)
+        kept = _disagreeing_dream(max_steps=2, disagreement_limit=1.1 * spread)
+        kept.reset(1)
+        batch = kept.step(np.array([[0, 0]]))
+        self.assertFalse(batch.dones[0] or batch.truncated[0])
+        batch = kept.step(np.array([[0, 0]]))
+        self.assertTrue(batch.truncated[0] and batch.dones[0], "the step limit still cuts")
 
 
 class LockstepDreamTest(absltest.TestCase):

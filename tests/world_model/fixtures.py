@@ -123,3 +123,16 @@ def script_model(model: MDNRNN, valid_logits, count: int, reward: float,
     b[-2:] = reward, done_logit
     head.w.assign(w)
     head.b.assign(b)
+
+
+def set_member_rewards(model: MDNRNN, member_rewards) -> None:
+    """Makes the reward ensemble's member i predict `member_rewards[i]` / the
+    reward scale whatever h_{t+1} (zero last-layer weights, constant biases),
+    so that the members disagree by a known standard deviation."""
+    members = model._reward_members  # pylint: disable=protected-access
+    if len(member_rewards) != len(members):
+        raise ValueError(f"{len(member_rewards)} rewards for {len(members)} members")
+    for member, value in zip(members, member_rewards):
+        out = member._layers[-1]  # pylint: disable=protected-access
+        out.w.assign(tf.zeros_like(out.w))
+        out.b.assign(tf.fill(out.b.shape, np.float32(value)))

@@ -75,16 +75,19 @@ def _bce_reference(logits, labels):
 
 def _world_model_losses_reference(inputs, terminal_weight=1.0, mask_weight=1.0,
                                   count_weight=1.0, reward_weight=1.0):
-    """Explicit loops over (b, t, m) with running sums and counts."""
+    """Explicit loops over (b, t, m) with running sums and counts (and over
+    the reward ensemble's members e, if `inputs` holds "reward_members")."""
     w = np.asarray(inputs["step_weights"], np.float64)
     batch, steps = w.shape
+    members = inputs.get("reward_members")
+    num_members = 0 if members is None else members.shape[-1]
     num_xfers = inputs["xfer_logits"].shape[-1]
     latent_dim = inputs["mu"].shape[-1]
     nll = -_mixture_log_prob_reference(inputs["logits"], inputs["mu"], inputs["log_sigma"],
                                        inputs["next_latent"])
     bce_done = _bce_reference(inputs["done_logit"], inputs["done"])
     bce_xfer = _bce_reference(inputs["xfer_logits"], inputs["xfer_valid"])
-    sums = dict(latent=0.0, reward=0.0, terminal=0.0, xfer=0.0, count=0.0)
+    sums = dict(latent=0.0, reward=0.0, terminal=0.0, xfer=0.0, count=0.0, ensemble=0.0)
     n_steps, n_xfer_entries, n_count_entries = 0.0, 0.0, 0.0
     for b in range(batch):
         for t in range(steps):
@@ -94,6 +97,11 @@ def _world_model_losses_reference(inputs, terminal_weight=1.0, mask_weight=1.0,
             sums["latent"] += nll[b, t]
             sums["reward"] += (inputs["reward_pred"][b, t] - inputs["reward"][b, t]) ** 2
             sums["terminal"] += bce_done[b, t]
+            if num_members:
+                member_sum = 0.0
+                for e in range(num_members):
+                    member_sum += (float(members[b, t, e]) - float(inputs["reward"][b, t])) ** 2
+                sums["ensemble"] += member_sum / num_members
             for m in range(num_xfers):
                 n_xfer_entries += 1
                 sums["xfer"] += bce_xfer[b, t, m]
@@ -106,10 +114,11 @@ def _world_model_losses_reference(inputs, terminal_weight=1.0, mask_weight=1.0,
     terminal = sums["terminal"] / max(n_steps, 1)
     xfer = sums["xfer"] / max(n_xfer_entries, 1)
     count = sums["count"] / max(n_count_entries, 1)
-    total = (latent + reward_weight * reward + terminal_weight * terminal
+    ensemble = sums["ensemble"] / max(n_steps, 1)
+    total = (latent + reward_weight * (reward + ensemble) + terminal_weight * terminal
              + mask_weight * xfer + count_weight * count)
     return dict(latent_nll=latent, reward=reward, terminal=terminal, xfer_mask=xfer,
-                location_count=count, total=total)
+                location_count=count, total=total, reward_ensemble=ensemble)
 
 
 # ---------------------------------------------------------------------------
@@ -447,6 +456,98 @@ class WorldModelLossesTest(parameterized.TestCase):
                                               tensors["log_sigma"]]):
             self.assertTrue(np.all(np.isfinite(gradient.numpy())))
             self.assertGreater(np.abs(gradient.numpy()).sum(), 0.0)
+
+
+class RewardEnsembleLossTest(parameterized.TestCase):
+
+    def _inputs(self, seed, members, batch=3, steps=5):
+        rng = np.random.default_rng(seed)
+        inputs = _random_world_model_inputs(rng, batch, steps)
+        inputs["reward_members"] = (inputs["reward"][..., None]
+                                    + rng.normal(size=(batch, steps, members))
+                                    ).astype(np.float32)
+        return inputs
+
+    @parameterized.parameters((1, 1, 1), (3, 5, 2), (4, 3, 5))
+    def test_matches_reference(self, batch, steps, members):
+        inputs = self._inputs(batch * 10 + members, members, batch, steps)
+        got = _as_numpy(losses.world_model_losses(**inputs))
+        want = _world_model_losses_reference(inputs)
+        self.assertGreater(want["reward_ensemble"], 0.0)
+        for name, value in want.items():
+            self.assertAlmostEqual(got[name], value, delta=1e-4 * max(1.0, abs(value)),
+                                   msg=name)
+
+    def test_total_includes_the_term_with_the_reward_weight(self):
+        inputs = self._inputs(11, 4)
+        weights = dict(terminal_weight=0.5, mask_weight=2.0, count_weight=0.25,
+                       reward_weight=3.0)
+        got = _as_numpy(losses.world_model_losses(**inputs, **weights))
+        self.assertGreater(got["reward_ensemble"], 0.1)
+        self.assertAlmostEqual(
+            got["total"],
+            got["latent_nll"] + 3.0 * (got["reward"] + got["reward_ensemble"])
+            + 0.5 * got["terminal"] + 2.0 * got["xfer_mask"] + 0.25 * got["location_count"],
+            places=4)
+        want = _world_model_losses_reference(inputs, **weights)
+        self.assertAlmostEqual(got["total"], want["total"],
+                               delta=1e-4 * max(1.0, abs(want["total"])))
+        without = dict(inputs, reward_members=None)
+        plain = _as_numpy(losses.world_model_losses(**without, **weights))
+        self.assertAlmostEqual(got["total"] - plain["total"], 3.0 * got["reward_ensemble"],
+                               places=4)
+
+    def test_none_or_no_members_give_zero(self):
+        inputs = self._inputs(12, 3)
+        with_members = _as_numpy(losses.world_model_losses(**inputs))
+        for members in (None, np.zeros((3, 5, 0), np.float32)):
+            got = _as_numpy(losses.world_model_losses(**dict(inputs, reward_members=members)))
+            self.assertEqual(got["reward_ensemble"], 0.0)
+            for name in ("latent_nll", "reward", "terminal", "xfer_mask", "location_count"):
+                self.assertAlmostEqual(got[name], with_members[name], places=6, msg=name)
+            self.assertAlmostEqual(got["total"],
+                                   with_members["total"] - with_members["reward_ensemble"],
+                                   places=4)
+        del inputs["reward_members"]  # the default
+        self.assertEqual(float(losses.world_model_losses(**inputs).reward_ensemble), 0.0)
+
+    def test_exact_members_give_zero_and_one_member_is_the_reward_term(self):
+        inputs = self._inputs(13, 3)
+        inputs["reward_members"] = np.repeat(inputs["reward"][..., None], 3, -1)
+        self.assertAlmostEqual(float(losses.world_model_losses(**inputs).reward_ensemble), 0.0,
+                               places=7)
+        inputs["reward_members"] = inputs["reward_pred"][..., None]
+        got = losses.world_model_losses(**inputs)
+        self.assertAlmostEqual(float(got.reward_ensemble), float(got.reward), places=6)
+
+    def test_padded_steps_do_not_count(self):
+        inputs = self._inputs(14, 4)
+        padded = inputs["step_weights"] == 0
+        self.assertTrue(padded.any())
+        before = float(losses.world_model_losses(**inputs).reward_ensemble)
+        changed = dict(inputs)
+        changed["reward_members"] = np.where(padded[..., None], np.nan,
+                                             inputs["reward_members"]).astype(np.float32)
+        changed["reward"] = np.where(padded, 1e3, inputs["reward"]).astype(np.float32)
+        self.assertAlmostEqual(float(losses.world_model_losses(**changed).reward_ensemble),
+                               before, places=5)
+
+    def test_inside_tf_function_with_gradients(self):
+        inputs = self._inputs(15, 3)
+        tensors = {name: tf.constant(value) for name, value in inputs.items()}
+        compiled = tf.function(lambda kwargs: losses.world_model_losses(**kwargs))
+        self.assertAlmostEqual(float(compiled(tensors).reward_ensemble),
+                               float(losses.world_model_losses(**inputs).reward_ensemble),
+                               places=5)
+        with tf.GradientTape() as tape:
+            tape.watch(tensors["reward_members"])
+            total = losses.world_model_losses(**tensors).total
+        gradient = tape.gradient(total, tensors["reward_members"]).numpy()
+        # d/dm of the masked mean of mean_e (m - r)^2: 2 (m - r) / (E * real steps).
+        w = inputs["step_weights"]
+        expected = (2 * (inputs["reward_members"] - inputs["reward"][..., None])
+                    / (3 * w.sum()) * w[..., None])
+        np.testing.assert_allclose(gradient, expected, rtol=1e-4, atol=1e-6)
 
 
 class PolynomialDecayTest(parameterized.TestCase):

@@ -86,12 +86,77 @@ class MDNRNNTest(parameterized.TestCase):
         for t in range(5):
             step_masks = model.masks(latents[:, t], state.hidden)  # masks of s_t from h_t
             step, state = model.step(latents[:, t], xfers[:, t], locations[:, t], state)
-            for name in ("logits", "mu", "log_sigma", "reward", "done_logit", "hidden"):
+            for name in ("logits", "mu", "log_sigma", "reward", "done_logit", "hidden",
+                         "reward_members"):
                 np.testing.assert_allclose(getattr(step, name), getattr(prediction, name)[:, t],
                                            atol=1e-5, err_msg=f"{name} at t={t}")
             np.testing.assert_allclose(step_masks.xfer_logits, masks.xfer_logits[:, t],
                                        atol=1e-5)
             np.testing.assert_allclose(step_masks.log_counts, masks.log_counts[:, t], atol=1e-5)
+
+    def test_recurrent_states_are_those_a_loop_of_steps_reaches(self):
+        model = _model()
+        latents, xfers, locations = _inputs(b=3, t=5, seed=4)
+        states = model.recurrent_states(latents, xfers, locations)
+        self.assertEqual(states.hidden.shape, (3, 5, _H))
+        self.assertEqual(states.cell.shape, (3, 5, _H))
+        np.testing.assert_array_equal(states.hidden[:, 0], 0.0)
+        np.testing.assert_array_equal(states.cell[:, 0], 0.0)
+        state = model.initial_state(3)
+        for t in range(5):
+            np.testing.assert_allclose(states.hidden[:, t], state.hidden, atol=1e-5,
+                                       err_msg=f"hidden at t={t}")
+            np.testing.assert_allclose(states.cell[:, t], state.cell, atol=1e-5,
+                                       err_msg=f"cell at t={t}")
+            _, state = model.step(latents[:, t], xfers[:, t], locations[:, t], state)
+        self.assertGreater(np.abs(states.hidden[:, 1:]).min(), 0.0)
+        # The state before step t is the unroll's hidden output of step t - 1.
+        prediction, _ = model.unroll(latents, xfers, locations)
+        np.testing.assert_allclose(states.hidden[:, 1:], prediction.hidden[:, :-1], atol=1e-5)
+        # Step t's own action does not enter the state before it.
+        changed = tf.concat([xfers[:, :-1], (xfers[:, -1:] + 1) % (_M + 1)], 1)
+        again = model.recurrent_states(latents, changed, locations)
+        np.testing.assert_array_equal(again.hidden, states.hidden)
+
+    def test_recurrent_states_inside_tf_function(self):
+        model = _model()
+        inputs = _inputs(b=2, t=3, seed=5)
+        eager = model.recurrent_states(*inputs)
+        compiled = tf.function(model.recurrent_states)(*inputs)
+        np.testing.assert_allclose(compiled.hidden, eager.hidden, atol=1e-6)
+        np.testing.assert_allclose(compiled.cell, eager.cell, atol=1e-6)
+
+    @parameterized.parameters(0, 1, 3)
+    def test_reward_members_shapes(self, members):
+        model = MDNRNN(dataclasses.replace(_CONFIG, reward_ensemble=members), _M, _L)
+        self.assertEqual(model.reward_ensemble, members)
+        prediction, _ = model.unroll(*_inputs(b=3, t=4))
+        self.assertEqual(prediction.reward_members.shape, (3, 4, members))
+        latents, xfers, locations = _inputs(b=2, t=1)
+        step, _ = model.step(latents[:, 0], xfers[:, 0], locations[:, 0],
+                             model.initial_state(2))
+        self.assertEqual(step.reward_members.shape, (2, members))
+        self.assertEqual(step.reward_members.dtype, tf.float32)
+        names = {v.name.split("/")[1] for v in model.trainable_variables}
+        self.assertEqual({n for n in names if n.startswith("reward_member")},
+                         {f"reward_member_{i}" for i in range(members)})
+
+    def test_reward_members_differ_and_follow_the_reward_scale(self):
+        model = MDNRNN(dataclasses.replace(_CONFIG, reward_ensemble=3), _M, _L)
+        inputs = _inputs(b=2, t=3)
+        before = model.unroll(*inputs)[0].reward_members.numpy()
+        # Each member starts from its own weights.
+        for i in range(3):
+            for j in range(i):
+                self.assertFalse(np.allclose(before[..., i], before[..., j]), (i, j))
+        model.set_reward_scale(4.0)
+        after = model.unroll(*inputs)[0]
+        np.testing.assert_allclose(after.reward_members, before / 4.0, atol=1e-6)
+        # They read h_{t+1}: each is its MLP on the unroll's hidden output.
+        members = model._reward_members  # pylint: disable=protected-access
+        for i, member in enumerate(members):
+            np.testing.assert_allclose(after.reward_members[..., i],
+                                       member(after.hidden)[..., 0] / 4.0, atol=1e-6)
 
     def test_separate_reward_net_has_dropout_in_training_only(self):
         model = _model("separate")

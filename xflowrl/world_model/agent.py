@@ -1,21 +1,27 @@
-"""The model-based agent: world model from random rollouts, controller in the dream.
+"""The model-based agent: a world model from real episodes, a controller in the dream.
 
-`ModelBasedAgent` wires the pieces of this package in the thesis' order
-(§3.4), each phase checkpointed under `logdir` so that a rerun resumes:
+`ModelBasedAgent` wires the pieces of this package (thesis §3.4, with the
+changes `docs/world_model.md` lists), each phase checkpointed under
+`logdir` so that a rerun resumes:
 
-1. `learn_world_model()`: rounds of online random-agent rollouts (real
-   steps counted). After the first round (plus a few episodes that walk to
-   the step limit, so that deeper xfers are seen) the xfer vocabulary is
-   fixed and the
-   latent encoder is trained on that round's states, then frozen; every
-   round then trains the MDN-RNN on minibatches of latent sequences (of all
-   rounds so far with `replay`, else the latest). A few held-out episodes
-   measure the world model after each round (NLL, reward MSE, mask
-   accuracy).
-2. `train_controller()`: PPO on [z_t, h_t] inside the batched dream only.
+1. `learn_world_model()`: rounds of online real episodes (real steps
+   counted). The first round's are random (plus a few episodes that walk
+   to the step limit, so that deeper xfers are seen); they fix the
+   vocabulary's first xfers (free slots left for later ones), the reward
+   scale and the latent encoder, which is then frozen. Every round trains
+   the MDN-RNN on minibatches of latent sequences (of all rounds so far
+   with `replay`, else the latest) and measures it on held-out random
+   episodes (NLL, reward MSE, mask accuracy). With
+   `WorldModelConfig.collection == "controller"` the controller then
+   trains its share of the imagined episodes, plays a greedy real episode
+   (real, predicted and imagined returns per round) and collects the next
+   round; a xfer that applies in a visited state fills a free slot.
+2. `train_controller()`: PPO on [z_t, h_t] inside the batched dream only,
+   imagined episodes starting from the initial graph and from real
+   collected states (`DreamConfig.real_starts`).
 3. `evaluate()`: the controller in the real environment (`LatentEnv`),
-   greedy and sampled, with the model's masks and, for comparison, the real
-   ones.
+   greedy or sampled, acting on the real environment's masks (or, as an
+   ablation, the world model's).
 
 TensorBoard summaries go to `logdir/tensorboard`; `progress` receives a line
 with the rate and the time left after every round and controller update.
@@ -355,6 +361,10 @@ class ModelBasedAgent:
                    controller_imagined_return=float(np.mean(
                        [sum(s.reward for s in e) for e in imagined])))
         self._save_state()
+        with self.writer.as_default(step=r + 1):
+            for key in ("controller_real_return", "controller_predicted_return",
+                        "controller_imagined_return", "controller_cost_ms"):
+                tf.summary.scalar(f"rounds/{key[len('controller_'):]}", row[key])
         self.progress(
             f"controller after round {r + 1}/{rounds}: real return {real.real_return:+.3f} "
             f"(cost {real.final_cost:.4f} ms, {real.steps} steps), predicted "
@@ -452,7 +462,7 @@ class ModelBasedAgent:
             self.progress(
                 f"dream episode {n}/{config.episodes}  {rate:.0f} ep/s  left "
                 f"{_format_seconds((until - n) / max(rate, 1e-9))} (this stretch)  imagined "
-                f"return {m['dream_return']:+.4f} (from real states "
+                f"return {m['dream_return']:+.4f} (all starts "
                 f"{m['dream_return_all']:+.4f})  length {m['dream_length']:.1f}  "
                 f"loss {m['loss']:.3f}")
 

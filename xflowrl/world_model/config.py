@@ -115,6 +115,9 @@ class WorldModelConfig:
                              f"{self.reward_model!r}")
         if self.reward_ensemble < 0:
             raise ValueError(f"reward_ensemble must be >= 0, got {self.reward_ensemble}")
+        if self.reward_ensemble_hidden < 1:
+            raise ValueError(f"reward_ensemble_hidden must be >= 1, got "
+                             f"{self.reward_ensemble_hidden}")
         for name in ("latent_size", "lstm_size", "mixtures", "rounds", "episodes_per_round",
                      "batch_size", "decay_steps"):
             if getattr(self, name) < 1:
@@ -176,6 +179,9 @@ class DreamConfig:
     disagreement_limit: Optional[float] = None
 
     def __post_init__(self):
+        if self.disagreement_limit is not None and self.disagreement_limit <= 0:
+            raise ValueError(f"disagreement_limit must be > 0 (or None), got "
+                             f"{self.disagreement_limit}")
         if self.disagreement_penalty < 0:
             raise ValueError(f"disagreement_penalty must be >= 0, got "
                              f"{self.disagreement_penalty}")

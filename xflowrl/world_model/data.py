@@ -1,11 +1,12 @@
-"""The world model's data: random-agent rollouts of the real environment.
+"""The world model's data: rollouts of the real environment.
 
 - `XferVocabulary`: the xfers the world model knows. The default rule set has
-  1,678 xfers but a graph's random rollouts make only a few dozen of them
-  valid; the world model's action embeddings and mask heads cover those
-  (M of them) plus NO-OP, so their size follows the graph, not the rule set.
-  The vocabulary is fixed from the first collection round; later rounds (and
-  the controller) act only on its xfers.
+  1,678 xfers but a graph's rollouts make only a few dozen of them valid;
+  the world model's action embeddings and mask heads cover those plus free
+  slots (M in all) plus NO-OP, so their size follows the graph, not the rule
+  set. The first collection round fills it; later rounds (and the
+  controller) act only on its xfers, and an xfer valid in a state they visit
+  fills a free slot (`grow`).
 - `Rollout`: one real episode: the graph of every state (s_0..s_T), the
   per-state valid xfers and location counts, the actions, rewards and done
   flags, and whether the step limit cut it.
@@ -85,7 +86,10 @@ class XferVocabulary:
         return int(self.xfer_ids[compact]) if compact < self.known else -1
 
     def to_compact(self, real: int) -> int:
-        """The compact id of a real xfer id, -1 if the vocabulary lacks it."""
+        """The compact id of a real xfer id (N is NO-OP), -1 if the
+        vocabulary lacks it or it is no real id."""
+        if not 0 <= real <= self.num_real_xfers:
+            return -1
         return int(self._compact[real])
 
     def allowed(self) -> np.ndarray:
