@@ -275,13 +275,7 @@ class CollectWithControllerTest(absltest.TestCase):
         noop = env.noop
         self.assertEqual(noop, vocab.num_real_xfers)
         for r in rollouts:
-            t = len(r.actions)
-            self.assertBetween(t, 1, 6)
-            self.assertLen(r.states, t + 1)
-            self.assertLen(r.valid, t + 1)
-            self.assertEqual(r.actions.shape, (t, 2))
-            self.assertEqual(r.rewards.shape, (t,))
-            np.testing.assert_array_equal(r.dones, [False] * (t - 1) + [True])
+            fixtures.check_rollout_structure(self, r, max_steps=6)
             obs = env.reset()
             self.assertEqual(r.valid[0], data.valid_xfers(obs))
             info = {}

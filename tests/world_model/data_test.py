@@ -213,13 +213,7 @@ class CollectRolloutsTest(absltest.TestCase):
 
     def test_structure(self):
         for r in self.rollouts:
-            t = len(r.actions)
-            self.assertBetween(t, 1, 6)
-            self.assertLen(r.states, t + 1)
-            self.assertLen(r.valid, t + 1)
-            self.assertEqual(r.actions.shape, (t, 2))
-            self.assertEqual(r.rewards.shape, (t,))
-            np.testing.assert_array_equal(r.dones, [False] * (t - 1) + [True])
+            fixtures.check_rollout_structure(self, r, max_steps=6)
 
     def test_real_steps_counts_actions(self):
         self.assertEqual(data.real_steps(self.rollouts),

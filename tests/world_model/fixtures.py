@@ -136,3 +136,15 @@ def set_member_rewards(model: MDNRNN, member_rewards) -> None:
         out = member._layers[-1]  # pylint: disable=protected-access
         out.w.assign(tf.zeros_like(out.w))
         out.b.assign(tf.fill(out.b.shape, np.float32(value)))
+
+
+def check_rollout_structure(test, rollout: data.Rollout, max_steps: int) -> None:
+    """Asserts (on `test`, a TestCase) a rollout's shapes: T actions in
+    [1, max_steps], T+1 states and valid dicts, done only at the end."""
+    t = len(rollout.actions)
+    test.assertBetween(t, 1, max_steps)
+    test.assertLen(rollout.states, t + 1)
+    test.assertLen(rollout.valid, t + 1)
+    test.assertEqual(rollout.actions.shape, (t, 2))
+    test.assertEqual(rollout.rewards.shape, (t,))
+    np.testing.assert_array_equal(rollout.dones, [False] * (t - 1) + [True])

@@ -20,7 +20,7 @@ import numpy as np
 from xflowrl.agents.ppo import PPOAgent
 from xflowrl.agents.ppo.learning import Step
 from xflowrl.world_model.config import DreamConfig
-from xflowrl.world_model.data import Rollout, valid_xfers
+from xflowrl.world_model.data import Rollout, RolloutRecorder
 from xflowrl.world_model.dream import BatchedDream, DreamStarts
 from xflowrl.world_model.latent_env import LatentEnv
 
@@ -117,8 +117,7 @@ def collect_with_controller(view: LatentEnv, agent: PPOAgent, episodes: int,
     rollouts = []
     for _ in range(episodes):
         obs = view.reset()
-        real = view.real_observation
-        states, valid, actions, rewards, dones = [real.state], [valid_xfers(real)], [], [], []
+        recorder = RolloutRecorder(view.real_observation)
         done, info = False, {}
         while not done:
             known = np.flatnonzero(obs.xfer_mask[:-1])
@@ -129,15 +128,8 @@ def collect_with_controller(view: LatentEnv, agent: PPOAgent, episodes: int,
                 a = agent.actor.act(obs, greedy=False)
                 x, l = a.xfer, a.location
             obs, reward, done, info = view.step((x, l))
-            real = view.real_observation
-            states.append(real.state)
-            valid.append(valid_xfers(real))
-            actions.append((vocab.to_real(x), l))
-            rewards.append(reward)
-            dones.append(done)
-        rollouts.append(Rollout(states, valid, np.array(actions, np.int64).reshape(-1, 2),
-                                np.array(rewards, np.float32), np.array(dones, bool),
-                                bool(info["truncated"]), float(info.get("cost", np.nan))))
+            recorder.add((vocab.to_real(x), l), reward, done, view.real_observation)
+        rollouts.append(recorder.finish(info))
     return rollouts
 
 

@@ -160,6 +160,33 @@ def valid_xfers(obs: Observation) -> Dict[int, int]:
     return {int(x): int(counts[x]) for x in np.flatnonzero(counts)}
 
 
+class RolloutRecorder:
+    """Records one real episode as a `Rollout`, step by step."""
+
+    def __init__(self, first: Observation):
+        """`first`: the real observation after reset."""
+        self.states, self.valid = [first.state], [valid_xfers(first)]
+        self.actions: List = []
+        self.rewards: List[float] = []
+        self.dones: List[bool] = []
+
+    def add(self, action, reward: float, done: bool, observation: Observation) -> None:
+        """One step: the real (xfer, location), its reward and done flag, and
+        the real observation it led to."""
+        self.states.append(observation.state)
+        self.valid.append(valid_xfers(observation))
+        self.actions.append(tuple(action))
+        self.rewards.append(reward)
+        self.dones.append(done)
+
+    def finish(self, info) -> Rollout:
+        """The rollout; `info`: the last step's info (truncated, cost)."""
+        return Rollout(self.states, self.valid,
+                       np.array(self.actions, np.int64).reshape(-1, 2),
+                       np.array(self.rewards, np.float32), np.array(self.dones, bool),
+                       bool(info["truncated"]), float(info.get("cost", np.nan)))
+
+
 def collect_rollouts(env: Environment, episodes: int, agent: RandomAgent,
                      allowed: Optional[np.ndarray] = None) -> List[Rollout]:
     """Random-agent episodes of the real environment.
@@ -174,7 +201,7 @@ def collect_rollouts(env: Environment, episodes: int, agent: RandomAgent,
     rollouts = []
     for _ in range(episodes):
         obs = env.reset()
-        states, valid, actions, rewards, dones = [obs.state], [valid_xfers(obs)], [], [], []
+        recorder = RolloutRecorder(obs)
         done, info = False, {}
         while not done:
             view = obs if allowed is None else obs._replace(
@@ -182,14 +209,8 @@ def collect_rollouts(env: Environment, episodes: int, agent: RandomAgent,
                 location_mask=obs.location_mask & allowed[:, None])
             action = agent.act(view)
             obs, reward, done, info = env.step(action)
-            states.append(obs.state)
-            valid.append(valid_xfers(obs))
-            actions.append(action)
-            rewards.append(reward)
-            dones.append(done)
-        rollouts.append(Rollout(states, valid, np.array(actions, np.int64).reshape(-1, 2),
-                                np.array(rewards, np.float32), np.array(dones, bool),
-                                bool(info["truncated"]), float(info.get("cost", np.nan))))
+            recorder.add(action, reward, done, obs)
+        rollouts.append(recorder.finish(info))
     return rollouts
 
 
