@@ -2,6 +2,8 @@
 
     python experiments/publish_results.py [--report_dir=results/reproduce/report]
         [--scaled_report_dir=results/reproduce_x4/report]
+    python experiments/publish_results.py --agents_report_dir=<a report>
+        # only the agents block: both agents against the baselines, per graph
     python experiments/publish_results.py --compare_report_dir=<another run's report>
         # prints, as JSON, how the measured changes moved between two runs
 
@@ -38,11 +40,16 @@ flags.DEFINE_string("figures_dir", "docs/figures", "Where the README's figures a
 flags.DEFINE_string("compare_report_dir", "", "Another run's report folder: prints how the "
                     "measured ort/cpu changes of the same graphs differ from --report_dir's "
                     "(JSON) and changes nothing.")
+flags.DEFINE_string("agents_report_dir", "", "A report whose agents (against greedy, TASO "
+                    "and the random agent) go into the README's agents block, alone (the "
+                    "results block is left as it is).")
 flags.DEFINE_string("scaled_report_dir", "", "A report of `reproduce.py --budget_scale=K`: "
                     "its agents beside --report_dir's go into the README's second block.")
 
 BEGIN = "<!-- reproduce-report:begin -->"
 END = "<!-- reproduce-report:end -->"
+AGENTS_BEGIN = "<!-- reproduce-agents:begin -->"
+AGENTS_END = "<!-- reproduce-agents:end -->"
 SCALED_BEGIN = "<!-- reproduce-scaled:begin -->"
 SCALED_END = "<!-- reproduce-scaled:end -->"
 # The figures the README shows.
@@ -120,6 +127,48 @@ def scaled_block(base: dict, scaled: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def agents_block(run: dict) -> str:
+    """The agents of one report (report.json) against the baselines, per
+    setting and graph: estimated changes against the initial graph (greedy
+    with its steps, TASO, the random agent, both agents and whether each
+    beats, matches or trails greedy, and whether the model-based agent is
+    within 1 point of greedy), the agents' real environment steps, and the
+    measured ort/cpu change of greedy's and the model-based agent's graphs."""
+    meta = run["meta"]
+    lines = [f"Run at commit {meta.get('commit', '?')}, {meta.get('date_utc', '?')} UTC, "
+             f"{meta.get('wall_seconds', 0) / 60:.0f} min, one seed. Estimated change against "
+             "the initial graph (negative: faster) under the setting's cost model; measured "
+             "= the graph in onnxruntime on this CPU (ort/cpu) against the original timed in "
+             "the same run; MB within 1 = the model-based agent is no more than 1 point of "
+             "the initial cost above greedy.\n",
+             "| setting | graph | greedy (steps) | TASO | random | model-free | model-based | "
+             "MB within 1 | real steps MF (to final) / MB | measured greedy / MB |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for setting, rows in run["rows"].items():
+        for graph, r in rows.items():
+            init = r["initial_ms"]
+            within = r["mb_ms"] <= r["greedy_ms"] + 0.01 * init + 1e-12
+            lines.append(
+                f"| {setting} | {graph} | {report._chg(r['greedy_ms'], init)} "
+                f"({r['greedy_steps']}) | {report._chg(r['taso_ms'], init)} | "
+                f"{report._chg(r['random_ms'], init)} | {report._chg(r['mf_ms'], init)} "
+                f"({r['mf_vs_greedy']}) | {report._chg(r['mb_ms'], init)} "
+                f"({r['mb_vs_greedy']}) | {'yes' if within else 'no'} | "
+                f"{r['mf_interactions']} ({r['mf_steps_to_final']}) / {r['mb_real_steps']} | "
+                f"{_measured(r, 'greedy')} / {_measured(r, 'model-based')} |")
+    return "\n".join(lines) + "\n"
+
+
+def publish_agents(agents_report_dir: str, readme_path: str) -> None:
+    """Updates the README's agents block from a report."""
+    with open(os.path.join(agents_report_dir, "report.json")) as f:
+        run = json.load(f)
+    with open(readme_path) as f:
+        readme = f.read()
+    with open(readme_path, "w") as f:
+        f.write(splice(readme, agents_block(run), AGENTS_BEGIN, AGENTS_END))
+
+
 def publish(report_dir: str, readme_path: str, figures_dir: str,
             figures: Sequence[str] = README_FIGURES) -> None:
     """Updates `readme_path` and `figures_dir` from the report in `report_dir`."""
@@ -178,6 +227,10 @@ def main(argv):
             with open(os.path.join(d, "report.json")) as f:
                 runs.append(json.load(f))
         print(json.dumps(measured_spread(*runs), indent=1))
+        return
+    if FLAGS.agents_report_dir:
+        publish_agents(FLAGS.agents_report_dir, FLAGS.readme)
+        print(f"{FLAGS.readme}: agents block from {FLAGS.agents_report_dir}")
         return
     publish(FLAGS.report_dir, FLAGS.readme, FLAGS.figures_dir)
     if FLAGS.scaled_report_dir:

@@ -229,7 +229,8 @@ def graph_row(setting: str, graph: str, runs: Runs) -> GraphRow:
         mf_interactions=mf["interactions"], mf_steps_to_final=mf["steps_to_final_cost"],
         mf_episodes=mf["episodes"],
         mb_real_steps=(rollouts["world_model_rollouts"] + rollouts["held_out_rollouts"]
-                       + rollouts["evaluation"] + rollouts["lockstep_dream"]),
+                       + rollouts.get("round_evaluations", 0) + rollouts["evaluation"]
+                       + rollouts["lockstep_dream"]),
         mf_train_seconds=mf["train_seconds"], mb_train_seconds=mb["seconds"]["total"],
         mf_optimize_seconds=mf.get("optimize_seconds"),
         mb_optimize_seconds=mb["seconds"].get("optimize"),

@@ -107,6 +107,25 @@ class PublishResultsTest(absltest.TestCase):
         self.assertIn("| gpu | bert |", out)
         self.assertTrue(out.endswith(f"{publish_results.SCALED_END}\nb\n"))
 
+    def test_agents_block_against_the_baselines(self):
+        row = {"initial_ms": 2.0, "greedy_ms": 1.0, "greedy_steps": 7, "taso_ms": 0.9,
+               "random_ms": 2.5, "mf_ms": 1.5, "mb_ms": 1.02,
+               "mf_vs_greedy": "worse than greedy", "mb_vs_greedy": "worse than greedy",
+               "mf_interactions": 400, "mf_steps_to_final": 120, "mb_real_steps": 900,
+               "measured": {"original": {"ort/cpu": 10.0}, "greedy": {"ort/cpu": 9.5},
+                            "model-based": {"ort/cpu": 9.0}}}
+        far = dict(row, mb_ms=1.05)
+        block = publish_results.agents_block(
+            {"meta": {"commit": "abc", "date_utc": "d", "wall_seconds": 600},
+             "rows": {"gpu": {"bert": row, "vit": far}}})
+        self.assertIn("commit abc", block)
+        # 1.02 ms is 1 point of the initial 2 ms above greedy: within; 1.05 is not.
+        self.assertIn("| gpu | bert | -50.00% (7) | -55.00% | +25.00% | -25.00% (worse than "
+                      "greedy) | -49.00% (worse than greedy) | yes | 400 (120) / 900 | "
+                      "-5.00% / -10.00% |", block)
+        self.assertIn("| gpu | vit | -50.00% (7) | -55.00% | +25.00% | -25.00% (worse than "
+                      "greedy) | -47.50% (worse than greedy) | no |", block)
+
     def test_measured_spread_between_two_runs(self):
         def run(mf_ms):
             return {"rows": {"gpu": {"bert": {"measured": {
