@@ -78,6 +78,9 @@ flags.DEFINE_float("disagreement_limit", None, "Cut imagined episodes where the 
 flags.DEFINE_enum("eval_masks", "real", ["real", "model"], "Masks the controller acts on in "
                   "the real environment: the real environment's (part of its observation) or, "
                   "as an ablation, the world model's predictions (the thesis).")
+flags.DEFINE_bool("select_round", True, "Deploy the controller and world model of the round "
+                  "whose greedy real episode (the per-round evaluation, real steps counted) "
+                  "reached the cheapest graph; --noselect_round: the last round's.")
 flags.DEFINE_bool("equal_budget", True, "Raise the step limit to 1.5x one-step greedy's steps "
                   "on this graph and setting where --max_steps is less (equal budgets).")
 flags.DEFINE_bool("lockstep", False, "Ablation: real environments supply the dream's masks "
@@ -169,6 +172,7 @@ def main(argv):
     wm_seconds = time.time() - start
     controller = agent.train_controller()
     dream_seconds = time.time() - start - wm_seconds
+    selected = agent.select_best_round() if FLAGS.select_round else None
 
     # The controller in the real environment. Optimising a graph with it is
     # timed on a second greedy episode: the first traces the real-environment
@@ -199,6 +203,7 @@ def main(argv):
         "max_locations": settings.run.max_locations, "seed": seed,
         "max_steps": env.config.max_steps, "requested_max_steps": requested_steps,
         "greedy_steps": baselines["greedy"]["steps"], "eval_masks": masks,
+        "selected_round": selected,
         "initial_cost_ms": env.initial_cost,
         "controller_cost_ms": evaluations["greedy"].final_cost,
         "controller_best_cost_ms": best.best_cost,
@@ -300,6 +305,16 @@ def _measure(env, graph_name, best_graph, baselines, rounds: int, seed: int):
     return out
 
 
+def _selected(summary) -> str:
+    """Which round's agent was deployed, when one was chosen."""
+    chosen = summary.get("selected_round")
+    if not chosen:
+        return ""
+    return (f"; the deployed agent is round {chosen['round']}'s of "
+            f"{len(summary['world_model']['rounds'])} (its greedy real episode reached the "
+            f"cheapest graph, {chosen['cost_ms']:.4f} ms)")
+
+
 def _setting(cost_model: str) -> str:
     """The cost model's name, saying which stands for a GPU."""
     if cost_model == "analytic/v100":
@@ -386,7 +401,8 @@ def _write_markdown(out_dir, summary, evaluations, sampled, baselines):
         f"Step limit {summary['max_steps']} (one-step greedy takes "
         f"{summary['greedy_steps']} steps; --max_steps={summary['requested_max_steps']}). The "
         f"controller acts on the {masks} environment's masks"
-        f"{'' if masks == 'real' else ' as predicted by the world model'}.\n\n"
+        f"{'' if masks == 'real' else ' as predicted by the world model'}"
+        f"{_selected(summary)}.\n\n"
         f"| | cost (ms) | change |\n|---|---|---|\n{table}\n\n"
         f"The controller (best episode) {summary['controller_vs_greedy']}.\n\n{measured}"
         f"Real environment steps: {steps['world_model_rollouts']} for the world model's "

@@ -70,6 +70,12 @@ class QuickRunTest(absltest.TestCase):
             for key in ("controller_real_return", "controller_predicted_return",
                         "controller_imagined_return"):
                 self.assertTrue(math.isfinite(r[key]), (key, r))
+        # The deployed agent is the round whose greedy real episode reached the
+        # cheapest graph (the later of equal ones).
+        best = [r["controller_best_cost_ms"] for r in rounds]
+        chosen = max(i for i, c in enumerate(best) if c == min(best)) + 1
+        self.assertEqual(result["selected_round"]["round"], chosen)
+        self.assertEqual(result["selected_round"]["cost_ms"], min(best))
         # Equal budgets: the step limit covers 1.5x greedy's steps.
         self.assertGreaterEqual(result["max_steps"], 1.5 * result["greedy_steps"])
         self.assertEqual(result["cost_model"], "analytic/v100")

@@ -356,10 +356,18 @@ class ModelBasedAgent:
                                  IMAGINED_EVAL_EPISODES, greedy=True)
         row.update(controller_episodes=int(agent.episodes.numpy()),
                    controller_cost_ms=real.final_cost,
+                   controller_best_cost_ms=real.best_cost,
                    controller_real_return=real.real_return,
                    controller_predicted_return=real.predicted_return,
                    controller_imagined_return=float(np.mean(
                        [sum(s.reward for s in e) for e in imagined])))
+        best = self.state.get("best_round")
+        if best is None or real.best_cost <= best["cost_ms"]:
+            # The snapshot first: an interruption never leaves a state that
+            # names a round whose weights were not written.
+            self._snapshot().write(os.path.join(self.logdir, "best_round", "snapshot"))
+            self.state["best_round"] = {"round": r + 1, "cost_ms": real.best_cost,
+                                        "episodes": int(agent.episodes.numpy())}
         self._save_state()
         with self.writer.as_default(step=r + 1):
             for key in ("controller_real_return", "controller_predicted_return",
@@ -369,6 +377,30 @@ class ModelBasedAgent:
             f"controller after round {r + 1}/{rounds}: real return {real.real_return:+.3f} "
             f"(cost {real.final_cost:.4f} ms, {real.steps} steps), predicted "
             f"{real.predicted_return:+.3f}, imagined {row['controller_imagined_return']:+.3f}")
+
+    def _snapshot(self) -> tf.train.Checkpoint:
+        """The default controller's network and the world model together
+        (the controller reads the world model's h_t: one is not used
+        without the other)."""
+        return tf.train.Checkpoint(network=self.controller.network, model=self.model)
+
+    def select_best_round(self) -> Optional[dict]:
+        """Makes the agent the one of the round whose greedy real episode
+        reached the cheapest graph (the later of equal rounds): restores
+        that round's controller network and world model. Those per-round
+        episodes are real steps, counted in `state["evaluation_steps"]`; the
+        choice is model selection on them, as early stopping on a validation
+        set. Returns the round's record (None without "controller"
+        collection, whose rounds are not evaluated)."""
+        best = self.state.get("best_round")
+        if best is None:
+            return None
+        if best["round"] != len(self.state["rounds"]):
+            self._snapshot().read(
+                os.path.join(self.logdir, "best_round", "snapshot")).assert_consumed()
+            self.progress(f"deploying the agent of round {best['round']} (its greedy real "
+                          f"episode reached {best['cost_ms']:.4f} ms)")
+        return best
 
     # -- imagined episodes from real states ------------------------------------
     def _start_pool(self) -> Optional[dict]:
