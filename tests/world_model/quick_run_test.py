@@ -73,9 +73,9 @@ class QuickRunTest(absltest.TestCase):
         # The deployed agent is the round whose greedy real episode reached the
         # cheapest graph (the later of equal ones).
         best = [r["controller_best_cost_ms"] for r in rounds]
-        chosen = max(i for i, c in enumerate(best) if c == min(best)) + 1
+        chosen = max(i for i, c in enumerate(best) if c <= min(best) * (1 + 1e-9)) + 1
         self.assertEqual(result["selected_round"]["round"], chosen)
-        self.assertEqual(result["selected_round"]["cost_ms"], min(best))
+        self.assertEqual(result["selected_round"]["cost_ms"], best[chosen - 1])
         # Equal budgets: the step limit covers 1.5x greedy's steps.
         self.assertGreaterEqual(result["max_steps"], 1.5 * result["greedy_steps"])
         self.assertEqual(result["cost_model"], "analytic/v100")
