@@ -9,8 +9,8 @@ result.json already exists is reused with --reuse, and an interrupted run
 resumes from its checkpoints), then writes to --results_dir/compare_agents/:
 
 - result.md / result.json: per graph the initial cost, the agents' step
-  limit, the model-based controller's real cost (greedy with the model's
-  masks, and best of its evaluation episodes), the model-free agent's,
+  limit, the model-based controller's real cost (its greedy episode on the
+  real masks, and the best of its evaluation episodes), the model-free agent's,
   one-step greedy (without a step limit; its number of steps is shown),
   TASO's search and a random agent (computed here for every graph, with the
   agents' step limit), all under the same cost model, and which agents only

@@ -18,9 +18,11 @@ ablation.
 Prints one JSON object (and writes it with a markdown table beside the
 runs, `ablation.json` / `ablation.md`): per variant, the median and range
 over seeds of the controller's real cost change (its greedy episode and the
-best of its evaluation episodes), one-step greedy's and TASO's change under
-the same cost model, the invalid actions of the evaluation episodes, the
-real environment steps and the wall time. A variant is "within 1 point of
+best of its evaluation episodes), one-step greedy's, TASO's and the random
+agent's change under the same cost model, the measured onnxruntime change
+on this CPU of the graph each run hands over and of greedy's (timed
+together with the original, `--measure_rounds`), the invalid actions of the
+evaluation episodes, the real environment steps and the wall time. A variant is "within 1 point of
 greedy" when its median best change is no more than 1 point of the initial
 cost above greedy's.
 """
@@ -49,6 +51,9 @@ flags.DEFINE_list("variants", None, "Variants to run (default: all of VARIANTS).
 flags.DEFINE_integer("jobs", 2, "Runs at a time.")
 flags.DEFINE_string("results_dir", "results", "Root of the runs.")
 flags.DEFINE_list("extra", [], "Flags passed to every train_mb.py run (e.g. --rounds=4).")
+flags.DEFINE_integer("measure_rounds", 2, "Interleaved onnxruntime rounds that time the "
+                     "original, greedy's and every run's handed-over graph on this CPU "
+                     "(0: skip).")
 
 _THESIS = ["--collection=random", "--real_starts=0", "--reward_ensemble=0",
            "--disagreement_penalty=0", "--vocabulary_headroom=0", "--eval_masks=model",
@@ -153,23 +158,74 @@ def summarise(variant: str, results: List[dict]) -> dict:
     if all(taso):
         out["taso_change_pct"] = spread([change(t["cost_ms"], r["initial_cost_ms"])
                                          for t, r in zip(taso, results)])
+    random = [r["baselines"].get("random") for r in results]
+    if all(random):
+        out["random_change_pct"] = spread([change(x["cost_ms"], r["initial_cost_ms"])
+                                           for x, r in zip(random, results)])
     out["within_1_point_of_greedy"] = (out["best_change_pct"]["median"]
                                        <= out["greedy_change_pct"]["median"] + 1.0 + 1e-9)
     return out
+
+
+def measure(summary: Dict[str, dict], runs: Dict[str, List[dict]]) -> None:
+    """Adds to each variant the measured ort/cpu change (%) of its runs'
+    handed-over graphs against the original, and greedy's, all timed in
+    the same interleaved rounds (equal graphs once; random weights)."""
+    # pylint: disable=import-outside-toplevel
+    from xflowrl import zoo
+    from xflowrl.agents.ppo.training import replay
+    from xflowrl.executor.weights import random_inputs, random_weights
+    from xflowrl.measure.compare import time_models
+    from xflowrl.onnx_io import to_onnx
+    from xflowrl.runs import RunSettings
+    from xflowrl.search.baselines import GREEDY_MAX_STEPS
+    env = RunSettings(graph=FLAGS.graph, rules=FLAGS.rules, cost_model=FLAGS.cost_model,
+                      profile=FLAGS.profile, max_steps=GREEDY_MAX_STEPS).make_env()
+    original = env.initial_graph
+    first = next(iter(runs.values()))[0]
+    graphs = {"original": original,
+              "greedy": replay(env, [tuple(a) for a in first["baselines"]["greedy"]["applied"]])}
+    for v, results in runs.items():
+        for r in results:
+            graphs[f"{v}/{r['seed']}"] = replay(
+                env, [tuple(a) for a in r["controller_best_applied"]])
+    key = {name: f"{g.hash():x}" for name, g in graphs.items()}
+    weights = random_weights(original, 0, gain=zoo.weight_gain(FLAGS.graph))
+    models = {key[name]: to_onnx(g, weights, check=False) for name, g in graphs.items()}
+    times = time_models(models, random_inputs(original, 0), ["ort"], FLAGS.measure_rounds,
+                        2, 10, np.random.default_rng(0))
+    ms = {name: times[key[name]]["ort/cpu"]["median_ms"] for name in graphs}
+
+    def pct(name: str) -> float:
+        return 100.0 * (ms[name] / ms["original"] - 1.0)
+
+    for v, results in runs.items():
+        summary[v]["measured_ort_cpu_change_pct"] = spread(
+            [pct(f"{v}/{r['seed']}") for r in results])
+        summary[v]["measured_greedy_ort_cpu_change_pct"] = pct("greedy")
 
 
 def markdown(summary: Dict[str, dict]) -> str:
     def cell(s: dict, digits: int = 2) -> str:
         return (f"{s['median']:+.{digits}f} [{s['min']:+.{digits}f}, {s['max']:+.{digits}f}]")
 
+    def optional(s: dict, key: str) -> str:
+        return cell(s[key]) if key in s else "-"
+
     lines = ["| variant | what | greedy episode % | best episode % | one-step greedy % | "
-             "invalid actions | real steps | seconds |", "|---|---|---|---|---|---|---|---|"]
+             "TASO % | random % | measured best / greedy (ort/cpu) % | invalid actions | "
+             "real steps | seconds |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, s in summary.items():
+        measured = "-"
+        if "measured_ort_cpu_change_pct" in s:
+            measured = (f"{cell(s['measured_ort_cpu_change_pct'])} / "
+                        f"{s['measured_greedy_ort_cpu_change_pct']:+.2f}")
         lines.append(
             f"| {name} | {s['what']} | {cell(s['greedy_episode_change_pct'])} | "
             f"{cell(s['best_change_pct'])} | {cell(s['greedy_change_pct'])} | "
-            f"{s['invalid_actions']['median']:.0f} | {s['real_steps']['median']:.0f} | "
-            f"{s['seconds']['median']:.0f} |")
+            f"{optional(s, 'taso_change_pct')} | {optional(s, 'random_change_pct')} | "
+            f"{measured} | {s['invalid_actions']['median']:.0f} | "
+            f"{s['real_steps']['median']:.0f} | {s['seconds']['median']:.0f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -189,11 +245,13 @@ def main(argv):
             print(f"[{len(results)}/{len(jobs)}] {pending[done][0]} seed {pending[done][1]} "
                   f"{'done' if results[pending[done]] else 'FAILED'} ({time.time() - start:.0f} s)",
                   file=sys.stderr, flush=True)
-    summary = {}
+    summary, runs = {}, {}
     for v in variants:
         got = [r for r in (finished(v, s) for s in finished_seeds(v)) if r is not None]
         if got:
-            summary[v] = summarise(v, got)
+            summary[v], runs[v] = summarise(v, got), got
+    if FLAGS.measure_rounds > 0 and runs:
+        measure(summary, runs)
     out = {"graph": FLAGS.graph, "cost_model": f"{FLAGS.cost_model}/{FLAGS.profile}",
            "rules": FLAGS.rules, "extra": FLAGS.extra, "variants": summary}
     folder = os.path.join(FLAGS.results_dir, FLAGS.graph, "mb_ablation")

@@ -43,6 +43,8 @@ from xflowrl.world_model import (DreamConfig, ModelBasedAgent, WorldModelConfig,
                                  controller_ppo_config)
 
 FLAGS = flags.FLAGS
+# The masks of the evaluation beside the chosen one (--eval_masks).
+OTHER_MASKS = {"real": "model", "model": "real"}
 # The thesis' experiments ran on a GPU: the GPU-like analytic profile is the
 # default setting (--profile=cpu or --cost_model=fitted: this CPU).
 common.define_env_flags("bert", default_profile="v100")
@@ -178,7 +180,7 @@ def main(argv):
     # timed on a second greedy episode: the first traces the real-environment
     # path's tf.functions (the episodes are the same, greedy being
     # deterministic; both count as real steps).
-    masks, ablation = FLAGS.eval_masks, {"real": "model", "model": "real"}[FLAGS.eval_masks]
+    masks, ablation = FLAGS.eval_masks, OTHER_MASKS[FLAGS.eval_masks]
     optimize_start = time.time()
     warm_up = agent.evaluate(masks=masks, greedy=True)
     first_call_seconds = time.time() - optimize_start
@@ -348,7 +350,7 @@ def _rounds_table(rounds) -> str:
 def _write_markdown(out_dir, summary, evaluations, sampled, baselines):
     initial = summary["initial_cost_ms"]
     masks = summary["eval_masks"]
-    ablation = {"real": "model", "model": "real"}[masks]
+    ablation = OTHER_MASKS[masks]
     note = "" if masks == "real" else ", the world model's masks: ablation"
     rows = [("initial", initial),
             (f"model-based (greedy episode{note})", evaluations["greedy"].final_cost),

@@ -235,11 +235,16 @@ class ModelBasedAgent:
     def _seed_of(self, *keys: int) -> int:
         return int(np.random.SeedSequence([self.seed, *keys]).generate_state(1)[0])
 
+    def _collected_by(self, r: int) -> str:
+        """Who collects round r: "random" (the first round, and every round
+        of the thesis' collection) or "controller"."""
+        return "random" if r == 0 else self.wm_config.collection
+
     def _collect(self, r: int) -> List[data.Rollout]:
         """Round r's real episodes (random in the first round and with
         "random" collection; else the controller's)."""
         cfg = self.wm_config
-        if r > 0 and cfg.collection == "controller":
+        if self._collected_by(r) == "controller":
             return collect_with_controller(self._view("real"), self.controller,
                                            cfg.episodes_per_round, cfg.explore,
                                            np.random.default_rng(self._seed_of(r, 1)))
@@ -273,7 +278,6 @@ class ModelBasedAgent:
         self.state["held_out_steps"] = data.real_steps(held)
         self._held_out_raw = [_without_graphs(h) for h in held]
         self._held_out = self._encode(held)
-        self._buffer, self._raw = [], []
 
     def _grow_vocabulary(self, rollouts: List[data.Rollout]) -> int:
         """Adds the xfers valid in the new episodes' states that the
@@ -317,8 +321,7 @@ class ModelBasedAgent:
                     tf.summary.scalar(f"world_model/{k}", v)
         evaluation = self.learner.evaluate(data.make_batch(self._held_out))
         row = {"round": r + 1, "real_steps": self.state["real_steps"],
-               "collection": "random" if r == 0 or cfg.collection == "random"
-               else "controller",
+               "collection": self._collected_by(r),
                "collected_return": float(np.mean([float(np.sum(x.rewards)) for x in rollouts])),
                "vocabulary_known": self.vocab.known, "vocabulary_full": dropped,
                "train_total": float(np.mean([m["total"] for m in metrics[-20:]])),

@@ -111,8 +111,7 @@ class XferVocabulary:
         """The vocabulary with the unknown ones of `xfer_ids` in its free
         slots (in the order given; known ids keep their compact ids), and
         the ids that did not fit."""
-        new = [int(x) for x in dict.fromkeys(int(x) for x in xfer_ids)
-               if self.to_compact(int(x)) < 0]
+        new = [x for x in dict.fromkeys(int(x) for x in xfer_ids) if self.to_compact(x) < 0]
         room = self.capacity - self.known
         grown = XferVocabulary(list(self.xfer_ids) + new[:room], self.num_real_xfers,
                                self.capacity, keep_order=True)

@@ -5,9 +5,10 @@ input is [z_t, xfer embedding, location embedding] (actions enter as learned
 embeddings, not the thesis code's scalar ids) and whose output h_{t+1}
 feeds a mixture density head (K = 8 diagonal Gaussians over z_{t+1}), a
 reward head and a done-logit head, and an ensemble of small reward heads
-whose disagreement marks what the model has not learnt. A mask decoder predicts, from [z_t, h_t],
-which of the M known xfers are valid in s_t and how many locations each has
-(location masks are prefixes, so a count per xfer suffices). Optionally a
+whose disagreement marks what the model has not learnt. A mask decoder
+predicts, from [z_t, h_t], which of the M known xfers are valid in s_t and
+how many locations each has (location masks are prefixes, so a count per
+xfer suffices). Optionally a
 separate reward network (thesis §4.3.4: an MLP of 5 x 32 with dropout) on
 [z_t, h_t, action embedding] replaces the reward head.
 
