@@ -9,8 +9,11 @@ the thesis' configuration (random data only, imagined episodes from the
 initial graph only, no reward ensemble, a fixed vocabulary, the world
 model's masks in the real environment, the 50-step limit). Runs go to
 --results_dir/<graph>/mb_ablation/<variant>/seed_<k>/ and are resumed or
-reused when rerun (train_mb.py resumes; a finished run is read back), two
-at a time by default (--jobs). The table shows every finished seed of each
+reused when rerun (train_mb.py resumes; a finished run is read back). They
+run as Ray tasks (`xflowrl.jobs.run_jobs`): on a local instance of --jobs
+CPUs (two at a time by default), or on the cluster at --ray_address; a run
+that fails is run again once (--retries), and one whose worker or node is
+lost resumes. The table shows every finished seed of each
 variant in the folder, so `--variants=full --seeds=3` then
 `--variants=... --seeds=1` gives three seeds of the agent and one of each
 ablation.
@@ -31,15 +34,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import time
-from concurrent import futures
 from typing import Dict, List, Optional
 
 from absl import app
 from absl import flags
 import numpy as np
+
+from xflowrl.jobs import Job, run_jobs
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("graph", "bert", "Zoo graph.")
@@ -48,7 +50,11 @@ flags.DEFINE_string("profile", "v100", "Profile (as train_mb.py).")
 flags.DEFINE_string("rules", "default", "Rule set (as train_mb.py).")
 flags.DEFINE_integer("seeds", 3, "Seeds 0..K-1 per variant.")
 flags.DEFINE_list("variants", None, "Variants to run (default: all of VARIANTS).")
-flags.DEFINE_integer("jobs", 2, "Runs at a time.")
+flags.DEFINE_integer("jobs", 2, "CPUs of the local Ray instance: runs at a time.")
+flags.DEFINE_string("ray_address", "", "A Ray cluster to run on ('': a local instance of "
+                    "--jobs CPUs).")
+flags.DEFINE_integer("retries", 1, "Reruns of a run that exits with an error (after 30 s, "
+                     "from a fresh folder).")
 flags.DEFINE_string("results_dir", "results", "Root of the runs.")
 flags.DEFINE_list("extra", [], "Flags passed to every train_mb.py run (e.g. --rounds=4).")
 flags.DEFINE_integer("measure_rounds", 2, "Interleaved onnxruntime rounds that time the "
@@ -92,20 +98,13 @@ def command(variant: str, seed: int) -> List[str]:
              "--measure_rounds=0"] + VARIANTS[variant][1] + list(FLAGS.extra))
 
 
-def run(variant: str, seed: int) -> Optional[dict]:
-    """The run's result.json, running (or resuming) it first if it has none."""
-    path = result_file(variant, seed)
-    if not os.path.exists(path):
-        os.makedirs(run_folder(variant, seed), exist_ok=True)
-        with open(run_folder(variant, seed) + ".log", "w") as log:
-            proc = subprocess.run(command(variant, seed), stdout=log, stderr=subprocess.STDOUT,
-                                  check=False)
-        if proc.returncode != 0:
-            print(f"{variant} seed {seed}: failed (rc {proc.returncode}), see "
-                  f"{run_folder(variant, seed)}.log", file=sys.stderr)
-            return None
-    with open(path) as f:
-        return json.load(f)
+def job(variant: str, seed: int) -> Job:
+    """One run as a job; a result file without a job marker (a run of
+    before the runner) counts as finished."""
+    argv = command(variant, seed)
+    return Job(f"{variant} seed {seed}", tuple(argv), run_folder(variant, seed),
+               result_file=os.path.join(FLAGS.graph, "train_mb", "result.json"),
+               key=tuple(argv[2:]), trust_result=True)
 
 
 def finished_seeds(variant: str) -> List[int]:
@@ -235,16 +234,9 @@ def main(argv):
     unknown = sorted(set(variants) - set(VARIANTS))
     if unknown:
         raise app.UsageError(f"unknown variants {unknown}; choose from {sorted(VARIANTS)}")
-    jobs = [(v, s) for s in range(FLAGS.seeds) for v in variants]
-    start = time.time()
-    results: Dict[tuple, Optional[dict]] = {}
-    with futures.ThreadPoolExecutor(max(FLAGS.jobs, 1)) as pool:
-        pending = {pool.submit(run, v, s): (v, s) for v, s in jobs}
-        for done in futures.as_completed(pending):
-            results[pending[done]] = done.result()
-            print(f"[{len(results)}/{len(jobs)}] {pending[done][0]} seed {pending[done][1]} "
-                  f"{'done' if results[pending[done]] else 'FAILED'} ({time.time() - start:.0f} s)",
-                  file=sys.stderr, flush=True)
+    jobs = [job(v, s) for s in range(FLAGS.seeds) for v in variants]
+    results = run_jobs(jobs, address=FLAGS.ray_address, num_cpus=FLAGS.jobs,
+                       retries=FLAGS.retries, raise_on_failure=False)
     summary, runs = {}, {}
     for v in variants:
         got = [r for r in (finished(v, s) for s in finished_seeds(v)) if r is not None]
@@ -262,7 +254,9 @@ def main(argv):
                 f"{FLAGS.rules} rules)\n\nMedian [min, max] over seeds of the real cost change "
                 f"(% of the initial cost).\n\n" + markdown(summary))
     print(json.dumps(out, indent=2))
-    if any(r is None for r in results.values()):
+    failed = [name for name, r in results.items() if r["status"] == "failed"]
+    if failed:
+        print(f"failed: {', '.join(failed)} (see their .log beside the runs)", file=sys.stderr)
         sys.exit(1)
 
 

@@ -1,7 +1,11 @@
 """The thesis' evaluation (Chapter 4) from one command: runs, then a report folder.
 
-    python experiments/reproduce.py            # full mode (about 30 minutes here)
-    python experiments/reproduce.py --quick    # every step on tiny budgets (under 10 minutes)
+    python experiments/reproduce.py                   # full mode (about 30 minutes here)
+    python experiments/reproduce.py --quick           # every step on tiny budgets (under 10 minutes)
+    python experiments/reproduce.py --budget=thesis   # the thesis' training budgets (days here;
+                                                      # docs/reproduce.md estimates them)
+    python experiments/reproduce.py --seeds=3         # every agent cell over seeds 0, 1, 2
+    python experiments/reproduce.py --ray_address=HOST:6379   # on a Ray cluster
 
 Two cost settings, each in its own results folder, each labelled as what it is:
 
@@ -15,24 +19,36 @@ flags (results under --results_dir/<setting>/<graph>/<run>/):
 `baselines.py` (one-step greedy, TASO's search and its trace),
 `train_mf.py` and `train_mb.py` on each graph of --graphs, and
 `train_mb.py --reward_model=separate` on --separate_reward_graphs (under
---results_dir/<setting>/separate_reward/). Once: `graph_properties.py`
-(Table 4.1); and `temperature_sweep.py` (Table 4.3) under each setting of
---sweep_settings (folders `temperature/` for "this CPU", `temperature_gpu/`
-for "GPU-like"). Then, in this process, the measure step times
-every variant of every graph (original, greedy, TASO, model-free,
-model-based, and the separate reward network's where it ran) end to end on this CPU, interleaved (onnxruntime and TensorFlow
-through onnx-tf; `xflowrl.measure.compare.time_models`), and
-`reproduce_report.write_report` writes the tables and figures to
---report_dir.
+--results_dir/<setting>/separate_reward/); the agents once per seed of
+--seeds (the first seed's runs there, the others' under
+--results_dir/<setting>/seed_<s>/ in the same layout). Once:
+`graph_properties.py` (Table 4.1); and `temperature_sweep.py` (Table 4.3)
+under each setting of --sweep_settings (folders `temperature/` for "this
+CPU", `temperature_gpu/` for "GPU-like"). Then, in this process, the measure
+step times every variant of every graph (original, greedy, TASO,
+model-free, model-based, and the separate reward network's where it ran;
+of the agents, the median seed's graph) end to end on this CPU, interleaved
+(onnxruntime and TensorFlow through onnx-tf;
+`xflowrl.measure.compare.time_models`), and `reproduce_report.write_report`
+writes the tables and figures to --report_dir.
+
+The entry-point runs are Ray tasks (`xflowrl.jobs.run_jobs`): on a local Ray
+instance of --jobs CPUs started here (one entry point per CPU), or on the
+cluster at --ray_address, whose CPUs then decide how many run at once (its
+nodes must see --results_dir at the same path: docs/reproduce.md). A
+temperature sweep runs its seeds as tasks of the same cluster.
 
 Reuse: a run whose folder holds `reproduce_job.json` with the same command
-line (and its result file, holding the keys the job names: an agent's
-records its step limit) is reused; a folder with another command is
+line, marked finished (and its result file, holding the keys the job names:
+an agent's records its step limit), is reused; one marked unfinished (its
+worker or node was lost, or an earlier invocation stopped) resumes in its
+folder from the entry point's checkpoints; a folder with another command is
 deleted first, so a resumable entry point never resumes a run of other
 budgets. `--rerun` redoes everything. Each run's stdout/stderr go to
-`<run folder>.log`. One invocation at a time per results folder: a second
-one exits at once (a lock file, `<results_dir>/.reproduce.lock`). The
-report records the commit it ran at, and whether the tree had local changes.
+`<run folder>.log`; a line per finished run goes to stderr. One invocation
+at a time per results folder: a second one exits at once (a lock file,
+`<results_dir>/.reproduce.lock`). The report records the commit it ran at,
+and whether the tree had local changes.
 
 The agents run with `--taso_budget=0`: TASO's search comes from
 baselines.py (one search per graph and setting, with Inception-v3's budget
@@ -46,17 +62,13 @@ that rule and is run again.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import fcntl
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
-from concurrent import futures
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence
 
 from absl import app
 from absl import flags
@@ -64,10 +76,15 @@ from absl import logging
 import numpy as np
 
 import reproduce_report as report
-from reproduce_budgets import FULL, QUICK, Budget, scaled
+from reproduce_budgets import BUDGETS, Budget, scaled
+from xflowrl.jobs import Job, results_lock, run_jobs
 
 FLAGS = flags.FLAGS
-flags.DEFINE_bool("quick", False, "Tiny budgets: the whole pipeline in under 10 minutes.")
+flags.DEFINE_enum("budget", "full", list(BUDGETS), "The budgets (reproduce_budgets.py): quick "
+                  "(every step on tiny budgets, under 10 minutes), full (about 30 minutes "
+                  "here), thesis (the thesis' training budgets; docs/reproduce.md estimates "
+                  "its wall time).")
+flags.DEFINE_bool("quick", False, "The same as --budget=quick.")
 flags.DEFINE_list("graphs", list(report.THESIS_GRAPHS), "Zoo graphs to evaluate.")
 flags.DEFINE_list("settings", list(report.SETTINGS), "Cost settings (cpu, gpu).")
 flags.DEFINE_string("results_dir", "results/reproduce", "Where the runs are written.")
@@ -76,16 +93,24 @@ flags.DEFINE_list("separate_reward_graphs", ["bert"],
                   "Graphs on which train_mb also runs with --reward_model=separate.")
 flags.DEFINE_string("sweep_graph", "bert", "Graph of the temperature sweep ('' to skip).")
 flags.DEFINE_list("sweep_settings", ["cpu", "gpu"], "Cost settings of the temperature sweep.")
-flags.DEFINE_integer("seed", 0, "Seed of every run.")
+flags.DEFINE_integer("seed", 0, "Seed of every run; the agents' first seed.")
+flags.DEFINE_integer("seeds", 1, "Seeds of every agent cell (model-free, model-based, separate "
+                     "reward): --seed, --seed+1, ...; the tables show the median and range.")
 flags.DEFINE_float("budget_scale", 1.0, "Multiplies the agents' training budgets (model-free "
                    "episodes; world-model episodes per round and training steps; imagined "
                    "episodes), to see what more training changes; searches, timing and the "
                    "sweep keep theirs. Use another --results_dir.")
 flags.DEFINE_bool("rerun", False, "Ignore saved runs.")
-flags.DEFINE_integer("jobs", 2, "Entry-point runs at a time (their training wall times "
-                     "are reported: with more than one they share the cores).")
-flags.DEFINE_integer("retries", 1, "Reruns of a failed entry point (after 30 s): other "
-                     "sessions edit this tree while it runs.")
+flags.DEFINE_integer("jobs", 2, "CPUs of the local Ray instance: entry-point runs at a time "
+                     "(their training wall times are reported: with more than one they share "
+                     "the cores). Ignored with --ray_address.")
+flags.DEFINE_string("ray_address", "", "A Ray cluster to run the entry points on (its head's "
+                    "address, or 'auto' for one started on this machine by `ray start`); '': "
+                    "a local instance of --jobs CPUs.")
+flags.DEFINE_integer("retries", 1, "Reruns of an entry point that exits with an error (after "
+                     "30 s, from a fresh folder): other sessions edit this tree while it runs.")
+flags.DEFINE_integer("max_retries", 3, "Reruns of an entry point whose Ray worker or node was "
+                     "lost (it resumes from its checkpoints).")
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -99,98 +124,74 @@ _ORDER = ("inception_v3", "resnet50", "squeezenet1_1", "resnet18", "vit", "bert"
 _AGENT_KEYS = ("max_steps",)
 
 
-@dataclasses.dataclass(frozen=True)
-class Job:
-    """One entry-point run: its script, flags, folder, the file it ends with
-    and the keys that file must hold for the run to be reused."""
-    name: str
-    script: str
-    flags: List[str]
-    out_dir: str
-    result_file: str = "result.json"
-    result_keys: Tuple[str, ...] = ()
-
-    def command(self) -> List[str]:
-        return [sys.executable, os.path.join(_HERE, self.script)] + self.flags
+def job(name: str, script: str, flags_: List[str], out_dir: str,
+        result_file: str = "result.json", result_keys=(), num_cpus: float = 1.0) -> Job:
+    """An entry point of experiments/ as a job; its flags decide reuse (as
+    the markers of earlier versions recorded them)."""
+    return Job(name, (sys.executable, os.path.join(_HERE, script), *flags_), out_dir,
+               result_file=result_file, result_keys=tuple(result_keys), num_cpus=num_cpus,
+               key=tuple(flags_))
 
 
-def run_job(job: Job, rerun: bool) -> float:
-    """Runs `job` unless its folder holds a finished run of the same command
-    whose result has `job.result_keys`; returns the seconds it took (0 when
-    reused)."""
-    marker = os.path.join(job.out_dir, "reproduce_job.json")
-    result = os.path.join(job.out_dir, job.result_file)
-    if not rerun and os.path.exists(marker) and os.path.exists(result):
-        with open(marker) as f:
-            same = json.load(f).get("flags") == job.flags
-        if same and job.result_keys:
-            with open(result) as f:
-                same = set(job.result_keys) <= set(json.load(f))
-        if same:
-            logging.info("%s: reusing %s", job.name, job.out_dir)
-            return 0.0
-    if os.path.isdir(job.out_dir):
-        # Another command's (or an unfinished) run: the entry points would
-        # resume its checkpoints, so it goes.
-        shutil.rmtree(job.out_dir)
-    os.makedirs(os.path.dirname(job.out_dir.rstrip("/")) or ".", exist_ok=True)
-    logging.info("%s: %s", job.name, " ".join(job.command()))
-    for attempt in range(FLAGS.retries + 1):
-        start = time.time()
-        with open(job.out_dir.rstrip("/") + ".log", "a" if attempt else "w") as log:
-            code = subprocess.run(job.command(), stdout=log, stderr=subprocess.STDOUT,
-                                  check=False).returncode
-        if code == 0:
-            break
-        if attempt == FLAGS.retries:
-            raise RuntimeError(f"{job.name} failed (exit {code}); see {job.out_dir}.log")
-        logging.warning("%s failed (exit %d); again in 30 s", job.name, code)
-        shutil.rmtree(job.out_dir, ignore_errors=True)
-        time.sleep(30)
-    seconds = time.time() - start
-    with open(marker, "w") as f:
-        json.dump({"flags": job.flags, "seconds": seconds}, f, indent=1)
-    logging.info("%s: %.0f s", job.name, seconds)
-    return seconds
+def budget_name() -> str:
+    """--budget, or quick under --quick."""
+    if FLAGS.quick and FLAGS["budget"].present and FLAGS.budget != "quick":
+        raise app.UsageError(f"--quick is --budget=quick, not --budget={FLAGS.budget}")
+    return "quick" if FLAGS.quick else FLAGS.budget
 
 
-def env_flags(setting: report.Setting, results_dir: str, b: Budget) -> List[str]:
+def agent_seeds() -> List[int]:
+    if FLAGS.seeds < 1:
+        raise app.UsageError(f"--seeds must be at least 1, not {FLAGS.seeds}")
+    return [FLAGS.seed + i for i in range(FLAGS.seeds)]
+
+
+def env_flags(setting: report.Setting, results_dir: str, seed: int) -> List[str]:
     return [f"--cost_model={setting.cost_model}", f"--profile={setting.profile}",
-            f"--results_dir={results_dir}", f"--seed={FLAGS.seed}"]
+            f"--results_dir={results_dir}", f"--seed={seed}"]
 
 
-def setting_jobs(setting: report.Setting, graphs: Sequence[str], b: Budget) -> List[Job]:
-    """baselines, train_mf, train_mb (and the separate reward network) of one setting."""
+def setting_jobs(setting: report.Setting, graphs: Sequence[str], b: Budget,
+                 seeds: Sequence[int]) -> List[Job]:
+    """baselines, and per seed train_mf, train_mb (and the separate reward
+    network) of one setting."""
     root = os.path.join(FLAGS.results_dir, setting.key)
-    common = env_flags(setting, root, b)
     # baselines.py: its searches and traces are used; the timing is the
     # measure step's (all variants interleaved), so it times once, cheaply.
-    jobs = [Job(f"{setting.key}/baselines", "baselines.py",
-                common + [f"--graphs={','.join(graphs)}", f"--taso_budget={b.taso_budget}",
-                          f"--taso_budget_for={b.taso_budget_for}", "--runtimes=ort",
-                          "--rounds=1", "--warmup=0", "--repeats=1"],
+    jobs = [job(f"{setting.key}/baselines", "baselines.py",
+                env_flags(setting, root, FLAGS.seed) + [
+                    f"--graphs={','.join(graphs)}", f"--taso_budget={b.taso_budget}",
+                    f"--taso_budget_for={b.taso_budget_for}", "--runtimes=ort",
+                    "--rounds=1", "--warmup=0", "--repeats=1"],
                 os.path.join(root, "baselines"), "baselines.json")]
-    # --max_steps is a floor: the agents raise it to greedy's budget themselves.
-    agent = common + [f"--max_steps={b.max_steps}", "--taso_budget=0",
-                      f"--random_episodes={b.random_episodes}"]
-    mb = agent + [f"--rounds={b.mb_rounds}", f"--episodes_per_round={b.mb_episodes_per_round}",
-                  f"--train_steps_per_round={b.mb_train_steps}",
-                  f"--encoder_steps={b.mb_encoder_steps}",
-                  f"--dream_episodes={b.mb_dream_episodes}", "--measure_rounds=0",
-                  f"--eval_episodes={b.mb_eval_episodes}"]
-    for g in sorted(graphs, key=lambda g: _ORDER.index(g) if g in _ORDER else -1):
-        jobs.append(Job(f"{setting.key}/{g}/train_mf", "train_mf.py",
-                        agent + [f"--graph={g}", f"--episodes={b.mf_episodes}"],
-                        os.path.join(root, g, "train_mf"), result_keys=_AGENT_KEYS))
-        jobs.append(Job(f"{setting.key}/{g}/train_mb", "train_mb.py", mb + [f"--graph={g}"],
-                        os.path.join(root, g, "train_mb"), result_keys=_AGENT_KEYS))
-    for g in FLAGS.separate_reward_graphs:
-        sep_root = os.path.join(root, "separate_reward")
-        flags_ = [f if not f.startswith("--results_dir=") else f"--results_dir={sep_root}"
-                  for f in mb]
-        jobs.append(Job(f"{setting.key}/{g}/train_mb separate", "train_mb.py",
-                        flags_ + [f"--graph={g}", "--reward_model=separate"],
-                        os.path.join(sep_root, g, "train_mb"), result_keys=_AGENT_KEYS))
+    ordered = sorted(graphs, key=lambda g: _ORDER.index(g) if g in _ORDER else -1)
+    for seed in seeds:
+        seed_dir = report.seed_root(root, seeds, seed)
+        suffix = "" if seed == seeds[0] else f" seed {seed}"
+        # --max_steps is a floor: the agents raise it to greedy's budget themselves.
+        agent = env_flags(setting, seed_dir, seed) + [
+            f"--max_steps={b.max_steps}", "--taso_budget=0",
+            f"--random_episodes={b.random_episodes}"]
+        mb = agent + [f"--rounds={b.mb_rounds}",
+                      f"--episodes_per_round={b.mb_episodes_per_round}",
+                      f"--train_steps_per_round={b.mb_train_steps}",
+                      f"--encoder_steps={b.mb_encoder_steps}",
+                      f"--dream_episodes={b.mb_dream_episodes}", "--measure_rounds=0",
+                      f"--eval_episodes={b.mb_eval_episodes}"]
+        for g in ordered:
+            jobs.append(job(f"{setting.key}/{g}/train_mf{suffix}", "train_mf.py",
+                            agent + [f"--graph={g}", f"--episodes={b.mf_episodes}"],
+                            os.path.join(seed_dir, g, "train_mf"), result_keys=_AGENT_KEYS))
+            jobs.append(job(f"{setting.key}/{g}/train_mb{suffix}", "train_mb.py",
+                            mb + [f"--graph={g}"], os.path.join(seed_dir, g, "train_mb"),
+                            result_keys=_AGENT_KEYS))
+        for g in FLAGS.separate_reward_graphs:
+            sep_root = os.path.join(seed_dir, "separate_reward")
+            flags_ = [f if not f.startswith("--results_dir=") else f"--results_dir={sep_root}"
+                      for f in mb]
+            jobs.append(job(f"{setting.key}/{g}/train_mb separate{suffix}", "train_mb.py",
+                            flags_ + [f"--graph={g}", "--reward_model=separate"],
+                            os.path.join(sep_root, g, "train_mb"), result_keys=_AGENT_KEYS))
     return jobs
 
 
@@ -198,7 +199,7 @@ def shared_jobs(graphs: Sequence[str], b: Budget) -> List[Job]:
     """Table 4.1 (graph properties) and Table 4.3 (temperature sweep)."""
     cpu = report.SETTINGS["cpu"]
     props_dir = os.path.join(FLAGS.results_dir, "graph_properties")
-    jobs = [Job("graph_properties", "graph_properties.py",
+    jobs = [job("graph_properties", "graph_properties.py",
                 [f"--graphs={','.join(graphs)}", f"--cost_model={cpu.cost_model}",
                  f"--profile={cpu.profile}", f"--repeats={b.props_repeats}",
                  f"--warmup={max(1, min(3, b.props_repeats))}", f"--seed={FLAGS.seed}",
@@ -208,7 +209,9 @@ def shared_jobs(graphs: Sequence[str], b: Budget) -> List[Job]:
         root = os.path.join(FLAGS.results_dir, report.sweep_folder(key))
         # The script's default profile is cpu: only other profiles are named.
         profile = [f"--profile={setting.profile}"] if setting.profile != "cpu" else []
-        jobs.append(Job(f"temperature_sweep {key}", "temperature_sweep.py",
+        # The sweep runs its seeds as tasks of this cluster (it joins it
+        # through $RAY_ADDRESS): it reserves no CPU itself while it waits.
+        jobs.append(job(f"temperature_sweep {key}", "temperature_sweep.py",
                         [f"--graph={FLAGS.sweep_graph}", f"--cost_model={setting.cost_model}"]
                         + profile + [
                          f"--seeds={b.sweep_seeds}",
@@ -218,21 +221,24 @@ def shared_jobs(graphs: Sequence[str], b: Budget) -> List[Job]:
                          f"--train_steps_per_round={b.mb_train_steps}",
                          f"--dream_episodes={b.sweep_dream_episodes}",
                          f"--results_dir={root}"],
-                        os.path.join(root, FLAGS.sweep_graph, "temperature_sweep")))
+                        os.path.join(root, FLAGS.sweep_graph, "temperature_sweep"),
+                        num_cpus=0))
     return jobs
 
 
 # -- the measure step --------------------------------------------------------
 
-def variant_graphs(setting: report.Setting, graph_name: str, root: str, seed: int):
+def variant_graphs(setting: report.Setting, graph_name: str, root: str,
+                   seeds: Sequence[int]):
     """The engine graphs to time, by variant name: original, greedy, TASO
     (searched again: its trace names xfers, not locations; the cost must
     equal baselines.py's, checked), model-free, model-based and, where it
-    ran, the model-based agent with the separate reward network (replayed)."""
+    ran, the model-based agent with the separate reward network (replayed;
+    of each agent, the median seed's run, `report.median_seed`)."""
     from xflowrl.agents.ppo.training import replay  # pylint: disable=import-outside-toplevel
     from xflowrl.env import EnvConfig, make_env  # pylint: disable=import-outside-toplevel
     from xflowrl.search.baselines import GREEDY_MAX_STEPS  # pylint: disable=import-outside-toplevel
-    runs = report.load_runs(root, graph_name)
+    runs = report.load_runs(root, graph_name, seeds)
     env = make_env(graph_name, "default", setting.cost_model, setting.profile,
                    "results/cost_cache.tsv", EnvConfig(max_steps=GREEDY_MAX_STEPS,
                                                        max_locations=200))
@@ -284,10 +290,11 @@ def sweep_graphs(setting: report.Setting, sweep: dict):
             for row in sweep["rows"]]
 
 
-def measure(setting: report.Setting, graph_name: str, b: Budget, rerun: bool) -> dict:
-    """Times every variant of one graph (one timing per distinct graph);
-    writes and returns <root>/<graph>/measured/result.json (reused when its
-    settings match)."""
+def measure(setting: report.Setting, graph_name: str, b: Budget, rerun: bool,
+            seeds: Sequence[int]) -> dict:
+    """Times every variant of one graph (one timing per distinct graph; of
+    the agents, the median seed's graph); writes and returns
+    <root>/<graph>/measured/result.json (reused when its settings match)."""
     from xflowrl import zoo  # pylint: disable=import-outside-toplevel
     from xflowrl.onnx_io import to_onnx
     from xflowrl.executor.weights import random_inputs, random_weights  # pylint: disable=import-outside-toplevel
@@ -298,7 +305,7 @@ def measure(setting: report.Setting, graph_name: str, b: Budget, rerun: bool) ->
     sweep = sweep_result(setting, graph_name)
     settings = {"runtimes": b.measure_runtimes, "rounds": b.measure_rounds,
                 "warmup": b.measure_warmup, "repeats": b.measure_repeats, "seed": FLAGS.seed,
-                "inputs": report.run_stamps(root, graph_name)}
+                "inputs": report.run_stamps(root, graph_name, seeds)}
     if sweep:
         settings["inputs"]["sweep"] = [row["applied"] for row in sweep["rows"]]
     if not rerun and os.path.exists(path):
@@ -306,7 +313,7 @@ def measure(setting: report.Setting, graph_name: str, b: Budget, rerun: bool) ->
             saved = json.load(f)
         if saved.get("settings") == settings:
             return saved
-    graphs, cost_model = variant_graphs(setting, graph_name, root, FLAGS.seed)
+    graphs, cost_model = variant_graphs(setting, graph_name, root, seeds)
     original = graphs["original"]
     weights = random_weights(original, FLAGS.seed, gain=zoo.weight_gain(graph_name))
     def key(g) -> str:  # equal graphs are timed once
@@ -360,23 +367,6 @@ def commit() -> str:
                    else "")
 
 
-@contextlib.contextmanager
-def results_lock(results_dir: str):
-    """Holds an exclusive lock on the results folder, or exits with a message:
-    two invocations on one folder would delete each other's unfinished runs."""
-    os.makedirs(results_dir, exist_ok=True)
-    path = os.path.join(results_dir, ".reproduce.lock")
-    with open(path, "w") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise SystemExit(f"another reproduce.py is running on {results_dir} "
-                             f"(it holds {path}); wait for it or use another --results_dir")
-        f.write(f"{os.getpid()}\n")
-        f.flush()
-        yield
-
-
 def main(argv):
     del argv
     with results_lock(FLAGS.results_dir):
@@ -384,36 +374,46 @@ def main(argv):
 
 
 def run_all():
-    b = scaled(QUICK if FLAGS.quick else FULL, FLAGS.budget_scale)
+    mode = budget_name()
+    b = scaled(BUDGETS[mode], FLAGS.budget_scale)
+    seeds = agent_seeds()
     start = time.time()
     steps: Dict[str, float] = {}
     settings = [report.SETTINGS[k] for k in FLAGS.settings]
     jobs = shared_jobs(FLAGS.graphs, b)
-    per_setting = [setting_jobs(s, FLAGS.graphs, b) for s in settings]
+    per_setting = [setting_jobs(s, FLAGS.graphs, b, seeds) for s in settings]
     # Interleave the settings, so the long graphs of both run first.
     for i in range(max(len(j) for j in per_setting)):
         jobs += [j[i] for j in per_setting if i < len(j)]
-    workers = FLAGS.jobs
-    with futures.ThreadPoolExecutor(max_workers=workers) as pool:
-        done = {job.name: pool.submit(run_job, job, FLAGS.rerun) for job in jobs}
-        steps.update({name: f.result() for name, f in done.items()})
+    runs = run_jobs(jobs, address=FLAGS.ray_address, num_cpus=FLAGS.jobs, rerun=FLAGS.rerun,
+                    retries=FLAGS.retries, retry_delay=30.0, max_retries=FLAGS.max_retries)
+    steps.update({name: r["seconds"] for name, r in runs.items()})
     for setting in settings:
         for g in FLAGS.graphs:
             t = time.time()
-            measure(setting, g, b, FLAGS.rerun)
+            measure(setting, g, b, FLAGS.rerun, seeds)
             steps[f"{setting.key}/{g}/measure"] = time.time() - t
     report_dir = FLAGS.report_dir or os.path.join(FLAGS.results_dir, "report")
+    nodes = sorted({s["node_id"] or s["host"] for r in runs.values() for s in r["starts"]})
     out = report.write_report(FLAGS.results_dir, report_dir, FLAGS.graphs,
                               [s.key for s in settings], FLAGS.separate_reward_graphs,
                               FLAGS.sweep_graph, FLAGS.sweep_settings,
-                              meta={"mode": "quick" if FLAGS.quick else "full",
-                                    "budget_scale": FLAGS.budget_scale,
-                                    "machine": machine(), "jobs": workers,
+                              meta={"mode": mode, "budget_scale": FLAGS.budget_scale,
+                                    "seeds": seeds,
+                                    "machine": machine(),
+                                    "jobs": FLAGS.jobs if not FLAGS.ray_address else None,
+                                    "ray_address": FLAGS.ray_address or None,
+                                    "ray_nodes": nodes,
                                     "commit": commit(),
                                     "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
                                     "budget": dataclasses.asdict(b),
                                     "step_seconds": steps,
-                                    "wall_seconds": time.time() - start})
+                                    # per run: how often it started, where, and
+                                    # whether a start resumed a lost one
+                                    "job_starts": {n: r["starts"] for n, r in runs.items()
+                                                   if r["starts"]},
+                                    "wall_seconds": time.time() - start},
+                              seeds=seeds)
     print(f"report in {out} ({time.time() - start:.0f} s)")
 
 

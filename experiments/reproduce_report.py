@@ -6,7 +6,9 @@ reproduce.py's runs left under its results folder, so a report can be
 rebuilt from saved runs alone, and a test can check that every number in
 report.json is the one in a run's result.json.
 
-Layout read (per setting key, e.g. `cpu`):
+Layout read (per setting key, e.g. `cpu`; with several seeds the first
+seed's agents are where shown, the others' below <results>/<setting>/seed_<s>/
+in the same layout, `seed_root`):
   <results>/<setting>/<graph>/baselines/result.json     (baselines.py)
   <results>/<setting>/<graph>/train_mf/result.json      (train_mf.py)
   <results>/<setting>/<graph>/train_mb/result.json      (train_mb.py)
@@ -108,13 +110,20 @@ def sweep_measured_changes(measured: Optional[dict]) -> Dict[float, List[float]]
 
 
 class Runs(NamedTuple):
-    """The result files of one graph under one setting."""
+    """The result files of one graph under one setting.
+
+    `mf`, `mb` and `mb_separate` are the median seed's runs (`median_seed`):
+    the ones the measure step times, whose steps, wall times and curves the
+    report shows; `*_seeds` hold every seed's, by seed."""
     baselines: dict
     mf: dict
     mb: dict
     measured: Optional[dict]
-    dream_history: List[dict]
+    dream_history: List[dict]     # of the median model-based seed
     mb_separate: Optional[dict]   # train_mb --reward_model=separate, where it ran
+    mf_seeds: Dict[int, dict] = {}
+    mb_seeds: Dict[int, dict] = {}
+    mb_separate_seeds: Dict[int, dict] = {}
 
 
 def _load(path: str) -> Optional[dict]:
@@ -124,20 +133,49 @@ def _load(path: str) -> Optional[dict]:
         return json.load(f)
 
 
-def load_runs(root: str, graph: str) -> Runs:
-    """The saved runs of `graph` under one setting's folder `root`."""
+def seed_root(root: str, seeds: Sequence[int], seed: int) -> str:
+    """Where the agents of `seed` write under a setting's folder `root`: the
+    first seed's runs where a one-seed run writes them (root), the others'
+    under root/seed_<s>/ (the same layout below)."""
+    return root if seed == seeds[0] else os.path.join(root, f"seed_{seed}")
+
+
+def median_seed(by_seed: Dict[int, dict], cost_key: str) -> int:
+    """The seed whose run is the median of `cost_key` (for an even count,
+    the cheaper of the two middle runs; equal costs: the smaller seed)."""
+    ranked = sorted(by_seed, key=lambda s: (by_seed[s][cost_key], s))
+    return ranked[(len(ranked) - 1) // 2]
+
+
+def load_seeds(root: str, seeds: Sequence[int], *parts: str) -> Dict[int, dict]:
+    """By seed, the JSON file `parts` below each seed's folder (`seed_root`),
+    where it exists."""
+    out = {s: _load(os.path.join(seed_root(root, seeds, s), *parts)) for s in seeds}
+    return {s: r for s, r in out.items() if r is not None}
+
+
+def load_runs(root: str, graph: str, seeds: Sequence[int] = (0,)) -> Runs:
+    """The saved runs of `graph` under one setting's folder `root`, the
+    agents' for each of `seeds` (missing seeds are skipped)."""
     d = os.path.join(root, graph)
-    history = _load(os.path.join(d, "train_mb", "controller", "history.json")) or []
+    mf = load_seeds(root, seeds, graph, "train_mf", "result.json")
+    mb = load_seeds(root, seeds, graph, "train_mb", "result.json")
+    separate = load_seeds(root, seeds, "separate_reward", graph, "train_mb", "result.json")
+    mf_seed = median_seed(mf, "agent_cost_ms") if mf else None
+    mb_seed = median_seed(mb, "controller_best_cost_ms") if mb else None
+    separate_seed = median_seed(separate, "controller_best_cost_ms") if separate else None
+    history = (_load(os.path.join(seed_root(root, seeds, mb_seed), graph, "train_mb",
+                                  "controller", "history.json")) or []) if mb else []
     return Runs(_load(os.path.join(d, "baselines", "result.json")),
-                _load(os.path.join(d, "train_mf", "result.json")),
-                _load(os.path.join(d, "train_mb", "result.json")),
+                mf.get(mf_seed), mb.get(mb_seed),
                 _load(os.path.join(d, "measured", "result.json")), history,
-                _load(os.path.join(root, "separate_reward", graph, "train_mb", "result.json")))
+                separate.get(separate_seed), mf, mb, separate)
 
 
-def run_stamps(root: str, graph: str) -> dict:
-    """What the measure step's timing depends on: the graphs the runs found."""
-    r = load_runs(root, graph)
+def run_stamps(root: str, graph: str, seeds: Sequence[int] = (0,)) -> dict:
+    """What the measure step's timing depends on: the graphs the runs found
+    (the median seeds')."""
+    r = load_runs(root, graph, seeds)
     stamps = {"greedy": r.baselines["greedy"]["applied"],
               "taso_cost_ms": (r.baselines.get("taso") or {}).get("cost_ms"),
               "mf": r.mf["agent_applied"], "mb": r.mb["controller_best_applied"]}
@@ -153,13 +191,38 @@ def pct(value: Optional[float], base: Optional[float]) -> Optional[float]:
     return 100.0 * (value / base - 1.0)
 
 
+class Spread(NamedTuple):
+    """A value over seeds: the median and the range."""
+    median: float
+    low: float
+    high: float
+    count: int
+
+
+def over_seeds(values: Sequence[float]) -> Spread:
+    """The median and [min, max] of one cell's values over seeds."""
+    v = np.asarray(values, dtype=float)
+    return Spread(float(np.median(v)), float(v.min()), float(v.max()), len(v))
+
+
+def compare(a: Spread, b: Spread, name: str, tol: float = 1e-6) -> str:
+    """`a` against `b` (costs: lower is better), called a difference only
+    where their ranges over seeds do not overlap: "better than <name>" (a's
+    highest below b's lowest), "worse than <name>", "only matches <name>"
+    (both one and the same value), else "within the range of <name>"."""
+    if a.high < b.low * (1 - tol):
+        return f"better than {name}"
+    if a.low > b.high * (1 + tol):
+        return f"worse than {name}"
+    if (abs(a.high - a.low) <= tol * abs(a.low) and abs(b.high - b.low) <= tol * abs(b.low)):
+        return f"only matches {name}"
+    return f"within the range of {name}"
+
+
 def versus(cost: float, greedy: float, tol: float = 1e-6) -> str:
-    """better / matches / worse than one-step greedy."""
-    if cost < greedy * (1 - tol):
-        return "better than greedy"
-    if cost > greedy * (1 + tol):
-        return "worse than greedy"
-    return "only matches greedy"
+    """better / matches / worse than one-step greedy (one seed)."""
+    return compare(Spread(cost, cost, cost, 1), Spread(greedy, greedy, greedy, 1), "greedy",
+                   tol)
 
 
 @dataclasses.dataclass
@@ -199,12 +262,35 @@ class GraphRow:
     measured: Dict[str, Dict[str, float]]   # variant -> clock -> median ms
     measured_iqr: Dict[str, Dict[str, List[float]]]
     same_graph: Dict[str, str]               # variant -> first variant with its graph
+    # Over seeds (one seed: the value itself). mf_ms, mb_ms and mb_separate_ms
+    # above are the medians; the run-level fields (steps, seconds, applied,
+    # measured) are the median seed's run (mf_seed, mb_seed).
+    seeds: List[int]
+    mf_range: List[float]                    # [min, max] over seeds
+    mb_range: List[float]
+    mb_separate_range: Optional[List[float]]
+    mf_seed_ms: Dict[str, float]             # seed -> the agent's cost
+    mb_seed_ms: Dict[str, float]
+    mf_seed: int
+    mb_seed: int
+    mb_vs_mf: str
+
+
+def _spread(by_seed: Dict[int, dict], key: str) -> Optional[Spread]:
+    return over_seeds([r[key] for r in by_seed.values()]) if by_seed else None
 
 
 def graph_row(setting: str, graph: str, runs: Runs) -> GraphRow:
     """The numbers of one graph, straight from its runs' result files."""
     b, mf, mb = runs.baselines, runs.mf, runs.mb
     taso = b.get("taso") or {}
+    mf_seeds = runs.mf_seeds or {mf.get("seed", 0): mf}
+    mb_seeds = runs.mb_seeds or {mb.get("seed", 0): mb}
+    separate_seeds = runs.mb_separate_seeds or (
+        {runs.mb_separate.get("seed", 0): runs.mb_separate} if runs.mb_separate else {})
+    mf_s, mb_s = _spread(mf_seeds, "agent_cost_ms"), _spread(mb_seeds, "controller_best_cost_ms")
+    sep_s = _spread(separate_seeds, "controller_best_cost_ms")
+    greedy = over_seeds([b["greedy"]["cost_ms"]])
     rollouts = mb["real_steps"]
     measured, iqr, same = {}, {}, {}
     if runs.measured:
@@ -221,11 +307,11 @@ def graph_row(setting: str, graph: str, runs: Runs) -> GraphRow:
         taso_ms=taso.get("cost_ms"), taso_budget=taso.get("budget"),
         taso_expansions=taso.get("expansions"), taso_seconds=taso.get("seconds"),
         random_ms=(mf["baselines"].get("random") or {}).get("cost_ms"),
-        mf_ms=mf["agent_cost_ms"], mb_ms=mb["controller_best_cost_ms"],
+        mf_ms=mf_s.median, mb_ms=mb_s.median,
         mb_greedy_ms=mb["controller_cost_ms"],
-        mb_separate_ms=(runs.mb_separate or {}).get("controller_best_cost_ms"),
-        mf_vs_greedy=versus(mf["agent_cost_ms"], b["greedy"]["cost_ms"]),
-        mb_vs_greedy=versus(mb["controller_best_cost_ms"], b["greedy"]["cost_ms"]),
+        mb_separate_ms=sep_s.median if sep_s else None,
+        mf_vs_greedy=compare(mf_s, greedy, "greedy"),
+        mb_vs_greedy=compare(mb_s, greedy, "greedy"),
         mf_interactions=mf["interactions"], mf_steps_to_final=mf["steps_to_final_cost"],
         mf_episodes=mf["episodes"],
         mb_real_steps=(rollouts["world_model_rollouts"] + rollouts["held_out_rollouts"]
@@ -236,7 +322,14 @@ def graph_row(setting: str, graph: str, runs: Runs) -> GraphRow:
         mb_optimize_seconds=mb["seconds"].get("optimize"),
         mf_applied=mf["agent_applied"], mb_applied=mb["controller_best_applied"],
         taso_applied=taso.get("applied", []), greedy_applied=b["greedy"]["applied"],
-        measured=measured, measured_iqr=iqr, same_graph=same)
+        measured=measured, measured_iqr=iqr, same_graph=same,
+        seeds=sorted(set(mf_seeds) | set(mb_seeds)),
+        mf_range=[mf_s.low, mf_s.high], mb_range=[mb_s.low, mb_s.high],
+        mb_separate_range=[sep_s.low, sep_s.high] if sep_s else None,
+        mf_seed_ms={str(k): r["agent_cost_ms"] for k, r in sorted(mf_seeds.items())},
+        mb_seed_ms={str(k): r["controller_best_cost_ms"] for k, r in sorted(mb_seeds.items())},
+        mf_seed=mf.get("seed", 0), mb_seed=mb.get("seed", 0),
+        mb_vs_mf=compare(mb_s, mf_s, "model-free"))
 
 
 # -- tables ------------------------------------------------------------------
@@ -248,6 +341,30 @@ def _f(v: Optional[float], fmt: str = ".2f", suffix: str = "") -> str:
 def _chg(v: Optional[float], base: Optional[float], digits: int = 2) -> str:
     p = pct(v, base)
     return "-" if p is None else f"{p:+.{digits}f}%"
+
+
+def _chg_seeds(median: Optional[float], span: Optional[Sequence[float]], seeds: int,
+               base: Optional[float], digits: int = 2) -> str:
+    """A change over seeds: the median's, and [min, max] where there are
+    several seeds."""
+    text = _chg(median, base, digits)
+    if seeds > 1 and span:
+        text += f" [{_chg(span[0], base, digits)}, {_chg(span[1], base, digits)}]"
+    return text
+
+
+def seeds_note(rows: Dict[str, GraphRow]) -> str:
+    """What the agents' cells are over several seeds ("" for one)."""
+    counts = sorted({len(r.seeds) for r in rows.values()})
+    if counts in ([], [1]):
+        return ""
+    seeds = sorted({s for r in rows.values() for s in r.seeds})
+    return (f" Agents: median [min, max] over {'/'.join(map(str, counts))} seeds "
+            f"({', '.join(map(str, seeds))}); an agent is called better or worse than "
+            "another (or greedy) only where their ranges over seeds do not overlap, else "
+            "\"within the range of\". The measured runtimes, steps, wall times, "
+            "transformations and curves are the median seed's run (of an even count, the "
+            "cheaper of the two middle runs).")
 
 
 def table_4_1(props: Optional[dict], rows: Dict[str, Dict[str, GraphRow]]) -> str:
@@ -278,17 +395,21 @@ def table_agents(rows: Dict[str, GraphRow]) -> str:
              "| thesis MB vs TASO |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for g, r in rows.items():
         t = THESIS_MS.get(g)
+        k = len(r.seeds)
         lines.append(
             f"| {g} | {r.initial_ms:.3f} | {_chg(r.greedy_ms, r.initial_ms)} ({r.greedy_steps}) "
             f"| {_chg(r.taso_ms, r.initial_ms)} ({r.taso_budget}) | "
-            f"{_chg(r.random_ms, r.initial_ms)} | {_chg(r.mf_ms, r.initial_ms)} | "
-            f"{_chg(r.mb_ms, r.initial_ms)} | {r.mf_vs_greedy} | {r.mb_vs_greedy} | "
+            f"{_chg(r.random_ms, r.initial_ms)} | "
+            f"{_chg_seeds(r.mf_ms, r.mf_range, k, r.initial_ms)} | "
+            f"{_chg_seeds(r.mb_ms, r.mb_range, k, r.initial_ms)} | {r.mf_vs_greedy} | "
+            f"{r.mb_vs_greedy} | "
             f"{_chg(t['mf'], t['taso'], 1) if t else '-'} | "
             f"{_chg(t['mb'], t['taso'], 1) if t else '-'} |")
     return ("Estimated cost change against the initial graph (negative: faster), all under "
             "the same cost model; model-free = its greedy policy, model-based = best of its "
             "greedy and sampled evaluation episodes in the real environment; random = mean "
-            "of the random agent's episodes.\n\n" + "\n".join(lines) + "\n")
+            "of the random agent's episodes." + seeds_note(rows) + "\n\n" + "\n".join(lines)
+            + "\n")
 
 
 def table_measured(rows: Dict[str, GraphRow]) -> str:
@@ -399,31 +520,37 @@ def table_steps(rows: Dict[str, GraphRow]) -> str:
 
 
 def table_separate(results: str, setting: str, graphs: Sequence[str],
-                   rows: Dict[str, GraphRow]) -> str:
+                   rows: Dict[str, GraphRow], seeds: Sequence[int] = (0,)) -> str:
     """train_mb --reward_model=separate against the MDN-RNN's reward head."""
     lines = ["| graph | reward model | controller est. change (best) | greedy | measured "
              "ort/cpu change | held-out reward MSE | predicted return | real return |",
              "|---|---|---|---|---|---|---|---|"]
+    root = os.path.join(results, setting)
     for g in graphs:
-        for model, path, variant in (
-                ("mdn", os.path.join(results, setting, g, "train_mb"), "model-based"),
-                ("separate", os.path.join(results, setting, "separate_reward", g, "train_mb"),
-                 SEPARATE)):
-            mb = _load(os.path.join(path, "result.json"))
-            if not mb:
+        for model, parts, variant in (
+                ("mdn", (g, "train_mb", "result.json"), "model-based"),
+                ("separate", ("separate_reward", g, "train_mb", "result.json"), SEPARATE)):
+            by_seed = load_seeds(root, seeds, *parts)
+            if not by_seed:
                 continue
+            mb = by_seed[median_seed(by_seed, "controller_best_cost_ms")]
+            spread = over_seeds([r["controller_best_cost_ms"] for r in by_seed.values()])
             measured = rows[g].measured if g in rows else {}
             last = mb["world_model"]["rounds"][-1]
             ev = mb["controller"]["greedy"]
-            lines.append(f"| {g} | {model} | {_chg(mb['controller_best_cost_ms'], mb['initial_cost_ms'], 3)} | "
+            lines.append(f"| {g} | {model} | "
+                         f"{_chg_seeds(spread.median, [spread.low, spread.high], spread.count, mb['initial_cost_ms'], 3)} | "
                          f"{_chg(mb['baselines']['greedy']['cost_ms'], mb['initial_cost_ms'], 3)} | "
                          f"{_chg(measured.get(variant, {}).get('ort/cpu'), measured.get('original', {}).get('ort/cpu'))} | "
                          f"{last['held_out_reward_mse']:.3e} | {ev['predicted_return']:+.4f} | "
                          f"{ev['real_return']:+.4f} |")
-    return ("The same budgets and seed; only the reward head differs (thesis §4.3.4 left "
-            "this experiment as a TODO). Returns of the greedy evaluation episode; the "
-            "measured change is the measure step's (see the measured runtimes above).\n\n"
-            + "\n".join(lines) + "\n")
+    several = len(seeds) > 1
+    return ("The same budgets and seed" + ("s" if several else "") + "; only the reward head "
+            "differs (thesis §4.3.4 left this experiment as a TODO). Returns of the greedy "
+            "evaluation episode" + (" of the median seed's run; the controller's change is "
+                                    "the median [min, max] over seeds" if several else "")
+            + "; the measured change is the measure step's (see the measured runtimes "
+            "above).\n\n" + "\n".join(lines) + "\n")
 
 
 # -- figures -----------------------------------------------------------------
@@ -622,14 +749,20 @@ def write_figures(runs, rows, out_dir: str) -> Dict[str, str]:
 # -- the report --------------------------------------------------------------
 
 def summary_lines(rows: Dict[str, Dict[str, GraphRow]]) -> List[str]:
-    """Counts the text states: where the agents beat, match or trail greedy,
-    and the range of the measured changes."""
+    """Counts the text states: where the agents beat, match or trail greedy
+    and each other (over seeds: only where the ranges do not overlap), and
+    the range of the measured changes."""
     out = []
     for setting, by_graph in rows.items():
-        for agent, key in (("model-free", "mf_vs_greedy"), ("model-based", "mb_vs_greedy")):
+        for agent, key, other in (("model-free", "mf_vs_greedy", "greedy"),
+                                  ("model-based", "mb_vs_greedy", "greedy"),
+                                  ("model-based against model-free", "mb_vs_mf",
+                                   "model-free")):
             verdicts = {g: getattr(r, key) for g, r in by_graph.items()}
-            groups = {v: [g for g, w in verdicts.items() if w == v] for v in
-                      ("better than greedy", "only matches greedy", "worse than greedy")}
+            kinds = [f"better than {other}", f"only matches {other}", f"worse than {other}"]
+            # Shown where it occurs: with one seed a range is a point.
+            kinds += [v for v in [f"within the range of {other}"] if v in verdicts.values()]
+            groups = {v: [g for g, w in verdicts.items() if w == v] for v in kinds}
             out.append(f"- {_label(setting)}, {agent}: " + "; ".join(
                 f"{v} on {len(gs)} ({', '.join(gs) or '-'})" for v, gs in groups.items()) + ".")
         taso_eq = [g for g, r in by_graph.items()
@@ -647,11 +780,14 @@ def summary_lines(rows: Dict[str, Dict[str, GraphRow]]) -> List[str]:
 
 def write_report(results: str, out_dir: str, graphs: Sequence[str], settings: Sequence[str],
                  separate_graphs: Sequence[str], sweep_graph: str,
-                 sweep_settings: Sequence[str], meta: dict) -> str:
+                 sweep_settings: Sequence[str], meta: dict,
+                 seeds: Sequence[int] = (0,)) -> str:
     """Reads the runs under `results` and writes report.md, report.json and
-    the figures to `out_dir`; returns `out_dir`."""
+    the figures to `out_dir`; returns `out_dir`. `seeds`: the agents' seeds,
+    the first's runs where a one-seed run writes them (`seed_root`)."""
     os.makedirs(out_dir, exist_ok=True)
-    runs = {s: {g: load_runs(os.path.join(results, s), g) for g in graphs} for s in settings}
+    runs = {s: {g: load_runs(os.path.join(results, s), g, seeds) for g in graphs}
+            for s in settings}
     rows = {s: {g: graph_row(s, g, r) for g, r in by_graph.items()}
             for s, by_graph in runs.items()}
     props = _load(os.path.join(results, "graph_properties", "table_4_1.json"))
@@ -669,8 +805,14 @@ def write_report(results: str, out_dir: str, graphs: Sequence[str], settings: Se
              "\n".join(f"- **{SETTINGS[s].label}**: {SETTINGS[s].what}" for s in settings),
              "\nTensorRT: not run (it needs an NVIDIA GPU; this machine has none).\n",
              f"Measured on {meta.get('machine', '?')}, {meta.get('date_utc', '?')} UTC "
-             f"(shared with other sessions); {meta.get('jobs', '?')} entry-point run(s) at a "
-             f"time; project commit {meta.get('commit', '?')}. Rule set: the entry points' default (built-ins + generated).\n",
+             f"(shared with other sessions); "
+             + (f"{meta.get('jobs', '?')} entry-point run(s) at a time"
+                if not meta.get("ray_address") else
+                f"entry points on the Ray cluster at {meta['ray_address']} "
+                f"({len(meta.get('ray_nodes', []))} node(s) ran them)")
+             + f"; project commit {meta.get('commit', '?')}. Rule set: the entry points' default (built-ins + generated)."
+             + (f" Agents over {len(seeds)} seeds ({', '.join(map(str, seeds))}): median "
+                "[min, max]." if len(seeds) > 1 else "") + "\n",
              "## Summary\n", "\n".join(summary_lines(rows)) + "\n",
              "## Table 4.1: graph properties\n", table_4_1(props, rows)]
     for s in settings:
@@ -682,7 +824,7 @@ def write_report(results: str, out_dir: str, graphs: Sequence[str], settings: Se
                   f"## Real environment steps and wall times, {_label(s)}\n",
                   table_steps(rows[s]),
                   f"## Separate reward network, {_label(s)}\n",
-                  table_separate(results, s, separate_graphs, rows[s])]
+                  table_separate(results, s, separate_graphs, rows[s], seeds)]
     for s, sweep in sweeps.items():
         parts += [f"## Table 4.3: temperature sweep, {_label(s)}\n",
                   table_4_3(sweep, s, sweeps_measured[s])]
@@ -693,8 +835,8 @@ def write_report(results: str, out_dir: str, graphs: Sequence[str], settings: Se
     text = "\n".join(parts)
     with open(os.path.join(out_dir, "report.md"), "w") as f:
         f.write(text)
-    separate = {s: {g: _load(os.path.join(results, s, "separate_reward", g, "train_mb",
-                                          "result.json")) is not None
+    separate = {s: {g: bool(load_seeds(os.path.join(results, s), seeds, "separate_reward", g,
+                                       "train_mb", "result.json"))
                     for g in separate_graphs} for s in settings}
     with open(os.path.join(out_dir, "report.json"), "w") as f:
         json.dump({"meta": meta, "settings": {s: dataclasses.asdict(SETTINGS[s])

@@ -15,14 +15,23 @@ graph's (negative is faster).
   real score:        100 * (real final cost / initial cost - 1)
 Each cell is mean +- std over seeds; result.json keeps each real episode's
 applied steps too, so its graph can be rebuilt and timed. Writes result.json, result.md and
-temperature_sweep.png to --results_dir/<graph>/temperature_sweep/; every
-world model and controller is checkpointed there, so a rerun resumes.
+temperature_sweep.png to --results_dir/<graph>/temperature_sweep/.
+
+The seeds run in parallel as Ray tasks (`xflowrl.jobs.run_jobs`): each is
+this script again with `--only_seed=<s>`, which trains that seed's world
+model and controllers in seed_<s>/ (checkpointed there, so a rerun or a
+retried task resumes) and writes their scores to seed_<s>/cells.json; a
+finished seed is reused. The tasks run on a local Ray instance of --jobs
+CPUs, on the cluster at --ray_address, or, when this script is itself a job
+of reproduce.py, on that job's cluster ($RAY_ADDRESS).
 """
 
 import dataclasses
+import json
 import os
+import sys
 import time
-from typing import Tuple
+from typing import Dict, List, Tuple
 
 from absl import app
 from absl import flags
@@ -32,6 +41,7 @@ import numpy as np
 
 from xflowrl import zoo
 from xflowrl.engine import BACKENDS
+from xflowrl.jobs import Job, run_jobs, strip_flags
 from xflowrl.runs import RunSettings, save_result
 from xflowrl.world_model import (DreamConfig, ModelBasedAgent, WorldModelConfig,
                                  controller_ppo_config, imagine_batch)
@@ -48,6 +58,11 @@ flags.DEFINE_integer("max_steps", 50, "Step limit per episode.")
 common.define_world_model_flags()
 flags.DEFINE_integer("dream_episodes", 2400, "Imagined episodes per controller.")
 flags.DEFINE_string("results_dir", "results", "Where results are written.")
+flags.DEFINE_integer("jobs", 2, "CPUs of the local Ray instance: seeds at a time.")
+flags.DEFINE_string("ray_address", "", "A Ray cluster to run the seeds on ('': $RAY_ADDRESS "
+                    "if set, else a local instance of --jobs CPUs).")
+flags.DEFINE_integer("only_seed", -1, "Run this one seed in this process and write its "
+                     "cells.json (what each seed's task runs; -1: the whole sweep).")
 # --quick's values for the flags the user does not give (and, always under
 # --quick, 10 held-out episodes instead of WorldModelConfig's default).
 QUICK = {"graph": "small_cnn", "seeds": 2, "temperatures": ["0.5", "1.0", "2.0"],
@@ -101,36 +116,75 @@ def _plot(path, temps, wm_mean, wm_std, real_mean, real_std, graph):
     plt.close(fig)
 
 
+# The sweep's own flags, left out of a seed's command line: a seed's run does
+# not depend on them, so raising --seeds reuses the seeds already run.
+_SWEEP_FLAGS = ("seeds", "jobs", "ray_address", "only_seed")
+_CELLS = "cells.json"
+
+
+def run_seed(settings: Settings, seed: int, out_dir: str) -> None:
+    """One seed: its world model, then per temperature a controller trained
+    in the dream and its scores; writes <out_dir>/seed_<seed>/cells.json."""
+    env = settings.run.make_env()
+    start = time.time()
+    base = DreamConfig(episodes=settings.dream_episodes)
+    agent = ModelBasedAgent(env, os.path.join(out_dir, f"seed_{seed}"), settings.world_model,
+                            base, controller_ppo_config(base.batch_size), seed=seed)
+    agent.learn_world_model()
+    cells = []
+    for t in settings.temperatures:
+        config = dataclasses.replace(base, temperature=t)
+        controller = agent.train_controller(config, subdir=f"controller_tau_{t}", seed=seed)
+        dream = agent.make_dream(config, seed=seed + 7919)
+        imagined = imagine_batch(dream, controller, 64, greedy=True)
+        wm_score = -float(np.mean([sum(s.reward for s in e) for e in imagined]))
+        real = agent.evaluate(controller, masks="real", greedy=True)
+        real_score = 100.0 * (real.final_cost / env.initial_cost - 1.0)
+        cells.append({"temperature": t, "world_model": wm_score, "real": real_score,
+                      "applied": [list(a) for a in real.applied],
+                      "invalid_actions": real.invalid_actions})
+        logging.info("seed %d tau %.2f: world-model score %+.3f%%, real score %+.3f%% "
+                     "(%d invalid actions), %.0f s so far", seed, t, wm_score, real_score,
+                     real.invalid_actions, time.time() - start)
+    with open(os.path.join(out_dir, f"seed_{seed}", _CELLS), "w") as f:
+        json.dump({"seed": seed, "initial_cost_ms": env.initial_cost, "cells": cells,
+                   "seconds": time.time() - start}, f, indent=1)
+
+
+def seed_jobs(settings: Settings, out_dir: str) -> List[Job]:
+    """One job per seed: this script with this invocation's flags and
+    --only_seed."""
+    flags_ = strip_flags(sys.argv[1:], _SWEEP_FLAGS)
+    return [Job(f"{settings.run.graph} seed {seed}",
+                (sys.executable, os.path.abspath(__file__), *flags_, f"--only_seed={seed}"),
+                os.path.join(out_dir, f"seed_{seed}"), result_file=_CELLS,
+                key=(*flags_, f"--only_seed={seed}"))
+            for seed in range(settings.seeds)]
+
+
 def main(argv):
     del argv
     settings = settings_from_flags()
     graph_name, seeds, temps, wm, episodes = (settings.run.graph, settings.seeds,
                                               settings.temperatures, settings.world_model,
                                               settings.dream_episodes)
-    env = settings.run.make_env()
     out_dir = settings.run.results_folder("temperature_sweep")
     os.makedirs(out_dir, exist_ok=True)
+    if FLAGS.only_seed >= 0:
+        run_seed(settings, FLAGS.only_seed, out_dir)
+        return
     start = time.time()
-    cells = {t: {"world_model": [], "real": [], "applied": []} for t in temps}
-    for seed in range(seeds):
-        base = DreamConfig(episodes=episodes)
-        agent = ModelBasedAgent(env, os.path.join(out_dir, f"seed_{seed}"), wm, base,
-                                controller_ppo_config(base.batch_size), seed=seed)
-        agent.learn_world_model()
-        for t in temps:
-            config = dataclasses.replace(base, temperature=t)
-            controller = agent.train_controller(config, subdir=f"controller_tau_{t}", seed=seed)
-            dream = agent.make_dream(config, seed=seed + 7919)
-            imagined = imagine_batch(dream, controller, 64, greedy=True)
-            wm_score = -float(np.mean([sum(s.reward for s in e) for e in imagined]))
-            real = agent.evaluate(controller, masks="real", greedy=True)
-            real_score = 100.0 * (real.final_cost / env.initial_cost - 1.0)
-            cells[t]["world_model"].append(wm_score)
-            cells[t]["real"].append(real_score)
-            cells[t]["applied"].append([list(a) for a in real.applied])
-            logging.info("seed %d tau %.2f: world-model score %+.3f%%, real score %+.3f%% "
-                         "(%d invalid actions), %.0f s so far", seed, t, wm_score, real_score,
-                         real.invalid_actions, time.time() - start)
+    jobs = seed_jobs(settings, out_dir)
+    run_jobs(jobs, address=FLAGS.ray_address, num_cpus=FLAGS.jobs)
+    env = settings.run.make_env()
+    cells: Dict[float, Dict[str, list]] = {t: {"world_model": [], "real": [], "applied": []}
+                                           for t in temps}
+    for job in jobs:
+        with open(job.result) as f:
+            by_seed = json.load(f)
+        for cell in by_seed["cells"]:
+            for key in ("world_model", "real", "applied"):
+                cells[cell["temperature"]][key].append(cell[key])
     rows = []
     for t in temps:
         w, r = np.array(cells[t]["world_model"]), np.array(cells[t]["real"])
