@@ -164,9 +164,9 @@ class RunJobTest(absltest.TestCase):
         self.assertIsNone(runner.estimate_left([], 3, 2))
         # Three left, two at a time, 10 s each: two rounds.
         self.assertEqual(runner.estimate_left([5.0, 15.0], 3, 2), 20.0)
-        line = runner.progress_line(4, 9, 1, 0, 2, 125.0, 3700.0, "x: ran 3 s")
-        self.assertEqual(line, "[4/9 jobs done, 1 reused, 0 failed, 2 running; 2 min 05 s "
-                               "elapsed, about 1 h 01 min left] x: ran 3 s")
+        line = runner.progress_line(4, 9, 1, 0, 125.0, 3700.0, "x: ran 3 s")
+        self.assertEqual(line, "[4/9 jobs done, 1 reused, 0 failed; 2 min 05 s elapsed, "
+                               "about 1 h 01 min left] x: ran 3 s")
 
 
 class RunJobsTest(absltest.TestCase):
@@ -204,7 +204,7 @@ class RunJobsTest(absltest.TestCase):
         lines = progress.getvalue().splitlines()
         self.assertIn("3 jobs: 0 reused, 3 to run on Ray", lines[0])
         self.assertLen(lines, 4)
-        self.assertIn("[3/3 jobs done, 0 reused, 1 failed, 0 running;", lines[-1])
+        self.assertIn("[3/3 jobs done, 0 reused, 1 failed;", lines[-1])
         # Every job ran in the driver's working directory, was given the
         # cluster's address and not Ray's OMP_NUM_THREADS=1.
         for job in jobs[:2]:

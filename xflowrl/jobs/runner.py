@@ -295,7 +295,8 @@ def _duration(seconds: float) -> str:
 
 def estimate_left(ran_seconds: Sequence[float], left: int, slots: int) -> Optional[float]:
     """Seconds until `left` more jobs finish, `slots` at a time, if each
-    takes the mean of the jobs that ran (None before one has)."""
+    takes the mean of the jobs that ran (None before one has): a rough
+    figure, the jobs of a sweep differ."""
     if not ran_seconds:
         return None
     if left <= 0:
@@ -303,12 +304,12 @@ def estimate_left(ran_seconds: Sequence[float], left: int, slots: int) -> Option
     return float(sum(ran_seconds) / len(ran_seconds)) * math.ceil(left / max(1, slots))
 
 
-def progress_line(done: int, total: int, reused: int, failed: int, running: int,
-                  elapsed: float, left: Optional[float], what: str) -> str:
-    """The sweep's progress: finished/total, reused, failed, running,
-    elapsed and estimated time left, then what just happened."""
+def progress_line(done: int, total: int, reused: int, failed: int, elapsed: float,
+                  left: Optional[float], what: str) -> str:
+    """The sweep's progress: finished/total, reused, failed, elapsed and
+    estimated time left, then what just happened."""
     eta = "time left unknown" if left is None else f"about {_duration(left)} left"
-    return (f"[{done}/{total} jobs done, {reused} reused, {failed} failed, {running} running; "
+    return (f"[{done}/{total} jobs done, {reused} reused, {failed} failed; "
             f"{_duration(elapsed)} elapsed, {eta}] {what}")
 
 
@@ -421,9 +422,9 @@ def run_jobs(jobs: Sequence[Job], address: str = "", num_cpus: Optional[int] = N
                 what = f"{job.name}: FAILED ({record['error']})"
             results[job.name] = record
             failed = sum(r["status"] == "failed" for r in results.values())
-            print(progress_line(len(results), len(jobs), reused, failed, min(len(refs), slots),
-                                time.time() - start, estimate_left(ran, len(refs), slots),
-                                what), file=out, flush=True)
+            print(progress_line(len(results), len(jobs), reused, failed, time.time() - start,
+                                estimate_left(ran, len(refs), slots), what),
+                  file=out, flush=True)
     finally:
         if shut_down:
             ray.shutdown()
