@@ -135,12 +135,17 @@ def agents_block(run: dict) -> str:
     within 1 point of greedy), the agents' real environment steps, and the
     measured ort/cpu change of greedy's and the model-based agent's graphs."""
     meta = run["meta"]
+    seeds = meta.get("seeds", [0])
+    over = ("one seed" if len(seeds) < 2 else
+            f"{len(seeds)} seeds ({', '.join(map(str, seeds))}): an agent's change is the "
+            "median [min, max] over seeds, called better or worse than greedy only where "
+            "greedy lies outside that range, its steps and measured graph the median seed's")
     lines = [f"Run at commit {meta.get('commit', '?')}, {meta.get('date_utc', '?')} UTC, "
-             f"{meta.get('wall_seconds', 0) / 60:.0f} min, one seed. Estimated change against "
+             f"{meta.get('wall_seconds', 0) / 60:.0f} min, {over}. Estimated change against "
              "the initial graph (negative: faster) under the setting's cost model; measured "
              "= the graph in onnxruntime on this CPU (ort/cpu) against the original timed in "
-             "the same run; MB within 1 = the model-based agent is no more than 1 point of "
-             "the initial cost above greedy.\n",
+             "the same run; MB within 1 = the model-based agent (median) is no more than 1 "
+             "point of the initial cost above greedy.\n",
              "| setting | graph | greedy (steps) | TASO | random | model-free | model-based | "
              "MB within 1 | real steps MF (to final) / MB | measured greedy / MB |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -151,8 +156,10 @@ def agents_block(run: dict) -> str:
             lines.append(
                 f"| {setting} | {graph} | {report._chg(r['greedy_ms'], init)} "
                 f"({r['greedy_steps']}) | {report._chg(r['taso_ms'], init)} | "
-                f"{report._chg(r['random_ms'], init)} | {report._chg(r['mf_ms'], init)} "
-                f"({r['mf_vs_greedy']}) | {report._chg(r['mb_ms'], init)} "
+                f"{report._chg(r['random_ms'], init)} | "
+                f"{report._chg_seeds(r['mf_ms'], r.get('mf_range'), len(seeds), init)} "
+                f"({r['mf_vs_greedy']}) | "
+                f"{report._chg_seeds(r['mb_ms'], r.get('mb_range'), len(seeds), init)} "
                 f"({r['mb_vs_greedy']}) | {'yes' if within else 'no'} | "
                 f"{r['mf_interactions']} ({r['mf_steps_to_final']}) / {r['mb_real_steps']} | "
                 f"{_measured(r, 'greedy')} / {_measured(r, 'model-based')} |")
