@@ -102,8 +102,11 @@ flags.DEFINE_float("budget_scale", 1.0, "Multiplies the agents' training budgets
                    "sweep keep theirs. Use another --results_dir.")
 flags.DEFINE_bool("rerun", False, "Ignore saved runs.")
 flags.DEFINE_integer("jobs", 2, "CPUs of the local Ray instance: entry-point runs at a time "
-                     "(their training wall times are reported: with more than one they share "
-                     "the cores). Ignored with --ray_address.")
+                     "at --cpus_per_job=1 (their training wall times are reported: with more "
+                     "than one they share the cores). Ignored with --ray_address.")
+flags.DEFINE_float("cpus_per_job", 1.0, "CPUs each entry-point run reserves (more on nodes "
+                   "with many cores, where TensorFlow's threads would otherwise crowd each "
+                   "other): runs at a time = a node's CPUs / this.")
 flags.DEFINE_string("ray_address", "", "A Ray cluster to run the entry points on (its head's "
                     "address, or 'auto' for one started on this machine by `ray start`); '': "
                     "a local instance of --jobs CPUs.")
@@ -125,11 +128,14 @@ _AGENT_KEYS = ("max_steps",)
 
 
 def job(name: str, script: str, flags_: List[str], out_dir: str,
-        result_file: str = "result.json", result_keys=(), num_cpus: float = 1.0) -> Job:
-    """An entry point of experiments/ as a job; its flags decide reuse (as
-    the markers of earlier versions recorded them)."""
+        result_file: str = "result.json", result_keys=(), num_cpus: Optional[float] = None
+        ) -> Job:
+    """An entry point of experiments/ as a job reserving `num_cpus` (None:
+    --cpus_per_job); its flags decide reuse (as the markers of earlier
+    versions recorded them)."""
     return Job(name, (sys.executable, os.path.join(_HERE, script), *flags_), out_dir,
-               result_file=result_file, result_keys=tuple(result_keys), num_cpus=num_cpus,
+               result_file=result_file, result_keys=tuple(result_keys),
+               num_cpus=FLAGS.cpus_per_job if num_cpus is None else num_cpus,
                key=tuple(flags_))
 
 
@@ -401,7 +407,8 @@ def run_all():
                               meta={"mode": mode, "budget_scale": FLAGS.budget_scale,
                                     "seeds": seeds,
                                     "machine": machine(),
-                                    "jobs": FLAGS.jobs if not FLAGS.ray_address else None,
+                                    "jobs": (max(1, int(FLAGS.jobs // FLAGS.cpus_per_job))
+                                             if not FLAGS.ray_address else None),
                                     "ray_address": FLAGS.ray_address or None,
                                     "ray_nodes": nodes,
                                     "commit": commit(),
