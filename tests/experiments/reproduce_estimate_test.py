@@ -56,7 +56,7 @@ class EstimateTest(absltest.TestCase):
         self.assertAlmostEqual(jobs[sweep[0]], 100.0 + 3.0 * 5000 + 0.05 * 2200 * 10)
 
     def test_makespan_longest_first(self):
-        # 5 | 4, 3 | 3 | 3 -> slot one 5 + 3, slot two 4 + 3 + 3.
+        # Longest first: one slot runs 5 and 3, the other 4, 3 and 3.
         self.assertEqual(estimate.makespan([5, 4, 3, 3, 3], 2), 10)
         self.assertEqual(estimate.makespan([10, 1, 1], 8), 10)
         self.assertEqual(estimate.makespan([2, 2, 2, 2], 1), 8)
