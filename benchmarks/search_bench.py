@@ -91,7 +91,7 @@ def location_counts(env: GraphEnv) -> Dict[str, int]:
     obs = env.reset()
     noop = len(obs.xfer_mask) - 1
     mask = obs.location_mask[:noop]
-    delta = np.where(mask, obs.locations.cost_delta[:noop], 0.0)
+    delta = np.where(mask, obs.locations.dense_cost_delta()[:noop], 0.0)
     return {"locations": int(mask.sum()), "xfers_with_locations": int(obs.xfer_mask[:noop].sum()),
             "improving_locations": int((delta < -1e-9).sum())}
 

@@ -243,7 +243,7 @@ class ConsumersAgreeTest(absltest.TestCase):
         self.assertAlmostEqual(env.initial_cost, self.graph.cost(self.model))
         x = int(np.flatnonzero(obs.xfer_mask[:-1])[0])
         step = env.step((x, 0))
-        delta = obs.locations.cost_delta[x, 0]
+        delta = obs.locations.cost_delta_of(x)[0]
         self.assertAlmostEqual(delta, 100 * (step.info["cost"] - env.initial_cost)
                                / env.initial_cost, places=4)
         self.assertAlmostEqual(step.info["cost"], env.graph.cost(_model()), places=9)
@@ -258,7 +258,7 @@ class ConsumersAgreeTest(absltest.TestCase):
                    and obs.xfer_mask[x]]
         self.assertNotEmpty(conv_bn)
         for x in conv_bn:
-            self.assertAlmostEqual(float(obs.locations.cost_delta[x, 0]), 0.0, places=4)
+            self.assertAlmostEqual(float(obs.locations.cost_delta_of(x)[0]), 0.0, places=4)
 
 
 if __name__ == "__main__":

@@ -40,8 +40,14 @@ class EnvironmentConformance:
         else:
             self.assertEqual(obs.state.nodes.shape[0], int(obs.state.n_node[0]))
         if spec.location_features:
-            self.assertEqual(obs.locations.nodes.shape, (n + 1, num_l, spec.max_pattern_ops))
-            self.assertEqual(obs.locations.cost_delta.shape, (n + 1, num_l))
+            locations = obs.locations
+            active = len(locations.active)
+            np.testing.assert_array_equal(locations.active, np.flatnonzero(obs.xfer_mask[:-1]))
+            self.assertEqual(locations.nodes.shape, (active, num_l, spec.max_pattern_ops))
+            self.assertEqual(locations.cost_delta.shape, (active, num_l))
+            self.assertEqual(locations.xfer_summary.shape[0], n + 1)
+            self.assertEqual(locations.dense_nodes().shape, (n + 1, num_l, spec.max_pattern_ops))
+            self.assertEqual(locations.dense_cost_delta().shape, (n + 1, num_l))
         else:
             self.assertIsNone(obs.locations)
 

@@ -33,11 +33,29 @@ class EnvTest(parameterized.TestCase):
         self.assertTrue(obs.xfer_mask[n])
         self.assertFalse(obs.location_mask[n].any())
         np.testing.assert_array_equal(obs.xfer_mask[:n], obs.location_mask[:n].any(axis=1))
-        self.assertEqual(obs.locations.nodes.shape, (n + 1, 7, env.max_pattern_ops))
+        active = obs.locations.active
+        self.assertEqual(obs.locations.nodes.shape, (len(active), 7, env.max_pattern_ops))
         self.assertEqual(obs.state.nodes.shape[0], int(obs.state.n_node[0]))
-        # Padding is -1 exactly where there is no location.
+        # Padding is -1 exactly where there is no location, in the compact
+        # rows and in the dense view.
         has_any = (obs.locations.nodes >= 0).any(axis=2)
-        np.testing.assert_array_equal(has_any, obs.location_mask)
+        np.testing.assert_array_equal(has_any, obs.location_mask[active])
+        dense = obs.locations.dense_nodes()
+        np.testing.assert_array_equal((dense >= 0).any(axis=2), obs.location_mask)
+        np.testing.assert_array_equal(dense[active], obs.locations.nodes)
+
+    def test_rows_of_xfers_without_locations_are_padding(self):
+        obs = _env(max_locations=7).reset()
+        locations = obs.locations
+        idle = int(np.flatnonzero(~obs.xfer_mask[:-1])[0])
+        busy = int(locations.active[0])
+        self.assertEqual(locations.row(idle), -1)
+        self.assertEqual(locations.row(busy), 0)
+        self.assertTrue((locations.nodes_of(idle) == -1).all())
+        self.assertFalse(locations.cost_delta_of(idle).any())
+        np.testing.assert_array_equal(locations.nodes_of(busy), locations.nodes[0])
+        np.testing.assert_array_equal(locations.cost_delta_of(busy), locations.cost_delta[0])
+        self.assertFalse(locations.dense_cost_delta()[idle].any())
 
     def test_location_features_name_matched_ops_and_cost_changes(self):
         env = _env()
@@ -48,23 +66,26 @@ class EnvTest(parameterized.TestCase):
             rule = _XFERS.rules[x]
             for l in range(locs.counts[x]):
                 k = len(rule.src)
-                self.assertEqual([types[i] for i in obs.locations.nodes[x, l, :k]],
+                self.assertEqual([types[i] for i in obs.locations.nodes_of(x)[l, :k]],
                                  [op.type for op in rule.src])
                 expected = 100 * (locs.apply(x, l).cost(_COST) - env.cost) / env.initial_cost
-                self.assertAlmostEqual(obs.locations.cost_delta[x, l], expected, places=4)
+                self.assertAlmostEqual(obs.locations.cost_delta_of(x)[l], expected, places=4)
+        # The compact rows are the xfers with locations, and nothing else.
+        np.testing.assert_array_equal(obs.locations.active, np.flatnonzero(obs.xfer_mask[:-1]))
 
     def test_step_applies_and_rewards_the_relative_drop(self):
         env = _env()
         obs = env.reset()
-        x = int(np.argmin(np.where(obs.location_mask, obs.locations.cost_delta, np.inf)) // 200)
-        l = int(np.argmin(np.where(obs.location_mask[x], obs.locations.cost_delta[x], np.inf)))
+        delta = obs.locations.dense_cost_delta()
+        x = int(np.argmin(np.where(obs.location_mask, delta, np.inf)) // 200)
+        l = int(np.argmin(np.where(obs.location_mask[x], delta[x], np.inf)))
         before = env.graph
         _, reward, done, info = env.step((x, l))
         self.assertFalse(done)
         self.assertEqual(info["applied"], _XFERS.names[x])
         self.assertNotEqual(env.graph.hash(), before.hash())
         self.assertAlmostEqual(reward, 100 * (env.initial_cost - env.cost) / env.initial_cost)
-        self.assertAlmostEqual(reward, -obs.locations.cost_delta[x, l], places=4)
+        self.assertAlmostEqual(reward, -delta[x, l], places=4)
         self.assertGreater(reward, 0)
 
     def test_noop_ends_the_episode(self):
@@ -149,7 +170,7 @@ class CostFeaturesTest(parameterized.TestCase):
         for a, b in zip(cpu, v100):
             self.assertFalse(a.locations.cost_delta.any())
             self.assertFalse(a.locations.xfer_summary[:, 1:].any())
-            for field in ("nodes", "cost_delta", "xfer_summary"):
+            for field in ("active", "nodes", "cost_delta", "xfer_summary"):
                 np.testing.assert_array_equal(getattr(a.locations, field),
                                               getattr(b.locations, field))
 

@@ -71,7 +71,8 @@ def reference_observation(env: GraphEnv, locs=None) -> Observation:
     counts = np.asarray(locs.counts + [0])
     return Observation(
         state=graph_tuple,
-        locations=LocationFeatures(nodes, cost_delta, summary),
+        locations=LocationFeatures(np.asarray(active, np.int64), nodes[active],
+                                   cost_delta[active], summary),
         location_mask=np.arange(num_l) < counts[:, None],
         xfer_mask=np.array([c > 0 for c in locs.counts] + [True], dtype=bool))
 

@@ -135,7 +135,8 @@ class Locations:
         self._check_xfer(xfer)
         return self._handle.matched(xfer)
 
-    def matched_nodes(self, node_of: np.ndarray, width: int) -> np.ndarray:
+    def matched_nodes(self, node_of: np.ndarray, width: int,
+                      xfers: Optional[np.ndarray] = None) -> np.ndarray:
         """[N+1, L, width] int32: `matched_ops` of every location as node
         indices, `node_of[guid]`; -1 past a pattern's ops, at missing
         locations and in row N (NO-OP). Built in one native call, since the
@@ -145,9 +146,17 @@ class Locations:
           node_of: int32 map from guid to node index (at least max guid + 1
             entries; `graph.structure()["guids"]` inverted).
           width: pattern slots, at least the largest source pattern.
+          xfers: only these xfers' rows, in this order ([len(xfers), L,
+            width]; e.g. `active_xfers()`, as the environment asks).
         """
-        out = np.full((self.num_xfers + 1, self.max_locations, width), -1, np.int32)
-        self._handle.matched_nodes(np.ascontiguousarray(node_of, np.int32), out)
+        node_of = np.ascontiguousarray(node_of, np.int32)
+        if xfers is None:
+            out = np.full((self.num_xfers + 1, self.max_locations, width), -1, np.int32)
+            self._handle.matched_nodes(node_of, out)
+            return out
+        xfers = np.ascontiguousarray(xfers, np.int64)
+        out = np.full((len(xfers), self.max_locations, width), -1, np.int32)
+        self._handle.matched_nodes_rows(xfers, node_of, out)
         return out
 
     def costs(self, cost_model: CostModel) -> np.ndarray:

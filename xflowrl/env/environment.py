@@ -225,30 +225,29 @@ class GraphEnv(Environment):
     def _location_features(self, locs: Locations, guids: np.ndarray,
                            location_mask: np.ndarray) -> LocationFeatures:
         """The `LocationFeatures` of `locs`, without a Python loop over xfers
-        or locations (there are ~1,700 xfers and up to L locations each, every
-        step): node indices in one native call, costs with numpy over the
-        xfers that have locations.
+        or locations, for the xfers that have locations only (a handful of
+        ~1,700): node indices in one native call, costs with numpy.
 
         Without cost features the candidates' costs are not computed at all
         (their deltas and the summary's min and mean stay zero).
         """
-        n, num_l = self.num_xfers, self.config.max_locations
-        nodes = locs.matched_nodes(_node_of(guids), self.max_pattern_ops)
-        cost_delta = np.zeros((n + 1, num_l), np.float32)
-        summary = np.zeros((n + 1, XFER_SUMMARY_SIZE), np.float32)
+        num_l = self.config.max_locations
         active = locs.active_xfers()
+        nodes = locs.matched_nodes(_node_of(guids), self.max_pattern_ops, active)
+        cost_delta = np.zeros((len(active), num_l), np.float32)
+        summary = np.zeros((self.num_xfers + 1, XFER_SUMMARY_SIZE), np.float32)
         if len(active) == 0:
-            return LocationFeatures(nodes, cost_delta, summary)
+            return LocationFeatures(active, nodes, cost_delta, summary)
         counts = locs.count_array[active]
         summary[active, 0] = np.log1p(counts)
         if self.config.cost_features == "full":
             costs = locs.active_costs(self.cost_model)
             valid = location_mask[active]
             delta, low, mean = _delta_stats(costs, valid, counts, self.cost, self.initial_cost)
-            cost_delta[active] = delta
+            cost_delta[:] = delta
             summary[active, 1] = low
             summary[active, 2] = mean
-        return LocationFeatures(nodes, cost_delta, summary)
+        return LocationFeatures(active, nodes, cost_delta, summary)
 
     def _featurize(self, structure: Dict[str, np.ndarray]):
         """The state's GraphsTuple; under `cost_features="none"` featurized

@@ -35,12 +35,48 @@ Action = Tuple[int, int]
 
 
 class LocationFeatures(NamedTuple):
-    """Per-location features of the real environment. `cost_delta` and the
-    last two summary columns are zero when the environment withholds cost
-    information (`EnvConfig.cost_features`, an ablation)."""
-    nodes: np.ndarray         # [N+1, L, K] int32 matched node indices, -1 padded
-    cost_delta: np.ndarray    # [N+1, L] float32: 100 * (candidate - current) / initial
+    """Per-location features of the real environment, for the xfers that
+    have locations only (`active`: a handful of ~1,700; a dense [N+1, L, K]
+    array would be megabytes per step, almost all padding). `cost_delta`
+    and the last two summary columns are zero when the environment withholds
+    cost information (`EnvConfig.cost_features`, an ablation).
+
+    `nodes_of(x)` and `cost_delta_of(x)` give one xfer's rows (padding for
+    an xfer without locations); `dense_nodes()` and `dense_cost_delta()` the
+    full [N+1, ...] arrays, for readers that want them (the gymnasium view).
+    """
+    active: np.ndarray        # [A] int64: the xfers with locations, ascending
+    nodes: np.ndarray         # [A, L, K] int32 matched node indices, -1 padded
+    cost_delta: np.ndarray    # [A, L] float32: 100 * (candidate - current) / initial
     xfer_summary: np.ndarray  # [N+1, 3] float32: log1p(#locations), min and mean cost_delta
+
+    def row(self, xfer: int) -> int:
+        """The row of `xfer` in `nodes` and `cost_delta`; -1 if it has none."""
+        i = int(np.searchsorted(self.active, xfer))
+        return i if i < len(self.active) and self.active[i] == xfer else -1
+
+    def nodes_of(self, xfer: int) -> np.ndarray:
+        """[L, K] int32: the matched nodes of `xfer`'s locations (all -1 if none)."""
+        i = self.row(xfer)
+        return self.nodes[i] if i >= 0 else np.full(self.nodes.shape[1:], -1, np.int32)
+
+    def cost_delta_of(self, xfer: int) -> np.ndarray:
+        """[L] float32: the cost changes of `xfer`'s candidates (0 if none)."""
+        i = self.row(xfer)
+        return (self.cost_delta[i] if i >= 0
+                else np.zeros(self.cost_delta.shape[1:], np.float32))
+
+    def dense_nodes(self) -> np.ndarray:
+        """[N+1, L, K] int32: `nodes` with a row per xfer (-1 elsewhere)."""
+        out = np.full((len(self.xfer_summary),) + self.nodes.shape[1:], -1, np.int32)
+        out[self.active] = self.nodes
+        return out
+
+    def dense_cost_delta(self) -> np.ndarray:
+        """[N+1, L] float32: `cost_delta` with a row per xfer (0 elsewhere)."""
+        out = np.zeros((len(self.xfer_summary),) + self.cost_delta.shape[1:], np.float32)
+        out[self.active] = self.cost_delta
+        return out
 
 
 class Observation(NamedTuple):

@@ -28,14 +28,17 @@ class GreedyAgent:
             raise ValueError("GreedyAgent needs per-location cost changes; this environment "
                              "provides no location features")
         noop = len(observation.xfer_mask) - 1
-        delta = np.where(observation.location_mask[:noop],
-                         observation.locations.cost_delta[:noop], np.inf)
+        locations = observation.locations
+        # Rows of the xfers with locations, ascending: argmin's first hit is
+        # the lowest xfer id, then location.
+        delta = np.where(observation.location_mask[locations.active], locations.cost_delta,
+                         np.inf)
         if not np.isfinite(delta).any():
             return noop, 0
-        xfer, location = np.unravel_index(int(np.argmin(delta)), delta.shape)
-        if delta[xfer, location] >= -self.min_improvement:
+        row, location = np.unravel_index(int(np.argmin(delta)), delta.shape)
+        if delta[row, location] >= -self.min_improvement:
             return noop, 0
-        return int(xfer), int(location)
+        return int(locations.active[row]), int(location)
 
 
 def greedy_search(env: Environment, min_improvement: float = 1e-9) -> Episode:

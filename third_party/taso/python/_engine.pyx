@@ -526,6 +526,45 @@ cdef class LocationsHandle:
                                          f"({node_of.shape[0]} entries)")
                     out[x, l, j] = node_of[guid]
 
+    def matched_nodes_rows(self, const int64_t[::1] xfers not None,
+                           const int[::1] node_of not None, int[:, :, ::1] out not None):
+        """`matched_nodes` for the xfers `xfers` only: out[i, l, j] =
+        node_of[guid] of location l and pattern op j of xfer xfers[i]. The
+        environment asks for the few xfers that have locations (a handful of
+        ~1,700), so its arrays stay small. Entries past a location's pattern
+        and past an xfer's locations are left as they are.
+
+        Raises ValueError where `out` has too few rows, locations or pattern
+        slots, and IndexError for an xfer out of range or a guid outside
+        `node_of`; `out` may then be partly written.
+        """
+        cdef size_t i, l, j
+        cdef int64_t x, guid
+        cdef const vector[int64_t]* ops
+        if xfers.shape[0] > out.shape[0]:
+            raise ValueError(f"out has {out.shape[0]} rows for {xfers.shape[0]} xfers")
+        for i in range(<size_t>xfers.shape[0]):
+            x = xfers[i]
+            if not 0 <= x < <int64_t>self.locs.candidates.size():
+                raise IndexError(f"xfer index {x} out of range for "
+                                 f"{self.locs.candidates.size()} xfers")
+            if <size_t>x >= self.locs.matched.size():
+                continue
+            if self.locs.matched[x].size() > <size_t>out.shape[1]:
+                raise ValueError(f"out has room for {out.shape[1]} locations; xfer {x} "
+                                 f"has {self.locs.matched[x].size()}")
+            for l in range(self.locs.matched[x].size()):
+                ops = &self.locs.matched[x][l]
+                if ops.size() > <size_t>out.shape[2]:
+                    raise ValueError(f"out has {out.shape[2]} pattern slots; xfer {x} "
+                                     f"matched {ops.size()} ops")
+                for j in range(ops.size()):
+                    guid = deref(ops)[j]
+                    if not 0 <= guid < node_of.shape[0]:
+                        raise IndexError(f"guid {guid} is outside node_of "
+                                         f"({node_of.shape[0]} entries)")
+                    out[i, l, j] = node_of[guid]
+
     def num_materialized(self):
         """How many candidates hold a graph built after enumeration (by
         `graph`); pricing them (`costs`) builds none, under every backend.

@@ -2,17 +2,26 @@
 
 The xfer is sampled from the masked xfer logits; unless it is NO-OP, the
 location is then sampled from the masked location logits of that xfer.
-`greedy=True` takes the argmax of each instead. Sampling uses the actor's
-own numpy generator, so a seeded run reproduces.
+`greedy=True` takes the argmax of each instead.
+
+Both choices are made in one traced call per step (`policy_step`), for a
+batch of observations at once: sampling is Gumbel-max with noise drawn from
+the actor's own numpy generator and passed in (zeros for greedy), so a
+seeded run reproduces and nothing returns to Python between the two heads.
+The location head sees only the candidate rows of the xfers that have
+locations (`LocationFeatures.active`, a handful of ~1,700), gathered for the
+sampled xfer inside the call. `xflowrl.tracing` keeps it to one trace per
+kind of state, whatever the batch, graph or candidate sizes.
 
 `act(observation)` serves one observation of any environment (graph or
-vector state); `act_batch(states, xfer_masks, location_masks)` serves a batch
-of vector states at once (the batched dream, DESIGN.md §8).
+vector state); `act_graphs(observations)` a batch of graph observations
+(several environments stepped together); `act_batch(states, xfer_masks,
+location_masks)` a batch of vector states (the batched dream, DESIGN.md §8).
 """
 
 from __future__ import annotations
 
-from typing import List, NamedTuple, Optional
+from typing import List, NamedTuple, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -20,6 +29,7 @@ import tensorflow as tf
 from xflowrl.agents.ppo.networks import PolicyValueNetwork
 from xflowrl.embedding import features
 from xflowrl.env import Observation
+from xflowrl.tracing import traced_once
 
 
 class Action(NamedTuple):
@@ -31,18 +41,19 @@ class Action(NamedTuple):
     location_value: float     # 0 for NO-OP: the episode ends there, nothing follows
 
 
-def _log_softmax(logits: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Row-wise masked log-probabilities (-inf where masked); logits [B, A]."""
-    logits = np.where(mask, logits.astype(np.float64), -np.inf)
-    top = logits.max(axis=-1, keepdims=True)
-    return logits - top - np.log(np.exp(logits - top).sum(axis=-1, keepdims=True))
+class Candidates(NamedTuple):
+    """The location rows a batch of states can choose from, padded to the
+    batch's widest: row j of state b is xfer `xfers[b, j]` (-1: padding)."""
+    xfers: np.ndarray                  # [B, R] int32
+    masks: np.ndarray                  # [B, R, L] bool, the rows' location masks
+    nodes: Optional[np.ndarray]        # [B, R, L, K] int32 batch node indices, -1 pads
+    cost_delta: Optional[np.ndarray]   # [B, R, L] float32
 
 
-def _sample(log_p: np.ndarray, rng: np.random.Generator, greedy: bool) -> np.ndarray:
-    """[B] choices from row-wise log-probabilities [B, A] (Gumbel-max when sampling)."""
-    if greedy:
-        return np.argmax(log_p, axis=-1)
-    return np.argmax(log_p + rng.gumbel(size=log_p.shape), axis=-1)
+def _masked_log_softmax(logits: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+    """Row-wise log-probabilities over the unmasked entries (-inf elsewhere)."""
+    masked = tf.where(mask, logits, tf.fill(tf.shape(logits), -np.inf))
+    return masked - tf.reduce_logsumexp(masked, axis=-1, keepdims=True)
 
 
 class Actor:
@@ -51,64 +62,108 @@ class Actor:
     def __init__(self, network: PolicyValueNetwork, seed: Optional[int] = None):
         self.network = network
         self.rng = np.random.default_rng(seed)
-        self._xfer_step = tf.function(self._xfer_step_impl, reduce_retracing=True)
-        self._location_step = tf.function(self._location_step_impl, reduce_retracing=True)
+        self._policy_step = traced_once(self._policy_step_impl)
+        self._value_step = traced_once(self._value_step_impl)
 
-    def _xfer_step_impl(self, state, xfer_summary, xfer_mask):
+    # -- traced ------------------------------------------------------------
+
+    def _policy_step_impl(self, state, xfer_summary, xfer_mask, candidates: Candidates,
+                          xfer_noise, location_noise):
+        """Samples (xfer, location) for a batch; see the module docstring."""
+        net = self.network
+        embedding = net.encode(state)
+        xfer_out = net.xfer_head(embedding.globals, xfer_summary, xfer_mask)
+        xfer_log_p = _masked_log_softmax(xfer_out.logits, xfer_mask)
+        xfer = tf.argmax(xfer_log_p + xfer_noise, axis=-1, output_type=tf.int32)
+        hit = tf.equal(candidates.xfers, xfer[:, None])                   # [B, R]
+        has_location = tf.reduce_any(hit, axis=1)
+        row = tf.argmax(tf.cast(hit, tf.int32), axis=1, output_type=tf.int32)
+        mask = tf.gather(candidates.masks, row, batch_dims=1)             # [B, L]
+        has_location &= tf.reduce_any(mask, axis=1)
+        num_locations = tf.shape(mask)[1]
+        # Rows without a location (NO-OP) get a dummy mask; their location is
+        # 0 with log-probability 0 and value 0.
+        mask = tf.where(has_location[:, None], mask, tf.range(num_locations)[None] == 0)
+        nodes = cost_delta = None
+        if candidates.nodes is not None:
+            nodes = tf.gather(candidates.nodes, row, batch_dims=1)         # [B, L, K]
+            cost_delta = tf.gather(candidates.cost_delta, row, batch_dims=1)
+        location_out = net.location_head(embedding, xfer, nodes, cost_delta,
+                                         None if nodes is not None else num_locations)
+        location_log_p = _masked_log_softmax(location_out.logits, mask)
+        location = tf.argmax(location_log_p + location_noise, axis=-1, output_type=tf.int32)
+        zero = tf.zeros_like(location_out.value)
+        return (xfer, tf.where(has_location, location, 0),
+                tf.gather(xfer_log_p, xfer, batch_dims=1),
+                tf.where(has_location, tf.gather(location_log_p, location, batch_dims=1), zero),
+                xfer_out.value, tf.where(has_location, location_out.value, zero))
+
+    def _value_step_impl(self, state, xfer_summary, xfer_mask):
         embedding = self.network.encode(state)
-        out = self.network.xfer_head(embedding.globals, xfer_summary, xfer_mask)
-        return embedding, out
+        return self.network.xfer_head(embedding.globals, xfer_summary, xfer_mask).value
 
-    def _location_step_impl(self, embedding, xfer, location_nodes, cost_delta, num_locations):
-        return self.network.location_head(embedding, xfer, location_nodes, cost_delta,
-                                          num_locations)
+    # -- inputs ------------------------------------------------------------
 
-    def _state_tensor(self, state):
-        if self.network.state_kind == "graph":
-            return features.to_tensors(state)
-        return tf.constant(np.asarray(state, np.float32)[None])
+    def _noise(self, shape, greedy: bool) -> np.ndarray:
+        if greedy:
+            return np.zeros(shape, np.float32)
+        return self.rng.gumbel(size=shape).astype(np.float32)
 
-    def _xfer_forward(self, observation: Observation):
-        """Embedding and xfer-head output of one observation."""
-        locations = observation.locations
-        return self._xfer_step(
-            self._state_tensor(observation.state),
-            None if locations is None else tf.constant(locations.xfer_summary[None]),
-            tf.constant(observation.xfer_mask[None]))
+    def _run(self, state, xfer_summary, xfer_masks: np.ndarray, candidates: Candidates,
+             greedy: bool) -> List[Action]:
+        batch, num_locations = xfer_masks.shape[0], candidates.masks.shape[2]
+        args = (state, xfer_summary, xfer_masks, candidates,
+                self._noise(xfer_masks.shape, greedy), self._noise((batch, num_locations), greedy))
+        # The first call runs eagerly: it creates the network's variables,
+        # which a traced first call would trace twice to do.
+        step = self._policy_step if self.network.variables else self._policy_step_impl
+        out = step(*args)
+        xfer, location, xfer_lp, location_lp, xfer_value, location_value = (
+            o.numpy() for o in out)
+        return [Action(int(xfer[i]), int(location[i]), float(xfer_lp[i]),
+                       float(location_lp[i]), float(xfer_value[i]), float(location_value[i]))
+                for i in range(batch)]
 
-    def value(self, observation: Observation) -> float:
-        """V_x(s): the bootstrap value of a state where an episode was cut."""
-        return float(self._xfer_forward(observation)[1].value.numpy()[0])
+    def _graph_inputs(self, observations: Sequence[Observation]):
+        """The batched state, summaries, masks and candidate rows of graph
+        observations (node indices offset into the batch's nodes)."""
+        states = [o.state for o in observations]
+        offsets = features.node_offsets(states)
+        rows = max(max(len(o.locations.active) for o in observations), 1)
+        batch = len(observations)
+        first = observations[0]
+        num_l, width = first.location_mask.shape[1], first.locations.nodes.shape[2]
+        xfers = np.full((batch, rows), -1, np.int32)
+        masks = np.zeros((batch, rows, num_l), bool)
+        nodes = np.full((batch, rows, num_l, width), -1, np.int32)
+        cost_delta = np.zeros((batch, rows, num_l), np.float32)
+        for b, (o, offset) in enumerate(zip(observations, offsets)):
+            loc = o.locations
+            a = len(loc.active)
+            xfers[b, :a] = loc.active
+            masks[b, :a] = o.location_mask[loc.active]
+            nodes[b, :a] = np.where(loc.nodes >= 0, loc.nodes + offset, -1)
+            cost_delta[b, :a] = loc.cost_delta
+        state = features.to_tensors(features.batch(states) if batch > 1 else states[0])
+        summary = np.stack([o.locations.xfer_summary for o in observations])
+        xfer_masks = np.stack([o.xfer_mask for o in observations])
+        return state, summary, xfer_masks, Candidates(xfers, masks, nodes, cost_delta)
 
-    def build(self, observation: Observation) -> None:
-        """Creates the network's variables: both heads, whatever the policy picks."""
-        locations = observation.locations
-        embedding, _ = self._xfer_forward(observation)
-        self._location_step(
-            embedding, tf.constant([0]),
-            None if locations is None else tf.constant(locations.nodes[0][None]),
-            None if locations is None else tf.constant(locations.cost_delta[0][None]),
-            None if locations is not None else observation.location_mask.shape[1])
+    # -- public ------------------------------------------------------------
 
     def act(self, observation: Observation, greedy: bool = False) -> Action:
-        locations = observation.locations
-        embedding, xfer_out = self._xfer_forward(observation)
-        xfer_log_p = _log_softmax(xfer_out.logits.numpy(), observation.xfer_mask[None])[0]
-        xfer = int(_sample(xfer_log_p[None], self.rng, greedy)[0])
-        xfer_value = float(xfer_out.value.numpy()[0])
-        if xfer == self.network.num_xfers or not observation.location_mask[xfer].any():
-            return Action(xfer, 0, float(xfer_log_p[xfer]), 0.0, xfer_value, 0.0)
-        num_locations = observation.location_mask.shape[1]
-        location_out = self._location_step(
-            embedding, tf.constant([xfer]),
-            None if locations is None else tf.constant(locations.nodes[xfer][None]),
-            None if locations is None else tf.constant(locations.cost_delta[xfer][None]),
-            None if locations is not None else num_locations)
-        location_log_p = _log_softmax(location_out.logits.numpy(),
-                                      observation.location_mask[xfer][None])[0]
-        location = int(_sample(location_log_p[None], self.rng, greedy)[0])
-        return Action(xfer, location, float(xfer_log_p[xfer]), float(location_log_p[location]),
-                      xfer_value, float(location_out.value.numpy()[0]))
+        if self.network.state_kind == "graph":
+            return self.act_graphs([observation], greedy)[0]
+        return self.act_batch(np.asarray(observation.state, np.float32)[None],
+                              observation.xfer_mask[None], observation.location_mask[None],
+                              greedy)[0]
+
+    def act_graphs(self, observations: Sequence[Observation],
+                   greedy: bool = False) -> List[Action]:
+        """Actions for a batch of graph observations (one traced call)."""
+        if self.network.state_kind != "graph":
+            raise ValueError("act_graphs serves graph states; use act_batch for vectors")
+        return self._run(*self._graph_inputs(observations), greedy)
 
     def act_batch(self, states: np.ndarray, xfer_masks: np.ndarray,
                   location_masks: np.ndarray, greedy: bool = False) -> List[Action]:
@@ -121,25 +176,31 @@ class Actor:
         """
         if self.network.state_kind != "vector":
             raise ValueError("act_batch serves vector states; use act() for graphs")
-        batch = len(states)
-        embedding, xfer_out = self._xfer_step(tf.constant(np.asarray(states, np.float32)),
-                                              None, tf.constant(xfer_masks))
-        xfer_log_p = _log_softmax(xfer_out.logits.numpy(), xfer_masks)
-        xfers = _sample(xfer_log_p, self.rng, greedy)
-        rows = np.arange(batch)
-        num_locations = location_masks.shape[2]
-        location_out = self._location_step(embedding, tf.constant(xfers.astype(np.int32)),
-                                           None, None, num_locations)
-        masks = location_masks[rows, xfers]                                 # [B, L]
-        has_location = (xfers != self.network.num_xfers) & masks.any(axis=1)
-        # Rows without a location (NO-OP) get a dummy uniform mask; their
-        # location is 0 with log-probability 0 and value 0.
-        masks = np.where(has_location[:, None], masks, np.arange(num_locations) == 0)
-        location_log_p = _log_softmax(location_out.logits.numpy(), masks)
-        locations = np.where(has_location, _sample(location_log_p, self.rng, greedy), 0)
-        location_lp = np.where(has_location, location_log_p[rows, locations], 0.0)
-        location_value = np.where(has_location, location_out.value.numpy(), 0.0)
-        xfer_value = xfer_out.value.numpy()
-        return [Action(int(xfers[i]), int(locations[i]), float(xfer_log_p[i, xfers[i]]),
-                       float(location_lp[i]), float(xfer_value[i]), float(location_value[i]))
-                for i in range(batch)]
+        xfer_masks = np.asarray(xfer_masks, bool)
+        batch, width = xfer_masks.shape
+        rows = np.broadcast_to(np.arange(width, dtype=np.int32), (batch, width))
+        candidates = Candidates(np.ascontiguousarray(rows),
+                                np.asarray(location_masks, bool), None, None)
+        return self._run(np.asarray(states, np.float32), None, xfer_masks, candidates, greedy)
+
+    def value(self, observation: Observation) -> float:
+        """V_x(s): the bootstrap value of a state where an episode was cut."""
+        if self.network.state_kind == "graph":
+            state = features.to_tensors(observation.state)
+            summary = observation.locations.xfer_summary[None]
+        else:
+            state, summary = np.asarray(observation.state, np.float32)[None], None
+        step = self._value_step if self.network.variables else self._value_step_impl
+        return float(step(state, summary, observation.xfer_mask[None]).numpy()[0])
+
+    def build(self, observation: Observation) -> None:
+        """Creates the network's variables: both heads, whatever the policy
+        picks (a greedy call on `observation`, the generator untouched)."""
+        self.act(observation, greedy=True)
+        self.value(observation)
+
+    @property
+    def tracing_counts(self) -> dict:
+        """How often each traced function was traced (one each is the goal)."""
+        return {"policy_step": self._policy_step.tracing_count,
+                "value_step": self._value_step.tracing_count}

@@ -63,8 +63,8 @@ class PPOAgent:
             steps.append(Step(
                 state=obs.state, xfer_summary=None if loc is None else loc.xfer_summary,
                 xfer_mask=obs.xfer_mask,
-                location_nodes=None if loc is None else loc.nodes[a.xfer],
-                cost_delta=None if loc is None else loc.cost_delta[a.xfer],
+                location_nodes=None if loc is None else loc.nodes_of(a.xfer),
+                cost_delta=None if loc is None else loc.cost_delta_of(a.xfer),
                 location_mask=obs.location_mask[a.xfer], xfer=a.xfer, location=a.location,
                 xfer_log_prob=a.xfer_log_prob, location_log_prob=a.location_log_prob,
                 xfer_value=a.xfer_value, location_value=a.location_value,

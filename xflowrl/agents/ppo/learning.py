@@ -32,6 +32,7 @@ from xflowrl.agents.ppo.config import PPOConfig
 from xflowrl.agents.ppo.networks import PolicyValueNetwork
 from xflowrl.embedding import features
 from xflowrl.embedding.encoder import Embedding
+from xflowrl.tracing import traced_once
 
 
 class Step(NamedTuple):
@@ -169,14 +170,14 @@ class Learner:
                                                     epsilon=config.adam_epsilon)
         self.value_optimizer = snt.optimizers.Adam(config.value_learning_rate,
                                                    epsilon=config.adam_epsilon)
-        self._step = tf.function(self._step_impl, reduce_retracing=True)
+        self._step = traced_once(self._step_impl)
 
     def _losses(self, b: Batch) -> Dict[str, tf.Tensor]:
         cfg = self.config
         embedding: Embedding = self.network.encode(b.state)
         xfer_out = self.network.xfer_head(embedding.globals, b.xfer_summary, b.xfer_mask)
         loc_out = self.network.location_head(embedding, b.xfer, b.location_nodes, b.cost_delta,
-                                             b.location_mask.shape[1])
+                                             tf.shape(b.location_mask)[1])
         ones = tf.ones_like(b.has_location)
         adv_x, adv_l = b.xfer_advantage, b.location_advantage
         if cfg.normalize_advantages:
@@ -234,6 +235,10 @@ class Learner:
             for start in range(0, len(steps), size):
                 idx = order[start:start + size]
                 batch = make_batch([steps[i] for i in idx], targets.take(idx), noop)
+                if not self.policy_optimizer.m and self.network.variables:
+                    # Adam's moments made outside the trace: a first traced
+                    # call that creates variables is traced twice.
+                    self.build()
                 for k, v in self._step(batch).items():
                     history.setdefault(k, []).append(float(v))
         return {k: float(np.mean(v)) for k, v in history.items()}

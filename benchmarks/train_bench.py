@@ -1,0 +1,146 @@
+"""Training speed: real environment steps per second while the model-free
+agent trains (issue 25: >= 100 per second on one core).
+
+    python benchmarks/train_bench.py [--graphs=resnet50,bert] [--episodes=40]
+        [--ppo=xrlflow] [--cores=1] [--profile=v100]
+
+Per graph it runs `xflowrl.agents.ppo.training.train` from scratch for
+`--episodes` episodes (the PPO preset's episodes per update, the
+environment's step limit raised to greedy's budget as `train_mf.py` does)
+and reports:
+
+- `steps_per_s`: environment steps of the whole run over its wall time,
+  tracing and the first updates included (what a user of a short run sees);
+- `steady_steps_per_s`: the same after the first `--warmup_updates` updates
+  (what a long run converges to);
+- where the time went, in ms per environment step: `env_ms` (`step` and
+  `reset`: enumeration, candidate costs, featurisation), `act_ms` (the
+  policy's forward passes and sampling), `update_ms` (PPO updates: batching,
+  forward and backward passes) and the rest (`other_ms`: bookkeeping,
+  summaries, checkpoints), over the steady part;
+- the number of traces of every `tf.function` the agent owns (one each is
+  the goal: a retrace costs seconds).
+
+`--cores=1` pins the process to one core and TensorFlow to one thread of
+each kind before TensorFlow starts (the issue's "on one core"); 0 leaves
+both alone. Prints one JSON object.
+"""
+
+import json
+import os
+import platform
+import tempfile
+import time
+
+from absl import app
+from absl import flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("graphs", ["resnet50", "bert"], "Zoo graphs.")
+flags.DEFINE_integer("episodes", 40, "Training episodes per graph.")
+flags.DEFINE_integer("warmup_updates", 2, "Updates left out of the steady rate.")
+flags.DEFINE_enum("ppo", "xrlflow", ["thesis", "xrlflow"], "PPO preset.")
+flags.DEFINE_string("profile", "v100", "Analytic cost profile.")
+flags.DEFINE_integer("max_steps", 50, "Step limit floor (raised to greedy's budget).")
+flags.DEFINE_integer("cores", 1, "Pin to this many cores (0: leave alone).")
+flags.DEFINE_integer("seed", 0, "Seed of the agent.")
+
+
+class _Clock:
+    """Accumulates wall time per label around wrapped callables."""
+
+    def __init__(self):
+        self.seconds = {}
+        self.enabled = False
+
+    def wrap(self, label, fn):
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                if self.enabled:
+                    self.seconds[label] = (self.seconds.get(label, 0.0)
+                                           + time.perf_counter() - start)
+        return timed
+
+
+def bench_graph(name):
+    # Imported here: --cores must take effect before TensorFlow starts.
+    from xflowrl.agents.ppo import PPOAgent, PPOConfig
+    from xflowrl.agents.ppo.training import TrainConfig, train
+    from xflowrl.runs import RunSettings
+    from xflowrl.search import with_equal_step_limit
+
+    env = with_equal_step_limit(RunSettings(graph=name, profile=FLAGS.profile,
+                                            max_steps=FLAGS.max_steps).make_env())
+    agent = PPOAgent(len(env.xfers), PPOConfig.named(FLAGS.ppo), seed=FLAGS.seed)
+    clock = _Clock()
+    env.step = clock.wrap("env", env.step)
+    env.reset = clock.wrap("env", env.reset)
+    for method in ("act", "act_graphs"):
+        if hasattr(agent.actor, method):
+            setattr(agent.actor, method, clock.wrap("act", getattr(agent.actor, method)))
+    agent.learner.update = clock.wrap("update", agent.learner.update)
+    marks = []  # (updates, steps, seconds) after each update
+
+    def progress(_line):
+        marks.append((int(agent.updates.numpy()), time.perf_counter()))
+        if len(marks) == FLAGS.warmup_updates:
+            clock.enabled = True
+            state["steady_start"] = time.perf_counter()
+            state["steady_steps"] = state["steps"]
+
+    state = {"steps": 0}
+    inner_step = env.step
+
+    def counted_step(action):
+        state["steps"] += 1
+        return inner_step(action)
+    env.step = counted_step
+    with tempfile.TemporaryDirectory() as logdir:
+        start = time.perf_counter()
+        result = train(env, agent, TrainConfig(episodes=FLAGS.episodes, eval_every=10**9),
+                       logdir, progress=progress)
+        total = time.perf_counter() - start
+    steady_seconds = time.perf_counter() - state.get("steady_start", start)
+    steady_steps = state["steps"] - state.get("steady_steps", 0)
+    per_step = {f"{k}_ms": 1000 * v / max(steady_steps, 1) for k, v in clock.seconds.items()}
+    per_step["other_ms"] = (1000 * steady_seconds / max(steady_steps, 1)
+                            - sum(per_step.values()))
+    return {"ops": env.initial_graph.num_ops(), "step_limit": env.config.max_steps,
+            "episodes": result.episodes, "steps": state["steps"],
+            "seconds": total, "steps_per_s": state["steps"] / total,
+            "steady_steps": steady_steps, "steady_seconds": steady_seconds,
+            "steady_steps_per_s": steady_steps / max(steady_seconds, 1e-9),
+            "per_step": per_step, "traces": trace_counts(agent)}
+
+
+def trace_counts(agent):
+    """How often each `tf.function` of the actor and the learner was traced."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    counts = {}
+    for owner in (agent.actor, agent.learner):
+        for attr, value in vars(owner).items():
+            if isinstance(value, tf.types.experimental.PolymorphicFunction):
+                counts[f"{type(owner).__name__}.{attr}"] = value.experimental_get_tracing_count()
+    return counts
+
+
+def main(argv):
+    del argv
+    if FLAGS.cores:
+        os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:FLAGS.cores]))
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+        tf.config.threading.set_intra_op_parallelism_threads(FLAGS.cores)
+        tf.config.threading.set_inter_op_parallelism_threads(FLAGS.cores)
+    report = {"benchmark": "train", "ppo": FLAGS.ppo, "profile": FLAGS.profile,
+              "cores": FLAGS.cores or os.cpu_count(), "machine": platform.processor(),
+              "target_steps_per_s": 100, "graphs": {}}
+    for name in FLAGS.graphs:
+        report["graphs"][name] = bench_graph(name)
+    print(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    app.run(main)

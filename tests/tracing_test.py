@@ -1,0 +1,48 @@
+"""Tests of xflowrl.tracing: one trace for any leading dimensions."""
+
+from absl.testing import absltest
+import numpy as np
+import tensorflow as tf
+
+from xflowrl.tracing import relaxed_spec, traced_once
+
+
+class RelaxedSpecTest(absltest.TestCase):
+
+    def test_float_features_keep_their_width_everything_else_is_open(self):
+        self.assertEqual(relaxed_spec(np.zeros((4, 7), np.float32)).shape.as_list(), [None, 7])
+        self.assertEqual(relaxed_spec(np.zeros((4, 5, 7), np.float32)).shape.as_list(),
+                         [None, None, 7])
+        self.assertEqual(relaxed_spec(np.zeros((4,), np.float32)).shape.as_list(), [None])
+        self.assertEqual(relaxed_spec(np.zeros((4, 7), np.int32)).shape.as_list(), [None, None])
+        self.assertEqual(relaxed_spec(np.zeros((4, 7), bool)).dtype, tf.bool)
+        self.assertIsNone(relaxed_spec(None))
+        self.assertEqual(relaxed_spec(3), 3)
+
+
+class TracedOnceTest(absltest.TestCase):
+
+    def test_one_trace_for_any_batch_and_rows(self):
+        f = traced_once(lambda x, rows, scale: tf.reduce_sum(x, -1) * scale
+                        + tf.cast(tf.shape(rows)[1], tf.float32))
+        for batch, width in [(1, 2), (3, 5), (8, 1)]:
+            out = f(np.ones((batch, 4), np.float32), np.zeros((batch, width), np.int32), 2.0)
+            np.testing.assert_allclose(out.numpy(), np.full(batch, 8.0 + width))
+        self.assertEqual(f.tracing_count, 1)
+
+    def test_another_structure_or_constant_traces_again(self):
+        def g(x, y):
+            return x if y is None else x + y
+        f = traced_once(g)
+        x = np.ones((2, 3), np.float32)
+        np.testing.assert_allclose(f(x, None).numpy(), x)
+        np.testing.assert_allclose(f(x, x).numpy(), 2 * x)
+        np.testing.assert_allclose(f(np.ones((5, 3), np.float32), None).numpy(), np.ones((5, 3)))
+        self.assertEqual(f.tracing_count, 2)
+        # A new float width is a new layer input: traced again.
+        f(np.ones((2, 4), np.float32), None)
+        self.assertEqual(f.tracing_count, 3)
+
+
+if __name__ == "__main__":
+    absltest.main()

@@ -1,0 +1,89 @@
+"""One trace per function: `tf.function`s whose signatures leave the batch open.
+
+A `tf.function` traces again for every new input shape it meets (or, with
+`reduce_retracing`, once more to generalise), and a trace of the agents'
+networks costs seconds: a short training run spent most of its time there
+(issue 25). `traced_once(fn)` traces `fn` on its first call for inputs of
+any leading (batch, node, edge) dimension — `relaxed_spec` of the first
+call's arguments — so every later call with the same structure reuses that
+one graph. Autograph is off: the
+traced code branches on Python values only (configuration, which inputs
+are None), never on tensors.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import tensorflow as tf
+
+
+def relaxed_spec(leaf: Any) -> Any:
+    """The `tf.TensorSpec` a tensor or array is traced with: every dimension
+    unknown but the last of a float tensor of rank 2 or more (the feature
+    width that the networks' layers are built for). Batch sizes, node and edge counts,
+    candidate rows and locations may then change without a new trace.
+    Other leaves (None, Python numbers, strings) are returned as they are."""
+    if not isinstance(leaf, (tf.Tensor, np.ndarray)):
+        return leaf
+    dtype = tf.as_dtype(leaf.dtype)
+    shape = [None] * len(leaf.shape)
+    if dtype.is_floating and len(shape) >= 2:
+        shape[-1] = int(leaf.shape[-1])
+    return tf.TensorSpec(shape, dtype)
+
+
+def _is_tensor(leaf: Any) -> bool:
+    return isinstance(leaf, (tf.Tensor, np.ndarray))
+
+
+class TracedFunction:
+    """`fn` as `tf.function`s with relaxed input signatures, one per
+    structure of the arguments.
+
+    The arguments are flattened (`tf.nest`): tensors and arrays become the
+    traced function's inputs, with `relaxed_spec` signatures; every other
+    leaf (None where an optional tensor is absent, a Python number) is
+    fixed in that trace. A call whose structure, dtypes, ranks, float
+    widths or other leaves differ from every earlier call's traces once
+    more; `tracing_count` says how often that happened.
+    """
+
+    def __init__(self, fn: Callable[..., Any]):
+        self._fn = fn
+        self._functions = {}
+
+    def __call__(self, *args):
+        leaves = tf.nest.flatten(args)
+        tensors = [leaf for leaf in leaves if _is_tensor(leaf)]
+        specs = [relaxed_spec(leaf) for leaf in tensors]
+        others = tuple(repr(leaf) for leaf in leaves if not _is_tensor(leaf))
+        key = (repr(tf.nest.map_structure(lambda _: 0, args)), tuple(map(repr, specs)), others)
+        function = self._functions.get(key)
+        if function is None:
+            function = self._trace(args, leaves, specs)
+            self._functions[key] = function
+        return function(*tensors)
+
+    def _trace(self, args, leaves, specs):
+        # The first call's arrays are not kept: only which leaves are inputs.
+        fixed = [None if _is_tensor(leaf) else leaf for leaf in leaves]
+        is_input = [_is_tensor(leaf) for leaf in leaves]
+        structure = tf.nest.map_structure(lambda _: 0, args)
+
+        def flat(*tensors):
+            supplied = iter(tensors)
+            full = [next(supplied) if tensor else value for tensor, value in zip(is_input, fixed)]
+            return self._fn(*tf.nest.pack_sequence_as(structure, full))
+
+        return tf.function(flat, input_signature=specs, autograph=False)
+
+    @property
+    def tracing_count(self) -> int:
+        return sum(f.experimental_get_tracing_count() for f in self._functions.values())
+
+
+def traced_once(fn: Callable[..., Any]) -> TracedFunction:
+    """`TracedFunction(fn)`: see the module docstring."""
+    return TracedFunction(fn)
