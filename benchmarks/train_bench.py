@@ -19,7 +19,12 @@ and reports:
   forward and backward passes) and the rest (`other_ms`: bookkeeping,
   summaries, checkpoints), over the steady part;
 - the number of traces of every `tf.function` the agent owns (one each is
-  the goal: a retrace costs seconds).
+  the goal: a retrace costs seconds; a function whose first call creates
+  variables counts two).
+
+`--parallel_envs` episodes are played at once (default: the preset's
+episodes per update, as `train_mf.py` does); the code before issue 25 had
+no such option and ran one at a time.
 
 `--cores=1` pins the process to one core and TensorFlow to one thread of
 each kind before TensorFlow starts (the issue's "on one core"); 0 leaves
@@ -44,6 +49,8 @@ flags.DEFINE_string("profile", "v100", "Analytic cost profile.")
 flags.DEFINE_integer("max_steps", 50, "Step limit floor (raised to greedy's budget).")
 flags.DEFINE_integer("cores", 1, "Pin to this many cores (0: leave alone).")
 flags.DEFINE_integer("seed", 0, "Seed of the agent.")
+flags.DEFINE_integer("parallel_envs", 0, "Episodes played at once (TrainConfig.parallel_envs; "
+                     "0: the preset's episodes per update, as train_mf.py does).")
 
 
 class _Clock:
@@ -76,32 +83,36 @@ def bench_graph(name):
                                             max_steps=FLAGS.max_steps).make_env())
     agent = PPOAgent(len(env.xfers), PPOConfig.named(FLAGS.ppo), seed=FLAGS.seed)
     clock = _Clock()
-    env.step = clock.wrap("env", env.step)
-    env.reset = clock.wrap("env", env.reset)
+    state = {"steps": 0}
+    # Class-level wrappers: they time the environment's copies too.
+    from xflowrl.env import GraphEnv  # pylint: disable=import-outside-toplevel
+    originals = {"step": GraphEnv.step, "reset": GraphEnv.reset}
+
+    def counted_step(self, action):
+        state["steps"] += 1
+        return originals["step"](self, action)
+    GraphEnv.step = clock.wrap("env", counted_step)
+    GraphEnv.reset = clock.wrap("env", originals["reset"])
     for method in ("act", "act_graphs"):
         if hasattr(agent.actor, method):
             setattr(agent.actor, method, clock.wrap("act", getattr(agent.actor, method)))
     agent.learner.update = clock.wrap("update", agent.learner.update)
-    marks = []  # (updates, steps, seconds) after each update
+    marks = []  # seconds after each update
 
     def progress(_line):
-        marks.append((int(agent.updates.numpy()), time.perf_counter()))
+        marks.append(time.perf_counter())
         if len(marks) == FLAGS.warmup_updates:
             clock.enabled = True
             state["steady_start"] = time.perf_counter()
             state["steady_steps"] = state["steps"]
 
-    state = {"steps": 0}
-    inner_step = env.step
-
-    def counted_step(action):
-        state["steps"] += 1
-        return inner_step(action)
-    env.step = counted_step
     with tempfile.TemporaryDirectory() as logdir:
         start = time.perf_counter()
-        result = train(env, agent, TrainConfig(episodes=FLAGS.episodes, eval_every=10**9),
-                       logdir, progress=progress)
+        config = TrainConfig(episodes=FLAGS.episodes, eval_every=10**9, **parallel(agent))
+        try:
+            result = train(env, agent, config, logdir, progress=progress)
+        finally:
+            GraphEnv.step, GraphEnv.reset = originals["step"], originals["reset"]
         total = time.perf_counter() - start
     steady_seconds = time.perf_counter() - state.get("steady_start", start)
     steady_steps = state["steps"] - state.get("steady_steps", 0)
@@ -116,6 +127,15 @@ def bench_graph(name):
             "per_step": per_step, "traces": trace_counts(agent)}
 
 
+def parallel(agent):
+    """TrainConfig's parallel_envs where this version has it (so that the
+    benchmark also runs on the code before it, for the before/after)."""
+    from xflowrl.agents.ppo.training import TrainConfig  # pylint: disable=import-outside-toplevel
+    if "parallel_envs" not in TrainConfig.__dataclass_fields__:
+        return {}
+    return {"parallel_envs": FLAGS.parallel_envs or agent.config.episodes_per_update}
+
+
 def trace_counts(agent):
     """How often each `tf.function` of the actor and the learner was traced."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
@@ -124,6 +144,8 @@ def trace_counts(agent):
         for attr, value in vars(owner).items():
             if isinstance(value, tf.types.experimental.PolymorphicFunction):
                 counts[f"{type(owner).__name__}.{attr}"] = value.experimental_get_tracing_count()
+            elif hasattr(value, "tracing_count"):  # xflowrl.tracing.TracedFunction
+                counts[f"{type(owner).__name__}.{attr}"] = value.tracing_count
     return counts
 
 
@@ -135,6 +157,7 @@ def main(argv):
         tf.config.threading.set_intra_op_parallelism_threads(FLAGS.cores)
         tf.config.threading.set_inter_op_parallelism_threads(FLAGS.cores)
     report = {"benchmark": "train", "ppo": FLAGS.ppo, "profile": FLAGS.profile,
+              "episodes": FLAGS.episodes, "parallel_envs": FLAGS.parallel_envs,
               "cores": FLAGS.cores or os.cpu_count(), "machine": platform.processor(),
               "target_steps_per_s": 100, "graphs": {}}
     for name in FLAGS.graphs:

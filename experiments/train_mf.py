@@ -47,6 +47,9 @@ flags.DEFINE_enum("ppo", "xrlflow", ["thesis", "xrlflow"],
                   "PPO preset (docs/agents.md): X-RLflow/CleanRL (default; learns in far "
                   "fewer episodes) or the thesis code's.")
 flags.DEFINE_integer("episodes_per_update", None, "Override the preset's value.")
+flags.DEFINE_integer("parallel_envs", None, "Episodes played at once, the policy acting for "
+                     "all in one batch (TrainConfig.parallel_envs; default: the episodes per "
+                     "update; 1: one at a time).")
 flags.DEFINE_enum("cost_features", "full", list(COST_FEATURES),
                   "Cost information in the agent's observations (EnvConfig.cost_features, "
                   "an ablation; docs/agents.md): full; no_deltas (no candidate cost changes); "
@@ -84,7 +87,10 @@ def settings_from_flags() -> Settings:
         ppo = dataclasses.replace(ppo, episodes_per_update=values.episodes_per_update)
     return Settings(run=common.run_settings(values, FLAGS.cost_features),
                     baselines=common.baseline_settings(),
-                    train=TrainConfig(episodes=values.episodes), ppo=ppo, seed=FLAGS.seed,
+                    train=TrainConfig(episodes=values.episodes,
+                                      parallel_envs=FLAGS.parallel_envs
+                                      or ppo.episodes_per_update),
+                    ppo=ppo, seed=FLAGS.seed,
                     equal_budget=FLAGS.equal_budget)
 
 

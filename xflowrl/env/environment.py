@@ -136,6 +136,13 @@ class GraphEnv(Environment):
     def num_xfers(self) -> int:
         return self._num_xfers
 
+    def clone(self) -> "GraphEnv":
+        """Another environment of the same graph, rules, cost model and
+        config, with its own episode (for agents that play several episodes
+        at once). The rules and the cost model are shared, not copied."""
+        return GraphEnv(self.initial_graph, self.xfers, self.cost_model,
+                        dataclasses.replace(self.config))
+
     def observation_spec(self) -> ObservationSpec:
         return ObservationSpec(state="graph", state_size=None, num_xfers=self._num_xfers,
                                max_locations=self.config.max_locations,

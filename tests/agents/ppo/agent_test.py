@@ -41,7 +41,8 @@ class NetworkTest(absltest.TestCase):
         count = int(obs.location_mask[x].sum())
         self.assertGreater(count, 2)
         embedding = net.encode(features.to_tensors(obs.state))
-        nodes, delta = obs.locations.nodes[x][:count], obs.locations.cost_delta[x][:count]
+        nodes = obs.locations.nodes_of(x)[:count]
+        delta = obs.locations.cost_delta_of(x)[:count]
         perm = np.random.default_rng(0).permutation(count)
         a = net.location_head(embedding, tf.constant([x]), tf.constant(nodes[None]),
                               tf.constant(delta[None])).logits.numpy()[0]
@@ -143,7 +144,55 @@ class TransitionsTest(absltest.TestCase):
         self.assertTrue(seen_noop and seen_cut)
 
 
+class BatchedActingTest(absltest.TestCase):
+
+    def test_a_batch_acts_as_its_members_do_alone(self):
+        # Greedy actions, log-probabilities and values of observations acted
+        # on together equal those of each alone (node indices offset right).
+        envs = [_env(max_steps=6) for _ in range(3)]
+        agent = PPOAgent(len(_XFERS), PPOConfig(), seed=5)
+        observations = [env.reset() for env in envs]
+        # Different graphs: advance two environments by different steps.
+        for k, env in enumerate(envs[1:], start=1):
+            for _ in range(k):
+                a = agent.actor.act(env._observation)  # pylint: disable=protected-access
+                obs, _, done, _ = env.step((a.xfer, a.location))
+                self.assertFalse(done)
+                observations[k] = obs
+        together = agent.actor.act_graphs(observations, greedy=True)
+        for obs, action in zip(observations, together):
+            alone = agent.actor.act(obs, greedy=True)
+            self.assertEqual((alone.xfer, alone.location), (action.xfer, action.location))
+            np.testing.assert_allclose(alone[2:], action[2:], rtol=1e-4, atol=1e-5)
+        self.assertEqual(agent.actor.tracing_counts["policy_step"], 2)  # 1 + variable creation
+
+    def test_parallel_episodes_are_whole_and_in_order(self):
+        envs = [_env(max_steps=4) for _ in range(3)]
+        agent = PPOAgent(len(_XFERS), PPOConfig(episodes_per_update=3), seed=2)
+        episodes = agent.run_episodes(envs)
+        self.assertEqual(agent.buffered_episodes, 3)
+        buffer = agent._buffer  # pylint: disable=protected-access
+        ends = [i for i, s in enumerate(buffer) if s.done]
+        self.assertEqual([e.steps for e in episodes], list(np.diff([-1] + ends)))
+        # Each episode's substitutions replay to its final cost.
+        for env, episode in zip(envs, episodes):
+            graph = replay(env, episode.applied)
+            self.assertAlmostEqual(graph.cost(env.cost_model), episode.final_cost)
+        agent.update()
+        self.assertEqual(agent.buffered_episodes, 0)
+
+
 class TrainingTest(absltest.TestCase):
+
+    def test_parallel_envs_keep_the_episodes_per_update(self):
+        env = _env(max_steps=4)
+        agent = PPOAgent(len(_XFERS), PPOConfig(episodes_per_update=3), seed=1)
+        result = train(env, agent, TrainConfig(episodes=7, parallel_envs=2),
+                       tempfile.mkdtemp(), progress=lambda s: None)
+        self.assertEqual(result.episodes, 7)
+        self.assertEqual([row["episode"] for row in result.history], [3, 6, 7])
+        with self.assertRaises(ValueError):
+            TrainConfig(parallel_envs=0)
 
     def test_resume_continues_where_it_stopped(self):
         logdir = tempfile.mkdtemp()

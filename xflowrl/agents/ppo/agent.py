@@ -1,7 +1,8 @@
 """The model-free hierarchical PPO agent: wires network, actor and learner.
 
 `PPOAgent.run_episode(env)` plays one episode of any `Environment` and keeps
-its transitions; `add_steps` buffers transitions collected elsewhere (the
+its transitions (`run_episodes(envs)` one in each of several environments,
+acting for all of them in one batch); `add_steps` buffers transitions collected elsewhere (the
 batched dream). Once `config.episodes_per_update` episodes are buffered,
 `update()` runs the learner on them and clears the buffer. `checkpoint` holds everything that
 must survive an interruption (network, both optimizers, counters).
@@ -11,13 +12,14 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence
 
+import numpy as np
 import tensorflow as tf
 
-from xflowrl.agents.ppo.acting import Actor
+from xflowrl.agents.ppo.acting import Action, Actor
 from xflowrl.agents.ppo.config import PPOConfig
 from xflowrl.agents.ppo.learning import Learner, Step
 from xflowrl.agents.ppo.networks import PolicyValueNetwork
-from xflowrl.env import Environment, Episode
+from xflowrl.env import Environment, Episode, Observation
 
 
 class PPOAgent:
@@ -50,32 +52,61 @@ class PPOAgent:
 
     def run_episode(self, env: Environment, greedy: bool = False, learn: bool = True) -> Episode:
         """Plays one episode; with `learn`, keeps its transitions for `update`."""
-        obs = env.reset()
-        done, total, invalid = False, 0.0, 0
-        steps: List[Step] = []
-        info: dict = {}
-        while not done:
-            a = self.actor.act(obs, greedy=greedy)
-            next_obs, reward, done, info = env.step((a.xfer, a.location))
-            invalid += info["invalid"] is not None
-            bootstrap = self.actor.value(next_obs) if info["truncated"] else 0.0
-            loc = obs.locations
-            steps.append(Step(
-                state=obs.state, xfer_summary=None if loc is None else loc.xfer_summary,
-                xfer_mask=obs.xfer_mask,
-                location_nodes=None if loc is None else loc.nodes_of(a.xfer),
-                cost_delta=None if loc is None else loc.cost_delta_of(a.xfer),
-                location_mask=obs.location_mask[a.xfer], xfer=a.xfer, location=a.location,
-                xfer_log_prob=a.xfer_log_prob, location_log_prob=a.location_log_prob,
-                xfer_value=a.xfer_value, location_value=a.location_value,
-                reward=reward, done=done, bootstrap_value=bootstrap))
-            total += reward
-            obs = next_obs
+        return self.run_episodes([env], greedy, learn)[0]
+
+    def run_episodes(self, envs: Sequence[Environment], greedy: bool = False,
+                     learn: bool = True) -> List[Episode]:
+        """Plays one episode in each of `envs` at once: every step, the live
+        episodes' observations go through the policy as one batch (a batch
+        of graphs costs far less per graph than one graph alone). With
+        `learn`, keeps their transitions for `update`, episode by episode
+        in the order of `envs`."""
+        observations = [env.reset() for env in envs]
+        steps: List[List[Step]] = [[] for _ in envs]
+        totals = [0.0] * len(envs)
+        invalid = [0] * len(envs)
+        infos: List[dict] = [{} for _ in envs]
+        live = list(range(len(envs)))
+        while live:
+            actions = self._act([observations[i] for i in live], greedy)
+            still_live = []
+            for i, a in zip(live, actions):
+                obs = observations[i]
+                next_obs, reward, done, info = envs[i].step((a.xfer, a.location))
+                invalid[i] += info["invalid"] is not None
+                bootstrap = self.actor.value(next_obs) if info["truncated"] else 0.0
+                loc = obs.locations
+                steps[i].append(Step(
+                    state=obs.state, xfer_summary=None if loc is None else loc.xfer_summary,
+                    xfer_mask=obs.xfer_mask,
+                    location_nodes=None if loc is None else loc.nodes_of(a.xfer),
+                    cost_delta=None if loc is None else loc.cost_delta_of(a.xfer),
+                    location_mask=obs.location_mask[a.xfer], xfer=a.xfer, location=a.location,
+                    xfer_log_prob=a.xfer_log_prob, location_log_prob=a.location_log_prob,
+                    xfer_value=a.xfer_value, location_value=a.location_value,
+                    reward=reward, done=done, bootstrap_value=bootstrap))
+                totals[i] += reward
+                infos[i] = info
+                observations[i] = next_obs
+                if not done:
+                    still_live.append(i)
+            live = still_live
         if learn:
-            self.add_steps(steps)
-        return Episode(total, info.get("initial_cost", float("nan")),
-                       info.get("cost", float("nan")), len(steps),
-                       list(info.get("history", [])), invalid)
+            for episode_steps in steps:
+                self.add_steps(episode_steps)
+        return [Episode(totals[i], info.get("initial_cost", float("nan")),
+                        info.get("cost", float("nan")), len(steps[i]),
+                        list(info.get("history", [])), invalid[i])
+                for i, info in enumerate(infos)]
+
+    def _act(self, observations: Sequence[Observation], greedy: bool) -> List[Action]:
+        """Actions for observations of one kind of state, in one batch."""
+        if self.network.state_kind == "graph":
+            return self.actor.act_graphs(observations, greedy)
+        return self.actor.act_batch(np.stack([np.asarray(o.state, np.float32)
+                                              for o in observations]),
+                                    np.stack([o.xfer_mask for o in observations]),
+                                    np.stack([o.location_mask for o in observations]), greedy)
 
     def add_steps(self, steps: Sequence[Step]) -> None:
         """Buffers the transitions of whole episodes (each ends with a done step)."""
@@ -83,6 +114,11 @@ class PPOAgent:
             raise ValueError("add_steps needs whole episodes; the last step is not done")
         self._buffer.extend(steps)
         self.episodes.assign_add(sum(s.done for s in steps))
+
+    @property
+    def buffered_episodes(self) -> int:
+        """Whole episodes waiting for `update`."""
+        return sum(s.done for s in self._buffer)
 
     @property
     def ready_to_update(self) -> bool:

@@ -1,7 +1,8 @@
 """The model-free training loop: episodes, updates, logs, checkpoints, resume.
 
 `train(env, agent, config, logdir)` plays `config.episodes` episodes in the
-real environment, updating the agent every `episodes_per_update` episodes.
+real environment, updating the agent every `episodes_per_update` episodes
+(`parallel_envs` of them at once, in copies of the environment).
 It writes TensorBoard summaries (episode reward, final cost, losses,
 entropies) under `logdir/tensorboard`, checkpoints under `logdir/checkpoints`
 (network, optimizers, counters) with `logdir/progress.json` (the best
@@ -34,10 +35,19 @@ class TrainConfig:
       episodes: total training episodes (resumed runs count earlier ones).
       checkpoint_every: updates between checkpoints.
       eval_every: updates between greedy evaluation episodes (logged).
+      parallel_envs: episodes played at once, in copies of the environment
+        (`GraphEnv.clone`), the policy acting for all of them in one batch;
+        never more than the episodes left before the next update, so
+        updates see the same number of episodes either way. 1: one at a time.
     """
     episodes: int = 1000
     checkpoint_every: int = 10
     eval_every: int = 5
+    parallel_envs: int = 1
+
+    def __post_init__(self):
+        if self.parallel_envs < 1:
+            raise ValueError(f"parallel_envs must be >= 1, got {self.parallel_envs}")
 
 
 @dataclasses.dataclass
@@ -88,6 +98,17 @@ def replay(env: GraphEnv, sequence: List[Tuple[str, int]]) -> Graph:
     return env.graph
 
 
+def _copies(env: Environment, n: int) -> List[Environment]:
+    """`env` and n - 1 clones of it (an environment that cannot be cloned
+    serves one episode at a time)."""
+    if n == 1:
+        return [env]
+    if not hasattr(env, "clone"):
+        raise ValueError(f"parallel_envs={n} needs an environment with clone(); "
+                         f"{type(env).__name__} has none")
+    return [env] + [env.clone() for _ in range(n - 1)]
+
+
 def _format_seconds(s: float) -> str:
     s = int(s)
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
@@ -118,20 +139,25 @@ def train(env: Environment, agent: PPOAgent, config: TrainConfig, logdir: str,
         manager.save(checkpoint_number=int(agent.episodes.numpy()))
         state.save(progress_path)
 
+    envs = _copies(env, config.parallel_envs)
     recent: List[Episode] = []
     while int(agent.episodes.numpy()) < config.episodes:
-        episode = agent.run_episode(env)
-        recent.append(episode)
-        state.interactions += episode.steps
+        done_before = int(agent.episodes.numpy())
+        batch = min(len(envs), config.episodes - done_before,
+                    agent.config.episodes_per_update - agent.buffered_episodes)
+        episodes = agent.run_episodes(envs[:max(batch, 1)])
+        for i, episode in enumerate(episodes):
+            recent.append(episode)
+            state.interactions += episode.steps
+            if episode.final_cost < state.best_cost:
+                state.best_cost = episode.final_cost
+                state.best_sequence = episode.applied
+            with writer.as_default(step=done_before + i + 1):
+                tf.summary.scalar("episode/reward", episode.total_reward)
+                tf.summary.scalar("episode/final_cost", episode.final_cost)
+                tf.summary.scalar("episode/steps", episode.steps)
+                tf.summary.scalar("episode/best_cost", state.best_cost)
         n = int(agent.episodes.numpy())
-        if episode.final_cost < state.best_cost:
-            state.best_cost = episode.final_cost
-            state.best_sequence = episode.applied
-        with writer.as_default(step=n):
-            tf.summary.scalar("episode/reward", episode.total_reward)
-            tf.summary.scalar("episode/final_cost", episode.final_cost)
-            tf.summary.scalar("episode/steps", episode.steps)
-            tf.summary.scalar("episode/best_cost", state.best_cost)
         if not agent.ready_to_update and n < config.episodes:
             continue
         metrics = agent.update()
