@@ -4,7 +4,7 @@ from absl.testing import absltest
 import numpy as np
 import tensorflow as tf
 
-from xflowrl.tracing import relaxed_spec, traced_once
+from xflowrl.tracing import relaxed_spec, sequence_spec, traced_once
 
 
 class RelaxedSpecTest(absltest.TestCase):
@@ -18,6 +18,13 @@ class RelaxedSpecTest(absltest.TestCase):
         self.assertEqual(relaxed_spec(np.zeros((4, 7), bool)).dtype, tf.bool)
         self.assertIsNone(relaxed_spec(None))
         self.assertEqual(relaxed_spec(3), 3)
+
+
+    def test_sequences_keep_only_the_feature_width(self):
+        self.assertEqual(sequence_spec(np.zeros((4, 9, 7), np.float32)).shape.as_list(),
+                         [None, None, 7])
+        self.assertEqual(sequence_spec(np.zeros((4, 9), np.float32)).shape.as_list(),
+                         [None, None])
 
 
 class TracedOnceTest(absltest.TestCase):
@@ -42,6 +49,14 @@ class TracedOnceTest(absltest.TestCase):
         # A new float width is a new layer input: traced again.
         f(np.ones((2, 4), np.float32), None)
         self.assertEqual(f.tracing_count, 3)
+
+
+    def test_padded_sequences_of_any_length_share_a_trace(self):
+        f = traced_once(lambda x, w: tf.reduce_sum(x, -1) * w, sequence_spec)
+        for length in (3, 8, 5):
+            out = f(np.ones((2, length, 4), np.float32), np.ones((2, length), np.float32))
+            self.assertEqual(out.shape, (2, length))
+        self.assertEqual(f.tracing_count, 1)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,20 @@ def relaxed_spec(leaf: Any) -> Any:
     return tf.TensorSpec(shape, dtype)
 
 
+def sequence_spec(leaf: Any) -> Any:
+    """`relaxed_spec` for batches of padded sequences: every dimension
+    unknown but the last of a float tensor of rank 3 or more ([batch, time,
+    features]); [batch, time] floats (rewards, weights) are open in both,
+    so that the padded length may change without a new trace."""
+    if not isinstance(leaf, (tf.Tensor, np.ndarray)):
+        return leaf
+    dtype = tf.as_dtype(leaf.dtype)
+    shape = [None] * len(leaf.shape)
+    if dtype.is_floating and len(shape) >= 3:
+        shape[-1] = int(leaf.shape[-1])
+    return tf.TensorSpec(shape, dtype)
+
+
 def _is_tensor(leaf: Any) -> bool:
     return isinstance(leaf, (tf.Tensor, np.ndarray))
 
@@ -45,19 +59,22 @@ class TracedFunction:
     The arguments are flattened (`tf.nest`): tensors and arrays become the
     traced function's inputs, with `relaxed_spec` signatures; every other
     leaf (None where an optional tensor is absent, a Python number) is
-    fixed in that trace. A call whose structure, dtypes, ranks, float
+    fixed in that trace. `spec` maps a tensor to its signature
+    (`relaxed_spec` by default). A call whose structure, dtypes, ranks, float
     widths or other leaves differ from every earlier call's traces once
     more; `tracing_count` says how often that happened.
     """
 
-    def __init__(self, fn: Callable[..., Any]):
+    def __init__(self, fn: Callable[..., Any],
+                 spec: Callable[[Any], Any] = relaxed_spec):
         self._fn = fn
+        self._spec = spec
         self._functions = {}
 
     def __call__(self, *args):
         leaves = tf.nest.flatten(args)
         tensors = [leaf for leaf in leaves if _is_tensor(leaf)]
-        specs = [relaxed_spec(leaf) for leaf in tensors]
+        specs = [self._spec(leaf) for leaf in tensors]
         others = tuple(repr(leaf) for leaf in leaves if not _is_tensor(leaf))
         key = (repr(tf.nest.map_structure(lambda _: 0, args)), tuple(map(repr, specs)), others)
         function = self._functions.get(key)
@@ -84,6 +101,9 @@ class TracedFunction:
         return sum(f.experimental_get_tracing_count() for f in self._functions.values())
 
 
-def traced_once(fn: Callable[..., Any]) -> TracedFunction:
-    """`TracedFunction(fn)`: see the module docstring."""
-    return TracedFunction(fn)
+def traced_once(fn: Callable[..., Any],
+                spec: Callable[[Any], Any] = relaxed_spec) -> TracedFunction:
+    """`TracedFunction(fn, spec)`: see the module docstring; `spec` says
+    which dimensions stay known (`relaxed_spec`, or `sequence_spec` for
+    padded sequences)."""
+    return TracedFunction(fn, spec)

@@ -29,8 +29,10 @@ import sonnet as snt
 import tensorflow as tf
 
 from xflowrl.agents.ppo.initializers import SeededInitializers
+from xflowrl.agents.ppo.learning import build_adam
 from xflowrl.embedding import features
 from xflowrl.embedding.encoder import GraphEncoder
+from xflowrl.tracing import traced_once
 from xflowrl.world_model import losses
 
 
@@ -68,6 +70,7 @@ class LatentEncoder(snt.Module):
         self._mask_head = snt.nets.MLP([64, 2 * max(num_known_xfers, 1)], w_init=init.fan_in(),
                                        name="mask_head")
         self._num_known = num_known_xfers
+        self._traced_encode = None  # `encode`'s traced forward pass, once built
 
     def __call__(self, graph) -> tf.Tensor:
         """z [B, Z] of a batched tensor GraphsTuple."""
@@ -86,9 +89,13 @@ class LatentEncoder(snt.Module):
             out.append(self._encode_fn(graph).numpy())
         return np.concatenate(out) if out else np.zeros((0, self.latent_size), np.float32)
 
-    @tf.function(reduce_retracing=True)
     def _encode_fn(self, graph):
-        return self(graph)
+        if self._traced_encode is None:
+            # The first call runs eagerly: it creates any variables still
+            # missing, which a traced call would trace twice to do.
+            self._traced_encode = traced_once(self.__call__)
+            return self(graph)
+        return self._traced_encode(graph)
 
 
 class EncoderTargets(NamedTuple):
@@ -117,8 +124,7 @@ def train_encoder(encoder: LatentEncoder, states: Sequence, targets: EncoderTarg
     rng = np.random.default_rng(seed)
     optimizer = snt.optimizers.Adam(learning_rate)
 
-    @tf.function(reduce_retracing=True)
-    def step(graph, cost, valid, counts):
+    def step_impl(graph, cost, valid, counts):
         with tf.GradientTape() as tape:
             m = encoder_loss(encoder.predict(encoder(graph)), cost, valid, counts)
         variables = encoder.trainable_variables
@@ -127,10 +133,16 @@ def train_encoder(encoder: LatentEncoder, states: Sequence, targets: EncoderTarg
         optimizer.apply(grads, variables)
         return m
 
+    step = traced_once(step_impl)  # one trace for every batch's graph sizes
     history = []
     for _ in range(steps):
         idx = rng.choice(len(states), size=min(batch_size, len(states)), replace=False)
         graph = features.to_tensors(features.batch([states[i] for i in idx]))
+        if not optimizer.m:
+            # Variables made outside the trace (a first traced call that
+            # creates them is traced twice): the encoder's, then Adam's.
+            encoder.predict(encoder(graph))
+            build_adam(optimizer, encoder.trainable_variables)
         m = step(graph, tf.constant(targets.relative_cost[idx], tf.float32),
                  tf.constant(targets.xfer_valid[idx], tf.float32),
                  tf.constant(targets.counts[idx], tf.float32))

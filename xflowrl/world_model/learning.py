@@ -23,6 +23,7 @@ import sonnet as snt
 import tensorflow as tf
 
 from xflowrl.agents.ppo.learning import build_adam
+from xflowrl.tracing import sequence_spec, traced_once
 from xflowrl.world_model import losses
 from xflowrl.world_model.config import WorldModelConfig
 from xflowrl.world_model.data import Batch
@@ -45,8 +46,9 @@ class WorldModelLearner:
                                          dtype=tf.float32, name="learning_rate")
         self.optimizer = snt.optimizers.Adam(self.learning_rate)
         self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="wm_steps")
-        self._step = tf.function(self._step_impl, reduce_retracing=True)
-        self._evaluate = tf.function(self._evaluate_impl, reduce_retracing=True)
+        # Batches are padded to their longest sequence: any length, one trace.
+        self._step = traced_once(self._step_impl, sequence_spec)
+        self._evaluate = traced_once(self._evaluate_impl, sequence_spec)
 
     def _losses(self, b, training: bool) -> losses.WorldModelLosses:
         latents, next_latents, xfers, locations, rewards, terminals, valid, counts, weights = b
@@ -80,6 +82,8 @@ class WorldModelLearner:
         lr = losses.polynomial_decay(int(self.steps.numpy()), cfg.learning_rate,
                                      cfg.final_learning_rate, cfg.decay_steps)
         self.learning_rate.assign(lr)
+        if not self.optimizer.m:
+            self.build(batch)  # variables made outside the trace: it then traces once
         metrics = {k: float(v) for k, v in self._step(_tensors(batch)).items()}
         self.steps.assign_add(1)
         metrics["learning_rate"] = lr

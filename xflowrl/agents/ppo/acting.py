@@ -64,6 +64,7 @@ class Actor:
         self.rng = np.random.default_rng(seed)
         self._policy_step = traced_once(self._policy_step_impl)
         self._value_step = traced_once(self._value_step_impl)
+        self._called = set()  # the traced functions called before
 
     # -- traced ------------------------------------------------------------
 
@@ -114,10 +115,7 @@ class Actor:
         batch, num_locations = xfer_masks.shape[0], candidates.masks.shape[2]
         args = (state, xfer_summary, xfer_masks, candidates,
                 self._noise(xfer_masks.shape, greedy), self._noise((batch, num_locations), greedy))
-        # The first call runs eagerly: it creates the network's variables,
-        # which a traced first call would trace twice to do.
-        step = self._policy_step if self.network.variables else self._policy_step_impl
-        out = step(*args)
+        out = self._traced_or_eager(self._policy_step, self._policy_step_impl)(*args)
         xfer, location, xfer_lp, location_lp, xfer_value, location_value = (
             o.numpy() for o in out)
         return [Action(int(xfer[i]), int(location[i]), float(xfer_lp[i]),
@@ -190,8 +188,18 @@ class Actor:
             summary = observation.locations.xfer_summary[None]
         else:
             state, summary = np.asarray(observation.state, np.float32)[None], None
-        step = self._value_step if self.network.variables else self._value_step_impl
+        step = self._traced_or_eager(self._value_step, self._value_step_impl)
         return float(step(state, summary, observation.xfer_mask[None]).numpy()[0])
+
+    def _traced_or_eager(self, traced, eager):
+        """`eager` for this actor's first call, `traced` from then on. The
+        first call creates whatever variables the network still lacks (Sonnet
+        makes them on first use); a traced call that creates variables is
+        traced twice, and a trace costs far more than one eager step."""
+        if traced not in self._called:
+            self._called.add(traced)
+            return eager
+        return traced
 
     def build(self, observation: Observation) -> None:
         """Creates the network's variables: both heads, whatever the policy
