@@ -47,13 +47,16 @@ from absl import app
 from absl import flags
 
 import reproduce_report as report
-from reproduce_budgets import BUDGETS, Budget
+from reproduce_budgets import BUDGETS, Budget, scaled
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("quick_dir", None, "A results folder of reproduce.py --budget=quick.")
 flags.DEFINE_string("full_dir", None, "A results folder of reproduce.py --budget=full, of the "
                     "same graphs and settings.")
 flags.DEFINE_enum("budget", "thesis", list(BUDGETS), "The budget to estimate.")
+flags.DEFINE_float("budget_scale", 1.0, "As reproduce.py's (to check an estimate against a "
+                   "scaled run).")
+flags.DEFINE_bool("list_jobs", False, "Also list every job's estimated seconds.")
 flags.DEFINE_list("graphs", list(report.THESIS_GRAPHS), "Graphs of both runs.")
 flags.DEFINE_list("separate_reward_graphs", ["bert"], "As reproduce.py's.")
 flags.DEFINE_string("sweep_graph", "bert", "As reproduce.py's ('' for none).")
@@ -163,7 +166,7 @@ def main(argv):
     del argv
     if not FLAGS.quick_dir or not FLAGS.full_dir:
         raise app.UsageError("--quick_dir and --full_dir name the two runs")
-    b = BUDGETS[FLAGS.budget]
+    b = scaled(BUDGETS[FLAGS.budget], FLAGS.budget_scale)
     full_meta = _load(FLAGS.full_dir, "report", "report.json")["meta"]
     settings = list(_load(FLAGS.full_dir, "report", "report.json")["rows"])
     cells, lines = {}, ["| setting | graph | MF s/episode | MF fixed s | WM s/episode | "
@@ -194,6 +197,9 @@ def main(argv):
         slots = n * FLAGS.cpus_per_node
         out.append(f"| {n} | {slots} | {_hours(makespan(list(jobs.values()), slots) + measure)}"
                    " |")
+    if FLAGS.list_jobs:
+        out += ["", "| job | estimated s |", "|---|---|"] + [
+            f"| {name} | {s:.0f} |" for name, s in sorted(jobs.items())]
     print("\n".join(out))
 
 
