@@ -2,8 +2,8 @@
 
     python experiments/reproduce.py                   # full mode (about 30 minutes here)
     python experiments/reproduce.py --quick           # every step on tiny budgets (under 10 minutes)
-    python experiments/reproduce.py --budget=thesis   # the thesis' training budgets (days here;
-                                                      # docs/reproduce.md estimates them)
+    python experiments/reproduce.py --budget=thesis   # the thesis' training budgets (about 41 h
+                                                      # here: an estimate, docs/reproduce.md)
     python experiments/reproduce.py --seeds=3         # every agent cell over seeds 0, 1, 2
     python experiments/reproduce.py --ray_address=HOST:6379   # on a Ray cluster
 
@@ -82,8 +82,8 @@ from xflowrl.jobs import Job, results_lock, run_jobs
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("budget", "full", list(BUDGETS), "The budgets (reproduce_budgets.py): quick "
                   "(every step on tiny budgets, under 10 minutes), full (about 30 minutes "
-                  "here), thesis (the thesis' training budgets; docs/reproduce.md estimates "
-                  "its wall time).")
+                  "here), thesis (the thesis' training budgets: about 41 h here, estimated in "
+                  "docs/reproduce.md).")
 flags.DEFINE_bool("quick", False, "The same as --budget=quick.")
 flags.DEFINE_list("graphs", list(report.THESIS_GRAPHS), "Zoo graphs to evaluate.")
 flags.DEFINE_list("settings", list(report.SETTINGS), "Cost settings (cpu, gpu).")
