@@ -19,19 +19,27 @@ import numpy as np
 import tensorflow as tf
 
 
-def relaxed_spec(leaf: Any) -> Any:
-    """The `tf.TensorSpec` a tensor or array is traced with: every dimension
-    unknown but the last of a float tensor of rank 2 or more (the feature
-    width that the networks' layers are built for). Batch sizes, node and edge counts,
-    candidate rows and locations may then change without a new trace.
-    Other leaves (None, Python numbers, strings) are returned as they are."""
+def _open_spec(leaf: Any, width_from_rank: int) -> Any:
+    """A tensor's or array's `tf.TensorSpec` with every dimension unknown
+    but the last of a float tensor of rank `width_from_rank` or more; other
+    leaves (None, Python numbers, strings) as they are."""
     if not isinstance(leaf, (tf.Tensor, np.ndarray)):
         return leaf
     dtype = tf.as_dtype(leaf.dtype)
     shape = [None] * len(leaf.shape)
-    if dtype.is_floating and len(shape) >= 2:
+    if dtype.is_floating and len(shape) >= width_from_rank:
         shape[-1] = int(leaf.shape[-1])
     return tf.TensorSpec(shape, dtype)
+
+
+def relaxed_spec(leaf: Any) -> Any:
+    """The `tf.TensorSpec` a tensor or array is traced with: every dimension
+    unknown but the last of a float tensor of rank 2 or more (the feature
+    width that the networks' layers are built for). Batch sizes, node and
+    edge counts, candidate rows and locations may then change without a new
+    trace. Other leaves (None, Python numbers, strings) are returned as
+    they are."""
+    return _open_spec(leaf, 2)
 
 
 def sequence_spec(leaf: Any) -> Any:
@@ -39,13 +47,7 @@ def sequence_spec(leaf: Any) -> Any:
     unknown but the last of a float tensor of rank 3 or more ([batch, time,
     features]); [batch, time] floats (rewards, weights) are open in both,
     so that the padded length may change without a new trace."""
-    if not isinstance(leaf, (tf.Tensor, np.ndarray)):
-        return leaf
-    dtype = tf.as_dtype(leaf.dtype)
-    shape = [None] * len(leaf.shape)
-    if dtype.is_floating and len(shape) >= 3:
-        shape[-1] = int(leaf.shape[-1])
-    return tf.TensorSpec(shape, dtype)
+    return _open_spec(leaf, 3)
 
 
 def _is_tensor(leaf: Any) -> bool:
