@@ -31,7 +31,7 @@ step limit ended the episode; `info` also holds `cost`, `initial_cost`,
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Optional, Tuple, TypedDict
+from typing import Dict, List, Optional, Tuple, TypedDict
 
 import numpy as np
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import Dict
 
-import numpy as np
 import sonnet as snt
 import tensorflow as tf
 
