@@ -41,7 +41,7 @@ from __future__ import annotations
 import heapq
 import json
 import os
-from typing import Dict, List, NamedTuple, Sequence, Tuple
+from typing import Dict, NamedTuple, Sequence, Tuple
 
 from absl import app
 from absl import flags
