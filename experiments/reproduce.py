@@ -1,6 +1,6 @@
 """The thesis' evaluation (Chapter 4) from one command: runs, then a report folder.
 
-    python experiments/reproduce.py                   # full mode (about 30 minutes here)
+    python experiments/reproduce.py                   # full mode (30-40 minutes here)
     python experiments/reproduce.py --quick           # every step on tiny budgets (under 10 minutes)
     python experiments/reproduce.py --budget=thesis   # the thesis' training budgets (about 41 h
                                                       # here: an estimate, docs/reproduce.md)
