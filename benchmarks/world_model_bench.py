@@ -1,0 +1,112 @@
+"""World-model training speed (issue 25): where the model-based agent's
+world-model phase spends its time.
+
+    python benchmarks/world_model_bench.py [--graph=bert] [--rounds=2]
+        [--episodes_per_round=20] [--train_steps_per_round=100]
+        [--encoder_steps=100] [--cores=1]
+
+Runs `ModelBasedAgent.learn_world_model` with random collection (the
+thesis' collector; no controller, so only the world model's own work is
+timed) and reports, as one JSON object: the phase's wall time; the time in
+real environment steps (collection), in the latent encoder's training
+(`latent.train_encoder`, its first step included), in the MDN-RNN's
+training steps (`WorldModelLearner.step`; the first, which traces, apart
+from the rest: `first_step_s`, `step_ms` median); and the rest (encoding
+states, bookkeeping, evaluation, checkpoints). `--cores=1` pins the
+process and TensorFlow's threads to one core before TensorFlow starts.
+The dream's speed has its own benchmark (`dream_bench.py`).
+"""
+
+import json
+import os
+import tempfile
+import time
+
+from absl import app
+from absl import flags
+import numpy as np
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("graph", "bert", "Zoo graph.")
+flags.DEFINE_string("profile", "v100", "Analytic cost profile.")
+flags.DEFINE_integer("rounds", 2, "Collection rounds.")
+flags.DEFINE_integer("episodes_per_round", 20, "Random episodes per round.")
+flags.DEFINE_integer("train_steps_per_round", 100, "World-model steps per round.")
+flags.DEFINE_integer("encoder_steps", 100, "Latent encoder steps.")
+flags.DEFINE_integer("cores", 1, "Pin to this many cores (0: leave alone).")
+flags.DEFINE_integer("seed", 0, "Seed.")
+
+
+def main(argv):
+    del argv
+    if FLAGS.cores:
+        os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:FLAGS.cores]))
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+        tf.config.threading.set_intra_op_parallelism_threads(FLAGS.cores)
+        tf.config.threading.set_inter_op_parallelism_threads(FLAGS.cores)
+    # Imported here: --cores must take effect before TensorFlow starts.
+    from xflowrl.env import GraphEnv  # pylint: disable=import-outside-toplevel
+    from xflowrl.runs import RunSettings  # pylint: disable=import-outside-toplevel
+    from xflowrl.world_model import WorldModelConfig, agent as agent_module, latent  # pylint: disable=import-outside-toplevel
+    from xflowrl.world_model.learning import WorldModelLearner  # pylint: disable=import-outside-toplevel
+
+    seconds = {"env": 0.0, "encoder_training": 0.0}
+    step_seconds = []
+
+    def timed(label, fn):
+        def wrapper(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                seconds[label] += time.perf_counter() - start
+        return wrapper
+
+    original_step = WorldModelLearner.step
+
+    def learner_step(self, batch):
+        start = time.perf_counter()
+        try:
+            return original_step(self, batch)
+        finally:
+            step_seconds.append(time.perf_counter() - start)
+
+    patches = [(GraphEnv, "step", timed("env", GraphEnv.step)),
+               (GraphEnv, "reset", timed("env", GraphEnv.reset)),
+               (latent, "train_encoder", timed("encoder_training", latent.train_encoder)),
+               (WorldModelLearner, "step", learner_step)]
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
+    for owner, name, value in patches:
+        setattr(owner, name, value)
+    env = RunSettings(graph=FLAGS.graph, profile=FLAGS.profile).make_env()
+    config = WorldModelConfig(rounds=FLAGS.rounds, episodes_per_round=FLAGS.episodes_per_round,
+                              train_steps_per_round=FLAGS.train_steps_per_round,
+                              encoder_steps=FLAGS.encoder_steps, collection="random",
+                              decay_steps=max(FLAGS.rounds * FLAGS.train_steps_per_round, 1))
+    try:
+        with tempfile.TemporaryDirectory() as logdir:
+            agent = agent_module.ModelBasedAgent(env, logdir, config, seed=FLAGS.seed,
+                                                 progress=lambda line: None)
+            start = time.perf_counter()
+            agent.learn_world_model()
+            total = time.perf_counter() - start
+    finally:
+        for owner, name, value in saved:
+            setattr(owner, name, value)
+    model_steps = np.asarray(step_seconds)
+    rest = total - seconds["env"] - seconds["encoder_training"] - model_steps.sum()
+    print(json.dumps({
+        "benchmark": "world_model", "graph": FLAGS.graph, "profile": FLAGS.profile,
+        "cores": FLAGS.cores or os.cpu_count(), "rounds": FLAGS.rounds,
+        "episodes_per_round": FLAGS.episodes_per_round,
+        "train_steps_per_round": FLAGS.train_steps_per_round,
+        "encoder_steps": FLAGS.encoder_steps, "seconds": total,
+        "env_s": seconds["env"], "encoder_training_s": seconds["encoder_training"],
+        "model_steps": int(len(model_steps)), "model_steps_s": float(model_steps.sum()),
+        "first_step_s": float(model_steps[0]) if len(model_steps) else None,
+        "step_ms": float(1000 * np.median(model_steps[1:])) if len(model_steps) > 1 else None,
+        "other_s": rest}, indent=1))
+
+
+if __name__ == "__main__":
+    app.run(main)
