@@ -40,6 +40,8 @@ import time
 from absl import app
 from absl import flags
 
+from timing import Clock, pin_cores
+
 FLAGS = flags.FLAGS
 flags.DEFINE_list("graphs", ["resnet50", "bert"], "Zoo graphs.")
 flags.DEFINE_integer("episodes", 40, "Training episodes per graph.")
@@ -53,25 +55,6 @@ flags.DEFINE_integer("parallel_envs", 0, "Episodes played at once (TrainConfig.p
                      "0: the preset's episodes per update, as train_mf.py does).")
 
 
-class _Clock:
-    """Accumulates wall time per label around wrapped callables."""
-
-    def __init__(self):
-        self.seconds = {}
-        self.enabled = False
-
-    def wrap(self, label, fn):
-        def timed(*args, **kwargs):
-            start = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                if self.enabled:
-                    self.seconds[label] = (self.seconds.get(label, 0.0)
-                                           + time.perf_counter() - start)
-        return timed
-
-
 def bench_graph(name):
     # Imported here: --cores must take effect before TensorFlow starts.
     from xflowrl.agents.ppo import PPOAgent, PPOConfig
@@ -82,7 +65,7 @@ def bench_graph(name):
     env = with_equal_step_limit(RunSettings(graph=name, profile=FLAGS.profile,
                                             max_steps=FLAGS.max_steps).make_env())
     agent = PPOAgent(len(env.xfers), PPOConfig.named(FLAGS.ppo), seed=FLAGS.seed)
-    clock = _Clock()
+    clock = Clock(enabled=False)  # enabled after the warm-up updates
     state = {"steps": 0}
     # Class-level wrappers: they time the environment's copies too.
     from xflowrl.env import GraphEnv  # pylint: disable=import-outside-toplevel
@@ -93,15 +76,16 @@ def bench_graph(name):
         return originals["step"](self, action)
     GraphEnv.step = clock.wrap("env", counted_step)
     GraphEnv.reset = clock.wrap("env", originals["reset"])
-    for method in ("act", "act_graphs"):
-        if hasattr(agent.actor, method):
-            setattr(agent.actor, method, clock.wrap("act", getattr(agent.actor, method)))
+    # The acting entry point the training loop calls (act_graphs since issue
+    # 25, which `act` also goes through: wrapping both would count twice).
+    method = "act_graphs" if hasattr(agent.actor, "act_graphs") else "act"
+    setattr(agent.actor, method, clock.wrap("act", getattr(agent.actor, method)))
     agent.learner.update = clock.wrap("update", agent.learner.update)
-    marks = []  # seconds after each update
+    state["updates"] = 0
 
-    def progress(_line):
-        marks.append(time.perf_counter())
-        if len(marks) == FLAGS.warmup_updates:
+    def progress(_line):  # called after every update
+        state["updates"] += 1
+        if state["updates"] == FLAGS.warmup_updates:
             clock.enabled = True
             state["steady_start"] = time.perf_counter()
             state["steady_steps"] = state["steps"]
@@ -151,11 +135,7 @@ def trace_counts(agent):
 
 def main(argv):
     del argv
-    if FLAGS.cores:
-        os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:FLAGS.cores]))
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
-        tf.config.threading.set_intra_op_parallelism_threads(FLAGS.cores)
-        tf.config.threading.set_inter_op_parallelism_threads(FLAGS.cores)
+    pin_cores(FLAGS.cores)
     report = {"benchmark": "train", "ppo": FLAGS.ppo, "profile": FLAGS.profile,
               "episodes": FLAGS.episodes, "parallel_envs": FLAGS.parallel_envs,
               "cores": FLAGS.cores or os.cpu_count(), "machine": platform.processor(),

@@ -26,6 +26,8 @@ from absl import app
 from absl import flags
 import numpy as np
 
+from timing import Clock, pin_cores
+
 FLAGS = flags.FLAGS
 flags.DEFINE_string("graph", "bert", "Zoo graph.")
 flags.DEFINE_string("profile", "v100", "Analytic cost profile.")
@@ -39,42 +41,18 @@ flags.DEFINE_integer("seed", 0, "Seed.")
 
 def main(argv):
     del argv
-    if FLAGS.cores:
-        os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:FLAGS.cores]))
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
-        tf.config.threading.set_intra_op_parallelism_threads(FLAGS.cores)
-        tf.config.threading.set_inter_op_parallelism_threads(FLAGS.cores)
+    pin_cores(FLAGS.cores)
     # Imported here: --cores must take effect before TensorFlow starts.
     from xflowrl.env import GraphEnv  # pylint: disable=import-outside-toplevel
     from xflowrl.runs import RunSettings  # pylint: disable=import-outside-toplevel
     from xflowrl.world_model import WorldModelConfig, agent as agent_module, latent  # pylint: disable=import-outside-toplevel
     from xflowrl.world_model.learning import WorldModelLearner  # pylint: disable=import-outside-toplevel
 
-    seconds = {"env": 0.0, "encoder_training": 0.0}
-    step_seconds = []
-
-    def timed(label, fn):
-        def wrapper(*args, **kwargs):
-            start = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                seconds[label] += time.perf_counter() - start
-        return wrapper
-
-    original_step = WorldModelLearner.step
-
-    def learner_step(self, batch):
-        start = time.perf_counter()
-        try:
-            return original_step(self, batch)
-        finally:
-            step_seconds.append(time.perf_counter() - start)
-
-    patches = [(GraphEnv, "step", timed("env", GraphEnv.step)),
-               (GraphEnv, "reset", timed("env", GraphEnv.reset)),
-               (latent, "train_encoder", timed("encoder_training", latent.train_encoder)),
-               (WorldModelLearner, "step", learner_step)]
+    clock = Clock()
+    patches = [(GraphEnv, "step", clock.wrap("env", GraphEnv.step)),
+               (GraphEnv, "reset", clock.wrap("env", GraphEnv.reset)),
+               (latent, "train_encoder", clock.wrap("encoder_training", latent.train_encoder)),
+               (WorldModelLearner, "step", clock.wrap("model_step", WorldModelLearner.step))]
     saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
     for owner, name, value in patches:
         setattr(owner, name, value)
@@ -93,15 +71,17 @@ def main(argv):
     finally:
         for owner, name, value in saved:
             setattr(owner, name, value)
-    model_steps = np.asarray(step_seconds)
-    rest = total - seconds["env"] - seconds["encoder_training"] - model_steps.sum()
+    seconds = clock.seconds
+    model_steps = np.asarray(clock.durations.get("model_step", []))
+    rest = total - sum(seconds.values())
     print(json.dumps({
         "benchmark": "world_model", "graph": FLAGS.graph, "profile": FLAGS.profile,
         "cores": FLAGS.cores or os.cpu_count(), "rounds": FLAGS.rounds,
         "episodes_per_round": FLAGS.episodes_per_round,
         "train_steps_per_round": FLAGS.train_steps_per_round,
         "encoder_steps": FLAGS.encoder_steps, "seconds": total,
-        "env_s": seconds["env"], "encoder_training_s": seconds["encoder_training"],
+        "env_s": seconds.get("env", 0.0),
+        "encoder_training_s": seconds.get("encoder_training", 0.0),
         "model_steps": int(len(model_steps)), "model_steps_s": float(model_steps.sum()),
         "first_step_s": float(model_steps[0]) if len(model_steps) else None,
         "step_ms": float(1000 * np.median(model_steps[1:])) if len(model_steps) > 1 else None,

@@ -6,9 +6,8 @@ networks costs seconds: a short training run spent most of its time there
 (issue 25). `traced_once(fn)` traces `fn` on its first call for inputs of
 any leading (batch, node, edge) dimension — `relaxed_spec` of the first
 call's arguments — so every later call with the same structure reuses that
-one graph. Autograph is off: the
-traced code branches on Python values only (configuration, which inputs
-are None), never on tensors.
+one graph. Autograph is off: the traced code branches on Python values only
+(configuration, which inputs are None), never on tensors.
 """
 
 from __future__ import annotations

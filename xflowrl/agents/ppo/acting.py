@@ -16,7 +16,8 @@ kind of state, whatever the batch, graph or candidate sizes.
 `act(observation)` serves one observation of any environment (graph or
 vector state); `act_graphs(observations)` a batch of graph observations
 (several environments stepped together); `act_batch(states, xfer_masks,
-location_masks)` a batch of vector states (the batched dream, DESIGN.md §8).
+location_masks)` a batch of vector states (the batched dream,
+`xflowrl.world_model.dream`).
 """
 
 from __future__ import annotations

@@ -229,16 +229,17 @@ class Learner:
         targets = compute_advantages(steps, cfg)
         noop = self.network.num_xfers
         size = cfg.minibatch_size or len(steps)
+        if not self.policy_optimizer.m:
+            # Adam's moments made outside the trace (acting has made the
+            # network's variables): a traced call that creates variables is
+            # traced twice.
+            self.build()
         history: Dict[str, List[float]] = {}
         for _ in range(cfg.epochs):
             order = self.rng.permutation(len(steps)) if cfg.minibatch_size else np.arange(len(steps))
             for start in range(0, len(steps), size):
                 idx = order[start:start + size]
                 batch = make_batch([steps[i] for i in idx], targets.take(idx), noop)
-                if not self.policy_optimizer.m and self.network.variables:
-                    # Adam's moments made outside the trace: a first traced
-                    # call that creates variables is traced twice.
-                    self.build()
                 for k, v in self._step(batch).items():
                     history.setdefault(k, []).append(float(v))
         return {k: float(np.mean(v)) for k, v in history.items()}

@@ -145,7 +145,7 @@ def train(env: Environment, agent: PPOAgent, config: TrainConfig, logdir: str,
         done_before = int(agent.episodes.numpy())
         batch = min(len(envs), config.episodes - done_before,
                     agent.config.episodes_per_update - agent.buffered_episodes)
-        episodes = agent.run_episodes(envs[:max(batch, 1)])
+        episodes = agent.run_episodes(envs[:batch])
         for i, episode in enumerate(episodes):
             recent.append(episode)
             state.interactions += episode.steps
