@@ -84,14 +84,19 @@ _BROADCASTING = ("Mul", "Add", "Sub", "Div", "Where", "And", "Or", "Xor", "Equal
 
 
 def load_onnx(path_or_model: Union[str, os.PathLike, bytes, onnx.ModelProto],
-              input_shapes: Optional[Mapping[str, Sequence[int]]] = None
-              ) -> Tuple[Graph, OnnxWeights]:
+              input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
+              share_views: bool = True) -> Tuple[Graph, OnnxWeights]:
     """Imports an ONNX model as an engine graph and its weight values.
 
     Args:
       path_or_model: a file path, the serialised bytes or a `ModelProto`.
       input_shapes: static shapes for graph inputs whose declared shape has
         dynamic (symbolic or unknown) dimensions, by input name.
+      share_views: build one engine reshape (transpose) per distinct input
+        tensor and target shape (perm), however many ONNX nodes or MatMul
+        flattenings ask for it (default). False builds one per request, as
+        the importer did before; kept to compare against (the Q/K/V merges
+        of real exporters' transformers need the shared form, docs/onnx.md).
 
     Returns:
       `(graph, weights)`: `weights` maps every weight op's name to its value
@@ -104,7 +109,7 @@ def load_onnx(path_or_model: Union[str, os.PathLike, bytes, onnx.ModelProto],
     """
     model = read_model(path_or_model)
     shapes = _input_shapes(input_shapes)
-    return _Importer(model, shapes).run()
+    return _Importer(model, shapes, share_views).run()
 
 
 def _input_shapes(input_shapes) -> Dict[str, Tuple[int, ...]]:
@@ -291,7 +296,8 @@ def _node_label(node: onnx.NodeProto) -> str:
 class _Importer:
     """One import: the builder, the name bindings and the weights."""
 
-    def __init__(self, model: onnx.ModelProto, input_shapes: Dict[str, Sequence[int]]):
+    def __init__(self, model: onnx.ModelProto, input_shapes: Dict[str, Sequence[int]],
+                 share_views: bool = True):
         self.model = model
         # Per-node models (folding, shape inference) use an IR version the
         # installed onnx knows.
@@ -309,6 +315,9 @@ class _Importer:
         self.weights = OnnxWeights()
         self.used_names: set = set()
         self.interface = ModelInterface(opsets=dict(self.opsets))
+        # (op type, input tensor id, shape or perm) -> the view already built.
+        self.share_views = share_views
+        self._views: Dict[Tuple[str, Tuple[int, int], Tuple[int, ...]], Tensor] = {}
 
     # -- driver ------------------------------------------------------------
     def run(self) -> Tuple[Graph, OnnxWeights]:
@@ -461,6 +470,33 @@ class _Importer:
 
     def fresh_name(self, base: str) -> str:
         return unique_name(base, self.used_names)
+
+    # -- shared views --------------------------------------------------------
+    def reshape(self, x: Tensor, shape: Sequence[int]) -> Tensor:
+        """`reshape(x, shape)`, built once per (x, shape) in a model."""
+        return self._view("reshape", x, tuple(int(d) for d in shape))
+
+    def transpose(self, x: Tensor, perm: Sequence[int]) -> Tensor:
+        """`transpose(x, perm)`, built once per (x, perm) in a model."""
+        return self._view("transpose", x, tuple(int(p) for p in perm))
+
+    def _view(self, kind: str, x: Tensor, param: Tuple[int, ...]) -> Tensor:
+        # Common-subexpression elimination of views: exporters write one
+        # Reshape (or the importer one flattening) per reader, e.g. the Q, K
+        # and V projections of a [1, S, H] activation each flatten it to
+        # [S, H]. Three identical reshapes hide from the rules that the three
+        # matmuls read one tensor (the Q/K/V merge needs a shared operand);
+        # one reshape read three times shows it. Views are pure, so sharing
+        # them changes no value.
+        key = (kind, x.id, param)
+        view = self._views.get(key) if self.share_views else None
+        if view is None:
+            if kind == "reshape":
+                view = self.builder.reshape(input=x, shape=param)
+            else:
+                view = self.builder.transpose(input=x, perm=param)
+            self._views[key] = view
+        return view
 
     # -- folding -----------------------------------------------------------
     def _fold(self, node: onnx.NodeProto) -> bool:

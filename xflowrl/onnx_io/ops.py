@@ -299,10 +299,9 @@ def mat_mul(imp, node):
     if len(b.shape) == 2 and len(a.shape) > 2:
         # [..., M, K] x [K, N]: one 2-D product over the flattened rows.
         rows = int(np.prod(a.shape[:-1]))
-        flat = imp.builder.reshape(input=at, shape=(rows, a.shape[-1]))
+        flat = imp.reshape(at, (rows, a.shape[-1]))
         y = imp.builder.matmul(a=flat, b=bt)
-        return [_out(imp, imp.builder.reshape(input=y, shape=a.shape[:-1] + (b.shape[1],)),
-                     ref)]
+        return [_out(imp, imp.reshape(y, a.shape[:-1] + (b.shape[1],)), ref)]
     raise _not_engine()
 
 
@@ -313,13 +312,13 @@ def gemm(imp, node):
         raise _not_engine()
     at = imp.tensor(node.input[0])
     if attrs.get("transA", 0):
-        at = imp.builder.transpose(input=at, perm=(1, 0))
+        at = imp.transpose(at, (1, 0))
     if b.is_const and attrs.get("transB", 0):
         bt = imp.new_weight(node.input[1] + "__T", np.ascontiguousarray(b.const.T))
     else:
         bt = imp.tensor(node.input[1])
         if attrs.get("transB", 0):
-            bt = imp.builder.transpose(input=bt, perm=(1, 0))
+            bt = imp.transpose(bt, (1, 0))
     y = imp.builder.matmul(a=at, b=bt)
     alpha, beta = attrs.get("alpha", 1.0), attrs.get("beta", 1.0)
     if alpha != 1.0:
@@ -387,7 +386,7 @@ def _reshape_to(imp, node, shape: Sequence[int]):
     shape = tuple(int(d) for d in shape)
     if shape == x.shape:
         return [x]
-    return [_out(imp, imp.builder.reshape(input=imp.tensor(node.input[0]), shape=shape), x)]
+    return [_out(imp, imp.reshape(imp.tensor(node.input[0]), shape), x)]
 
 
 def reshape(imp, node):
@@ -455,7 +454,7 @@ def transpose(imp, node):
         raise ValueError(f"perm {list(perm)} is not a permutation of the {len(x.shape)} axes")
     if list(perm) == list(range(len(x.shape))):
         return [x]
-    y = imp.builder.transpose(input=imp.tensor(node.input[0]), perm=perm)
+    y = imp.transpose(imp.tensor(node.input[0]), perm)
     return [_out(imp, y, x)]
 
 
