@@ -198,6 +198,8 @@ setup(
     package_data={"xflowrl.engine": ["data/*.tsv", "data/*.json"],
                   "xflowrl.rules.files": ["*.json"]},
     ext_modules=_cythonize(_extension()),
+    # The `xflowrl` command (optimize, inspect, measure, calibrate; docs/cli.md).
+    entry_points={"console_scripts": ["xflowrl = xflowrl.cli:console_main"]},
     python_requires=">=3.10",
     zip_safe=False,
 )

@@ -1,0 +1,267 @@
+"""The ways `optimize` can rewrite a graph, behind one call.
+
+`optimise(graph, method, ...)` returns the cheapest graph a method found,
+never one costlier than `graph` under the cost model (a method that ends
+above the initial cost hands back the initial graph), with the
+substitutions that build it. What `budget` counts depends on the method:
+
+| method | what it does | budget (default) |
+| --- | --- | --- |
+| greedy | one-step greedy: the cheapest candidate each step until none improves | steps (no limit) |
+| taso | TASO's backtracking search (`XferSet.search`, alpha 1.05) | graphs expanded (1000) |
+| mf | model-free PPO trained on this graph, then its greedy episode | training episodes (200) |
+| mb | the model-based agent: world model, controller trained in the dream | world-model rounds (2) |
+| policy:DIR | a trained model-free policy (a `train_mf` results folder or its checkpoints/) acting greedily, no training | steps (no limit) |
+
+The learned methods keep the cheapest graph any of their episodes passed
+through, as the entry points do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+import threading
+import time
+from typing import Callable, List, Optional, Tuple
+
+from xflowrl.engine import CostModel, Graph, XferSet
+from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.optimize.model_io import BadInput
+
+METHODS = ("greedy", "taso", "mf", "mb", "policy:DIR")
+DEFAULT_BUDGET = {"greedy": 0, "taso": 1000, "mf": 200, "mb": 2, "policy": 0}
+# Steps of an episode when no budget limits them: more than any zoo graph's
+# greedy episode takes (ResNeXt-50: about 100).
+NO_STEP_LIMIT = 10_000
+
+Progress = Callable[[str], None]
+
+
+@dataclasses.dataclass
+class MethodResult:
+    """What a method found.
+
+    Attributes:
+      method: the method as given.
+      graph: the cheapest graph found (the initial one if nothing helped).
+      cost: its estimated cost (ms).
+      applied: the substitutions, (xfer name, location), that build `graph`
+        (location -1 for TASO's search, which records none).
+      seconds: the method's wall time.
+    """
+    method: str
+    graph: Graph
+    cost: float
+    applied: List[Tuple[str, int]]
+    seconds: float
+
+
+def parse_method(method: str) -> Tuple[str, str]:
+    """("greedy", "") ... ("policy", "DIR"); BadInput for anything else."""
+    kind, _, arg = method.partition(":")
+    if kind == "policy":
+        if not arg:
+            raise BadInput("--method=policy needs a trained policy: --method=policy:DIR "
+                           "(a train_mf results folder)")
+        if not os.path.isdir(arg):
+            raise BadInput(f"{arg}: no such policy folder (--method=policy:DIR takes a "
+                           f"train_mf results folder)")
+        return kind, arg
+    if kind not in DEFAULT_BUDGET or arg:
+        raise BadInput(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    return kind, ""
+
+
+def make_environment(graph: Graph, xfers: XferSet, cost_model: CostModel,
+                     max_steps: int = 0, max_locations: int = 200) -> GraphEnv:
+    """The real environment of `graph` (step limit `max_steps`, 0: no limit)."""
+    return GraphEnv(graph, xfers, cost_model,
+                    EnvConfig(max_steps=max_steps or NO_STEP_LIMIT, max_locations=max_locations))
+
+
+def optimise(graph: Graph, method: str, xfers: XferSet, cost_model: CostModel, *,
+             budget: int = 0, seed: int = 0, workdir: Optional[str] = None,
+             progress: Optional[Progress] = None) -> MethodResult:
+    """Optimises `graph` with `method` (see module docstring).
+
+    Args:
+      graph, xfers, cost_model: what to optimise, with which rules, under
+        which cost.
+      method: one of `METHODS` (policy:DIR names the folder).
+      budget: the method's budget (0: its default).
+      seed: seeds the learned methods and the random choices of their
+        episodes.
+      workdir: where the learned methods write checkpoints and logs (a
+        temporary folder, removed afterwards, when None).
+      progress: called with one line of progress at a time.
+
+    Raises:
+      BadInput: an unknown method or a policy folder that holds no policy.
+    """
+    kind, arg = parse_method(method)
+    progress = progress or (lambda line: None)
+    budget = budget or DEFAULT_BUDGET[kind]
+    start = time.time()
+    if kind == "taso":
+        best, applied = _taso(graph, xfers, cost_model, budget, progress)
+    else:
+        if kind == "greedy":
+            sequence = _greedy(make_environment(graph, xfers, cost_model, budget), progress)
+        elif kind == "policy":
+            sequence = _policy(make_environment(graph, xfers, cost_model, budget), arg, seed)
+        else:
+            with _workdir(workdir) as folder:
+                learn = _model_free if kind == "mf" else _model_based
+                sequence = learn(make_environment(graph, xfers, cost_model), budget, seed,
+                                 folder, progress)
+        best, applied = _replay(make_environment(graph, xfers, cost_model), sequence), sequence
+    if best.cost(cost_model) > graph.cost(cost_model):
+        best, applied = graph, []
+    return MethodResult(method, best, best.cost(cost_model), list(applied), time.time() - start)
+
+
+class _workdir:
+    """A given folder, or a temporary one removed on exit."""
+
+    def __init__(self, folder: Optional[str]):
+        self.folder, self.tmp = folder, None
+
+    def __enter__(self) -> str:
+        if self.folder:
+            os.makedirs(self.folder, exist_ok=True)
+            return self.folder
+        self.tmp = tempfile.TemporaryDirectory(prefix="xflowrl-")
+        return self.tmp.name
+
+    def __exit__(self, *exc) -> None:
+        if self.tmp is not None:
+            self.tmp.cleanup()
+
+
+def _replay(env: GraphEnv, applied: List[Tuple[str, int]]) -> Graph:
+    from xflowrl.agents.ppo.training import replay  # pylint: disable=import-outside-toplevel
+    return replay(env, applied)
+
+
+def _greedy(env: GraphEnv, progress: Progress) -> List[Tuple[str, int]]:
+    """One-step greedy, a progress line per step."""
+    from xflowrl.search import GreedyAgent  # pylint: disable=import-outside-toplevel
+    agent, obs, done, info = GreedyAgent(), env.reset(), False, {}
+    while not done:
+        obs, _, done, info = env.step(agent.act(obs))
+        if not done:
+            progress(f"greedy: step {info['steps']}, cost {info['cost']:.4f} ms "
+                     f"({100 * (info['cost'] / info['initial_cost'] - 1):+.2f}%)")
+    return [tuple(step) for step in info.get("history", [])]
+
+
+def _taso(graph: Graph, xfers: XferSet, cost_model: CostModel, budget: int,
+          progress: Progress) -> Tuple[Graph, List[Tuple[str, int]]]:
+    """TASO's search and the rules it applied (the search records no
+    locations: -1). One native call, so the progress line says how long it
+    has run, every 2 s, until it returns."""
+    stop = threading.Event()
+    start = time.time()
+
+    def tick() -> None:
+        while not stop.wait(2.0):
+            progress(f"taso: searching, {time.time() - start:.0f} s (budget {budget} graphs)")
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    try:
+        result = xfers.search(graph, cost_model, alpha=1.05, budget=budget)
+    finally:
+        stop.set()
+        ticker.join()
+    progress(f"taso: done in {time.time() - start:.1f} s, {len(result.applied)} substitutions")
+    return result.graph, [(name, -1) for name in result.applied]
+
+
+def _policy(env: GraphEnv, folder: str, seed: int) -> List[Tuple[str, int]]:
+    """A trained model-free policy's greedy episode, the cheapest prefix."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    from xflowrl.agents import PPOAgent, PPOConfig  # pylint: disable=import-outside-toplevel
+    checkpoints = folder if os.path.basename(folder.rstrip("/")) == "checkpoints" else \
+        os.path.join(folder, "checkpoints")
+    latest = tf.train.latest_checkpoint(checkpoints)
+    if latest is None:
+        raise BadInput(f"{folder}: no policy checkpoint (expected a train_mf results folder "
+                       f"with checkpoints/)")
+    agent = PPOAgent(len(env.xfers), _ppo_config_of(folder, PPOConfig), seed=seed)
+    agent.build(env)
+    try:
+        agent.checkpoint.restore(latest).expect_partial().assert_existing_objects_matched()
+    except (AssertionError, ValueError) as e:
+        raise BadInput(f"{folder}: the policy does not fit this rule set ({len(env.xfers)} "
+                       f"xfers): {e}") from None
+    episode = agent.run_episode(env, greedy=True, learn=False)
+    return _cheapest_prefix(env, episode.applied)
+
+
+def _ppo_config_of(folder: str, config_type):
+    """The PPO config a train_mf run recorded in its result.json, else the default."""
+    import json  # pylint: disable=import-outside-toplevel
+    path = os.path.join(os.path.dirname(folder.rstrip("/"))
+                        if os.path.basename(folder.rstrip("/")) == "checkpoints" else folder,
+                        "result.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            recorded = json.load(f).get("ppo")
+        if recorded:
+            return config_type(**recorded)
+    return config_type()
+
+
+def _cheapest_prefix(env: GraphEnv, applied: List[Tuple[str, int]]) -> List[Tuple[str, int]]:
+    """The shortest prefix of `applied` that reaches the cheapest graph on the way."""
+    env.reset()
+    index = {name: i for i, name in enumerate(env.xfers.names)}
+    best, best_len = env.initial_cost, 0
+    for k, (name, location) in enumerate(applied, 1):
+        _, _, _, info = env.step((index[name], location))
+        if info["invalid"]:
+            break
+        if info["cost"] < best - 1e-12:
+            best, best_len = info["cost"], k
+    return [tuple(s) for s in applied[:best_len]]
+
+
+def _model_free(env: GraphEnv, episodes: int, seed: int, folder: str,
+                progress: Progress) -> List[Tuple[str, int]]:
+    """PPO (X-RLflow's settings) trained for `episodes`; the cheaper of its
+    greedy episode and its best training episode."""
+    from xflowrl.agents import PPOAgent, PPOConfig  # pylint: disable=import-outside-toplevel
+    from xflowrl.agents.ppo.training import TrainConfig, train  # pylint: disable=import-outside-toplevel
+    from xflowrl.search import greedy_search  # pylint: disable=import-outside-toplevel
+    # Episodes as long as greedy's, and half again: room to look ahead.
+    steps = max(len(greedy_search(env).applied), 1)
+    env = make_environment(env.initial_graph, env.xfers, env.cost_model,
+                           max(int(1.5 * steps), 10), env.config.max_locations)
+    ppo = PPOConfig.xrlflow()
+    agent = PPOAgent(len(env.xfers), ppo, seed=seed)
+    result = train(env, agent, TrainConfig(episodes=episodes,
+                                           parallel_envs=ppo.episodes_per_update),
+                   folder, progress=lambda line: progress(f"mf: {line}"))
+    final = _cheapest_prefix(env, agent.run_episode(env, greedy=True, learn=False).applied)
+    candidates = [final, _cheapest_prefix(env, list(result.best_sequence))]
+    return min(candidates, key=lambda seq: _replay(env, seq).cost(env.cost_model))
+
+
+def _model_based(env: GraphEnv, rounds: int, seed: int, folder: str,
+                 progress: Progress) -> List[Tuple[str, int]]:
+    """The model-based agent with `rounds` world-model rounds (the other
+    settings at their defaults); its greedy evaluation's cheapest prefix."""
+    from xflowrl.search import greedy_search  # pylint: disable=import-outside-toplevel
+    from xflowrl.world_model import ModelBasedAgent, WorldModelConfig  # pylint: disable=import-outside-toplevel
+    steps = max(len(greedy_search(env).applied), 1)
+    env = make_environment(env.initial_graph, env.xfers, env.cost_model,
+                           max(int(1.5 * steps), 10), env.config.max_locations)
+    agent = ModelBasedAgent(env, folder, WorldModelConfig(rounds=rounds), seed=seed,
+                            progress=lambda line: progress(f"mb: {line}"))
+    agent.learn_world_model()
+    agent.train_controller()
+    evaluation = agent.evaluate(masks="real", greedy=True)
+    return [tuple(s) for s in evaluation.applied[:evaluation.best_prefix]]
