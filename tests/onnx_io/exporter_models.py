@@ -177,13 +177,29 @@ def bert_feeds(seq: int = 64, vocab: int = 100, seed: int = 0):
 
 
 def torch_dynamo_transformer(seq: int = 16, hidden: int = 32, heads: int = 4,
-                             vocab: int = 50) -> onnx.ModelProto:
+                             vocab: int = 50, decomposed_linear: bool = False
+                             ) -> onnx.ModelProto:
     """One BERT-style encoder layer as the dynamo exporter writes it: IR 10,
     opset 18, LayerNormalization, ReduceMean with axes as an input, GatherND,
     IsNaN/Where, bool and int64 initializers. Outputs: hidden states, the
-    first token (GatherND) and the NaN-guarded mean over tokens."""
+    first token (GatherND) and the NaN-guarded mean over tokens.
+
+    `decomposed_linear`: every nn.Linear as ATen's decomposition of a 3-D
+    `matmul` traces it (`view` -> `mm` -> `view`, then the bias `add`):
+    Reshape [1, S, K] -> [S, K] (its own node per Linear, the target an
+    int64 initializer), a 2-D MatMul, Reshape back, Add; instead of a 3-D
+    MatMul and Add."""
     w = OnnxWriter(seed=12)
     d = hidden // heads
+
+    def linear(x, k, n):
+        if not decomposed_linear:
+            return _linear(w, x, k, n)
+        flat = w.op("Reshape", [x, w.init("val_flat", _i64(seq, k))])
+        y = w.op("MatMul", [flat, w.weight("dense.weight", (k, n), 1 / np.sqrt(k))])
+        y = w.op("Reshape", [y, w.init("val_unflat", _i64(1, seq, n))])
+        return w.op("Add", [y, w.init("dense.bias",
+                                      0.1 * w.rng.standard_normal(n).astype(np.float32))])
     ids, mask = "input_ids", "attention_mask"
 
     def layer_norm(t):
@@ -206,7 +222,7 @@ def torch_dynamo_transformer(seq: int = 16, hidden: int = 32, heads: int = 4,
     heads_shape = w.init("val_heads", _i64(1, seq, heads, d))
 
     def proj(t):
-        return w.op("Transpose", [w.op("Reshape", [_linear(w, t, hidden, hidden), heads_shape])],
+        return w.op("Transpose", [w.op("Reshape", [linear(t, hidden, hidden), heads_shape])],
                     perm=[0, 2, 1, 3])
 
     q, k, v = proj(x), proj(x), proj(x)
@@ -215,9 +231,9 @@ def torch_dynamo_transformer(seq: int = 16, hidden: int = 32, heads: int = 4,
     probs = w.op("Softmax", [w.op("Add", [scores, additive])], axis=-1)
     ctx = w.op("Transpose", [w.op("MatMul", [probs, v])], perm=[0, 2, 1, 3])
     ctx = w.op("Reshape", [ctx, w.init("val_merge", _i64(1, seq, hidden))])
-    x = layer_norm(w.op("Add", [_linear(w, ctx, hidden, hidden), x]))
-    h = _gelu_erf(w, _linear(w, x, hidden, 2 * hidden))
-    x = layer_norm(w.op("Add", [_linear(w, h, 2 * hidden, hidden), x]))
+    x = layer_norm(w.op("Add", [linear(ctx, hidden, hidden), x]))
+    h = _gelu_erf(w, linear(x, hidden, 2 * hidden))
+    x = layer_norm(w.op("Add", [linear(h, 2 * hidden, hidden), x]))
     first = w.op("GatherND", [x, w.init("val_first", _i64(0, 0)[None])], batch_dims=0)
     mean = w.op("ReduceMean", [x, w.init("val_axes", _i64(1))], keepdims=0)
     mean = w.op("Where", [w.op("IsNaN", [mean]), w.init("val_nan_fill", np.array(0.0, np.float32)),

@@ -160,6 +160,26 @@ CASES = {
         w.op("Identity", [x])])], to=TensorProto.FLOAT), {"input": 1}),
     "cast_to_other_type_is_opaque": (lambda w, x: w.op("Cast", [x], to=TensorProto.DOUBLE),
                                      {"opaque": 1}),
+    # Equal views of one tensor are one engine op (shared views): three
+    # MatMuls of a 4-D x by [8, K] share one flattening, two equal Reshape
+    # nodes and two equal Transposes are one each; other targets and perms
+    # stay apart.
+    "matmuls_share_their_flattening": (lambda w, x: w.op("Concat", [
+        w.op("MatMul", [x, w.weight("w", (8, 5), 1.0)]),
+        w.op("MatMul", [x, w.weight("w", (8, 3), 1.0)]),
+        w.op("MatMul", [x, w.weight("w", (8, 5), 1.0)])], axis=-1),
+        {"matmul": 3, "reshape": 4, "concat": 1}),
+    "equal_views_are_shared": (lambda w, x: [w.op("Concat", [
+        w.op("Reshape", [x, w.const(np.array([1, 4, 64], np.int64))]),
+        w.op("Reshape", [x, w.const(np.array([1, 4, -1], np.int64))]),
+        w.op("Reshape", [w.op("Transpose", [x], perm=[0, 1, 3, 2]),
+                         w.const(np.array([1, 4, 64], np.int64))]),
+        w.op("Reshape", [w.op("Transpose", [x], perm=[0, 1, 3, 2]),
+                         w.const(np.array([1, 4, 64], np.int64))]),
+        w.op("Reshape", [w.op("Transpose", [x], perm=[0, 2, 1, 3]),
+                         w.const(np.array([1, 4, 64], np.int64))])], axis=1),
+        w.op("Reshape", [x, w.const(np.array([4, 1, 64], np.int64))])],
+        {"reshape": 4, "transpose": 2, "concat": 1}),
     # x.view(x.size(0), -1) as torch.onnx writes it: folded to one reshape.
     "shape_arithmetic_folds": (lambda w, x: w.op("Reshape", [x, w.op("Concat", [
         w.op("Unsqueeze", [w.op("Gather", [w.op("Shape", [x]), w.const(np.array(0, np.int64))],

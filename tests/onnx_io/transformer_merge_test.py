@@ -9,8 +9,9 @@ product, and once wrote one flattening reshape per MatMul, so the three
 products read three equal reshapes and no rule saw a shared operand. The
 importer now builds one view per (tensor, shape or perm)
 (`load_onnx(share_views=True)`, docs/onnx.md "Q/K/V merges"). For the
-three exporter fixtures (`exporter_models`: TorchScript opset 13 BERT,
-dynamo opset 18 encoder layer, tf2onnx Keras block) under analytic/v100
+exporter fixtures (`exporter_models`: TorchScript opset 13 BERT, dynamo
+opset 18 encoder layer, the same with each Linear decomposed into explicit
+Reshape nodes, tf2onnx Keras block) under analytic/v100
 and analytic/cpu, TASO's search applies at least as many Q/K/V merges per
 layer as the zoo BERT gets, the fused projection is there (one matmul of
 width 3H per layer) and the optimised export computes the original's
@@ -57,6 +58,11 @@ FIXTURES: Dict[str, Fixture] = {
     "torch_dynamo_transformer": Fixture(exporter_models.torch_dynamo_transformer,
                                         functools.partial(exporter_models.bert_feeds, 16, 50),
                                         layers=1, hidden=32),
+    # The same layer with each Linear as ATen decomposes a 3-D matmul:
+    # explicit Reshape nodes, one per projection.
+    "torch_dynamo_decomposed_linear": Fixture(
+        functools.partial(exporter_models.torch_dynamo_transformer, decomposed_linear=True),
+        functools.partial(exporter_models.bert_feeds, 16, 50), layers=1, hidden=32),
     "keras_transformer_block": Fixture(exporter_models.keras_transformer_block, _keras_feeds,
                                        layers=1, hidden=32),
 }
@@ -150,7 +156,8 @@ class TransformerMergeTest(parameterized.TestCase):
             self.assertEqual(g.shape, w.shape)
             np.testing.assert_allclose(g, w, rtol=RTOL, atol=1e-5 * np.abs(w).max())
 
-    @parameterized.parameters("hf_bert_torchscript", "torch_dynamo_transformer")
+    @parameterized.parameters("hf_bert_torchscript", "torch_dynamo_transformer",
+                              "torch_dynamo_decomposed_linear")
     def test_unshared_views_hide_the_merge(self, name):
         # What the issue reported: one flattening reshape per projection,
         # so no rule sees that Q, K and V read one tensor.
