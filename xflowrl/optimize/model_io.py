@@ -201,9 +201,14 @@ def check_writable(path: str) -> None:
         raise BadInput(f"{path}: is a folder; give a file name for the output")
     if not os.path.isdir(folder):
         raise BadInput(f"{path}: cannot write the output: folder {folder} does not exist")
-    if not os.access(folder, os.W_OK | os.X_OK) or (os.path.exists(path)
-                                                     and not os.access(path, os.W_OK)):
+    if os.path.exists(path) and not os.access(path, os.W_OK):
         raise BadInput(f"{path}: cannot write the output: permission denied")
+    try:  # the definitive test: create (and remove) a file in the folder
+        fd, probe = tempfile.mkstemp(prefix=".xflowrl-probe.", dir=folder)
+        os.close(fd)
+        os.remove(probe)
+    except OSError as e:
+        raise BadInput(f"{path}: cannot write the output: {e.strerror or e}") from None
 
 
 # Protobuf's limit on one serialised message; larger models need external data.
@@ -227,7 +232,9 @@ def write_model(proto: onnx.ModelProto, path: str, external_data: bool = False) 
     try:
         staged = os.path.join(tmp, base)
         if external_data:
-            onnx.save_model(proto, staged, save_as_external_data=True,
+            copy = onnx.ModelProto()
+            copy.CopyFrom(proto)  # saving with external data rewrites the proto
+            onnx.save_model(copy, staged, save_as_external_data=True,
                             all_tensors_to_one_file=True, location=f"{base}.data",
                             size_threshold=1024)
             os.replace(os.path.join(tmp, f"{base}.data"), os.path.join(folder, f"{base}.data"))
