@@ -1,8 +1,12 @@
 """The thesis' baselines (Chapter 4, Figures 4.1 and 4.2) on this machine.
 
     python experiments/baselines.py --graphs=squeezenet1_1,bert --taso_budget=1000 --rounds=3
+    python experiments/baselines.py --onnx=a.onnx,b.onnx        # your own models
 
-Per graph of `--graphs` (default: the thesis' six):
+Per graph of `--graphs` (default: the thesis' six; with `--onnx` and no
+`--graphs`, none) and per ONNX file of `--onnx` (each one more graph, named
+by its file name without .onnx; `--input_shape` NAME=D1,D2,... applies to
+every file, for inputs of dynamic dimensions):
 
 - one-step greedy (`greedy_search`, no step limit: it stops when no
   candidate improves) and TASO's backtracking search (`XferSet.search`,
@@ -10,8 +14,9 @@ Per graph of `--graphs` (default: the thesis' six):
   model (`--rules`, `--cost_model`, `--profile`), with the search's trace
   (best cost against expansions and seconds);
 - the end-to-end runtime of the original, greedy's and TASO's graphs (same
-  weights, `random_weights(graph, --seed, gain=zoo.weight_gain(graph))`,
-  exported by `to_onnx`; same inputs) in TensorFlow through onnx-tf
+  weights: a zoo graph's random `random_weights(graph, --seed,
+  gain=zoo.weight_gain(graph))`, an ONNX file's own; exported by `to_onnx`;
+  same inputs, random, of the model's input types) in TensorFlow through onnx-tf
   (Grappler on, default thread pools: the thesis' runtime) and in
   onnxruntime (one intra-op thread), timed interleaved
   (`xflowrl.measure.compare`): `--rounds` rounds of `--warmup` untimed and
@@ -30,6 +35,9 @@ figures beside ours), baselines.json (the table's data), fig4_1_runtimes.png
 (original vs greedy vs TASO, measured) and fig4_2_taso_search.png (the
 search's best cost against expansions and seconds, normalised to the
 initial cost).
+
+A model file that cannot be read or imported ends the script with one error
+line (exit status 2) before any graph runs.
 
 Memory: TASO's search at budget 1000 on Inception-v3 grew past 20 GB on
 this box (docs/runtime.md), so `--taso_budget_for` gives it 100 by default
@@ -53,18 +61,19 @@ import common
 from xflowrl import zoo
 from xflowrl.engine import Graph
 from xflowrl.onnx_io import to_onnx
-from xflowrl.executor.weights import random_inputs
 from xflowrl.measure.compare import time_models
-from xflowrl.runs import (load_result, result_path, results_folder, save_result, write_json,
-                          write_text, zoo_weights)
+from xflowrl.optimize.model_io import BadInput
+from xflowrl.runs import (RunSettings, load_result, result_path, results_folder, save_result,
+                          write_json, write_text)
 from xflowrl.search import greedy_search
 from xflowrl.search.baselines import GREEDY_MAX_STEPS
 
 FLAGS = flags.FLAGS
 THESIS_GRAPHS = ["squeezenet1_1", "resnet18", "resnet50", "inception_v3", "bert", "vit"]
-common.define_env_flags("squeezenet1_1")
+common.define_env_flags("squeezenet1_1", several_models=True)
 common.define_baseline_flags()
-flags.DEFINE_list("graphs", THESIS_GRAPHS, f"Zoo graphs ({zoo.GRAPHS}).")
+flags.DEFINE_list("graphs", THESIS_GRAPHS, f"Zoo graphs ({zoo.GRAPHS}); with --onnx and no "
+                  "--graphs: none.")
 flags.DEFINE_list("runtimes", ["tf", "ort"], "tf (onnx-tf, the thesis') and/or ort.")
 flags.DEFINE_integer("rounds", 7, "Interleaved timing rounds.")
 flags.DEFINE_integer("warmup", 2, "Untimed calls per variant and round.")
@@ -109,19 +118,48 @@ def taso_budget(name: str) -> int:
     return FLAGS.taso_budget
 
 
-def settings(name: str) -> dict:
-    """What a saved result of graph `name` must match to be reused."""
+def graph_runs() -> Dict[str, RunSettings]:
+    """The graphs to run by name: --graphs' zoo graphs (none when only
+    --onnx is given), then each --onnx file, named by its stem.
+
+    Raises:
+      BadInput: two graphs of one name; a malformed --input_shape; an
+        --input_shape without --onnx.
+    """
+    names = FLAGS.graphs if FLAGS["graphs"].present or not FLAGS.onnx else []
+    graphs = [{"graph": name} for name in names]
+    graphs += [common.model_fields(path, FLAGS.input_shape) for path in FLAGS.onnx]
+    if FLAGS.input_shape and not FLAGS.onnx:
+        raise BadInput("--input_shape applies to --onnx models; no --onnx given")
+    runs: Dict[str, RunSettings] = {}
+    for fields in graphs:
+        name = fields["graph"]
+        if name in runs:
+            raise BadInput(f"two graphs named {name!r}: results folders are named by the zoo "
+                           f"graph or the --onnx file's stem; rename a file")
+        runs[name] = common.run_settings(graph=fields)
+    return runs
+
+
+def settings(run: RunSettings) -> dict:
+    """What a saved result of the graph `run` names must match to be reused
+    (for a model file: also its path, modification time and size)."""
     out = {k: FLAGS[k].value for k in (
         "rules", "cost_model", "profile", "max_locations", "taso_alpha", "runtimes",
         "rounds", "warmup", "repeats", "seed")}
-    out["taso_budget"] = taso_budget(name)
+    out["taso_budget"] = taso_budget(run.graph)
+    if run.onnx:
+        stat = os.stat(run.onnx)
+        out.update(onnx=os.path.abspath(run.onnx), onnx_mtime_ns=stat.st_mtime_ns,
+                   onnx_bytes=stat.st_size, input_shapes=[[n, list(s)]
+                                                          for n, s in run.input_shapes])
     return out
 
 
-def search_graph(name: str):
+def search_graph(run: RunSettings):
     """Greedy's and TASO's results on one graph; (variants, greedy, taso dicts)."""
-    env = dataclasses.replace(common.run_settings(), graph=name,
-                              max_steps=GREEDY_MAX_STEPS).make_env()
+    name = run.graph
+    env = dataclasses.replace(run, max_steps=GREEDY_MAX_STEPS).make_env()
     original, xfers, cost_model = env.initial_graph, env.xfers, env.cost_model
     initial = original.cost(cost_model)
     variants = [Variant("original", original, initial, None, None)]
@@ -152,12 +190,12 @@ def search_graph(name: str):
     return variants, greedy, taso, cost_model.name
 
 
-def time_variants(name: str, variants: List[Variant]) -> Dict[str, Dict[str, dict]]:
+def time_variants(run: RunSettings, variants: List[Variant]) -> Dict[str, Dict[str, dict]]:
     """Per variant, per "<runtime>/<clock>", the spread of the round medians.
     Variants with equal graphs (hash) are timed once and share the figures."""
-    original = variants[0].graph
-    weights = zoo_weights(name, original, FLAGS.seed)
-    feeds = random_inputs(original, FLAGS.seed)
+    name, source = run.graph, run.source()
+    weights = source.weights(FLAGS.seed)
+    feeds = source.inputs(FLAGS.seed)
     key_of = {v.name: f"{v.graph.hash():x}" for v in variants}
     models = {}
     for v in variants:
@@ -172,37 +210,39 @@ def time_variants(name: str, variants: List[Variant]) -> Dict[str, Dict[str, dic
             for v in variants}
 
 
-def run_graph(name: str) -> dict:
+def run_graph(run: RunSettings) -> dict:
     """Searches and times one graph; writes and returns its result.json."""
     start = time.time()
-    variants, greedy, taso, cost_model = search_graph(name)
-    measured = time_variants(name, variants)
+    name = run.graph
+    variants, greedy, taso, cost_model = search_graph(run)
+    measured = time_variants(run, variants)
     result = {
-        "graph": name, "settings": settings(name), "cost_model": cost_model,
+        "graph": name, "settings": settings(run), "cost_model": cost_model,
         "ops": variants[0].graph.num_ops(),
         "initial_cost_ms": variants[0].cost_ms, "greedy": greedy, "taso": taso,
         "variants": {v.name: {"ops": v.graph.num_ops(), "cost_ms": v.cost_ms,
                               "steps": v.steps, "search_seconds": v.seconds,
                               "measured": measured[v.name]} for v in variants},
         "tensorrt": {"run": False, "reason": TENSORRT},
-        "thesis_gpu_ms": THESIS_MS.get(name),
+        "thesis_gpu_ms": None if run.onnx else THESIS_MS.get(name),
         "seconds": time.time() - start,
     }
     save_result(results_folder(FLAGS.results_dir, name, "baselines"), result, indent=1)
     return result
 
 
-def load_or_run(name: str) -> dict:
-    """The saved result.json of `name` if its settings match (and not
-    --rerun), else a fresh run."""
+def load_or_run(run: RunSettings) -> dict:
+    """The saved result.json of the graph `run` names if its settings match
+    (and not --rerun), else a fresh run."""
+    name = run.graph
     path = result_path(FLAGS.results_dir, name, "baselines")
     saved = None if FLAGS.rerun else load_result(path)
     if saved is not None:
-        if saved.get("settings") == settings(name):
+        if saved.get("settings") == settings(run):
             logging.info("%s: reusing %s", name, path)
             return saved
         logging.info("%s: %s has other settings; running again", name, path)
-    return run_graph(name)
+    return run_graph(run)
 
 
 def _ms(m: Optional[dict]) -> str:
@@ -266,8 +306,8 @@ def markdown(results: Dict[str, dict]) -> str:
                          + " | ".join(_ms(m.get(c)) for c in clocks)
                          + f" | {_change(m.get('tf/wall'), base.get('tf/wall'))}"
                          f" | {_change(m.get('ort/cpu'), base.get('ort/cpu'))} | {ref} | {trt} |")
-    thesis_speedups = [f"{n} {THESIS_MS[n]['tf'] / THESIS_MS[n]['taso']:.2f}x"
-                       for n in results if n in THESIS_MS]
+    thesis_speedups = [f"{n} {r['thesis_gpu_ms']['tf'] / r['thesis_gpu_ms']['taso']:.2f}x"
+                       for n, r in results.items() if r.get("thesis_gpu_ms")]
     if thesis_speedups:
         lines += ["", "Thesis speed-up of TASO's graph over TensorFlow (GPU): "
                   + ", ".join(thesis_speedups) + "."]
@@ -310,8 +350,8 @@ def figure_runtimes(results: Dict[str, dict], path: str) -> None:
                         ha="center", va="bottom", fontsize=7, color="white")
         if clock.startswith("tf"):
             # The thesis' TASO / TF ratio (GPU) beside our TASO bar.
-            thesis = [THESIS_MS[n]["taso"] / THESIS_MS[n]["tf"] if n in THESIS_MS else np.nan
-                      for n in names]
+            thesis = [results[n]["thesis_gpu_ms"]["taso"] / results[n]["thesis_gpu_ms"]["tf"]
+                      if results[n].get("thesis_gpu_ms") else np.nan for n in names]
             if not np.all(np.isnan(thesis)):
                 ax.scatter(x + width, thesis, marker="D", color="black", zorder=3,
                            label="thesis TASO / TF (GPU)")
@@ -360,12 +400,15 @@ def figure_search(results: Dict[str, dict], path: str) -> None:
 
 def main(argv):
     del argv
-    results = {name: load_or_run(name) for name in FLAGS.graphs}
+    runs = graph_runs()
+    for run in runs.values():
+        run.source()  # a model file that cannot be imported fails before any graph runs
+    results = {name: load_or_run(run) for name, run in runs.items()}
     out_dir = os.path.join(FLAGS.results_dir, "baselines")
     text = markdown(results)
     write_text(os.path.join(out_dir, "baselines.md"), text)
     write_json(os.path.join(out_dir, "baselines.json"),
-               {"graphs": FLAGS.graphs, "tensorrt": TENSORRT, "results": results}, indent=1)
+               {"graphs": list(runs), "tensorrt": TENSORRT, "results": results}, indent=1)
     figure_runtimes(results, os.path.join(out_dir, "fig4_1_runtimes.png"))
     figure_search(results, os.path.join(out_dir, "fig4_2_taso_search.png"))
     print(text)
@@ -373,4 +416,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(common.exit_on_bad_input(main))

@@ -4,10 +4,21 @@ Only experiments import this module (library code never reads flags): it
 defines the shared flags and turns their values into the library's typed
 settings (`xflowrl.runs.RunSettings`, `BaselineSettings`), which build the
 environment and name the results folder.
+
+The graph is a zoo graph (--graph) or a user's ONNX file (--onnx, with
+--input_shape for inputs of dynamic dimensions): its results folder is named
+by the file's stem, and what a run writes or times of it uses the model's
+own weights. Input a user can fix (both --graph and --onnx; a missing,
+unreadable or unsupported model file) is a `BadInput`; an entry point run
+through `exit_on_bad_input` ends with one line naming the problem and exit
+status 2, not a traceback.
 """
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Mapping
+import functools
+import os
+import sys
+from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Sequence
 
 from absl import flags
 
@@ -15,7 +26,8 @@ from xflowrl.env import GraphEnv, rewards
 from xflowrl import zoo
 from xflowrl.engine import BACKENDS
 from xflowrl.engine.xfers import RULE_SETS
-from xflowrl.runs import BaselineSettings, RunSettings
+from xflowrl.optimize.model_io import BadInput, parse_input_shapes
+from xflowrl.runs import BaselineSettings, RunSettings, input_shapes_key, model_name
 
 if TYPE_CHECKING:
     from xflowrl.world_model import WorldModelConfig
@@ -23,13 +35,34 @@ if TYPE_CHECKING:
 FLAGS = flags.FLAGS
 
 
+def define_model_flags(flag_values: flags.FlagValues = FLAGS, several: bool = False) -> None:
+    """--onnx and --input_shape (in `flag_values`): a user's ONNX file to
+    optimise instead of a zoo graph (`several`: a list of files, each one
+    more graph)."""
+    fv = {"flag_values": flag_values}
+    if several:
+        flags.DEFINE_list("onnx", [], "Your own ONNX files, each one more graph named by its "
+                          "file name without .onnx (results_dir/<name>/...), optimised with "
+                          "its own weights.", **fv)
+    else:
+        flags.DEFINE_string("onnx", None, "Your own ONNX file to optimise instead of --graph "
+                            "(not both): the results folder is named by its file name without "
+                            ".onnx, and graph.onnx keeps its weights, input/output names, "
+                            "opset and metadata.", **fv)
+    flags.DEFINE_multi_string("input_shape", [], "With --onnx: NAME=D1,D2,... the static shape "
+                              "of an input declared with dynamic dimensions (repeat for "
+                              "several inputs), e.g. --input_shape=input_ids=1,128.", **fv)
+
+
 def define_env_flags(default_graph: str, flag_values: flags.FlagValues = FLAGS,
-                     default_profile: str = "cpu") -> None:
-    """--graph, --rules, --cost_model, --profile, --cost_cache, --max_steps,
-    --max_locations, --reward, --results_dir (in `flag_values`)."""
+                     default_profile: str = "cpu", several_models: bool = False) -> None:
+    """--graph, --onnx, --input_shape, --rules, --cost_model, --profile,
+    --cost_cache, --max_steps, --max_locations, --reward, --results_dir (in
+    `flag_values`; `several_models`: --onnx is a list, `define_model_flags`)."""
     fv = {"flag_values": flag_values}
     flags.DEFINE_string("graph", default_graph, f"Graph to optimise; one of {zoo.GRAPHS}.",
                         **fv)
+    define_model_flags(flag_values, several_models)
     flags.DEFINE_enum("rules", "default", list(RULE_SETS), "Rule set (xflowrl.engine.xfers."
                       "RULE_SETS): default = built-ins + generated; builtin+taso = the thesis'.",
                       **fv)
@@ -86,6 +119,10 @@ class PresetFlags:
             return self._preset[name]
         return flag.value
 
+    def __getitem__(self, name: str) -> flags.Flag:
+        """The flag `name` itself (as `FLAGS[name]`: `.present`, `.value`)."""
+        return self._flags[name]
+
 
 def define_quick_flag(summary: str, flag_values: flags.FlagValues = FLAGS) -> None:
     """--quick: a small run for a first look (`summary` says what it sets).
@@ -101,18 +138,72 @@ def quick_values(preset: Mapping[str, Any], flag_values: flags.FlagValues = FLAG
     return PresetFlags(preset if flag_values.quick else {}, flag_values)
 
 
-def run_settings(values: Any = FLAGS, cost_features: str = "full") -> RunSettings:
+def model_fields(path: str, input_shapes: Sequence[str] = ()) -> Dict[str, Any]:
+    """The `RunSettings` fields of a user's ONNX file: `graph` (its stem),
+    `onnx` and `input_shapes` (parsed from NAME=D1,D2,... specs).
+
+    Raises:
+      BadInput: a spec is malformed.
+    """
+    return {"graph": model_name(path), "onnx": path,
+            "input_shapes": input_shapes_key(parse_input_shapes(input_shapes))}
+
+
+def graph_fields(values: Any = FLAGS) -> Dict[str, Any]:
+    """The `RunSettings` fields that choose the graph, from --graph, --onnx
+    and --input_shape (`values`: FLAGS or a `PresetFlags`).
+
+    Raises:
+      BadInput: --graph and --onnx both given; a malformed --input_shape;
+        --input_shape without --onnx.
+    """
+    if not values.onnx:
+        if values.input_shape:
+            raise BadInput("--input_shape applies to an --onnx model; no --onnx given")
+        return {"graph": values.graph}
+    if values["graph"].present:
+        raise BadInput(f"--graph={values.graph} and --onnx={values.onnx} both name the graph "
+                       f"to optimise; give one of them")
+    return model_fields(values.onnx, values.input_shape)
+
+
+def run_settings(values: Any = FLAGS, cost_features: str = "full",
+                 graph: Optional[Mapping[str, Any]] = None) -> RunSettings:
     """The typed settings of the flags `define_env_flags` defines.
 
     Args:
       values: where the flag values are read (FLAGS, or a `PresetFlags`).
       cost_features: the observation's cost features (`EnvConfig.cost_features`).
+      graph: the fields that choose the graph (`graph`, and `onnx`,
+        `input_shapes` for a model file); None: the flags' (`graph_fields`).
+
+    Raises:
+      BadInput: see `graph_fields`.
     """
-    return RunSettings(graph=values.graph, rules=values.rules, cost_model=values.cost_model,
+    graph = graph_fields(values) if graph is None else graph
+    return RunSettings(**graph, rules=values.rules, cost_model=values.cost_model,
                        profile=values.profile, cost_cache=values.cost_cache,
                        max_steps=values.max_steps, max_locations=values.max_locations,
                        reward=values.reward, cost_features=cost_features,
                        results_dir=values.results_dir)
+
+
+def exit_on_bad_input(main: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """`main`, ending the process on a `BadInput` (input the user can fix)
+    with one line, `<script>: error: <message>`, on stderr and exit status 2
+    instead of a traceback:
+
+        app.run(common.exit_on_bad_input(main))
+    """
+    @functools.wraps(main)
+    def checked(argv):
+        try:
+            return main(argv)
+        except BadInput as e:
+            sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {e}\n")
+            sys.stderr.flush()
+            sys.exit(2)
+    return checked
 
 
 def baseline_settings(values: Any = FLAGS) -> BaselineSettings:

@@ -1,13 +1,20 @@
 """TASO's backtracking search (thesis Algorithm 1) on one graph: the baseline.
 
     python experiments/taso_search.py --graph=resnet50 --alpha=1.05 --budget=1000
+    python experiments/taso_search.py --onnx=my_model.onnx   # your own model
+
+--onnx=PATH searches a user's ONNX file instead of a zoo graph (--input_shape
+NAME=D1,D2,... fixes inputs of dynamic dimensions); <graph> below is then the
+file's name without .onnx. A file that cannot be read or imported ends the
+script with one error line (exit status 2).
 
 Writes to --results_dir/<graph>/taso_search/: result.json (costs, the
 substitutions applied in order, the trace of best cost against expansions and
 seconds, and one-step greedy's result under the same rules and cost model),
 result.md (a table with the initial, greedy and search rows that says whether
 the search found anything greedy did not), and the optimised graph's op list
-(graph.json).
+(graph.json); for --onnx also the optimised model (graph.onnx, with the
+model's own weights, input/output names, opset and metadata).
 """
 
 import dataclasses
@@ -33,9 +40,10 @@ def main(argv):
     del argv
     # Greedy runs without a step limit (it stops when nothing improves).
     settings = dataclasses.replace(common.run_settings(), max_steps=GREEDY_MAX_STEPS)
+    source = settings.source()
     env = settings.make_env()
     graph, xfers, cost_model = env.initial_graph, env.xfers, env.cost_model
-    logging.info("graph %s: %d ops, %d xfers, cost model %s", FLAGS.graph,
+    logging.info("graph %s: %d ops, %d xfers, cost model %s", source.name,
                  graph.num_ops(), len(xfers), cost_model.name)
     start = time.time()
     greedy = greedy_search(env)
@@ -47,7 +55,7 @@ def main(argv):
 
     out_dir = settings.results_folder("taso_search")
     summary = {
-        "graph": FLAGS.graph, "cost_model": cost_model.name, "alpha": FLAGS.alpha,
+        "graph": source.name, "cost_model": cost_model.name, "alpha": FLAGS.alpha,
         "budget": FLAGS.budget, "initial_cost_ms": result.initial_cost,
         "final_cost_ms": result.best_cost,
         "improvement": 1 - result.best_cost / result.initial_cost,
@@ -61,6 +69,8 @@ def main(argv):
         "trace": [{"expansions": e, "seconds": s, "best_cost_ms": c}
                   for e, s, c in result.trace],
     }
+    if source.model is not None:
+        summary["onnx"] = source.model.path
     gap = summary["search_vs_greedy_pct"]
     verdict = (f"The search beats one-step greedy by {-gap:.2f}%." if gap < -1e-4 else
                f"One-step greedy beats the search by {gap:.2f}%." if gap > 1e-4 else
@@ -72,13 +82,18 @@ def main(argv):
              str(result.expansions), f"{wall:.2f}")]
     table = change_table(rows, result.initial_cost)
     save_result(out_dir, summary, markdown=(
-        f"# TASO search on {FLAGS.graph} ({cost_model.name} cost, {FLAGS.rules} "
+        f"# TASO search on {source.name} ({cost_model.name} cost, {FLAGS.rules} "
         f"rules)\n\n| | cost (ms) | change | expanded | seconds |\n"
         f"|---|---|---|---|---|\n{table}\n\n{verdict}\n\nSubstitutions applied "
         f"by the search: {', '.join(result.applied) or 'none'}\n"))
-    save_graph(out_dir, result.graph)
+    if source.model is None:
+        save_graph(out_dir, result.graph)  # zoo graphs: the op list only
+    else:
+        source.save_graph(out_dir, result.graph, seed=0, provenance=(
+            f"{len(result.applied)} substitutions by TASO's search (alpha {FLAGS.alpha}, "
+            f"budget {FLAGS.budget}) under {cost_model.name} ({settings.rules} rules)"))
     print(table)
     print(f"{verdict} {result.expansions} expansions in {wall:.1f} s; results in {out_dir}")
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(common.exit_on_bad_input(main))

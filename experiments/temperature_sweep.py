@@ -1,6 +1,13 @@
 """Table 4.3: the dream's temperature against world-model and real scores.
 
     python experiments/temperature_sweep.py --graph=bert --seeds=3
+    python experiments/temperature_sweep.py --quick --onnx=my_model.onnx   # your own model
+
+--onnx=PATH sweeps on a user's ONNX file instead of a zoo graph
+(--input_shape NAME=D1,D2,... fixes inputs of dynamic dimensions); <graph>
+below is then the file's name without .onnx. A file that cannot be read or
+imported ends the script with one error line (exit status 2) before any seed
+runs.
 
 For each seed one world model is trained from random episodes (the thesis'
 collection: it is reused for every temperature, so it cannot be collected
@@ -48,6 +55,7 @@ from xflowrl.world_model import (DreamConfig, ModelBasedAgent, WorldModelConfig,
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("graph", "bert", f"Graph to optimise; one of {zoo.GRAPHS}.")
+common.define_model_flags()
 flags.DEFINE_integer("seeds", 3, "Seeds (a world model each); the thesis ran 5.")
 flags.DEFINE_list("temperatures", ["0.1", "0.5", "0.75", "1.0", "1.2", "1.5", "1.75", "2.0",
                                    "2.5", "3.0"], "The temperatures of Table 4.3.")
@@ -91,9 +99,10 @@ def settings_from_flags() -> Settings:
     wm = common.world_model_config(values, collection="random")
     if FLAGS.quick:
         wm = dataclasses.replace(wm, held_out_episodes=10)
-    return Settings(run=RunSettings(graph=values.graph, cost_model=values.cost_model,
-                                    profile=values.profile,
-                                    max_steps=values.max_steps, results_dir=values.results_dir),
+    run = RunSettings(**common.graph_fields(values), cost_model=values.cost_model,
+                      profile=values.profile, max_steps=values.max_steps,
+                      results_dir=values.results_dir)
+    return Settings(run=run,
                     seeds=values.seeds,
                     temperatures=tuple(float(t) for t in values.temperatures),
                     world_model=wm, dream_episodes=values.dream_episodes)
@@ -168,6 +177,7 @@ def main(argv):
     graph_name, seeds, temps, wm, episodes = (settings.run.graph, settings.seeds,
                                               settings.temperatures, settings.world_model,
                                               settings.dream_episodes)
+    settings.run.source()  # a model file that cannot be imported fails here, not in every seed
     out_dir = settings.run.results_folder("temperature_sweep")
     os.makedirs(out_dir, exist_ok=True)
     if FLAGS.only_seed >= 0:
@@ -215,4 +225,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(common.exit_on_bad_input(main))

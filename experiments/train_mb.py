@@ -3,6 +3,13 @@
     python experiments/train_mb.py --graph=bert            # the main job
     python experiments/train_mb.py --quick                 # small_cnn, about a minute
     python experiments/train_mb.py --quick --rounds=4      # --quick, with 4 rounds
+    python experiments/train_mb.py --quick --onnx=my_model.onnx   # your own model
+
+--onnx=PATH trains on a user's ONNX file instead of a zoo graph (--input_shape
+NAME=D1,D2,... fixes inputs of dynamic dimensions); <graph> below is then the
+file's name without .onnx, and the model's own weights are what graph.onnx
+carries and what the end-to-end timing runs. A file that cannot be read or
+imported ends the script with one error line (exit status 2).
 
 Phases (thesis §3.4; xflowrl.world_model.agent): online random-agent rollouts
 train a latent encoder (then frozen) and the MDN-RNN world model; a PPO
@@ -17,8 +24,8 @@ end result.json / result.md: the initial cost, the controller's real cost,
 one-step greedy, TASO's search and a random agent under the same cost model,
 the real environment steps used (beside the model-free agent's, when
 results/<graph>/train_mf/result.json exists), predicted vs real returns and
-mask errors; plus the optimised graph (graph.json, and graph.onnx with random
-weights).
+mask errors; plus the optimised graph (graph.json, and graph.onnx: a zoo graph
+with random weights, a --onnx model with its own).
 """
 
 import dataclasses
@@ -35,8 +42,8 @@ import tensorflow as tf
 from xflowrl.agents.ppo import PPOConfig
 from xflowrl.agents.ppo.training import replay
 from xflowrl.env import GraphEnv
-from xflowrl.runs import (BaselineSettings, RunSettings, change_table, load_result,
-                          result_path, save_graph, save_result, write_text, zoo_weights)
+from xflowrl.runs import (BaselineSettings, GraphSource, RunSettings, change_table,
+                          load_result, result_path, save_result, write_text)
 from xflowrl.search import baseline_rows, versus_greedy, with_equal_step_limit
 from xflowrl.search.baselines import GREEDY_MAX_STEPS
 from xflowrl.world_model import (DreamConfig, ModelBasedAgent, WorldModelConfig,
@@ -159,6 +166,7 @@ def main(argv):
     settings = settings_from_flags()
     graph_name, wm, dream, ppo, seed = (settings.run.graph, settings.world_model,
                                         settings.dream, settings.ppo, settings.seed)
+    source = settings.run.source()
     env = settings.run.make_env()
     requested_steps = env.config.max_steps
     if FLAGS.equal_budget:
@@ -228,17 +236,21 @@ def main(argv):
                         "vocabulary_known": agent.vocab.known, "rounds": wm_state["rounds"],
                         "encoder": wm_state["encoder"], "config": dataclasses.asdict(wm)},
         "dream": dataclasses.asdict(agent.resolve(dream)), "ppo": dataclasses.asdict(ppo),
-        "measured": _measure(env, graph_name, best_graph, baselines, FLAGS.measure_rounds,
-                             seed),
+        "measured": _measure(env, source, best_graph, baselines, FLAGS.measure_rounds, seed),
         "seconds": {"world_model": wm_seconds, "controller": dream_seconds,
                     "total": time.time() - start, "optimize": optimize_seconds,
                     "optimize_first_call": first_call_seconds},
         "dream_episodes": int(controller.episodes.numpy()),
     }
+    if source.model is not None:
+        summary["onnx"] = source.model.path
     save_result(out_dir, summary)
     # Zoo graphs carry no trained weights: the ONNX file holds random ones
-    # under the original weight names (folded weights precomputed).
-    save_graph(out_dir, best_graph, zoo_weights(graph_name, graph, seed))
+    # under the original weight names (folded weights precomputed); a user's
+    # model keeps its own.
+    source.save_graph(out_dir, best_graph, seed, provenance=(
+        f"{len(summary['controller_best_applied'])} substitutions by the model-based agent "
+        f"under {cost_model.name} ({settings.run.rules} rules)"))
     with agent.writer.as_default(step=0):
         tf.summary.scalar("real/controller_cost", evaluations["greedy"].final_cost)
         tf.summary.scalar("real/controller_best_cost", best.best_cost)
@@ -282,10 +294,11 @@ def _plot(path, summary, dream_history):
     plt.close(fig)
 
 
-def _measure(env, graph_name, best_graph, baselines, rounds: int, seed: int):
+def _measure(env, source: GraphSource, best_graph, baselines, rounds: int, seed: int):
     """End-to-end TensorFlow time (ms) of the initial, the controller's and
-    greedy's graphs, the same random weights for all (`zoo_weights` of the
-    zoo graph `graph_name`, so values stay finite), measured in `rounds`
+    greedy's graphs, the same weights and inputs for all (`source`'s: a zoo
+    graph's random `zoo_weights`, scaled so values stay finite; a user's
+    model's own weights and inputs of its types), measured in `rounds`
     interleaved rounds (each: median of 10 calls after 2 warm-up calls)."""
     if rounds <= 0:
         return None
@@ -294,11 +307,14 @@ def _measure(env, graph_name, best_graph, baselines, rounds: int, seed: int):
                           dataclasses.replace(env.config, max_steps=GREEDY_MAX_STEPS))
     graphs = {"initial": env.initial_graph, "controller": best_graph,
               "greedy": replay(greedy_env, baselines["greedy"]["applied"])}
-    weights = zoo_weights(graph_name, env.initial_graph, seed)
+    weights = source.weights(seed)
+    # Zoo graphs: measure_graph's own random inputs (as before); a model: its
+    # inputs' element types and names.
+    feeds = None if source.model is None else source.inputs(seed)
     times = {name: [] for name in graphs}
     for _ in range(rounds):
         for name, graph in graphs.items():
-            times[name].append(measure_graph(graph, weights, seed=seed, warmup=2,
+            times[name].append(measure_graph(graph, weights, feeds, seed=seed, warmup=2,
                                              repeats=10).median_ms)
     out = {name: {"median_ms": float(np.median(t)), "min_ms": min(t), "max_ms": max(t),
                   "estimated_ms": graphs[name].cost(env.cost_model)}
@@ -423,4 +439,4 @@ def _write_markdown(out_dir, summary, evaluations, sampled, baselines):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(common.exit_on_bad_input(main))

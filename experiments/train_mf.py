@@ -5,6 +5,13 @@
     python experiments/train_mf.py --quick --graph=resnet18   # --quick's budgets, resnet18
     python experiments/train_mf.py --cost_features=no_deltas   # observation ablation
     python experiments/train_mf.py --noequal_budget   # keep --max_steps below greedy's steps
+    python experiments/train_mf.py --quick --onnx=my_model.onnx   # your own model
+
+--onnx=PATH trains on a user's ONNX file instead of a zoo graph (--input_shape
+NAME=D1,D2,... fixes inputs of dynamic dimensions); <graph> below is then the
+file's name without .onnx, and graph.onnx carries the model's own weights,
+input/output names, opset and metadata. A file that cannot be read or
+imported ends the script with one error line (exit status 2).
 
 The agent is compared with one-step greedy, so its episode step limit is
 --max_steps raised to 1.5 x greedy's steps on the graph where that is more
@@ -19,7 +26,8 @@ training; one-step greedy, TASO's search and a random agent's average under
 the same cost model; the step limit used and greedy's steps; the real
 environment steps taken until the agent's greedy evaluation first reached
 its final cost)
-and the optimised graph (graph.json, and graph.onnx with random weights).
+and the optimised graph (graph.json, and graph.onnx: a zoo graph with random
+weights, a --onnx model with its own).
 """
 
 import dataclasses
@@ -33,8 +41,7 @@ import common
 from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.agents.ppo.training import TrainConfig, replay, train
 from xflowrl.env.environment import COST_FEATURES
-from xflowrl.runs import (BaselineSettings, RunSettings, change_table, save_graph, save_result,
-                          zoo_weights)
+from xflowrl.runs import BaselineSettings, RunSettings, change_table, save_result
 from xflowrl.search import (EQUAL_BUDGET_FACTOR, baseline_rows, versus_greedy,
                             with_equal_step_limit)
 
@@ -98,6 +105,7 @@ def main(argv):
     del argv
     settings = settings_from_flags()
     graph_name, ppo, seed = settings.run.graph, settings.ppo, settings.seed
+    source = settings.run.source()
     env = settings.run.make_env()
     if settings.equal_budget:
         # Deterministic (greedy's steps on this graph and setting): a resumed
@@ -148,9 +156,14 @@ def main(argv):
         "random_mean_cost_ms": baselines["random"]["cost_ms"] if baselines["random"] else None,
         "taso": baselines["taso"], "baselines": baselines, "history": result.history,
     }
+    if source.model is not None:
+        summary["onnx"] = source.model.path
     # Zoo graphs carry no trained weights: the ONNX file holds random ones
-    # under the original weight names (folded weights precomputed).
-    save_graph(out_dir, final_graph, zoo_weights(graph_name, graph, seed))
+    # under the original weight names (folded weights precomputed); a user's
+    # model keeps its own.
+    source.save_graph(out_dir, final_graph, seed, provenance=(
+        f"{len(greedy.applied)} substitutions by the model-free PPO agent under "
+        f"{cost_model.name} ({settings.run.rules} rules)"))
     rows = [("initial", env.initial_cost), ("PPO agent (greedy)", greedy.final_cost),
             ("best episode in training", summary["best_training_cost_ms"])]
     rows += baseline_rows(baselines)
@@ -170,4 +183,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(common.exit_on_bad_input(main))

@@ -2,7 +2,10 @@
 
 `RunSettings` is the typed form of the flags `experiments/common.py` defines
 (graph, rules, cost model, episode settings, results folder): it builds the
-environment, and names the folder an entry point writes to.
+environment, and names the folder an entry point writes to. `source`
+says where the graph comes from (`GraphSource`): a zoo graph with random
+weights, or a user's ONNX file (`RunSettings.onnx`) with its own weights,
+interface and metadata, which what a run writes or times of it keeps.
 `BaselineSettings` runs the baselines (greedy, TASO's search, a random
 agent). `outputs` writes and reads what a run leaves behind: result.json,
 result.md, graph.json, graph.onnx. Library code reads no flags: entry points
@@ -13,3 +16,5 @@ from xflowrl.runs.outputs import (GRAPH_JSON, GRAPH_ONNX, RESULT_JSON, RESULT_MD
                                   load_result, result_path, results_folder, save_graph,
                                   save_result, write_json, write_text, zoo_weights)
 from xflowrl.runs.settings import BaselineSettings, RunSettings, cost_model_from_spec
+from xflowrl.runs.source import (GraphSource, InputShapes, input_shapes_key, model_name,
+                                 model_source, zoo_source)

@@ -2,17 +2,21 @@
 
 Every entry point writes its summary to result.json (and a readable
 result.md); those that optimise a graph also write the graph's op list
-(graph.json) and, for zoo graphs, an ONNX file with random weights under the
-original weight names (graph.onnx; zoo graphs carry no trained weights).
+(graph.json) and the graph as ONNX (graph.onnx): a user's model with its own
+weights, interface and metadata; a zoo graph with random weights under the
+original weight names (zoo graphs carry no trained weights).
 """
 
 import json
 import os
-from typing import Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from xflowrl import zoo
 from xflowrl.engine import Graph
 from xflowrl.executor.weights import random_weights
+
+if TYPE_CHECKING:
+    from xflowrl.optimize.model_io import UserModel
 
 RESULT_JSON = "result.json"
 RESULT_MD = "result.md"
@@ -70,15 +74,31 @@ def zoo_weights(graph_name: str, graph: Graph, seed: int) -> dict:
     return random_weights(graph, seed=seed, gain=zoo.weight_gain(graph_name))
 
 
-def save_graph(out_dir: str, graph: Graph, weights: Optional[Mapping] = None) -> None:
-    """Writes `graph`'s op list to out_dir/graph.json and, given `weights` (of
-    the graph it was optimised from: folded weights are precomputed), the
-    graph as ONNX to out_dir/graph.onnx."""
+def save_graph(out_dir: str, graph: Graph, weights: Optional[Mapping] = None,
+               model: Optional["UserModel"] = None, provenance: str = "") -> None:
+    """Writes `graph`'s op list to out_dir/graph.json and the graph as ONNX
+    to out_dir/graph.onnx.
+
+    Args:
+      out_dir: the results folder.
+      graph: the graph to write.
+      weights: values of the weights of the graph `graph` was optimised from
+        (folded weights are precomputed); None (and no `model`): no graph.onnx.
+      model: the user's model `graph` was optimised from: graph.onnx is then
+        written with its own weights, interface, metadata and external data
+        (`xflowrl.optimize.model_io.to_model`; `weights` unused).
+      provenance: with `model`, what was done (recorded in the file's metadata).
+    """
     write_json(os.path.join(out_dir, GRAPH_JSON), [op._asdict() for op in graph.ops()],
                indent=None)
-    if weights is not None:
+    path = os.path.join(out_dir, GRAPH_ONNX)
+    if model is not None:
+        # pylint: disable-next=import-outside-toplevel
+        from xflowrl.optimize.model_io import to_model, write_model
+        write_model(to_model(model, graph, provenance), path, model.external_data)
+    elif weights is not None:
         from xflowrl.onnx_io import save_onnx  # pylint: disable=import-outside-toplevel
-        save_onnx(graph, weights, os.path.join(out_dir, GRAPH_ONNX))
+        save_onnx(graph, weights, path)
 
 
 def change_table(rows: Sequence[Sequence[Any]], initial_cost: float,

@@ -1,16 +1,19 @@
 """Typed settings of a run: what the shared flags of `experiments/` describe.
 
 An entry point builds one `RunSettings` from its flag values (only
-experiments read flags) and asks it for the environment and for the folder
-its results go to: results_dir/<graph>/<entry point>/.
+experiments read flags) and asks it for its graph (`source()`: a zoo graph,
+or a user's ONNX file with its own weights), the environment and the folder
+its results go to: results_dir/<graph>/<entry point>/ (for an ONNX file,
+<graph> is the file's stem).
 """
 
 import dataclasses
 import os
 from typing import Dict, Optional
 
-from xflowrl.env import EnvConfig, GraphEnv, make_env
-from xflowrl.engine import CostModel
+from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.engine import CostModel, XferSet
+from xflowrl.runs.source import GraphSource, InputShapes, model_source, zoo_source
 from xflowrl.search import run_baselines
 
 
@@ -19,7 +22,9 @@ class RunSettings:
     """The graph, rules, cost model and episode settings of a run, and where it writes.
 
     Attributes:
-      graph: a zoo graph (`xflowrl.zoo.GRAPHS`).
+      graph: the graph's name: a zoo graph (`xflowrl.zoo.GRAPHS`), or with
+        `onnx` the model file's stem (`source.model_name`); names the
+        results folder.
       rules: a named rule set (`xflowrl.engine.xfers.RULE_SETS`).
       cost_model: a cost backend (`xflowrl.engine.BACKENDS`).
       profile: device profile of the analytic backend (the fitted backend's
@@ -29,6 +34,10 @@ class RunSettings:
       max_steps, max_locations, reward, cost_features: the environment's
         `EnvConfig` fields of the same names.
       results_dir: the root of results folders.
+      onnx: a user's ONNX file to optimise instead of a zoo graph (None: the
+        zoo graph `graph`).
+      input_shapes: with `onnx`, static shapes for its inputs declared with
+        dynamic dimensions, as ((name, shape), ...) (`source.input_shapes_key`).
     """
     graph: str
     rules: str = "default"
@@ -40,6 +49,20 @@ class RunSettings:
     reward: str = "relative"
     cost_features: str = "full"
     results_dir: str = "results"
+    onnx: Optional[str] = None
+    input_shapes: InputShapes = ()
+
+    def source(self) -> GraphSource:
+        """The graph to optimise: the model file `onnx` (read once per
+        process, with its own weights) or the zoo graph `graph`.
+
+        Raises:
+          BadInput (`xflowrl.optimize.model_io`): `onnx` cannot be read or
+            imported; the message names the file.
+        """
+        if self.onnx:
+            return model_source(self.onnx, dict(self.input_shapes))
+        return zoo_source(self.graph)
 
     def env_config(self) -> EnvConfig:
         """The environment's settings (other `EnvConfig` fields at their defaults)."""
@@ -47,9 +70,11 @@ class RunSettings:
                          reward=self.reward, cost_features=self.cost_features)
 
     def make_env(self) -> GraphEnv:
-        """The real environment of `graph` under these rules, cost model and config."""
-        return make_env(self.graph, self.rules, self.cost_model, self.profile, self.cost_cache,
-                        self.env_config())
+        """The real environment of `source()`'s graph under these rules, cost
+        model and config."""
+        return GraphEnv(self.source().graph, XferSet.from_name(self.rules),
+                        CostModel(self.cost_model, profile=self.profile,
+                                  cache_path=self.cost_cache), self.env_config())
 
     def results_folder(self, entry_point: str) -> str:
         """results_dir/<graph>/<entry_point>: where that entry point writes (not created)."""
