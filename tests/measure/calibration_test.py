@@ -1,0 +1,71 @@
+"""Tests of the calibration's design matrix and micro-models (no timing)."""
+
+import os
+import tempfile
+
+from absl.testing import absltest
+import numpy as np
+
+from xflowrl import zoo
+from xflowrl.engine import CostModel
+from xflowrl.measure import calibration, cost_fit
+
+
+class DesignTest(absltest.TestCase):
+
+    def test_design_reproduces_the_backend(self):
+        # features . coefficients + fixed is the backend's own graph cost,
+        # fusions, reorders and separate activations included.
+        rng = np.random.default_rng(0)
+        coefficients = {cls: [float(v) for v in rng.uniform(0.001, 0.1, 4)] + [2.0]
+                        for cls in cost_fit.CLASSES}
+        graphs = [zoo.get_graph("small_cnn"), zoo.get_graph("nasrnn")]
+        graphs += [m.graph for m in calibration.micro_models(
+            calibration.Budget(copies=2, configs=2, min_ms=1, passes=1, zoo_graphs=()))[:12]]
+        features, fixed = calibration.design(graphs, {cls: 2.0 for cls in cost_fit.CLASSES})
+        table = np.array([coefficients[cls][:4] for cls in cost_fit.CLASSES])
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "p.json")
+            cost_fit.write_profile(path, {"coefficients": coefficients})
+            model = CostModel("fitted", profile=path)
+            expected = np.array([g.cost(model) for g in graphs])
+        np.testing.assert_allclose(np.einsum("gck,ck->g", features, table) + fixed, expected,
+                                   rtol=1e-9)
+
+
+class MicroModelsTest(absltest.TestCase):
+
+    def test_every_family_and_class_is_covered(self):
+        models = calibration.micro_models(calibration.BUDGETS["quick"])
+        names = [m.name for m in models]
+        self.assertLen(set(names), len(names))
+        families = {n.split("/")[1] for n in names}
+        self.assertContainsSubset({"matmul", "bmm", "conv", "maxpool", "avgpool", "relu",
+                                   "batchnorm", "concat", "split", "transpose"}, families)
+        features, _ = calibration.design([m.graph for m in models], {})
+        kernels = features[:, :, 0].sum(axis=0)
+        for c, cls in enumerate(cost_fit.CLASSES):
+            self.assertGreater(kernels[c], 0, cls)
+
+    def test_values_cover_every_weight_and_input(self):
+        for model in calibration.micro_models(calibration.BUDGETS["quick"])[::15]:
+            self.assertCountEqual(model.weights, model.graph.weights(), model.name)
+            self.assertCountEqual(model.feeds, model.graph.inputs(), model.name)
+
+    def test_budget_is_seeded(self):
+        a = [m.name for m in calibration.micro_models(calibration.BUDGETS["quick"], seed=1)]
+        b = [m.name for m in calibration.micro_models(calibration.BUDGETS["quick"], seed=1)]
+        self.assertEqual(a, b)
+
+
+class CalibrateArgumentsTest(absltest.TestCase):
+
+    def test_bad_arguments(self):
+        with self.assertRaisesRegex(ValueError, "unknown budget 'slow'"):
+            calibration.calibrate("/tmp/x.json", budget="slow")
+        with self.assertRaisesRegex(ValueError, "is a .json file"):
+            calibration.calibrate("/tmp/x.txt")
+
+
+if __name__ == "__main__":
+    absltest.main()
