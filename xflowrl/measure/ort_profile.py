@@ -108,6 +108,9 @@ def profile_kernels(model, feeds: Mapping[str, np.ndarray], runs: int,
 
 def _guid(node_name: str) -> Optional[int]:
     """The engine guid in an exported node's name (`<type>_<guid>[_...]`)."""
+    # onnxruntime names a fused node "fused <first node>..." (MatMulAddFusion).
+    if node_name.startswith("fused "):
+        node_name = node_name[len("fused "):]
     match = re.match(r"^([a-z_0-9]+?)_(\d+)(?:_|$)", node_name)
     return int(match.group(2)) if match else None
 
@@ -146,6 +149,11 @@ def attribute(graph, profile: KernelProfile) -> Tuple[List[Attributed], float]:
             continue
         guid = _guid(name)
         i = index.get(guid) if guid is not None else None
+        # A conv writing a graph output carries the output's name: start from
+        # every conv (the shape match below picks one).
+        unnamed_conv = i is None and op_type == "Conv"
+        if unnamed_conv:
+            i = next((j for j, op in enumerate(ops) if op.type == "conv2d"), None)
         if i is None:
             unattributed += ms
             continue
@@ -155,6 +163,8 @@ def attribute(graph, profile: KernelProfile) -> Tuple[List[Attributed], float]:
             want = [tuple(next(iter(s.values()))) for s in profile.args[(name, op_type)]
                     ["input_type_shape"][:2]]
             frontier, found = [i], None
+            if unnamed_conv:
+                frontier = [j for j, op in enumerate(ops) if op.type == "conv2d"][::-1]
             while frontier and found is None:
                 j = frontier.pop()
                 if ops[j].type == "conv2d":
@@ -206,3 +216,43 @@ def graph_times(profile: KernelProfile) -> dict:
     return {"kernels": len(profile.kernels),
             "kernel_ms": float(sum(kernel_time(v) for v in profile.kernels.values())),
             "e2e_ms": float(np.median(profile.e2e_ms))}
+
+
+def profile_rows(graphs: Mapping[str, Tuple[object, Mapping[str, np.ndarray],
+                                            Mapping[str, np.ndarray]]],
+                 runs: int, passes: int) -> Tuple[list, List[dict]]:
+    """Profiles graphs interleaved and returns the fit's rows and per-graph times.
+
+    Args:
+      graphs: by name ("<graph>/<variant>"), (engine graph, weights, feeds).
+      runs: profiled runs per graph and pass.
+      passes: passes over all graphs (each kernel's time over all passes).
+
+    Returns:
+      (`cost_fit.Row`s of every attributed kernel with a fitted class,
+       per graph {"graph", "variant", "kernels", "e2e_ms", "kernel_ms",
+       "unattributed_ms"}).
+    """
+    from xflowrl.measure.cost_fit import Row  # pylint: disable=import-outside-toplevel
+    from xflowrl.onnx_io import to_onnx  # pylint: disable=import-outside-toplevel
+    models = {name: to_onnx(g, w, check=False) for name, (g, w, _) in graphs.items()}
+    merged = {name: KernelProfile(collections.defaultdict(list), [], {}) for name in graphs}
+    for _ in range(passes):
+        for name, (_, _, feeds) in graphs.items():
+            p = profile_kernels(models[name], feeds, runs)
+            for key, values in p.kernels.items():
+                merged[name].kernels[key].extend(values)
+            merged[name].e2e_ms.extend(p.e2e_ms)
+            merged[name].args.update(p.args)
+    rows, per_graph = [], []
+    for name, (graph, _, _) in graphs.items():
+        attributed, unattributed = attribute(graph, merged[name])
+        for kernel in attributed:
+            cls, flops, nbytes = features(graph, kernel)
+            if cls:
+                guid = graph.ops()[kernel.op_index].guid if kernel.op_index >= 0 else -1
+                rows.append(Row(name, guid, cls, flops, nbytes, kernel.ms))
+        graph_name, _, variant = name.partition("/")
+        per_graph.append({"graph": graph_name, "variant": variant,
+                          **graph_times(merged[name]), "unattributed_ms": unattributed})
+    return rows, per_graph
