@@ -398,8 +398,9 @@ def _write_markdown(out_dir, summary, evaluations, sampled, baselines):
             f"{m[name]['median_ms']:.2f} [{m[name]['min_ms']:.2f}, {m[name]['max_ms']:.2f}] "
             f"({100 * (m[name]['median_ms'] / base_ms - 1):+.2f}%) |"
             for name in ("initial", "controller", "greedy"))
+        weights = "the model's own weights" if summary.get("onnx") else "random weights"
         measured = (f"Estimated vs measured end to end in TensorFlow (onnx-tf, 1 process, "
-                    f"random weights; median of {m['rounds']} interleaved rounds [min, max]; "
+                    f"{weights}; median of {m['rounds']} interleaved rounds [min, max]; "
                     f"the controller's graph is its best evaluation episode's):\n\n| graph | "
                     f"estimated ms | measured ms |\n|---|---|---|\n{measured}\n\n")
     last = summary["world_model"]["rounds"][-1]

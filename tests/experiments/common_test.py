@@ -7,6 +7,7 @@ import os
 from absl import flags
 from absl.testing import absltest
 
+from xflowrl.optimize import BadInput
 from xflowrl.runs import BaselineSettings, RunSettings
 from xflowrl.world_model import WorldModelConfig
 
@@ -97,6 +98,71 @@ class PresetFlagsTest(absltest.TestCase):
     def test_unknown_preset_flag(self):
         with self.assertRaisesRegex(ValueError, r"undefined flags \['episodes'\]"):
             common.PresetFlags({"episodes": 3}, _flag_values())
+
+
+class ModelFlagsTest(absltest.TestCase):
+    """--onnx and --input_shape: the graph is the model file, named by its stem."""
+
+    def test_onnx_names_the_graph_by_its_stem(self):
+        values = _flag_values("--onnx=models/my_net.onnx", "--input_shape=ids=1,64",
+                              "--input_shape=mask=1,64", "--max_steps=9")
+        settings = common.run_settings(values)
+        self.assertEqual(settings, RunSettings(graph="my_net", onnx="models/my_net.onnx",
+                                               input_shapes=(("ids", (1, 64)),
+                                                             ("mask", (1, 64))),
+                                               max_steps=9,
+                                               cost_cache="results/cost_cache.tsv"))
+        self.assertEqual(settings.results_folder("train_mf"),
+                         os.path.join("results", "my_net", "train_mf"))
+
+    def test_onnx_under_quick_replaces_the_preset_graph(self):
+        values = _flag_values("--quick", "--onnx=m.onnx")
+        settings = common.run_settings(common.quick_values({"graph": "small_cnn"}, values))
+        self.assertEqual((settings.graph, settings.onnx), ("m", "m.onnx"))
+
+    def test_graph_and_onnx_together(self):
+        values = _flag_values("--graph=bert", "--onnx=m.onnx")
+        with self.assertRaisesRegex(BadInput, r"^--graph=bert and --onnx=m.onnx both name the "
+                                              r"graph to optimise; give one of them$"):
+            common.run_settings(values)
+        # Given explicitly, even at its default value.
+        with self.assertRaisesRegex(BadInput, "both name the graph"):
+            common.run_settings(_flag_values("--graph=resnet50", "--onnx=m.onnx"))
+
+    def test_bad_input_shapes(self):
+        with self.assertRaisesRegex(BadInput, "--input_shape 'ids=1,x'"):
+            common.run_settings(_flag_values("--onnx=m.onnx", "--input_shape=ids=1,x"))
+        with self.assertRaisesRegex(BadInput, "no --onnx given"):
+            common.run_settings(_flag_values("--input_shape=ids=1,64"))
+
+    def test_several_models(self):
+        values = flags.FlagValues()
+        common.define_env_flags("resnet50", values, several_models=True)
+        values(["prog", "--onnx=a.onnx,dir/b.onnx"])
+        self.assertEqual(values.onnx, ["a.onnx", "dir/b.onnx"])
+        self.assertEqual(common.run_settings(values, graph=common.model_fields("dir/b.onnx")),
+                         RunSettings(graph="b", onnx="dir/b.onnx",
+                                     cost_cache="results/cost_cache.tsv"))
+
+
+class ExitOnBadInputTest(absltest.TestCase):
+
+    def test_one_line_and_exit_status_2(self):
+        def main(argv):
+            del argv
+            raise BadInput("m.onnx: no such file")
+        with self.assertRaises(SystemExit) as raised, \
+                absltest.mock.patch("sys.stderr") as stderr, \
+                absltest.mock.patch("sys.argv", ["dir/entry.py"]):
+            common.exit_on_bad_input(main)([])
+        self.assertEqual(raised.exception.code, 2)
+        stderr.write.assert_called_once_with("entry.py: error: m.onnx: no such file\n")
+
+    def test_other_errors_pass(self):
+        def main(argv):
+            raise ValueError(argv)
+        with self.assertRaisesRegex(ValueError, "x"):
+            common.exit_on_bad_input(main)(["x"])
 
 
 if __name__ == "__main__":
