@@ -4,6 +4,12 @@ issue 16: ResNet-50 <= 3 ms, Inception-v3 <= 10 ms, NasNet-A <= 30 ms).
 
     python benchmarks/env_bench.py [--graphs=resnet50,bert] [--steps=30]
         [--rules=default] [--cost_model=analytic]
+    python benchmarks/env_bench.py --onnx=my_model.onnx    # your own model
+
+`--onnx` names ONNX files timed like zoo graphs, each under its file name
+without .onnx (with `--onnx` and no `--graphs`, only those); `--input_shape`
+NAME=D1,D2,... fixes their inputs of dynamic dimensions. A file that cannot be
+imported ends the benchmark with one error line (exit status 2).
 
 Prints JSON: per graph (default: every zoo graph) and rule set, the op count,
 valid locations at reset, and the median / p10 / p90 of reset and of step
@@ -15,6 +21,7 @@ machine). `peak_rss_mb` is the process's peak resident set after the graph
 Single process; the engine runs on one core.
 """
 
+import itertools
 import json
 import time
 
@@ -26,10 +33,17 @@ from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.engine.xfers import peak_rss_mb
+from xflowrl.optimize import parse_input_shapes
+from xflowrl.runs import exit_on_bad_input, model_source, zoo_source
 from xflowrl.search import RandomAgent
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("graphs", list(zoo.GRAPHS), "Zoo graphs to time (default: all).")
+flags.DEFINE_list("graphs", list(zoo.GRAPHS), "Zoo graphs to time (default: all; with --onnx "
+                  "and no --graphs: none).")
+flags.DEFINE_list("onnx", [], "Your own ONNX files, each one more graph named by its file name "
+                  "without .onnx.")
+flags.DEFINE_multi_string("input_shape", [], "NAME=D1,D2,...: the static shape of an --onnx "
+                          "file's input of dynamic dimensions (repeat for several inputs).")
 flags.DEFINE_list("rules", ["default"], "Named rule sets (XferSet.from_name) to time.")
 flags.DEFINE_integer("steps", 30, "Steps timed per graph.")
 flags.DEFINE_integer("seed", 0, "Seed of the random agent.")
@@ -49,9 +63,8 @@ def _timed(fn):
     return out, time.perf_counter() - wall, time.thread_time() - cpu
 
 
-def bench_graph(name, xfers, cost):
-    """Reset and step times of random-agent episodes on one zoo graph."""
-    graph = zoo.get_graph(name)
+def bench_graph(graph, xfers, cost):
+    """Reset and step times of random-agent episodes on one graph."""
     env = GraphEnv(graph, xfers, cost, EnvConfig(max_steps=FLAGS.steps))
     agent = RandomAgent(seed=FLAGS.seed)
     times = {"reset": [], "reset_cpu": [], "step": [], "step_cpu": []}
@@ -79,10 +92,16 @@ def main(argv):
     rule_sets = {name: XferSet.from_name(name) for name in FLAGS.rules}
     report = {"benchmark": "env", "cost_model": cost.name, "rule_sets": FLAGS.rules,
               "num_xfers": {name: len(x) for name, x in rule_sets.items()}, "graphs": {}}
-    for name in FLAGS.graphs:
-        report["graphs"][name] = {r: bench_graph(name, x, cost) for r, x in rule_sets.items()}
+    names = FLAGS.graphs if FLAGS["graphs"].present or not FLAGS.onnx else []
+    shapes = parse_input_shapes(FLAGS.input_shape)
+    # Model files read first, so a bad one fails before any timing; zoo
+    # graphs built one at a time (map is lazy), so peak_rss_mb follows each.
+    models = [model_source(path, shapes) for path in FLAGS.onnx]
+    for source in itertools.chain(map(zoo_source, names), models):
+        report["graphs"][source.name] = {r: bench_graph(source.graph, x, cost)
+                                         for r, x in rule_sets.items()}
     print(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(exit_on_bad_input(main))

@@ -25,6 +25,14 @@ Cost models are named `backend/profile` for the analytic roofline
 
 Search runs carry a wall-clock limit (--time_limit); a run that stopped on it
 before its budget is marked `time_limit_hit` (its cost is what it had found).
+
+`--onnx` adds ONNX files, each one more graph named by its file name without
+.onnx (with `--onnx` and no `--graphs`, only those; `--input_shape`
+NAME=D1,D2,... fixes their inputs of dynamic dimensions). Their rows are
+resumed by that name too: `--noresume` after changing a file. A file that
+cannot be imported ends the script with one error line (exit status 2).
+
+    python benchmarks/search_bench.py --onnx=my_model.onnx --cost_models=analytic/cpu
 """
 
 from __future__ import annotations
@@ -43,12 +51,18 @@ from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl import zoo
 from xflowrl.engine import CostModel, Graph, XferSet
 from xflowrl.engine.xfers import RULE_SETS
-from xflowrl.runs import cost_model_from_spec
+from xflowrl.optimize import parse_input_shapes
+from xflowrl.runs import cost_model_from_spec, exit_on_bad_input, model_name, model_source
 from xflowrl.search import greedy_search
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("graphs", [g for g in zoo.GRAPHS if g != "small_cnn"],
-                  "Zoo graphs (default: every graph of zoo.GRAPHS but small_cnn).")
+                  "Zoo graphs (default: every graph of zoo.GRAPHS but small_cnn; with --onnx "
+                  "and no --graphs: none).")
+flags.DEFINE_list("onnx", [], "Your own ONNX files, each one more graph named by its file name "
+                  "without .onnx.")
+flags.DEFINE_multi_string("input_shape", [], "NAME=D1,D2,...: the static shape of an --onnx "
+                          "file's input of dynamic dimensions (repeat for several inputs).")
 flags.DEFINE_list("cost_models", ["analytic/cpu", "analytic/v100"],
                   "Cost models: analytic/<profile>, fitted/<profile>, onednn or cudnn.")
 flags.DEFINE_list("rules", ["default", "builtin+taso", "generated", "taso"],
@@ -121,9 +135,11 @@ def run_search(graph: Graph, xfers: XferSet, cost_model: CostModel, alpha: float
 
 
 def run_setting(setting: Setting, alphas: Sequence[float], budgets: Sequence[int],
-                time_limit: float, max_locations: int, cost_cache: Optional[str]) -> dict:
-    """Greedy and every search of one (graph, cost model, rule set)."""
-    graph = zoo.get_graph(setting.graph)
+                time_limit: float, max_locations: int, cost_cache: Optional[str],
+                graph: Optional[Graph] = None) -> dict:
+    """Greedy and every search of one (graph, cost model, rule set); `graph`:
+    the graph named `setting.graph` (None: the zoo graph of that name)."""
+    graph = zoo.get_graph(setting.graph) if graph is None else graph
     cost_model = cost_model_from_spec(setting.cost_model, cost_cache)
     xfers = XferSet.from_name(setting.rules)
     initial = graph.cost(cost_model)
@@ -258,14 +274,24 @@ def main(argv):
         print(markdown_table(load_rows(out_json)))
         return
     done = {Setting(r["graph"], r["cost_model"], r["rules"]).key for r in rows}
-    for graph in graphs:
+    if FLAGS.onnx and not FLAGS["graphs"].present:
+        graphs = []  # only the model files (--quick: with its budgets)
+    shapes = parse_input_shapes(FLAGS.input_shape)
+    files = {model_name(path): path for path in FLAGS.onnx}  # graph name -> model file
+    for path in files.values():
+        model_source(path, shapes)  # read now: a bad file fails before any run
+    for graph in list(graphs) + list(files):
         for cost_model in cost_models:
             for rule_set in rules:
                 setting = Setting(graph, cost_model, rule_set)
                 if setting.key in done:
                     continue
+                path = files.get(graph)
                 row = run_setting(setting, alphas, budgets, FLAGS.time_limit,
-                                  FLAGS.max_locations, FLAGS.cost_cache)
+                                  FLAGS.max_locations, FLAGS.cost_cache,
+                                  model_source(path, shapes).graph if path else None)
+                if path:
+                    row["onnx"] = path
                 rows.append(row)
                 print(json.dumps({k: v for k, v in row.items() if k not in ("greedy", "search")}
                                  | {"greedy_steps": row["greedy"]["steps"]}), flush=True)
@@ -275,4 +301,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(exit_on_bad_input(main))

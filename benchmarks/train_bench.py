@@ -3,6 +3,12 @@ agent trains (issue 25: >= 100 per second on one core).
 
     python benchmarks/train_bench.py [--graphs=resnet50,bert] [--episodes=40]
         [--ppo=xrlflow] [--cores=1] [--profile=v100]
+    python benchmarks/train_bench.py --onnx=my_model.onnx    # your own model
+
+`--onnx` names ONNX files timed like zoo graphs, each under its file name
+without .onnx (with `--onnx` and no `--graphs`, only those); `--input_shape`
+NAME=D1,D2,... fixes their inputs of dynamic dimensions. A file that cannot be
+imported ends the benchmark with one error line (exit status 2).
 
 Per graph it runs `xflowrl.agents.ppo.training.train` from scratch for
 `--episodes` episodes (the PPO preset's episodes per update, the
@@ -43,7 +49,12 @@ from absl import flags
 from timing import Clock, pin_cores
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("graphs", ["resnet50", "bert"], "Zoo graphs.")
+flags.DEFINE_list("graphs", ["resnet50", "bert"], "Zoo graphs (with --onnx and no --graphs: "
+                  "none).")
+flags.DEFINE_list("onnx", [], "Your own ONNX files, each one more graph named by its file name "
+                  "without .onnx.")
+flags.DEFINE_multi_string("input_shape", [], "NAME=D1,D2,...: the static shape of an --onnx "
+                          "file's input of dynamic dimensions (repeat for several inputs).")
 flags.DEFINE_integer("episodes", 40, "Training episodes per graph.")
 flags.DEFINE_integer("warmup_updates", 2, "Updates left out of the steady rate.")
 flags.DEFINE_enum("ppo", "xrlflow", ["thesis", "xrlflow"], "PPO preset.")
@@ -55,15 +66,14 @@ flags.DEFINE_integer("parallel_envs", 0, "Episodes played at once (TrainConfig.p
                      "0: the preset's episodes per update, as train_mf.py does).")
 
 
-def bench_graph(name):
+def bench_graph(run):
+    """Trains on the graph of `run` (a `RunSettings`); its figures."""
     # Imported here: --cores must take effect before TensorFlow starts.
     from xflowrl.agents.ppo import PPOAgent, PPOConfig
     from xflowrl.agents.ppo.training import TrainConfig, train
-    from xflowrl.runs import RunSettings
     from xflowrl.search import with_equal_step_limit
 
-    env = with_equal_step_limit(RunSettings(graph=name, profile=FLAGS.profile,
-                                            max_steps=FLAGS.max_steps).make_env())
+    env = with_equal_step_limit(run.make_env())
     agent = PPOAgent(len(env.xfers), PPOConfig.named(FLAGS.ppo), seed=FLAGS.seed)
     clock = Clock(enabled=False)  # enabled after the warm-up updates
     state = {"steps": 0}
@@ -133,16 +143,41 @@ def trace_counts(agent):
     return counts
 
 
-def main(argv):
+def graph_runs():
+    """The graphs to time by name, as `RunSettings`: --graphs' zoo graphs,
+    then --onnx's files (each read now, so a bad one fails before any run)."""
+    # pylint: disable=import-outside-toplevel
+    from xflowrl.optimize import parse_input_shapes
+    from xflowrl.runs import RunSettings, input_shapes_key, model_name
+    names = FLAGS.graphs if FLAGS["graphs"].present or not FLAGS.onnx else []
+    runs = {name: RunSettings(graph=name, profile=FLAGS.profile, max_steps=FLAGS.max_steps)
+            for name in names}
+    shapes = input_shapes_key(parse_input_shapes(FLAGS.input_shape))
+    for path in FLAGS.onnx:
+        run = RunSettings(graph=model_name(path), onnx=path, input_shapes=shapes,
+                          profile=FLAGS.profile, max_steps=FLAGS.max_steps)
+        run.source()
+        runs[run.graph] = run
+    return runs
+
+
+def benchmark(argv):
+    """Times every graph; prints the report."""
     del argv
-    pin_cores(FLAGS.cores)
     report = {"benchmark": "train", "ppo": FLAGS.ppo, "profile": FLAGS.profile,
               "episodes": FLAGS.episodes, "parallel_envs": FLAGS.parallel_envs,
               "cores": FLAGS.cores or os.cpu_count(), "machine": platform.processor(),
               "target_steps_per_s": 100, "graphs": {}}
-    for name in FLAGS.graphs:
-        report["graphs"][name] = bench_graph(name)
+    for name, run in graph_runs().items():
+        report["graphs"][name] = bench_graph(run)
     print(json.dumps(report, indent=1))
+
+
+def main(argv):
+    pin_cores(FLAGS.cores)
+    # Imported after pinning: xflowrl.runs starts TensorFlow.
+    from xflowrl.runs import exit_on_bad_input  # pylint: disable=import-outside-toplevel
+    exit_on_bad_input(benchmark)(argv)
 
 
 if __name__ == "__main__":

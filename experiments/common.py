@@ -11,14 +11,11 @@ by the file's stem, and what a run writes or times of it uses the model's
 own weights. Input a user can fix (both --graph and --onnx; a missing,
 unreadable or unsupported model file) is a `BadInput`; an entry point run
 through `exit_on_bad_input` ends with one line naming the problem and exit
-status 2, not a traceback.
+status 2, not a traceback (`xflowrl.runs.entry`).
 """
 
 import dataclasses
-import functools
-import os
-import sys
-from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence
 
 from absl import flags
 
@@ -27,7 +24,9 @@ from xflowrl import zoo
 from xflowrl.engine import BACKENDS
 from xflowrl.engine.xfers import RULE_SETS
 from xflowrl.optimize.model_io import BadInput, parse_input_shapes
-from xflowrl.runs import BaselineSettings, RunSettings, input_shapes_key, model_name
+# exit_on_bad_input: for the entry points, as common.exit_on_bad_input.
+from xflowrl.runs import (BaselineSettings, RunSettings, exit_on_bad_input, input_shapes_key,
+                          model_name)
 
 if TYPE_CHECKING:
     from xflowrl.world_model import WorldModelConfig
@@ -186,24 +185,6 @@ def run_settings(values: Any = FLAGS, cost_features: str = "full",
                        max_steps=values.max_steps, max_locations=values.max_locations,
                        reward=values.reward, cost_features=cost_features,
                        results_dir=values.results_dir)
-
-
-def exit_on_bad_input(main: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """`main`, ending the process on a `BadInput` (input the user can fix)
-    with one line, `<script>: error: <message>`, on stderr and exit status 2
-    instead of a traceback:
-
-        app.run(common.exit_on_bad_input(main))
-    """
-    @functools.wraps(main)
-    def checked(argv):
-        try:
-            return main(argv)
-        except BadInput as e:
-            sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {e}\n")
-            sys.stderr.flush()
-            sys.exit(2)
-    return checked
 
 
 def baseline_settings(values: Any = FLAGS) -> BaselineSettings:

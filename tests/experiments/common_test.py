@@ -145,25 +145,5 @@ class ModelFlagsTest(absltest.TestCase):
                                      cost_cache="results/cost_cache.tsv"))
 
 
-class ExitOnBadInputTest(absltest.TestCase):
-
-    def test_one_line_and_exit_status_2(self):
-        def main(argv):
-            del argv
-            raise BadInput("m.onnx: no such file")
-        with self.assertRaises(SystemExit) as raised, \
-                absltest.mock.patch("sys.stderr") as stderr, \
-                absltest.mock.patch("sys.argv", ["dir/entry.py"]):
-            common.exit_on_bad_input(main)([])
-        self.assertEqual(raised.exception.code, 2)
-        stderr.write.assert_called_once_with("entry.py: error: m.onnx: no such file\n")
-
-    def test_other_errors_pass(self):
-        def main(argv):
-            raise ValueError(argv)
-        with self.assertRaisesRegex(ValueError, "x"):
-            common.exit_on_bad_input(main)(["x"])
-
-
 if __name__ == "__main__":
     absltest.main()
