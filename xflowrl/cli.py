@@ -198,6 +198,8 @@ def _calibrate(args, progress: _Progress) -> int:
     folder = os.path.dirname(os.path.abspath(args.output))
     os.makedirs(folder, exist_ok=True)
     check_writable(args.output)
+    if not args.output.endswith(".json"):
+        raise _bad(f"{args.output}: the profile is a .json file")
     result = calibrate(args.output, budget=args.budget, progress=progress)
     progress.done()
     print(f"wrote {result['path']}: {result['rows']} timed operator configurations in "
