@@ -28,7 +28,8 @@ def exit_on_bad_input(main: Callable[[Any], Any]) -> Callable[[Any], Any]:
             return main(argv)
         except ValueError as error:
             # Imported here: onnx only where a model file was named.
-            from xflowrl.optimize.model_io import BadInput  # pylint: disable=import-outside-toplevel
+            # pylint: disable-next=import-outside-toplevel
+            from xflowrl.optimize.model_io import BadInput
             if not isinstance(error, BadInput):
                 raise
             sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: {error}\n")

@@ -73,7 +73,8 @@ class GraphSource:
         element types and (fixed) shapes (`xflowrl.optimize.verify.random_feeds`);
         for a zoo graph, `random_inputs(graph, seed)`."""
         if self.model is not None:
-            from xflowrl.optimize.verify import random_feeds  # pylint: disable=import-outside-toplevel
+            # pylint: disable-next=import-outside-toplevel
+            from xflowrl.optimize.verify import random_feeds
             return random_feeds(self.model.proto, seed, self.model.fixed_inputs)
         return random_inputs(self.graph, seed)
 
