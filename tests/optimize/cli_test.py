@@ -190,6 +190,37 @@ class OptimizeTest(absltest.TestCase):
         self.assertEqual(sorted(f for f in os.listdir(ext) if f.startswith(".")), [])
 
 
+class LearnedMethodsTest(absltest.TestCase):
+    """mf trains on the model; policy:DIR reuses what it trained, without training."""
+
+    def test_model_free_then_its_policy(self):
+        root = make_tempdir(self)
+        path = os.path.join(root, "cnn.onnx")
+        original = write_zoo_model(path, metadata=False)
+        work = os.path.join(root, "work")
+        code, stdout, stderr = run_cli("optimize", path, "-o", os.path.join(root, "mf.onnx"),
+                                       "--method=mf", "--budget=3", "--workdir", work,
+                                       "--cost_model=analytic/cpu", "--no_timing", "--quiet")
+        self.assertEqual(code, 0, stderr)
+        report = json.load(open(os.path.join(root, "mf.report.json")))
+        self.assertLessEqual(report["estimated"]["after_ms"], report["estimated"]["before_ms"])
+        same_function(self, original, onnx.load(os.path.join(root, "mf.onnx")))
+        self.assertTrue(os.listdir(os.path.join(work, "checkpoints")))
+
+        code, _, stderr = run_cli("optimize", path, "-o", os.path.join(root, "p.onnx"),
+                                  f"--method=policy:{work}", "--cost_model=analytic/cpu",
+                                  "--no_timing", "--quiet")
+        self.assertEqual(code, 0, stderr)
+        report = json.load(open(os.path.join(root, "p.report.json")))
+        self.assertLessEqual(report["estimated"]["after_ms"], report["estimated"]["before_ms"])
+        same_function(self, original, onnx.load(os.path.join(root, "p.onnx")))
+
+        code, _, stderr = run_cli("optimize", path, "-o", os.path.join(root, "q.onnx"),
+                                  f"--method=policy:{root}", "--quiet")
+        self.assertEqual(code, cli.EXIT_BAD_INPUT)
+        self.assertIn("no policy checkpoint", stderr)
+
+
 class ExporterFixturesTest(absltest.TestCase):
     """The exporters' transformers: optimised, checked and written."""
 

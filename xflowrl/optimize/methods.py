@@ -183,7 +183,7 @@ def _taso(graph: Graph, xfers: XferSet, cost_model: CostModel, budget: int,
 def _policy(env: GraphEnv, folder: str, seed: int) -> List[Tuple[str, int]]:
     """A trained model-free policy's greedy episode, the cheapest prefix."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    from xflowrl.agents import PPOAgent, PPOConfig  # pylint: disable=import-outside-toplevel
+    from xflowrl.agents.ppo import PPOAgent, PPOConfig  # pylint: disable=import-outside-toplevel
     checkpoints = folder if os.path.basename(folder.rstrip("/")) == "checkpoints" else \
         os.path.join(folder, "checkpoints")
     latest = tf.train.latest_checkpoint(checkpoints)
@@ -233,7 +233,7 @@ def _model_free(env: GraphEnv, episodes: int, seed: int, folder: str,
                 progress: Progress) -> List[Tuple[str, int]]:
     """PPO (X-RLflow's settings) trained for `episodes`; the cheaper of its
     greedy episode and its best training episode."""
-    from xflowrl.agents import PPOAgent, PPOConfig  # pylint: disable=import-outside-toplevel
+    from xflowrl.agents.ppo import PPOAgent, PPOConfig  # pylint: disable=import-outside-toplevel
     from xflowrl.agents.ppo.training import TrainConfig, train  # pylint: disable=import-outside-toplevel
     from xflowrl.search import greedy_search  # pylint: disable=import-outside-toplevel
     # Episodes as long as greedy's, and half again: room to look ahead.
