@@ -5,7 +5,9 @@ fitted from micro-benchmarks"). It times, in onnxruntime with the settings
 of `xflowrl.measure.ort_runtime` (one thread, all graph optimizations):
 
 - **micro-models** (`micro_models`): tiny engine graphs, each a chain or a
-  fan-out of a few copies of one op configuration with distinct weights,
+  fan-out of copies of one op configuration with distinct weights (matmuls
+  and convs: enough copies to stream twice the last-level cache in weights,
+  as a real graph does, `cold_copies`),
   over generic grids of shapes: matmuls of many M/K/N (including the wide
   merged shapes rewrites create: N a multiple of K), batched matmuls,
   convs of many sizes, strides, groups and kernels (enlarged 3x3/5x5
@@ -78,6 +80,20 @@ BUDGETS = {
     "full": Budget(copies=6, configs=100, min_ms=50.0, passes=2, zoo_graphs=TRAINING_GRAPHS),
 }
 HINGE_GRID_MB = (0.0, 2.0, 8.0, 32.0)   # 0: no hinge
+# Matmul and conv micro-models stream this multiple of the last-level cache
+# in distinct weights per inference (up to a cap of copies and
+# MAX_MODEL_FLOPS): a real graph reads each weight once per inference and
+# the graphs of the zoo hold far more weights than the cache (ResNet-50:
+# ~100 MB, BERT: ~340 MB), so their weights come from memory. A chain of 4
+# copies keeps 1-8 MB weights in the cache and prices them at about twice
+# the bandwidth a graph gets; a cap of 64 copies does the same for weights
+# under 1 MB, and the per-op hinge then reads "small weights are fast" into
+# the data (docs/runtime.md). Matmul chains take up to 1024 copies (a chain
+# has one output); conv fan-outs 64 (each copy is a graph output).
+COLD_CACHE_MULTIPLE = 2.0
+MAX_MATMUL_COPIES = 1024
+MAX_CONV_COPIES = 64
+MAX_MODEL_FLOPS = 2e9
 HINGED_CLASSES = ("matmul", "conv")
 ZOO_WEIGHT = 3.0   # a training graph's row counts as this many micro-models
 
@@ -129,6 +145,30 @@ class _Micro:
         return Model(name, graph, self.values, feeds)
 
 
+def last_level_cache_bytes() -> int:
+    """The largest CPU cache (sysfs), 32 MiB where it cannot be read."""
+    sizes = []
+    folder = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for entry in os.listdir(folder):
+            with open(os.path.join(folder, entry, "size")) as f:
+                text = f.read().strip().upper()
+            scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
+            sizes.append(int(text.rstrip("KM")) * scale)
+    except (OSError, ValueError):
+        pass
+    return max(sizes) if sizes else 32 << 20
+
+
+def cold_copies(budget: Budget, weight_bytes: float, flops: float, cap: int) -> int:
+    """Copies of a weighted op that stream `COLD_CACHE_MULTIPLE` times the
+    last-level cache in weights, within `cap` and MAX_MODEL_FLOPS (never
+    fewer than `budget.copies`)."""
+    want = int(np.ceil(COLD_CACHE_MULTIPLE * last_level_cache_bytes() / max(weight_bytes, 1.0)))
+    want = min(want, cap, int(MAX_MODEL_FLOPS // max(flops, 1.0)))
+    return max(budget.copies, want)
+
+
 def _sample(configs: List[tuple], budget: Budget, rng: np.random.Generator) -> List[tuple]:
     if not budget.configs or len(configs) <= budget.configs:
         return configs
@@ -155,7 +195,7 @@ def matmul_models(budget: Budget, rng: np.random.Generator) -> List[Model]:
         h = mb.input((m, k))
         act = "RELU" if i % 3 == 2 else "NONE"
         width = k
-        for c in range(budget.copies):
+        for c in range(cold_copies(budget, 4.0 * k * n, 2.0 * m * k * n, MAX_MATMUL_COPIES)):
             to = n if width == k else k
             h = mb.b.matmul(a=h, b=mb.weight((width, to), fan_in=width), activation=act)
             width = to
@@ -202,10 +242,13 @@ def conv_models(budget: Budget, rng: np.random.Generator) -> List[Model]:
         stem = mb.b.conv2d(input=x, weight=mb.weight((c, c, 1, 1), fan_in=c),
                            activation="RELU")
         act = "RELU" if i % 2 else "NONE"
+        copies = cold_copies(budget, 4.0 * o * (c // groups) * kh * kw,
+                             2.0 * o * (c // groups) * kh * kw * (hw // stride) ** 2,
+                             MAX_CONV_COPIES)
         outs = [mb.b.conv2d(input=stem, weight=mb.weight((o, c // groups, kh, kw),
                                                          fan_in=c // groups * kh * kw),
                             strides=(stride, stride), padding="SAME", activation=act)
-                for _ in range(budget.copies)]
+                for _ in range(copies)]
         out.append(mb.model(f"micro/conv/c{c}_hw{hw}_o{o}_k{kh}x{kw}_s{stride}_g{groups}", outs))
     return out
 
