@@ -38,8 +38,7 @@ import tempfile
 import time
 from typing import Dict, List
 
-from absl import app
-from absl import flags
+from absl import app, flags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("processes", 3, "Fresh processes, run one after the other.")

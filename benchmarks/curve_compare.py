@@ -17,8 +17,7 @@ median over seeds of the per-update curves, the range shaded).
 import json
 import os
 
-from absl import app
-from absl import flags
+from absl import app, flags
 import numpy as np
 
 FLAGS = flags.FLAGS

@@ -33,17 +33,23 @@ import os
 import platform
 import time
 
-from absl import app
-from absl import flags
+from absl import app, flags
 import numpy as np
 import tensorflow as tf
 
-from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet
+from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.search import RandomAgent
-from xflowrl.world_model import (BatchedDream, DreamConfig, LatentEncoder, MDNRNN,
-                                 WorldModelConfig, XferVocabulary, collect_rollouts)
+from xflowrl.world_model import (
+    BatchedDream,
+    DreamConfig,
+    LatentEncoder,
+    MDNRNN,
+    WorldModelConfig,
+    XferVocabulary,
+    collect_rollouts,
+)
 from xflowrl.world_model.data import real_steps
 
 FLAGS = flags.FLAGS

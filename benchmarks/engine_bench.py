@@ -31,8 +31,7 @@ import resource
 import statistics
 import time
 
-from absl import app
-from absl import flags
+from absl import app, flags
 
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet, available_backends

@@ -25,14 +25,13 @@ import itertools
 import json
 import time
 
-from absl import app
-from absl import flags
+from absl import app, flags
 import numpy as np
 
-from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.engine.xfers import peak_rss_mb
+from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.optimize import parse_input_shapes
 from xflowrl.runs import exit_on_bad_input, model_source, zoo_source
 from xflowrl.search import RandomAgent

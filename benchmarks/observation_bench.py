@@ -21,15 +21,16 @@ import os
 import sys
 import time
 
-from absl import app
-from absl import flags
+from absl import app, flags
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from tests.env.observation_test import reference_observation  # pylint: disable=wrong-import-position
-from xflowrl.env import EnvConfig, GraphEnv  # pylint: disable=wrong-import-position
+from tests.env.observation_test import (  # pylint: disable=wrong-import-position
+    reference_observation,
+)
 from xflowrl import zoo  # pylint: disable=wrong-import-position
 from xflowrl.engine import CostModel, XferSet
+from xflowrl.env import EnvConfig, GraphEnv  # pylint: disable=wrong-import-position
 from xflowrl.search import RandomAgent  # pylint: disable=wrong-import-position
 
 FLAGS = flags.FLAGS

@@ -16,14 +16,12 @@ import json
 import os
 import sys
 
-from absl import app
-from absl import flags
+from absl import app, flags
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from xflowrl.onnx_io.fuzz import run_fuzz  # noqa: E402
-
 from tests.onnx_io.fuzz_test import seed_models  # noqa: E402
+from xflowrl.onnx_io.fuzz import run_fuzz  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("mutants", 20000, "Number of mutants.")
@@ -37,7 +35,8 @@ def main(argv):
     del argv
     models = seed_models()
     if FLAGS.keras:
-        from tests.onnx_io import exporter_models as onnx_exporter_models, models as onnx_models
+        from tests.onnx_io import exporter_models as onnx_exporter_models
+        from tests.onnx_io import models as onnx_models
         models += [onnx_models.keras_cnn(), onnx_exporter_models.keras_transformer_block()]
     report = run_fuzz(models, FLAGS.mutants, FLAGS.seed, budget=FLAGS.budget,
                       start=FLAGS.start)

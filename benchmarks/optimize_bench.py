@@ -32,7 +32,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from xflowrl import zoo  # pylint: disable=wrong-import-position
 from xflowrl.measure.ort_runtime import run_onnx  # pylint: disable=wrong-import-position
 from xflowrl.onnx_io import save_onnx  # pylint: disable=wrong-import-position
-from xflowrl.optimize import OptimizeOptions, optimize_file, verify  # pylint: disable=wrong-import-position
+from xflowrl.optimize import (  # pylint: disable=wrong-import-position
+    OptimizeOptions,
+    optimize_file,
+    verify,
+)
 from xflowrl.runs import write_json, zoo_weights  # pylint: disable=wrong-import-position
 
 FLAGS = flags.FLAGS

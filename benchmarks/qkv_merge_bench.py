@@ -18,16 +18,14 @@ asserts the shared rows.
 import os
 import sys
 
-from absl import app
-from absl import flags
+from absl import app, flags
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from tests.onnx_io.transformer_merge_test import FIXTURES, count_merges  # noqa: E402
 from xflowrl import zoo  # noqa: E402
 from xflowrl.engine import CostModel, XferSet  # noqa: E402
 from xflowrl.onnx_io import load_onnx  # noqa: E402
-
-from tests.onnx_io.transformer_merge_test import FIXTURES, count_merges  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("budget", 100, "Search expansions per graph.")

@@ -43,14 +43,13 @@ import os
 import time
 from typing import Dict, Iterable, List, Optional, Sequence
 
+from absl import app, flags
 import numpy as np
-from absl import app
-from absl import flags
 
-from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl import zoo
 from xflowrl.engine import CostModel, Graph, XferSet
 from xflowrl.engine.xfers import RULE_SETS
+from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.optimize import parse_input_shapes
 from xflowrl.runs import cost_model_from_spec, exit_on_bad_input, model_name, model_source
 from xflowrl.search import greedy_search

@@ -30,9 +30,8 @@ import json
 import time
 from typing import Dict, List, Tuple
 
+from absl import app, flags
 import numpy as np
-from absl import app
-from absl import flags
 
 from xflowrl import zoo
 from xflowrl.engine import CostModel, Graph, XferSet
@@ -167,7 +166,7 @@ def probe_trace(land: Landscape, graph: Graph, alpha: float, budget: int,
     best_cost, best_path = initial, []
     seen = {graph.hash()}
     queue = [(initial, 0, graph, [])]
-    order, expansions, enqueued, uphill_pops, max_above = 1, 0, 0, 0, 0.0
+    order, expansions, enqueued, uphill_pops = 1, 0, 0, 0
     popped_costs = []
     parent_cost = {graph.hash(): initial}
     while queue and expansions < budget and time.time() - start < time_limit:

@@ -43,8 +43,7 @@ import platform
 import tempfile
 import time
 
-from absl import app
-from absl import flags
+from absl import app, flags
 
 from timing import Clock, pin_cores
 

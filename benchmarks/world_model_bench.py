@@ -22,8 +22,7 @@ import os
 import tempfile
 import time
 
-from absl import app
-from absl import flags
+from absl import app, flags
 import numpy as np
 
 from timing import Clock, pin_cores
@@ -45,8 +44,14 @@ def main(argv):
     # Imported here: --cores must take effect before TensorFlow starts.
     from xflowrl.env import GraphEnv  # pylint: disable=import-outside-toplevel
     from xflowrl.runs import RunSettings  # pylint: disable=import-outside-toplevel
-    from xflowrl.world_model import WorldModelConfig, agent as agent_module, latent  # pylint: disable=import-outside-toplevel
-    from xflowrl.world_model.learning import WorldModelLearner  # pylint: disable=import-outside-toplevel
+    from xflowrl.world_model import (  # pylint: disable=import-outside-toplevel
+        WorldModelConfig,
+        latent,
+    )
+    from xflowrl.world_model import agent as agent_module
+    from xflowrl.world_model.learning import (  # pylint: disable=import-outside-toplevel
+        WorldModelLearner,
+    )
 
     clock = Clock()
     patches = [(GraphEnv, "step", clock.wrap("env", GraphEnv.step)),

@@ -38,16 +38,15 @@ import sys
 import time
 from typing import Dict
 
-from absl import app
-from absl import flags
+from absl import app, flags
 import numpy as np
 
-from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet
+from xflowrl.engine.xfers import load_rule_set, peak_rss_mb
+from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.executor import reference as executor
 from xflowrl.executor.weights import random_inputs, random_weights
-from xflowrl.engine.xfers import load_rule_set, peak_rss_mb
 from xflowrl.search.greedy import greedy_search
 
 FLAGS = flags.FLAGS
@@ -76,6 +75,7 @@ def _onnx_check(graph, name: str) -> Dict[str, object]:
     reference executor; raises AssertionError on a mismatch."""
     import onnx
     import onnxruntime
+
     from xflowrl.onnx_io import to_onnx
     start = time.time()
     values = _random_values(graph, name, np.float32)

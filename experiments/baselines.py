@@ -52,19 +52,24 @@ import os
 import time
 from typing import Dict, List, NamedTuple, Optional
 
-from absl import app
-from absl import flags
-from absl import logging
-import numpy as np
+from absl import app, flags, logging
 import common
+import numpy as np
 
 from xflowrl import zoo
 from xflowrl.engine import Graph
-from xflowrl.onnx_io import to_onnx
 from xflowrl.measure.compare import time_models
+from xflowrl.onnx_io import to_onnx
 from xflowrl.optimize.model_io import BadInput
-from xflowrl.runs import (RunSettings, load_result, result_path, results_folder, save_result,
-                          write_json, write_text)
+from xflowrl.runs import (
+    RunSettings,
+    load_result,
+    result_path,
+    results_folder,
+    save_result,
+    write_json,
+    write_text,
+)
 from xflowrl.search import greedy_search
 from xflowrl.search.baselines import GREEDY_MAX_STEPS
 

@@ -15,18 +15,24 @@ status 2, not a traceback (`xflowrl.runs.entry`).
 """
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence
+from typing import Any, Dict, Mapping, Optional, Sequence, TYPE_CHECKING
 
 from absl import flags
 
-from xflowrl.env import GraphEnv, rewards
 from xflowrl import zoo
 from xflowrl.engine import BACKENDS
 from xflowrl.engine.xfers import RULE_SETS
+from xflowrl.env import GraphEnv, rewards
 from xflowrl.optimize.model_io import BadInput, parse_input_shapes
-# exit_on_bad_input: for the entry points, as common.exit_on_bad_input.
-from xflowrl.runs import (BaselineSettings, RunSettings, exit_on_bad_input, input_shapes_key,
-                          model_name)
+
+# Re-exported: the entry points call common.exit_on_bad_input.
+from xflowrl.runs import (
+    BaselineSettings,
+    RunSettings,
+    exit_on_bad_input,  # noqa: F401
+    input_shapes_key,
+    model_name,
+)
 
 if TYPE_CHECKING:
     from xflowrl.world_model import WorldModelConfig

@@ -35,13 +35,10 @@ import subprocess
 import sys
 import time
 
-from absl import app
-from absl import flags
-from absl import logging
+from absl import app, flags, logging
 
 from xflowrl.runs import RunSettings, load_result, result_path, save_result
-from xflowrl.search import (EQUAL_BUDGET_FACTOR, run_baselines, versus_greedy,
-                            with_equal_step_limit)
+from xflowrl.search import EQUAL_BUDGET_FACTOR, run_baselines, versus_greedy, with_equal_step_limit
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("graphs", ["squeezenet1_1", "resnet18", "resnet50", "inception_v3", "bert"],

@@ -10,11 +10,9 @@ Writes `xflowrl/rules/files/taso_rules.json` from TASO's `graph_subst.pb`
 
 import os
 
-from absl import app
-from absl import flags
+from absl import app, flags
 
-from xflowrl.rules import rules_io
-from xflowrl.rules import taso_pb
+from xflowrl.rules import rules_io, taso_pb
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

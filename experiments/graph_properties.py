@@ -11,13 +11,10 @@ measured in TensorFlow through onnx-tf on random weights and inputs
 import json
 import os
 
-import xflowrl.measure  # first: turns on TensorFlow's CPU allocator statistics
-
-from absl import app
-from absl import flags
-from absl import logging
+from absl import app, flags, logging
 
 from xflowrl.engine import BACKENDS, CostModel
+import xflowrl.measure  # first: turns on TensorFlow's CPU allocator statistics
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("graphs", ["inception_v3", "resnet18", "resnet50", "squeezenet1_1", "bert"],

@@ -37,8 +37,7 @@ import os
 import sys
 from typing import Dict, List, Optional
 
-from absl import app
-from absl import flags
+from absl import app, flags
 import numpy as np
 
 from xflowrl.jobs import Job, run_jobs

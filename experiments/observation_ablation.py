@@ -36,9 +36,7 @@ import sys
 import time
 from typing import Dict, List, NamedTuple, Optional, Sequence
 
-from absl import app
-from absl import flags
-from absl import logging
+from absl import app, flags, logging
 import numpy as np
 
 from xflowrl.runs import load_result, result_path, results_folder, save_result, write_json

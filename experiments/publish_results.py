@@ -28,9 +28,7 @@ import re
 import shutil
 from typing import Sequence
 
-from absl import app
-from absl import flags
-
+from absl import app, flags
 import reproduce_report as report
 
 FLAGS = flags.FLAGS

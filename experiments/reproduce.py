@@ -70,13 +70,11 @@ import sys
 import time
 from typing import Dict, List, Optional, Sequence
 
-from absl import app
-from absl import flags
-from absl import logging
+from absl import app, flags, logging
 import numpy as np
-
-import reproduce_report as report
 from reproduce_budgets import BUDGETS, Budget, scaled
+import reproduce_report as report
+
 from xflowrl.jobs import Job, results_lock, run_jobs
 
 FLAGS = flags.FLAGS
@@ -302,9 +300,12 @@ def measure(setting: report.Setting, graph_name: str, b: Budget, rerun: bool,
     the agents, the median seed's graph); writes and returns
     <root>/<graph>/measured/result.json (reused when its settings match)."""
     from xflowrl import zoo  # pylint: disable=import-outside-toplevel
-    from xflowrl.onnx_io import to_onnx
-    from xflowrl.executor.weights import random_inputs, random_weights  # pylint: disable=import-outside-toplevel
+    from xflowrl.executor.weights import (  # pylint: disable=import-outside-toplevel
+        random_inputs,
+        random_weights,
+    )
     from xflowrl.measure.compare import time_models  # pylint: disable=import-outside-toplevel
+    from xflowrl.onnx_io import to_onnx
     root = os.path.join(FLAGS.results_dir, setting.key)
     out_dir = os.path.join(root, graph_name, "measured")
     path = os.path.join(out_dir, "result.json")

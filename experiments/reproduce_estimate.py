@@ -43,11 +43,9 @@ import json
 import os
 from typing import Dict, NamedTuple, Sequence, Tuple
 
-from absl import app
-from absl import flags
-
-import reproduce_report as report
+from absl import app, flags
 from reproduce_budgets import BUDGETS, Budget, scaled
+import reproduce_report as report
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("quick_dir", None, "A results folder of reproduce.py --budget=quick.")

@@ -20,9 +20,7 @@ model's own weights, input/output names, opset and metadata).
 import dataclasses
 import time
 
-from absl import app
-from absl import flags
-from absl import logging
+from absl import app, flags, logging
 import common
 
 from xflowrl.runs import change_table, save_graph, save_result

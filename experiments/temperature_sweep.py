@@ -40,9 +40,7 @@ import sys
 import time
 from typing import Dict, List, Tuple
 
-from absl import app
-from absl import flags
-from absl import logging
+from absl import app, flags, logging
 import common
 import numpy as np
 
@@ -50,8 +48,13 @@ from xflowrl import zoo
 from xflowrl.engine import BACKENDS
 from xflowrl.jobs import Job, run_jobs, strip_flags
 from xflowrl.runs import RunSettings, save_result
-from xflowrl.world_model import (DreamConfig, ModelBasedAgent, WorldModelConfig,
-                                 controller_ppo_config, imagine_batch)
+from xflowrl.world_model import (
+    DreamConfig,
+    ModelBasedAgent,
+    WorldModelConfig,
+    controller_ppo_config,
+    imagine_batch,
+)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("graph", "bert", f"Graph to optimise; one of {zoo.GRAPHS}.")

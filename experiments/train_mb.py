@@ -32,9 +32,7 @@ import dataclasses
 import os
 import time
 
-from absl import app
-from absl import flags
-from absl import logging
+from absl import app, flags, logging
 import common
 import numpy as np
 import tensorflow as tf
@@ -42,12 +40,24 @@ import tensorflow as tf
 from xflowrl.agents.ppo import PPOConfig
 from xflowrl.agents.ppo.training import replay
 from xflowrl.env import GraphEnv
-from xflowrl.runs import (BaselineSettings, GraphSource, RunSettings, change_table,
-                          load_result, result_path, save_result, write_text)
+from xflowrl.runs import (
+    BaselineSettings,
+    GraphSource,
+    RunSettings,
+    change_table,
+    load_result,
+    result_path,
+    save_result,
+    write_text,
+)
 from xflowrl.search import baseline_rows, versus_greedy, with_equal_step_limit
 from xflowrl.search.baselines import GREEDY_MAX_STEPS
-from xflowrl.world_model import (DreamConfig, ModelBasedAgent, WorldModelConfig,
-                                 controller_ppo_config)
+from xflowrl.world_model import (
+    DreamConfig,
+    ModelBasedAgent,
+    WorldModelConfig,
+    controller_ppo_config,
+)
 
 FLAGS = flags.FLAGS
 # The masks of the evaluation beside the chosen one (--eval_masks).

@@ -33,17 +33,14 @@ weights, a --onnx model with its own).
 import dataclasses
 import time
 
-from absl import app
-from absl import flags
-from absl import logging
+from absl import app, flags, logging
 import common
 
 from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.agents.ppo.training import TrainConfig, replay, train
 from xflowrl.env.environment import COST_FEATURES
 from xflowrl.runs import BaselineSettings, RunSettings, change_table, save_result
-from xflowrl.search import (EQUAL_BUDGET_FACTOR, baseline_rows, versus_greedy,
-                            with_equal_step_limit)
+from xflowrl.search import EQUAL_BUDGET_FACTOR, baseline_rows, versus_greedy, with_equal_step_limit
 
 FLAGS = flags.FLAGS
 common.define_env_flags("squeezenet1_1")

@@ -142,12 +142,18 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _default_cost_models() -> List[str]:
-    from xflowrl.optimize.inspection import DEFAULT_COST_MODELS  # pylint: disable=import-outside-toplevel
+    from xflowrl.optimize.inspection import (  # pylint: disable=import-outside-toplevel
+        DEFAULT_COST_MODELS,
+    )
     return list(DEFAULT_COST_MODELS)
 
 
 def _optimize(args, progress: _Progress) -> int:
-    from xflowrl.optimize import OptimizeOptions, optimize_file, parse_input_shapes  # pylint: disable=import-outside-toplevel
+    from xflowrl.optimize import (  # pylint: disable=import-outside-toplevel
+        OptimizeOptions,
+        optimize_file,
+        parse_input_shapes,
+    )
     if args.rounds < 1:
         raise _bad("--rounds must be at least 1")
     options = OptimizeOptions(
@@ -170,7 +176,10 @@ def _optimize(args, progress: _Progress) -> int:
 
 def _inspect(args) -> int:
     from xflowrl.optimize import parse_input_shapes  # pylint: disable=import-outside-toplevel
-    from xflowrl.optimize.inspection import inspect_model, inspection_text  # pylint: disable=import-outside-toplevel
+    from xflowrl.optimize.inspection import (  # pylint: disable=import-outside-toplevel
+        inspect_model,
+        inspection_text,
+    )
     specs = [s for s in args.cost_models.split(",") if s]
     info = inspect_model(args.model, parse_input_shapes(args.input_shape), specs, args.rules)
     print(json.dumps(info, indent=2) if args.json else inspection_text(info))
@@ -179,7 +188,10 @@ def _inspect(args) -> int:
 
 def _measure(args) -> int:
     from xflowrl.optimize import parse_input_shapes  # pylint: disable=import-outside-toplevel
-    from xflowrl.optimize.inspection import measure_models, measurement_text  # pylint: disable=import-outside-toplevel
+    from xflowrl.optimize.inspection import (  # pylint: disable=import-outside-toplevel
+        measure_models,
+        measurement_text,
+    )
     if len(args.models) < 2:
         raise _bad("measure needs at least two models (e.g. the original and the optimised)")
     if args.rounds < 1 or args.repeats < 1:
@@ -193,8 +205,8 @@ def _measure(args) -> int:
 
 
 def _calibrate(args, progress: _Progress) -> int:
-    from xflowrl.optimize.model_io import check_writable  # pylint: disable=import-outside-toplevel
     from xflowrl.measure.calibration import calibrate  # pylint: disable=import-outside-toplevel
+    from xflowrl.optimize.model_io import check_writable  # pylint: disable=import-outside-toplevel
     folder = os.path.dirname(os.path.abspath(args.output))
     os.makedirs(folder, exist_ok=True)
     check_writable(args.output)

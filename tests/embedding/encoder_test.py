@@ -4,10 +4,10 @@ from absl.testing import absltest
 import numpy as np
 import tensorflow as tf
 
+from xflowrl import zoo
 from xflowrl.agents.ppo.initializers import SeededInitializers
 from xflowrl.embedding import features
 from xflowrl.embedding.encoder import GraphEncoder
-from xflowrl import zoo
 from xflowrl.engine import CostModel
 
 

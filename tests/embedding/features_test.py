@@ -3,8 +3,8 @@
 from absl.testing import absltest
 import numpy as np
 
-from xflowrl.embedding import features
 from xflowrl import zoo
+from xflowrl.embedding import features
 from xflowrl.engine import CostModel
 
 

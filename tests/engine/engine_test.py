@@ -8,8 +8,7 @@ import textwrap
 from absl.testing import absltest
 import numpy as np
 
-from xflowrl import _engine
-from xflowrl import zoo
+from xflowrl import _engine, zoo
 from xflowrl.engine import CostModel, GraphBuilder, XferSet
 from xflowrl.rules.rules_io import PatternOp, PatternTensor, Rule
 

@@ -9,10 +9,10 @@ import tempfile
 from absl.testing import absltest
 import numpy as np
 
-from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl import zoo
 from xflowrl.engine import CostModel, GraphBuilder, XferSet, fitted_features
 from xflowrl.engine.cost import FITTED_CLASSES, load_fitted_coefficients
+from xflowrl.env import EnvConfig, GraphEnv
 
 # Distinct per class, so a cost says which class priced it.
 COEFFICIENTS = {

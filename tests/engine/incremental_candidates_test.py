@@ -13,7 +13,6 @@ hash promised, with the whole build's op order.
 """
 
 from absl.testing import absltest, parameterized
-import numpy as np
 
 from xflowrl import zoo
 from xflowrl.engine import CostModel, GraphBuilder, XferSet

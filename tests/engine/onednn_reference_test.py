@@ -7,10 +7,8 @@ import tempfile
 
 from absl.testing import absltest
 
-from xflowrl import _engine
-from xflowrl import zoo
-from xflowrl.engine import CostModel, GraphBuilder, available_backends
-from xflowrl.engine import cost
+from xflowrl import _engine, zoo
+from xflowrl.engine import CostModel, GraphBuilder, available_backends, cost
 
 
 def _digest(path):

@@ -3,8 +3,8 @@
 import math
 import os
 
-import numpy as np
 from absl.testing import absltest, parameterized
+import numpy as np
 
 from xflowrl import _engine
 from xflowrl.engine import CostModel, GraphBuilder, ops

@@ -1,13 +1,12 @@
 """Tests of the real environment and its rewards."""
 
-from absl.testing import absltest
-from absl.testing import parameterized
+from absl.testing import absltest, parameterized
 import numpy as np
 
 from tests.env.conformance import EnvironmentConformance
-from xflowrl.env import EnvConfig, GraphEnv, rewards
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet
+from xflowrl.env import EnvConfig, GraphEnv, rewards
 
 _XFERS = XferSet.default()
 _COST = CostModel("analytic")

@@ -4,10 +4,10 @@ from absl.testing import absltest
 from gymnasium.utils import env_checker
 import numpy as np
 
-from xflowrl.env import EnvConfig, GraphEnv
-from xflowrl.env.gym_env import GymGraphEnv
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet
+from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.env.gym_env import GymGraphEnv
 
 
 class GymEnvTest(absltest.TestCase):

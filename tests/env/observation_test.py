@@ -7,16 +7,15 @@ Every zoo graph (the small `zoo.REDUCED` variants where there are any), every
 `Observation` and of its `GraphsTuple` is compared byte for byte.
 """
 
-from absl.testing import absltest
-from absl.testing import parameterized
+from absl.testing import absltest, parameterized
 import numpy as np
 
+from xflowrl import zoo
 from xflowrl.embedding import features
+from xflowrl.engine import CostModel, XferSet
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.env.environment import COST_FEATURES, XFER_SUMMARY_SIZE, _delta_stats
 from xflowrl.env.interface import LocationFeatures, Observation
-from xflowrl import zoo
-from xflowrl.engine import CostModel, XferSet
 from xflowrl.search import RandomAgent
 
 _XFERS = XferSet.default()

@@ -9,10 +9,9 @@ when it is installed.
 import itertools
 import math
 import time
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Sequence, Tuple
 
-from absl.testing import absltest
-from absl.testing import parameterized
+from absl.testing import absltest, parameterized
 import numpy as np
 
 from xflowrl.executor import reference as executor

@@ -9,9 +9,9 @@ import tempfile
 
 from absl.testing import absltest
 
-from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet
+from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.search import greedy_search
 from xflowrl.search.baselines import GREEDY_MAX_STEPS
 

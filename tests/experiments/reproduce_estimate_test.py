@@ -9,8 +9,8 @@ from absl.testing import absltest
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(_ROOT, "experiments"))
 
-import reproduce_estimate as estimate  # pylint: disable=wrong-import-position
 from reproduce_budgets import THESIS  # pylint: disable=wrong-import-position
+import reproduce_estimate as estimate  # pylint: disable=wrong-import-position
 
 
 class EstimateTest(absltest.TestCase):

@@ -176,6 +176,7 @@ class BudgetScaleTest(absltest.TestCase):
 
     def test_scales_only_the_agents_training(self):
         import dataclasses  # pylint: disable=import-outside-toplevel
+
         import reproduce_budgets as reproduce  # pylint: disable=import-outside-toplevel
         full, scaled = reproduce.FULL, reproduce.scaled(reproduce.FULL, 4)
         self.assertEqual(scaled.mf_episodes, 4 * full.mf_episodes)

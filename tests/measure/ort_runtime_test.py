@@ -5,9 +5,9 @@ import numpy as np
 
 from xflowrl.engine import GraphBuilder
 from xflowrl.executor import reference as executor
-from xflowrl.onnx_io import to_onnx
 from xflowrl.executor.weights import random_inputs, random_weights
 from xflowrl.measure import ort_runtime
+from xflowrl.onnx_io import to_onnx
 
 
 def _tiny_cnn(shortcut_from_pool=True):
@@ -26,7 +26,9 @@ def _tiny_cnn(shortcut_from_pool=True):
 
 def _optimized_kernels(model):
     """The op types of the model onnxruntime runs after its optimizations."""
-    import os, tempfile  # pylint: disable=import-outside-toplevel,multiple-imports
+    import os  # pylint: disable=import-outside-toplevel
+    import tempfile  # pylint: disable=import-outside-toplevel
+
     import onnx  # pylint: disable=import-outside-toplevel
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "opt.onnx")

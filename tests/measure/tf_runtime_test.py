@@ -7,9 +7,8 @@ import sys
 from absl.testing import absltest
 import numpy as np
 
-import xflowrl.measure
-
 from xflowrl.engine import CostModel, GraphBuilder
+import xflowrl.measure
 from xflowrl.measure import tf_runtime
 
 

@@ -15,12 +15,11 @@ import numpy as np
 import onnx
 from onnx.reference import ReferenceEvaluator
 
+from tests.rules import semantics_test
 from xflowrl.engine import GraphBuilder, XferSet
 from xflowrl.executor import reference as executor
 from xflowrl.onnx_io import load_onnx, to_onnx
 from xflowrl.onnx_io.common import ModelInterface
-
-from tests.rules import semantics_test
 
 
 def _assert_exports_equivalent(test, graph, seed, what):

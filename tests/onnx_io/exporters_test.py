@@ -18,11 +18,10 @@ import onnx
 from onnx import TensorProto, helper
 import onnxruntime
 
+from tests.onnx_io import exporter_models as models
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.onnx_io import load_onnx, to_onnx
 from xflowrl.onnx_io.common import decode_opaque, opaque_op_type
-
-from tests.onnx_io import exporter_models as models
 
 BUDGET = 20
 RTOL = 1e-4

@@ -14,9 +14,9 @@ from absl.testing import absltest
 import numpy as np
 import onnx
 
+from tests.onnx_io import exporter_models as onnx_exporter_models
+from tests.onnx_io import models as onnx_models
 from xflowrl.onnx_io import fuzz as onnx_fuzz
-
-from tests.onnx_io import exporter_models as onnx_exporter_models, models as onnx_models
 
 MUTANTS = 1000
 SEED = 20261123

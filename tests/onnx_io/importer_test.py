@@ -10,18 +10,16 @@ specification), so those cases run through onnx-tf instead.
 import os
 import tempfile
 
-from absl.testing import absltest
-from absl.testing import parameterized
+from absl.testing import absltest, parameterized
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
+from tests.onnx_io.models import OnnxWriter
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.onnx_io import load_onnx, to_onnx
 from xflowrl.onnx_io.common import decode_opaque, opaque_op_type
-
-from tests.onnx_io.models import OnnxWriter
 
 X = (1, 4, 8, 8)
 

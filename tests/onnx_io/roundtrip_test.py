@@ -10,17 +10,15 @@ largest magnitude: float32 sums in a different order). About 60 s on 2 CPU
 cores, most of it onnx-tf preparing the big zoo graphs.
 """
 
-from absl.testing import absltest
-from absl.testing import parameterized
+from absl.testing import absltest, parameterized
 import numpy as np
 import onnx_tf.backend
 
+from tests.onnx_io import models as onnx_models
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet
-from xflowrl.onnx_io import load_onnx, to_onnx
 from xflowrl.executor.weights import random_inputs, random_weights
-
-from tests.onnx_io import models as onnx_models
+from xflowrl.onnx_io import load_onnx, to_onnx
 
 BUDGET = 20
 RTOL = 1e-4

@@ -23,18 +23,16 @@ function in onnxruntime (rtol 1e-4).
 import functools
 from typing import Callable, Dict, FrozenSet, NamedTuple
 
-from absl.testing import absltest
-from absl.testing import parameterized
+from absl.testing import absltest, parameterized
 import numpy as np
 import onnx
 import onnxruntime
 
+from tests.onnx_io import exporter_models
 from xflowrl import zoo
 from xflowrl.engine import CostModel, Graph, XferSet
 from xflowrl.onnx_io import load_onnx, to_onnx
 from xflowrl.rules import rules_io
-
-from tests.onnx_io import exporter_models
 
 PROFILES = ("v100", "cpu")
 BUDGET = 100

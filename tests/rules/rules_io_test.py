@@ -12,8 +12,7 @@ from typing import List, Sequence, Tuple
 from absl.testing import absltest
 
 from xflowrl.rules import files as rule_files
-from xflowrl.rules import rules_io
-from xflowrl.rules import taso_pb
+from xflowrl.rules import rules_io, taso_pb
 from xflowrl.rules.rules_io import PatternOp, PatternTensor, Rule
 
 _REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")

@@ -20,12 +20,12 @@ from typing import Dict, List, Optional, Tuple
 from absl.testing import absltest
 import numpy as np
 
-from xflowrl.generator import symbolic
 from xflowrl import zoo
 from xflowrl.engine import Graph, GraphBuilder, XferSet
-from xflowrl.executor import reference as executor
 from xflowrl.engine.ops import ACTIVATIONS, PADDINGS
 from xflowrl.engine.xfers import load_rule_set
+from xflowrl.executor import reference as executor
+from xflowrl.generator import symbolic
 
 RTOL = 1e-4
 

@@ -10,11 +10,22 @@ import numpy as np
 import onnx
 
 from xflowrl import zoo
-from xflowrl.onnx_io import to_onnx
 from xflowrl.executor.weights import random_weights
-from xflowrl.runs import (GRAPH_JSON, GRAPH_ONNX, RESULT_JSON, RESULT_MD, change_table,
-                          load_result, result_path, results_folder, save_graph, save_result,
-                          write_json, zoo_weights)
+from xflowrl.onnx_io import to_onnx
+from xflowrl.runs import (
+    GRAPH_JSON,
+    GRAPH_ONNX,
+    RESULT_JSON,
+    RESULT_MD,
+    change_table,
+    load_result,
+    result_path,
+    results_folder,
+    save_graph,
+    save_result,
+    write_json,
+    zoo_weights,
+)
 
 
 class PathsTest(absltest.TestCase):

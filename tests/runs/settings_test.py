@@ -5,12 +5,11 @@ results folder; `BaselineSettings` runs the baselines with its values;
 import dataclasses
 import os
 
-from absl.testing import absltest
-from absl.testing import parameterized
+from absl.testing import absltest, parameterized
 
-from xflowrl.env import EnvConfig
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet
+from xflowrl.env import EnvConfig
 from xflowrl.runs import BaselineSettings, RunSettings, cost_model_from_spec
 from xflowrl.search import run_baselines
 

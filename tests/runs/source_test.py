@@ -16,8 +16,15 @@ from xflowrl import zoo
 from xflowrl.engine import XferSet
 from xflowrl.executor.weights import random_inputs
 from xflowrl.optimize import BadInput, load_model
-from xflowrl.runs import (GRAPH_JSON, GRAPH_ONNX, RunSettings, model_name, model_source,
-                          zoo_source, zoo_weights)
+from xflowrl.runs import (
+    GRAPH_JSON,
+    GRAPH_ONNX,
+    RunSettings,
+    model_name,
+    model_source,
+    zoo_source,
+    zoo_weights,
+)
 
 
 def _write_model(folder: str, name: str = "tiny_cnn.onnx", size: int = 16) -> str:

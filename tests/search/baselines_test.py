@@ -6,11 +6,19 @@ import dataclasses
 from absl.testing import absltest
 import numpy as np
 
-from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet
-from xflowrl.search import (EQUAL_BUDGET_FACTOR, GreedyAgent, RandomAgent, equal_step_limit,
-                            greedy_search, greedy_steps, run_baselines, with_equal_step_limit)
+from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.search import (
+    EQUAL_BUDGET_FACTOR,
+    GreedyAgent,
+    RandomAgent,
+    equal_step_limit,
+    greedy_search,
+    greedy_steps,
+    run_baselines,
+    with_equal_step_limit,
+)
 
 _XFERS = XferSet.default()
 _COST = CostModel("analytic")

@@ -2,8 +2,7 @@
 
 import dataclasses
 
-from absl.testing import absltest
-from absl.testing import parameterized
+from absl.testing import absltest, parameterized
 
 from xflowrl.world_model.config import COLLECTIONS, DreamConfig, WorldModelConfig
 

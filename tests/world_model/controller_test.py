@@ -11,8 +11,13 @@ from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.env import Observation
 from xflowrl.world_model import data
 from xflowrl.world_model.config import DreamConfig
-from xflowrl.world_model.controller import (Evaluation, collect_with_controller, evaluate,
-                                            imagine_batch, train_in_dream)
+from xflowrl.world_model.controller import (
+    Evaluation,
+    collect_with_controller,
+    evaluate,
+    imagine_batch,
+    train_in_dream,
+)
 from xflowrl.world_model.dream import BatchedDream, DreamEnv, DreamStarts
 from xflowrl.world_model.latent_env import LatentEnv
 

@@ -1,7 +1,6 @@
 """Tests of the world model's data: vocabulary, rollouts, sequences, batches."""
 
-from absl.testing import absltest
-from absl.testing import parameterized
+from absl.testing import absltest, parameterized
 import numpy as np
 
 from tests.world_model import fixtures

@@ -4,8 +4,7 @@ semantics."""
 
 import functools
 
-from absl.testing import absltest
-from absl.testing import parameterized
+from absl.testing import absltest, parameterized
 import numpy as np
 import sonnet as snt
 import tensorflow as tf
@@ -495,7 +494,7 @@ class LatentEnvTest(absltest.TestCase):
         reference = fixtures.real_env()
         real_obs = reference.reset()
         obs = env.reset()
-        z, h = model.latent_size, model.hidden_size
+        z = model.latent_size
         for _ in range(2):
             masks = model.masks(tf.constant(obs.state[None, :z]), tf.constant(obs.state[None, z:]))
             expected = decode_masks(tf.sigmoid(masks.xfer_logits).numpy(),

@@ -12,9 +12,9 @@ from typing import Tuple
 import numpy as np
 import tensorflow as tf
 
-from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet
+from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.search import RandomAgent
 from xflowrl.world_model import data, latent
 from xflowrl.world_model.agent import Component, component_seed

@@ -2,8 +2,7 @@
 
 import math
 
-from absl.testing import absltest
-from absl.testing import parameterized
+from absl.testing import absltest, parameterized
 import numpy as np
 import tensorflow as tf
 

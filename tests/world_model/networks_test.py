@@ -2,8 +2,7 @@
 
 import dataclasses
 
-from absl.testing import absltest
-from absl.testing import parameterized
+from absl.testing import absltest, parameterized
 import numpy as np
 import sonnet as snt
 import tensorflow as tf
@@ -11,7 +10,7 @@ import tensorflow as tf
 from tests.world_model import fixtures
 from xflowrl.world_model import data
 from xflowrl.world_model.learning import WorldModelLearner
-from xflowrl.world_model.networks import MDNRNN, DropoutMLP
+from xflowrl.world_model.networks import DropoutMLP, MDNRNN
 
 _M, _L = 5, 7
 _CONFIG = fixtures.SMALL_CONFIG

@@ -11,12 +11,12 @@ import tempfile
 from absl.testing import absltest
 import onnx
 
-from xflowrl.agents.ppo.training import replay
-from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl import zoo
+from xflowrl.agents.ppo.training import replay
 from xflowrl.engine import CostModel, XferSet
-from xflowrl.onnx_io import to_onnx
+from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.executor.weights import random_weights
+from xflowrl.onnx_io import to_onnx
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

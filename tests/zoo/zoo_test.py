@@ -1,7 +1,6 @@
 """Tests of the evaluation-graph zoo."""
 
-from absl.testing import absltest
-from absl.testing import parameterized
+from absl.testing import absltest, parameterized
 import numpy as np
 import onnx
 import onnxruntime

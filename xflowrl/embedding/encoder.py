@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple, Optional
 
+from graph_nets import graphs, modules, utils_tf
 import sonnet as snt
 import tensorflow as tf
-from graph_nets import graphs, modules, utils_tf
 
 
 class Embedding(NamedTuple):

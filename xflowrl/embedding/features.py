@@ -32,8 +32,8 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Sequence
 
-import numpy as np
 from graph_nets import graphs
+import numpy as np
 
 from xflowrl.engine import ops
 

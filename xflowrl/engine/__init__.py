@@ -10,17 +10,35 @@ Nothing here needs ONNX.
 `data/` holds the oneDNN reference cost table (`cost.REFERENCE_PATH`).
 """
 
-from typing import TYPE_CHECKING, Dict
+from typing import Dict, TYPE_CHECKING
 
 from xflowrl._lazy import lazy_exports
 
 if TYPE_CHECKING:  # what the names are, for type checkers and IDEs
-    from xflowrl.engine.cost import (BACKENDS, CostModel, available_backends, cudnn_check,
-                                     cudnn_plan, fitted_features)
-    from xflowrl.engine.graph import (ACTIVATIONS, Graph, GraphBuilder, MemoryEstimate, OpInfo,
-                                      PADDINGS, Tensor)
-    from xflowrl.engine.xfers import (DEFAULT_MAX_LOCATIONS, Locations, SearchResult, XferSet,
-                                      load_default_rules)
+    from xflowrl.engine.cost import (
+        BACKENDS,
+        CostModel,
+        available_backends,
+        cudnn_check,
+        cudnn_plan,
+        fitted_features,
+    )
+    from xflowrl.engine.graph import (
+        ACTIVATIONS,
+        Graph,
+        GraphBuilder,
+        MemoryEstimate,
+        OpInfo,
+        PADDINGS,
+        Tensor,
+    )
+    from xflowrl.engine.xfers import (
+        DEFAULT_MAX_LOCATIONS,
+        Locations,
+        SearchResult,
+        XferSet,
+        load_default_rules,
+    )
 
 # Names are imported on first use (PEP 562): importing this package
 # loads none of its modules.

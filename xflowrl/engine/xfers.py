@@ -17,10 +17,10 @@ import numpy as np
 
 from xflowrl import _engine
 from xflowrl.engine import ops
-from xflowrl.rules import rules_io
-from xflowrl.rules import files as rule_files
 from xflowrl.engine.cost import CostModel
 from xflowrl.engine.graph import Graph
+from xflowrl.rules import files as rule_files
+from xflowrl.rules import rules_io
 
 # The shipped rule files (package data of `xflowrl.rules.files`).
 BUILTIN_RULES = rule_files.path(rule_files.BUILTIN)

@@ -1,7 +1,18 @@
 """Environments: the shared interface, the real environment (`GraphEnv`) and its rewards."""
 
-from xflowrl.env.environment import EnvConfig, GraphEnv, XFER_SUMMARY_SIZE, make_env
-from xflowrl.env.interface import (Action, ActionSpec, Environment, Episode, LocationFeatures,
-                                   Observation, ObservationSpec, TimeStep, Transition,
-                                   location_counts, prefix_mask, run_episode)
 from xflowrl.env import rewards
+from xflowrl.env.environment import EnvConfig, GraphEnv, XFER_SUMMARY_SIZE, make_env
+from xflowrl.env.interface import (
+                                   Action,
+                                   ActionSpec,
+                                   Environment,
+                                   Episode,
+                                   LocationFeatures,
+                                   Observation,
+                                   ObservationSpec,
+                                   TimeStep,
+                                   Transition,
+                                   location_counts,
+                                   prefix_mask,
+                                   run_episode,
+)

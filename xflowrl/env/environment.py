@@ -35,12 +35,18 @@ from typing import Dict, List, Optional, Tuple, TypedDict
 
 import numpy as np
 
-from xflowrl.embedding import features
-from xflowrl.env import rewards
-from xflowrl.env.interface import (Action, Environment, LocationFeatures, Observation,
-                                   ObservationSpec, TimeStep)
 from xflowrl import zoo
+from xflowrl.embedding import features
 from xflowrl.engine import CostModel, Graph, Locations, XferSet
+from xflowrl.env import rewards
+from xflowrl.env.interface import (
+    Action,
+    Environment,
+    LocationFeatures,
+    Observation,
+    ObservationSpec,
+    TimeStep,
+)
 
 XFER_SUMMARY_SIZE = 3
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Tuple
 
 import gymnasium as gym
-import numpy as np
 from gymnasium import spaces
+import numpy as np
 
 from xflowrl.embedding import features
-from xflowrl.env.environment import XFER_SUMMARY_SIZE, GraphEnv, Observation
+from xflowrl.env.environment import GraphEnv, Observation, XFER_SUMMARY_SIZE
 
 
 class GymGraphEnv(gym.Env):

@@ -42,8 +42,8 @@ from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequenc
 
 import numpy as np
 
-from xflowrl.executor import reference as executor
 from xflowrl.engine.ops import ACTIVATIONS, PADDINGS
+from xflowrl.executor import reference as executor
 
 Expr = tuple
 

@@ -27,8 +27,8 @@ from typing import Dict, List
 
 import numpy as np
 
-from xflowrl.generator import enumeration
 from xflowrl.executor import reference as executor
+from xflowrl.generator import enumeration
 
 P = 1_000_003  # prime; P - 1 = 2 * 3 * 166667
 

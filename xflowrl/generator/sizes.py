@@ -24,7 +24,7 @@ from typing import Dict, FrozenSet, Hashable, List, Optional, Sequence, Tuple, U
 
 import numpy as np
 
-from xflowrl.generator.model import NDIM, SHAPES, RuleTerms
+from xflowrl.generator.model import NDIM, RuleTerms, SHAPES
 from xflowrl.rules.rules_io import Rule
 
 Binding = Dict[int, Tuple[int, ...]]  # variable k (1, 2, ...) -> its four sizes

@@ -98,6 +98,7 @@ import z3
 
 from xflowrl.generator import other_sizes, z3_encoding
 from xflowrl.generator.axioms import AXIOMS
+
 # Re-exported: callers and docs name them here.
 from xflowrl.generator.model import SHAPE_RULES  # noqa: F401
 from xflowrl.generator.other_sizes import counterexample  # noqa: F401

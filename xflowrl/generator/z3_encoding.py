@@ -17,7 +17,7 @@ from typing import List
 import z3
 
 from xflowrl.generator.axioms import AXIOMS, Axiom
-from xflowrl.generator.model import NDIM, SHAPES, RuleTerms
+from xflowrl.generator.model import NDIM, RuleTerms, SHAPES
 from xflowrl.rules.rules_io import Rule
 
 

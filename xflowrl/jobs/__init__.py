@@ -12,5 +12,14 @@ task imports only it.
 """
 
 from xflowrl.jobs.lock import results_lock
-from xflowrl.jobs.runner import (MARKER, Job, JobFailed, JobsFailed, failed_jobs, job_state,
-                                 run_job, run_jobs, strip_flags)
+from xflowrl.jobs.runner import (
+                                 Job,
+                                 JobFailed,
+                                 JobsFailed,
+                                 MARKER,
+                                 failed_jobs,
+                                 job_state,
+                                 run_job,
+                                 run_jobs,
+                                 strip_flags,
+)

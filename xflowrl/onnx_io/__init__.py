@@ -4,7 +4,7 @@ share (common.py) and a mutation fuzzer (fuzz.py); docs/onnx.md. The only
 package of the engine side that needs `onnx`.
 """
 
-from typing import TYPE_CHECKING, Dict
+from typing import Dict, TYPE_CHECKING
 
 from xflowrl._lazy import lazy_exports
 

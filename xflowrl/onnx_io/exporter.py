@@ -36,11 +36,17 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from xflowrl.executor import reference as executor
 from xflowrl.engine.graph import Graph, OpInfo
-from xflowrl.onnx_io.common import (DEFAULT_OPSET, MIN_OPSET, ModelInterface, decode_opaque,
-                                        elem_type, unique_name)
 from xflowrl.engine.ops import window
+from xflowrl.executor import reference as executor
+from xflowrl.onnx_io.common import (
+    DEFAULT_OPSET,
+    MIN_OPSET,
+    ModelInterface,
+    decode_opaque,
+    elem_type,
+    unique_name,
+)
 
 TensorId = Tuple[int, int]
 

@@ -24,7 +24,6 @@ after the mutant that killed it.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import json
 import os
@@ -37,7 +36,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import numpy_helper
 
 # Op types a node is switched to: engine-mapped, opaque, growing, unknown.
 _OP_TYPES = ("Relu", "Conv", "MaxPool", "AveragePool", "BatchNormalization", "MatMul",

@@ -45,11 +45,19 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from xflowrl.onnx_io import ops as onnx_ops
-from xflowrl.onnx_io.ops import NotEngineOp, Value
 from xflowrl.engine.graph import Graph, GraphBuilder, Tensor
-from xflowrl.onnx_io.common import (MAX_OPSET, MIN_OPSET, ModelInterface, OnnxWeights,
-                                        OpaqueRecord, elem_type, encode_opaque, unique_name)
+from xflowrl.onnx_io import ops as onnx_ops
+from xflowrl.onnx_io.common import (
+    MAX_OPSET,
+    MIN_OPSET,
+    ModelInterface,
+    OnnxWeights,
+    OpaqueRecord,
+    elem_type,
+    encode_opaque,
+    unique_name,
+)
+from xflowrl.onnx_io.ops import NotEngineOp, Value
 
 Shape = Tuple[int, ...]
 

@@ -11,7 +11,7 @@ inputs, interleaved, in onnxruntime (one thread) and TensorFlow (onnx-tf).
 from __future__ import annotations
 
 import collections
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -142,7 +142,11 @@ def measure_models(paths: Sequence[str], runtimes: Sequence[str] = ("ort", "tf")
       BadInput: a model cannot be read, or their inputs differ.
     """
     import onnx  # pylint: disable=import-outside-toplevel
-    from xflowrl.measure.compare import RUNTIMES, time_models  # pylint: disable=import-outside-toplevel
+
+    from xflowrl.measure.compare import (  # pylint: disable=import-outside-toplevel
+        RUNTIMES,
+        time_models,
+    )
     from xflowrl.onnx_io.importer import read_model  # pylint: disable=import-outside-toplevel
     unknown = sorted(set(runtimes) - set(RUNTIMES))
     if unknown:

@@ -183,6 +183,7 @@ def _taso(graph: Graph, xfers: XferSet, cost_model: CostModel, budget: int,
 def _policy(env: GraphEnv, folder: str, seed: int) -> List[Tuple[str, int]]:
     """A trained model-free policy's greedy episode, the cheapest prefix."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
     from xflowrl.agents.ppo import PPOAgent, PPOConfig  # pylint: disable=import-outside-toplevel
     checkpoints = folder if os.path.basename(folder.rstrip("/")) == "checkpoints" else \
         os.path.join(folder, "checkpoints")
@@ -234,7 +235,10 @@ def _model_free(env: GraphEnv, episodes: int, seed: int, folder: str,
     """PPO (X-RLflow's settings) trained for `episodes`; the cheaper of its
     greedy episode and its best training episode."""
     from xflowrl.agents.ppo import PPOAgent, PPOConfig  # pylint: disable=import-outside-toplevel
-    from xflowrl.agents.ppo.training import TrainConfig, train  # pylint: disable=import-outside-toplevel
+    from xflowrl.agents.ppo.training import (  # pylint: disable=import-outside-toplevel
+        TrainConfig,
+        train,
+    )
     from xflowrl.search import greedy_search  # pylint: disable=import-outside-toplevel
     # Episodes as long as greedy's, and half again: room to look ahead.
     steps = max(len(greedy_search(env).applied), 1)
@@ -255,7 +259,10 @@ def _model_based(env: GraphEnv, rounds: int, seed: int, folder: str,
     """The model-based agent with `rounds` world-model rounds (the other
     settings at their defaults); its greedy evaluation's cheapest prefix."""
     from xflowrl.search import greedy_search  # pylint: disable=import-outside-toplevel
-    from xflowrl.world_model import ModelBasedAgent, WorldModelConfig  # pylint: disable=import-outside-toplevel
+    from xflowrl.world_model import (  # pylint: disable=import-outside-toplevel
+        ModelBasedAgent,
+        WorldModelConfig,
+    )
     steps = max(len(greedy_search(env).applied), 1)
     env = make_environment(env.initial_graph, env.xfers, env.cost_model,
                            max(int(1.5 * steps), 10), env.config.max_locations)

@@ -14,6 +14,7 @@ from typing import Dict, List, NamedTuple, Sequence, Tuple, Union
 from xflowrl.engine import ops
 from xflowrl.rules.rules_io import PatternOp, PatternTensor, Rule, validate_rule
 
+
 class _Field(NamedTuple):
     number: int
     wire_type: int

@@ -15,9 +15,27 @@ build these from their flag values.
 """
 
 from xflowrl.runs.entry import exit_on_bad_input
-from xflowrl.runs.outputs import (GRAPH_JSON, GRAPH_ONNX, RESULT_JSON, RESULT_MD, change_table,
-                                  load_result, result_path, results_folder, save_graph,
-                                  save_result, write_json, write_text, zoo_weights)
+from xflowrl.runs.outputs import (
+                                  GRAPH_JSON,
+                                  GRAPH_ONNX,
+                                  RESULT_JSON,
+                                  RESULT_MD,
+                                  change_table,
+                                  load_result,
+                                  result_path,
+                                  results_folder,
+                                  save_graph,
+                                  save_result,
+                                  write_json,
+                                  write_text,
+                                  zoo_weights,
+)
 from xflowrl.runs.settings import BaselineSettings, RunSettings, cost_model_from_spec
-from xflowrl.runs.source import (GraphSource, InputShapes, input_shapes_key, model_name,
-                                 model_source, zoo_source)
+from xflowrl.runs.source import (
+                                  GraphSource,
+                                  InputShapes,
+                                  input_shapes_key,
+                                  model_name,
+                                  model_source,
+                                  zoo_source,
+)

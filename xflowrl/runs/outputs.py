@@ -9,7 +9,7 @@ original weight names (zoo graphs carry no trained weights).
 
 import json
 import os
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence, TYPE_CHECKING
 
 from xflowrl import zoo
 from xflowrl.engine import Graph

@@ -11,8 +11,8 @@ import dataclasses
 import os
 from typing import Dict, Optional
 
-from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.engine import CostModel, XferSet
+from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.runs.source import GraphSource, InputShapes, model_source, zoo_source
 from xflowrl.search import run_baselines
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from typing import TYPE_CHECKING, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Mapping, Optional, Sequence, TYPE_CHECKING, Tuple
 
 import numpy as np
 

@@ -55,13 +55,17 @@ from xflowrl.env import GraphEnv
 from xflowrl.search import RandomAgent
 from xflowrl.world_model import data, latent
 from xflowrl.world_model.config import DreamConfig, WorldModelConfig, controller_ppo_config
-from xflowrl.world_model.controller import (Evaluation, collect_with_controller, evaluate,
-                                            imagine_batch, train_in_dream)
+from xflowrl.world_model.controller import (
+    Evaluation,
+    collect_with_controller,
+    evaluate,
+    imagine_batch,
+    train_in_dream,
+)
 from xflowrl.world_model.dream import BatchedDream, DreamStarts
 from xflowrl.world_model.latent_env import LatentEnv
 from xflowrl.world_model.learning import WorldModelLearner
 from xflowrl.world_model.networks import MDNRNN
-
 
 # Relative difference below which two graphs' costs count as equal.
 COST_TOLERANCE = 1e-9

@@ -14,7 +14,6 @@ from typing import Optional
 
 from xflowrl.agents.ppo.config import PPOConfig
 
-
 # Who collects the world model's real episodes after the first round.
 COLLECTIONS = ("controller", "random")
 

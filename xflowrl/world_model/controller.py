@@ -24,7 +24,6 @@ from xflowrl.world_model.data import Rollout, RolloutRecorder
 from xflowrl.world_model.dream import BatchedDream, DreamStarts
 from xflowrl.world_model.latent_env import LatentEnv
 
-
 StartSampler = Callable[[int], DreamStarts]
 
 

@@ -11,14 +11,14 @@ import numpy as np
 import onnx
 import tensorflow as tf
 
+from xflowrl import zoo
 from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.agents.ppo.training import TrainConfig, replay, train
 from xflowrl.embedding import features
-from xflowrl.env import EnvConfig, GraphEnv
-from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet
-from xflowrl.onnx_io import load_onnx, to_onnx
+from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.executor.weights import random_weights
+from xflowrl.onnx_io import load_onnx, to_onnx
 
 _XFERS = XferSet.default()
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(

@@ -1,7 +1,6 @@
 """PPO maths against slow numpy references."""
 
-from absl.testing import absltest
-from absl.testing import parameterized
+from absl.testing import absltest, parameterized
 import numpy as np
 import tensorflow as tf
 

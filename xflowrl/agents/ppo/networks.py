@@ -31,6 +31,7 @@ from typing import NamedTuple, Optional, Sequence
 
 import sonnet as snt
 import tensorflow as tf
+
 from xflowrl.agents.ppo.config import PPOConfig
 from xflowrl.agents.ppo.initializers import SeededInitializers
 from xflowrl.embedding.encoder import Embedding, GraphEncoder

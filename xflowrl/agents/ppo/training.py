@@ -25,8 +25,8 @@ import numpy as np
 import tensorflow as tf
 
 from xflowrl.agents.ppo.agent import PPOAgent
-from xflowrl.env import Environment, Episode, GraphEnv
 from xflowrl.engine import Graph
+from xflowrl.env import Environment, Episode, GraphEnv
 
 
 @dataclasses.dataclass(frozen=True)
