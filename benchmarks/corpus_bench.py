@@ -17,8 +17,7 @@ import json
 import time
 from typing import Any, Dict, List
 
-from absl import app
-from absl import flags
+from absl import app, flags
 
 from xflowrl import corpus
 from xflowrl.engine import CostModel, XferSet

@@ -2,7 +2,7 @@
 
 Learned graph optimisers that generalise (GO, Placeto, REGAL; REFERENCE.md
 B §7) train over a distribution of graphs, not one graph, and report on
-graphs they never saw. This package is that distribution: 89 small members
+graphs they never saw. This package is that distribution: 93 small members
 (most under 100 ops; an environment step on them takes milliseconds) from
 twelve families, split once and for all into `train` and `held_out`.
 
@@ -30,7 +30,7 @@ size class only):
   BERTs, a 4-step NasRNN, `large=True` draws of the generators);
 - train: the `small` and `medium` members of the nine training families.
 
-59 train and 30 held-out members (18 by size, 12 by family); op counts,
+63 train and 30 held-out members (17 by size, 13 by family); op counts,
 costs and greedy's gains per member: docs/zoo.md, "The training
 distribution" (`benchmarks/corpus_bench.py`).
 
@@ -41,6 +41,17 @@ distribution" (`benchmarks/corpus_bench.py`).
 """
 
 from xflowrl.corpus.random_graphs import random_mlp, random_nas_cell, random_transformer
-from xflowrl.corpus.registry import (CORPUS, HELD_OUT_FAMILIES, HELD_OUT_SIZE_CLASS, MEMBERS,
-                                     SIZE_CLASSES, SPLITS, Corpus, GraphSpec, get, sample,
-                                     specs, split_of)
+from xflowrl.corpus.registry import (
+                                     CORPUS,
+                                     Corpus,
+                                     GraphSpec,
+                                     HELD_OUT_FAMILIES,
+                                     HELD_OUT_SIZE_CLASS,
+                                     MEMBERS,
+                                     SIZE_CLASSES,
+                                     SPLITS,
+                                     get,
+                                     sample,
+                                     specs,
+                                     split_of,
+)

@@ -48,15 +48,16 @@ class _CellBuilder:
         self.b = b
         self.rng = rng
 
-    def conv(self, x: Tensor, out: int, k: int, name: str, stride: int = 1) -> Tensor:
+    def conv(self, x: Tensor, out: int, k: int, name: str, stride: int = 1,
+             padding: str = "SAME") -> Tensor:
         style = _choice(self.rng, self.ACTIVATIONS)
         w = self.b.weight(name=f"{name}.weight", shape=(out, x.shape[1], k, k))
-        y = self.b.conv2d(input=x, weight=w, strides=stride, padding="SAME",
+        y = self.b.conv2d(input=x, weight=w, strides=stride, padding=padding,
                           activation="RELU" if style == "fused" else "NONE")
         if style == "bn_relu":
-            y = self.b.batchnorm(input=y, **{
-                part: self.b.weight(name=f"{name}.bn.{part}", shape=(out,))
-                for part in ("scale", "bias", "mean", "var")})
+            scale, bias, mean, var = (self.b.weight(name=f"{name}.bn.{part}", shape=(out,))
+                                      for part in ("scale", "bias", "mean", "var"))
+            y = self.b.batchnorm(input=y, scale=scale, bias=bias, mean=mean, var=var)
         if style in ("relu", "bn_relu"):
             y = self.b.relu(input=y)
         return y
@@ -64,24 +65,42 @@ class _CellBuilder:
     def edge(self, x: Tensor, out: int, name: str, allow_identity: bool) -> Tensor:
         """A random op from `x` to `out` channels (pools and the identity
         only where `x` has `out` channels)."""
-        ops = ["conv1", "conv3", "conv5"]
+        ops = ["conv1", "conv3", "conv5", "sep3", "sep5"]
         if x.shape[1] == out:
             ops += ["maxpool", "avgpool", "avgpool"] + (["identity"] if allow_identity else [])
         op = _choice(self.rng, ops)
         if op.startswith("conv"):
             return self.conv(x, out, int(op[-1]), name)
-        if op == "maxpool":
-            return self.b.maxpool2d(input=x, kernel=3, strides=1, padding="SAME")
-        if op == "avgpool":
-            return self.b.avgpool2d(input=x, kernel=3, strides=1, padding="SAME")
+        if op.startswith("sep"):
+            return self.separable(x, out, int(op[-1]), name)
+        if op in ("maxpool", "avgpool"):
+            return self.pool(x, op)
         return x
+
+    def pool(self, x: Tensor, kind: str) -> Tensor:
+        pool = self.b.maxpool2d if kind == "maxpool" else self.b.avgpool2d
+        return pool(input=x, kernel=3, strides=1, padding="SAME")
+
+    def separable(self, x: Tensor, out: int, k: int, name: str) -> Tensor:
+        """NASNet's separable conv: a depthwise kxk conv (one group per
+        channel), then a 1x1 conv to `out` with a random activation."""
+        channels = x.shape[1]
+        w = self.b.weight(name=f"{name}.depthwise.weight", shape=(channels, 1, k, k))
+        y = self.b.conv2d(input=x, weight=w, strides=1, padding="SAME")
+        return self.conv(y, out, 1, f"{name}.pointwise")
+
+    def fit(self, x: Tensor, out: int, name: str) -> Tensor:
+        """`x` itself if it has `out` channels, else a 1x1 conv to `out`."""
+        return x if x.shape[1] == out else self.conv(x, out, 1, f"{name}.fit")
 
     def cell(self, inputs: List[Tensor], channels: int, nodes: int, name: str) -> Tensor:
         """A random DAG of `nodes` nodes over `inputs` (same spatial size).
 
         Each node reads one or two earlier tensors (cell inputs or nodes),
-        applies a random op to each and, for two, adds them (or concatenates
-        them, one time in four); the nodes no other node reads are
+        applies a random op to each (a kxk conv, a separable conv, a 3x3
+        pool, the identity) and, for two, adds them (or concatenates them,
+        one time in four); one two-input node in four is instead a sum of
+        two pools of one kind (NASNet's). The nodes no other node reads are
         concatenated on channels into the cell output, as in NASNet.
         """
         states = list(inputs)
@@ -90,8 +109,14 @@ class _CellBuilder:
             arity = 1 if len(states) == 1 else int(self.rng.integers(1, 3))
             picks = self.rng.choice(len(states), size=arity, replace=False)
             out = _choice(self.rng, (channels, channels, channels // 2, 2 * channels))
-            parts = [self.edge(states[p], out, f"{name}.node{i}.in{j}", allow_identity=arity == 2)
-                     for j, p in enumerate(picks)]
+            if arity == 2 and self.rng.random() < 0.25:
+                # Two pools of one kind, summed (NASNet's avgpool(a) + avgpool(b)).
+                kind = _choice(self.rng, ("avgpool", "avgpool", "maxpool"))
+                parts = [self.pool(self.fit(states[p], out, f"{name}.node{i}.in{j}"), kind)
+                         for j, p in enumerate(picks)]
+            else:
+                parts = [self.edge(states[p], out, f"{name}.node{i}.in{j}",
+                                   allow_identity=arity == 2) for j, p in enumerate(picks)]
             for p in picks:
                 read[p] = True
             if arity == 1:
@@ -111,11 +136,11 @@ def random_nas_cell(seed: Seed, large: bool = False) -> Graph:
 
     Draws an input size (8-32 pixels; 16-32 when `large`), a width (8-32
     channels), 1-2 cells of 4-7 nodes (large: 3-4 cells of 5-8 nodes) and,
-    between cells, a reduction (3x3/2 max pool or a strided 3x3 conv to
-    twice the width). A cell reads the previous two cell outputs where
-    their spatial sizes agree (NASNet's prev/cur), else the last one. The
+    between cells, a reduction (3x3/2 max pool or a strided 3x3 conv,
+    SAME or VALID, to twice the width). A cell reads the previous two cell
+    outputs where their spatial sizes agree (NASNet's prev/cur), else the last one. The
     stem is a 3x3 conv, the head global average pool and a linear layer to
-    10 logits. Every conv and pool is SAME-padded.
+    10 logits. Every conv and pool in a cell is SAME-padded at stride 1.
 
     Args:
       seed: an int seed or a numpy Generator (consumed).
@@ -138,7 +163,8 @@ def random_nas_cell(seed: Seed, large: bool = False) -> Graph:
                 out = b.maxpool2d(input=out, kernel=3, strides=2, padding="SAME")
             else:
                 width *= 2
-                out = builder.conv(out, width, 3, f"cell{c}.reduce", stride=2)
+                out = builder.conv(out, width, 3, f"cell{c}.reduce", stride=2,
+                                   padding=_choice(rng, ("SAME", "VALID")))
         prev, cur = cur, out
     return b.build([classifier(b, cur, 10)])
 
@@ -183,7 +209,9 @@ def random_transformer(seed: Seed, large: bool = False) -> Graph:
     matmuls reading one tensor, so their merge can fire; no softmax) with a
     random output activation, then, with probability 3/4, an MLP block
     (hidden -> ratio*hidden -> hidden; the inner activation fused, a
-    separate ReLU, sigmoid or tanh op) with a residual add.
+    separate ReLU, sigmoid or tanh op) with a residual add. The head is
+    drawn too: none (half the time), zoo.vit's mean over tokens and a linear
+    layer to 10 logits, or a token-wise linear layer.
 
     Args:
       seed: an int seed or a numpy Generator (consumed).
@@ -206,6 +234,13 @@ def random_transformer(seed: Seed, large: bool = False) -> Graph:
             style = _choice(rng, ("fused", "relu", "sigmoid", "tanh"))
             h = _dense(b, x, mlp_ratio * hidden, f"layer{layer}.mlp.fc1", style)
             x = b.add(x=_dense(b, h, hidden, f"layer{layer}.mlp.fc2", "none"), y=x)
+    head = _choice(rng, ("none", "none", "mean", "linear"))
+    if head == "mean":  # zoo.vit's: mean over tokens, then 10 logits
+        pooled = b.reshape(input=b.transpose(input=x, perm=(1, 0)), shape=(1, hidden, seq, 1))
+        pooled = b.avgpool2d(input=pooled, kernel=(seq, 1), strides=1, padding="VALID")
+        x = _dense(b, b.reshape(input=pooled, shape=(1, hidden)), 10, "head", "none")
+    elif head == "linear":
+        x = _dense(b, x, hidden, "head", _choice(rng, ("fused", "relu", "none")))
     return b.build([x])
 
 

@@ -192,7 +192,7 @@ def _random(family: str, generate: Callable[..., Graph], seeds: int, large_seeds
 
 MEMBERS: Sequence[GraphSpec] = tuple(
     _resnets() + _resnexts() + _squeezenets() + _vggs() + _berts() + _nasrnns()
-    + _random("nascell", random_graphs.random_nas_cell, 12, 3)
+    + _random("nascell", random_graphs.random_nas_cell, 16, 3)
     + _random("transformer", random_graphs.random_transformer, 8, 2, _SMALL_GAIN)
     + _random("mlp", random_graphs.random_mlp, 8, 2)
     + _vits() + _nasnets() + _inceptions())
