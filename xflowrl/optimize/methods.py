@@ -11,7 +11,8 @@ substitutions that build it. What `budget` counts depends on the method:
 | taso | TASO's backtracking search (`XferSet.search`, alpha 1.05) | graphs expanded (1000) |
 | mf | model-free PPO trained on this graph, then its greedy episode | training episodes (200) |
 | mb | the model-based agent: world model, controller trained in the dream | world-model rounds (2) |
-| policy:DIR | a trained model-free policy (a `train_mf` results folder or its checkpoints/) acting greedily, no training | steps (no limit) |
+| policy | the shipped generalist policy acting greedily, no training | steps (no limit) |
+| policy:DIR | a trained policy (a policy folder, `xflowrl.transfer`, or a `train_mf` results folder) acting greedily, no training | steps (no limit) |
 
 The learned methods keep the cheapest graph any of their episodes passed
 through, as the entry points do.
@@ -24,13 +25,14 @@ import os
 import tempfile
 import threading
 import time
-from typing import Callable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from xflowrl.engine import CostModel, Graph, XferSet
 from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.env.replay import cheapest_prefix, replay
 from xflowrl.optimize.model_io import BadInput
 
-METHODS = ("greedy", "taso", "mf", "mb", "policy:DIR")
+METHODS = ("greedy", "taso", "mf", "mb", "policy", "policy:DIR")
 DEFAULT_BUDGET = {"greedy": 0, "taso": 1000, "mf": 200, "mb": 2, "policy": 0}
 # Steps of an episode when no budget limits them: more than any zoo graph's
 # greedy episode takes (ResNeXt-50: about 100).
@@ -59,15 +61,20 @@ class MethodResult:
 
 
 def parse_method(method: str) -> Tuple[str, str]:
-    """("greedy", "") ... ("policy", "DIR"); BadInput for anything else."""
+    """("greedy", "") ... ("policy", DIR); BadInput for anything else.
+    "policy" alone is the shipped generalist (`xflowrl.transfer.shipped_policy`)."""
     kind, _, arg = method.partition(":")
     if kind == "policy":
         if not arg:
-            raise BadInput("--method=policy needs a trained policy: --method=policy:DIR "
-                           "(a train_mf results folder)")
+            from xflowrl.transfer.policy import shipped_policy  # pylint: disable=import-outside-toplevel
+            try:
+                return kind, shipped_policy()
+            except ValueError as e:
+                raise BadInput(f"--method=policy: {e}; or name a trained policy with "
+                               f"--method=policy:DIR") from None
         if not os.path.isdir(arg):
-            raise BadInput(f"{arg}: no such policy folder (--method=policy:DIR takes a "
-                           f"train_mf results folder)")
+            raise BadInput(f"{arg}: no such policy folder (--method=policy:DIR takes a policy "
+                           f"folder or a train_mf results folder)")
         return kind, arg
     if kind not in DEFAULT_BUDGET or arg:
         raise BadInput(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
@@ -126,7 +133,8 @@ class _workdir:
     """A given folder, or a temporary one removed on exit."""
 
     def __init__(self, folder: Optional[str]):
-        self.folder, self.tmp = folder, None
+        self.folder = folder
+        self.tmp: Optional[tempfile.TemporaryDirectory] = None
 
     def __enter__(self) -> str:
         if self.folder:
@@ -141,14 +149,14 @@ class _workdir:
 
 
 def _replay(env: GraphEnv, applied: List[Tuple[str, int]]) -> Graph:
-    from xflowrl.agents.ppo.training import replay  # pylint: disable=import-outside-toplevel
     return replay(env, applied)
 
 
 def _greedy(env: GraphEnv, progress: Progress) -> List[Tuple[str, int]]:
     """One-step greedy, a progress line per step."""
     from xflowrl.search import GreedyAgent  # pylint: disable=import-outside-toplevel
-    agent, obs, done, info = GreedyAgent(), env.reset(), False, {}
+    agent, obs, done = GreedyAgent(), env.reset(), False
+    info: Dict[str, Any] = {}
     while not done:
         obs, _, done, info = env.step(agent.act(obs))
         if not done:
@@ -181,53 +189,20 @@ def _taso(graph: Graph, xfers: XferSet, cost_model: CostModel, budget: int,
 
 
 def _policy(env: GraphEnv, folder: str, seed: int) -> List[Tuple[str, int]]:
-    """A trained model-free policy's greedy episode, the cheapest prefix."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    from xflowrl.agents.ppo import PPOAgent, PPOConfig  # pylint: disable=import-outside-toplevel
-    checkpoints = folder if os.path.basename(folder.rstrip("/")) == "checkpoints" else \
-        os.path.join(folder, "checkpoints")
-    latest = tf.train.latest_checkpoint(checkpoints)
-    if latest is None:
-        raise BadInput(f"{folder}: no policy checkpoint (expected a train_mf results folder "
-                       f"with checkpoints/)")
-    agent = PPOAgent(len(env.xfers), _ppo_config_of(folder, PPOConfig), seed=seed)
-    agent.build(env)
+    """A trained policy's greedy episode (`xflowrl.transfer.load_policy`),
+    its cheapest prefix."""
+    from xflowrl.transfer.policy import load_policy  # pylint: disable=import-outside-toplevel
     try:
-        agent.checkpoint.restore(latest).expect_partial().assert_existing_objects_matched()
-    except (AssertionError, ValueError) as e:
-        raise BadInput(f"{folder}: the policy does not fit this rule set ({len(env.xfers)} "
-                       f"xfers): {e}") from None
+        agent = load_policy(folder, env, seed=seed)
+    except ValueError as e:
+        raise BadInput(str(e)) from None
     episode = agent.run_episode(env, greedy=True, learn=False)
     return _cheapest_prefix(env, episode.applied)
 
 
-def _ppo_config_of(folder: str, config_type):
-    """The PPO config a train_mf run recorded in its result.json, else the default."""
-    import json  # pylint: disable=import-outside-toplevel
-    path = os.path.join(os.path.dirname(folder.rstrip("/"))
-                        if os.path.basename(folder.rstrip("/")) == "checkpoints" else folder,
-                        "result.json")
-    if os.path.exists(path):
-        with open(path) as f:
-            recorded = json.load(f).get("ppo")
-        if recorded:
-            return config_type(**recorded)
-    return config_type()
-
-
-def _cheapest_prefix(env: GraphEnv, applied: List[Tuple[str, int]]) -> List[Tuple[str, int]]:
+def _cheapest_prefix(env: GraphEnv, applied) -> List[Tuple[str, int]]:
     """The shortest prefix of `applied` that reaches the cheapest graph on the way."""
-    env.reset()
-    index = {name: i for i, name in enumerate(env.xfers.names)}
-    best, best_len = env.initial_cost, 0
-    for k, (name, location) in enumerate(applied, 1):
-        _, _, _, info = env.step((index[name], location))
-        if info["invalid"]:
-            break
-        if info["cost"] < best - 1e-12:
-            best, best_len = info["cost"], k
-    return [tuple(s) for s in applied[:best_len]]
+    return cheapest_prefix(env, applied)[1]
 
 
 def _model_free(env: GraphEnv, episodes: int, seed: int, folder: str,

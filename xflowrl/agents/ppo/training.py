@@ -25,8 +25,8 @@ import numpy as np
 import tensorflow as tf
 
 from xflowrl.agents.ppo.agent import PPOAgent
-from xflowrl.engine import Graph
-from xflowrl.env import Environment, Episode, GraphEnv
+from xflowrl.env import Environment, Episode
+from xflowrl.env.replay import replay  # noqa: F401  (re-exported for the entry points)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,19 +83,6 @@ class Progress:
             fields = json.load(f)
         fields["best_sequence"] = [tuple(s) for s in fields["best_sequence"]]
         return cls(**fields)
-
-
-def replay(env: GraphEnv, sequence: List[Tuple[str, int]]) -> Graph:
-    """Re-applies a substitution sequence (xfer names, locations) from reset."""
-    env.reset()
-    index = {name: i for i, name in enumerate(env.xfers.names)}
-    for name, location in sequence:
-        if name not in index:
-            raise ValueError(f"replay: unknown xfer {name!r}")
-        _, _, _, info = env.step((index[name], location))
-        if info["invalid"]:
-            raise ValueError(f"replay: step ({name}, {location}) is invalid: {info['invalid']}")
-    return env.graph
 
 
 def _copies(env: Environment, n: int) -> List[Environment]:
@@ -185,4 +172,5 @@ def train(env: Environment, agent: PPOAgent, config: TrainConfig, logdir: str,
     save()
     writer.flush()
     return TrainResult(int(agent.episodes.numpy()), state.interactions, state.seconds,
-                       state.best_cost, [tuple(s) for s in state.best_sequence], state.history)
+                       state.best_cost, [(name, loc) for name, loc in state.best_sequence],
+                       state.history)

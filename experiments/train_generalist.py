@@ -1,0 +1,194 @@
+"""Trains one model-free policy over a distribution of graphs and evaluates
+it zero-shot on graphs it never saw.
+
+    python experiments/train_generalist.py                       # GPU-like profile, seed 0
+    python experiments/train_generalist.py --quick               # a first look in minutes
+    python experiments/train_generalist.py --finetune=NAME,...   # + fine-tuning vs scratch
+    python experiments/train_generalist.py --ship                # + writes the shipped policy
+
+Every episode draws a graph from the corpus' training split
+(`xflowrl.corpus`, docs/zoo.md "The training distribution"; a family
+uniformly, then one of its members) and plays it in
+that graph's real environment (`xflowrl.env.sampled.SampledGraphEnv`: the
+same rules and cost model for all; step limit at least 1.5 x one-step
+greedy's steps on the drawn graph). The policy is the hierarchical PPO
+agent (X-RLflow's settings); nothing in it is indexed by node identity or
+candidate position, so it acts on any graph.
+
+Evaluation, zero-shot (no training on them): every graph of the held-out
+split (whole families never seen, and larger sizes of seen ones), the
+policy's greedy episode beside one-step greedy, TASO's search and a random
+agent under the same rules and cost model (`xflowrl.transfer.evaluate`).
+With --finetune: per named held-out graph, a per-graph agent trained from
+scratch for --scratch_episodes against the generalist fine-tuned for
+--finetune_fraction of that.
+
+Writes to --results_dir/generalist/<profile>/seed<seed>/: checkpoints and
+progress.json of the training (rerun with the same flags to resume),
+policy/ (the trained policy: `xflowrl.transfer.save_policy`, loadable by
+`xflowrl optimize --method=policy:DIR`), result.json and result.md. --ship
+also copies the policy to the package's shipped folder
+(`xflowrl/transfer/shipped/generalist/`), recording the command, the
+commit and the training graphs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import sys
+import time
+
+from absl import app, flags, logging
+
+from xflowrl import corpus
+from xflowrl.agents.ppo import PPOAgent, PPOConfig
+from xflowrl.agents.ppo.training import TrainConfig, train
+from xflowrl.engine import XferSet
+from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.env.sampled import SampledGraphEnv
+from xflowrl.runs import cost_model_from_spec, save_result
+from xflowrl.search import with_equal_step_limit
+from xflowrl.transfer import PolicyInfo, load_policy, save_policy
+from xflowrl.transfer import evaluate
+from xflowrl.transfer.policy import SHIPPED, current_commit
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("cost_model", "analytic/v100", "Cost model (backend/profile) of training "
+                    "and evaluation.")
+flags.DEFINE_string("rules", "default", "Rule set.")
+flags.DEFINE_integer("episodes", 1500, "Training episodes over the training split.")
+flags.DEFINE_integer("max_steps", 30, "Step limit per episode (raised to 1.5 x greedy's "
+                     "steps on a graph where that is more).")
+flags.DEFINE_integer("max_locations", 200, "L, locations per xfer.")
+flags.DEFINE_integer("seed", 0, "Seed of the policy, its sampling and the graph draws.")
+flags.DEFINE_integer("taso_budget", 1000, "TASO's search budget in the evaluation.")
+flags.DEFINE_integer("random_episodes", 5, "Random-agent episodes per evaluated graph.")
+flags.DEFINE_integer("eval_limit", 0, "Evaluate only the first N held-out graphs (0: all).")
+flags.DEFINE_list("finetune", [], "Held-out graphs on which to compare fine-tuning the "
+                  "generalist with a per-graph agent trained from scratch.")
+flags.DEFINE_integer("scratch_episodes", 300, "Episodes of the per-graph agent from scratch.")
+flags.DEFINE_float("finetune_fraction", 0.1, "Fine-tuning episodes as a fraction of "
+                   "--scratch_episodes.")
+flags.DEFINE_bool("ship", False, "Copy the trained policy to the package's shipped folder.")
+flags.DEFINE_string("results_dir", "results", "Where results are written.")
+flags.DEFINE_bool("quick", False, "300 episodes, 8 held-out graphs, TASO budget 100: a first "
+                  "look in a few minutes. Replaces only defaults.")
+
+QUICK = {"episodes": 300, "eval_limit": 8, "taso_budget": 100}
+
+
+def _value(name: str):
+    flag = FLAGS[name]
+    if FLAGS.quick and name in QUICK and not flag.present:
+        return QUICK[name]
+    return flag.value
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _finetune_rows(generalist_dir, names, xfers, cost_model, config, seed):
+    """Per graph: scratch for --scratch_episodes vs the generalist fine-tuned for a fraction."""
+    rows = []
+    scratch_episodes = FLAGS.scratch_episodes
+    tune_episodes = max(1, int(round(FLAGS.finetune_fraction * scratch_episodes)))
+    ppo = PPOConfig.xrlflow()
+    for name in names:
+        env = with_equal_step_limit(GraphEnv(corpus.get(name), xfers, cost_model, config))
+        out = {"graph": name, "initial_ms": env.initial_cost}
+        for label, episodes, agent in (
+                ("scratch", scratch_episodes, PPOAgent(len(xfers), ppo, seed=seed)),
+                ("finetuned", tune_episodes, load_policy(generalist_dir, env, seed=seed))):
+            with_dir = os.path.join(FLAGS.results_dir, "generalist", "finetune", name, label,
+                                    f"seed{seed}")
+            if label == "finetuned":
+                agent.learner.build()
+            result = train(env, agent, TrainConfig(episodes=episodes,
+                                                   parallel_envs=ppo.episodes_per_update),
+                           with_dir, progress=lambda line, n=name, lab=label: _say(
+                               f"{n} {lab}: {line}"))
+            final = agent.run_episode(env, greedy=True, learn=False)
+            out[label] = {"episodes": episodes, "interactions": result.interactions,
+                          "greedy_cost_ms": final.final_cost,
+                          "best_training_cost_ms": result.best_cost,
+                          "change": 100.0 * (min(final.final_cost, result.best_cost)
+                                             / env.initial_cost - 1.0)}
+        rows.append(out)
+    return rows
+
+
+def main(argv):
+    del argv
+    seed, episodes = FLAGS.seed, _value("episodes")
+    cost_model = cost_model_from_spec(FLAGS.cost_model)
+    xfers = XferSet.from_name(FLAGS.rules)
+    config = EnvConfig(max_steps=FLAGS.max_steps, max_locations=FLAGS.max_locations)
+    out_dir = os.path.join(FLAGS.results_dir, "generalist",
+                           FLAGS.cost_model.replace("/", "_"), f"seed{seed}")
+    train_specs = corpus.specs("train")
+    held_out = corpus.specs("held_out")
+    if _value("eval_limit"):
+        held_out = held_out[:_value("eval_limit")]
+    logging.info("%d training graphs, %d held-out graphs; results in %s", len(train_specs),
+                 len(held_out), out_dir)
+    # Every family equally often: the generated families have many more members.
+    per_family = {}
+    for s in train_specs:
+        per_family[s.family] = per_family.get(s.family, 0) + 1
+    env = SampledGraphEnv({s.name: s.build for s in train_specs}, xfers, cost_model, config,
+                          seed=seed, equal_budget=True,
+                          weights={s.name: 1.0 / per_family[s.family] for s in train_specs})
+    ppo = PPOConfig.xrlflow()
+    agent = PPOAgent(len(xfers), ppo, seed=seed, max_locations=FLAGS.max_locations)
+    result = train(env, agent, TrainConfig(episodes=episodes,
+                                           parallel_envs=ppo.episodes_per_update), out_dir)
+    policy_dir = os.path.join(out_dir, "policy")
+    command = "python experiments/train_generalist.py " + " ".join(sys.argv[1:])
+    info = PolicyInfo(ppo=dataclasses.asdict(ppo), rules=FLAGS.rules, num_xfers=len(xfers),
+                      max_locations=FLAGS.max_locations, cost_model=cost_model.name,
+                      graphs=[s.name for s in train_specs], episodes=result.episodes,
+                      seed=seed, commit=current_commit(), command=command)
+    save_policy(agent, policy_dir, info)
+
+    start = time.time()
+    rows = evaluate.zero_shot(agent, {s.name: s.build for s in held_out}, xfers, cost_model,
+                              config, taso_budget=_value("taso_budget"),
+                              random_episodes=FLAGS.random_episodes, seed=seed, progress=_say)
+    eval_seconds = time.time() - start
+    finetune = (_finetune_rows(policy_dir, FLAGS.finetune, xfers, cost_model, config, seed)
+                if FLAGS.finetune else [])
+    summary = {
+        "cost_model": cost_model.name, "rules": FLAGS.rules, "seed": seed,
+        "episodes": result.episodes, "interactions": result.interactions,
+        "train_seconds": result.seconds, "eval_seconds": eval_seconds,
+        "training_graphs": [s.name for s in train_specs],
+        "held_out": [dataclasses.asdict(r) for r in rows],
+        "zero_shot": evaluate.summary(rows), "finetune": finetune,
+        "policy": policy_dir, "commit": info.commit, "history": result.history,
+    }
+    text = (f"# One policy for many graphs ({cost_model.name}, seed {seed})\n\n"
+            f"Trained {result.episodes} episodes ({result.interactions} real steps, "
+            f"{result.seconds:.0f} s) over {len(train_specs)} training graphs; zero-shot on "
+            f"{len(rows)} held-out graphs:\n\n{evaluate.markdown(rows)}\n\n"
+            f"Summary: {summary['zero_shot']}\n")
+    if finetune:
+        text += "\n## Fine-tuning vs from scratch\n\n| graph | scratch | finetuned |\n|---|---|---|\n"
+        for row in finetune:
+            text += (f"| {row['graph']} | {row['scratch']['change']:+.2f}% "
+                     f"({row['scratch']['interactions']} steps) | "
+                     f"{row['finetuned']['change']:+.2f}% "
+                     f"({row['finetuned']['interactions']} steps) |\n")
+    save_result(out_dir, summary, markdown=text)
+    print(text)
+    if FLAGS.ship:
+        if os.path.isdir(SHIPPED):
+            shutil.rmtree(SHIPPED)
+        shutil.copytree(policy_dir, SHIPPED)
+        _say(f"shipped the policy to {SHIPPED}")
+
+
+if __name__ == "__main__":
+    app.run(main)

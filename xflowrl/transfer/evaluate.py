@@ -1,0 +1,125 @@
+"""A policy on graphs it was not trained on, beside the baselines.
+
+`zero_shot(agent, graphs, xfers, cost_model, ...)` plays the policy's
+greedy episode on every graph (real environment, real masks, the step
+limit of the entry points' equal budgets: at least 1.5 x one-step
+greedy's steps on that graph) and runs the baselines under the same rules
+and cost model (`xflowrl.search.run_baselines`: one-step greedy, TASO's
+search, the random agent). A row per graph (`Row`): initial cost, the
+policy's cheapest graph on the way, the baselines' costs, and the time
+each took to optimise the graph. `summary(rows)` says how the policy
+compares: the share of graphs within 2 points of greedy, above the initial
+cost, better than greedy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
+
+from xflowrl.engine import CostModel, Graph, XferSet
+from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.env.replay import cheapest_prefix
+from xflowrl.search import run_baselines, with_equal_step_limit
+
+GraphOrBuilder = Union[Graph, Callable[[], Graph]]
+
+
+@dataclasses.dataclass
+class Row:
+    """One graph: costs (ms) and optimisation times (s).
+
+    `*_change` are percentages of the initial cost (negative: cheaper).
+    `policy_applied` builds the policy's graph; `steps` is its step limit.
+    """
+    graph: str
+    ops: int
+    initial_ms: float
+    policy_ms: float
+    greedy_ms: float
+    taso_ms: Optional[float]
+    random_ms: Optional[float]
+    policy_seconds: float
+    greedy_seconds: float
+    taso_seconds: Optional[float]
+    steps: int
+    policy_applied: List = dataclasses.field(default_factory=list)
+
+    def change(self, cost: Optional[float]) -> Optional[float]:
+        return None if cost is None else 100.0 * (cost / self.initial_ms - 1.0)
+
+    @property
+    def policy_change(self) -> float:
+        return self.change(self.policy_ms)
+
+    @property
+    def greedy_change(self) -> float:
+        return self.change(self.greedy_ms)
+
+
+def evaluate_graph(agent, name: str, graph: Graph, xfers: XferSet, cost_model: CostModel,
+                   config: EnvConfig, taso_budget: int = 1000, random_episodes: int = 5,
+                   seed: int = 0) -> Row:
+    """The policy and the baselines on one graph (see module docstring)."""
+    env = with_equal_step_limit(GraphEnv(graph, xfers, cost_model, config))
+    start = time.time()
+    episode = agent.run_episode(env, greedy=True, learn=False)
+    policy_seconds = time.time() - start
+    cost, applied = cheapest_prefix(env, episode.applied)
+    base = run_baselines(env, taso_budget=taso_budget, random_episodes=random_episodes,
+                         seed=seed)
+    taso, rand = base["taso"], base["random"]
+    return Row(name, graph.num_ops(), env.initial_cost, cost, base["greedy"]["cost_ms"],
+               taso["cost_ms"] if taso else None, rand["cost_ms"] if rand else None,
+               policy_seconds, base["greedy"]["seconds"], taso["seconds"] if taso else None,
+               env.config.max_steps, applied)
+
+
+def zero_shot(agent, graphs: Mapping[str, GraphOrBuilder], xfers: XferSet,
+              cost_model: CostModel, config: Optional[EnvConfig] = None,
+              taso_budget: int = 1000, random_episodes: int = 5, seed: int = 0,
+              progress: Optional[Callable[[str], None]] = None) -> List[Row]:
+    """`evaluate_graph` on every graph of `graphs` (name -> graph or builder)."""
+    config = config or EnvConfig()
+    rows = []
+    for name, source in graphs.items():
+        graph = source if isinstance(source, Graph) else source()
+        row = evaluate_graph(agent, name, graph, xfers, cost_model, config, taso_budget,
+                             random_episodes, seed)
+        if progress:
+            progress(f"{name}: policy {row.policy_change:+.2f}%, greedy "
+                     f"{row.greedy_change:+.2f}%")
+        rows.append(row)
+    return rows
+
+
+def summary(rows: Sequence[Row], margin: float = 2.0) -> Dict[str, float]:
+    """How the policy compares over `rows` (percentage points of the initial cost)."""
+    n = max(len(rows), 1)
+    return {
+        "graphs": len(rows),
+        "within_margin_of_greedy": sum(r.policy_change <= r.greedy_change + margin
+                                       for r in rows) / n,
+        "margin_points": margin,
+        "above_initial": sum(r.policy_ms > r.initial_ms + 1e-9 for r in rows) / n,
+        "better_than_greedy": sum(r.policy_ms < r.greedy_ms - 1e-9 for r in rows) / n,
+        "matches_greedy": sum(abs(r.policy_ms - r.greedy_ms) <= 1e-9 for r in rows) / n,
+        "policy_vs_taso_time": (sum(r.policy_seconds for r in rows)
+                                / max(sum(r.taso_seconds or 0.0 for r in rows), 1e-9)),
+    }
+
+
+def markdown(rows: Sequence[Row]) -> str:
+    """The rows as a table: initial, policy, greedy, TASO, random, times."""
+    def pct(v):
+        return "" if v is None else f"{v:+.2f}%"
+    lines = ["| graph | ops | initial ms | policy (zero-shot) | greedy | TASO | random | "
+             "policy s | TASO s |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        note = " (= greedy)" if abs(r.policy_ms - r.greedy_ms) <= 1e-9 else ""
+        lines.append(f"| {r.graph} | {r.ops} | {r.initial_ms:.4f} | {pct(r.policy_change)}"
+                     f"{note} | {pct(r.greedy_change)} | {pct(r.change(r.taso_ms))} | "
+                     f"{pct(r.change(r.random_ms))} | {r.policy_seconds:.2f} | "
+                     f"{'' if r.taso_seconds is None else f'{r.taso_seconds:.2f}'} |")
+    return "\n".join(lines)
