@@ -345,6 +345,21 @@ def markdown(report: dict, runtimes=("ort/cpu", "ort/wall", "tf/cpu", "tf/wall")
                    if m["optimized"] else "- | -")
             lines.append(f"| {rt} | {spec} | {m['spearman']:.3f} ({m['points']}) | {gap} | "
                          f"{m['within_3pp']}/{m['optimized']} |")
+    # Per graph, in the first runtime: the same figures over its own variants.
+    rt = runtimes[0]
+    lines += ["", f"Per graph ({rt}): Spearman (points), within 3 pp, largest gap (pp)", "",
+              "| graph | " + " | ".join(specs) + " |", "|---|" + "---|" * len(specs)]
+    for gname, g in report["graphs"].items():
+        if not any(rt in v["measured"] for v in g["variants"].values()):
+            continue
+        per = summarize({gname: g}, specs, [rt])[rt]
+        cells = []
+        for spec in specs:
+            m = per[spec]
+            gap = f"{m['gap_pp_max']:.2f}" if m["optimized"] else "-"
+            cells.append(f"{m['spearman']:.2f} ({m['points']}), {m['within_3pp']}/"
+                         f"{m['optimized']}, {gap}")
+        lines.append(f"| {gname} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -14,9 +14,11 @@ Three native backends share one interface (docs/engine.md):
 - ``cudnn``: cuDNN/cuBLAS on GPU 0 (median of `repeats` runs, CUDA events),
   where built and available; `cudnn_plan` shows what it runs for an op (in every build).
 - ``fitted``: what onnxruntime (one thread) does on this machine: per op
-  class a linear model of FLOPs and bytes fitted to its single-op timings
-  (coefficients in ``xflowrl/engine/data/fitted_<profile>.json``,
-  written by ``experiments/fit_cost_model.py``), and onnxruntime's fusions
+  class a linear model of FLOPs and bytes fitted to end-to-end timings of
+  micro-benchmarks and training graphs (coefficients in
+  ``xflowrl/engine/data/fitted_<profile>.json``, written by
+  ``xflowrl.measure.calibration.calibrate`` through
+  ``experiments/fit_cost_model.py``), and onnxruntime's fusions
   in graph context (a batch-norm, bias, residual add or activation after a
   conv costs nothing). The only backend whose graph cost is not a plain sum
   of context-free op costs; ``Graph.op_costs`` reports the in-context costs
@@ -55,7 +57,7 @@ def load_fitted_coefficients(profile: str) -> Dict[str, List[float]]:
     path = fitted_profile_path(profile)
     if not os.path.exists(path):
         raise ValueError(f"no fitted cost profile {profile!r} ({path}); fit one with "
-                         "experiments/fit_cost_model.py")
+                         "experiments/fit_cost_model.py (xflowrl.measure.calibration)")
     with open(path) as f:
         data = json.load(f)
     if "coefficients" not in data:

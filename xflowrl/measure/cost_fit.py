@@ -221,6 +221,9 @@ def write_profile(path: str, profile: Mapping[str, object]) -> None:
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(profile, f, indent=1)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would follow the rename
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
