@@ -1,0 +1,95 @@
+"""Policy folders (save, load, refuse another rule set) and zero-shot evaluation."""
+
+import os
+import shutil
+import tempfile
+
+from absl.testing import absltest
+import numpy as np
+
+from xflowrl import zoo
+from xflowrl.agents.ppo import PPOAgent, PPOConfig
+from xflowrl.engine import CostModel, XferSet
+from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.search import greedy_search
+from xflowrl.transfer import PolicyInfo, load_policy, read_info, save_policy
+from xflowrl.transfer import evaluate
+
+XFERS = XferSet.default()
+COST = CostModel("analytic", profile="v100")
+
+
+def _env(name="small_cnn", xfers=XFERS):
+    return GraphEnv(zoo.get_graph(name), xfers, COST, EnvConfig(max_steps=20))
+
+
+def _greedy_actions(agent, env):
+    return agent.run_episode(env, greedy=True, learn=False).applied
+
+
+class PolicyFolderTest(absltest.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.dir = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.dir, True)
+
+    def test_a_saved_policy_acts_as_the_agent_did_on_any_graph(self):
+        ppo = PPOConfig.xrlflow()
+        agent = PPOAgent(len(XFERS), ppo, seed=5)
+        agent.build(_env())
+        info = PolicyInfo(ppo=ppo.__dict__, rules="default", num_xfers=len(XFERS),
+                          max_locations=200, cost_model=COST.name, graphs=["small_cnn"],
+                          episodes=0, seed=5, commit="abc", command="test")
+        save_policy(agent, self.dir, info)
+        self.assertEqual(read_info(self.dir).graphs, ["small_cnn"])
+        # A checkpoint of the network alone: no optimizer state.
+        size = sum(os.path.getsize(os.path.join(self.dir, f)) for f in os.listdir(self.dir))
+        self.assertLess(size, 1_000_000)
+        for name in ("small_cnn", "squeezenet1_1"):
+            loaded = load_policy(self.dir, _env(name), seed=5)
+            self.assertEqual(_greedy_actions(loaded, _env(name)),
+                             _greedy_actions(agent, _env(name)))
+
+    def test_another_rule_set_is_refused(self):
+        agent = PPOAgent(len(XFERS), PPOConfig.xrlflow(), seed=0)
+        agent.build(_env())
+        save_policy(agent, self.dir, PolicyInfo(ppo=PPOConfig.xrlflow().__dict__,
+                                                rules="default", num_xfers=len(XFERS),
+                                                max_locations=200))
+        builtin = XferSet.from_name("builtin")
+        with self.assertRaisesRegex(ValueError, "rule set"):
+            load_policy(self.dir, _env(xfers=builtin))
+
+    def test_an_empty_folder_is_no_policy(self):
+        with self.assertRaisesRegex(ValueError, "no policy checkpoint"):
+            load_policy(self.dir, _env())
+
+
+class ZeroShotTest(absltest.TestCase):
+
+    def test_rows_hold_the_policy_beside_the_baselines(self):
+        agent = PPOAgent(len(XFERS), PPOConfig.xrlflow(), seed=0)
+        graphs = {"small": lambda: zoo.get_graph("small_cnn"),
+                  "squeeze": zoo.get_graph("squeezenet1_1")}
+        rows = evaluate.zero_shot(agent, graphs, XFERS, COST, EnvConfig(max_steps=5),
+                                  taso_budget=5, random_episodes=2)
+        self.assertEqual([r.graph for r in rows], ["small", "squeeze"])
+        for row, name in zip(rows, ("small_cnn", "squeezenet1_1")):
+            greedy = greedy_search(GraphEnv(zoo.get_graph(name), XFERS, COST,
+                                            EnvConfig(max_steps=10_000)))
+            self.assertAlmostEqual(row.greedy_ms, greedy.final_cost)
+            # The step limit gives the policy greedy's steps and half again.
+            self.assertGreaterEqual(row.steps, int(np.ceil(1.5 * len(greedy.applied))))
+            # The policy's graph is the cheapest on its way: never above the start.
+            self.assertLessEqual(row.policy_ms, row.initial_ms)
+            self.assertIsNotNone(row.taso_ms)
+            self.assertIsNotNone(row.random_ms)
+        s = evaluate.summary(rows)
+        self.assertEqual(s["graphs"], 2)
+        self.assertEqual(s["above_initial"], 0.0)
+        self.assertIn("| small |", evaluate.markdown(rows))
+
+
+if __name__ == "__main__":
+    absltest.main()
