@@ -12,7 +12,7 @@ one graph. Autograph is off: the traced code branches on Python values only
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -25,7 +25,7 @@ def _open_spec(leaf: Any, width_from_rank: int) -> Any:
     if not isinstance(leaf, (tf.Tensor, np.ndarray)):
         return leaf
     dtype = tf.as_dtype(leaf.dtype)
-    shape = [None] * len(leaf.shape)
+    shape: List[Optional[int]] = [None] * len(leaf.shape)
     if dtype.is_floating and len(shape) >= width_from_rank:
         shape[-1] = int(leaf.shape[-1])
     return tf.TensorSpec(shape, dtype)
@@ -70,7 +70,7 @@ class TracedFunction:
                  spec: Callable[[Any], Any] = relaxed_spec):
         self._fn = fn
         self._spec = spec
-        self._functions = {}
+        self._functions: Dict[Any, Any] = {}  # input signature -> tf.function
 
     def __call__(self, *args):
         leaves = tf.nest.flatten(args)

@@ -1,5 +1,5 @@
 """Featurization: an engine graph as a graph_nets `GraphsTuple` (the one data
-contract of observations, DESIGN.md §8).
+contract of observations, docs/agents.md).
 
 `featurize(graph, op_costs, graph_cost, initial_cost)` returns a single-graph
 `graphs.GraphsTuple` of numpy arrays; `batch` concatenates several into one
@@ -30,7 +30,7 @@ Fields:
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence
+from typing import Dict, Optional, Sequence, Union
 
 from graph_nets import graphs
 import numpy as np
@@ -53,7 +53,7 @@ def _dims(shapes: np.ndarray) -> np.ndarray:
     return np.log2(1.0 + shapes.astype(np.float32)) / 12.0
 
 
-def featurize(graph, op_costs: Sequence[float], graph_cost: float,
+def featurize(graph, op_costs: Union[Sequence[float], np.ndarray], graph_cost: float,
               initial_cost: float,
               structure: Optional[Dict[str, np.ndarray]] = None) -> graphs.GraphsTuple:
     """One graph as a numpy `GraphsTuple` (fields in the module docstring).

@@ -3,7 +3,8 @@
 `GraphEnv.reset()` returns the first `Observation`; `step((xfer, location))`
 returns `(observation, reward, done, info)`. It implements `xflowrl.env.interface.Environment`. The
 observation is the 4-tuple of thesis §3.2.3, with per-location features that
-let the agent tell candidates apart (REFERENCE.md Part B §1, pitfall (c)):
+let the agent tell candidates apart (the thesis
+code's location head mean-pools the candidate graphs, so it cannot):
 
   state:         the current graph as a numpy `GraphsTuple`
                  (`xflowrl.embedding.features`).
@@ -31,7 +32,7 @@ step limit ended the episode; `info` also holds `cost`, `initial_cost`,
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Optional, Tuple, TypedDict
+from typing import Any, Dict, List, Optional, Tuple, TypedDict, cast
 
 import numpy as np
 
@@ -196,14 +197,14 @@ class GraphEnv(Environment):
                         self._info(None, applied, location, truncated, done))
 
     def _info(self, invalid: Optional[str], applied: Optional[str], location: int,
-              truncated: bool, done: bool) -> StepInfo:
+              truncated: bool, done: bool) -> Dict[str, Any]:
         """The step's `info`, after the step: `history` on an episode's last step."""
         info = StepInfo(invalid=invalid, applied=applied, location=location,
                         truncated=truncated, cost=self.cost, initial_cost=self.initial_cost,
                         steps=self.steps)
         if done:
             info["history"] = list(self.history)
-        return info
+        return cast(Dict[str, Any], info)  # TimeStep.info is a plain dict
 
     def _check(self, xfer: int, location: int) -> Optional[str]:
         if not 0 <= xfer <= self.noop:

@@ -52,4 +52,4 @@ def cheapest_prefix(env: GraphEnv, sequence: Sequence_) -> Tuple[float, List[Tup
             best, length = info["cost"], k
         if done:
             break
-    return best, [tuple(s) for s in sequence[:length]]
+    return best, [(name, loc) for name, loc in sequence[:length]]

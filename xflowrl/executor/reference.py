@@ -134,7 +134,7 @@ def avgpool(x: np.ndarray, params: Mapping[str, Any]) -> np.ndarray:
     total = sum(tap for _, _, tap in _taps(x, kh, kw, params, 0.0))
     ones = np.ones((1, 1) + x.shape[2:], dtype=x.dtype)
     count = sum(tap for _, _, tap in _taps(ones, kh, kw, params, 0.0))
-    return activate(total / count, params["activation"])
+    return activate(np.asarray(total / count), params["activation"])
 
 
 def matmul(a: np.ndarray, b: np.ndarray, activation: str) -> np.ndarray:
@@ -288,7 +288,8 @@ def broadcast_add(x: np.ndarray, b: np.ndarray) -> np.ndarray:
     return x + _per_channel(b, x.ndim)
 
 
-_ELEMENTWISE = {"add": np.add, "mul": np.multiply, "sub": np.subtract, "div": np.divide}
+_ELEMENTWISE: Dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "add": np.add, "mul": np.multiply, "sub": np.subtract, "div": np.divide}
 
 
 def scalar_mul(x: np.ndarray, s: np.ndarray) -> np.ndarray:
@@ -340,7 +341,8 @@ def run_op(op_type: str, params: Mapping[str, Any],
     if t == "matmul":
         return [matmul(args[0], args[1], p["activation"])]
     if t == "batchnorm":
-        return [batchnorm(*args, epsilon=p["epsilon"])]
+        x, scale, bias, mean, var = args
+        return [batchnorm(x, scale, bias, mean, var, epsilon=p["epsilon"])]
     if t == "concat":
         if not args:
             raise ValueError("concat needs at least one input")
@@ -356,9 +358,11 @@ def run_op(op_type: str, params: Mapping[str, Any],
     if t == "merge_gconv":
         return [merge_gconv(args[0], p["count"], p["groups"])]
     if t == "fuse_conv_bn_alpha_var":
-        return [fuse_conv_bn_alpha_var(*args, epsilon=p["epsilon"])]
+        w, scale, var = args
+        return [fuse_conv_bn_alpha_var(w, scale, var, epsilon=p["epsilon"])]
     if t == "fuse_conv_bn_bias":
-        return [fuse_conv_bn_bias(*args, epsilon=p["epsilon"])]
+        scale, bias, mean, var = args
+        return [fuse_conv_bn_bias(scale, bias, mean, var, epsilon=p["epsilon"])]
     assert t == "broadcast_add", t
     return [activate(broadcast_add(args[0], args[1]), p.get("activation", "NONE"))]
 

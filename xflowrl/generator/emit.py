@@ -17,7 +17,8 @@ _DERIVED_KEYS = ("numdim", "num_inputs", "num_outputs")
 
 
 def _pattern(roots: Sequence, var_ids: Dict[str, int], source: bool, info):
-    ops, index = [], {}
+    ops: List[PatternOp] = []
+    index: Dict[tuple, int] = {}  # op node -> its position in `ops`
     for root in roots:
         for node in enumeration.op_nodes(root):
             if node in index:
@@ -110,7 +111,7 @@ def _side_exprs(ops: Sequence[PatternOp], names: Dict[int, str]) -> Dict[Tuple[i
                        and not (op.type == "conv2d" and k in ("kernel_h", "kernel_w", "group")))
         node = (op.type, params) + tuple(args)
         if op.type == "split":
-            for k in range(dict(op.params).get("num_outputs", 2)):
+            for k in range(int(dict(op.params).get("num_outputs", 2))):
                 tensors[(j, k)] = ("out", k, node)
         else:
             tensors[(j, 0)] = node

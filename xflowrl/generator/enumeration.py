@@ -38,7 +38,7 @@ create a constant, and TASO's shipped rules use none.
 from __future__ import annotations
 
 import time
-from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -166,7 +166,7 @@ def render(expr: Expr) -> str:
 def public_params(op_type: str, params) -> dict:
     """Rule-format params -> the executor's parameter dict."""
     p = dict(params)
-    out = {}
+    out: Dict[str, Any] = {}
     if "activation" in p:
         out["activation"] = ACTIVATIONS[p["activation"]]
     if "stride_h" in p:

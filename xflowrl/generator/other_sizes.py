@@ -66,9 +66,9 @@ def evaluate_side(ops: Sequence[PatternOp], values: Dict[int, np.ndarray], rule:
             _need(xs[0].shape[2:] == (1, 1), "transpose")
             y = np.transpose(xs[0], (1, 0, 2, 3))
         elif name == "concat":
-            y = np.concatenate(xs, axis=op.param("axis"))
+            y = np.concatenate(xs, axis=int(op.param("axis")))
         elif name == "split":
-            ax = op.param("axis")
+            ax = int(op.param("axis"))
             split_sizes = {d.index: src_out[(s.op, s.index)].shape[ax]
                            for s, d in rule.mapped_outputs if d.op == j}
             _need(split_sizes.get(0, 0) + split_sizes.get(1, 0) == xs[0].shape[ax],

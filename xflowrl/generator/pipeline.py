@@ -65,6 +65,7 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Set, Tu
 import numpy as np
 
 from xflowrl.generator import emit, enumeration, fingerprint, other_sizes, parallel
+from xflowrl.rules.rules_io import Rule
 
 Expr = enumeration.Expr
 
@@ -316,7 +317,7 @@ def generate(max_ops: int = 2, family_names: Sequence[str] = ("matrix", "conv"),
     workers = workers or os.cpu_count() or 1
     start = time.time()
     report = Report(max_ops, list(family_names), pairing, workers)
-    rules = []
+    rules: List[Rule] = []
     canonical_keys: Set[str] = set()
     say = progress or (lambda line: None)
     for fname in family_names:
@@ -404,8 +405,8 @@ def _prune(fam: _Family, candidates, results, report: Report, fname: str, first:
            say):
     """The kept rules; `check(candidate index, rule)` returns a witness that
     the rule fails at other sizes, or None (no check if None)."""
-    rules = []
-    seen_keys = set()
+    rules: List[Rule] = []
+    seen_keys: Set[Tuple] = set()
     kept: Dict[Tuple, List[Tuple[Side, Side]]] = collections.defaultdict(list)
     for index, ((src, dst, (kind, *ids)), ok) in enumerate(zip(candidates, results)):
         if not ok:
@@ -441,8 +442,8 @@ def _prune(fam: _Family, candidates, results, report: Report, fname: str, first:
             rule = emit.to_split_rule(src, dst.expr, dst.axis, name)
         else:
             rule = emit.to_rule(src, dst, name)
-        key = emit.canonical(rule)
-        if key in canonical_keys:  # equivalent to a kept rule: prunes like it
+        canonical_key = emit.canonical(rule)
+        if canonical_key in canonical_keys:  # equivalent to a kept rule: prunes like it
             kept[root].append((src, dst))
             report.pruned_duplicate += 1
             continue
@@ -454,7 +455,7 @@ def _prune(fam: _Family, candidates, results, report: Report, fname: str, first:
                     f"{_render(src)} -> {_render(dst)}; {_name_vars(witness, src)}")
                 continue
         kept[root].append((src, dst))
-        canonical_keys.add(key)
+        canonical_keys.add(canonical_key)
         report.kept_two_output += kind == "split"
         rules.append(rule)
     return rules

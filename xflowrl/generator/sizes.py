@@ -276,7 +276,8 @@ class SizeProblem:
             for k in lin.coef:
                 if k not in assigned:
                     counts[k] = counts.get(k, 0) + 1
-        key = max(sorted(counts), key=lambda k: counts[k])
+        # The unknowns are all of one orderable type: sorted for a deterministic tie-break.
+        key = max(sorted(counts), key=lambda k: counts[k])  # type: ignore[type-var]
         return key, self._domain(key)
 
 

@@ -30,7 +30,7 @@ names (`ModelInterface.output_names`) or `output_<k>`.
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 import onnx
@@ -48,7 +48,7 @@ from xflowrl.onnx_io.common import (
     unique_name,
 )
 
-TensorId = Tuple[int, int]
+TensorId = Tuple[int, ...]  # (guid, output index)
 
 _ONNX_TYPE = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "add": "Add",
               "sub": "Sub", "mul": "Mul", "scalar_mul": "Mul", "div": "Div", "matmul": "MatMul",
@@ -121,7 +121,7 @@ class _Exporter:
         self.names: Dict[TensorId, str] = {}        # computed tensors and leaves
         self.known: Dict[TensorId, np.ndarray] = {}  # weight-side values
         self.types: Dict[TensorId, int] = {}
-        self.taken = set()
+        self.taken: Set[str] = set()
 
     # -- names -------------------------------------------------------------
     def fresh(self, base: str) -> str:
@@ -185,14 +185,14 @@ class _Exporter:
             else:
                 self._emit(op)
         outputs = []
-        for k, tid in enumerate(self.graph.outputs()):
-            tid = tuple(tid)
+        for k, output in enumerate(self.graph.outputs()):
+            out_tid = tuple(output)
             want = self.output_names[k]
-            have = self.ref(tid)
+            have = self.ref(out_tid)
             if have != want:
                 self.node("Identity", [have], [want], f"output_{k}")
             outputs.append(helper.make_tensor_value_info(
-                want, self.types[tid], self.by_guid[tid[0]].output_shapes[tid[1]]))
+                want, self.types[out_tid], self.by_guid[out_tid[0]].output_shapes[out_tid[1]]))
         graph = helper.make_graph(self.nodes, graph_name, inputs, outputs,
                                   initializer=list(self.initializers.values()))
         return helper.make_model(

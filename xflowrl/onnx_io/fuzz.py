@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import onnx
@@ -332,6 +332,7 @@ def _run_child(paths, seed, first, end, budget, stall_s, tmp, report) -> int:
         proc = subprocess.Popen(cmd, env=_child_env(), stdout=subprocess.DEVNULL, stderr=err)
         # Progress is the log's growth (parsed once, at the end).
         size, last_change, current, done = -1, time.monotonic(), None, None
+        rc: Union[int, str, None]  # the exit code, or "hang"
         while True:
             try:
                 rc = proc.wait(timeout=0.2)
@@ -354,7 +355,7 @@ def _run_child(paths, seed, first, end, budget, stall_s, tmp, report) -> int:
             continue
         done = rec["index"]
         report.add(rec["kind"], rec["outcome"])
-        entry = (rec["index"], rec["kind"], rec["detail"], rec.get("error", ""))
+        entry: Tuple[Any, ...] = (rec["index"], rec["kind"], rec["detail"], rec.get("error", ""))
         if rec["outcome"] not in ("ok", "ValueError"):
             report.undocumented.append(entry)
         elif rec.get("wrapped"):

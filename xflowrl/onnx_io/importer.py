@@ -304,7 +304,7 @@ def _node_label(node: onnx.NodeProto) -> str:
 class _Importer:
     """One import: the builder, the name bindings and the weights."""
 
-    def __init__(self, model: onnx.ModelProto, input_shapes: Dict[str, Sequence[int]],
+    def __init__(self, model: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]],
                  share_views: bool = True):
         self.model = model
         # Per-node models (folding, shape inference) use an IR version the
@@ -631,7 +631,8 @@ class _Importer:
         except Exception as e:  # InferenceError
             raise ValueError(f"{_node_label(node)}: shape inference failed: {e}") from e
         infos = {vi.name: vi for vi in inferred.graph.value_info}
-        shapes, types = [], []
+        shapes: List[Optional[Shape]] = []
+        types: List[int] = []
         for name in node.output:
             if not name:
                 shapes.append((1,))
@@ -655,7 +656,7 @@ class _Importer:
                     continue
                 raise ValueError(f"{_node_label(node)}: output {name!r} has a dynamic shape "
                                  f"{dims}; only static shapes are supported")
-            shapes.append(tuple(dims))
+            shapes.append(tuple(int(d) for d in dims))
             types.append(tt.elem_type)
         return shapes, types
 

@@ -9,7 +9,7 @@ an opaque op). Semantics follow the ONNX operator specification for opsets
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import onnx
@@ -39,7 +39,7 @@ class NotEngineOp(Exception):
     """Raised by an op handler: this node has no engine form; keep it opaque."""
 
 
-def _attrs(node: onnx.NodeProto) -> Dict[str, object]:
+def _attrs(node: onnx.NodeProto) -> Dict[str, Any]:
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from xflowrl.engine import ops as op_table
 
@@ -239,7 +239,7 @@ def _parse_tensor(text, where: str) -> PatternTensor:
 
 
 def _op_to_json(op: PatternOp) -> dict:
-    entry = {"type": op.type, "inputs": [str(t) for t in op.inputs]}
+    entry: Dict[str, Any] = {"type": op.type, "inputs": [str(t) for t in op.inputs]}
     if op.params:
         entry["params"] = dict(op.params)
     return entry
@@ -297,11 +297,12 @@ def rule_from_json(entry, position: int) -> Rule:
                     for j, op in enumerate(entry["dst"]))
     except ValueError as e:
         raise ValueError(str(e)) from None
-    mapped = []
+    mapped: List[Tuple[PatternTensor, PatternTensor]] = []
     for k, pair in enumerate(entry["mapped_outputs"]):
         if not isinstance(pair, list) or len(pair) != 2:
             raise ValueError(f"{where} mapped output {k}: must be a [source, target] pair")
-        mapped.append(tuple(_parse_tensor(t, f"{where} mapped output {k}") for t in pair))
+        source, target = (_parse_tensor(t, f"{where} mapped output {k}") for t in pair)
+        mapped.append((source, target))
     rule = Rule(name, src, dst, tuple(mapped))
     try:
         validate_rule(rule)

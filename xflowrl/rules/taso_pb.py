@@ -1,7 +1,7 @@
 """Reader of TASO's binary rule collection (`graph_subst.pb`).
 
 TASO ships its verified substitutions as a protobuf `GraphSubst.RuleCollection`
-(schema in shared/data/README.md). This module decodes it with a small
+(schema: `src/core/rules.proto` in github.com/jiazhihao/TASO). This module decodes it with a small
 hand-written wire-format decoder (no protobuf dependency) into the rule data
 model of `xflowrl.rules.rules_io`, and says exactly which rules it cannot
 express and why.
@@ -9,7 +9,7 @@ express and why.
 
 from __future__ import annotations
 
-from typing import Dict, List, NamedTuple, Sequence, Tuple, Union
+from typing import Dict, List, NamedTuple, Sequence, Tuple, Union, cast
 
 from xflowrl.engine import ops
 from xflowrl.rules.rules_io import PatternOp, PatternTensor, Rule, validate_rule
@@ -44,6 +44,7 @@ def _decode_message(data: bytes, start: int, end: int) -> List[_Field]:
     fields, pos = [], start
     while pos < end:
         offset = pos
+        value: Union[int, Tuple[int, int]]
         key, pos = _read_varint(data, pos, end)
         number, wire = key >> 3, key & 7
         if number == 0:
@@ -76,7 +77,7 @@ def _int32(field: _Field, message: str) -> int:
     if field.wire_type != 0:
         raise ValueError(f"{message} field {field.number} at byte offset {field.offset}: "
                          f"expected a varint, got wire type {field.wire_type}")
-    value = field.value & 0xFFFFFFFF
+    value = cast(int, field.value) & 0xFFFFFFFF
     return value - (1 << 32) if value >= 1 << 31 else value
 
 
@@ -84,7 +85,7 @@ def _submessage(data: bytes, field: _Field, message: str) -> List[_Field]:
     if field.wire_type != 2:
         raise ValueError(f"{message} field {field.number} at byte offset {field.offset}: "
                          f"expected a message, got wire type {field.wire_type}")
-    return _decode_message(data, *field.value)
+    return _decode_message(data, *cast(Tuple[int, int], field.value))
 
 
 def _scalars(data: bytes, field: _Field, message: str, required: Sequence[int],
@@ -101,7 +102,7 @@ def _scalars(data: bytes, field: _Field, message: str, required: Sequence[int],
 
 # ---------------------------------------------------- TASO's graph_subst.pb
 
-# TASO's OpType names (REFERENCE.md Part A §2), for messages.
+# TASO's OpType names (`enum OpType` in its src/core/ops.h), for messages.
 _TASO_TYPE_NAMES = {
     0: "INPUT", 1: "WEIGHT", 2: "ANY", 3: "CONV2D", 4: "DROPOUT", 5: "LINEAR",
     6: "POOL2D_MAX", 7: "POOL2D_AVG", 8: "RELU", 9: "SIGMOID", 10: "TANH",
@@ -192,7 +193,9 @@ def _taso_op(data: bytes, field: _Field, where: str) -> PatternOp:
 
 def _taso_rule(data: bytes, field: _Field, name: str) -> Rule:
     fields = _submessage(data, field, "Rule")
-    src, dst, mapped = [], [], []
+    src: List[PatternOp] = []
+    dst: List[PatternOp] = []
+    mapped = []
     for f in fields:
         if f.number == 1:
             src.append(_taso_op(data, f, f"src op {len(src)}"))
@@ -254,7 +257,7 @@ def read_taso_rules(path: str, drop_unsound: bool = True) -> Tuple[List[Rule], L
     """Reads TASO's binary rule collection (`graph_subst.pb`).
 
     The file is a protobuf `GraphSubst.RuleCollection` (schema in
-    shared/data/README.md), decoded here without the protobuf library. TASO's
+    TASO's src/core/rules.proto), decoded here without the protobuf library. TASO's
     op types and parameter keys map to ours (`TASO_OP_TYPES`, `TASO_PARAMS`);
     its conv KERNEL_H/KERNEL_W keys are dropped, as TASO's own loader ignores
     them; source convs are pinned to one group (TASO's generator only saw

@@ -9,7 +9,7 @@ its results go to: results_dir/<graph>/<entry point>/ (for an ONNX file,
 
 import dataclasses
 import os
-from typing import Dict, Optional
+from typing import Any, Dict, Optional
 
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.env import EnvConfig, GraphEnv
@@ -111,5 +111,5 @@ def cost_model_from_spec(spec: str, cost_cache: Optional[str] = None) -> CostMod
       The `CostModel` (the backend's default profile where none is named).
     """
     backend, _, profile = spec.partition("/")
-    kwargs = {"profile": profile} if profile else {}
+    kwargs: Dict[str, Any] = {"profile": profile} if profile else {}
     return CostModel(backend, cache_path=cost_cache or None, **kwargs)

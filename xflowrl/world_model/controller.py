@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Callable, Dict, List, NamedTuple, Optional
+from typing import Any, Callable, Dict, List, NamedTuple, Optional
 
 import numpy as np
 
@@ -117,7 +117,8 @@ def collect_with_controller(view: LatentEnv, agent: PPOAgent, episodes: int,
     for _ in range(episodes):
         obs = view.reset()
         recorder = RolloutRecorder(view.real_observation)
-        done, info = False, {}
+        done = False
+        info: Dict[str, Any] = {}
         while not done:
             known = np.flatnonzero(obs.xfer_mask[:-1])
             if len(known) and rng.random() < explore:

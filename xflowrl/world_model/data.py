@@ -24,7 +24,7 @@ valid xfers and location counts of s_t itself.
 from __future__ import annotations
 
 import json
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -137,7 +137,7 @@ class XferVocabulary:
 
 def visited_xfers(rollouts: Sequence["Rollout"]) -> List[int]:
     """The real ids of the xfers valid in some state of the rollouts, sorted."""
-    ids = set()
+    ids: Set[int] = set()
     for r in rollouts:
         for valid in r.valid:
             ids.update(valid.keys())
@@ -201,7 +201,8 @@ def collect_rollouts(env: Environment, episodes: int, agent: RandomAgent,
     for _ in range(episodes):
         obs = env.reset()
         recorder = RolloutRecorder(obs)
-        done, info = False, {}
+        done = False
+        info: Dict[str, Any] = {}
         while not done:
             view = obs if allowed is None else obs._replace(
                 xfer_mask=obs.xfer_mask & allowed,

@@ -45,7 +45,7 @@ Temperature = Union[float, tf.Tensor]
 
 def _check_temperature(temperature: Temperature) -> None:
     """Raises ValueError for a Python (or numpy) number <= 0; tensors pass."""
-    if isinstance(temperature, numbers.Real) and not temperature > 0:
+    if isinstance(temperature, numbers.Real) and not float(temperature) > 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
 
 
@@ -69,7 +69,7 @@ def _clipped_log_sigma(log_sigma: tf.Tensor) -> tf.Tensor:
 
 
 def mixture(logits: tf.Tensor, mu: tf.Tensor, log_sigma: tf.Tensor,
-            temperature: Temperature = 1.0) -> tfd.MixtureSameFamily:
+            temperature: Temperature = 1.0) -> tfp.distributions.MixtureSameFamily:
     """Mixture of K diagonal Gaussians over a Z-dimensional latent.
 
     At temperature tau the mixture weights are softmax(logits / tau) (thesis

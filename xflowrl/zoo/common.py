@@ -10,8 +10,9 @@ def conv_bn(b: GraphBuilder, x: Tensor, out_channels: int, kernel, name: str,
     kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
     w = b.weight(name=f"{name}.weight", shape=(out_channels, x.shape[1] // groups, kh, kw))
     y = b.conv2d(input=x, weight=w, strides=strides, padding=padding)
-    y = b.batchnorm(input=y, **{k: b.weight(name=f"{name}.bn.{k}", shape=(out_channels,))
-                                for k in ("scale", "bias", "mean", "var")})
+    scale, bias, mean, var = (b.weight(name=f"{name}.bn.{k}", shape=(out_channels,))
+                              for k in ("scale", "bias", "mean", "var"))
+    y = b.batchnorm(input=y, scale=scale, bias=bias, mean=mean, var=var)
     return b.relu(input=y) if relu else y
 
 

@@ -22,7 +22,7 @@ location_masks)` a batch of vector states (the batched dream,
 
 from __future__ import annotations
 
-from typing import List, NamedTuple, Optional, Sequence
+from typing import Any, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -65,7 +65,7 @@ class Actor:
         self.rng = np.random.default_rng(seed)
         self._policy_step = traced_once(self._policy_step_impl)
         self._value_step = traced_once(self._value_step_impl)
-        self._called = set()  # the traced functions called before
+        self._called: Set[str] = set()  # the traced functions called before
 
     # -- traced ------------------------------------------------------------
 
@@ -123,7 +123,8 @@ class Actor:
                        float(location_lp[i]), float(xfer_value[i]), float(location_value[i]))
                 for i in range(batch)]
 
-    def _graph_inputs(self, observations: Sequence[Observation]):
+    def _graph_inputs(self, observations: Sequence[Observation]
+                      ) -> Tuple[Any, np.ndarray, np.ndarray, Candidates]:
         """The batched state, summaries, masks and candidate rows of graph
         observations (node indices offset into the batch's nodes)."""
         states = [o.state for o in observations]

@@ -33,4 +33,6 @@ def path(name: str) -> str:
     if not resource.is_file():
         raise FileNotFoundError(f"rule file {name!r} is not in the package {__name__} "
                                 f"({resource}); was it installed without its package data?")
+    if not isinstance(resource, os.PathLike):  # e.g. a package imported from a zip file
+        raise FileNotFoundError(f"rule file {name!r} ({resource}) is not a file on disk")
     return os.fspath(resource)
