@@ -92,7 +92,8 @@ flags.DEFINE_list("taso_budget_for", ["inception_v3=100"],
 VARIANTS = ("original", "greedy", "taso")
 TENSORRT = ("not run: TensorRT needs an NVIDIA GPU; this machine has neither a GPU nor "
             "TensorRT")
-# The thesis' mean inference times (ms) on its GPU (REFERENCE.md Part B §1:
+# The thesis' mean inference times (ms) on its GPU (the RLFlow thesis code's
+# figure of runtimes, arXiv 2205.01435:
 # TF = TensorFlow, TRT = TensorRT, TASO = TASO's optimized graph).
 THESIS_MS: Dict[str, Dict[str, float]] = {
     "squeezenet1_1": {"tf": 4.83, "trt": 3.85, "taso": 3.68},
@@ -264,7 +265,7 @@ def markdown(results: Dict[str, dict]) -> str:
     lines = [
         "# Baselines: original, one-step greedy and TASO's search (Figures 4.1, 4.2)",
         "",
-        "Ours: this machine's CPU (no GPU). Theirs (thesis, REFERENCE.md Part B §1): "
+        "Ours: this machine's CPU (no GPU). Theirs (thesis, arXiv 2205.01435): "
         "mean inference ms on the thesis' GPU. Absolute times are not comparable across "
         "the two; compare the changes. Our times are the median over interleaved rounds "
         "(interquartile range of the round medians in brackets); `tf` = TensorFlow "

@@ -4,7 +4,7 @@ Writes `xflowrl/rules/files/taso_rules.json` from TASO's `graph_subst.pb`
 (docs/rules.md) and lists the rules it cannot express, with the reason:
 
     python experiments/convert_taso_rules.py \
-        --input=../shared/data/taso_graph_subst.pb \
+        --input=PATH/TO/TASO/graph_subst.pb \
         --output=xflowrl/rules/files/taso_rules.json
 """
 
@@ -17,8 +17,9 @@ from xflowrl.rules import rules_io, taso_pb
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _INPUT = flags.DEFINE_string(
-    "input", os.path.join(_REPO, "..", "shared", "data", "taso_graph_subst.pb"),
-    "TASO's graph_subst.pb.")
+    "input", os.environ.get("XFLOWRL_TASO_PB"),
+    "TASO's graph_subst.pb (at the root of github.com/jiazhihao/TASO); default: "
+    "$XFLOWRL_TASO_PB.")
 _OUTPUT = flags.DEFINE_string(
     "output", os.path.join(_REPO, "xflowrl", "rules", "files", "taso_rules.json"),
     "The JSON rule file to write.")
@@ -29,6 +30,8 @@ _ALLOW_SKIPPED = flags.DEFINE_bool(
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments {argv[1:]}")
+    if not _INPUT.value:
+        raise app.UsageError("--input: the path of TASO's graph_subst.pb (or set XFLOWRL_TASO_PB)")
     rules, skipped = taso_pb.read_taso_rules(_INPUT.value)
     for message in skipped:
         print(f"skipped {message}")

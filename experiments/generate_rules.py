@@ -37,10 +37,10 @@ flags.DEFINE_integer("workers", 0, "Processes verifying candidates (0: one per C
 flags.DEFINE_enum("pairing", "representative", ["representative", "all"],
                   "Pair each class member with its representative (TASO) or all pairs.")
 flags.DEFINE_string("output", "results/generator/generated.json", "Rule file written.")
-flags.DEFINE_string("taso_pb", os.path.join(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))), "..", "shared", "data", "taso_graph_subst.pb"),
-    "TASO's rule collection to compare with (all 133 rules; falls back to "
-    "xflowrl/rules/files/taso_rules.json if absent).")
+flags.DEFINE_string("taso_pb", os.environ.get("XFLOWRL_TASO_PB", ""),
+    "TASO's rule collection to compare with (graph_subst.pb, at the root of "
+    "github.com/jiazhihao/TASO; all 133 rules; default $XFLOWRL_TASO_PB); falls back "
+    "to xflowrl/rules/files/taso_rules.json if absent.")
 flags.DEFINE_string("report", "results/generator/report.json", "Report written.")
 flags.DEFINE_bool("check_other_sizes", True, "Evaluate every kept rule at other sizes "
                   "(other_sizes.counterexample) and drop those that differ there.")

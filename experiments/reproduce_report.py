@@ -51,7 +51,7 @@ SETTINGS: Dict[str, Setting] = {
                    "estimates only)"),
 }
 
-# The thesis' figures (REFERENCE.md Part B §1; thesis Chapter 4).
+# The thesis' figures (thesis Chapter 4; arXiv 2205.01435).
 # Mean inference ms on its GPU (RTX 2070): TF, TensorRT, TASO, model-free, model-based.
 THESIS_MS = {
     "squeezenet1_1": {"tf": 4.83, "trt": 3.85, "taso": 3.68, "mf": 3.72, "mb": 3.98},

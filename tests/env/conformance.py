@@ -1,4 +1,5 @@
-"""Conformance tests every `xflowrl.env.Environment` must pass (STYLE.md habit 4).
+"""Conformance tests every `xflowrl.env.Environment` must pass: the real and
+the dream environments obey one interface and share these tests (as dm_env's test mixin).
 
 Mix `EnvironmentConformance` into an `absltest.TestCase` and define
 `make_env()` returning a fresh environment whose step limit is small (at

@@ -1,7 +1,7 @@
 """The training distribution: the graphs an agent trains and is evaluated on.
 
-Learned graph optimisers that generalise (GO, Placeto, REGAL; REFERENCE.md
-B §7) train over a distribution of graphs, not one graph, and report on
+Learned graph optimisers that generalise (GO, Zhou et al., NeurIPS 2020;
+Placeto, Addanki et al., NeurIPS 2019; REGAL) train over a distribution of graphs, not one graph, and report on
 graphs they never saw. This package is that distribution: 93 small members
 (most under 100 ops; an environment step on them takes milliseconds) from
 twelve families, split once and for all into `train` and `held_out`.

@@ -1,5 +1,5 @@
 """The graph encoder: graph_nets encode-process-decode with K message-passing
-steps (thesis §3.3.1; DESIGN.md §8).
+steps (thesis §3.3.1; docs/agents.md).
 
 An independent encoder maps node, edge and global features to a latent size;
 then K rounds of a full `GraphNetwork` (edge, node and global updates, sum

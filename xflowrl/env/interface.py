@@ -1,6 +1,7 @@
 """The one environment interface that the real and the dream environment share.
 
-dm_env-like (DESIGN.md §7; STYLE.md habit 4): an `Environment` has `reset()`,
+dm_env-like, one interface for the real and the dream environments
+(docs/agents.md): an `Environment` has `reset()`,
 `step(action)`, `observation_spec()` and `action_spec()`. Agents (PPO, the
 random and greedy baselines) and training loops are typed against this
 interface only, never against one environment's attributes.

@@ -1,4 +1,5 @@
-"""Reward functions of the environment (thesis §3.2.4; REFERENCE.md Part B §1).
+"""Reward functions of the environment (thesis §3.2.4 and the reward
+variants in the git history of its code's `hierarchical.py`).
 
 Each reward maps a `Transition` of costs to a float. Costs are the engine's
 estimated graph runtimes in ms.

@@ -1,5 +1,5 @@
 """Every baseline of a results table, under one environment's rules and cost
-model (DESIGN.md §10): one-step greedy, TASO's backtracking search and the
+model (docs/agents.md): one-step greedy, TASO's backtracking search and the
 random agent.
 """
 

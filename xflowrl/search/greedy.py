@@ -1,5 +1,5 @@
 """One-step greedy: apply the cheapest candidate each step until none improves
-(DESIGN.md §10). A learned agent that only matches it has learned nothing
+(docs/agents.md). A learned agent that only matches it has learned nothing
 that search needed.
 
 `GreedyAgent` acts on any environment whose observations carry per-location

@@ -1,4 +1,5 @@
-"""Hyper-parameters of the model-based agent (thesis §3.4; REFERENCE.md Part B §1, §5).
+"""Hyper-parameters of the model-based agent (thesis §3.4; its code's
+world-model agent; Ha & Schmidhuber's World Models, 2018).
 
 `WorldModelConfig` holds the latent encoder, the MDN-RNN, its data
 collection and its training; `DreamConfig` the controller's training inside

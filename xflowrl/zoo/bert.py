@@ -1,4 +1,5 @@
-"""BERT as TASO's corrected example (cpp_examples/bert.h; REFERENCE.md §8).
+"""BERT as TASO's corrected example (cpp_examples/bert.h in
+github.com/jiazhihao/TASO).
 
 Sequence 64, hidden 1024, 16 heads, 8 layers by default. Per layer: Q/K/V
 matmuls on the layer input, heads split by reshape + transpose, attention as

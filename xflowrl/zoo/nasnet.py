@@ -1,4 +1,4 @@
-"""NasNet-A as TASO's examples/nasnet_a.py builds it (REFERENCE.md A §8).
+"""NasNet-A as TASO's examples/nasnet_a.py builds it (github.com/jiazhihao/TASO).
 
 3x224x224 input; 7x7/2 conv to 64 channels with fused ReLU and a 3x3/2 max
 pool (56x56), then 3 stages of 5 normal cells and one reduction cell; the

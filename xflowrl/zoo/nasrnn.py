@@ -1,4 +1,4 @@
-"""NasRNN as TASO's examples/nasrnn.py builds it (REFERENCE.md A §8).
+"""NasRNN as TASO's examples/nasrnn.py builds it (github.com/jiazhihao/TASO).
 
 Hidden size 512, 5 steps. Step t reads its own input x_t (1x512) and the
 state h (a 1x512 weight before the first step, as in TASO's example: the

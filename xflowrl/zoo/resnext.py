@@ -1,4 +1,4 @@
-"""ResNeXt-50 as TASO's examples/resnext50.py builds it (REFERENCE.md A §8).
+"""ResNeXt-50 as TASO's examples/resnext50.py builds it (github.com/jiazhihao/TASO).
 
 3x224x224 input; 7x7/2 conv to 64 channels with fused ReLU, 3x3/2 max pool;
 four stages of (width, blocks, first stride) (128, 3, 1), (256, 4, 2),

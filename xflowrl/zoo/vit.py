@@ -1,6 +1,6 @@
 """ViT-Base as the thesis built it, in the style of TASO's BERT example.
 
-The thesis' ViT (REFERENCE.md B §1) is "6 attention layers on 64x1024
+The thesis' ViT (its code's graphs/vit.py) is "6 attention layers on 64x1024
 tokens, 16 heads", mirroring vit-pytorch's ViT(image_size=256,
 patch_size=32, dim=1024, depth=6, heads=16, mlp_dim=2048): a 256x256 RGB
 image cut into 8x8 = 64 patches of 32*32*3 = 3072 values. Built here:

@@ -1,6 +1,7 @@
 """Hyper-parameters of the hierarchical PPO agent (thesis Algorithm 3).
 
-`PPOConfig()` holds the thesis code's choices (REFERENCE.md Part B §1: two
+`PPOConfig()` holds the thesis code's choices (its run script,
+`examples/run_onnx_xflowrl.py`: two
 Adams with learning rates 0.0025 / 0.01, clip 0.3, discount 0.99, GAE lambda
 0.97, 10 episodes per update, one full-batch gradient step per update, no
 entropy bonus, no advantage normalisation, no gradient clipping).
