@@ -109,7 +109,8 @@ flags.DEFINE_string("ray_address", "", "A Ray cluster to run the entry points on
                     "address, or 'auto' for one started on this machine by `ray start`); '': "
                     "a local instance of --jobs CPUs.")
 flags.DEFINE_integer("retries", 1, "Reruns of an entry point that exits with an error (after "
-                     "30 s, from a fresh folder): other sessions edit this tree while it runs.")
+                     "30 s, from a fresh folder): a checkpoint, or a change to the checkout while "
+                     "it ran, may be why it failed.")
 flags.DEFINE_integer("max_retries", 3, "Reruns of an entry point whose Ray worker or node was "
                      "lost (it resumes from its checkpoints).")
 

@@ -1,6 +1,6 @@
 """Cost models: the estimated runtime of a graph, summed over its ops.
 
-Three native backends share one interface (docs/engine.md):
+Four backends share one interface (docs/engine.md):
 
 - ``analytic``: a deterministic roofline (FLOPs, bytes moved, kernel launches)
   over a device profile (``cpu``, ``v100``, ``h100``); the default in tests.

@@ -18,8 +18,7 @@ decides what its task does (`job_state`):
 
 Two kinds of failure are retried. A failing exit code: up to `retries`
 more times after `retry_delay` seconds, each from a fresh folder (a
-checkpoint may be why it failed; other sessions editing this tree are the
-usual cause). A lost worker or node (the process killed, the machine
+checkpoint may be why it failed, or a change to the checkout while it ran). A lost worker or node (the process killed, the machine
 gone): Ray runs the task again (`max_retries`) and it resumes, as above.
 The command is started through guard.py, so it dies with its worker and a
 retried task never shares its folder with an orphan.

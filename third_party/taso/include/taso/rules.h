@@ -57,9 +57,10 @@ using MatchedOps = std::vector<int64_t>;
 // computed incrementally. `materialize` builds the graph itself; enumeration builds
 // none (docs/engine.md, "Locations").
 struct Candidate {
-  // Parent indices of the ops the result no longer has: the matched ops, in
-  // source-pattern order, then (only when `graph` was built at once, see
-  // below) nothing else is listed: dead ops are found by the full build.
+  // Parent indices of the matched ops, in source-pattern order: the ops the
+  // result no longer has. Ops the rewrite leaves dead are not listed; a
+  // rewrite that leaves any has its `graph` built at once (below), whose
+  // full build drops them.
   std::vector<int> removed;
   // The target ops, with fresh guids (max_guid + 1, ...), in target order;
   // `added_ws[j]`: whether target op j derives only from weights.
@@ -180,11 +181,6 @@ class CandidateCoster {
   std::vector<int> view_pos_, added_pos_;
 };
 
-// Memo of source-op parameter checks on one graph, shared by every rule
-// enumerated on it: large rule sets constrain their source ops alike (a
-// conv's kernel, stride, padding, activation), so each (op type,
-// constraints) pair is checked once per node per graph instead of once per
-// rule. Valid for one graph only.
 // Buffers a rewriter (rules.cc) reuses across the rules enumerated on one
 // graph, so that enumerating a large rule set does not allocate them per rule.
 struct RewriterScratch {
@@ -202,6 +198,12 @@ struct RewriterScratch {
   bool lazy_hash = false;
 };
 
+// Memo of source-op parameter checks on one graph, shared by every rule
+// enumerated on it: large rule sets constrain their source ops alike (a
+// conv's kernel, stride, padding, activation), so each (op type,
+// constraints) pair is checked once per node per graph instead of once per
+// rule. Valid for one graph only; it also holds the
+// rewriter's scratch buffers.
 class MatchCache {
  public:
   RewriterScratch scratch;
