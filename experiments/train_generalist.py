@@ -50,8 +50,7 @@ from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.env.sampled import SampledGraphEnv
 from xflowrl.runs import cost_model_from_spec, save_result
 from xflowrl.search import with_equal_step_limit
-from xflowrl.transfer import PolicyInfo, load_policy, save_policy
-from xflowrl.transfer import evaluate
+from xflowrl.transfer import PolicyInfo, evaluate, load_policy, save_policy
 from xflowrl.transfer.policy import SHIPPED, current_commit
 
 FLAGS = flags.FLAGS

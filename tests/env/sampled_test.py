@@ -5,13 +5,12 @@ import collections
 from absl.testing import absltest
 import numpy as np
 
+from tests.env.conformance import EnvironmentConformance
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.env.sampled import SampledGraphEnv
 from xflowrl.search import greedy_search
-
-from tests.env.conformance import EnvironmentConformance
 
 XFERS = XferSet.default()
 COST = CostModel("analytic")

@@ -12,8 +12,7 @@ from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.search import greedy_search
-from xflowrl.transfer import PolicyInfo, load_policy, read_info, save_policy
-from xflowrl.transfer import evaluate
+from xflowrl.transfer import PolicyInfo, evaluate, load_policy, read_info, save_policy
 
 XFERS = XferSet.default()
 COST = CostModel("analytic", profile="v100")

@@ -66,7 +66,9 @@ def parse_method(method: str) -> Tuple[str, str]:
     kind, _, arg = method.partition(":")
     if kind == "policy":
         if not arg:
-            from xflowrl.transfer.policy import shipped_policy  # pylint: disable=import-outside-toplevel
+            from xflowrl.transfer.policy import (
+                shipped_policy,  # pylint: disable=import-outside-toplevel
+            )
             try:
                 return kind, shipped_policy()
             except ValueError as e:

@@ -5,5 +5,4 @@ zero-shot on graphs it never saw (`evaluate`), saved and loaded as a folder
 --method=policy`. docs/agents.md, "One policy for many graphs".
 """
 
-from xflowrl.transfer.policy import (PolicyInfo, load_policy, read_info, save_policy,
-                                     shipped_policy)
+from xflowrl.transfer.policy import PolicyInfo, load_policy, read_info, save_policy, shipped_policy

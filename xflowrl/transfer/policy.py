@@ -100,6 +100,7 @@ def load_policy(folder: str, env, seed: int = 0):
       ValueError: no policy in `folder`, or one for another rule set.
     """
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
     from xflowrl.agents.ppo import PPOAgent, PPOConfig  # pylint: disable=import-outside-toplevel
     spec = env.observation_spec()
     info = read_info(folder)
