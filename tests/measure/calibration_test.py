@@ -35,6 +35,28 @@ class DesignTest(absltest.TestCase):
                                    rtol=1e-9)
 
 
+class FitProfileTest(absltest.TestCase):
+
+    def test_recovers_a_profile_from_its_own_prices(self):
+        # "Measurements" made by a known profile (plus a per-inference
+        # constant) are fitted back: no hinge, the same predictions.
+        rng = np.random.default_rng(1)
+        truth = {cls: [float(v) for v in rng.uniform(0.001, 0.05, 3)] + [0.0, 0.0]
+                 for cls in cost_fit.CLASSES}
+        graphs = [m.graph for m in calibration.micro_models(SMALL)]
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "truth.json")
+            cost_fit.write_profile(path, {"coefficients": truth})
+            model = CostModel("fitted", profile=path)
+            measured = np.array([g.cost(model) for g in graphs]) + 0.004
+        fit, design = calibration.fit_profile(graphs, measured)
+        self.assertEqual(design.shape, (len(graphs), len(cost_fit.CLASSES), 4))
+        np.testing.assert_allclose(fit.predicted_ms, measured, rtol=1e-6)
+        self.assertAlmostEqual(fit.intercept_ms, 0.004, places=6)
+        for cls in cost_fit.CLASSES:
+            self.assertEqual(fit.coefficients[cls][3:], [0.0, 0.0], cls)
+
+
 class MicroModelsTest(absltest.TestCase):
 
     def test_every_family_and_class_is_covered(self):

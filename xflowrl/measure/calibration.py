@@ -75,7 +75,7 @@ class Budget:
 TRAINING_GRAPHS = ("squeezenet1_1", "resnet18", "resnet50", "inception_v3", "bert",
                    "resnet50_taso")
 BUDGETS = {
-    "quick": Budget(copies=4, configs=60, min_ms=25.0, passes=2,
+    "quick": Budget(copies=4, configs=50, min_ms=20.0, passes=2,
                     zoo_graphs=("squeezenet1_1", "resnet18", "bert", "resnet50")),
     "full": Budget(copies=6, configs=100, min_ms=50.0, passes=2, zoo_graphs=TRAINING_GRAPHS),
 }
@@ -462,35 +462,51 @@ class ProfileFit(NamedTuple):
     rel_error: np.ndarray                  # |predicted - measured| / measured per model
 
 
-def fit_profile(graphs: Sequence[object], measured_ms: np.ndarray,
-                weights: Optional[np.ndarray] = None) -> ProfileFit:
-    """The joint fit with the best thresholds of the hinged classes
-    (`HINGE_GRID_MB`, one class at a time, by weighted relative error)."""
-    thresholds = {cls: 0.0 for cls in cost_fit.CLASSES}
-    cache: Dict[Tuple[str, float], np.ndarray] = {}
+def hinge_column(graphs: Sequence[object], cls: str, threshold_mb: float) -> np.ndarray:
+    """Per graph, the backend's summed MB above `threshold_mb` of class `cls`."""
+    zero = {c: [0.0, 0.0, 0.0, 0.0, 0.0] for c in cost_fit.CLASSES}
+    fixed = np.array([g.cost(_backend(zero)) for g in graphs])
+    unit = dict(zero, **{cls: [0.0, 0.0, 0.0, 1.0, threshold_mb]})
+    backend = _backend(unit)
+    return np.array([g.cost(backend) for g in graphs]) - fixed
 
-    def run(th):
-        features, fixed = design(graphs, th)
+
+def fit_profile(graphs: Sequence[object], measured_ms: np.ndarray,
+                weights: Optional[np.ndarray] = None) -> Tuple[ProfileFit, np.ndarray]:
+    """The joint fit with the best thresholds of the hinged classes
+    (`HINGE_GRID_MB`, one class at a time, by weighted relative error).
+    Only the hinge column depends on a threshold: the rest of the design
+    is read once.
+
+    Returns:
+      The fit, and the design without hinge columns ([graphs, classes, 4]).
+    """
+    base, fixed = design(graphs, {})
+    thresholds = {cls: 0.0 for cls in cost_fit.CLASSES}
+    w = 1.0 if weights is None else weights
+
+    def run(features):
         result = cost_fit.fit_joint(features, fixed, measured_ms, weights)
-        w = 1.0 if weights is None else weights
         err = float(np.sum((w * (result.predicted_ms - measured_ms) / measured_ms) ** 2))
         return result, err
 
-    best, best_err = run(thresholds)
+    features = base.copy()
+    best, best_err = run(features)
     for cls in HINGED_CLASSES:
+        c = cost_fit.CLASSES.index(cls)
         for t in HINGE_GRID_MB[1:]:
-            trial = dict(thresholds, **{cls: t})
+            trial = features.copy()
+            trial[:, c, 3] = hinge_column(graphs, cls, t)
             result, err = run(trial)
-            c = cost_fit.CLASSES.index(cls)
             if result.coefficients[c, 3] > 0 and err < cost_fit.HINGE_GAIN * best_err:
-                best, best_err, thresholds = result, err, trial
-    del cache
+                best, best_err, features = result, err, trial
+                thresholds[cls] = t
     table = {cls: [float(v) for v in best.coefficients[c, :3]]
-             + [float(best.coefficients[c, 3]) if thresholds[cls] else 0.0,
-                float(thresholds[cls]) if best.coefficients[c, 3] > 0 else 0.0]
+             + ([float(best.coefficients[c, 3]), float(thresholds[cls])]
+                if thresholds[cls] and best.coefficients[c, 3] > 0 else [0.0, 0.0])
              for c, cls in enumerate(cost_fit.CLASSES)}
     rel = np.abs(best.predicted_ms - measured_ms) / measured_ms
-    return ProfileFit(table, best.intercept_ms, best.predicted_ms, rel)
+    return ProfileFit(table, best.intercept_ms, best.predicted_ms, rel), base
 
 
 # -- Entry point ------------------------------------------------------------------------
@@ -507,9 +523,9 @@ def calibrate(output_path: str, *, budget: str = "quick", progress: Progress = N
 
     Args:
       output_path: where the profile goes (a .json path).
-      budget: "quick" (about 2-3 minutes on a 2-core machine) or "full"
-        (larger grids, two passes, all six training graphs; about 10
-        minutes). See `BUDGETS`.
+      budget: "quick" (about 1.5 minutes on the project's 2-core machine,
+        under 3 when it is loaded) or "full" (larger grids, longer timing,
+        all six training graphs; about 4-5 minutes). See `BUDGETS`.
       progress: called with one line of text at each stage.
       seed: the sampled grid configurations, weights and inputs.
 
@@ -536,8 +552,7 @@ def calibrate(output_path: str, *, budget: str = "quick", progress: Progress = N
     measured = time_models(models, settings, progress)
     weights = np.array([1.0 if m.name.startswith("micro/") else ZOO_WEIGHT for m in models])
     _say(progress, "fitting")
-    result = fit_profile([m.graph for m in models], measured, weights)
-    features, _ = design([m.graph for m in models], {})
+    result, features = fit_profile([m.graph for m in models], measured, weights)
     classes = {}
     for c, cls in enumerate(cost_fit.CLASSES):
         enters = features[:, c, 0] > 0
