@@ -95,6 +95,9 @@ def main(argv):
     if FLAGS.refit_from:
         with open(FLAGS.refit_from) as f:
             earlier = json.load(f)
+        if not earlier.get("rows") or "graphs" not in earlier:
+            raise app.UsageError(f"{FLAGS.refit_from} stores no profiled rows: --refit_from "
+                                 "takes a --method=profile output")
         rows, per_graph = cost_fit.read_rows(earlier), earlier["graphs"]
         command = earlier["command"] + f" (refit: --refit_from={FLAGS.refit_from})"
     else:
