@@ -193,10 +193,12 @@ setup(
     description=("Model-free and model-based reinforcement learning for "
                  "computation-graph optimisation over a TASO-style rewrite engine"),
     packages=find_packages(include=["xflowrl", "xflowrl.*"]),
-    # The onednn reference cost table (docs/engine.md) and the rule files
-    # (docs/rules.md).
+    # The onednn reference cost table (docs/engine.md), the rule files
+    # (docs/rules.md) and the shipped policy.
     package_data={"xflowrl.engine": ["data/*.tsv", "data/*.json"],
-                  "xflowrl.rules.files": ["*.json"]},
+                  "xflowrl.rules.files": ["*.json"],
+                  # The shipped generalist policy (docs/agents.md).
+                  "xflowrl.transfer": ["shipped/generalist/*"]},
     ext_modules=_cythonize(_extension()),
     # The `xflowrl` command (optimize, inspect, measure, calibrate; docs/cli.md).
     entry_points={"console_scripts": ["xflowrl = xflowrl.cli:console_main"]},
