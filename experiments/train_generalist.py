@@ -5,6 +5,7 @@ it zero-shot on graphs it never saw.
     python experiments/train_generalist.py --quick               # a first look in minutes
     python experiments/train_generalist.py --finetune=NAME,...   # + fine-tuning vs scratch
     python experiments/train_generalist.py --ship                # + writes the shipped policy
+    python experiments/train_generalist.py --report              # the seeds' results, one table
 
 Every episode draws a graph from the corpus' training split
 (`xflowrl.corpus`, docs/zoo.md "The training distribution"; a family
@@ -50,7 +51,7 @@ from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.env.sampled import SampledGraphEnv
 from xflowrl.runs import cost_model_from_spec, save_result
 from xflowrl.search import with_equal_step_limit
-from xflowrl.transfer import PolicyInfo, evaluate, load_policy, save_policy
+from xflowrl.transfer import PolicyInfo, evaluate, load_policy, report, save_policy
 from xflowrl.transfer.policy import SHIPPED, current_commit
 
 FLAGS = flags.FLAGS
@@ -72,6 +73,8 @@ flags.DEFINE_float("finetune_fraction", 0.1, "Fine-tuning episodes as a fraction
                    "--scratch_episodes.")
 flags.DEFINE_bool("ship", False, "Copy the trained policy to the package's shipped folder.")
 flags.DEFINE_string("results_dir", "results", "Where results are written.")
+flags.DEFINE_bool("report", False, "Only print (and write as report.md beside the seeds) the "
+                  "table of every seed's results under --results_dir/generalist/<cost model>/.")
 flags.DEFINE_bool("quick", False, "300 episodes, 8 held-out graphs, TASO budget 100: a first "
                   "look in a few minutes. Replaces only defaults.")
 
@@ -121,6 +124,13 @@ def _finetune_rows(generalist_dir, names, xfers, cost_model, config, seed):
 
 def main(argv):
     del argv
+    if FLAGS.report:
+        folder = os.path.join(FLAGS.results_dir, "generalist", FLAGS.cost_model.replace("/", "_"))
+        text = report.markdown(report.seed_results(folder))
+        with open(os.path.join(folder, "report.md"), "w") as f:
+            f.write(text + "\n")
+        print(text)
+        return
     seed, episodes = FLAGS.seed, _value("episodes")
     cost_model = cost_model_from_spec(FLAGS.cost_model)
     xfers = XferSet.from_name(FLAGS.rules)

@@ -12,7 +12,7 @@ from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.search import greedy_search
-from xflowrl.transfer import PolicyInfo, evaluate, load_policy, read_info, save_policy
+from xflowrl.transfer import PolicyInfo, evaluate, load_policy, read_info, report, save_policy
 
 XFERS = XferSet.default()
 COST = CostModel("analytic", profile="v100")
@@ -88,6 +88,26 @@ class ZeroShotTest(absltest.TestCase):
         self.assertEqual(s["graphs"], 2)
         self.assertEqual(s["above_initial"], 0.0)
         self.assertIn("| small |", evaluate.markdown(rows))
+
+
+class ReportTest(absltest.TestCase):
+
+    def _result(self, seed, policy_ms):
+        row = {"graph": "g", "ops": 10, "initial_ms": 1.0, "policy_ms": policy_ms,
+               "greedy_ms": 0.9, "taso_ms": 0.9, "random_ms": 1.1}
+        rows = [evaluate.Row(**row, policy_seconds=0.1, greedy_seconds=0.1, taso_seconds=1.0,
+                             steps=5)]
+        return {"seed": seed, "held_out": [dict(row, policy_seconds=0.1)],
+                "zero_shot": evaluate.summary(rows), "train_seconds": 10.0, "finetune": []}
+
+    def test_a_difference_needs_every_seed_beyond_greedy(self):
+        better = report.markdown([self._result(0, 0.8), self._result(1, 0.85)])
+        self.assertIn("-17.50% [-20.00, -15.00]", better)
+        self.assertIn("| better |", better)
+        spans = report.markdown([self._result(0, 0.8), self._result(1, 0.95)])
+        self.assertIn("range spans greedy", spans)
+        same = report.markdown([self._result(0, 0.9), self._result(1, 0.9)])
+        self.assertIn("| matches |", same)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,96 @@
+"""The generalist's results over seeds: one table, medians and ranges.
+
+`seed_results(folder)` reads every `seed*/result.json` that
+`experiments/train_generalist.py` wrote under `folder`; `markdown(results)`
+sets them side by side: per held-out graph the policy's change (median and
+[min, max] over seeds) beside one-step greedy, TASO's search and the random
+agent (deterministic or averaged, so one figure), and whether the policy
+is better than, matches or trails greedy (a difference only when greedy
+lies outside the policy's range over seeds); then the summary figures of
+each seed (`evaluate.summary`) as median [min, max], and fine-tuning
+against training from scratch where runs did it.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from typing import Dict, List, Sequence
+
+import numpy as np
+
+
+def seed_results(folder: str) -> List[dict]:
+    """The result.json of every seed under `folder`, by seed."""
+    results = []
+    for path in sorted(glob.glob(os.path.join(folder, "seed*", "result.json"))):
+        with open(path) as f:
+            results.append(json.load(f))
+    return sorted(results, key=lambda r: r["seed"])
+
+
+def _spread(values: Sequence[float], digits: int = 2) -> str:
+    values = list(values)
+    if len(values) == 1:
+        return f"{values[0]:+.{digits}f}%"
+    return (f"{np.median(values):+.{digits}f}% [{min(values):+.{digits}f}, "
+            f"{max(values):+.{digits}f}]")
+
+
+def _change(row: dict, key: str) -> float:
+    return 100.0 * (row[key] / row["initial_ms"] - 1.0)
+
+
+def markdown(results: Sequence[dict]) -> str:
+    """The table and summaries of the module docstring."""
+    if not results:
+        return "no results"
+    seeds = [r["seed"] for r in results]
+    by_graph: Dict[str, List[dict]] = {}
+    for result in results:
+        for row in result["held_out"]:
+            by_graph.setdefault(row["graph"], []).append(row)
+    lines = [f"Seeds {seeds}; policy: median [min, max] over seeds.", "",
+             "| graph | ops | initial ms | policy, zero-shot | greedy | TASO | random | vs greedy |",
+             "|---|---:|---:|---:|---:|---:|---:|---|"]
+    for graph, rows in by_graph.items():
+        policy = [_change(r, "policy_ms") for r in rows]
+        greedy = _change(rows[0], "greedy_ms")
+        taso = _change(rows[0], "taso_ms") if rows[0]["taso_ms"] is not None else None
+        rand = [_change(r, "random_ms") for r in rows if r["random_ms"] is not None]
+        if max(policy) < greedy - 1e-6:
+            verdict = "better"
+        elif min(policy) > greedy + 1e-6:
+            verdict = "worse"
+        elif all(abs(p - greedy) <= 1e-6 for p in policy):
+            verdict = "matches"
+        else:
+            verdict = "no difference (range spans greedy)"
+        lines.append(f"| {graph} | {rows[0]['ops']} | {rows[0]['initial_ms']:.4f} | "
+                     f"{_spread(policy)} | {greedy:+.2f}% | "
+                     f"{'' if taso is None else f'{taso:+.2f}%'} | "
+                     f"{_spread(rand) if rand else ''} | {verdict} |")
+    lines += ["", "| per seed | median [min, max] over seeds |", "|---|---|"]
+    keys = ["within_margin_of_greedy", "above_initial", "better_than_greedy", "matches_greedy",
+            "policy_vs_taso_time"]
+    for key in keys:
+        values = [r["zero_shot"][key] for r in results]
+        lines.append(f"| {key} | {np.median(values):.3f} [{min(values):.3f}, "
+                     f"{max(values):.3f}] |")
+    train = [r["train_seconds"] for r in results]
+    lines.append(f"| training seconds | {np.median(train):.0f} [{min(train):.0f}, "
+                 f"{max(train):.0f}] |")
+    tuned = [row for r in results for row in r.get("finetune", [])]
+    if tuned:
+        lines += ["", "| graph (seed) | from scratch: change (episodes, steps) | fine-tuned "
+                  "generalist: change (episodes, steps) | steps, fine-tuned / scratch |",
+                  "|---|---|---|---:|"]
+        for result in results:
+            for row in result.get("finetune", []):
+                s, t = row["scratch"], row["finetuned"]
+                lines.append(f"| {row['graph']} ({result['seed']}) | {s['change']:+.2f}% "
+                             f"({s['episodes']}, {s['interactions']}) | {t['change']:+.2f}% "
+                             f"({t['episodes']}, {t['interactions']}) | "
+                             f"{t['interactions'] / max(s['interactions'], 1):.2f} |")
+    return "\n".join(lines)
