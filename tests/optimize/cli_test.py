@@ -9,6 +9,7 @@ block). `console_script_test` checks that the installed command exists.
 """
 
 import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -138,6 +139,23 @@ class OptimizeTest(absltest.TestCase):
         report = json.load(open(os.path.join(self.dir, "out.report.json")))
         self.assertEqual(report["written"], "optimized")
         same_function(self, self.original, onnx.load(self.out))
+
+    def test_a_speed_up_the_second_pass_does_not_confirm_writes_the_original(self):
+        quicker = verify.SpeedCheck("ort", {"median_ms": 2.0, "min_ms": 1.9, "max_ms": 2.1},
+                                    {"median_ms": 1.0, "min_ms": 0.9, "max_ms": 1.1},
+                                    True, -50.0)
+        same = dataclasses.replace(quicker, optimized=quicker.original, faster=False,
+                                   change=0.0)
+        with mock.patch.object(pipeline.verify, "faster", side_effect=[quicker, same]):
+            code, _, stderr = run_cli("optimize", self.model_path, "-o", self.out,
+                                      "--cost_model=analytic/cpu", "--quiet")
+        self.assertEqual(code, 0, stderr)
+        report = json.load(open(os.path.join(self.dir, "out.report.json")))
+        self.assertEqual(report["written"], "original")
+        self.assertFalse(report["measured"]["faster"])
+        self.assertFalse(report["measured"]["confirmation"]["faster"])
+        with open(self.out, "rb") as a, open(self.model_path, "rb") as b:
+            self.assertEqual(a.read(), b.read())
 
     def test_different_outputs_are_refused_and_nothing_is_written(self):
         real_to_model = pipeline.model_io.to_model
