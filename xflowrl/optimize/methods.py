@@ -11,8 +11,8 @@ substitutions that build it. What `budget` counts depends on the method:
 | taso | TASO's backtracking search (`XferSet.search`, alpha 1.05) | graphs expanded (1000) |
 | mf | model-free PPO trained on this graph, then its greedy episode | training episodes (200) |
 | mb | the model-based agent: world model, controller trained in the dream | world-model rounds (2) |
-| policy | the shipped generalist policy acting greedily, no training | steps (no limit) |
-| policy:DIR | a trained policy (a policy folder, `xflowrl.transfer`, or a `train_mf` results folder) acting greedily, no training | steps (no limit) |
+| policy | the shipped generalist policy acting greedily, no training | steps (1.5 x greedy's, at least 10) |
+| policy:DIR | a trained policy (a policy folder, `xflowrl.transfer`, or a `train_mf` results folder) acting greedily, no training | steps (1.5 x greedy's, at least 10) |
 
 The learned methods keep the cheapest graph any of their episodes passed
 through, as the entry points do.
@@ -119,7 +119,7 @@ def optimise(graph: Graph, method: str, xfers: XferSet, cost_model: CostModel, *
         if kind == "greedy":
             sequence = _greedy(make_environment(graph, xfers, cost_model, budget), progress)
         elif kind == "policy":
-            sequence = _policy(make_environment(graph, xfers, cost_model, budget), arg, seed)
+            sequence = _policy(graph, xfers, cost_model, budget, arg, seed)
         else:
             with _workdir(workdir) as folder:
                 learn = _model_free if kind == "mf" else _model_based
@@ -190,10 +190,19 @@ def _taso(graph: Graph, xfers: XferSet, cost_model: CostModel, budget: int,
     return result.graph, [(name, -1) for name in result.applied]
 
 
-def _policy(env: GraphEnv, folder: str, seed: int) -> List[Tuple[str, int]]:
+def _policy(graph: Graph, xfers: XferSet, cost_model: CostModel, steps: int, folder: str,
+            seed: int) -> List[Tuple[str, int]]:
     """A trained policy's greedy episode (`xflowrl.transfer.load_policy`),
-    its cheapest prefix."""
+    its cheapest prefix. The episode has `steps` steps, by default the
+    budget it was trained with: 1.5 x one-step greedy's steps on the graph
+    (at least 10), since a policy that never chooses NO-OP would otherwise
+    wander until the step limit."""
+    from xflowrl.search import greedy_steps  # pylint: disable=import-outside-toplevel
     from xflowrl.transfer.policy import load_policy  # pylint: disable=import-outside-toplevel
+    if not steps:
+        probe = make_environment(graph, xfers, cost_model)
+        steps = max(10, -(-3 * greedy_steps(probe) // 2))
+    env = make_environment(graph, xfers, cost_model, steps)
     try:
         agent = load_policy(folder, env, seed=seed)
     except ValueError as e:
