@@ -92,7 +92,7 @@ def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _finetune_rows(generalist_dir, names, xfers, cost_model, config, seed):
+def _finetune_rows(generalist_dir, names, xfers, cost_model, config, seed, out_dir):
     """Per graph: scratch for --scratch_episodes vs the generalist fine-tuned for a fraction."""
     rows = []
     scratch_episodes = FLAGS.scratch_episodes
@@ -104,8 +104,9 @@ def _finetune_rows(generalist_dir, names, xfers, cost_model, config, seed):
         for label, episodes, agent in (
                 ("scratch", scratch_episodes, PPOAgent(len(xfers), ppo, seed=seed)),
                 ("finetuned", tune_episodes, load_policy(generalist_dir, env, seed=seed))):
-            with_dir = os.path.join(FLAGS.results_dir, "generalist", "finetune", name, label,
-                                    f"seed{seed}")
+            # Under the generalist's own folder: a resumed fine-tuning run
+            # must have started from this generalist.
+            with_dir = os.path.join(out_dir, "finetune", name.replace("/", "_"), label)
             if label == "finetuned":
                 agent.learner.build()
             result = train(env, agent, TrainConfig(episodes=episodes,
@@ -167,7 +168,8 @@ def main(argv):
                               config, taso_budget=_value("taso_budget"),
                               random_episodes=FLAGS.random_episodes, seed=seed, progress=_say)
     eval_seconds = time.time() - start
-    finetune = (_finetune_rows(policy_dir, FLAGS.finetune, xfers, cost_model, config, seed)
+    finetune = (_finetune_rows(policy_dir, FLAGS.finetune, xfers, cost_model, config, seed,
+                               out_dir)
                 if FLAGS.finetune else [])
     summary = {
         "cost_model": cost_model.name, "rules": FLAGS.rules, "seed": seed,

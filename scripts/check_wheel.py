@@ -16,7 +16,8 @@
 4. From a folder outside the checkout, runs TASO's search on a zoo graph
    with the default rule set and checks that xflowrl, its engine and its rule
    files were loaded from the fresh venv, and that the result equals the
-   checkout's.
+   checkout's; and that the shipped generalist policy is installed and fits
+   the default rule set.
 
 Prints one JSON line and exits non-zero on any failure. It compiles the
 engine once: about 2-3 minutes on 2 busy cores, so it is not part of
@@ -45,6 +46,7 @@ import xflowrl
 from xflowrl import _engine
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet, xfers
+from xflowrl.transfer import read_info, shipped_policy
 rule_set = XferSet.default()
 result = rule_set.search(zoo.get_graph(sys.argv[1]), CostModel("analytic"),
                          budget=int(sys.argv[2]))
@@ -54,7 +56,9 @@ print(json.dumps({"package": xflowrl.__file__, "engine": _engine.__file__,
                   "prefix": sys.prefix, "rules": len(rule_set),
                   "initial_cost": result.initial_cost, "best_cost": result.best_cost,
                   "applied": result.applied,
-                  "fitted_cost": zoo.get_graph(sys.argv[1]).cost(CostModel("fitted"))}))
+                  "fitted_cost": zoo.get_graph(sys.argv[1]).cost(CostModel("fitted")),
+                  "policy": shipped_policy(),
+                  "policy_xfers": read_info(shipped_policy()).num_xfers}))
 """
 
 
@@ -120,6 +124,12 @@ def main() -> None:
         for path in installed["rule_files"]:
             if not (path.startswith(prefix + os.sep) and os.path.isfile(path)):
                 sys.exit(f"rule file {path} is not installed in the fresh venv {prefix}")
+        if not installed["policy"].startswith(prefix + os.sep):
+            sys.exit(f"the shipped policy {installed['policy']} is not in the fresh venv")
+        if installed["policy_xfers"] != installed["rules"]:
+            sys.exit(f"the shipped policy has {installed['policy_xfers']} xfers, the default "
+                     f"rule set {installed['rules']}: retrain it "
+                     f"(experiments/train_generalist.py --ship)")
         checkout = probe(sys.executable, REPO)
         same = {k: installed[k] == checkout[k]
                 for k in ("rules", "initial_cost", "best_cost", "applied", "fitted_cost")}
