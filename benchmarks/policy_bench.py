@@ -1,0 +1,116 @@
+"""The shipped policy's optimisation time against TASO's search; prints JSON.
+
+    python benchmarks/policy_bench.py [--graphs=held_out|NAME,...] [--rounds=3] [--cores=1]
+
+Per graph (default: the corpus' held-out split), interleaved in `--rounds`
+rounds, each in a fresh random order: the shipped generalist's greedy
+episode (`xflowrl.transfer.shipped_policy`; its episode as `xflowrl
+optimize --method=policy` plays it: 1.5 x greedy's steps, at least 10) and
+TASO's search at `--taso_budget` (1,000, alpha 1.05), both from the same
+initial graph under `--cost_model` (analytic/v100, what the policy was
+trained under). The policy's first call traces its TensorFlow function, so
+one untimed episode runs first. The policy's time is split into the
+environment's observations (locations, features) and the rest (the
+network). Reported per graph: median seconds of each and their ratio
+(policy / TASO), the costs both reach; overall: the median and range of
+the ratios. The issue's target: the policy takes at most 1/10 of TASO's
+time on the same graph.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+
+from absl import app, flags
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from xflowrl import corpus  # noqa: E402  pylint: disable=wrong-import-position
+from xflowrl.engine import XferSet  # noqa: E402  pylint: disable=wrong-import-position
+from xflowrl.env import EnvConfig, GraphEnv  # noqa: E402  pylint: disable=wrong-import-position
+from xflowrl.runs import cost_model_from_spec  # noqa: E402  pylint: disable=wrong-import-position
+from xflowrl.search import greedy_steps  # noqa: E402  pylint: disable=wrong-import-position
+from xflowrl.transfer import (  # noqa: E402  pylint: disable=wrong-import-position
+    load_policy,
+    shipped_policy,
+)
+
+import timing  # noqa: E402  pylint: disable=wrong-import-position
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("graphs", ["held_out"], "held_out, train, or corpus names.")
+flags.DEFINE_string("cost_model", "analytic/v100", "Cost model (the policy's training one).")
+flags.DEFINE_integer("taso_budget", 1000, "TASO's budget.")
+flags.DEFINE_integer("rounds", 3, "Interleaved rounds.")
+flags.DEFINE_integer("cores", 1, "Pin to this many cores (0: no pinning).")
+flags.DEFINE_integer("seed", 0, "Order of the rounds.")
+
+
+def _names():
+    names = []
+    for item in FLAGS.graphs:
+        names += ([s.name for s in corpus.specs(item)] if item in ("held_out", "train", "all")
+                  else [item])
+    return names
+
+
+def main(argv):
+    del argv
+    timing.pin_cores(FLAGS.cores)
+    xfers, cost = XferSet.default(), cost_model_from_spec(FLAGS.cost_model)
+    rng = np.random.default_rng(FLAGS.seed)
+    rows = []
+    agent = None
+    for name in _names():
+        graph = corpus.get(name)
+        probe = GraphEnv(graph, xfers, cost, EnvConfig(max_steps=10_000))
+        steps = max(10, -(-3 * greedy_steps(probe) // 2))
+        env = GraphEnv(graph, xfers, cost, EnvConfig(max_steps=steps))
+        if agent is None:
+            agent = load_policy(shipped_policy(), env)
+            agent.run_episode(env, greedy=True, learn=False)  # traces the policy
+        observe = env._observe  # pylint: disable=protected-access
+        clock = timing.Clock()
+        env._observe = clock.wrap("observe", observe)  # pylint: disable=protected-access
+        times = {"policy": [], "taso": [], "observe": []}
+        costs = {}
+        for _ in range(FLAGS.rounds):
+            for which in rng.permutation(["policy", "taso"]):
+                start = time.perf_counter()
+                if which == "policy":
+                    before = clock.seconds.get("observe", 0.0)
+                    episode = agent.run_episode(env, greedy=True, learn=False)
+                    times["policy"].append(time.perf_counter() - start)
+                    times["observe"].append(clock.seconds.get("observe", 0.0) - before)
+                    costs["policy_final_ms"] = episode.final_cost
+                    costs["policy_steps"] = episode.steps
+                else:
+                    result = xfers.search(graph, cost, alpha=1.05, budget=FLAGS.taso_budget)
+                    times["taso"].append(time.perf_counter() - start)
+                    costs["taso_ms"] = result.best_cost
+                    costs["taso_expansions"] = result.expansions
+        policy, taso = statistics.median(times["policy"]), statistics.median(times["taso"])
+        row = {"graph": name, "ops": graph.num_ops(), "initial_ms": env.initial_cost,
+               "policy_s": round(policy, 4), "policy_observe_s": round(
+                   statistics.median(times["observe"]), 4),
+               "taso_s": round(taso, 4), "ratio": round(policy / taso, 4), **costs}
+        print(f"{name}: policy {policy:.3f} s ({row['policy_observe_s']:.3f} s observing, "
+              f"{row['policy_steps']} steps), TASO {taso:.3f} s, ratio {row['ratio']:.3f}",
+              file=sys.stderr, flush=True)
+        rows.append(row)
+    ratios = [r["ratio"] for r in rows]
+    print(json.dumps({"cost_model": FLAGS.cost_model, "taso_budget": FLAGS.taso_budget,
+                      "rounds": FLAGS.rounds, "cores": FLAGS.cores, "rows": rows,
+                      "ratio_median": statistics.median(ratios), "ratio_min": min(ratios),
+                      "ratio_max": max(ratios),
+                      "share_at_most_tenth": sum(r <= 0.1 for r in ratios) / len(ratios)},
+                     indent=2))
+
+
+if __name__ == "__main__":
+    app.run(main)
