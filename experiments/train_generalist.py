@@ -22,7 +22,7 @@ policy's greedy episode beside one-step greedy, TASO's search and a random
 agent under the same rules and cost model (`xflowrl.transfer.evaluate`).
 With --finetune: per named held-out graph, a per-graph agent trained from
 scratch for --scratch_episodes against the generalist fine-tuned for
---finetune_fraction of that.
+each of --finetune_fractions of that.
 
 Writes to --results_dir/generalist/<profile>/seed<seed>/: checkpoints and
 progress.json of the training (rerun with the same flags to resume),
@@ -69,8 +69,8 @@ flags.DEFINE_integer("eval_limit", 0, "Evaluate only the first N held-out graphs
 flags.DEFINE_list("finetune", [], "Held-out graphs on which to compare fine-tuning the "
                   "generalist with a per-graph agent trained from scratch.")
 flags.DEFINE_integer("scratch_episodes", 300, "Episodes of the per-graph agent from scratch.")
-flags.DEFINE_float("finetune_fraction", 0.1, "Fine-tuning episodes as a fraction of "
-                   "--scratch_episodes.")
+flags.DEFINE_list("finetune_fractions", ["0.1", "0.03"], "Fine-tuning episodes as "
+                  "fractions of --scratch_episodes (one fine-tuning run each).")
 flags.DEFINE_bool("ship", False, "Copy the trained policy to the package's shipped folder.")
 flags.DEFINE_string("results_dir", "results", "Where results are written.")
 flags.DEFINE_bool("report", False, "Only print (and write as report.md beside the seeds) the "
@@ -93,32 +93,40 @@ def _say(line: str) -> None:
 
 
 def _finetune_rows(generalist_dir, names, xfers, cost_model, config, seed, out_dir):
-    """Per graph: scratch for --scratch_episodes vs the generalist fine-tuned for a fraction."""
+    """Per graph: scratch for --scratch_episodes vs the generalist fine-tuned
+    for each of --finetune_fractions of that."""
     rows = []
     scratch_episodes = FLAGS.scratch_episodes
-    tune_episodes = max(1, int(round(FLAGS.finetune_fraction * scratch_episodes)))
+    tune = sorted({max(1, int(round(float(f) * scratch_episodes)))
+                   for f in FLAGS.finetune_fractions}, reverse=True)
     ppo = PPOConfig.xrlflow()
     for name in names:
         env = with_equal_step_limit(GraphEnv(corpus.get(name), xfers, cost_model, config))
-        out = {"graph": name, "initial_ms": env.initial_cost}
-        for label, episodes, agent in (
-                ("scratch", scratch_episodes, PPOAgent(len(xfers), ppo, seed=seed)),
-                ("finetuned", tune_episodes, load_policy(generalist_dir, env, seed=seed))):
+        out = {"graph": name, "initial_ms": env.initial_cost, "finetuned": []}
+        runs = [("scratch", scratch_episodes)] + [(f"finetuned_{n}", n) for n in tune]
+        for label, episodes in runs:
+            if label == "scratch":
+                agent = PPOAgent(len(xfers), ppo, seed=seed)
+            else:
+                agent = load_policy(generalist_dir, env, seed=seed)
+                agent.learner.build()
             # Under the generalist's own folder: a resumed fine-tuning run
             # must have started from this generalist.
             with_dir = os.path.join(out_dir, "finetune", name.replace("/", "_"), label)
-            if label == "finetuned":
-                agent.learner.build()
             result = train(env, agent, TrainConfig(episodes=episodes,
                                                    parallel_envs=ppo.episodes_per_update),
                            with_dir, progress=lambda line, n=name, lab=label: _say(
                                f"{n} {lab}: {line}"))
             final = agent.run_episode(env, greedy=True, learn=False)
-            out[label] = {"episodes": episodes, "interactions": result.interactions,
-                          "greedy_cost_ms": final.final_cost,
-                          "best_training_cost_ms": result.best_cost,
-                          "change": 100.0 * (min(final.final_cost, result.best_cost)
-                                             / env.initial_cost - 1.0)}
+            run = {"episodes": episodes, "interactions": result.interactions,
+                   "greedy_cost_ms": final.final_cost,
+                   "best_training_cost_ms": result.best_cost,
+                   "change": 100.0 * (min(final.final_cost, result.best_cost)
+                                      / env.initial_cost - 1.0)}
+            if label == "scratch":
+                out["scratch"] = run
+            else:
+                out["finetuned"].append(run)
         rows.append(out)
     return rows
 
@@ -186,12 +194,13 @@ def main(argv):
             f"{len(rows)} held-out graphs:\n\n{evaluate.markdown(rows)}\n\n"
             f"Summary: {summary['zero_shot']}\n")
     if finetune:
-        text += "\n## Fine-tuning vs from scratch\n\n| graph | scratch | finetuned |\n|---|---|---|\n"
+        text += ("\n## Fine-tuning vs from scratch\n\n| graph | scratch | fine-tuned |\n"
+                 "|---|---|---|\n")
         for row in finetune:
+            tuned = ", ".join(f"{t['change']:+.2f}% ({t['episodes']} episodes, "
+                              f"{t['interactions']} steps)" for t in row["finetuned"])
             text += (f"| {row['graph']} | {row['scratch']['change']:+.2f}% "
-                     f"({row['scratch']['interactions']} steps) | "
-                     f"{row['finetuned']['change']:+.2f}% "
-                     f"({row['finetuned']['interactions']} steps) |\n")
+                     f"({row['scratch']['interactions']} steps) | {tuned} |\n")
     save_result(out_dir, summary, markdown=text)
     print(text)
     if FLAGS.ship:

@@ -88,9 +88,12 @@ def markdown(results: Sequence[dict]) -> str:
                   "|---|---|---|---:|"]
         for result in results:
             for row in result.get("finetune", []):
-                s, t = row["scratch"], row["finetuned"]
-                lines.append(f"| {row['graph']} ({result['seed']}) | {s['change']:+.2f}% "
-                             f"({s['episodes']}, {s['interactions']}) | {t['change']:+.2f}% "
-                             f"({t['episodes']}, {t['interactions']}) | "
-                             f"{t['interactions'] / max(s['interactions'], 1):.2f} |")
+                s = row["scratch"]
+                runs = row["finetuned"]
+                runs = runs if isinstance(runs, list) else [runs]
+                for t in runs:
+                    lines.append(f"| {row['graph']} ({result['seed']}) | {s['change']:+.2f}% "
+                                 f"({s['episodes']}, {s['interactions']}) | "
+                                 f"{t['change']:+.2f}% ({t['episodes']}, {t['interactions']}) | "
+                                 f"{t['interactions'] / max(s['interactions'], 1):.2f} |")
     return "\n".join(lines)
