@@ -39,7 +39,7 @@ import tensorflow as tf
 
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet
-from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.env import DEFAULT_MAX_STEPS, EnvConfig, GraphEnv
 from xflowrl.search import RandomAgent
 from xflowrl.world_model import (
     BatchedDream,
@@ -60,7 +60,7 @@ flags.DEFINE_integer("seed", 0, "Seeds the rollouts, the model and the dream.")
 flags.DEFINE_integer("real_steps_per_round", 10, "Timed real steps per round.")
 flags.DEFINE_integer("dream_calls_per_round", 20, "Timed dream calls per batch size per round.")
 flags.DEFINE_integer("collect_episodes", 20, "Random rollouts that fix the vocabulary.")
-flags.DEFINE_integer("max_steps", 50, "Step limit of real and imagined episodes.")
+flags.DEFINE_integer("max_steps", DEFAULT_MAX_STEPS, "Step limit of real and imagined episodes.")
 
 THESIS = {"graph": "resnet50", "dream_step_ms": 10.0, "real_step_ms": 850.0}
 TARGET_IMAGINED_STEP_MS = 0.2

@@ -35,16 +35,24 @@ from absl import app, flags
 
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet, available_backends
-from xflowrl.engine.xfers import peak_rss_mb
+from xflowrl.engine.cost import DEFAULT_BACKEND
+from xflowrl.engine.xfers import (
+    DEFAULT_MAX_LOCATIONS,
+    DEFAULT_RULE_SET,
+    TASO_ALPHA,
+    TASO_BUDGET,
+    peak_rss_mb,
+)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("graphs", list(zoo.GRAPHS), "Zoo graphs to measure (default: all).")
-flags.DEFINE_list("rules", ["default"], "Named rule sets (XferSet.from_name) to measure.")
+flags.DEFINE_list("rules", [DEFAULT_RULE_SET], "Named rule sets (XferSet.from_name) to measure.")
 flags.DEFINE_integer("repeats", 20, "Timed repetitions of enumeration and apply.")
-flags.DEFINE_integer("max_locations", 200, "L, locations per xfer.")
-flags.DEFINE_float("alpha", 1.05, "Search relaxation.")
-flags.DEFINE_integer("budget", 1000, "Search budget (expansions).")
-flags.DEFINE_enum("search_cost_model", "analytic", ["analytic", "onednn", "cudnn", "fitted"],
+flags.DEFINE_integer("max_locations", DEFAULT_MAX_LOCATIONS, "L, locations per xfer.")
+flags.DEFINE_float("alpha", TASO_ALPHA, "Search relaxation.")
+flags.DEFINE_integer("budget", TASO_BUDGET, "Search budget (expansions).")
+flags.DEFINE_enum("search_cost_model", DEFAULT_BACKEND,
+                  ["analytic", "onednn", "cudnn", "fitted"],
                   "Cost model of the search.")
 flags.DEFINE_list("search_modes", ["lazy"], "Search queue modes to run, in turn: lazy, eager.")
 flags.DEFINE_integer("search_repeats", 1, "Searches per mode (interleaved); "

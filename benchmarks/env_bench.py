@@ -30,7 +30,8 @@ import numpy as np
 
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet
-from xflowrl.engine.xfers import peak_rss_mb
+from xflowrl.engine.cost import DEFAULT_BACKEND
+from xflowrl.engine.xfers import DEFAULT_RULE_SET, peak_rss_mb
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.optimize import parse_input_shapes
 from xflowrl.runs import exit_on_bad_input, model_source, zoo_source
@@ -43,10 +44,11 @@ flags.DEFINE_list("onnx", [], "Your own ONNX files, each one more graph named by
                   "without .onnx.")
 flags.DEFINE_multi_string("input_shape", [], "NAME=D1,D2,...: the static shape of an --onnx "
                           "file's input of dynamic dimensions (repeat for several inputs).")
-flags.DEFINE_list("rules", ["default"], "Named rule sets (XferSet.from_name) to time.")
+flags.DEFINE_list("rules", [DEFAULT_RULE_SET], "Named rule sets (XferSet.from_name) to time.")
 flags.DEFINE_integer("steps", 30, "Steps timed per graph.")
 flags.DEFINE_integer("seed", 0, "Seed of the random agent.")
-flags.DEFINE_enum("cost_model", "analytic", ["analytic", "onednn", "fitted"], "Cost backend.")
+flags.DEFINE_enum("cost_model", DEFAULT_BACKEND, ["analytic", "onednn", "fitted"],
+                  "Cost backend.")
 
 
 def _stats(seconds):

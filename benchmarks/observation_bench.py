@@ -30,12 +30,13 @@ from tests.env.observation_test import (  # pylint: disable=wrong-import-positio
 )
 from xflowrl import zoo  # pylint: disable=wrong-import-position
 from xflowrl.engine import CostModel, XferSet
+from xflowrl.engine.xfers import DEFAULT_RULE_SET
 from xflowrl.env import EnvConfig, GraphEnv  # pylint: disable=wrong-import-position
 from xflowrl.search import RandomAgent  # pylint: disable=wrong-import-position
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("graphs", ["resnet50", "inception_v3", "nasnet_a"], "Zoo graphs.")
-flags.DEFINE_string("rules", "default", "Named rule set (XferSet.from_name).")
+flags.DEFINE_string("rules", DEFAULT_RULE_SET, "Named rule set (XferSet.from_name).")
 flags.DEFINE_integer("states", 20, "States visited per graph (random agent, seeded).")
 flags.DEFINE_integer("repeats", 5, "Timed repeats of each side per state.")
 flags.DEFINE_integer("seed", 0, "Seed of the random agent.")

@@ -32,7 +32,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from xflowrl import corpus  # noqa: E402  pylint: disable=wrong-import-position
 from xflowrl.engine import XferSet  # noqa: E402  pylint: disable=wrong-import-position
-from xflowrl.env import EnvConfig, GraphEnv  # noqa: E402  pylint: disable=wrong-import-position
+from xflowrl.engine.cost import GPU_COST_SPEC  # noqa: E402  pylint: disable=wrong-import-position
+from xflowrl.engine.xfers import (  # noqa: E402  pylint: disable=wrong-import-position
+    TASO_ALPHA,
+    TASO_BUDGET,
+)
+from xflowrl.env import (  # noqa: E402  pylint: disable=wrong-import-position
+    EnvConfig,
+    GraphEnv,
+    NO_STEP_LIMIT,
+)
 from xflowrl.runs import cost_model_from_spec  # noqa: E402  pylint: disable=wrong-import-position
 from xflowrl.search import greedy_steps  # noqa: E402  pylint: disable=wrong-import-position
 from xflowrl.transfer import (  # noqa: E402  pylint: disable=wrong-import-position
@@ -44,8 +53,8 @@ import timing  # noqa: E402  pylint: disable=wrong-import-position
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("graphs", ["held_out"], "held_out, train, or corpus names.")
-flags.DEFINE_string("cost_model", "analytic/v100", "Cost model (the policy's training one).")
-flags.DEFINE_integer("taso_budget", 1000, "TASO's budget.")
+flags.DEFINE_string("cost_model", GPU_COST_SPEC, "Cost model (the policy's training one).")
+flags.DEFINE_integer("taso_budget", TASO_BUDGET, "TASO's budget.")
 flags.DEFINE_integer("rounds", 3, "Interleaved rounds.")
 flags.DEFINE_integer("cores", 1, "Pin to this many cores (0: no pinning).")
 flags.DEFINE_integer("seed", 0, "Order of the rounds.")
@@ -68,7 +77,7 @@ def main(argv):
     agent = None
     for name in _names():
         graph = corpus.get(name)
-        probe = GraphEnv(graph, xfers, cost, EnvConfig(max_steps=10_000))
+        probe = GraphEnv(graph, xfers, cost, EnvConfig(max_steps=NO_STEP_LIMIT))
         steps = max(10, -(-3 * greedy_steps(probe) // 2))
         env = GraphEnv(graph, xfers, cost, EnvConfig(max_steps=steps))
         if agent is None:
@@ -90,7 +99,7 @@ def main(argv):
                     costs["policy_final_ms"] = episode.final_cost
                     costs["policy_steps"] = episode.steps
                 else:
-                    result = xfers.search(graph, cost, alpha=1.05, budget=FLAGS.taso_budget)
+                    result = xfers.search(graph, cost, alpha=TASO_ALPHA, budget=FLAGS.taso_budget)
                     times["taso"].append(time.perf_counter() - start)
                     costs["taso_ms"] = result.best_cost
                     costs["taso_expansions"] = result.expansions

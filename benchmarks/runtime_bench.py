@@ -57,15 +57,15 @@ from typing import Dict, List, Optional
 from absl import app, flags, logging
 import numpy as np
 
-from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.env import NO_STEP_LIMIT, EnvConfig, GraphEnv
 from xflowrl import zoo
 from xflowrl.engine import CostModel, Graph, XferSet
+from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS, DEFAULT_RULE_SET, TASO_ALPHA, TASO_BUDGET
 from xflowrl.onnx_io import load_onnx, to_onnx
 from xflowrl.executor.weights import random_inputs, random_weights
 from xflowrl.measure.compare import time_models
 from xflowrl.runs import cost_model_from_spec
 from xflowrl.agents.ppo.training import replay
-from xflowrl.search.baselines import GREEDY_MAX_STEPS
 from xflowrl.search.greedy import greedy_search
 
 FLAGS = flags.FLAGS
@@ -76,11 +76,12 @@ flags.DEFINE_list("optimize_with", ["analytic/cpu", "fitted/cpu"],
 flags.DEFINE_list("evaluate_with", ["analytic/cpu", "analytic/v100", "onednn", "fitted/cpu"],
                   "Cost models whose estimates are compared with the measurements.")
 flags.DEFINE_list("runtimes", ["ort", "tf"], "ort (onnxruntime) and/or tf (onnx-tf).")
-flags.DEFINE_string("rules", "default", "Rule set (XferSet.from_name).")
-flags.DEFINE_float("taso_alpha", 1.05, "TASO search relaxation.")
-flags.DEFINE_integer("taso_budget", 1000, "TASO search budget (0: no TASO variants).")
+flags.DEFINE_string("rules", DEFAULT_RULE_SET, "Rule set (XferSet.from_name).")
+flags.DEFINE_float("taso_alpha", TASO_ALPHA, "TASO search relaxation.")
+flags.DEFINE_integer("taso_budget", TASO_BUDGET, "TASO search budget (0: no TASO variants).")
 flags.DEFINE_string("agent_graphs", "", "Results folder with <graph>/<run>/graph.onnx files.")
-flags.DEFINE_integer("max_locations", 200, "L of the agents' environment (replaying them).")
+flags.DEFINE_integer("max_locations", DEFAULT_MAX_LOCATIONS,
+                     "L of the agents' environment (replaying them).")
 flags.DEFINE_string("cost_cache", "results/cost_cache.tsv", "oneDNN cost cache.")
 flags.DEFINE_integer("rounds", 7, "Interleaved timing rounds.")
 flags.DEFINE_integer("warmup", 2, "Untimed calls per variant and round.")
@@ -148,7 +149,7 @@ class Variant:
 def optimized_variants(graph: Graph, xfers: XferSet, spec: str, cost_model: CostModel,
                        alpha: float, budget: int) -> List[Variant]:
     """Greedy's and TASO's graphs under one cost model."""
-    env = GraphEnv(graph, xfers, cost_model, EnvConfig(max_steps=GREEDY_MAX_STEPS))
+    env = GraphEnv(graph, xfers, cost_model, EnvConfig(max_steps=NO_STEP_LIMIT))
     start = time.time()
     episode = greedy_search(env)
     out = [Variant(f"greedy[{spec}]", env.graph, steps=len(episode.applied),
@@ -192,7 +193,7 @@ def agent_variants(folder: str, graph_name: str, xfers: XferSet, original: Graph
             try:
                 run_xfers = XferSet.from_name(result["rules"]) if "rules" in result else xfers
                 env = GraphEnv(original, run_xfers, CostModel("analytic"),
-                               EnvConfig(max_steps=GREEDY_MAX_STEPS,
+                               EnvConfig(max_steps=NO_STEP_LIMIT,
                                          max_locations=result.get("max_locations",
                                                                   max_locations)))
                 graph = replay(env, [tuple(s) for s in sequence])

@@ -48,8 +48,8 @@ import numpy as np
 
 from xflowrl import zoo
 from xflowrl.engine import CostModel, Graph, XferSet
-from xflowrl.engine.xfers import RULE_SETS
-from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS, RULE_SETS
+from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.optimize import parse_input_shapes
 from xflowrl.runs import cost_model_from_spec, exit_on_bad_input, model_name, model_source
 from xflowrl.search import greedy_search
@@ -71,7 +71,8 @@ flags.DEFINE_list("rules", ["default", "builtin+taso", "generated", "taso"],
 flags.DEFINE_list("alphas", ["1.0", "1.05", "1.2"], "TASO search alphas.")
 flags.DEFINE_list("budgets", ["1000", "10000"], "TASO search budgets (expansions).")
 flags.DEFINE_float("time_limit", 30.0, "Seconds per search run (0: none).")
-flags.DEFINE_integer("max_locations", 200, "L, locations per xfer of the environment.")
+flags.DEFINE_integer("max_locations", DEFAULT_MAX_LOCATIONS,
+                     "L, locations per xfer of the environment.")
 flags.DEFINE_string("cost_cache", "results/cost_cache.tsv",
                     "Cache of measured op costs (onednn, cudnn).")
 flags.DEFINE_string("out_json", "results/search_bench/search_bench.json",
@@ -82,7 +83,6 @@ flags.DEFINE_bool("report_only", False, "Only rewrite --out_md from --out_json (
 flags.DEFINE_bool("quick", False, "small_cnn, analytic/cpu, the --rules sets, alpha 1.0/1.2, "
                   "budgets 50/200: a smoke test of the script (seconds).")
 
-GREEDY_MAX_STEPS = 100_000  # in effect none: greedy stops when nothing improves
 GAP_THRESHOLD = 1.0  # % of the initial cost: "search matters" from here (issue 14)
 
 
@@ -113,7 +113,7 @@ def run_greedy(graph: Graph, xfers: XferSet, cost_model: CostModel,
                max_locations: int) -> dict:
     """Greedy without a step limit, plus the location counts at reset."""
     env = GraphEnv(graph, xfers, cost_model,
-                   EnvConfig(max_steps=GREEDY_MAX_STEPS, max_locations=max_locations))
+                   EnvConfig(max_steps=NO_STEP_LIMIT, max_locations=max_locations))
     counts = location_counts(env)
     start = time.time()
     episode = greedy_search(env)

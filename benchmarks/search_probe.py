@@ -36,24 +36,28 @@ import numpy as np
 from xflowrl import zoo
 from xflowrl.engine import CostModel, Graph, XferSet
 from xflowrl.engine import xfers as xfers_lib
+from xflowrl.engine.cost import DEFAULT_COST_SPEC
+from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS, DEFAULT_RULE_SET, TASO_ALPHA, TASO_BUDGET
+from xflowrl.env import NO_STEP_LIMIT
 from xflowrl.runs import cost_model_from_spec
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("probe", "descent", ["descent", "escape", "trace", "step_costs",
                                        "rule_ablation"], "Which probe.")
 flags.DEFINE_string("graph", "resnet18", "Zoo graph.")
-flags.DEFINE_string("rules", "default", "Rule set (RULE_SETS name).")
+flags.DEFINE_string("rules", DEFAULT_RULE_SET, "Rule set (RULE_SETS name).")
 flags.DEFINE_string("subset", "", "A subset of --rules (`rule_subsets`: no_builtin, "
                     "no_enlarge_merge, builtin_only); empty: all of it.")
-flags.DEFINE_string("cost_model", "analytic/cpu",
+flags.DEFINE_string("cost_model", DEFAULT_COST_SPEC,
                     "analytic/<profile>, fitted/<profile>, onednn or cudnn.")
 flags.DEFINE_string("cost_cache", "results/cost_cache.tsv", "Measured backends' cache.")
 flags.DEFINE_integer("episodes", 20, "descent: random descents.")
 flags.DEFINE_integer("seed", 0, "descent: seed.")
 flags.DEFINE_integer("escape_depth", 1, "escape: uphill steps before greedy (1 or 2).")
-flags.DEFINE_float("alpha", 1.05, "trace / step_costs / rule_ablation: search alpha.")
-flags.DEFINE_integer("budget", 1000, "trace / step_costs / rule_ablation: search budget.")
-flags.DEFINE_integer("max_locations", 200, "Locations per xfer (the environment's L).")
+flags.DEFINE_float("alpha", TASO_ALPHA, "trace / step_costs / rule_ablation: search alpha.")
+flags.DEFINE_integer("budget", TASO_BUDGET, "trace / step_costs / rule_ablation: search budget.")
+flags.DEFINE_integer("max_locations", DEFAULT_MAX_LOCATIONS,
+                     "Locations per xfer (the environment's L).")
 flags.DEFINE_float("time_limit", 300.0, "escape / trace: stop after this many seconds.")
 
 EPS = 1e-9
@@ -73,7 +77,7 @@ class Landscape:
         locs = self.xfers.locations(graph, self.max_locations, self.max_ops)
         return locs.costs(self.cost_model), locs
 
-    def greedy(self, graph: Graph, max_steps: int = 100_000
+    def greedy(self, graph: Graph, max_steps: int = NO_STEP_LIMIT
                ) -> Tuple[Graph, float, List[str]]:
         """One-step greedy (the cheapest candidate; ties to the lowest xfer, then
         location, as `GreedyAgent`), from `graph` until nothing improves."""

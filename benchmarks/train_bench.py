@@ -45,6 +45,8 @@ import time
 
 from absl import app, flags
 
+from xflowrl.engine.cost import GPU_PROFILE  # no TensorFlow: --cores comes first
+
 from timing import Clock, pin_cores
 
 FLAGS = flags.FLAGS
@@ -57,7 +59,7 @@ flags.DEFINE_multi_string("input_shape", [], "NAME=D1,D2,...: the static shape o
 flags.DEFINE_integer("episodes", 40, "Training episodes per graph.")
 flags.DEFINE_integer("warmup_updates", 2, "Updates left out of the steady rate.")
 flags.DEFINE_enum("ppo", "xrlflow", ["thesis", "xrlflow"], "PPO preset.")
-flags.DEFINE_string("profile", "v100", "Analytic cost profile.")
+flags.DEFINE_string("profile", GPU_PROFILE, "Analytic cost profile.")
 flags.DEFINE_integer("max_steps", 50, "Step limit floor (raised to greedy's budget).")
 flags.DEFINE_integer("cores", 1, "Pin to this many cores (0: leave alone).")
 flags.DEFINE_integer("seed", 0, "Seed of the agent.")

@@ -43,8 +43,15 @@ import numpy as np
 
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet
-from xflowrl.engine.xfers import load_rule_set, peak_rss_mb
-from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.engine.cost import DEFAULT_BACKEND, DEFAULT_PROFILE
+from xflowrl.engine.xfers import (
+    DEFAULT_RULE_SET,
+    TASO_ALPHA,
+    TASO_BUDGET,
+    load_rule_set,
+    peak_rss_mb,
+)
+from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.executor import reference as executor
 from xflowrl.executor.weights import random_inputs, random_weights
 from xflowrl.search.greedy import greedy_search
@@ -52,16 +59,17 @@ from xflowrl.search.greedy import greedy_search
 FLAGS = flags.FLAGS
 flags.DEFINE_list("graphs", ["vit", "nasnet_a", "resnext50", "nasrnn", "vgg19"],
                   "Zoo graphs (names of xflowrl.zoo.GRAPHS).")
-flags.DEFINE_string("rules", "default", "Rule set (xflowrl.engine.xfers.RULE_SETS).")
+flags.DEFINE_string("rules", DEFAULT_RULE_SET, "Rule set (xflowrl.engine.xfers.RULE_SETS).")
 flags.DEFINE_list("exclude", [], "Xfer names dropped from the rule set (e.g. one that "
                   "rewrites a graph unsoundly).")
-flags.DEFINE_string("cost_model", "analytic", "Cost backend.")
-flags.DEFINE_string("profile", "cpu", "Cost-model profile.")
-flags.DEFINE_float("taso_alpha", 1.05, "TASO's relaxation alpha.")
-flags.DEFINE_integer("taso_budget", 1000, "TASO's budget (expansions); 0 skips it.")
+flags.DEFINE_string("cost_model", DEFAULT_BACKEND, "Cost backend.")
+flags.DEFINE_string("profile", DEFAULT_PROFILE, "Cost-model profile.")
+flags.DEFINE_float("taso_alpha", TASO_ALPHA, "TASO's relaxation alpha.")
+flags.DEFINE_integer("taso_budget", TASO_BUDGET, "TASO's budget (expansions); 0 skips it.")
 flags.DEFINE_float("taso_time_limit_s", 0.0, "Stops TASO's search after this many "
                    "seconds (0: no limit).")
-flags.DEFINE_integer("greedy_max_steps", 100_000, "Step cap of greedy (in effect none).")
+flags.DEFINE_integer("greedy_max_steps", NO_STEP_LIMIT, "Step cap of greedy (default: "
+                     "in effect none).")
 flags.DEFINE_bool("onnx_check", False, "Also export to ONNX and run in onnxruntime.")
 flags.DEFINE_bool("onnx_tf", False, "With --onnx_check: run the model in onnx-tf too.")
 flags.DEFINE_bool("verify", False, "Run greedy's and TASO's graphs and the original through "

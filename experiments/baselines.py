@@ -58,6 +58,7 @@ import numpy as np
 
 from xflowrl import zoo
 from xflowrl.engine import Graph
+from xflowrl.env import NO_STEP_LIMIT
 from xflowrl.measure.compare import time_models
 from xflowrl.onnx_io import to_onnx
 from xflowrl.optimize.model_io import BadInput
@@ -71,7 +72,6 @@ from xflowrl.runs import (
     write_text,
 )
 from xflowrl.search import greedy_search
-from xflowrl.search.baselines import GREEDY_MAX_STEPS
 
 FLAGS = flags.FLAGS
 THESIS_GRAPHS = ["squeezenet1_1", "resnet18", "resnet50", "inception_v3", "bert", "vit"]
@@ -165,7 +165,7 @@ def settings(run: RunSettings) -> dict:
 def search_graph(run: RunSettings):
     """Greedy's and TASO's results on one graph; (variants, greedy, taso dicts)."""
     name = run.graph
-    env = dataclasses.replace(run, max_steps=GREEDY_MAX_STEPS).make_env()
+    env = dataclasses.replace(run, max_steps=NO_STEP_LIMIT).make_env()
     original, xfers, cost_model = env.initial_graph, env.xfers, env.cost_model
     initial = original.cost(cost_model)
     variants = [Variant("original", original, initial, None, None)]

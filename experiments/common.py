@@ -14,15 +14,21 @@ through `exit_on_bad_input` ends with one line naming the problem and exit
 status 2, not a traceback (`xflowrl.runs.entry`).
 """
 
-import dataclasses
 from typing import Any, Dict, Mapping, Optional, Sequence, TYPE_CHECKING
 
 from absl import flags
 
 from xflowrl import zoo
 from xflowrl.engine import BACKENDS
-from xflowrl.engine.xfers import RULE_SETS
-from xflowrl.env import GraphEnv, rewards
+from xflowrl.engine.cost import DEFAULT_BACKEND, DEFAULT_PROFILE
+from xflowrl.engine.xfers import (
+    DEFAULT_MAX_LOCATIONS,
+    DEFAULT_RULE_SET,
+    RULE_SETS,
+    TASO_ALPHA,
+    TASO_BUDGET,
+)
+from xflowrl.env import DEFAULT_MAX_STEPS, GraphEnv, rewards
 from xflowrl.optimize.model_io import BadInput, parse_input_shapes
 
 # Re-exported: the entry points call common.exit_on_bad_input.
@@ -59,8 +65,39 @@ def define_model_flags(flag_values: flags.FlagValues = FLAGS, several: bool = Fa
                               "several inputs), e.g. --input_shape=input_ids=1,128.", **fv)
 
 
+def define_rules_flag(flag_values: flags.FlagValues = FLAGS,
+                      help_text: str = "Rule set (xflowrl.engine.xfers.RULE_SETS): default = "
+                      "built-ins + generated; builtin+taso = the thesis'.") -> None:
+    """--rules (in `flag_values`): a named rule set, by default `DEFAULT_RULE_SET`."""
+    flags.DEFINE_enum("rules", DEFAULT_RULE_SET, list(RULE_SETS), help_text,
+                      flag_values=flag_values)
+
+
+def define_cost_model_flags(flag_values: flags.FlagValues = FLAGS,
+                            default_profile: str = DEFAULT_PROFILE,
+                            cost_model_help: str = "Cost backend.",
+                            profile_help: str = "Device profile of the analytic backend (cpu: "
+                            "this kind of CPU; v100: GPU-like, the stand-in for the thesis' "
+                            "GPU).") -> None:
+    """--cost_model (a backend, by default `DEFAULT_BACKEND`) and --profile
+    (in `flag_values`)."""
+    fv = {"flag_values": flag_values}
+    flags.DEFINE_enum("cost_model", DEFAULT_BACKEND, BACKENDS, cost_model_help, **fv)
+    flags.DEFINE_string("profile", default_profile, profile_help, **fv)
+
+
+def define_taso_flags(flag_values: flags.FlagValues = FLAGS, alpha: bool = True,
+                      budget_help: str = "Budget of the TASO search baseline (0: skip).") -> None:
+    """--taso_budget and (with `alpha`) --taso_alpha (in `flag_values`),
+    by default `TASO_BUDGET` and `TASO_ALPHA`."""
+    fv = {"flag_values": flag_values}
+    flags.DEFINE_integer("taso_budget", TASO_BUDGET, budget_help, **fv)
+    if alpha:
+        flags.DEFINE_float("taso_alpha", TASO_ALPHA, "Alpha of the TASO search baseline.", **fv)
+
+
 def define_env_flags(default_graph: str, flag_values: flags.FlagValues = FLAGS,
-                     default_profile: str = "cpu", several_models: bool = False) -> None:
+                     default_profile: str = DEFAULT_PROFILE, several_models: bool = False) -> None:
     """--graph, --onnx, --input_shape, --rules, --cost_model, --profile,
     --cost_cache, --max_steps, --max_locations, --reward, --results_dir (in
     `flag_values`; `several_models`: --onnx is a list, `define_model_flags`)."""
@@ -68,28 +105,21 @@ def define_env_flags(default_graph: str, flag_values: flags.FlagValues = FLAGS,
     flags.DEFINE_string("graph", default_graph, f"Graph to optimise; one of {zoo.GRAPHS}.",
                         **fv)
     define_model_flags(flag_values, several_models)
-    flags.DEFINE_enum("rules", "default", list(RULE_SETS), "Rule set (xflowrl.engine.xfers."
-                      "RULE_SETS): default = built-ins + generated; builtin+taso = the thesis'.",
-                      **fv)
-    flags.DEFINE_enum("cost_model", "analytic", BACKENDS, "Cost backend.", **fv)
-    flags.DEFINE_string("profile", default_profile, "Device profile of the analytic backend "
-                        "(cpu: this kind of CPU; v100: GPU-like, the stand-in for the thesis' "
-                        "GPU).", **fv)
+    define_rules_flag(flag_values)
+    define_cost_model_flags(flag_values, default_profile)
     flags.DEFINE_string("cost_cache", "results/cost_cache.tsv", "Cache of measured op costs; "
                         "'reference': onednn's shipped table, read-only (docs/engine.md).", **fv)
-    flags.DEFINE_integer("max_steps", 50, "Step limit per episode.", **fv)
-    flags.DEFINE_integer("max_locations", 200, "L, locations per xfer.", **fv)
+    flags.DEFINE_integer("max_steps", DEFAULT_MAX_STEPS, "Step limit per episode.", **fv)
+    flags.DEFINE_integer("max_locations", DEFAULT_MAX_LOCATIONS, "L, locations per xfer.", **fv)
     flags.DEFINE_enum("reward", "relative", sorted(rewards.REWARDS), "Reward function.", **fv)
     flags.DEFINE_string("results_dir", "results", "Where results are written.", **fv)
 
 
 def define_baseline_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     """--taso_budget, --taso_alpha, --random_episodes (in `flag_values`)."""
-    fv = {"flag_values": flag_values}
-    flags.DEFINE_integer("taso_budget", 1000, "Budget of the TASO search baseline (0: skip).",
-                         **fv)
-    flags.DEFINE_float("taso_alpha", 1.05, "Alpha of the TASO search baseline.", **fv)
-    flags.DEFINE_integer("random_episodes", 20, "Episodes of the random-agent baseline.", **fv)
+    define_taso_flags(flag_values)
+    flags.DEFINE_integer("random_episodes", 20, "Episodes of the random-agent baseline.",
+                         flag_values=flag_values)
 
 
 def define_world_model_flags(flag_values: flags.FlagValues = FLAGS) -> None:
@@ -218,5 +248,4 @@ def with_full_observation(env: GraphEnv) -> GraphEnv:
     an ablated environment withholds from the agent)."""
     if env.config.cost_features == "full":
         return env
-    return GraphEnv(env.initial_graph, env.xfers, env.cost_model,
-                    dataclasses.replace(env.config, cost_features="full"))
+    return env.with_config(cost_features="full")

@@ -36,7 +36,9 @@ import sys
 import time
 
 from absl import app, flags, logging
+import common
 
+from xflowrl.env import DEFAULT_MAX_STEPS
 from xflowrl.runs import RunSettings, load_result, result_path, save_result
 from xflowrl.search import EQUAL_BUDGET_FACTOR, run_baselines, versus_greedy, with_equal_step_limit
 
@@ -45,12 +47,13 @@ flags.DEFINE_list("graphs", ["squeezenet1_1", "resnet18", "resnet50", "inception
                   "Graphs to compare on.")
 flags.DEFINE_integer("mf_episodes", 200, "Training episodes of the model-free agent.")
 flags.DEFINE_integer("seed", 0, "Seed of both agents.")
-flags.DEFINE_string("cost_model", "analytic", "Cost backend of both agents and the baselines.")
-flags.DEFINE_string("profile", "cpu", "Device profile of both agents and the baselines (the "
-                    "scripts' defaults differ: named here, every row has one setting).")
-flags.DEFINE_integer("max_steps", 50, "The agents' step limit, passed to both scripts; each "
-                     f"raises it to {EQUAL_BUDGET_FACTOR} x one-step greedy's steps on a graph "
-                     "where that is more.")
+common.define_cost_model_flags(
+    cost_model_help="Cost backend of both agents and the baselines.",
+    profile_help="Device profile of both agents and the baselines (the scripts' defaults "
+    "differ: named here, every row has one setting).")
+flags.DEFINE_integer("max_steps", DEFAULT_MAX_STEPS, "The agents' step limit, passed to both "
+                     f"scripts; each raises it to {EQUAL_BUDGET_FACTOR} x one-step greedy's "
+                     "steps on a graph where that is more.")
 flags.DEFINE_bool("reuse", True, "Reuse a graph's existing result.json instead of rerunning.")
 flags.DEFINE_string("results_dir", "results", "Where results are written.")
 

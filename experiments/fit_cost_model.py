@@ -31,12 +31,12 @@ from absl import app, flags, logging
 
 from xflowrl import zoo
 from xflowrl.engine import XferSet
-from xflowrl.engine.cost import fitted_profile_path
-from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.engine.cost import DEFAULT_COST_SPEC, fitted_profile_path
+from xflowrl.engine.xfers import DEFAULT_RULE_SET, TASO_ALPHA, TASO_BUDGET
+from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.executor.weights import random_inputs, random_weights
 from xflowrl.measure import calibration, cost_fit, ort_profile
 from xflowrl.runs import cost_model_from_spec
-from xflowrl.search.baselines import GREEDY_MAX_STEPS
 from xflowrl.search.greedy import greedy_search
 
 FLAGS = flags.FLAGS
@@ -45,13 +45,13 @@ flags.DEFINE_enum("method", "micro", ["micro", "profile"], "micro: calibration.c
                   "profiles of --graphs and their variants.")
 flags.DEFINE_enum("budget", "full", sorted(calibration.BUDGETS), "micro: how much to measure.")
 flags.DEFINE_list("graphs", list(calibration.TRAINING_GRAPHS), "profile: zoo graphs to profile.")
-flags.DEFINE_list("optimize_with", ["analytic/cpu"], "profile: cost models whose greedy and "
+flags.DEFINE_list("optimize_with", [DEFAULT_COST_SPEC], "profile: cost models whose greedy and "
                   "TASO variants are profiled too.")
 flags.DEFINE_list("taso_graphs", ["squeezenet1_1", "resnet18", "resnet50", "bert",
                                   "resnet50_taso"],
                   "profile: graphs whose TASO variant is profiled (TASO on inception_v3 "
                   "takes minutes).")
-flags.DEFINE_integer("taso_budget", 1000, "profile: TASO search budget.")
+flags.DEFINE_integer("taso_budget", TASO_BUDGET, "profile: TASO search budget.")
 flags.DEFINE_integer("runs", 20, "profile: profiled runs per graph and pass.")
 flags.DEFINE_integer("passes", 2, "profile: interleaved passes over all graphs.")
 flags.DEFINE_integer("seed", 0, "Weights, inputs (and micro: sampled configurations).")
@@ -71,11 +71,11 @@ def variants(name: str, xfers: XferSet) -> dict:
     out = {"original": original}
     for spec in FLAGS.optimize_with:
         model = cost_model_from_spec(spec)
-        env = GraphEnv(original, xfers, model, EnvConfig(max_steps=GREEDY_MAX_STEPS))
+        env = GraphEnv(original, xfers, model, EnvConfig(max_steps=NO_STEP_LIMIT))
         greedy_search(env)
         out[f"greedy[{spec}]"] = env.graph
         if name in FLAGS.taso_graphs and FLAGS.taso_budget > 0:
-            out[f"taso[{spec}]"] = xfers.search(original, model, alpha=1.05,
+            out[f"taso[{spec}]"] = xfers.search(original, model, alpha=TASO_ALPHA,
                                                 budget=FLAGS.taso_budget).graph
     unique, seen = {}, set()
     for key, graph in out.items():
@@ -101,7 +101,7 @@ def main(argv):
         rows, per_graph = cost_fit.read_rows(earlier), earlier["graphs"]
         command = earlier["command"] + f" (refit: --refit_from={FLAGS.refit_from})"
     else:
-        xfers = XferSet.from_name("default")
+        xfers = XferSet.from_name(DEFAULT_RULE_SET)
         todo = {}
         for name in FLAGS.graphs:
             start = time.time()

@@ -14,13 +14,14 @@ import os
 from absl import app, flags, logging
 
 from xflowrl.engine import BACKENDS, CostModel
+from xflowrl.engine.cost import DEFAULT_BACKEND, DEFAULT_PROFILE
 import xflowrl.measure  # first: turns on TensorFlow's CPU allocator statistics
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("graphs", ["inception_v3", "resnet18", "resnet50", "squeezenet1_1", "bert"],
                   "Zoo graphs, in table order.")
-flags.DEFINE_enum("cost_model", "analytic", BACKENDS, "Cost backend of the estimate.")
-flags.DEFINE_string("profile", "cpu", "Device profile of the analytic backend.")
+flags.DEFINE_enum("cost_model", DEFAULT_BACKEND, BACKENDS, "Cost backend of the estimate.")
+flags.DEFINE_string("profile", DEFAULT_PROFILE, "Device profile of the analytic backend.")
 flags.DEFINE_integer("warmup", 3, "Untimed TensorFlow runs before timing.")
 flags.DEFINE_integer("repeats", 10, "Timed TensorFlow runs (median reported).")
 flags.DEFINE_integer("seed", 0, "Seed of the random weights and inputs.")

@@ -40,13 +40,15 @@ from typing import Dict, List, Optional
 from absl import app, flags
 import numpy as np
 
+from xflowrl.engine.cost import DEFAULT_BACKEND, GPU_PROFILE
+from xflowrl.engine.xfers import DEFAULT_RULE_SET
 from xflowrl.jobs import Job, run_jobs
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("graph", "bert", "Zoo graph.")
-flags.DEFINE_string("cost_model", "analytic", "Cost backend (as train_mb.py).")
-flags.DEFINE_string("profile", "v100", "Profile (as train_mb.py).")
-flags.DEFINE_string("rules", "default", "Rule set (as train_mb.py).")
+flags.DEFINE_string("cost_model", DEFAULT_BACKEND, "Cost backend (as train_mb.py).")
+flags.DEFINE_string("profile", GPU_PROFILE, "Profile (as train_mb.py).")
+flags.DEFINE_string("rules", DEFAULT_RULE_SET, "Rule set (as train_mb.py).")
 flags.DEFINE_integer("seeds", 3, "Seeds 0..K-1 per variant.")
 flags.DEFINE_list("variants", None, "Variants to run (default: all of VARIANTS).")
 flags.DEFINE_integer("jobs", 2, "CPUs of the local Ray instance: runs at a time.")
@@ -172,13 +174,13 @@ def measure(summary: Dict[str, dict], runs: Dict[str, List[dict]]) -> None:
     # pylint: disable=import-outside-toplevel
     from xflowrl import zoo
     from xflowrl.agents.ppo.training import replay
+    from xflowrl.env import NO_STEP_LIMIT
     from xflowrl.executor.weights import random_inputs, random_weights
     from xflowrl.measure.compare import time_models
     from xflowrl.onnx_io import to_onnx
     from xflowrl.runs import RunSettings
-    from xflowrl.search.baselines import GREEDY_MAX_STEPS
     env = RunSettings(graph=FLAGS.graph, rules=FLAGS.rules, cost_model=FLAGS.cost_model,
-                      profile=FLAGS.profile, max_steps=GREEDY_MAX_STEPS).make_env()
+                      profile=FLAGS.profile, max_steps=NO_STEP_LIMIT).make_env()
     original = env.initial_graph
     first = next(iter(runs.values()))[0]
     graphs = {"original": original,

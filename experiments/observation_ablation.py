@@ -37,6 +37,7 @@ import time
 from typing import Dict, List, NamedTuple, Optional, Sequence
 
 from absl import app, flags, logging
+import common
 import numpy as np
 
 from xflowrl.runs import load_result, result_path, results_folder, save_result, write_json
@@ -47,7 +48,7 @@ flags.DEFINE_list("variants", ["full", "no_deltas", "none"],
                   "--cost_features values of train_mf.py (EnvConfig.cost_features).")
 flags.DEFINE_list("seeds", ["0", "1"], "Agent seeds (the same for every variant).")
 flags.DEFINE_integer("episodes", 200, "Training episodes per run.")
-flags.DEFINE_integer("taso_budget", 1000, "TASO search baseline budget (train_mf.py).")
+common.define_taso_flags(alpha=False, budget_help="TASO search baseline budget (train_mf.py).")
 flags.DEFINE_integer("random_episodes", 20, "Random-agent baseline episodes (train_mf.py).")
 flags.DEFINE_string("results_dir", "results", "Where results are written.")
 flags.DEFINE_bool("rerun", False, "Train again even where a run's result.json exists.")

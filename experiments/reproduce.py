@@ -241,12 +241,19 @@ def variant_graphs(setting: report.Setting, graph_name: str, root: str,
     ran, the model-based agent with the separate reward network (replayed;
     of each agent, the median seed's run, `report.median_seed`)."""
     from xflowrl.agents.ppo.training import replay  # pylint: disable=import-outside-toplevel
-    from xflowrl.env import EnvConfig, make_env  # pylint: disable=import-outside-toplevel
-    from xflowrl.search.baselines import GREEDY_MAX_STEPS  # pylint: disable=import-outside-toplevel
+    from xflowrl.engine.xfers import (  # pylint: disable=import-outside-toplevel
+        DEFAULT_MAX_LOCATIONS,
+        DEFAULT_RULE_SET,
+    )
+    from xflowrl.env import (  # pylint: disable=import-outside-toplevel
+        EnvConfig,
+        NO_STEP_LIMIT,
+        make_env,
+    )
     runs = report.load_runs(root, graph_name, seeds)
-    env = make_env(graph_name, "default", setting.cost_model, setting.profile,
-                   "results/cost_cache.tsv", EnvConfig(max_steps=GREEDY_MAX_STEPS,
-                                                       max_locations=200))
+    env = make_env(graph_name, DEFAULT_RULE_SET, setting.cost_model, setting.profile,
+                   "results/cost_cache.tsv", EnvConfig(max_steps=NO_STEP_LIMIT,
+                                                       max_locations=DEFAULT_MAX_LOCATIONS))
     graphs = {"original": env.initial_graph,
               "greedy": replay(env, [tuple(a) for a in runs.baselines["greedy"]["applied"]])}
     taso = runs.baselines.get("taso")
@@ -262,10 +269,10 @@ def variant_graphs(setting: report.Setting, graph_name: str, root: str,
     if runs.mb_separate:
         agents.append((report.SEPARATE, runs.mb_separate, "controller_best_applied"))
     for name, result, key in agents:
-        run_env = make_env(graph_name, result.get("rules", "default"), setting.cost_model,
-                           setting.profile, "results/cost_cache.tsv",
-                           EnvConfig(max_steps=GREEDY_MAX_STEPS,
-                                     max_locations=result.get("max_locations", 200)))
+        run_config = EnvConfig(max_steps=NO_STEP_LIMIT,
+                               max_locations=result.get("max_locations", DEFAULT_MAX_LOCATIONS))
+        run_env = make_env(graph_name, result.get("rules", DEFAULT_RULE_SET), setting.cost_model,
+                           setting.profile, "results/cost_cache.tsv", run_config)
         graphs[name] = replay(run_env, [tuple(a) for a in result[key]])
     return graphs, env.cost_model
 
@@ -285,12 +292,19 @@ def sweep_graphs(setting: report.Setting, sweep: dict):
     """Per row of the sweep (a temperature), the graph of each seed's real
     episode, replayed from its applied steps."""
     from xflowrl.agents.ppo.training import replay  # pylint: disable=import-outside-toplevel
-    from xflowrl.env import EnvConfig, make_env  # pylint: disable=import-outside-toplevel
-    from xflowrl.search.baselines import GREEDY_MAX_STEPS  # pylint: disable=import-outside-toplevel
-    env = make_env(sweep["graph"], sweep.get("rules", "default"), setting.cost_model,
+    from xflowrl.engine.xfers import (  # pylint: disable=import-outside-toplevel
+        DEFAULT_MAX_LOCATIONS,
+        DEFAULT_RULE_SET,
+    )
+    from xflowrl.env import (  # pylint: disable=import-outside-toplevel
+        EnvConfig,
+        NO_STEP_LIMIT,
+        make_env,
+    )
+    env = make_env(sweep["graph"], sweep.get("rules", DEFAULT_RULE_SET), setting.cost_model,
                    setting.profile, "results/cost_cache.tsv",
-                   EnvConfig(max_steps=GREEDY_MAX_STEPS,
-                             max_locations=sweep.get("max_locations", 200)))
+                   EnvConfig(max_steps=NO_STEP_LIMIT,
+                             max_locations=sweep.get("max_locations", DEFAULT_MAX_LOCATIONS)))
     return [[replay(env, [tuple(a) for a in applied]) for applied in row["applied"]]
             for row in sweep["rows"]]
 

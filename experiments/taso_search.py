@@ -23,21 +23,22 @@ import time
 from absl import app, flags, logging
 import common
 
+from xflowrl.engine.xfers import TASO_ALPHA, TASO_BUDGET
+from xflowrl.env import NO_STEP_LIMIT
 from xflowrl.runs import change_table, save_graph, save_result
 from xflowrl.search import greedy_search
-from xflowrl.search.baselines import GREEDY_MAX_STEPS
 
 FLAGS = flags.FLAGS
 common.define_env_flags("resnet50")
-flags.DEFINE_float("alpha", 1.05, "Relaxation: queue graphs cheaper than alpha * best.")
-flags.DEFINE_integer("budget", 1000, "Graphs expanded (popped from the queue).")
+flags.DEFINE_float("alpha", TASO_ALPHA, "Relaxation: queue graphs cheaper than alpha * best.")
+flags.DEFINE_integer("budget", TASO_BUDGET, "Graphs expanded (popped from the queue).")
 flags.DEFINE_float("time_limit", 0.0, "Stop after this many seconds (0: none).")
 
 
 def main(argv):
     del argv
     # Greedy runs without a step limit (it stops when nothing improves).
-    settings = dataclasses.replace(common.run_settings(), max_steps=GREEDY_MAX_STEPS)
+    settings = dataclasses.replace(common.run_settings(), max_steps=NO_STEP_LIMIT)
     source = settings.source()
     env = settings.make_env()
     graph, xfers, cost_model = env.initial_graph, env.xfers, env.cost_model

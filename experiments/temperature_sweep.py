@@ -45,7 +45,7 @@ import common
 import numpy as np
 
 from xflowrl import zoo
-from xflowrl.engine import BACKENDS
+from xflowrl.env import DEFAULT_MAX_STEPS
 from xflowrl.jobs import Job, run_jobs, strip_flags
 from xflowrl.runs import RunSettings, save_result
 from xflowrl.world_model import (
@@ -62,10 +62,9 @@ common.define_model_flags()
 flags.DEFINE_integer("seeds", 3, "Seeds (a world model each); the thesis ran 5.")
 flags.DEFINE_list("temperatures", ["0.1", "0.5", "0.75", "1.0", "1.2", "1.5", "1.75", "2.0",
                                    "2.5", "3.0"], "The temperatures of Table 4.3.")
-flags.DEFINE_enum("cost_model", "analytic", BACKENDS, "Cost backend.")
-flags.DEFINE_string("profile", "cpu", "Device profile of the cost backend (analytic: cpu, "
-                    "v100, h100; fitted: a fitted profile's name).")
-flags.DEFINE_integer("max_steps", 50, "Step limit per episode.")
+common.define_cost_model_flags(profile_help="Device profile of the cost backend (analytic: "
+                               "cpu, v100, h100; fitted: a fitted profile's name).")
+flags.DEFINE_integer("max_steps", DEFAULT_MAX_STEPS, "Step limit per episode.")
 common.define_world_model_flags()
 flags.DEFINE_integer("dream_episodes", 2400, "Imagined episodes per controller.")
 flags.DEFINE_string("results_dir", "results", "Where results are written.")

@@ -42,11 +42,14 @@ import sys
 import time
 
 from absl import app, flags, logging
+import common
 
 from xflowrl import corpus
 from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.agents.ppo.training import TrainConfig, train
 from xflowrl.engine import XferSet
+from xflowrl.engine.cost import GPU_COST_SPEC
+from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.env.sampled import SampledGraphEnv
 from xflowrl.runs import cost_model_from_spec, save_result
@@ -55,15 +58,15 @@ from xflowrl.transfer import PolicyInfo, evaluate, load_policy, report, save_pol
 from xflowrl.transfer.policy import SHIPPED, current_commit
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("cost_model", "analytic/v100", "Cost model (backend/profile) of training "
+flags.DEFINE_string("cost_model", GPU_COST_SPEC, "Cost model (backend/profile) of training "
                     "and evaluation.")
-flags.DEFINE_string("rules", "default", "Rule set.")
+common.define_rules_flag()
 flags.DEFINE_integer("episodes", 1500, "Training episodes over the training split.")
 flags.DEFINE_integer("max_steps", 30, "Step limit per episode (raised to 1.5 x greedy's "
                      "steps on a graph where that is more).")
-flags.DEFINE_integer("max_locations", 200, "L, locations per xfer.")
+flags.DEFINE_integer("max_locations", DEFAULT_MAX_LOCATIONS, "L, locations per xfer.")
 flags.DEFINE_integer("seed", 0, "Seed of the policy, its sampling and the graph draws.")
-flags.DEFINE_integer("taso_budget", 1000, "TASO's search budget in the evaluation.")
+common.define_taso_flags(alpha=False, budget_help="TASO's search budget in the evaluation.")
 flags.DEFINE_integer("random_episodes", 5, "Random-agent episodes per evaluated graph.")
 flags.DEFINE_integer("eval_limit", 0, "Evaluate only the first N held-out graphs (0: all).")
 flags.DEFINE_list("finetune", [], "Held-out graphs on which to compare fine-tuning the "

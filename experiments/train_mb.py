@@ -39,7 +39,8 @@ import tensorflow as tf
 
 from xflowrl.agents.ppo import PPOConfig
 from xflowrl.agents.ppo.training import replay
-from xflowrl.env import GraphEnv
+from xflowrl.engine.cost import GPU_COST_SPEC, GPU_PROFILE
+from xflowrl.env import NO_STEP_LIMIT
 from xflowrl.runs import (
     BaselineSettings,
     GraphSource,
@@ -51,7 +52,6 @@ from xflowrl.runs import (
     write_text,
 )
 from xflowrl.search import baseline_rows, versus_greedy, with_equal_step_limit
-from xflowrl.search.baselines import GREEDY_MAX_STEPS
 from xflowrl.world_model import (
     DreamConfig,
     ModelBasedAgent,
@@ -64,7 +64,7 @@ FLAGS = flags.FLAGS
 OTHER_MASKS = {"real": "model", "model": "real"}
 # The thesis' experiments ran on a GPU: the GPU-like analytic profile is the
 # default setting (--profile=cpu or --cost_model=fitted: this CPU).
-common.define_env_flags("bert", default_profile="v100")
+common.define_env_flags("bert", default_profile=GPU_PROFILE)
 common.define_baseline_flags()
 flags.DEFINE_integer("seed", 0, "Seed of rollouts, networks and sampling.")
 # World model.
@@ -313,8 +313,7 @@ def _measure(env, source: GraphSource, best_graph, baselines, rounds: int, seed:
     if rounds <= 0:
         return None
     from xflowrl.measure.tf_runtime import measure_graph  # pylint: disable=import-outside-toplevel
-    greedy_env = GraphEnv(env.initial_graph, env.xfers, env.cost_model,
-                          dataclasses.replace(env.config, max_steps=GREEDY_MAX_STEPS))
+    greedy_env = env.with_config(max_steps=NO_STEP_LIMIT)
     graphs = {"initial": env.initial_graph, "controller": best_graph,
               "greedy": replay(greedy_env, baselines["greedy"]["applied"])}
     weights = source.weights(seed)
@@ -345,8 +344,8 @@ def _selected(summary) -> str:
 
 def _setting(cost_model: str) -> str:
     """The cost model's name, saying which stands for a GPU."""
-    if cost_model == "analytic/v100":
-        return "GPU-like profile: analytic/v100 cost"
+    if cost_model == GPU_COST_SPEC:
+        return f"GPU-like profile: {GPU_COST_SPEC} cost"
     return f"{cost_model} cost"
 
 

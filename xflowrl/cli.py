@@ -64,6 +64,7 @@ def _add_input_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from xflowrl.engine.xfers import DEFAULT_RULE_SET  # pylint: disable=import-outside-toplevel
     from xflowrl.optimize import methods, pipeline  # pylint: disable=import-outside-toplevel
     parser = argparse.ArgumentParser(
         prog="xflowrl", description="Optimise ONNX models with verified graph substitutions "
@@ -85,11 +86,13 @@ def _parser() -> argparse.ArgumentParser:
                           "on this kind of CPU; `xflowrl calibrate` fits your machine), "
                           "analytic/cpu, analytic/v100 (GPU-like), onednn, fitted/PATH.json "
                           f"(default {pipeline.DEFAULT_COST_MODEL})")
-    opt.add_argument("--rules", default="default", help="rule set (default: built-ins + "
+    opt.add_argument("--rules", default=DEFAULT_RULE_SET, help="rule set (default: built-ins + "
                      "generated)")
+    budgets = methods.DEFAULT_BUDGET
     opt.add_argument("--budget", type=int, default=0,
-                     help="the method's budget: greedy/policy steps (no limit), TASO graphs "
-                          "expanded (1000), mf training episodes (200), mb rounds (2)")
+                     help=f"the method's budget: greedy/policy steps (no limit), TASO graphs "
+                          f"expanded ({budgets['taso']}), mf training episodes "
+                          f"({budgets['mf']}), mb rounds ({budgets['mb']})")
     _add_input_options(opt)
     opt.add_argument("--allow_slower", action="store_true",
                      help="write the optimised model even if it is not measurably faster")
@@ -112,7 +115,7 @@ def _parser() -> argparse.ArgumentParser:
     ins.add_argument("model")
     ins.add_argument("--cost_models", default=",".join(_default_cost_models()),
                      help="comma-separated cost models to price with")
-    ins.add_argument("--rules", default="default")
+    ins.add_argument("--rules", default=DEFAULT_RULE_SET)
     ins.add_argument("--input_shape", action="append", default=[], metavar="NAME=D1,D2,...",
                      help="static shape of a dynamic input (repeatable)")
     ins.add_argument("--json", action="store_true", help="print JSON instead of text")

@@ -6,7 +6,8 @@ import numpy as np
 from tests.env.conformance import EnvironmentConformance
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet
-from xflowrl.env import EnvConfig, GraphEnv, rewards
+from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT, rewards
+from xflowrl.search import greedy_search
 
 _XFERS = XferSet.default()
 _COST = CostModel("analytic")
@@ -105,6 +106,22 @@ class EnvTest(parameterized.TestCase):
         obs = env._observation
         _, _, done, _ = env.step(_first_valid(obs))
         self.assertTrue(done)
+
+    def test_with_config_replaces_only_the_config(self):
+        env = _env(max_steps=2, max_locations=7)
+        unlimited = env.with_config(max_steps=NO_STEP_LIMIT)
+        self.assertEqual(unlimited.config, EnvConfig(max_steps=NO_STEP_LIMIT, max_locations=7))
+        self.assertEqual(env.config.max_steps, 2)
+        self.assertIs(unlimited.initial_graph, env.initial_graph)
+        self.assertIs(unlimited.xfers, env.xfers)
+        self.assertIs(unlimited.cost_model, env.cost_model)
+        self.assertEqual(env.clone().config, env.config)
+
+    def test_no_step_limit_never_ends_greedy(self):
+        # Greedy stops when nothing improves, not at the limit.
+        episode = greedy_search(_env(max_steps=NO_STEP_LIMIT))
+        self.assertLess(len(episode.applied), NO_STEP_LIMIT)
+        self.assertEqual(greedy_search(_env(max_steps=10_000)).applied, episode.applied)
 
     @parameterized.parameters((-1, 0), (10**6, 0), (0, 10**6))
     def test_invalid_actions_end_with_a_penalty(self, x, l):

@@ -11,9 +11,8 @@ from absl.testing import absltest
 
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet
-from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.search import greedy_search
-from xflowrl.search.baselines import GREEDY_MAX_STEPS
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _BUDGET = 30
@@ -44,7 +43,7 @@ class BaselinesScriptTest(absltest.TestCase):
     def test_greedy_and_taso_are_the_real_searches(self):
         graph = zoo.get_graph("small_cnn")
         xfers, cost_model = XferSet.from_name("default"), CostModel("analytic")
-        env = GraphEnv(graph, xfers, cost_model, EnvConfig(max_steps=GREEDY_MAX_STEPS))
+        env = GraphEnv(graph, xfers, cost_model, EnvConfig(max_steps=NO_STEP_LIMIT))
         episode = greedy_search(env)
         greedy = self.result["greedy"]
         self.assertAlmostEqual(greedy["cost_ms"], episode.final_cost, places=9)

@@ -2,13 +2,27 @@
 preset (--quick) replaces only the defaults of flags the user did not give."""
 
 import importlib.util
+import inspect
 import os
 
 from absl import flags
 from absl.testing import absltest
 
-from xflowrl.optimize import BadInput
+from xflowrl import cli
+from xflowrl.engine import CostModel, XferSet
+from xflowrl.engine.cost import DEFAULT_BACKEND, DEFAULT_PROFILE
+from xflowrl.engine.xfers import (
+    DEFAULT_MAX_LOCATIONS,
+    DEFAULT_RULE_SET,
+    TASO_ALPHA,
+    TASO_BUDGET,
+)
+from xflowrl.env import DEFAULT_MAX_STEPS, EnvConfig, make_env
+from xflowrl.optimize import BadInput, OptimizeOptions
+from xflowrl.optimize.inspection import inspect_model
+from xflowrl.optimize.methods import DEFAULT_BUDGET, make_environment
 from xflowrl.runs import BaselineSettings, RunSettings
+from xflowrl.search import run_baselines
 from xflowrl.world_model import WorldModelConfig
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -61,6 +75,74 @@ class RunSettingsFromFlagsTest(absltest.TestCase):
         wm = common.world_model_config(values, replay=False)
         self.assertEqual((wm.rounds, wm.train_steps_per_round, wm.decay_steps, wm.replay),
                          (3, 10, 30, False))
+
+
+class DefaultsTest(absltest.TestCase):
+    """Each default has one home (`xflowrl.engine.xfers`, `.cost`,
+    `xflowrl.env`); the flags, the settings, the CLI and the library read it."""
+
+    _EXPECTED = {"rules": DEFAULT_RULE_SET, "cost_model": DEFAULT_BACKEND,
+                 "profile": DEFAULT_PROFILE, "max_steps": DEFAULT_MAX_STEPS,
+                 "max_locations": DEFAULT_MAX_LOCATIONS, "taso_budget": TASO_BUDGET,
+                 "taso_alpha": TASO_ALPHA}
+
+    def test_the_values(self):
+        # What every published result ran with: changing one is a new setting.
+        self.assertEqual((DEFAULT_RULE_SET, DEFAULT_BACKEND, DEFAULT_PROFILE, DEFAULT_MAX_STEPS,
+                          DEFAULT_MAX_LOCATIONS, TASO_ALPHA, TASO_BUDGET),
+                         ("default", "analytic", "cpu", 50, 200, 1.05, 1000))
+
+    def test_flags_default_to_the_library_constants(self):
+        values = _flag_values()
+        for name, expected in self._EXPECTED.items():
+            self.assertEqual(values[name].default, expected, name)
+
+    def test_flag_helpers_default_to_the_library_constants(self):
+        values = flags.FlagValues()
+        common.define_rules_flag(values)
+        common.define_cost_model_flags(values)
+        common.define_taso_flags(values)
+        for name in ("rules", "cost_model", "profile", "taso_budget", "taso_alpha"):
+            self.assertEqual(values[name].default, self._EXPECTED[name], name)
+        alone = flags.FlagValues()
+        common.define_taso_flags(alone, alpha=False)
+        self.assertNotIn("taso_alpha", alone)
+
+    def test_library_defaults_are_the_constants(self):
+        self.assertEqual((EnvConfig().max_steps, EnvConfig().max_locations),
+                         (DEFAULT_MAX_STEPS, DEFAULT_MAX_LOCATIONS))
+        run = RunSettings(graph="small_cnn")
+        self.assertEqual((run.rules, run.cost_model, run.profile, run.max_steps,
+                          run.max_locations),
+                         (DEFAULT_RULE_SET, DEFAULT_BACKEND, DEFAULT_PROFILE, DEFAULT_MAX_STEPS,
+                          DEFAULT_MAX_LOCATIONS))
+        self.assertEqual((BaselineSettings().taso_alpha, BaselineSettings().taso_budget),
+                         (TASO_ALPHA, TASO_BUDGET))
+        self.assertEqual(DEFAULT_BUDGET["taso"], TASO_BUDGET)
+        self.assertEqual(OptimizeOptions(model="m", output="o").rules, DEFAULT_RULE_SET)
+        cost = CostModel()
+        self.assertEqual(cost.name, CostModel(DEFAULT_BACKEND, profile=DEFAULT_PROFILE).name)
+        defaults = {
+            "XferSet.search": (XferSet.search, {"alpha": TASO_ALPHA, "budget": TASO_BUDGET}),
+            "XferSet.locations": (XferSet.locations, {"max_locations": DEFAULT_MAX_LOCATIONS}),
+            "run_baselines": (run_baselines, {"taso_alpha": TASO_ALPHA,
+                                              "taso_budget": TASO_BUDGET}),
+            "make_env": (make_env, {"rules": DEFAULT_RULE_SET, "cost_model": DEFAULT_BACKEND,
+                                    "profile": DEFAULT_PROFILE}),
+            "make_environment": (make_environment, {"max_locations": DEFAULT_MAX_LOCATIONS}),
+            "inspect_model": (inspect_model, {"rules": DEFAULT_RULE_SET,
+                                              "max_locations": DEFAULT_MAX_LOCATIONS}),
+        }
+        for name, (fn, expected) in defaults.items():
+            params = inspect.signature(fn).parameters
+            for arg, value in expected.items():
+                self.assertEqual(params[arg].default, value, f"{name}({arg}=)")
+
+    def test_cli_defaults_are_the_constants(self):
+        args = cli._parser().parse_args(["optimize", "m.onnx", "-o", "o.onnx"])
+        self.assertEqual(args.rules, DEFAULT_RULE_SET)
+        args = cli._parser().parse_args(["inspect", "m.onnx"])
+        self.assertEqual(args.rules, DEFAULT_RULE_SET)
 
 
 class PresetFlagsTest(absltest.TestCase):

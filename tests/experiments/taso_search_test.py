@@ -11,9 +11,8 @@ from absl.testing import absltest
 
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet
-from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.search import greedy_search
-from xflowrl.search.baselines import GREEDY_MAX_STEPS
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -32,7 +31,7 @@ class TasoSearchScriptTest(absltest.TestCase):
             result = json.load(f)
         # The greedy row is the real greedy episode under the same setting.
         env = GraphEnv(zoo.get_graph("small_cnn"), XferSet.from_name("default"),
-                       CostModel("analytic"), EnvConfig(max_steps=GREEDY_MAX_STEPS))
+                       CostModel("analytic"), EnvConfig(max_steps=NO_STEP_LIMIT))
         episode = greedy_search(env)
         self.assertAlmostEqual(result["greedy"]["cost_ms"], episode.final_cost, places=9)
         self.assertEqual(result["greedy"]["steps"], len(episode.applied))

@@ -18,6 +18,11 @@ if TYPE_CHECKING:  # what the names are, for type checkers and IDEs
     from xflowrl.engine.cost import (
         BACKENDS,
         CostModel,
+        DEFAULT_BACKEND,
+        DEFAULT_COST_SPEC,
+        DEFAULT_PROFILE,
+        GPU_COST_SPEC,
+        GPU_PROFILE,
         available_backends,
         cudnn_check,
         cudnn_plan,
@@ -34,8 +39,11 @@ if TYPE_CHECKING:  # what the names are, for type checkers and IDEs
     )
     from xflowrl.engine.xfers import (
         DEFAULT_MAX_LOCATIONS,
+        DEFAULT_RULE_SET,
         Locations,
         SearchResult,
+        TASO_ALPHA,
+        TASO_BUDGET,
         XferSet,
         load_default_rules,
     )
@@ -44,6 +52,11 @@ if TYPE_CHECKING:  # what the names are, for type checkers and IDEs
 # loads none of its modules.
 _EXPORTS: Dict[str, str] = {
     "BACKENDS": "xflowrl.engine.cost",
+    "DEFAULT_BACKEND": "xflowrl.engine.cost",
+    "DEFAULT_COST_SPEC": "xflowrl.engine.cost",
+    "DEFAULT_PROFILE": "xflowrl.engine.cost",
+    "GPU_COST_SPEC": "xflowrl.engine.cost",
+    "GPU_PROFILE": "xflowrl.engine.cost",
     "CostModel": "xflowrl.engine.cost",
     "available_backends": "xflowrl.engine.cost",
     "cudnn_check": "xflowrl.engine.cost",
@@ -57,6 +70,9 @@ _EXPORTS: Dict[str, str] = {
     "PADDINGS": "xflowrl.engine.graph",
     "Tensor": "xflowrl.engine.graph",
     "DEFAULT_MAX_LOCATIONS": "xflowrl.engine.xfers",
+    "DEFAULT_RULE_SET": "xflowrl.engine.xfers",
+    "TASO_ALPHA": "xflowrl.engine.xfers",
+    "TASO_BUDGET": "xflowrl.engine.xfers",
     "Locations": "xflowrl.engine.xfers",
     "SearchResult": "xflowrl.engine.xfers",
     "XferSet": "xflowrl.engine.xfers",

@@ -35,6 +35,16 @@ from xflowrl import _engine
 from xflowrl.engine.ops import ACTIVATIONS, PADDINGS
 
 BACKENDS = ("analytic", "onednn", "cudnn", "fitted")
+# The cost model where none is named: the analytic backend on the cpu
+# profile. Entry points that name a cost model as one string write it
+# "backend/profile" (`DEFAULT_COST_SPEC`).
+DEFAULT_BACKEND = "analytic"
+DEFAULT_PROFILE = "cpu"
+DEFAULT_COST_SPEC = f"{DEFAULT_BACKEND}/{DEFAULT_PROFILE}"
+# The GPU-like analytic profile, the stand-in for the thesis' GPU: the
+# default of the model-based agent's runs and of the generalist policy.
+GPU_PROFILE = "v100"
+GPU_COST_SPEC = f"{DEFAULT_BACKEND}/{GPU_PROFILE}"
 # Fitted profiles ship as package data beside the onednn reference table.
 PROFILES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 FITTED_CLASSES = ("conv", "matmul", "pool", "eltwise", "batchnorm", "concat", "copy")
@@ -90,7 +100,7 @@ def cache_keys(path: str) -> Set[str]:
 class CostModel:
     """One cost backend; op measurements are memoized for its lifetime."""
 
-    def __init__(self, backend: str = "analytic", *, profile: str = "cpu",
+    def __init__(self, backend: str = DEFAULT_BACKEND, *, profile: str = DEFAULT_PROFILE,
                  cache_path: Optional[str] = None, warmup: int = 5,
                  repeats: Optional[int] = None, reference: bool = False):
         """Creates a backend.

@@ -37,8 +37,18 @@ RULE_SETS: Dict[str, Tuple[str, ...]] = {
     "generated": (GENERATED_RULES,),
     "taso": (TASO_RULES_JSON,),
 }
+# The rule set of every entry point, benchmark and the CLI unless one is named.
+DEFAULT_RULE_SET = "default"
 
+# L: the locations kept per xfer (`XferSet.locations`, the environment's
+# `EnvConfig.max_locations`, the agents' location heads).
 DEFAULT_MAX_LOCATIONS = 200
+
+# TASO's backtracking search as the baselines, the CLI and the thesis run it
+# (`XferSet.search`): the relaxation alpha (TASO's default) and the budget in
+# graphs expanded.
+TASO_ALPHA = 1.05
+TASO_BUDGET = 1000
 
 
 def _native_op(op: "rules_io.PatternOp", rule_name: str):
@@ -260,8 +270,8 @@ class XferSet:
         """Applies one xfer at one location; `graph` is left intact."""
         return self.locations(graph, max_locations).apply(xfer, location)
 
-    def search(self, graph: Graph, cost_model: CostModel, *, alpha: float = 1.05,
-               budget: int = 1000, max_ops: int = 0, time_limit_s: float = 0.0,
+    def search(self, graph: Graph, cost_model: CostModel, *, alpha: float = TASO_ALPHA,
+               budget: int = TASO_BUDGET, max_ops: int = 0, time_limit_s: float = 0.0,
                max_queued: int = 0, lazy_candidates: bool = True) -> SearchResult:
         """TASO's backtracking search (thesis Algorithm 1), in bounded memory.
 
@@ -314,4 +324,5 @@ def load_rule_set(name: str) -> List["rules_io.Rule"]:
 
 
 def load_default_rules() -> List["rules_io.Rule"]:
-    return load_rule_set("default")
+    """The rules of `DEFAULT_RULE_SET`."""
+    return load_rule_set(DEFAULT_RULE_SET)

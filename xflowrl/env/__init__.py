@@ -1,7 +1,14 @@
 """Environments: the shared interface, the real environment (`GraphEnv`) and its rewards."""
 
 from xflowrl.env import rewards
-from xflowrl.env.environment import EnvConfig, GraphEnv, XFER_SUMMARY_SIZE, make_env
+from xflowrl.env.environment import (
+    DEFAULT_MAX_STEPS,
+    EnvConfig,
+    GraphEnv,
+    NO_STEP_LIMIT,
+    XFER_SUMMARY_SIZE,
+    make_env,
+)
 from xflowrl.env.interface import (
                                    Action,
                                    ActionSpec,

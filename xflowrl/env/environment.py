@@ -39,6 +39,8 @@ import numpy as np
 from xflowrl import zoo
 from xflowrl.embedding import features
 from xflowrl.engine import CostModel, Graph, Locations, XferSet
+from xflowrl.engine.cost import DEFAULT_BACKEND, DEFAULT_PROFILE
+from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS, DEFAULT_RULE_SET
 from xflowrl.env import rewards
 from xflowrl.env.interface import (
     Action,
@@ -50,6 +52,14 @@ from xflowrl.env.interface import (
 )
 
 XFER_SUMMARY_SIZE = 3
+
+# The step limit of an episode (`EnvConfig.max_steps`) unless one is given.
+DEFAULT_MAX_STEPS = 50
+# `EnvConfig.max_steps` meaning "no step limit": one-step greedy, a replay
+# and a probe of greedy's steps stop on their own (greedy when nothing
+# improves: a few hundred steps at most on any zoo or corpus graph), long
+# before it; `info["truncated"]` still works as for any limit.
+NO_STEP_LIMIT = 100_000
 
 # What cost information the observation carries (`EnvConfig.cost_features`):
 #   "full":      everything (default): each candidate's cost change
@@ -87,7 +97,8 @@ class EnvConfig:
     """Environment settings.
 
     Attributes:
-      max_steps: step limit per episode (the thesis code had none).
+      max_steps: step limit per episode (the thesis code had none);
+        `NO_STEP_LIMIT` for none.
       max_locations: L, locations exposed per xfer.
       reward: a name from `xflowrl.env.rewards.REWARDS`.
       invalid_action: "end" the episode or "ignore" the action (graph kept).
@@ -98,8 +109,8 @@ class EnvConfig:
         `COST_FEATURES` ("full", "no_deltas", "none"); masks, locations and
         shapes are the same under all three.
     """
-    max_steps: int = 50
-    max_locations: int = 200
+    max_steps: int = DEFAULT_MAX_STEPS
+    max_locations: int = DEFAULT_MAX_LOCATIONS
     reward: str = "relative"
     invalid_action: str = "end"
     invalid_penalty: float = -10.0
@@ -147,8 +158,14 @@ class GraphEnv(Environment):
         """Another environment of the same graph, rules, cost model and
         config, with its own episode (for agents that play several episodes
         at once). The rules and the cost model are shared, not copied."""
+        return self.with_config()
+
+    def with_config(self, **changes: Any) -> "GraphEnv":
+        """Another environment of the same graph, rules and cost model (shared,
+        not copied) whose config is this one's with `changes` (`EnvConfig`
+        fields), e.g. `env.with_config(max_steps=NO_STEP_LIMIT)`."""
         return GraphEnv(self.initial_graph, self.xfers, self.cost_model,
-                        dataclasses.replace(self.config))
+                        dataclasses.replace(self.config, **changes))
 
     def observation_spec(self) -> ObservationSpec:
         return ObservationSpec(state="graph", state_size=None, num_xfers=self._num_xfers,
@@ -302,8 +319,8 @@ def _delta_stats(costs: np.ndarray, valid: np.ndarray, counts: np.ndarray, cost:
     return np.where(valid, delta, 0.0), low, mean
 
 
-def make_env(graph_name: str, rules: str = "default", cost_model: str = "analytic",
-             profile: str = "cpu", cost_cache: Optional[str] = None,
+def make_env(graph_name: str, rules: str = DEFAULT_RULE_SET, cost_model: str = DEFAULT_BACKEND,
+             profile: str = DEFAULT_PROFILE, cost_cache: Optional[str] = None,
              config: Optional[EnvConfig] = None) -> GraphEnv:
     """The real environment of a zoo graph under a named rule set and cost backend."""
     return GraphEnv(zoo.get_graph(graph_name), XferSet.from_name(rules),

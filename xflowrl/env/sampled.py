@@ -28,7 +28,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Union
 import numpy as np
 
 from xflowrl.engine import CostModel, Graph, XferSet
-from xflowrl.env.environment import EnvConfig, GraphEnv
+from xflowrl.env.environment import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.env.interface import Action, Environment, Observation, ObservationSpec, TimeStep
 
 GraphOrBuilder = Union[Graph, Callable[[], Graph]]
@@ -103,7 +103,7 @@ class SampledGraphEnv(Environment):
         if name not in self._shared.limits:
             from xflowrl.search import greedy_search  # pylint: disable=import-outside-toplevel
             probe = GraphEnv(graph, self.xfers, self.cost_model, EnvConfig(
-                max_steps=10_000, max_locations=self.config.max_locations))
+                max_steps=NO_STEP_LIMIT, max_locations=self.config.max_locations))
             steps = len(greedy_search(probe).applied)
             self._shared.limits[name] = max(self.config.max_steps,
                                             math.ceil(_EQUAL_BUDGET_FACTOR * steps))

@@ -65,19 +65,22 @@ def zoo_models(names: Sequence[str], seed: int = 0, progress: Progress = None) -
     analytic/cpu (the merged convs and matmuls an optimizer creates)."""
     from xflowrl import zoo  # pylint: disable=import-outside-toplevel
     from xflowrl.engine import CostModel, XferSet  # pylint: disable=import-outside-toplevel
-    from xflowrl.env import EnvConfig, GraphEnv  # pylint: disable=import-outside-toplevel
+    from xflowrl.env import (  # pylint: disable=import-outside-toplevel
+        EnvConfig,
+        GraphEnv,
+        NO_STEP_LIMIT,
+    )
     from xflowrl.executor.weights import (  # pylint: disable=import-outside-toplevel
         random_inputs, random_weights)
-    from xflowrl.search.baselines import GREEDY_MAX_STEPS  # pylint: disable=import-outside-toplevel
     from xflowrl.search.greedy import greedy_search  # pylint: disable=import-outside-toplevel
-    xfers = XferSet.from_name("default")
+    xfers = XferSet.default()
     out = []
     for name in names:
         original = zoo.get_graph(name)
         weights = random_weights(original, seed, gain=zoo.weight_gain(name))
         feeds = random_inputs(original, seed)
         env = GraphEnv(original, xfers, CostModel("analytic", profile="cpu"),
-                       EnvConfig(max_steps=GREEDY_MAX_STEPS))
+                       EnvConfig(max_steps=NO_STEP_LIMIT))
         greedy_search(env)
         out.append(Model(f"{name}/original", original, weights, feeds))
         if env.graph.hash() != original.hash():

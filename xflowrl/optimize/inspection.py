@@ -15,12 +15,14 @@ from typing import Dict, Mapping, Optional, Sequence
 
 import numpy as np
 
+from xflowrl.engine.cost import DEFAULT_COST_SPEC, GPU_COST_SPEC
+from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS, DEFAULT_RULE_SET
 from xflowrl.optimize import model_io, verify
 from xflowrl.optimize.model_io import BadInput
 
 # Cost models `inspect` prices a graph with unless told otherwise: the ones
 # every build has and that need no measurement.
-DEFAULT_COST_MODELS = ("analytic/cpu", "analytic/v100", "fitted/cpu")
+DEFAULT_COST_MODELS = (DEFAULT_COST_SPEC, GPU_COST_SPEC, "fitted/cpu")
 
 
 def _opaque_reason(op_type: str, domain: str) -> str:
@@ -37,8 +39,9 @@ def _opaque_reason(op_type: str, domain: str) -> str:
 
 
 def inspect_model(path: str, input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
-                  cost_models: Sequence[str] = DEFAULT_COST_MODELS, rules: str = "default",
-                  max_locations: int = 200) -> dict:
+                  cost_models: Sequence[str] = DEFAULT_COST_MODELS,
+                  rules: str = DEFAULT_RULE_SET,
+                  max_locations: int = DEFAULT_MAX_LOCATIONS) -> dict:
     """A JSON-ready description of the model at `path` (see module docstring).
 
     Raises:

@@ -28,15 +28,13 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from xflowrl.engine import CostModel, Graph, XferSet
-from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS, TASO_ALPHA, TASO_BUDGET
+from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.env.replay import cheapest_prefix, replay
 from xflowrl.optimize.model_io import BadInput
 
 METHODS = ("greedy", "taso", "mf", "mb", "policy", "policy:DIR")
-DEFAULT_BUDGET = {"greedy": 0, "taso": 1000, "mf": 200, "mb": 2, "policy": 0}
-# Steps of an episode when no budget limits them: more than any zoo graph's
-# greedy episode takes (ResNeXt-50: about 100).
-NO_STEP_LIMIT = 10_000
+DEFAULT_BUDGET = {"greedy": 0, "taso": TASO_BUDGET, "mf": 200, "mb": 2, "policy": 0}
 
 Progress = Callable[[str], None]
 
@@ -84,7 +82,8 @@ def parse_method(method: str) -> Tuple[str, str]:
 
 
 def make_environment(graph: Graph, xfers: XferSet, cost_model: CostModel,
-                     max_steps: int = 0, max_locations: int = 200) -> GraphEnv:
+                     max_steps: int = 0,
+                     max_locations: int = DEFAULT_MAX_LOCATIONS) -> GraphEnv:
     """The real environment of `graph` (step limit `max_steps`, 0: no limit)."""
     return GraphEnv(graph, xfers, cost_model,
                     EnvConfig(max_steps=max_steps or NO_STEP_LIMIT, max_locations=max_locations))
@@ -182,7 +181,7 @@ def _taso(graph: Graph, xfers: XferSet, cost_model: CostModel, budget: int,
     ticker = threading.Thread(target=tick, daemon=True)
     ticker.start()
     try:
-        result = xfers.search(graph, cost_model, alpha=1.05, budget=budget)
+        result = xfers.search(graph, cost_model, alpha=TASO_ALPHA, budget=budget)
     finally:
         stop.set()
         ticker.join()

@@ -29,6 +29,7 @@ import os
 import time
 from typing import Callable, Dict, List, Optional, Tuple
 
+from xflowrl.engine.xfers import DEFAULT_RULE_SET
 from xflowrl.optimize import methods, model_io, verify
 from xflowrl.optimize.model_io import BadInput
 
@@ -66,7 +67,7 @@ class OptimizeOptions:
     output: str
     method: str = "greedy"
     cost_model: str = DEFAULT_COST_MODEL
-    rules: str = "default"
+    rules: str = DEFAULT_RULE_SET
     budget: int = 0
     input_shapes: Optional[Dict[str, Tuple[int, ...]]] = None
     inputs: Optional[str] = None

@@ -12,7 +12,14 @@ import os
 from typing import Any, Dict, Optional
 
 from xflowrl.engine import CostModel, XferSet
-from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.engine.cost import DEFAULT_BACKEND, DEFAULT_PROFILE
+from xflowrl.engine.xfers import (
+    DEFAULT_MAX_LOCATIONS,
+    DEFAULT_RULE_SET,
+    TASO_ALPHA,
+    TASO_BUDGET,
+)
+from xflowrl.env import DEFAULT_MAX_STEPS, EnvConfig, GraphEnv
 from xflowrl.runs.source import GraphSource, InputShapes, model_source, zoo_source
 from xflowrl.search import run_baselines
 
@@ -40,12 +47,12 @@ class RunSettings:
         dynamic dimensions, as ((name, shape), ...) (`source.input_shapes_key`).
     """
     graph: str
-    rules: str = "default"
-    cost_model: str = "analytic"
-    profile: str = "cpu"
+    rules: str = DEFAULT_RULE_SET
+    cost_model: str = DEFAULT_BACKEND
+    profile: str = DEFAULT_PROFILE
     cost_cache: Optional[str] = None
-    max_steps: int = 50
-    max_locations: int = 200
+    max_steps: int = DEFAULT_MAX_STEPS
+    max_locations: int = DEFAULT_MAX_LOCATIONS
     reward: str = "relative"
     cost_features: str = "full"
     results_dir: str = "results"
@@ -90,8 +97,8 @@ class BaselineSettings:
       taso_budget: graphs the search expands (0: skip it).
       random_episodes: episodes of the random agent (0: skip it).
     """
-    taso_alpha: float = 1.05
-    taso_budget: int = 1000
+    taso_alpha: float = TASO_ALPHA
+    taso_budget: int = TASO_BUDGET
     random_episodes: int = 20
 
     def run(self, env: GraphEnv, seed: int) -> Dict[str, Optional[dict]]:

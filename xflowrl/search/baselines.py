@@ -5,18 +5,16 @@ random agent.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from xflowrl.env import GraphEnv
+from xflowrl.engine.xfers import TASO_ALPHA, TASO_BUDGET
+from xflowrl.env import GraphEnv, NO_STEP_LIMIT
 from xflowrl.search.greedy import greedy_search
 from xflowrl.search.random_agent import RandomAgent
-
-GREEDY_MAX_STEPS = 100_000  # in effect none: greedy stops when nothing improves
 
 # An agent compared with greedy gets at least this many times greedy's steps
 # on the same graph and setting, so that a row never compares unequal budgets.
@@ -28,9 +26,7 @@ def greedy_steps(env: GraphEnv) -> int:
     (without the environment's step limit, and with every cost feature: an
     observation ablation, `EnvConfig.cost_features`, hides from the agent
     what greedy reads, but the setting and so greedy's steps are the same)."""
-    unlimited = GraphEnv(env.initial_graph, env.xfers, env.cost_model,
-                         dataclasses.replace(env.config, max_steps=GREEDY_MAX_STEPS,
-                                             cost_features="full"))
+    unlimited = env.with_config(max_steps=NO_STEP_LIMIT, cost_features="full")
     return len(greedy_search(unlimited).applied)
 
 
@@ -52,11 +48,10 @@ def with_equal_step_limit(env: GraphEnv, factor: float = EQUAL_BUDGET_FACTOR) ->
     limit = equal_step_limit(env.config.max_steps, greedy_steps(env), factor)
     if limit == env.config.max_steps:
         return env
-    return GraphEnv(env.initial_graph, env.xfers, env.cost_model,
-                    dataclasses.replace(env.config, max_steps=limit))
+    return env.with_config(max_steps=limit)
 
 
-def run_baselines(env: GraphEnv, taso_alpha: float = 1.05, taso_budget: int = 1000,
+def run_baselines(env: GraphEnv, taso_alpha: float = TASO_ALPHA, taso_budget: int = TASO_BUDGET,
                   random_episodes: int = 20, seed: int = 0) -> Dict[str, Optional[dict]]:
     """Costs (ms) and substitutions of the baselines on `env`'s initial graph.
 
@@ -68,8 +63,7 @@ def run_baselines(env: GraphEnv, taso_alpha: float = 1.05, taso_budget: int = 10
     """
     out: Dict[str, Optional[dict]] = {"greedy": None, "taso": None, "random": None}
     start = time.time()
-    unlimited = GraphEnv(env.initial_graph, env.xfers, env.cost_model,
-                         dataclasses.replace(env.config, max_steps=GREEDY_MAX_STEPS))
+    unlimited = env.with_config(max_steps=NO_STEP_LIMIT)
     greedy = greedy_search(unlimited)
     out["greedy"] = {"cost_ms": greedy.final_cost, "seconds": time.time() - start,
                      "steps": len(greedy.applied), "applied": greedy.applied}

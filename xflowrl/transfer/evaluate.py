@@ -19,6 +19,7 @@ import time
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from xflowrl.engine import CostModel, Graph, XferSet
+from xflowrl.engine.xfers import TASO_BUDGET
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.env.replay import cheapest_prefix
 from xflowrl.search import run_baselines, with_equal_step_limit
@@ -59,7 +60,7 @@ class Row:
 
 
 def evaluate_graph(agent, name: str, graph: Graph, xfers: XferSet, cost_model: CostModel,
-                   config: EnvConfig, taso_budget: int = 1000, random_episodes: int = 5,
+                   config: EnvConfig, taso_budget: int = TASO_BUDGET, random_episodes: int = 5,
                    seed: int = 0) -> Row:
     """The policy and the baselines on one graph (see module docstring)."""
     env = with_equal_step_limit(GraphEnv(graph, xfers, cost_model, config))
@@ -78,7 +79,7 @@ def evaluate_graph(agent, name: str, graph: Graph, xfers: XferSet, cost_model: C
 
 def zero_shot(agent, graphs: Mapping[str, GraphOrBuilder], xfers: XferSet,
               cost_model: CostModel, config: Optional[EnvConfig] = None,
-              taso_budget: int = 1000, random_episodes: int = 5, seed: int = 0,
+              taso_budget: int = TASO_BUDGET, random_episodes: int = 5, seed: int = 0,
               progress: Optional[Callable[[str], None]] = None) -> List[Row]:
     """`evaluate_graph` on every graph of `graphs` (name -> graph or builder)."""
     config = config or EnvConfig()
