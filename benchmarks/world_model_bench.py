@@ -25,11 +25,13 @@ import time
 from absl import app, flags
 import numpy as np
 
+from xflowrl.engine.cost import GPU_PROFILE  # no TensorFlow: --cores comes first
+
 from timing import Clock, pin_cores
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("graph", "bert", "Zoo graph.")
-flags.DEFINE_string("profile", "v100", "Analytic cost profile.")
+flags.DEFINE_string("profile", GPU_PROFILE, "Analytic cost profile.")
 flags.DEFINE_integer("rounds", 2, "Collection rounds.")
 flags.DEFINE_integer("episodes_per_round", 20, "Random episodes per round.")
 flags.DEFINE_integer("train_steps_per_round", 100, "World-model steps per round.")
