@@ -1,19 +1,25 @@
-"""Tests of `ModelBasedAgent`'s seeding: the seed alone fixes the world model.
+"""Tests of `ModelBasedAgent`'s seeding: the seed alone fixes the world model,
+and a run interrupted and resumed repeats the uninterrupted run.
 
 (The agent's phases end to end are tested by quick_run_test.py.)
 """
 
 import dataclasses
+import json
 import tempfile
+from unittest import mock
 
-from absl.testing import absltest
+from absl.testing import absltest, parameterized
 import numpy as np
 import tensorflow as tf
 
 from tests.world_model import fixtures
+from xflowrl.agents.ppo import PPOConfig
 from xflowrl.embedding import features
+from xflowrl.world_model import agent as agent_module
 from xflowrl.world_model import data
 from xflowrl.world_model.agent import Component, ModelBasedAgent, component_seed
+from xflowrl.world_model.config import DreamConfig
 
 # The separate reward network: its dropout is the world model's one random op
 # of a training step.
@@ -80,6 +86,90 @@ class SeedTest(absltest.TestCase):
         self.assertLen(set(seeds), len(seeds))
         self.assertEqual(component_seed(0, Component.MODEL_WEIGHTS),
                          component_seed(0, Component.MODEL_WEIGHTS))
+
+
+# Two rounds of controller collection, a few steps of everything: the
+# separate reward network (dropout), real starts, minibatches in two epochs.
+_RESUME_WORLD = dataclasses.replace(
+    _CONFIG, rounds=2, episodes_per_round=3, train_steps_per_round=3, batch_size=4,
+    encoder_steps=3, encoder_batch_size=8, held_out_episodes=2, vocabulary_episodes=1,
+    reward_ensemble=2, reward_ensemble_hidden=8)
+_RESUME_DREAM = DreamConfig(batch_size=4, episodes=16, mask_threshold=0.2, count_margin=0.0)
+_RESUME_PPO = PPOConfig(latent_size=8, hidden_sizes=(16,), xfer_embedding_size=4,
+                        episodes_per_update=4, epochs=2, minibatch_size=8, entropy_coef=0.1)
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def _resume_run(logdir: str, stop_at=None) -> ModelBasedAgent:
+    """Phase 1 of a tiny agent; with `stop_at`, killed (an exception) right
+    after the progress line that starts with it."""
+
+    def progress(line):
+        if stop_at is not None and line.startswith(stop_at):
+            raise _Interrupted(line)
+
+    agent = ModelBasedAgent(fixtures.real_env(), logdir, world_model=_RESUME_WORLD,
+                            dream=_RESUME_DREAM, ppo=_RESUME_PPO, seed=4, progress=progress)
+    agent.learn_world_model()
+    return agent
+
+
+def _outcome(agent: ModelBasedAgent):
+    """What a run produced, wall-clock times left out."""
+    state = json.loads(json.dumps({k: v for k, v in agent.state.items() if k != "seconds"}))
+    history = [{k: v for k, v in row.items() if not k.endswith("_seconds")}
+               for row in agent.dream_history]
+    actions = [r.actions.tolist() for r in agent._raw]  # pylint: disable=protected-access
+    return state, history, actions
+
+
+class ResumeTest(parameterized.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.whole = _resume_run(tempfile.mkdtemp())
+
+    def setUp(self):
+        super().setUp()
+        # A controller checkpoint after every update, so that a stretch can
+        # be resumed from its middle.
+        patch = mock.patch.object(agent_module, "CONTROLLER_CHECKPOINT_EVERY", 1)
+        patch.start()
+        self.addCleanup(patch.stop)
+
+    @parameterized.named_parameters(
+        # After round 1: world model, controller and its evaluation all saved.
+        ("after_round_1", "controller after round 1"),
+        # Round 2's world model saved, its controller stretch not begun.
+        ("before_controller_round_2", "world model round 2/"),
+        # Inside round 2's controller stretch (episodes 8 to 16): resumed
+        # from its checkpoint after episode 12, by a new dream object.
+        ("inside_controller_round_2", "dream episode 12/"))
+    def test_a_resumed_run_repeats_the_uninterrupted_run(self, stop_at):
+        logdir = tempfile.mkdtemp()
+        with self.assertRaises(_Interrupted):
+            _resume_run(logdir, stop_at)
+        resumed = _resume_run(logdir)  # a fresh agent, the same logdir
+        whole = self.whole
+        got, want = _outcome(resumed), _outcome(whole)
+        self.assertEqual(got[2], want[2], "the collected real episodes differ")
+        self.assertEqual(got[1], want[1], "the controller's updates differ")
+        self.assertEqual(got[0], want[0], "the rounds' records differ")
+        for mine, theirs in ((resumed.encoder, whole.encoder), (resumed.model, whole.model),
+                             (resumed.controller.network, whole.controller.network)):
+            for a, b in zip(mine.variables, theirs.variables, strict=True):
+                np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.name)
+        for a, b in zip(resumed.learner.optimizer.variables, whole.learner.optimizer.variables,
+                        strict=True):
+            np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.name)
+        self.assertEqual(resumed.controller.actor.rng.bit_generator.state,
+                         whole.controller.actor.rng.bit_generator.state)
+        self.assertEqual(resumed.controller.learner.rng.bit_generator.state,
+                         whole.controller.learner.rng.bit_generator.state)
 
 
 if __name__ == "__main__":

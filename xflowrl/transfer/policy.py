@@ -132,7 +132,7 @@ def load_policy(folder: str, env, seed: int = 0):
     agent = PPOAgent(spec.num_xfers, ppo, seed=seed, max_locations=spec.max_locations)
     agent.build(env)
     try:
-        agent.checkpoint.restore(latest).expect_partial().assert_existing_objects_matched()
+        agent.restore(latest, generators=False)  # sampling from `seed`, not the run's
     except (AssertionError, ValueError) as e:
         raise ValueError(f"{folder}: the policy does not fit this rule set "
                          f"({spec.num_xfers} xfers): {e}") from None

@@ -32,13 +32,21 @@ latent encoder's and the MDN-RNN's weights and the reward network's dropout
 come from seeds derived from it (`component_seed`), the dream samples with
 stateless ops, and the controller is a `PPOAgent` of the same seed. Nothing
 sets or reads TensorFlow's global seed.
+
+A resumed run repeats the uninterrupted run of its seed. What a round
+draws follows from [seed, round, purpose] (`_seed_of`), the controller's
+collection included, which samples its policy with that round's generator;
+what a batch of controller training draws (the dream's z_{t+1}, the real
+starts) from [seed, the controller's episodes so far]; the dropout masks
+from the learner's checkpointed step. The one stateful stream left, the
+controller's (its actor's Gumbel noise, its learner's minibatch order),
+is in the controller's checkpoint (`PPOAgent.restore`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-import functools
 import json
 import os
 import pickle
@@ -73,6 +81,9 @@ COST_TOLERANCE = 1e-9
 # Greedy imagined episodes from the initial graph behind a round's
 # "imagined return" (the dream samples z_{t+1}, so greedy episodes differ).
 IMAGINED_EVAL_EPISODES = 16
+
+# Controller updates between its checkpoints (and at the end of every stretch).
+CONTROLLER_CHECKPOINT_EVERY = 10
 
 
 class Component(enum.IntEnum):
@@ -498,7 +509,7 @@ class ModelBasedAgent:
             with self.writer.as_default(step=n):
                 for k, v in m.items():
                     tf.summary.scalar(f"dream/{k}", v)
-            if int(agent.updates.numpy()) % 10 == 0 or n >= until:
+            if int(agent.updates.numpy()) % CONTROLLER_CHECKPOINT_EVERY == 0 or n >= until:
                 manager.save(checkpoint_number=n)
                 _save_json(history_path, history)
             rate = (n - start_episodes) / max(time.time() - start, 1e-9)
@@ -509,11 +520,15 @@ class ModelBasedAgent:
                 f"{m['dream_return_all']:+.4f})  length {m['dream_length']:.1f}  "
                 f"loss {m['loss']:.3f}")
 
-        rng = np.random.default_rng(self._seed_of(seed, start_episodes, 6))
-        starts = None
+        starts: Optional[Callable[[int], DreamStarts]] = None
         if config.real_starts > 0 and not config.lockstep:
-            starts = functools.partial(self._sample_starts, config, rng, dream)
-        done = train_in_dream(dream, agent, config, on_update, starts=starts, until=until)
+            def starts(n: int) -> DreamStarts:
+                # Keyed by where training stands: a resumed stretch draws the same.
+                seen = int(agent.episodes.numpy())
+                rng = np.random.default_rng(self._seed_of(seed, seen, 6))
+                return self._sample_starts(config, rng, dream, n)
+        done = train_in_dream(dream, agent, config, on_update, starts=starts, until=until,
+                              seed=self._seed_of(seed, 7))
         self.lockstep_real_steps += dream.real_steps  # 0 for a pure dream (this process only)
         if done:
             manager.save(checkpoint_number=int(agent.episodes.numpy()))
@@ -529,9 +544,11 @@ class ModelBasedAgent:
         history: List[Dict[str, float]] = []
         if manager.latest_checkpoint:
             agent.build(self._view("real"))
-            agent.checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+            exact = agent.restore(manager.latest_checkpoint)
             episodes = int(agent.episodes.numpy())
-            self.progress(f"controller ({subdir}): resumed at episode {episodes}")
+            self.progress(f"controller ({subdir}): resumed at episode {episodes}" + (
+                "" if exact else " (a checkpoint without the sampling generators: they "
+                "start afresh)"))
             path = os.path.join(directory, "history.json")
             if os.path.exists(path):
                 with open(path) as f:

@@ -4,7 +4,9 @@
 imagined episodes per dream call sequence (all advanced together, one
 `tf.function` step each), turns them into PPO transitions (bootstrapping
 episodes cut by the step limit from V_x of their last state) and updates
-the agent after every batch. `evaluate(env, agent, greedy)` plays one episode
+the agent after every batch; with a `seed`, each batch's imagined
+episodes draw from [seed, episodes seen before it], so that a resumed
+controller continues as an uninterrupted one. `evaluate(env, agent, greedy)` plays one episode
 in a `LatentEnv` and reports the real final cost, the real and the world
 model's predicted return, and the actions the real engine found invalid.
 """
@@ -62,11 +64,16 @@ def imagine_batch(dream: BatchedDream, agent: PPOAgent, batch_size: int,
 
 def train_in_dream(dream: BatchedDream, agent: PPOAgent, config: DreamConfig,
                    on_update: Optional[Callable[[Dict[str, float]], None]] = None,
-                   starts: Optional[StartSampler] = None, until: Optional[int] = None
-                   ) -> List[Dict[str, float]]:
+                   starts: Optional[StartSampler] = None, until: Optional[int] = None,
+                   seed: Optional[int] = None) -> List[Dict[str, float]]:
     """Trains `agent` on imagined episodes until it has seen `until` (default
     `config.episodes`; counting those of a resumed agent). `starts(n)` gives
-    each batch's starts (default: all from the initial graph). Returns one
+    each batch's starts (default: all from the initial graph). With a
+    `seed`, the dream is reseeded before each batch from [seed, the agent's
+    episodes so far] (`BatchedDream.reseed`): its z_{t+1} samples then
+    depend on where training stands, not on the dream object's history, and
+    the agent's own generators are in its checkpoint, so a controller
+    resumed from a checkpoint repeats an uninterrupted one. Returns one
     metrics row per update: the mean imagined return of the episodes from
     the initial graph ("dream_return", NaN if none) and of all of them
     ("dream_return_all"), their mean length, and the reward ensemble's mean
@@ -75,7 +82,10 @@ def train_in_dream(dream: BatchedDream, agent: PPOAgent, config: DreamConfig,
     until = config.episodes if until is None else until
     while int(agent.episodes.numpy()) < until:
         start = time.time()
-        n = min(config.batch_size, until - int(agent.episodes.numpy()))
+        seen = int(agent.episodes.numpy())
+        n = min(config.batch_size, until - seen)
+        if seed is not None:
+            dream.reseed(int(np.random.SeedSequence([seed, seen]).generate_state(1)[0]))
         batch_starts = starts(n) if starts is not None else dream.initial_starts(n)
         dream.disagreement = []
         episodes = imagine_batch(dream, agent, n, starts=batch_starts)
@@ -106,7 +116,9 @@ def collect_with_controller(view: LatentEnv, agent: PPOAgent, episodes: int,
     The controller acts in `view` (which should show the real masks) by
     sampling from its policy; with probability `explore` per step it takes
     instead a uniformly random valid known xfer and location (never NO-OP),
-    so the data reach a little beyond the policy. The rollouts hold the real
+    so the data reach a little beyond the policy. Every draw, the policy's
+    sampling noise included, comes from `rng`: the controller's own
+    generator (checkpointed with it) is left as it is. The rollouts hold the real
     graphs and every real xfer's location count, so xfers the vocabulary
     lacks are seen where they apply.
     """
@@ -125,7 +137,7 @@ def collect_with_controller(view: LatentEnv, agent: PPOAgent, episodes: int,
                 x = int(rng.choice(known))
                 l = int(rng.choice(np.flatnonzero(obs.location_mask[x])))
             else:
-                a = agent.actor.act(obs, greedy=False)
+                a = agent.actor.act(obs, greedy=False, rng=rng)
                 x, l = a.xfer, a.location
             obs, reward, done, info = view.step((x, l))
             recorder.add((vocab.to_real(x), l), reward, done, view.real_observation)

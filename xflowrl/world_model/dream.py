@@ -175,6 +175,14 @@ class BatchedDream:
                            np.full(batch_size, self.max_steps, np.int64),
                            np.ones(batch_size, bool))
 
+    def reseed(self, seed: int) -> None:
+        """Samples as a new dream of `seed` would from here on: step k
+        after this call draws z_{t+1} from the stateless key [seed, k] (a
+        dream otherwise counts its steps from its construction). A trainer
+        reseeds before each batch from where training stands, so that its
+        draws do not depend on how many steps this dream object has made."""
+        self._seed, self._calls = int(seed), 0
+
     def reset(self, batch_size: int, starts: Optional[DreamStarts] = None) -> DreamBatch:
         """Starts `batch_size` imagined episodes from z_0, or from `starts`
         (of `batch_size` rows; not with lockstep, whose real environments

@@ -25,6 +25,25 @@ _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
 
 
+class _RecordingEnv(GraphEnv):
+    """A `GraphEnv` that keeps every action it is given."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.actions = []
+
+    def step(self, action):
+        self.actions.append(tuple(int(a) for a in action))
+        return super().step(action)
+
+
+def _checkpointed(agent):
+    """(name, value) of every variable an agent's checkpoint holds."""
+    variables = (agent.network.variables + agent.learner.policy_optimizer.variables
+                 + agent.learner.value_optimizer.variables + (agent.episodes, agent.updates))
+    return [(v.name, v.numpy()) for v in variables]
+
+
 def _env(max_steps=6):
     return GraphEnv(zoo.get_graph("small_cnn"), _XFERS, CostModel("analytic"),
                     EnvConfig(max_steps=max_steps))
@@ -213,6 +232,36 @@ class TrainingTest(absltest.TestCase):
         # The best sequence replays to a graph of the recorded cost.
         graph = replay(env, second.best_sequence)
         self.assertAlmostEqual(graph.cost(env.cost_model), second.best_cost)
+
+    def test_a_resumed_run_repeats_the_uninterrupted_run(self):
+        # Minibatches in two epochs: the learner's generator is drawn from too.
+        config = PPOConfig(episodes_per_update=2, epochs=2, minibatch_size=3)
+        quiet = lambda line: None
+
+        def run(episodes, logdir):
+            env = _RecordingEnv(zoo.get_graph("small_cnn"), _XFERS, CostModel("analytic"),
+                                EnvConfig(max_steps=4))
+            agent = PPOAgent(len(_XFERS), config, seed=3)
+            result = train(env, agent, TrainConfig(episodes=episodes, checkpoint_every=1,
+                                                   eval_every=2), logdir, progress=quiet)
+            return agent, result, env.actions
+
+        interrupted = tempfile.mkdtemp()
+        _, _, before = run(4, interrupted)
+        resumed, resumed_result, after = run(8, interrupted)  # a fresh agent resumes
+        whole, whole_result, actions = run(8, tempfile.mkdtemp())
+        self.assertEqual(before + after, actions)  # every episode's every (xfer, location)
+        self.assertEqual(resumed_result.history, whole_result.history)
+        self.assertEqual((resumed_result.best_cost, resumed_result.best_sequence,
+                          resumed_result.interactions),
+                         (whole_result.best_cost, whole_result.best_sequence,
+                          whole_result.interactions))
+        # Network, Adam moments and counters: the same to the bit.
+        for got, want in zip(_checkpointed(resumed), _checkpointed(whole), strict=True):
+            np.testing.assert_array_equal(got[1], want[1], err_msg=got[0])
+        # And the generators stand where the uninterrupted run's do.
+        self.assertEqual(resumed.actor.rng.random(), whole.actor.rng.random())
+        self.assertEqual(resumed.learner.rng.random(), whole.learner.rng.random())
 
     def test_quick_run_beats_initial_and_random(self):
         results = tempfile.mkdtemp()

@@ -6,8 +6,9 @@ location is then sampled from the masked location logits of that xfer.
 
 Both choices are made in one traced call per step (`policy_step`), for a
 batch of observations at once: sampling is Gumbel-max with noise drawn from
-the actor's own numpy generator and passed in (zeros for greedy), so a
-seeded run reproduces and nothing returns to Python between the two heads.
+the actor's own numpy generator (or one the caller passes) and passed in
+(zeros for greedy), so a seeded run reproduces and nothing returns to
+Python between the two heads.
 The location head sees only the candidate rows of the xfers that have
 locations (`LocationFeatures.active`, a handful of ~1,700), gathered for the
 sampled xfer inside the call. `xflowrl.tracing` keeps it to one trace per
@@ -106,16 +107,17 @@ class Actor:
 
     # -- inputs ------------------------------------------------------------
 
-    def _noise(self, shape, greedy: bool) -> np.ndarray:
+    def _noise(self, shape, greedy: bool, rng: Optional[np.random.Generator]) -> np.ndarray:
         if greedy:
             return np.zeros(shape, np.float32)
-        return self.rng.gumbel(size=shape).astype(np.float32)
+        return (self.rng if rng is None else rng).gumbel(size=shape).astype(np.float32)
 
     def _run(self, state, xfer_summary, xfer_masks: np.ndarray, candidates: Candidates,
-             greedy: bool) -> List[Action]:
+             greedy: bool, rng: Optional[np.random.Generator] = None) -> List[Action]:
         batch, num_locations = xfer_masks.shape[0], candidates.masks.shape[2]
         args = (state, xfer_summary, xfer_masks, candidates,
-                self._noise(xfer_masks.shape, greedy), self._noise((batch, num_locations), greedy))
+                self._noise(xfer_masks.shape, greedy, rng),
+                self._noise((batch, num_locations), greedy, rng))
         out = self._traced_or_eager(self._policy_step, self._policy_step_impl)(*args)
         xfer, location, xfer_lp, location_lp, xfer_value, location_value = (
             o.numpy() for o in out)
@@ -151,28 +153,35 @@ class Actor:
 
     # -- public ------------------------------------------------------------
 
-    def act(self, observation: Observation, greedy: bool = False) -> Action:
+    def act(self, observation: Observation, greedy: bool = False,
+            rng: Optional[np.random.Generator] = None) -> Action:
+        """The action for one observation; sampling draws from `rng`, if
+        given, instead of the actor's own generator (which it leaves as it is)."""
         if self.network.state_kind == "graph":
-            return self.act_graphs([observation], greedy)[0]
+            return self.act_graphs([observation], greedy, rng)[0]
         return self.act_batch(np.asarray(observation.state, np.float32)[None],
                               observation.xfer_mask[None], observation.location_mask[None],
-                              greedy)[0]
+                              greedy, rng)[0]
 
-    def act_graphs(self, observations: Sequence[Observation],
-                   greedy: bool = False) -> List[Action]:
-        """Actions for a batch of graph observations (one traced call)."""
+    def act_graphs(self, observations: Sequence[Observation], greedy: bool = False,
+                   rng: Optional[np.random.Generator] = None) -> List[Action]:
+        """Actions for a batch of graph observations (one traced call);
+        `rng` as in `act`."""
         if self.network.state_kind != "graph":
             raise ValueError("act_graphs serves graph states; use act_batch for vectors")
-        return self._run(*self._graph_inputs(observations), greedy)
+        return self._run(*self._graph_inputs(observations), greedy, rng)
 
     def act_batch(self, states: np.ndarray, xfer_masks: np.ndarray,
-                  location_masks: np.ndarray, greedy: bool = False) -> List[Action]:
+                  location_masks: np.ndarray, greedy: bool = False,
+                  rng: Optional[np.random.Generator] = None) -> List[Action]:
         """Actions for a batch of vector states.
 
         Args:
           states: [B, D] float32.
           xfer_masks: [B, N+1] bool.
           location_masks: [B, N+1, L] bool.
+          greedy: the argmax of each head instead of a sample.
+          rng: as in `act`.
         """
         if self.network.state_kind != "vector":
             raise ValueError("act_batch serves vector states; use act() for graphs")
@@ -181,7 +190,8 @@ class Actor:
         rows = np.broadcast_to(np.arange(width, dtype=np.int32), (batch, width))
         candidates = Candidates(np.ascontiguousarray(rows),
                                 np.asarray(location_masks, bool), None, None)
-        return self._run(np.asarray(states, np.float32), None, xfer_masks, candidates, greedy)
+        return self._run(np.asarray(states, np.float32), None, xfer_masks, candidates, greedy,
+                         rng)
 
     def value(self, observation: Observation) -> float:
         """V_x(s): the bootstrap value of a state where an episode was cut."""

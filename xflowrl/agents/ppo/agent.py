@@ -5,12 +5,15 @@ its transitions (`run_episodes(envs)` one in each of several environments,
 acting for all of them in one batch); `add_steps` buffers transitions collected elsewhere (the
 batched dream). Once `config.episodes_per_update` episodes are buffered,
 `update()` runs the learner on them and clears the buffer. `checkpoint` holds everything that
-must survive an interruption (network, both optimizers, counters).
+must survive an interruption: network, both optimizers, counters, and the
+sampling generators' states (the actor's Gumbel noise, the learner's
+minibatch order), so that a run resumed from it with `restore` draws what
+the uninterrupted run would have drawn.
 """
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -19,6 +22,7 @@ from xflowrl.agents.ppo.acting import Action, Actor
 from xflowrl.agents.ppo.config import PPOConfig
 from xflowrl.agents.ppo.learning import Learner, Step
 from xflowrl.agents.ppo.networks import PolicyValueNetwork
+from xflowrl.agents.ppo.random_state import GeneratorStates
 from xflowrl.env import Environment, Episode, Observation
 
 
@@ -44,10 +48,13 @@ class PPOAgent:
         self.learner = Learner(self.network, self.config, seed=seed + 1)
         self.episodes = tf.Variable(0, dtype=tf.int64, name="episodes")
         self.updates = tf.Variable(0, dtype=tf.int64, name="updates")
-        self.checkpoint = tf.train.Checkpoint(
+        self.generators = GeneratorStates({"actor": self.actor.rng,
+                                           "learner": self.learner.rng})
+        self._learning_state = dict(
             network=self.network, policy_optimizer=self.learner.policy_optimizer,
             value_optimizer=self.learner.value_optimizer, episodes=self.episodes,
             updates=self.updates)
+        self.checkpoint = tf.train.Checkpoint(**self._learning_state, generators=self.generators)
         self._buffer: List[Step] = []
 
     def run_episode(self, env: Environment, greedy: bool = False, learn: bool = True) -> Episode:
@@ -132,6 +139,36 @@ class PPOAgent:
         self._buffer = []
         self.updates.assign_add(1)
         return metrics
+
+    def restore(self, path: str, generators: bool = True) -> bool:
+        """Restores a checkpoint of `checkpoint` (built variables needed:
+        `build`).
+
+        Args:
+          path: the checkpoint's prefix.
+          generators: restore the sampling generators too (a trainer
+            resuming); False keeps this agent's own, as seeded (a policy
+            loaded to act with a seed of its own).
+
+        Returns:
+          Whether the generators were restored: False too for a checkpoint
+          written before they were checkpointed (the resumed run then
+          samples from generators fresh from the seed, so it no longer
+          repeats an uninterrupted one).
+
+        Raises:
+          AssertionError: a variable of this agent has no value in the
+            checkpoint (another network, say).
+        """
+        saved = any(name.startswith("generators/") for name, _ in tf.train.list_variables(path))
+        children: Dict[str, Any] = dict(self._learning_state)
+        if generators and saved:
+            children["generators"] = self.generators
+        status = tf.train.Checkpoint(**children).restore(path)
+        if not generators:
+            status.expect_partial()
+        status.assert_existing_objects_matched()
+        return generators and saved
 
     def build(self, env: Environment) -> None:
         """Creates every variable (network and optimizer slots) without

@@ -113,10 +113,11 @@ def train(env: Environment, agent: PPOAgent, config: TrainConfig, logdir: str,
     state = Progress()
     if manager.latest_checkpoint:
         agent.build(env)
-        agent.checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+        exact = agent.restore(manager.latest_checkpoint)
         state = Progress.load(progress_path)
         progress(f"resumed from {manager.latest_checkpoint} at episode "
-                 f"{int(agent.episodes.numpy())}")
+                 f"{int(agent.episodes.numpy())}" + ("" if exact else
+                 " (a checkpoint without the sampling generators: they start afresh)"))
     writer = tf.summary.create_file_writer(os.path.join(logdir, "tensorboard"))
     start, start_episode = time.time(), int(agent.episodes.numpy())
     seconds_before = state.seconds
