@@ -117,6 +117,12 @@ class SampledGraphEnv(Environment):
         return self._envs[self.current]
 
     @property
+    def rng(self) -> np.random.Generator:
+        """The generator that draws each episode's graph (a trainer
+        checkpoints its state, so that a resumed run draws the same graphs)."""
+        return self._rng
+
+    @property
     def initial_cost(self) -> float:
         return self.env.initial_cost
 

@@ -17,6 +17,7 @@ from xflowrl.agents.ppo.training import TrainConfig, replay, train
 from xflowrl.embedding import features
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.env.sampled import SampledGraphEnv
 from xflowrl.executor.weights import random_weights
 from xflowrl.onnx_io import load_onnx, to_onnx
 
@@ -25,15 +26,15 @@ _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
 
 
-class _RecordingEnv(GraphEnv):
-    """A `GraphEnv` that keeps every action it is given."""
+class _RecordingEnv(SampledGraphEnv):
+    """A `SampledGraphEnv` that keeps every step's graph and action."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.actions = []
 
     def step(self, action):
-        self.actions.append(tuple(int(a) for a in action))
+        self.actions.append((self.current, *(int(a) for a in action)))
         return super().step(action)
 
 
@@ -239,8 +240,11 @@ class TrainingTest(absltest.TestCase):
         quiet = lambda line: None
 
         def run(episodes, logdir):
-            env = _RecordingEnv(zoo.get_graph("small_cnn"), _XFERS, CostModel("analytic"),
-                                EnvConfig(max_steps=4))
+            # Episodes on two graphs drawn at random: the environment's
+            # generator is drawn from too.
+            env = _RecordingEnv({"small": zoo.get_graph("small_cnn"),
+                                 "wide": zoo.get_graph("small_cnn", width=48)}, _XFERS,
+                                CostModel("analytic"), EnvConfig(max_steps=4), seed=5)
             agent = PPOAgent(len(_XFERS), config, seed=3)
             result = train(env, agent, TrainConfig(episodes=episodes, checkpoint_every=1,
                                                    eval_every=2), logdir, progress=quiet)
@@ -250,7 +254,9 @@ class TrainingTest(absltest.TestCase):
         _, _, before = run(4, interrupted)
         resumed, resumed_result, after = run(8, interrupted)  # a fresh agent resumes
         whole, whole_result, actions = run(8, tempfile.mkdtemp())
-        self.assertEqual(before + after, actions)  # every episode's every (xfer, location)
+        # Every step's (graph, xfer, location), greedy episodes' too.
+        self.assertEqual(before + after, actions)
+        self.assertEqual({graph for graph, _, _ in actions}, {"small", "wide"})
         self.assertEqual(resumed_result.history, whole_result.history)
         self.assertEqual((resumed_result.best_cost, resumed_result.best_sequence,
                           resumed_result.interactions),

@@ -5,10 +5,13 @@ real environment, updating the agent every `episodes_per_update` episodes
 (`parallel_envs` of them at once, in copies of the environment).
 It writes TensorBoard summaries (episode reward, final cost, losses,
 entropies) under `logdir/tensorboard`, checkpoints under `logdir/checkpoints`
-(network, optimizers, counters) with `logdir/progress.json` (the best
-substitution sequence found so far, so nothing is lost), and resumes from
-them when run again with the same `logdir`. A progress line with the rate and
-the time left goes to `progress` (stderr by default).
+(network, optimizers, counters, the agent's sampling generators) with
+`logdir/progress.json` (the best substitution sequence found so far, so
+nothing is lost, and the states of the environments' generators where they
+draw at random: `SampledGraphEnv.rng`), and resumes from them when run again
+with the same `logdir`: a resumed run repeats the uninterrupted run of its
+seed to the bit. A progress line with the rate and the time left goes to
+`progress` (stderr by default).
 """
 
 from __future__ import annotations
@@ -69,6 +72,9 @@ class Progress:
     interactions: int = 0        # real environment steps taken in training
     seconds: float = 0.0         # training time of all runs so far
     history: List[Dict[str, float]] = dataclasses.field(default_factory=list)  # per update
+    # `bit_generator.state` of each environment copy's `rng`, by copy index
+    # (only copies that have one; the agent's own are in the checkpoint).
+    environment_generators: Dict[str, dict] = dataclasses.field(default_factory=dict)
 
     def save(self, path: str) -> None:
         """Writes the file atomically: an interruption never leaves half a file."""
@@ -96,6 +102,13 @@ def _copies(env: Environment, n: int) -> List[Environment]:
     return [env] + [env.clone() for _ in range(n - 1)]
 
 
+def _generators(envs: List[Environment]) -> Dict[str, np.random.Generator]:
+    """The generators of the environment copies that draw at random (an
+    `rng` attribute), by copy index."""
+    found = {str(i): getattr(env, "rng", None) for i, env in enumerate(envs)}
+    return {i: g for i, g in found.items() if isinstance(g, np.random.Generator)}
+
+
 def _format_seconds(s: float) -> str:
     s = int(s)
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
@@ -111,23 +124,30 @@ def train(env: Environment, agent: PPOAgent, config: TrainConfig, logdir: str,
                                          max_to_keep=3)
     progress_path = os.path.join(logdir, "progress.json")
     state = Progress()
+    envs = _copies(env, config.parallel_envs)
+    generators = _generators(envs)
     if manager.latest_checkpoint:
         agent.build(env)
         exact = agent.restore(manager.latest_checkpoint)
         state = Progress.load(progress_path)
+        saved = state.environment_generators
+        for copy in set(saved) & set(generators):  # build's reset() drew from them
+            generators[copy].bit_generator.state = saved[copy]
+        exact &= set(saved) == set(generators)
         progress(f"resumed from {manager.latest_checkpoint} at episode "
                  f"{int(agent.episodes.numpy())}" + ("" if exact else
-                 " (a checkpoint without the sampling generators: they start afresh)"))
+                 " (a checkpoint without every sampling generator: those start afresh)"))
     writer = tf.summary.create_file_writer(os.path.join(logdir, "tensorboard"))
     start, start_episode = time.time(), int(agent.episodes.numpy())
     seconds_before = state.seconds
 
     def save():
         state.seconds = seconds_before + time.time() - start
+        state.environment_generators = {copy: g.bit_generator.state
+                                        for copy, g in generators.items()}
         manager.save(checkpoint_number=int(agent.episodes.numpy()))
         state.save(progress_path)
 
-    envs = _copies(env, config.parallel_envs)
     recent: List[Episode] = []
     while int(agent.episodes.numpy()) < config.episodes:
         done_before = int(agent.episodes.numpy())
