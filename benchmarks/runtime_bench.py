@@ -57,15 +57,15 @@ from typing import Dict, List, Optional
 from absl import app, flags, logging
 import numpy as np
 
-from xflowrl.env import NO_STEP_LIMIT, EnvConfig, GraphEnv
 from xflowrl import zoo
+from xflowrl.agents.ppo.training import replay
 from xflowrl.engine import CostModel, Graph, XferSet
 from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS, DEFAULT_RULE_SET, TASO_ALPHA, TASO_BUDGET
-from xflowrl.onnx_io import load_onnx, to_onnx
+from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.executor.weights import random_inputs, random_weights
 from xflowrl.measure.compare import time_models
+from xflowrl.onnx_io import load_onnx, to_onnx
 from xflowrl.runs import cost_model_from_spec
-from xflowrl.agents.ppo.training import replay
 from xflowrl.search.greedy import greedy_search
 
 FLAGS = flags.FLAGS
@@ -106,6 +106,7 @@ def fixture_original(name: str, seed: int):
     inputs are token ids below 10 (an `attention_mask` pads its last
     quarter), float inputs N(0, 1)."""
     import sys  # pylint: disable=import-outside-toplevel
+
     import onnx  # pylint: disable=import-outside-toplevel
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from tests.onnx_io import exporter_models  # pylint: disable=import-outside-toplevel

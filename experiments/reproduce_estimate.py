@@ -31,7 +31,7 @@ The wall time on N nodes of --cpus_per_node CPUs (one entry point per CPU,
 as reproduce.py runs them) is the longest-job-first schedule of those job
 times over N x CPUs slots, plus the measure step, which runs in the driver
 after the jobs. It is an estimate: the rates are of one run on a machine
-shared with other sessions, the quick mode's shorter step limits (10
+shared with other jobs, the quick mode's shorter step limits (10
 against 50 as a floor) make the marginal rates of some graphs high, and
 replay makes late world-model rounds dearer than early ones.
 """

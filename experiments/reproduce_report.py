@@ -805,7 +805,7 @@ def write_report(results: str, out_dir: str, graphs: Sequence[str], settings: Se
              "\n".join(f"- **{SETTINGS[s].label}**: {SETTINGS[s].what}" for s in settings),
              "\nTensorRT: not run (it needs an NVIDIA GPU; this machine has none).\n",
              f"Measured on {meta.get('machine', '?')}, {meta.get('date_utc', '?')} UTC "
-             f"(shared with other sessions); "
+             f"(shared with other jobs); "
              + (f"{meta.get('jobs', '?')} entry-point run(s) at a time"
                 if not meta.get("ray_address") else
                 f"entry points on the Ray cluster at {meta['ray_address']} "

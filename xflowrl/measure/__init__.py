@@ -6,6 +6,12 @@ imported yet; a program that imports TensorFlow earlier calls
 `enable_memory_stats()` before that (see `tf_runtime`).
 """
 
-from xflowrl.measure.tf_runtime import (BFC_ENV, Measurement, enable_memory_stats,
-                                        measure_graph, measure_onnx, memory_stats_available)
 from xflowrl.measure.properties import graph_properties, markdown_table
+from xflowrl.measure.tf_runtime import (
+                                        BFC_ENV,
+                                        Measurement,
+                                        enable_memory_stats,
+                                        measure_graph,
+                                        measure_onnx,
+                                        memory_stats_available,
+)

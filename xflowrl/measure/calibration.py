@@ -39,6 +39,7 @@ from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from xflowrl.engine import Graph
 from xflowrl.measure import cost_fit
 from xflowrl.measure.micro_models import Budget, Model, micro_models
 
@@ -71,7 +72,9 @@ def zoo_models(names: Sequence[str], seed: int = 0, progress: Progress = None) -
         NO_STEP_LIMIT,
     )
     from xflowrl.executor.weights import (  # pylint: disable=import-outside-toplevel
-        random_inputs, random_weights)
+        random_inputs,
+        random_weights,
+    )
     from xflowrl.search.greedy import greedy_search  # pylint: disable=import-outside-toplevel
     xfers = XferSet.default()
     out = []
@@ -132,7 +135,7 @@ def _backend(coefficients: Mapping[str, Sequence[float]]) -> _Handle:
     return _Handle(_engine.fitted_backend("basis", {k: list(v) for k, v in coefficients.items()}))
 
 
-def design(graphs: Sequence[object], thresholds_mb: Mapping[str, float]
+def design(graphs: Sequence[Graph], thresholds_mb: Mapping[str, float]
            ) -> Tuple[np.ndarray, np.ndarray]:
     """Per graph and class the backend's summed kernels, GFLOP, MB and MB
     above the class's threshold (`cost_fit.BASIS`), and the cost the
@@ -169,7 +172,7 @@ class ProfileFit(NamedTuple):
     rel_error: np.ndarray                  # |predicted - measured| / measured per model
 
 
-def hinge_column(graphs: Sequence[object], cls: str, threshold_mb: float) -> np.ndarray:
+def hinge_column(graphs: Sequence[Graph], cls: str, threshold_mb: float) -> np.ndarray:
     """Per graph, the backend's summed MB above `threshold_mb` of class `cls`."""
     zero = {c: [0.0, 0.0, 0.0, 0.0, 0.0] for c in cost_fit.CLASSES}
     fixed = np.array([g.cost(_backend(zero)) for g in graphs])
@@ -178,7 +181,7 @@ def hinge_column(graphs: Sequence[object], cls: str, threshold_mb: float) -> np.
     return np.array([g.cost(backend) for g in graphs]) - fixed
 
 
-def fit_profile(graphs: Sequence[object], measured_ms: np.ndarray,
+def fit_profile(graphs: Sequence[Graph], measured_ms: np.ndarray,
                 weights: Optional[np.ndarray] = None) -> Tuple[ProfileFit, np.ndarray]:
     """The joint fit with the best thresholds of the hinged classes
     (`HINGE_GRID_MB`, one class at a time, by weighted relative error).

@@ -46,7 +46,7 @@ def interleaved_times(runners: Dict[str, Callable[[], object]], rounds: int, war
     timed calls in each round; the runners take turns in a fresh random order
     every round (after `warmup` untimed calls each)."""
     names = list(runners)
-    out = {name: {"wall": [], "cpu": []} for name in names}
+    out: Dict[str, Dict[str, List[float]]] = {name: {"wall": [], "cpu": []} for name in names}
     for _ in range(rounds):
         for i in rng.permutation(len(names)):
             run = runners[names[i]]
@@ -95,8 +95,8 @@ def export_with_values(graph, weights: Optional[Mapping[str, np.ndarray]] = None
     """An engine graph as an ONNX model with weights, and its input feeds:
     `weights` and `feeds` where given, else `random_weights(graph, seed)` and
     `random_inputs(graph, seed)` (the `measure_graph` of both runtimes)."""
-    from xflowrl.onnx_io import to_onnx  # pylint: disable=g-import-not-at-top
     from xflowrl.executor.weights import random_inputs, random_weights
+    from xflowrl.onnx_io import to_onnx  # pylint: disable=g-import-not-at-top
     weights = random_weights(graph, seed) if weights is None else weights
     feeds = random_inputs(graph, seed) if feeds is None else feeds
     return to_onnx(graph, weights, check=False), feeds

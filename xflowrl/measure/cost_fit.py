@@ -32,7 +32,7 @@ import itertools
 import json
 import os
 import tempfile
-from typing import Dict, Iterable, List, Mapping, NamedTuple, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Sequence, Tuple
 
 import numpy as np
 
@@ -231,7 +231,7 @@ def write_profile(path: str, profile: Mapping[str, object]) -> None:
         raise
 
 
-def read_rows(profile: Mapping[str, object]) -> List[Row]:
+def read_rows(profile: Mapping[str, Any]) -> List[Row]:
     """The rows stored in a profile (older files lack "guid" for none)."""
     return [Row(**r) for r in profile.get("rows", [])]
 

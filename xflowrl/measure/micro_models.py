@@ -22,6 +22,8 @@ from typing import Dict, List, NamedTuple, Tuple
 
 import numpy as np
 
+from xflowrl.engine import Graph
+
 
 @dataclasses.dataclass(frozen=True)
 class Budget:
@@ -65,7 +67,7 @@ MAX_MODEL_FLOPS = 2e9
 class Model(NamedTuple):
     """One timed graph: a micro-model or a training graph."""
     name: str               # "micro/<family>/<config>" or "<zoo graph>/<variant>"
-    graph: object           # engine Graph
+    graph: Graph            # engine Graph
     weights: Dict[str, np.ndarray]
     feeds: Dict[str, np.ndarray]
 

@@ -32,6 +32,8 @@ from typing import Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 import numpy as np
 
+from xflowrl.engine import Graph
+
 CHAIN_TYPES = ("batchnorm", "broadcast_add", "relu", "sigmoid", "tanh", "add")
 ACTIVATION_KERNELS = ("Relu", "Sigmoid", "Tanh")
 REORDER_KERNELS = ("ReorderInput", "ReorderOutput")
@@ -218,7 +220,7 @@ def graph_times(profile: KernelProfile) -> dict:
             "e2e_ms": float(np.median(profile.e2e_ms))}
 
 
-def profile_rows(graphs: Mapping[str, Tuple[object, Mapping[str, np.ndarray],
+def profile_rows(graphs: Mapping[str, Tuple[Graph, Mapping[str, np.ndarray],
                                             Mapping[str, np.ndarray]]],
                  runs: int, passes: int) -> Tuple[list, List[dict]]:
     """Profiles graphs interleaved and returns the fit's rows and per-graph times.

@@ -1,6 +1,6 @@
 """End-to-end inference time of an ONNX model in onnxruntime.
 
-The second executor of DESIGN.md §2 next to TensorFlow through onnx-tf
+The second way to run a graph for real, next to TensorFlow through onnx-tf
 (`xflowrl.measure.tf_runtime`). The model is serialized and loaded into an
 `onnxruntime.InferenceSession` on the CPU execution provider with:
 
@@ -23,7 +23,7 @@ thread (`time.thread_time`). With one intra-op thread onnxruntime runs the
 whole inference on the calling thread, so its CPU time is the inference's
 compute time without the time the thread spent waiting for a core. On a
 shared machine that is the figure to compare: on the project's 2-core box,
-with other sessions' processes running (the scheduler's autogroups share
+with other users' processes running (the scheduler's autogroups share
 the cores between sessions whatever their nice values), ResNet-18 measured
 46-63 ms wall but 17.5-18.1 ms thread CPU time over 60 calls, the latter
 matching the sum of onnxruntime's own kernel times (17.97 ms). Session
