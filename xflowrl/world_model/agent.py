@@ -473,8 +473,7 @@ class ModelBasedAgent:
         config = self.resolve(config or self.dream_config)
         lockstep = None
         if config.lockstep:
-            lockstep = [GraphEnv(self.env.initial_graph, self.env.xfers, self.env.cost_model,
-                                 self.env.config) for _ in range(config.batch_size)]
+            lockstep = [self.env.clone() for _ in range(config.batch_size)]
         return BatchedDream(self.model, self.initial_latent(), config,
                             self.env.config.max_steps, self.env.config.max_locations,
                             seed=self.seed if seed is None else seed,

@@ -23,6 +23,7 @@ from xflowrl.agents.ppo.config import PPOConfig
 from xflowrl.agents.ppo.learning import Learner, Step
 from xflowrl.agents.ppo.networks import PolicyValueNetwork
 from xflowrl.agents.ppo.random_state import GeneratorStates
+from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS
 from xflowrl.env import Environment, Episode, Observation
 
 
@@ -30,7 +31,7 @@ class PPOAgent:
     """Hierarchical PPO over an environment's xfer set."""
 
     def __init__(self, num_xfers: int, config: Optional[PPOConfig] = None, seed: int = 0,
-                 state: str = "graph", max_locations: int = 200):
+                 state: str = "graph", max_locations: int = DEFAULT_MAX_LOCATIONS):
         """
         Args:
           num_xfers: N of the environment's action spec.

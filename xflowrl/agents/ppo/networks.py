@@ -35,6 +35,7 @@ import tensorflow as tf
 from xflowrl.agents.ppo.config import PPOConfig
 from xflowrl.agents.ppo.initializers import SeededInitializers
 from xflowrl.embedding.encoder import Embedding, GraphEncoder
+from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS
 
 
 class XferOutput(NamedTuple):
@@ -56,7 +57,8 @@ class PolicyValueNetwork(snt.Module):
     """Encoder + xfer head + location head, with their value networks."""
 
     def __init__(self, num_xfers: int, config: PPOConfig, state: str = "graph",
-                 max_locations: int = 200, seed: int = 0, name: str = "policy_value"):
+                 max_locations: int = DEFAULT_MAX_LOCATIONS, seed: int = 0,
+                 name: str = "policy_value"):
         """
         Args:
           num_xfers: N; the xfer head has N+1 outputs (the last is NO-OP).
