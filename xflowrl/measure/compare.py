@@ -18,7 +18,7 @@ latency). See docs/runtime.md for why the CPU clock matters on a shared box.
 from __future__ import annotations
 
 import time
-from typing import Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Callable, Dict, List
 
 import numpy as np
 
@@ -87,16 +87,3 @@ def time_models(models: Dict[str, object], feeds, runtimes: List[str], rounds: i
                 measured[key][f"{runtime}/{clock}"] = spread(values)
         del runners
     return measured
-
-
-def export_with_values(graph, weights: Optional[Mapping[str, np.ndarray]] = None,
-                       feeds: Optional[Mapping[str, np.ndarray]] = None,
-                       seed: int = 0) -> Tuple[object, Mapping[str, np.ndarray]]:
-    """An engine graph as an ONNX model with weights, and its input feeds:
-    `weights` and `feeds` where given, else `random_weights(graph, seed)` and
-    `random_inputs(graph, seed)` (the `measure_graph` of both runtimes)."""
-    from xflowrl.executor.weights import random_inputs, random_weights
-    from xflowrl.onnx_io import to_onnx  # pylint: disable=g-import-not-at-top
-    weights = random_weights(graph, seed) if weights is None else weights
-    feeds = random_inputs(graph, seed) if feeds is None else feeds
-    return to_onnx(graph, weights, check=False), feeds

@@ -164,6 +164,6 @@ def measure_graph(graph, weights: Optional[Mapping[str, np.ndarray]] = None,
       seed: seeds the default weights and inputs.
       **kwargs: `warmup`, `repeats`.
     """
-    from xflowrl.measure.compare import export_with_values  # pylint: disable=g-import-not-at-top
+    from xflowrl.measure.export import export_with_values  # pylint: disable=g-import-not-at-top
     model, feeds = export_with_values(graph, weights, feeds, seed)
     return measure_onnx(model, feeds, **kwargs)
