@@ -20,6 +20,7 @@ through, as the entry points do.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import tempfile
@@ -122,35 +123,34 @@ def optimise(graph: Graph, method: str, xfers: XferSet, cost_model: CostModel, *
         else:
             with _workdir(workdir) as folder:
                 learn = _model_free if kind == "mf" else _model_based
-                sequence = learn(make_environment(graph, xfers, cost_model), budget, seed,
-                                 folder, progress)
-        best, applied = _replay(make_environment(graph, xfers, cost_model), sequence), sequence
+                sequence = learn(_equal_budget_environment(graph, xfers, cost_model), budget,
+                                 seed, folder, progress)
+        best, applied = replay(make_environment(graph, xfers, cost_model), sequence), sequence
     if best.cost(cost_model) > graph.cost(cost_model):
         best, applied = graph, []
     return MethodResult(method, best, best.cost(cost_model), list(applied), time.time() - start)
 
 
-class _workdir:
-    """A given folder, or a temporary one removed on exit."""
-
-    def __init__(self, folder: Optional[str]):
-        self.folder = folder
-        self.tmp: Optional[tempfile.TemporaryDirectory] = None
-
-    def __enter__(self) -> str:
-        if self.folder:
-            os.makedirs(self.folder, exist_ok=True)
-            return self.folder
-        self.tmp = tempfile.TemporaryDirectory(prefix="xflowrl-")
-        return self.tmp.name
-
-    def __exit__(self, *exc) -> None:
-        if self.tmp is not None:
-            self.tmp.cleanup()
+def _workdir(folder: Optional[str]):
+    """A context giving `folder` (created), or a temporary folder removed on exit."""
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+        return contextlib.nullcontext(folder)
+    return tempfile.TemporaryDirectory(prefix="xflowrl-")
 
 
-def _replay(env: GraphEnv, applied: List[Tuple[str, int]]) -> Graph:
-    return replay(env, applied)
+def _equal_budget_environment(graph: Graph, xfers: XferSet,
+                              cost_model: CostModel) -> GraphEnv:
+    """The real environment with the step limit the learned methods train and
+    act with: 1.5 x one-step greedy's steps on `graph`, at least 10
+    (`xflowrl.search.equal_step_limit`), so that a policy that never picks
+    NO-OP does not wander until `NO_STEP_LIMIT`."""
+    from xflowrl.search import (  # pylint: disable=import-outside-toplevel
+        equal_step_limit,
+        greedy_steps,
+    )
+    steps = greedy_steps(make_environment(graph, xfers, cost_model))
+    return make_environment(graph, xfers, cost_model, equal_step_limit(10, steps))
 
 
 def _greedy(env: GraphEnv, progress: Progress) -> List[Tuple[str, int]]:
@@ -193,64 +193,44 @@ def _policy(graph: Graph, xfers: XferSet, cost_model: CostModel, steps: int, fol
             seed: int) -> List[Tuple[str, int]]:
     """A trained policy's greedy episode (`xflowrl.transfer.load_policy`),
     its cheapest prefix. The episode has `steps` steps, by default the
-    budget it was trained with: 1.5 x one-step greedy's steps on the graph
-    (at least 10), since a policy that never chooses NO-OP would otherwise
-    wander until the step limit."""
-    from xflowrl.search import greedy_steps  # pylint: disable=import-outside-toplevel
+    budget it was trained with (`_equal_budget_environment`)."""
     from xflowrl.transfer.policy import load_policy  # pylint: disable=import-outside-toplevel
-    if not steps:
-        probe = make_environment(graph, xfers, cost_model)
-        steps = max(10, -(-3 * greedy_steps(probe) // 2))
-    env = make_environment(graph, xfers, cost_model, steps)
+    env = (make_environment(graph, xfers, cost_model, steps) if steps
+           else _equal_budget_environment(graph, xfers, cost_model))
     try:
         agent = load_policy(folder, env, seed=seed)
     except ValueError as e:
         raise BadInput(str(e)) from None
-    episode = agent.run_episode(env, greedy=True, learn=False)
-    return _cheapest_prefix(env, episode.applied)
-
-
-def _cheapest_prefix(env: GraphEnv, applied) -> List[Tuple[str, int]]:
-    """The shortest prefix of `applied` that reaches the cheapest graph on the way."""
-    return cheapest_prefix(env, applied)[1]
+    return cheapest_prefix(env, agent.run_episode(env, greedy=True, learn=False).applied)[1]
 
 
 def _model_free(env: GraphEnv, episodes: int, seed: int, folder: str,
                 progress: Progress) -> List[Tuple[str, int]]:
-    """PPO (X-RLflow's settings) trained for `episodes`; the cheaper of its
-    greedy episode and its best training episode."""
+    """PPO (X-RLflow's settings) trained for `episodes` in `env`; the cheaper
+    of its greedy episode and its best training episode (cheapest prefixes)."""
     from xflowrl.agents.ppo import PPOAgent, PPOConfig  # pylint: disable=import-outside-toplevel
     from xflowrl.agents.ppo.training import (  # pylint: disable=import-outside-toplevel
         TrainConfig,
         train,
     )
-    from xflowrl.search import greedy_search  # pylint: disable=import-outside-toplevel
-    # Episodes as long as greedy's, and half again: room to look ahead.
-    steps = max(len(greedy_search(env).applied), 1)
-    env = make_environment(env.initial_graph, env.xfers, env.cost_model,
-                           max(int(1.5 * steps), 10), env.config.max_locations)
     ppo = PPOConfig.xrlflow()
     agent = PPOAgent(len(env.xfers), ppo, seed=seed)
     result = train(env, agent, TrainConfig(episodes=episodes,
                                            parallel_envs=ppo.episodes_per_update),
                    folder, progress=lambda line: progress(f"mf: {line}"))
-    final = _cheapest_prefix(env, agent.run_episode(env, greedy=True, learn=False).applied)
-    candidates = [final, _cheapest_prefix(env, list(result.best_sequence))]
-    return min(candidates, key=lambda seq: _replay(env, seq).cost(env.cost_model))
+    final = agent.run_episode(env, greedy=True, learn=False).applied
+    return min(cheapest_prefix(env, final), cheapest_prefix(env, result.best_sequence),
+               key=lambda found: found[0])[1]
 
 
 def _model_based(env: GraphEnv, rounds: int, seed: int, folder: str,
                  progress: Progress) -> List[Tuple[str, int]]:
     """The model-based agent with `rounds` world-model rounds (the other
     settings at their defaults); its greedy evaluation's cheapest prefix."""
-    from xflowrl.search import greedy_search  # pylint: disable=import-outside-toplevel
     from xflowrl.world_model import (  # pylint: disable=import-outside-toplevel
         ModelBasedAgent,
         WorldModelConfig,
     )
-    steps = max(len(greedy_search(env).applied), 1)
-    env = make_environment(env.initial_graph, env.xfers, env.cost_model,
-                           max(int(1.5 * steps), 10), env.config.max_locations)
     agent = ModelBasedAgent(env, folder, WorldModelConfig(rounds=rounds), seed=seed,
                             progress=lambda line: progress(f"mb: {line}"))
     agent.learn_world_model()
