@@ -20,6 +20,7 @@ message naming the file, and the node or op where there is one.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -215,6 +216,22 @@ def check_writable(path: str) -> None:
 _PROTOBUF_LIMIT = 2 ** 31 - 1
 
 
+@contextlib.contextmanager
+def _staged(path: str):
+    """Yields (temporary folder beside `path`, the file name to stage in it);
+    the caller writes there and renames into place. The folder is removed
+    whatever happens, and an OSError becomes a `BadInput` naming `path`."""
+    check_writable(path)
+    folder, base = os.path.split(os.path.abspath(os.fspath(path)))
+    tmp = tempfile.mkdtemp(prefix=f".{base}.", dir=folder)
+    try:
+        yield tmp, base
+    except OSError as e:
+        raise BadInput(f"{path}: cannot write the output: {e}") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def write_model(proto: onnx.ModelProto, path: str, external_data: bool = False) -> None:
     """Writes `proto` to `path`; with `external_data` (or when the model is
     too large for one protobuf) its initializers go to `<file name>.data`
@@ -224,13 +241,9 @@ def write_model(proto: onnx.ModelProto, path: str, external_data: bool = False) 
     Raises:
       BadInput: the folder cannot be written.
     """
-    check_writable(path)
-    path = os.path.abspath(os.fspath(path))
-    folder, base = os.path.split(path)
     external_data = external_data or proto.ByteSize() > _PROTOBUF_LIMIT
-    tmp = tempfile.mkdtemp(prefix=f".{base}.", dir=folder)
-    try:
-        staged = os.path.join(tmp, base)
+    with _staged(path) as (tmp, base):
+        staged, folder = os.path.join(tmp, base), os.path.dirname(os.path.abspath(path))
         if external_data:
             copy = onnx.ModelProto()
             copy.CopyFrom(proto)  # saving with external data rewrites the proto
@@ -240,29 +253,17 @@ def write_model(proto: onnx.ModelProto, path: str, external_data: bool = False) 
             os.replace(os.path.join(tmp, f"{base}.data"), os.path.join(folder, f"{base}.data"))
         else:
             onnx.save_model(proto, staged)
-        os.replace(staged, path)
-    except OSError as e:
-        raise BadInput(f"{path}: cannot write the output: {e}") from None
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        os.replace(staged, os.path.abspath(path))
 
 
 def copy_model_file(source: str, path: str, external_data: bool) -> None:
     """Writes the original model unchanged to `path` (the refusal path of
     `optimize`): the file's bytes when it has no external data, else the
     loaded model re-saved with its data beside `path`."""
-    if not external_data:
-        check_writable(path)
-        folder = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(prefix=".xflowrl.", dir=folder)
-        os.close(fd)
-        try:
-            shutil.copyfile(source, tmp)
-            os.replace(tmp, path)
-        except OSError as e:
-            raise BadInput(f"{path}: cannot write the output: {e}") from None
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+    if external_data:
+        write_model(onnx.load(source), path, external_data=True)
         return
-    write_model(onnx.load(source), path, external_data=True)
+    with _staged(path) as (tmp, base):
+        staged = os.path.join(tmp, base)
+        shutil.copyfile(source, staged)
+        os.replace(staged, os.path.abspath(path))
