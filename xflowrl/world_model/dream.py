@@ -36,12 +36,12 @@ dream passes the same conformance tests as the real environment.
 
 from __future__ import annotations
 
-from typing import List, NamedTuple, Optional, Sequence
+from typing import List, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 import tensorflow as tf
 
-from xflowrl.env import Environment, GraphEnv, Observation, ObservationSpec, TimeStep
+from xflowrl.env import Environment, Observation, ObservationSpec, TimeStep
 from xflowrl.world_model import losses
 from xflowrl.world_model.config import DreamConfig
 from xflowrl.world_model.data import XferVocabulary
@@ -103,9 +103,9 @@ class BatchedDream:
     def __init__(self, model: MDNRNN, initial_latent: np.ndarray, config: DreamConfig,
                  max_steps: int, max_locations: int, seed: int = 0,
                  invalid_penalty: float = -10.0,
-                 lockstep: Optional[Sequence[GraphEnv]] = None,
+                 lockstep: Optional[Sequence[Environment]] = None,
                  vocab: Optional[XferVocabulary] = None,
-                 initial_max_steps: Optional[Sequence[int]] = None):
+                 initial_max_steps: Optional[Union[Sequence[int], np.ndarray]] = None):
         """
         Args:
           model: the trained world model (M known xfers).

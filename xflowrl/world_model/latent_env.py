@@ -14,13 +14,14 @@ be compared per episode.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union
 
 import numpy as np
 import sonnet as snt
 import tensorflow as tf
 
 from xflowrl.env import Environment, GraphEnv, Observation, ObservationSpec, TimeStep
+from xflowrl.env.sampled import SampledGraphEnv
 from xflowrl.world_model.data import XferVocabulary
 from xflowrl.world_model.dream import decode_masks
 from xflowrl.world_model.latent import LatentEncoder
@@ -30,7 +31,7 @@ from xflowrl.world_model.networks import MDNRNN
 class LatentEnv(Environment):
     """A real environment with the dream's observations and action ids."""
 
-    def __init__(self, env: GraphEnv, encoder: LatentEncoder, model: MDNRNN,
+    def __init__(self, env: Union[GraphEnv, SampledGraphEnv], encoder: LatentEncoder, model: MDNRNN,
                  vocab: XferVocabulary, masks: str = "model", mask_threshold: float = 0.5,
                  noop_reward: Optional[float] = 0.0, count_margin: float = 0.0):
         if masks not in ("model", "real"):
