@@ -556,6 +556,8 @@ class ModelBasedAgent:
         config = self.resolve(config or self.dream_config)
         lockstep = None
         if config.lockstep:
+            if not isinstance(self.env, GraphEnv):
+                raise ValueError("a lockstep dream needs one graph's environment")
             lockstep = [self.env.clone() for _ in range(config.batch_size)]
         latents, limits = self.initial_latents()
         return BatchedDream(self.model, latents, config,

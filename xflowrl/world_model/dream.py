@@ -41,7 +41,7 @@ from typing import List, NamedTuple, Optional, Sequence, Union
 import numpy as np
 import tensorflow as tf
 
-from xflowrl.env import Environment, Observation, ObservationSpec, TimeStep
+from xflowrl.env import Environment, GraphEnv, Observation, ObservationSpec, TimeStep
 from xflowrl.world_model import losses
 from xflowrl.world_model.config import DreamConfig
 from xflowrl.world_model.data import XferVocabulary
@@ -103,7 +103,7 @@ class BatchedDream:
     def __init__(self, model: MDNRNN, initial_latent: np.ndarray, config: DreamConfig,
                  max_steps: int, max_locations: int, seed: int = 0,
                  invalid_penalty: float = -10.0,
-                 lockstep: Optional[Sequence[Environment]] = None,
+                 lockstep: Optional[Sequence[GraphEnv]] = None,
                  vocab: Optional[XferVocabulary] = None,
                  initial_max_steps: Optional[Union[Sequence[int], np.ndarray]] = None):
         """
