@@ -7,6 +7,7 @@ it zero-shot on graphs it never saw.
     python experiments/train_generalist.py --ship                # + writes the shipped policy
     python experiments/train_generalist.py --report              # the seeds' results, one table
     python experiments/train_generalist.py --agent=mb            # the model-based agent
+    python experiments/train_generalist.py --measure             # + measured, in onnxruntime
 
 Every episode draws a graph from the corpus' training split
 (`xflowrl.corpus`, docs/zoo.md "The training distribution"; a family
@@ -43,6 +44,7 @@ commit and the training graphs.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import sys
@@ -60,9 +62,9 @@ from xflowrl.engine.cost import GPU_COST_SPEC
 from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.env.sampled import SampledGraphEnv
-from xflowrl.runs import cost_model_from_spec, save_result
+from xflowrl.runs import cost_model_from_spec, save_result, write_json
 from xflowrl.search import with_equal_step_limit
-from xflowrl.transfer import PolicyInfo, evaluate, load_policy, report, save_policy
+from xflowrl.transfer import PolicyInfo, evaluate, load_policy, measured, report, save_policy
 from xflowrl.transfer.policy import SHIPPED, current_commit
 from xflowrl.world_model import DreamConfig, ModelBasedAgent
 from xflowrl.world_model.config import controller_ppo_config
@@ -94,6 +96,11 @@ flags.DEFINE_bool("ship", False, "Copy the trained policy to the package's shipp
 flags.DEFINE_string("results_dir", "results", "Where results are written.")
 flags.DEFINE_bool("report", False, "Only print (and write as report.md beside the seeds) the "
                   "table of every seed's results under --results_dir/generalist/<cost model>/.")
+flags.DEFINE_bool("measure", False, "Only time end to end (onnxruntime, interleaved) the "
+                  "held-out graphs every seed's agents handed over, beside the initial and "
+                  "greedy's graphs; writes measured.json beside the seeds, which --report adds "
+                  "as a table of estimated and measured changes.")
+flags.DEFINE_integer("measure_rounds", 5, "Interleaved timing rounds of --measure.")
 flags.DEFINE_bool("quick", False, "300 episodes (model-based: 2 rounds of 30, 512 imagined "
                   "episodes), 8 held-out graphs, TASO budget 100: a first look in a few "
                   "minutes. Replaces only defaults.")
@@ -181,10 +188,25 @@ def _report_folder() -> str:
 
 def main(argv):
     del argv
+    folder = _report_folder()
+    runs = {"policy": report.seed_results(folder),
+            "model-based": report.seed_results(os.path.join(folder, "mb"))}
+    measured_path = os.path.join(folder, "measured.json")
+    if FLAGS.measure:
+        rows = measured.measure_held_out(runs, {s.name: s.build for s in corpus.specs("all")},
+                                         XferSet.from_name(FLAGS.rules),
+                                         cost_model_from_spec(FLAGS.cost_model),
+                                         rounds=FLAGS.measure_rounds, seed=FLAGS.seed,
+                                         progress=_say)
+        write_json(measured_path, rows)
+        print(measured.markdown(rows))
+        return
     if FLAGS.report:
-        folder = _report_folder()
-        text = report.markdown(report.seed_results(folder),
-                               model_based=report.seed_results(os.path.join(folder, "mb")))
+        text = report.markdown(runs["policy"], model_based=runs["model-based"])
+        if os.path.exists(measured_path):
+            with open(measured_path) as f:
+                text += ("\n\n## Estimated and measured\n\n"
+                         + measured.markdown(json.load(f)))
         with open(os.path.join(folder, "report.md"), "w") as f:
             f.write(text + "\n")
         print(text)
