@@ -65,6 +65,7 @@ from xflowrl.env.sampled import SampledGraphEnv
 from xflowrl.runs import cost_model_from_spec, save_result, write_json
 from xflowrl.search import with_equal_step_limit
 from xflowrl.transfer import PolicyInfo, evaluate, load_policy, measured, report, save_policy
+from xflowrl.transfer.distribution import training_env
 from xflowrl.transfer.policy import SHIPPED, current_commit
 from xflowrl.world_model import DreamConfig, ModelBasedAgent
 from xflowrl.world_model.config import controller_ppo_config
@@ -80,6 +81,10 @@ flags.DEFINE_integer("episodes", 1500, "Model-free: training episodes over the t
 common.define_world_model_flags()
 flags.DEFINE_integer("dream_episodes", 3200, "Model-based: imagined episodes the controller "
                      "trains on.")
+flags.DEFINE_float("mask_threshold", 0.3, "Model-based: predicted probability above which the "
+                   "dream offers an xfer. Lower than one graph's 0.8: over many graphs the "
+                   "mask decoder is less sure, and at 0.8 the dream offers no xfer at most "
+                   "starts (benchmarks/dream_masks_bench.py).")
 flags.DEFINE_integer("max_steps", 30, "Step limit per episode (raised to 1.5 x greedy's "
                      "steps on a graph where that is more).")
 flags.DEFINE_integer("max_locations", DEFAULT_MAX_LOCATIONS, "L, locations per xfer.")
@@ -169,7 +174,7 @@ def _train_model_based(env: SampledGraphEnv, out_dir: str, seed: int):
     values = types.SimpleNamespace(**{name: _value(name) for name in (
         "rounds", "episodes_per_round", "train_steps_per_round", "encoder_steps")})
     wm = common.world_model_config(values)
-    dream = DreamConfig(episodes=_value("dream_episodes"))
+    dream = DreamConfig(episodes=_value("dream_episodes"), mask_threshold=FLAGS.mask_threshold)
     start = time.time()
     agent = ModelBasedAgent(env, out_dir, wm, dream, controller_ppo_config(dream.batch_size),
                             seed=seed, progress=_say)
@@ -225,13 +230,7 @@ def main(argv):
         held_out = held_out[:_value("eval_limit")]
     logging.info("%d training graphs, %d held-out graphs; results in %s", len(train_specs),
                  len(held_out), out_dir)
-    # Every family equally often: the generated families have many more members.
-    per_family = {}
-    for s in train_specs:
-        per_family[s.family] = per_family.get(s.family, 0) + 1
-    env = SampledGraphEnv({s.name: s.build for s in train_specs}, xfers, cost_model, config,
-                          seed=seed, equal_budget=True,
-                          weights={s.name: 1.0 / per_family[s.family] for s in train_specs})
+    env = training_env(xfers, cost_model, config, seed)
     if model_based:
         agent, trained = _train_model_based(env, out_dir, seed)
         policy_dir = out_dir

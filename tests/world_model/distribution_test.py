@@ -145,6 +145,15 @@ class DistributionTest(absltest.TestCase):
                                   EnvConfig(max_steps=5), taso_budget=5, random_episodes=1)
         self.assertLessEqual(rows[0].policy_ms, rows[0].initial_ms + 1e-12)
 
+    def test_what_the_dream_offers_at_its_starts_falls_with_the_threshold(self):
+        got = self.agent.dream_start_masks([0.0, 0.5, 1.0], starts=32)
+        # Above every probability, nothing is offered; the shares fall with it.
+        self.assertEqual(got["1"]["starts_with_a_valid_xfer"], 0.0)
+        self.assertEqual(got["1"]["mean_valid_xfers"], 0.0)
+        self.assertGreaterEqual(got["0"]["mean_valid_xfers"], got["0.5"]["mean_valid_xfers"])
+        self.assertGreater(got["0"]["mean_valid_xfers"], 0.0)
+        self.assertGreater(got["real_valid_xfers"], 0.0)
+
     def test_a_resumed_run_repeats_the_uninterrupted_run(self):
         logdir = tempfile.mkdtemp()
         with self.assertRaises(_Interrupted):

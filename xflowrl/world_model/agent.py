@@ -60,7 +60,7 @@ import os
 import pickle
 import sys
 import time
-from typing import Callable, Dict, List, Optional, Tuple, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
@@ -246,6 +246,11 @@ class ModelBasedAgent:
 
     def _save_state(self) -> None:
         _save_json(os.path.join(self._wm_dir(), "state.json"), self.state)
+
+    def restore_world_model(self) -> None:
+        """Restores the latest saved world model (encoder, MDN-RNN, buffer,
+        state) without training further: to inspect a finished run."""
+        self._restore_world_model()
 
     def _restore_world_model(self) -> None:
         directory = self._wm_dir()
@@ -565,6 +570,30 @@ class ModelBasedAgent:
                             seed=self.seed if seed is None else seed,
                             invalid_penalty=self.env.config.invalid_penalty,
                             lockstep=lockstep, vocab=self.vocab, initial_max_steps=limits)
+
+    def dream_start_masks(self, thresholds: Sequence[float], starts: int = 256,
+                          seed: int = 0) -> Dict[str, object]:
+        """How many xfers the dream offers where episodes start, per mask
+        threshold: the share of `starts` initial-graph starts with at least
+        one predicted-valid known xfer and the mean number offered, beside
+        the mean number of xfers the real engine finds valid at the initial
+        graphs ("real_valid_xfers"). A threshold that offers nothing leaves
+        the controller nothing to learn in the dream (every imagined episode
+        ends at once); over many graphs the mask decoder is less sure than
+        on one, so the single graph's threshold can be too high."""
+        out: Dict[str, object] = {}
+        for threshold in thresholds:
+            config = dataclasses.replace(self.resolve(self.dream_config),
+                                         mask_threshold=float(threshold), lockstep=False,
+                                         real_starts=0.0)
+            batch = self.make_dream(config, seed=seed).reset(starts)
+            offered = batch.xfer_mask[:, :-1]
+            out[f"{threshold:g}"] = {"starts_with_a_valid_xfer": float(offered.any(1).mean()),
+                                     "mean_valid_xfers": float(offered.sum(1).mean())}
+        real = [np.count_nonzero(self.vocab.compact_masks(obs.xfer_mask, obs.location_mask)[0][:-1])
+                for obs in (env.reset() for env in self._graph_envs())]
+        out["real_valid_xfers"] = float(np.mean(real))
+        return out
 
     def train_controller(self, config: Optional[DreamConfig] = None,
                          subdir: str = "controller", seed: Optional[int] = None,
