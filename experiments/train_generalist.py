@@ -30,7 +30,8 @@ With --finetune: per named held-out graph, a per-graph agent trained from
 scratch for --scratch_episodes against the generalist fine-tuned for
 each of --finetune_fractions of that.
 
-Writes to --results_dir/generalist/<profile>/seed<seed>/: checkpoints and
+Writes to --results_dir/generalist/<cost model>/seed<seed>/ (<cost
+model>-<rules> with another rule set than the default): checkpoints and
 progress.json of the training (rerun with the same flags to resume),
 policy/ (the trained policy: `xflowrl.transfer.save_policy`, loadable by
 `xflowrl optimize --method=policy:DIR`), result.json and result.md; the
@@ -59,7 +60,7 @@ from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.agents.ppo.training import TrainConfig, train
 from xflowrl.engine import XferSet
 from xflowrl.engine.cost import GPU_COST_SPEC
-from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS
+from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS, DEFAULT_RULE_SET
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.env.sampled import SampledGraphEnv
 from xflowrl.runs import cost_model_from_spec, save_result, write_json
@@ -188,7 +189,12 @@ def _train_model_based(env: SampledGraphEnv, out_dir: str, seed: int):
 
 
 def _report_folder() -> str:
-    return os.path.join(FLAGS.results_dir, "generalist", FLAGS.cost_model.replace("/", "_"))
+    """--results_dir/generalist/<cost model>[-<rules>] (the rule set named
+    where it is not the default)."""
+    setting = FLAGS.cost_model.replace("/", "_")
+    if FLAGS.rules != DEFAULT_RULE_SET:
+        setting += f"-{FLAGS.rules}"
+    return os.path.join(FLAGS.results_dir, "generalist", setting)
 
 
 def main(argv):
