@@ -213,7 +213,10 @@ def main(argv):
         print(measured.markdown(rows))
         return
     if FLAGS.report:
-        text = report.markdown(runs["policy"], model_based=runs["model-based"])
+        if runs["policy"]:
+            text = report.markdown(runs["policy"], model_based=runs["model-based"])
+        else:  # the model-based agent's seeds alone
+            text = "Model-based agent.\n\n" + report.markdown(runs["model-based"])
         if os.path.exists(measured_path):
             with open(measured_path) as f:
                 text += ("\n\n## Estimated and measured\n\n"
