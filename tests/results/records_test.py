@@ -101,13 +101,16 @@ class RecordTest(absltest.TestCase):
 
 class WorldModelRoundTest(absltest.TestCase):
 
+    # The agent's row on one graph: the controller's cost there; on several,
+    # how many graphs its relative cost averages over.
     STATE_ROW = {"round": 2, "real_steps": 300, "collection": "controller",
                  "collected_return": 0.25, "vocabulary_known": 5, "vocabulary_full": False,
                  "train_total": 1.5, "train_latent_nll": 1.25, "held_out_latent_nll": 1.0,
                  "held_out_reward_mse": 0.01, "held_out_xfer_mask_accuracy": 0.9,
-                 "controller_episodes": 64, "controller_cost_ms": 9.0,
-                 "controller_best_cost_ms": 8.5, "controller_real_return": 0.1,
-                 "controller_predicted_return": 0.2, "controller_imagined_return": 0.3}
+                 "controller_episodes": 64, "controller_real_return": 0.1,
+                 "controller_predicted_return": 0.2, "controller_imagined_return": 0.3,
+                 "controller_relative_cost": 0.85, "controller_cost_ms": 9.0,
+                 "controller_best_cost_ms": 8.5}
 
     def test_the_agents_row_round_trips_flat_in_its_order(self):
         r = WorldModelRound.from_state(self.STATE_ROW)
@@ -117,15 +120,26 @@ class WorldModelRoundTest(absltest.TestCase):
         self.assertEqual(r.controller.imagined_return, 0.3)
         self.assertEqual(list(r._fields_to_json().items()), list(self.STATE_ROW.items()))
 
-    def test_rounds_without_a_controller_or_its_best_cost(self):
+    def test_rounds_without_a_controller_on_several_graphs_and_from_older_agents(self):
         row = {k: v for k, v in self.STATE_ROW.items() if not k.startswith("controller_")}
         r = WorldModelRound.from_state(row)
         self.assertIsNone(r.controller)
         self.assertEqual(r._fields_to_json(), row)
-        older = {k: v for k, v in self.STATE_ROW.items() if k != "controller_best_cost_ms"}
+        several = {k: v for k, v in self.STATE_ROW.items()
+                   if k not in ("controller_cost_ms", "controller_best_cost_ms")}
+        several["controller_graphs"] = 8
+        r = WorldModelRound.from_state(several)
+        self.assertEqual((r.controller.graphs, r.controller.cost_ms), (8, None))
+        self.assertEqual(list(r._fields_to_json().items()), list(several.items()))
+        # An older agent's row: no relative cost, no best cost.
+        older = {k: v for k, v in self.STATE_ROW.items()
+                 if k not in ("controller_relative_cost", "controller_best_cost_ms")}
         r = WorldModelRound.from_state(older)
         self.assertIsNone(r.controller.best_cost_ms)
         self.assertEqual(r._fields_to_json(), older)
+        with self.assertRaisesRegex(RecordError, "lacks"):
+            WorldModelRound.from_state({k: v for k, v in self.STATE_ROW.items()
+                                        if k != "controller_real_return"})
 
     def test_an_unknown_key_is_refused(self):
         with self.assertRaisesRegex(RecordError, r"no fields \['novel'\]"):

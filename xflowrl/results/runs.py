@@ -96,14 +96,20 @@ class RealSteps:
 
 @dataclasses.dataclass
 class RoundController:
-    """The controller after one world-model round: its greedy real episode
-    (cost, returns) and the return it imagines from the initial graph."""
+    """The controller after one world-model round: its greedy real episodes
+    (on the agent's graph, or on up to 8 of its training graphs: `graphs`)
+    beside the returns the world model predicted along them and imagines
+    from the initial graph; `relative_cost`: the episodes' cheapest graphs
+    against their initial ones, on average (which picks the deployed round).
+    Fields absent in a round are left out of its JSON."""
     episodes: int
-    cost_ms: float
-    best_cost_ms: Optional[float]        # absent in runs before it was recorded
     real_return: float
     predicted_return: float
     imagined_return: float
+    relative_cost: Optional[float] = _omit()   # absent in runs before it was recorded
+    cost_ms: Optional[float] = _omit()         # one graph: its episode's final cost
+    best_cost_ms: Optional[float] = _omit()    # and the cheapest graph it passed through
+    graphs: Optional[int] = _omit()            # several graphs: how many were evaluated
 
 
 _ROUND_CORE = ("round", "real_steps", "collection", "collected_return", "vocabulary_known",
@@ -119,7 +125,9 @@ class WorldModelRound(Record):
     and (with controller collection) the controller after it.
 
     Written flat, as the agent's state holds it: `held_out` as
-    held_out_<metric> keys, `controller` as controller_<field> keys."""
+    held_out_<metric> keys, `controller` as controller_<field> keys (in
+    the order the agent writes them: a round read from a run of an older
+    agent may come back with its controller keys in another order)."""
 
     SCHEMA = "world_model_round"
 
@@ -139,8 +147,8 @@ class WorldModelRound(Record):
         out.update({_HELD_OUT + k: v for k, v in self.held_out.items()})
         if self.controller is not None:
             out.update({_CONTROLLER + f.name: getattr(self.controller, f.name)
-                        for f in dataclasses.fields(RoundController)
-                        if not (f.name == "best_cost_ms" and self.controller.best_cost_ms is None)})
+                        for f in dataclasses.fields(self.controller)
+                        if getattr(self.controller, f.name) is not None})
         return out
 
     @classmethod
@@ -156,8 +164,6 @@ class WorldModelRound(Record):
                          - {_CONTROLLER + k for k in controller})
         if unknown and not lenient:
             raise RecordError(f"{where}: a world-model round has no fields {unknown}")
-        if controller:
-            controller.setdefault("best_cost_ms", None)
         return dataclass_from_plain(
             cls, dict(core, held_out=held_out,
                       controller=dataclass_from_plain(RoundController, controller, lenient,
