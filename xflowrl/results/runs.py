@@ -61,6 +61,9 @@ class ModelFreeRun(Record):
     baselines: Dict[str, Any]           # xflowrl.search.run_baselines' dict
     history: List[Dict[str, Any]]       # per update: episode, mean_reward, ...
     onnx: Optional[str] = _omit()       # the user's model file, if not a zoo graph
+    # The whole run's wall seconds, where a driver that ran train_mf.py
+    # recorded them (experiments/observation_ablation.py).
+    wall_seconds: Optional[float] = _omit()
 
 
 @dataclasses.dataclass
