@@ -48,8 +48,9 @@ class RecordError(ValueError):
 
 
 def to_plain(value: Any) -> Any:
-    """`value` as plain JSON values (dataclasses as dicts in field order,
-    tuples as lists); numpy scalars become Python numbers."""
+    """`value` as plain JSON values: dataclasses as dicts in field order
+    (a record by its own layout), tuples as lists; numbers as they are
+    (`Record.save` writes numpy scalars as floats)."""
     if isinstance(value, Record):
         return value._fields_to_json()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
