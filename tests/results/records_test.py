@@ -166,5 +166,20 @@ class MeasurementTest(absltest.TestCase):
         self.assertEqual(Measurement.from_json(m.to_json()).sweep[0].seeds[0].graph_key, "c")
 
 
+
+class ImportTest(absltest.TestCase):
+
+    def test_the_package_needs_neither_tensorflow_nor_the_engine(self):
+        import subprocess  # pylint: disable=import-outside-toplevel
+        import sys  # pylint: disable=import-outside-toplevel
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        code = ("import sys, xflowrl.results; print(sorted(m for m in sys.modules if m.split('.')"
+                "[0] in ('tensorflow', 'matplotlib', 'onnx') or m.startswith(('xflowrl._engine', "
+                "'xflowrl.engine'))))")
+        out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
+                             text=True, check=True, env=dict(os.environ, PYTHONPATH=root))
+        self.assertEqual(out.stdout.strip(), "[]")
+
+
 if __name__ == "__main__":
     absltest.main()
