@@ -433,8 +433,9 @@ cdef class RuleSetHandle:
         engine before incremental candidates; kept to compare against)."""
         graph.get()
         cdef LocationsHandle h = LocationsHandle.__new__(LocationsHandle)
-        h.locs = enumerate_locations(graph.ptr, self.rules, max_locations, max_ops,
-                                     incremental)
+        cdef shared_ptr[const Graph] g = graph.ptr
+        with nogil:  # thread-safe (taso/locations.h); other Python threads run
+            h.locs = enumerate_locations(g, self.rules, max_locations, max_ops, incremental)
         return h
 
     def search(self, GraphHandle graph not None, CostBackendHandle backend not None,
@@ -450,7 +451,9 @@ cdef class RuleSetHandle:
         opts.max_queued = max_queued
         opts.lazy_candidates = lazy_candidates
         cdef SearchResult r
-        r = backtracking_search(graph.ptr, self.rules, native_backend, opts)
+        cdef shared_ptr[const Graph] g = graph.ptr
+        with nogil:  # thread-safe (taso/search.h); other Python threads run
+            r = backtracking_search(g, self.rules, native_backend, opts)
         return dict(
             best=_wrap(r.best), initial_cost=r.initial_cost, best_cost=r.best_cost,
             applied=list(r.applied), expansions=r.expansions, enqueued=r.enqueued,

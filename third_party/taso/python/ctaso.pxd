@@ -235,7 +235,7 @@ cdef extern from "taso/rules.h" namespace "taso":
         int num_materialized()
 
     Locations enumerate_locations(shared_ptr[const Graph] graph, const vector[Rule]& rules,
-                                  int max_locations, int max_ops, bool incremental) except +
+                                  int max_locations, int max_ops, bool incremental) except + nogil
 
 
 cdef extern from "taso/search.h" namespace "taso":
@@ -262,4 +262,4 @@ cdef extern from "taso/search.h" namespace "taso":
         int64_t peak_queued, peak_parents, dropped, seen
 
     SearchResult backtracking_search(shared_ptr[const Graph] graph, const vector[Rule]& rules,
-                                     CostBackend* backend, const SearchOptions& opts) except +
+                                     CostBackend* backend, const SearchOptions& opts) except + nogil

@@ -33,7 +33,7 @@ void build_nodes(const Graph& g, const std::vector<bool>& used, const Candidate&
       continue;
     }
     auto clone = std::make_shared<Node>(*node);
-    clone->cost_backend = 0;  // its context may differ; measure again
+    clone->cost.clear();  // its context may differ; measure again (a copy's memo is empty)
     // local_hash stays valid: it does not cover the inputs.
     for (TensorRef& t : clone->inputs)
       if (used[g.index_of(t.guid)]) t = redirected(c, t);

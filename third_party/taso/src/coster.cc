@@ -40,7 +40,8 @@ CandidateCoster::CandidateCoster(const Graph& parent, CostBackend* backend)
 double CandidateCoster::added_cost(const Candidate& c, size_t j) const {
   if (c.added_ws[j]) return 0.0;
   const Node& node = *c.added[j];
-  if (node.cost_backend != backend_->instance_id()) {
+  double ms;
+  if (!node.cost.get(backend_->instance_id(), &ms)) {
     // The memo Graph::op_costs reads once the candidate is materialized.
     OpConfig config;
     config.type = node.type;
@@ -54,10 +55,10 @@ double CandidateCoster::added_cost(const Candidate& c, size_t j) const {
       }
     }
     config.output_shapes = node.outputs;
-    node.cost_ms = backend_->op_cost(config);
-    node.cost_backend = backend_->instance_id();
+    ms = backend_->op_cost(config);
+    node.cost.set(backend_->instance_id(), ms);
   }
-  return node.cost_ms;
+  return ms;
 }
 
 // Graph::Create's depth-first placement, for the ops it moves: target op j

@@ -30,9 +30,9 @@ namespace taso {
 // accumulate with `+=` in it, and floating-point sums depend on it. Only a
 // candidate built at enumeration (Candidate::whole) is costed from its graph.
 //
-// Thread safety: not thread-safe; one coster per thread. It holds per
-// candidate scratch, and pricing fills the cost memos of the target nodes
-// (Node::cost_ms) and calls the backend.
+// Thread safety: not thread-safe; one coster per thread (it holds
+// per-candidate scratch). Costers of different threads may share the
+// parent graph and the backend (both thread-safe).
 class CandidateCoster {
  public:
   CandidateCoster(const Graph& parent, CostBackend* backend);
