@@ -2,6 +2,10 @@
 // against the current graph without building the result (docs/engine.md,
 // "Incremental candidates"), its canonical hash and dedup key computed
 // incrementally, and the result built on demand (materialize).
+//
+// Thread safety: for_each_candidate and for_each_rewrite may run in several
+// threads at once on one graph and rule set (each with its own MatchCache
+// or none); the types below state theirs.
 #ifndef TASO_CANDIDATE_H_
 #define TASO_CANDIDATE_H_
 
@@ -92,7 +96,8 @@ uint64_t graph_dedup_key(const Graph& g, std::vector<uint64_t>* op_keys = nullpt
 GraphPtr materialize(const Graph& parent, const Candidate& c);
 
 // Buffers the candidate builder reuses across the rules enumerated on one
-// graph, and what enumerate_locations tells it about that graph.
+// graph, and what enumerate_locations tells it about that graph. Not
+// thread-safe: one builder at a time.
 struct CandidateScratch {
   std::vector<TensorRef> mapped_from;
   std::vector<bool> dst_reads_var, dst_has_reader;

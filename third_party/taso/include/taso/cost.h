@@ -7,6 +7,11 @@
 // costs in graph context (CostBackend::in_context); Graph::op_costs applies
 // it, so every consumer of costs (Graph::cost, op_costs, the search, the
 // candidate costs of Locations) sees the same numbers.
+//
+// Thread safety: OpWork, DeviceProfile and FittedWork are plain values and
+// the free functions keep no state but the timing cache file (written under
+// the measuring backend's lock); GraphView and CostBackend state theirs
+// below.
 #ifndef TASO_COST_H_
 #define TASO_COST_H_
 

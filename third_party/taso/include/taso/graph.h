@@ -4,6 +4,9 @@
 // them. A rewrite copies the list (cheap: shared pointers), drops the matched
 // ops, clones only their consumers and appends the new ops, so the original
 // graph is never touched and candidate graphs cost little to build.
+//
+// Thread safety: TensorRef and MemoryEstimate are plain values; Node,
+// CostMemo, Graph and GraphBuilder state theirs below.
 #ifndef TASO_GRAPH_H_
 #define TASO_GRAPH_H_
 
@@ -200,6 +203,8 @@ class Graph {
 using GraphPtr = std::shared_ptr<const Graph>;
 
 // Builds a graph op by op; each call checks shapes at once.
+// Thread safety: not thread-safe (one thread builds); the graphs it builds
+// are (Graph).
 class GraphBuilder {
  public:
   TensorRef input(const std::string& name, const Shape& shape);

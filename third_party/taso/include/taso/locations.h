@@ -41,7 +41,9 @@ struct Locations {
 
 // Enumerates the locations of every rule on `graph` (at most
 // `max_locations` per rule; results with more than `max_ops` ops are
-// skipped, 0: no cap; `incremental` as in for_each_candidate).
+// skipped, 0: no cap; `incremental` as in for_each_candidate). Thread-safe:
+// enumerations may run at once in several threads on one graph and rule
+// set; each returns a Locations of its own.
 Locations enumerate_locations(GraphPtr graph, const std::vector<Rule>& rules,
                               int max_locations, int max_ops, bool incremental = true);
 

@@ -27,7 +27,7 @@ namespace taso {
 using MatchedOps = std::vector<int64_t>;
 
 // One complete match, as the matcher holds it while it calls back (views of
-// its buffers, valid during the call only).
+// its buffers, valid during the call only, on the matcher's thread).
 struct Match {
   // Source op -> the graph index of the op it bound, in pattern order.
   const std::vector<int>& ops;
@@ -40,7 +40,8 @@ struct Match {
 };
 
 // Buffers the matcher reuses across the rules matched on one graph, so that
-// matching a large rule set does not allocate them per rule.
+// matching a large rule set does not allocate them per rule. Not
+// thread-safe: one matcher at a time.
 struct MatchScratch {
   std::vector<TensorRef> bound;
   std::vector<bool> is_bound, used;
@@ -53,7 +54,7 @@ struct MatchScratch {
 // matched on it: large rule sets constrain their source ops alike (a conv's
 // kernel, stride, padding, activation), so each (op type, constraints) pair
 // is checked once per node per graph instead of once per rule. Valid for
-// one graph only.
+// one graph only. Not thread-safe: one matcher at a time.
 class ParamMemo {
  public:
   // Per node of a graph of `graph_size` ops: -1 unknown, 0 fails, 1 meets

@@ -3,6 +3,10 @@
 // Operator type numbers follow TASO's OpType enum so that TASO's binary rule
 // collection (graph_subst.pb) can be read without a translation table; the
 // parameter keys follow TASO's PMParameter enum for the same reason.
+//
+// Thread safety: the types here are plain values (any number of readers, or
+// one writer) and the functions keep no state, so they may be called from
+// any thread; QuietShapeErrors acts on its own thread only.
 #ifndef TASO_OPS_H_
 #define TASO_OPS_H_
 
@@ -17,7 +21,7 @@ using Shape = std::vector<int64_t>;
 
 // Raised for any invalid input (bad shapes, bad parameters, bad actions).
 // Derives from std::invalid_argument, which Cython turns into a Python
-// ValueError carrying the message.
+// ValueError carrying the message. A plain value (thread-safe to read).
 class EngineError : public std::invalid_argument {
  public:
   explicit EngineError(const std::string& what) : std::invalid_argument(what) {}
@@ -179,6 +183,8 @@ std::vector<Shape> infer_shapes(int type, const OpParams& params,
 
 // While alive, shape errors on this thread carry no formatted message (the
 // rewriter rejects most candidate targets this way; formatting dominated).
+// Thread safety: its flag is thread-local, so it quiets the constructing
+// thread only; create and destroy it on the same thread.
 class QuietShapeErrors {
  public:
   QuietShapeErrors();
