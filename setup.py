@@ -157,7 +157,8 @@ def _extension():
     dnnl = _find_onednn()
     if dnnl:
         _log(f"oneDNN found in {dnnl}: building the onednn cost backend")
-        include_dirs.append(os.path.join(dnnl, "include"))
+        # -isystem: a vendor's headers are not ours to warn about (-Werror).
+        compile_args += ["-isystem", os.path.join(dnnl, "include")]
         library_dirs.append(os.path.join(dnnl, "lib"))
         libraries.append("dnnl")
         macros.append(("TASO_WITH_ONEDNN", "1"))
@@ -170,7 +171,8 @@ def _extension():
     if cuda:
         incs, libs, names = cuda
         _log(f"CUDA/cuDNN found ({incs}; {names}): building the cudnn cost backend")
-        include_dirs += incs
+        for inc in incs:  # vendor headers: -isystem, as oneDNN's
+            compile_args += ["-isystem", inc]
         library_dirs += libs
         libraries += names
         macros.append(("TASO_WITH_CUDNN", "1"))

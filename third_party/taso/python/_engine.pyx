@@ -151,13 +151,14 @@ cdef OpConfig _op_config(int type_id, dict params, list input_shapes,
 
 
 def shape_precheck_fails(int type_id, dict params not None, list input_shapes not None):
-    """The rewriter's exception-free pre-check: True only where shape
-    inference (`infer_shapes`) would raise for these inputs."""
+    """The rewriter's exception-free shape check (`try_infer_shapes`): True
+    exactly where shape inference (`infer_output_shapes`) raises for these
+    inputs."""
     cdef OpParams p = _params(params)
-    cdef vector[Shape] shapes
+    cdef vector[Shape] shapes, out
     for s in input_shapes:
         shapes.push_back(_shape(s))
-    return shapes_surely_fail(type_id, p, shapes)
+    return not try_infer_shapes(type_id, p, shapes, &out, NULL)
 
 
 def infer_output_shapes(int type_id, dict params not None, list input_shapes not None):

@@ -116,10 +116,8 @@ cdef extern from "taso/ops.h" namespace "taso":
     vector[ParamKeyInfo] rule_param_keys()
     string shape_str(const Shape& s)
     vector[Shape] infer_shapes(int type, const OpParams& params, const vector[Shape]& inputs) except +
-    bool shapes_surely_fail(int type, const OpParams& params, const vector[Shape]& inputs) except +
-
-    cdef cppclass QuietShapeErrors:
-        pass
+    bool try_infer_shapes(int type, const OpParams& params, const vector[Shape]& inputs,
+                          vector[Shape]* out, string* why) except +
 
     cdef cppclass Window:
         int64_t out, pad_before, pad_after

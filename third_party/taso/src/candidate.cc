@@ -94,52 +94,55 @@ class CandidateBuilder {
           if (t.guid == node.guid && !is_mapped(t)) return false;
     }
 
-    // Instantiate the target ops; a shape failure rejects the match.
+    // Instantiate the target ops; a shape failure (or a parameter the op
+    // cannot take) rejects the match, without an exception: try_infer_shapes
+    // is the one shape check.
     std::vector<std::shared_ptr<Node>> dst;
     int64_t next_guid = g_.max_guid() + 1;
-    QuietShapeErrors quiet;
-    try {
-      for (size_t j = 0; j < r_.dst.size(); ++j) {
-        const PatternOp& pop = r_.dst[j];
-        auto node = std::make_shared<Node>();
-        node->guid = next_guid++;
-        node->type = pop.type;
-        std::vector<Shape> in;
-        in.reserve(pop.inputs.size());
-        node->inputs.reserve(pop.inputs.size());
-        for (const PatternTensor& pt : pop.inputs) {
-          if (pt.op < 0) {
-            node->inputs.push_back(match.bound[-pt.op]);
-            in.push_back(g_.shape(match.bound[-pt.op]));
-          } else {
-            const Node& src = *dst[pt.op];
-            if (pt.index >= static_cast<int>(src.outputs.size())) return false;
-            node->inputs.push_back({src.guid, pt.index});
-            in.push_back(src.outputs[pt.index]);
-          }
+    for (size_t j = 0; j < r_.dst.size(); ++j) {
+      const PatternOp& pop = r_.dst[j];
+      auto node = std::make_shared<Node>();
+      node->guid = next_guid++;
+      node->type = pop.type;
+      std::vector<Shape> in;
+      in.reserve(pop.inputs.size());
+      node->inputs.reserve(pop.inputs.size());
+      for (const PatternTensor& pt : pop.inputs) {
+        if (pt.op < 0) {
+          node->inputs.push_back(match.bound[-pt.op]);
+          in.push_back(g_.shape(match.bound[-pt.op]));
+        } else {
+          const Node& src = *dst[pt.op];
+          if (pt.index >= static_cast<int>(src.outputs.size())) return false;
+          node->inputs.push_back({src.guid, pt.index});
+          in.push_back(src.outputs[pt.index]);
         }
-        for (auto [key, value] : pop.params) node->params.set(key, value);
-        for (auto [key, s] : pop.copied) {
-          const Node& from = g_.node(match.ops[s]);
-          if (key == PM_EPSILON) {
-            node->params.epsilon = from.params.epsilon;
-          } else {
-            std::vector<Shape> from_in;
-            for (const TensorRef& t : from.inputs) from_in.push_back(g_.shape(t));
-            node->params.set(key, from.params.get(key, from.type, from_in));
-          }
-        }
-        if (pop.type == OP_SPLIT && !split_sizes(match, static_cast<int>(j), &node->params))
-          return false;
-        if (shapes_surely_fail(node->type, node->params, in)) return false;
-        node->outputs = infer_shapes(node->type, node->params, in);
-        // Keys derived from shapes (NUMDIM, NUM_INPUTS, ...) act as checks.
-        for (auto [key, value] : pop.params)
-          if (node->params.get(key, node->type, in) != value) return false;
-        dst.push_back(std::move(node));
       }
-    } catch (const EngineError&) {
-      return false;
+      for (auto [key, value] : pop.params)
+        if (!node->params.try_set(key, value)) return false;
+      for (auto [key, s] : pop.copied) {
+        const Node& from = g_.node(match.ops[s]);
+        if (key == PM_EPSILON) {
+          node->params.epsilon = from.params.epsilon;
+        } else {
+          std::vector<Shape> from_in;
+          for (const TensorRef& t : from.inputs) from_in.push_back(g_.shape(t));
+          int value;
+          if (!from.params.try_get(key, from.type, from_in, &value) ||
+              !node->params.try_set(key, value))
+            return false;
+        }
+      }
+      if (pop.type == OP_SPLIT && !split_sizes(match, static_cast<int>(j), &node->params))
+        return false;
+      if (!try_infer_shapes(node->type, node->params, in, &node->outputs)) return false;
+      // Keys derived from shapes (NUMDIM, NUM_INPUTS, ...) act as checks.
+      for (auto [key, value] : pop.params) {
+        int actual;
+        if (!node->params.try_get(key, node->type, in, &actual) || actual != value)
+          return false;
+      }
+      dst.push_back(std::move(node));
     }
 
     // Mapped tensors must keep their shapes.
@@ -177,7 +180,10 @@ class CandidateBuilder {
       try {
         c.graph = Graph::Create(std::move(nodes), std::move(outputs));
       } catch (const EngineError&) {
-        return false;  // the rewrite closed a cycle
+        // A cycle: a guard only (a rewrite that passed the variables check
+        // above cannot close one), off the hot path (dead ops or
+        // incremental off).
+        return false;
       }
       c.whole = true;
       c.hash = c.graph->hash();
