@@ -1,11 +1,12 @@
 """The native engine in several Python threads at once (docs/engine.md,
 "Threads").
 
-`XferSet.search` and `XferSet.locations` release the GIL while the engine
-works; searches and enumerations running at once on one graph, with one
-cost model or several, must each give what they give alone, and another
-Python thread must run while a search does. The C++ side of the same
-contract is tested under ThreadSanitizer by scripts/engine_tests.sh
+`XferSet.search`, `XferSet.locations` and `Locations.costs` release the
+GIL while the engine works; searches, enumerations and pricings running at
+once on one graph (one Locations included), with one cost model or
+several, must each give what they give alone, and another Python thread
+must run while a search does. The C++ side of the same contract is tested
+under ThreadSanitizer with `SANITIZE=thread scripts/engine_tests.sh`
 (third_party/taso/tests/threads_test.cc).
 """
 
@@ -75,6 +76,14 @@ class ThreadsTest(absltest.TestCase):
             return locs.counts, locs.hashes(), locs.costs(cost).tobytes()
 
         for result in _in_threads([enumerate_once] * 4):
+            self.assertEqual(result, expected)
+
+    def test_one_locations_priced_at_once(self):
+        graph = zoo.get_graph("nasnet_a")
+        cost = CostModel("fitted")
+        locs = self.xfers.locations(graph)
+        expected = locs.costs(cost).tobytes()
+        for result in _in_threads([lambda: locs.costs(cost).tobytes()] * 4):
             self.assertEqual(result, expected)
 
     def test_search_releases_the_gil(self):

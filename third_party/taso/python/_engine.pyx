@@ -579,12 +579,18 @@ cdef class LocationsHandle:
     def costs(self, CostBackendHandle backend not None):
         """Per xfer: the cost of every candidate graph, in ms."""
         cdef CostBackend* native_backend = backend.get()
-        return self.locs.costs(native_backend)
+        cdef vector[vector[double]] rows
+        with nogil:  # costs() only reads (taso/locations.h)
+            rows = self.locs.costs(native_backend)
+        return rows
 
     def costs_flat(self, CostBackendHandle backend not None):
         """The rows of `costs` concatenated, xfer by xfer, as one float64
         array (the environment's path: no Python list per xfer)."""
-        cdef vector[vector[double]] rows = self.locs.costs(backend.get())
+        cdef CostBackend* native_backend = backend.get()
+        cdef vector[vector[double]] rows
+        with nogil:  # costs() only reads (taso/locations.h)
+            rows = self.locs.costs(native_backend)
         cdef size_t total = 0
         cdef size_t x, l, k = 0
         for x in range(rows.size()):

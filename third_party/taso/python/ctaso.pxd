@@ -228,7 +228,7 @@ cdef extern from "taso/rules.h" namespace "taso":
         vector[vector[vector[int64_t]]] matched
         vector[int] num_matches
         shared_ptr[const Graph] graph(int x, int l) except +
-        vector[vector[double]] costs(CostBackend* backend) except +
+        vector[vector[double]] costs(CostBackend* backend) except + nogil
         vector[vector[uint64_t]] hashes() except +
         int num_materialized()
 

@@ -113,6 +113,32 @@ TEST(threads_enumerations_at_once_give_what_they_give_alone) {
   }
 }
 
+TEST(threads_one_locations_priced_at_once_while_hashed) {
+  const std::vector<Rule> rules = search_rules();
+  std::unique_ptr<CostBackend> model = fitted();
+  const Locations alone = enumerate_locations(conv_blocks(6), rules, 200, 0);
+  const auto alone_costs = alone.costs(model.get());
+  const auto alone_hashes = alone.hashes();
+  // costs() only reads: three threads price one Locations while this one
+  // fills its hashes (candidate_hash writes the candidates' hash caches).
+  const Locations shared = enumerate_locations(conv_blocks(6), rules, 200, 0);
+  std::vector<std::vector<std::vector<double>>> costs(3);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 3; ++k)
+    threads.emplace_back([&, k] { costs[k] = shared.costs(model.get()); });
+  const auto hashes = shared.hashes();
+  for (std::thread& t : threads) t.join();
+  CHECK(hashes == alone_hashes);
+  for (int k = 0; k < 3; ++k) {
+    REQUIRE(costs[k].size() == alone_costs.size());
+    for (size_t x = 0; x < costs[k].size(); ++x) {
+      REQUIRE(costs[k][x].size() == alone_costs[x].size());
+      for (size_t l = 0; l < costs[k][x].size(); ++l)
+        CHECK_EQ(bits(costs[k][x][l]), bits(alone_costs[x][l]));
+    }
+  }
+}
+
 TEST(threads_cost_memo_is_read_and_written_whole) {
   CostMemo memo;
   double ms = -1;

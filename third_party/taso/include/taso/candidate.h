@@ -27,9 +27,11 @@ namespace taso {
 // computed incrementally. `materialize` builds the graph itself; enumeration
 // builds none (docs/engine.md, "Locations").
 //
-// Thread safety: not thread-safe. candidate_hash and materialize fill the
-// `mutable` caches below (hash, graph) through a const reference, so one
-// Candidate may be used by one thread at a time.
+// Thread safety: its description (removed, added, redirect, flips, whole,
+// num_ops, key) may be read by several threads at once (CandidateCoster
+// reads only that); candidate_hash and materialize fill the `mutable`
+// caches below (hash, graph) through a const reference, so they serve one
+// thread at a time.
 struct Candidate {
   // Parent indices of the matched ops, in source-pattern order: the ops the
   // result no longer has. Ops the rewrite leaves dead are not listed; a

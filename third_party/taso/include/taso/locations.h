@@ -18,9 +18,10 @@ namespace taso {
 // Hashes are compared only between candidates with equal dedup keys
 // (graph_dedup_key) and otherwise computed on first use (hashes(), graph()).
 //
-// Thread safety: not thread-safe. hashes(), graph() and costs() are const
-// but fill caches (the candidates' hashes and graphs, `hash_scratch`), so
-// one Locations may be used by one thread at a time.
+// Thread safety: costs() only reads (the candidates' descriptions), so it
+// may run in several threads at once, beside any other call. hashes(),
+// graph() and num_materialized() read or fill caches (the candidates'
+// hashes and graphs, `hash_scratch`): one thread at a time among them.
 struct Locations {
   GraphPtr parent;
   std::vector<std::vector<Candidate>> candidates;
