@@ -19,6 +19,13 @@ for the build. Either way the oneDNN wheels are looked up in this
 interpreter's prefix, so install requirements.txt first to get that backend.
 The rule files and the oneDNN reference table are package data, so an
 installed copy (not only a source checkout) finds them.
+
+Warnings: the engine's own sources (third_party/taso/src) compile with
+`-Wall -Wextra -Werror` (ENGINE_WARNINGS); Cython's generated _engine.cpp with
+`-Wall` only, since its code is not ours to fix. XFLOWRL_NO_WERROR=1 keeps
+the warnings but drops -Werror (e.g. a newer compiler with new warnings).
+scripts/engine_tests.sh builds the engine's C++ unit tests with the same
+warnings.
 """
 
 import glob
@@ -27,9 +34,15 @@ import sys
 import sysconfig
 
 from setuptools import Extension, find_packages, setup
+from setuptools.command.build_ext import build_ext
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 TASO = os.path.join("third_party", "taso")
+ENGINE_SOURCES = os.path.join(TASO, "src")
+# On top of the extension's flags, for the engine's own sources only.
+ENGINE_WARNINGS = ["-Wextra", "-Wunused-function"]
+if not os.environ.get("XFLOWRL_NO_WERROR"):
+    ENGINE_WARNINGS.append("-Werror")
 
 
 def _log(msg):
@@ -144,7 +157,8 @@ def _extension():
     dnnl = _find_onednn()
     if dnnl:
         _log(f"oneDNN found in {dnnl}: building the onednn cost backend")
-        include_dirs.append(os.path.join(dnnl, "include"))
+        # -isystem: a vendor's headers are not ours to warn about (-Werror).
+        compile_args += ["-isystem", os.path.join(dnnl, "include")]
         library_dirs.append(os.path.join(dnnl, "lib"))
         libraries.append("dnnl")
         macros.append(("TASO_WITH_ONEDNN", "1"))
@@ -157,7 +171,8 @@ def _extension():
     if cuda:
         incs, libs, names = cuda
         _log(f"CUDA/cuDNN found ({incs}; {names}): building the cudnn cost backend")
-        include_dirs += incs
+        for inc in incs:  # vendor headers: -isystem, as oneDNN's
+            compile_args += ["-isystem", inc]
         library_dirs += libs
         libraries += names
         macros.append(("TASO_WITH_CUDNN", "1"))
@@ -176,6 +191,30 @@ def _extension():
         extra_link_args=link_args,
         language="c++",
     )
+
+
+class _BuildExt(build_ext):
+    """build_ext that adds ENGINE_WARNINGS to the engine's own sources.
+
+    An Extension has one set of flags for all its sources; the compiler's
+    per-source step (`_compile`, distutils' hook for exactly this) is wrapped
+    for the duration of the build so that the flags differ by file.
+    """
+
+    def build_extension(self, ext):
+        compile_one = self.compiler._compile
+
+        def _compile(obj, src, src_ext, cc_args, extra_postargs, pp_opts):
+            rel = os.path.relpath(os.path.abspath(src), ROOT)
+            if rel.startswith(ENGINE_SOURCES + os.sep):
+                extra_postargs = list(extra_postargs) + ENGINE_WARNINGS
+            return compile_one(obj, src, src_ext, cc_args, extra_postargs, pp_opts)
+
+        self.compiler._compile = _compile
+        try:
+            super().build_extension(ext)
+        finally:
+            del self.compiler._compile
 
 
 def _cythonize(ext):
@@ -200,6 +239,7 @@ setup(
                   # The shipped generalist policy (docs/agents.md).
                   "xflowrl.transfer": ["shipped/generalist/*"]},
     ext_modules=_cythonize(_extension()),
+    cmdclass={"build_ext": _BuildExt},
     # The `xflowrl` command (optimize, inspect, measure, calibrate; docs/cli.md).
     entry_points={"console_scripts": ["xflowrl = xflowrl.cli:console_main"]},
     python_requires=">=3.10",

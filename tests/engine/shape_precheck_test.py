@@ -1,7 +1,7 @@
-"""The rewriter's exception-free shape pre-check (`shapes_surely_fail` in
-ops.h): wherever it says a target op's shapes fail, the engine's shape
-inference must raise; else a candidate would be dropped that the engine
-before it kept. Checked on random shapes (fixed seed) for every op type the
+"""The rewriter's exception-free shape check (`try_infer_shapes` in ops.h):
+wherever it says a target op's shapes fail, the engine's shape inference
+must raise; else a candidate would be dropped that the engine before it
+kept. Checked on random shapes (fixed seed) for every op type the
 pre-check covers, plus cases it must catch."""
 
 from absl.testing import absltest, parameterized

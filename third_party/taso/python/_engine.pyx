@@ -151,13 +151,14 @@ cdef OpConfig _op_config(int type_id, dict params, list input_shapes,
 
 
 def shape_precheck_fails(int type_id, dict params not None, list input_shapes not None):
-    """The rewriter's exception-free pre-check: True only where shape
-    inference (`infer_shapes`) would raise for these inputs."""
+    """The rewriter's exception-free shape check (`try_infer_shapes`): True
+    exactly where shape inference (`infer_output_shapes`) raises for these
+    inputs."""
     cdef OpParams p = _params(params)
-    cdef vector[Shape] shapes
+    cdef vector[Shape] shapes, out
     for s in input_shapes:
         shapes.push_back(_shape(s))
-    return shapes_surely_fail(type_id, p, shapes)
+    return not try_infer_shapes(type_id, p, shapes, &out, NULL)
 
 
 def infer_output_shapes(int type_id, dict params not None, list input_shapes not None):
@@ -433,8 +434,9 @@ cdef class RuleSetHandle:
         engine before incremental candidates; kept to compare against)."""
         graph.get()
         cdef LocationsHandle h = LocationsHandle.__new__(LocationsHandle)
-        h.locs = enumerate_locations(graph.ptr, self.rules, max_locations, max_ops,
-                                     incremental)
+        cdef shared_ptr[const Graph] g = graph.ptr
+        with nogil:  # thread-safe (taso/locations.h); other Python threads run
+            h.locs = enumerate_locations(g, self.rules, max_locations, max_ops, incremental)
         return h
 
     def search(self, GraphHandle graph not None, CostBackendHandle backend not None,
@@ -450,7 +452,9 @@ cdef class RuleSetHandle:
         opts.max_queued = max_queued
         opts.lazy_candidates = lazy_candidates
         cdef SearchResult r
-        r = backtracking_search(graph.ptr, self.rules, native_backend, opts)
+        cdef shared_ptr[const Graph] g = graph.ptr
+        with nogil:  # thread-safe (taso/search.h); other Python threads run
+            r = backtracking_search(g, self.rules, native_backend, opts)
         return dict(
             best=_wrap(r.best), initial_cost=r.initial_cost, best_cost=r.best_cost,
             applied=list(r.applied), expansions=r.expansions, enqueued=r.enqueued,
@@ -575,12 +579,18 @@ cdef class LocationsHandle:
     def costs(self, CostBackendHandle backend not None):
         """Per xfer: the cost of every candidate graph, in ms."""
         cdef CostBackend* native_backend = backend.get()
-        return self.locs.costs(native_backend)
+        cdef vector[vector[double]] rows
+        with nogil:  # costs() only reads (taso/locations.h)
+            rows = self.locs.costs(native_backend)
+        return rows
 
     def costs_flat(self, CostBackendHandle backend not None):
         """The rows of `costs` concatenated, xfer by xfer, as one float64
         array (the environment's path: no Python list per xfer)."""
-        cdef vector[vector[double]] rows = self.locs.costs(backend.get())
+        cdef CostBackend* native_backend = backend.get()
+        cdef vector[vector[double]] rows
+        with nogil:  # costs() only reads (taso/locations.h)
+            rows = self.locs.costs(native_backend)
         cdef size_t total = 0
         cdef size_t x, l, k = 0
         for x in range(rows.size()):

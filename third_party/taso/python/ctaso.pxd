@@ -116,10 +116,8 @@ cdef extern from "taso/ops.h" namespace "taso":
     vector[ParamKeyInfo] rule_param_keys()
     string shape_str(const Shape& s)
     vector[Shape] infer_shapes(int type, const OpParams& params, const vector[Shape]& inputs) except +
-    bool shapes_surely_fail(int type, const OpParams& params, const vector[Shape]& inputs) except +
-
-    cdef cppclass QuietShapeErrors:
-        pass
+    bool try_infer_shapes(int type, const OpParams& params, const vector[Shape]& inputs,
+                          vector[Shape]* out, string* why) except +
 
     cdef cppclass Window:
         int64_t out, pad_before, pad_after
@@ -230,12 +228,12 @@ cdef extern from "taso/rules.h" namespace "taso":
         vector[vector[vector[int64_t]]] matched
         vector[int] num_matches
         shared_ptr[const Graph] graph(int x, int l) except +
-        vector[vector[double]] costs(CostBackend* backend) except +
+        vector[vector[double]] costs(CostBackend* backend) except + nogil
         vector[vector[uint64_t]] hashes() except +
         int num_materialized()
 
     Locations enumerate_locations(shared_ptr[const Graph] graph, const vector[Rule]& rules,
-                                  int max_locations, int max_ops, bool incremental) except +
+                                  int max_locations, int max_ops, bool incremental) except + nogil
 
 
 cdef extern from "taso/search.h" namespace "taso":
@@ -262,4 +260,4 @@ cdef extern from "taso/search.h" namespace "taso":
         int64_t peak_queued, peak_parents, dropped, seen
 
     SearchResult backtracking_search(shared_ptr[const Graph] graph, const vector[Rule]& rules,
-                                     CostBackend* backend, const SearchOptions& opts) except +
+                                     CostBackend* backend, const SearchOptions& opts) except + nogil

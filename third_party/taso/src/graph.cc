@@ -153,10 +153,37 @@ uint64_t node_local_hash(const Node& node) {
   return node.local_hash;
 }
 
-void Graph::index_structure() const {
+// A seqlock without fences (which ThreadSanitizer cannot check): the
+// writer's release stores of the pair follow its acquire exchange of the
+// sequence to odd, so a reader whose acquire loads see any of a writer's
+// pair then sees the sequence changed, and discards what it read.
+bool CostMemo::get(uint64_t backend, double* ms) const {
+  const uint32_t seq = seq_.load(std::memory_order_acquire);
+  if (seq & 1) return false;  // being written
+  const uint64_t id = backend_.load(std::memory_order_acquire);
+  const uint64_t bits = bits_.load(std::memory_order_acquire);
+  if (seq_.load(std::memory_order_acquire) != seq || id != backend) return false;
+  std::memcpy(ms, &bits, sizeof bits);
+  return true;
+}
+
+void CostMemo::set(uint64_t backend, double ms) const {
+  uint32_t seq = seq_.load(std::memory_order_relaxed);
+  if ((seq & 1) || !seq_.compare_exchange_strong(seq, seq + 1, std::memory_order_acquire,
+                                                 std::memory_order_relaxed))
+    return;  // another thread is writing it
+  uint64_t bits;
+  std::memcpy(&bits, &ms, sizeof bits);
+  backend_.store(backend, std::memory_order_release);
+  bits_.store(bits, std::memory_order_release);
+  seq_.store(seq + 2, std::memory_order_release);
+}
+
+void Graph::build_structure() const {
   // Consumers and per-type lists serve matching and analysis, not candidate
   // construction, so they are built on first use only.
-  if (indexed_) return;
+  std::lock_guard<std::mutex> lock(index_mu_);
+  if (indexed_.load(std::memory_order_relaxed)) return;  // built meanwhile
   const int n = size();
   consumers_.assign(n, {});
   is_output_.assign(n, false);
@@ -168,11 +195,12 @@ void Graph::index_structure() const {
       consumers_[index_[node.inputs[slot].guid]].emplace_back(i, static_cast<int>(slot));
   }
   for (const TensorRef& t : outputs_) is_output_[index_of(t.guid)] = true;
-  indexed_ = true;
+  indexed_.store(true, std::memory_order_release);
 }
 
-void Graph::index_ancestors() const {
-  if (ancestor_words_ > 0) return;
+size_t Graph::build_ancestors() const {
+  std::lock_guard<std::mutex> lock(index_mu_);
+  if (const size_t built = ancestor_words_.load(std::memory_order_relaxed)) return built;
   const size_t n = nodes_.size(), words = (n + 63) / 64;
   ancestors_.assign(n * words, 0);
   for (size_t i = 0; i < n; ++i) {  // topological order: inputs come first
@@ -184,26 +212,29 @@ void Graph::index_ancestors() const {
       row[j >> 6] |= uint64_t{1} << (j & 63);
     }
   }
-  ancestor_words_ = words;
+  ancestor_words_.store(words, std::memory_order_release);
+  return words;
 }
 
 bool Graph::all_live() const {
-  if (all_live_ < 0) {
-    all_live_ = 1;
-    for (int i = 0; i < size() && all_live_; ++i)
-      if (nodes_[i]->type != OP_INPUT && consumers(i).empty() && !is_output(i))
-        all_live_ = 0;
+  int8_t live = all_live_.load(std::memory_order_relaxed);
+  if (live < 0) {  // threads that get here at once compute the same value
+    live = 1;
+    for (int i = 0; i < size() && live; ++i)
+      if (nodes_[i]->type != OP_INPUT && consumers(i).empty() && !is_output(i)) live = 0;
+    all_live_.store(live, std::memory_order_relaxed);
   }
-  return all_live_ == 1;
+  return live == 1;
 }
 
 void Graph::release_caches() const {
-  indexed_ = false;
+  std::lock_guard<std::mutex> lock(index_mu_);
+  indexed_.store(false, std::memory_order_relaxed);
   std::vector<std::vector<std::pair<int, int>>>().swap(consumers_);
   std::vector<bool>().swap(is_output_);
   std::vector<std::vector<int>>().swap(by_type_);
   std::vector<uint64_t>().swap(ancestors_);
-  ancestor_words_ = 0;
+  ancestor_words_.store(0, std::memory_order_relaxed);
 }
 
 const Shape& Graph::shape(const TensorRef& t) const {
@@ -239,11 +270,10 @@ std::vector<double> Graph::base_op_costs(CostBackend* backend) const {
     int t = nodes_[i]->type;
     if (t == OP_INPUT || t == OP_WEIGHT || weight_side_[i]) continue;
     const Node& node = *nodes_[i];
-    if (node.cost_backend != backend->instance_id()) {
-      node.cost_ms = backend->op_cost(op_config(i));
-      node.cost_backend = backend->instance_id();
+    if (!node.cost.get(backend->instance_id(), &costs[i])) {
+      costs[i] = backend->op_cost(op_config(i));
+      node.cost.set(backend->instance_id(), costs[i]);
     }
-    costs[i] = node.cost_ms;
   }
   return costs;
 }

@@ -56,20 +56,6 @@ constexpr ParamKeyInfo kRuleParamKeys[] = {
     {PM_MERGE_GCONV_COUNT, "count", false}, {PM_EPSILON, "epsilon", true},
 };
 
-// Set while the rewriter probes candidate targets: a shape failure there is
-// an ordinary rejection, so the message is not worth formatting.
-thread_local bool quiet_shape_errors = false;
-
-[[noreturn]] void fail(int type, const std::vector<Shape>& inputs,
-                       const std::string& why) {
-  if (quiet_shape_errors) throw EngineError("shape mismatch");
-  std::ostringstream os;
-  os << op_type_name(type) << ": " << why << " (input shapes:";
-  for (const auto& s : inputs) os << " " << shape_str(s);
-  os << ")";
-  throw EngineError(os.str());
-}
-
 // The element count of a shape, or -1 when a dimension is negative or the
 // count exceeds kMaxElements (no exception: the hot path formats lazily).
 int64_t num_elements_ok(const Shape& s) {
@@ -81,53 +67,53 @@ int64_t num_elements_ok(const Shape& s) {
   return n;
 }
 
-// A macro so that the message is only built when the check fails: shape
-// inference runs for every candidate rewrite, on the environment's hot path.
-#define require(cond, type, inputs, why) \
-  do {                                   \
-    if (!(cond)) fail(type, inputs, why); \
+// One check of shape inference: where `cond` fails, the inference returns
+// false with the reason in *why. A macro so that the reason is only built
+// when the check fails and someone asked for it (`why` not null): shape
+// inference runs for every candidate rewrite, on the environment's hot path,
+// where a failure is an ordinary rejection and nobody reads the reason.
+#define SHAPE_CHECK(cond, reason) \
+  do {                            \
+    if (!(cond)) {                \
+      if (why) *why = (reason);   \
+      return false;               \
+    }                             \
   } while (0)
 
-Shape broadcast(int type, const std::vector<Shape>& in) {
+bool broadcast(const std::vector<Shape>& in, Shape* out, std::string* why) {
   const Shape& a = in[0];
   const Shape& b = in[1];
   size_t n = std::max(a.size(), b.size());
-  Shape out(n);
+  out->resize(n);
   for (size_t i = 0; i < n; ++i) {
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    require(da == db || da == 1 || db == 1, type, in,
-            "shapes cannot be broadcast together");
-    out[i] = da == 1 ? db : da;
+    SHAPE_CHECK(da == db || da == 1 || db == 1, "shapes cannot be broadcast together");
+    (*out)[i] = da == 1 ? db : da;
   }
-  return out;
+  return true;
 }
 
-Shape pool_or_conv_out(int type, const OpParams& p,
-                       const std::vector<Shape>& in, int64_t kh, int64_t kw,
-                       int64_t out_c) {
-  require(p.stride_h >= 1 && p.stride_w >= 1, type, in,
-          "strides must be positive");
-  require(p.padding == PAD_SAME || p.padding == PAD_VALID, type, in,
-          "padding must be SAME (0) or VALID (1)");
-  require(p.activation >= ACT_NONE && p.activation <= ACT_TANH, type, in,
-          "unknown activation " + std::to_string(p.activation));
-  require(kh >= 1 && kw >= 1, type, in, "kernel must be at least 1x1");
+bool pool_or_conv_out(const OpParams& p, const std::vector<Shape>& in, int64_t kh,
+                      int64_t kw, int64_t out_c, Shape* out, std::string* why) {
+  SHAPE_CHECK(p.stride_h >= 1 && p.stride_w >= 1, "strides must be positive");
+  SHAPE_CHECK(p.padding == PAD_SAME || p.padding == PAD_VALID,
+              "padding must be SAME (0) or VALID (1)");
+  SHAPE_CHECK(p.activation >= ACT_NONE && p.activation <= ACT_TANH,
+              "unknown activation " + std::to_string(p.activation));
+  SHAPE_CHECK(kh >= 1 && kw >= 1, "kernel must be at least 1x1");
   const Shape& x = in[0];
   if (p.padding == PAD_VALID)
-    require(x[2] >= kh && x[3] >= kw, type, in,
-            "VALID padding needs the input at least as large as the kernel");
+    SHAPE_CHECK(x[2] >= kh && x[3] >= kw,
+                "VALID padding needs the input at least as large as the kernel");
+  // Cannot throw: the stride, the padding and a VALID kernel were checked.
   ConvGeometry g = conv_geometry(x[2], x[3], kh, kw, p.stride_h, p.stride_w,
                                  p.padding);
-  return {x[0], out_c, g.out_h, g.out_w};
+  *out = {x[0], out_c, g.out_h, g.out_w};
+  return true;
 }
 
 }  // namespace
-
-QuietShapeErrors::QuietShapeErrors() : previous_(quiet_shape_errors) {
-  quiet_shape_errors = true;
-}
-QuietShapeErrors::~QuietShapeErrors() { quiet_shape_errors = previous_; }
 
 std::vector<OpTypeInfo> op_type_table() {
   return {std::begin(kOpTypes), std::end(kOpTypes)};
@@ -221,73 +207,107 @@ ConvGeometry conv_geometry(int64_t h, int64_t w, int64_t kh, int64_t kw,
           cols.pad_after};
 }
 
-int OpParams::get(int key, int op_type,
-                  const std::vector<Shape>& inputs) const {
+bool OpParams::try_get(int key, int op_type, const std::vector<Shape>& inputs,
+                       int* value) const {
   switch (key) {
-    case PM_OP_TYPE: return op_type;
-    case PM_NUM_INPUTS: return static_cast<int>(inputs.size());
+    case PM_OP_TYPE: *value = op_type; return true;
+    case PM_NUM_INPUTS: *value = static_cast<int>(inputs.size()); return true;
     case PM_NUM_OUTPUTS:
-      return op_type == OP_SPLIT ? static_cast<int>(sizes.size()) : 1;
-    case PM_STRIDE_H: return stride_h;
-    case PM_STRIDE_W: return stride_w;
-    case PM_PAD: return padding;
-    case PM_ACTI: return activation;
-    case PM_AXIS: return axis;
-    case PM_MERGE_GCONV_COUNT: return count;
+      *value = op_type == OP_SPLIT ? static_cast<int>(sizes.size()) : 1;
+      return true;
+    case PM_STRIDE_H: *value = stride_h; return true;
+    case PM_STRIDE_W: *value = stride_w; return true;
+    case PM_PAD: *value = padding; return true;
+    case PM_ACTI: *value = activation; return true;
+    case PM_AXIS: *value = axis; return true;
+    case PM_MERGE_GCONV_COUNT: *value = count; return true;
     case PM_PERM: {  // digits plus one, most significant first: [1, 0] -> 21
       int code = 0;
       for (int v : perm) code = code * 10 + v + 1;
-      return code;
+      *value = code;
+      return true;
     }
     case PM_NUMDIM:
-      return inputs.empty() ? 0 : static_cast<int>(inputs[0].size());
+      *value = inputs.empty() ? 0 : static_cast<int>(inputs[0].size());
+      return true;
     case PM_KERNEL_H:
-      if (op_type == OP_CONV2D && inputs.size() == 2 && inputs[1].size() == 4)
-        return static_cast<int>(inputs[1][2]);
-      return kernel_h;
+      *value = op_type == OP_CONV2D && inputs.size() == 2 && inputs[1].size() == 4
+                   ? static_cast<int>(inputs[1][2])
+                   : kernel_h;
+      return true;
     case PM_KERNEL_W:
-      if (op_type == OP_CONV2D && inputs.size() == 2 && inputs[1].size() == 4)
-        return static_cast<int>(inputs[1][3]);
-      return kernel_w;
+      *value = op_type == OP_CONV2D && inputs.size() == 2 && inputs[1].size() == 4
+                   ? static_cast<int>(inputs[1][3])
+                   : kernel_w;
+      return true;
     case PM_GROUP:
-      if (op_type == OP_MERGE_GCONV) return groups;
-      if (op_type == OP_CONV2D && inputs.size() == 2 && inputs[1][1] > 0)
-        return static_cast<int>(inputs[0][1] / inputs[1][1]);
-      return 1;
+      if (op_type == OP_MERGE_GCONV)
+        *value = groups;
+      else if (op_type == OP_CONV2D && inputs.size() == 2 && inputs[1][1] > 0)
+        *value = static_cast<int>(inputs[0][1] / inputs[1][1]);
+      else
+        *value = 1;
+      return true;
     default:
-      throw EngineError(std::string("parameter key ") + std::to_string(key) +
-                        " is not readable on " + op_type_name(op_type));
+      return false;
   }
 }
 
-void OpParams::set(int key, int value) {
+int OpParams::get(int key, int op_type, const std::vector<Shape>& inputs) const {
+  int value;
+  if (!try_get(key, op_type, inputs, &value))
+    throw EngineError(std::string("parameter key ") + std::to_string(key) +
+                      " is not readable on " + op_type_name(op_type));
+  return value;
+}
+
+namespace {
+
+// OpParams::set, reporting why not (when `why` is not null) instead of
+// throwing.
+bool set_param(OpParams* p, int key, int value, std::string* why) {
   switch (key) {
-    case PM_STRIDE_H: stride_h = value; break;
-    case PM_STRIDE_W: stride_w = value; break;
-    case PM_PAD: padding = value; break;
-    case PM_ACTI: activation = value; break;
-    case PM_AXIS: axis = value; break;
-    case PM_KERNEL_H: kernel_h = value; break;
-    case PM_KERNEL_W: kernel_w = value; break;
-    case PM_MERGE_GCONV_COUNT: count = value; break;
-    case PM_GROUP: groups = value; break;  // stored by merge_gconv only
+    case PM_STRIDE_H: p->stride_h = value; return true;
+    case PM_STRIDE_W: p->stride_w = value; return true;
+    case PM_PAD: p->padding = value; return true;
+    case PM_ACTI: p->activation = value; return true;
+    case PM_AXIS: p->axis = value; return true;
+    case PM_KERNEL_H: p->kernel_h = value; return true;
+    case PM_KERNEL_W: p->kernel_w = value; return true;
+    case PM_MERGE_GCONV_COUNT: p->count = value; return true;
+    case PM_GROUP: p->groups = value; return true;  // stored by merge_gconv only
     case PM_PERM: {
-      if (value <= 0) throw EngineError("perm code must be positive, got " + std::to_string(value));
+      if (value <= 0) {
+        if (why) *why = "perm code must be positive, got " + std::to_string(value);
+        return false;
+      }
       std::vector<int> digits;
       for (int v = value; v > 0; v /= 10) {
-        if (v % 10 == 0) throw EngineError("perm code " + std::to_string(value) + " has a zero digit");
+        if (v % 10 == 0) {
+          if (why) *why = "perm code " + std::to_string(value) + " has a zero digit";
+          return false;
+        }
         digits.insert(digits.begin(), v % 10 - 1);
       }
-      perm = digits;
-      break;
+      p->perm = digits;
+      return true;
     }
     // Derived from shapes, nothing to store.
     case PM_NUM_INPUTS: case PM_NUM_OUTPUTS: case PM_NUMDIM:
-      break;
+      return true;
     default:
-      throw EngineError("parameter key " + std::to_string(key) +
-                        " cannot be set on a target op");
+      if (why) *why = "parameter key " + std::to_string(key) + " cannot be set on a target op";
+      return false;
   }
+}
+
+}  // namespace
+
+bool OpParams::try_set(int key, int value) { return set_param(this, key, value, nullptr); }
+
+void OpParams::set(int key, int value) {
+  std::string why;
+  if (!set_param(this, key, value, &why)) throw EngineError(why);
 }
 
 bool OpParams::operator==(const OpParams& o) const {
@@ -375,276 +395,230 @@ std::string OpConfig::key() const {
 }
 
 namespace {
-std::vector<Shape> infer_unchecked(int type, const OpParams& p,
-                                   const std::vector<Shape>& in);
-}  // namespace
 
-bool shapes_surely_fail(int type, const OpParams& p, const std::vector<Shape>& in) {
-  // Each test below is the negation of a `require` of infer_unchecked
-  // (guarded so that it indexes only what exists), so a true here means
-  // infer_shapes throws.
+// Shape inference without the checks of the outputs (try_infer_shapes).
+bool infer_unchecked(int type, const OpParams& p, const std::vector<Shape>& in,
+                     std::vector<Shape>* out, std::string* why) {
   const OpTypeInfo* info = op_type_info(type);
-  if (!info) return false;  // infer_shapes reports it
-  if (info->num_inputs >= 0 && static_cast<int>(in.size()) != info->num_inputs) return true;
-  switch (type) {
-    case OP_MATMUL: {
-      const Shape& a = in[0];
-      const Shape& b = in[1];
-      if (a.size() < 2 || a.size() != b.size()) return true;
-      const size_t r = a.size();
-      for (size_t i = 0; i + 2 < r; ++i)
-        if (a[i] != b[i]) return true;
-      return a[r - 1] != b[r - 2];
-    }
-    case OP_EW_ADD:
-    case OP_EW_MUL:
-    case OP_EW_SUB:
-    case OP_EW_DIV: {
-      const Shape& a = in[0];
-      const Shape& b = in[1];
-      const size_t n = std::max(a.size(), b.size());
-      for (size_t i = 0; i < n; ++i) {
-        const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
-        const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-        if (!(da == db || da == 1 || db == 1)) return true;
-      }
-      return false;
-    }
-    case OP_CONCAT: {
-      if (in.size() < 2) return true;
-      const int rank = static_cast<int>(in[0].size());
-      if (p.axis < 0 || p.axis >= rank) return true;
-      for (size_t i = 1; i < in.size(); ++i) {
-        if (static_cast<int>(in[i].size()) != rank) return true;
-        for (int d = 0; d < rank; ++d)
-          if (d != p.axis && in[i][d] != in[0][d]) return true;
-      }
-      return false;
-    }
-    case OP_CONV2D: {
-      if (in[0].size() != 4 || in[1].size() != 4) return true;
-      const int64_t c = in[0][1], o = in[1][0], cg = in[1][1];
-      if (cg < 1 || c % cg != 0) return cg >= 1;
-      return o % (c / cg) != 0;
-    }
-    case OP_SPLIT: {
-      const int rank = static_cast<int>(in[0].size());
-      if (p.axis < 0 || p.axis >= rank || p.sizes.size() < 2) return true;
-      int64_t total = 0;
-      for (int64_t s : p.sizes) {
-        if (s < 1) return true;
-        total += s;
-      }
-      return total != in[0][p.axis];
-    }
-    default:
-      return false;
-  }
-}
-
-std::vector<Shape> infer_shapes(int type, const OpParams& p,
-                                const std::vector<Shape>& in) {
-  std::vector<Shape> out = infer_unchecked(type, p, in);
-  // Outputs obey what inputs must: dimensions >= 1 and at most kMaxElements
-  // elements (an opaque op's declared shapes, a reshape target, a concat).
-  for (const Shape& s : out) {
-    for (int64_t d : s) require(d >= 1, type, in, "an output dimension is < 1: " + shape_str(s));
-    if (num_elements_ok(s) < 0)
-      fail(type, in, "output " + shape_str(s) + " has more than 2^48 elements");
-  }
-  return out;
-}
-
-namespace {
-std::vector<Shape> infer_unchecked(int type, const OpParams& p,
-                                   const std::vector<Shape>& in) {
-  const OpTypeInfo* info = op_type_info(type);
-  if (!info) throw EngineError("unknown operator type " + std::to_string(type));
+  SHAPE_CHECK(info, "unknown operator type " + std::to_string(type));
   if (info->num_inputs >= 0)
-    require(static_cast<int>(in.size()) == info->num_inputs, type, in,
-            "expects " + std::to_string(info->num_inputs) + " inputs, got " +
-                std::to_string(in.size()));
+    SHAPE_CHECK(static_cast<int>(in.size()) == info->num_inputs,
+                "expects " + std::to_string(info->num_inputs) + " inputs, got " +
+                    std::to_string(in.size()));
   for (const auto& s : in) {
-    require(!s.empty() || type == OP_OPAQUE, type, in,
-            "scalar (rank-0) inputs are not supported");
-    for (int64_t d : s) require(d >= 1, type, in, "every dimension must be >= 1");
-    require(num_elements_ok(s) >= 0, type, in, "an input has more than 2^48 elements");
+    SHAPE_CHECK(!s.empty() || type == OP_OPAQUE, "scalar (rank-0) inputs are not supported");
+    for (int64_t d : s) SHAPE_CHECK(d >= 1, "every dimension must be >= 1");
+    SHAPE_CHECK(num_elements_ok(s) >= 0, "an input has more than 2^48 elements");
   }
 
   switch (type) {
     case OP_INPUT:
     case OP_WEIGHT:
-      fail(type, in, "inputs and weights are created by the builder");
+      if (why) *why = "inputs and weights are created by the builder";
+      return false;
     case OP_CONV2D: {
-      require(in[0].size() == 4 && in[1].size() == 4, type, in,
-              "needs a 4-D input [N,C,H,W] and a 4-D weight [O,C/g,kh,kw]");
+      SHAPE_CHECK(in[0].size() == 4 && in[1].size() == 4,
+                  "needs a 4-D input [N,C,H,W] and a 4-D weight [O,C/g,kh,kw]");
       int64_t c = in[0][1], o = in[1][0], cg = in[1][1];
-      require(c % cg == 0, type, in,
-              "input channels " + std::to_string(c) +
-                  " are not a multiple of the weight's " + std::to_string(cg));
+      SHAPE_CHECK(c % cg == 0, "input channels " + std::to_string(c) +
+                                   " are not a multiple of the weight's " +
+                                   std::to_string(cg));
       int64_t groups = c / cg;
-      require(o % groups == 0, type, in,
-              "output channels " + std::to_string(o) +
-                  " are not divisible by the group count " +
-                  std::to_string(groups));
-      return {pool_or_conv_out(type, p, in, in[1][2], in[1][3], o)};
+      SHAPE_CHECK(o % groups == 0, "output channels " + std::to_string(o) +
+                                       " are not divisible by the group count " +
+                                       std::to_string(groups));
+      out->resize(1);
+      return pool_or_conv_out(p, in, in[1][2], in[1][3], o, &(*out)[0], why);
     }
     case OP_POOL_MAX:
     case OP_POOL_AVG:
-      require(in[0].size() == 4, type, in, "needs a 4-D input [N,C,H,W]");
-      return {pool_or_conv_out(type, p, in, p.kernel_h, p.kernel_w, in[0][1])};
+      SHAPE_CHECK(in[0].size() == 4, "needs a 4-D input [N,C,H,W]");
+      out->resize(1);
+      return pool_or_conv_out(p, in, p.kernel_h, p.kernel_w, in[0][1], &(*out)[0], why);
     case OP_RELU:
     case OP_SIGMOID:
     case OP_TANH:
-      return {in[0]};
+      out->assign(1, in[0]);
+      return true;
     case OP_BATCHNORM: {
-      require(in[0].size() == 4, type, in, "needs a 4-D input [N,C,H,W]");
+      SHAPE_CHECK(in[0].size() == 4, "needs a 4-D input [N,C,H,W]");
       for (int i = 1; i < 5; ++i)
-        require(in[i].size() == 1 && in[i][0] == in[0][1], type, in,
-                "scale, bias, mean and var must be [C]");
-      require(p.epsilon >= 0, type, in, "epsilon must be >= 0");
-      return {in[0]};
+        SHAPE_CHECK(in[i].size() == 1 && in[i][0] == in[0][1],
+                    "scale, bias, mean and var must be [C]");
+      SHAPE_CHECK(p.epsilon >= 0, "epsilon must be >= 0");
+      out->assign(1, in[0]);
+      return true;
     }
     case OP_CONCAT: {
-      require(in.size() >= 2, type, in, "needs at least 2 inputs");
+      SHAPE_CHECK(in.size() >= 2, "needs at least 2 inputs");
       int rank = static_cast<int>(in[0].size());
-      require(p.axis >= 0 && p.axis < rank, type, in,
-              "axis " + std::to_string(p.axis) + " out of range");
-      Shape out = in[0];
+      SHAPE_CHECK(p.axis >= 0 && p.axis < rank,
+                  "axis " + std::to_string(p.axis) + " out of range");
+      int64_t along = in[0][p.axis];
       for (size_t i = 1; i < in.size(); ++i) {
-        require(static_cast<int>(in[i].size()) == rank, type, in,
-                "inputs must have equal rank");
+        SHAPE_CHECK(static_cast<int>(in[i].size()) == rank, "inputs must have equal rank");
         for (int d = 0; d < rank; ++d)
-          if (d != p.axis)
-            require(in[i][d] == in[0][d], type, in,
-                    "inputs differ off the concat axis");
-        out[p.axis] += in[i][p.axis];
+          if (d != p.axis) SHAPE_CHECK(in[i][d] == in[0][d], "inputs differ off the concat axis");
+        along += in[i][p.axis];
       }
-      return {out};
+      out->assign(1, in[0]);
+      (*out)[0][p.axis] = along;
+      return true;
     }
     case OP_SPLIT: {
       int rank = static_cast<int>(in[0].size());
-      require(p.axis >= 0 && p.axis < rank, type, in,
-              "axis " + std::to_string(p.axis) + " out of range");
-      require(p.sizes.size() >= 2, type, in, "needs at least 2 sizes");
+      SHAPE_CHECK(p.axis >= 0 && p.axis < rank,
+                  "axis " + std::to_string(p.axis) + " out of range");
+      SHAPE_CHECK(p.sizes.size() >= 2, "needs at least 2 sizes");
       int64_t total = 0;
-      std::vector<Shape> outs;
       for (int64_t s : p.sizes) {
-        require(s >= 1, type, in, "split sizes must be >= 1");
+        SHAPE_CHECK(s >= 1, "split sizes must be >= 1");
         total += s;
-        Shape o = in[0];
-        o[p.axis] = s;
-        outs.push_back(o);
       }
-      require(total == in[0][p.axis], type, in,
-              "split sizes sum to " + std::to_string(total) + ", not " +
-                  std::to_string(in[0][p.axis]));
-      return outs;
+      SHAPE_CHECK(total == in[0][p.axis], "split sizes sum to " + std::to_string(total) +
+                                              ", not " + std::to_string(in[0][p.axis]));
+      out->assign(p.sizes.size(), in[0]);
+      for (size_t k = 0; k < p.sizes.size(); ++k) (*out)[k][p.axis] = p.sizes[k];
+      return true;
     }
     case OP_RESHAPE: {
-      Shape out = p.shape;
-      require(!out.empty(), type, in, "target shape is empty");
+      Shape shape = p.shape;
+      SHAPE_CHECK(!shape.empty(), "target shape is empty");
       int infer = -1;
       int64_t known = 1;
-      for (size_t i = 0; i < out.size(); ++i) {
-        if (out[i] == 0) {
-          require(i < in[0].size(), type, in, "0 refers to a missing dim");
-          out[i] = in[0][i];
+      for (size_t i = 0; i < shape.size(); ++i) {
+        if (shape[i] == 0) {
+          SHAPE_CHECK(i < in[0].size(), "0 refers to a missing dim");
+          shape[i] = in[0][i];
         }
-        if (out[i] == -1) {
-          require(infer < 0, type, in, "at most one -1 in the target shape");
+        if (shape[i] == -1) {
+          SHAPE_CHECK(infer < 0, "at most one -1 in the target shape");
           infer = static_cast<int>(i);
         } else {
-          require(out[i] >= 1, type, in, "bad target dim " + std::to_string(out[i]));
-          require(known <= kMaxElements / out[i], type, in,
-                  "target " + shape_str(p.shape) + " has more than 2^48 elements");
-          known *= out[i];
+          SHAPE_CHECK(shape[i] >= 1, "bad target dim " + std::to_string(shape[i]));
+          SHAPE_CHECK(known <= kMaxElements / shape[i],
+                      "target " + shape_str(p.shape) + " has more than 2^48 elements");
+          known *= shape[i];
         }
       }
-      int64_t n = num_elements(in[0]);
+      const int64_t n = num_elements_ok(in[0]);  // >= 1: the inputs were checked
       if (infer >= 0) {
-        require(n % known == 0, type, in,
-                "cannot infer -1 in target " + shape_str(p.shape));
-        out[infer] = n / known;
+        SHAPE_CHECK(n % known == 0, "cannot infer -1 in target " + shape_str(p.shape));
+        shape[infer] = n / known;
       }
-      require(num_elements(out) == n, type, in,
-              "target " + shape_str(p.shape) + " has a different size");
-      return {out};
+      SHAPE_CHECK(num_elements_ok(shape) == n,
+                  "target " + shape_str(p.shape) + " has a different size");
+      out->assign(1, std::move(shape));
+      return true;
     }
     case OP_TRANSPOSE: {
       size_t rank = in[0].size();
-      require(p.perm.size() == rank, type, in, "perm length must equal rank");
+      SHAPE_CHECK(p.perm.size() == rank, "perm length must equal rank");
       std::vector<bool> seen(rank, false);
-      Shape out(rank);
+      Shape shape(rank);
       for (size_t i = 0; i < rank; ++i) {
         int a = p.perm[i];
-        require(a >= 0 && a < static_cast<int>(rank) && !seen[a], type, in,
-                "perm is not a permutation");
+        SHAPE_CHECK(a >= 0 && a < static_cast<int>(rank) && !seen[a],
+                    "perm is not a permutation");
         seen[a] = true;
-        out[i] = in[0][a];
+        shape[i] = in[0][a];
       }
-      return {out};
+      out->assign(1, std::move(shape));
+      return true;
     }
     case OP_EW_ADD:
     case OP_EW_MUL:
     case OP_EW_SUB:
     case OP_EW_DIV:
-      return {broadcast(type, in)};
+      out->resize(1);
+      return broadcast(in, &(*out)[0], why);
     case OP_SCALAR_MUL:
-      require(in[1].size() == 1 && in[1][0] == 1, type, in,
-              "the scale must be a one-element tensor [1]");
-      return {in[0]};
+      SHAPE_CHECK(in[1].size() == 1 && in[1][0] == 1,
+                  "the scale must be a one-element tensor [1]");
+      out->assign(1, in[0]);
+      return true;
     case OP_MATMUL: {
       const Shape& a = in[0];
       const Shape& b = in[1];
-      require(a.size() >= 2 && a.size() == b.size(), type, in,
-              "operands must have equal rank >= 2");
+      SHAPE_CHECK(a.size() >= 2 && a.size() == b.size(), "operands must have equal rank >= 2");
       size_t r = a.size();
-      for (size_t i = 0; i + 2 < r; ++i)
-        require(a[i] == b[i], type, in, "batch dimensions differ");
-      require(a[r - 1] == b[r - 2], type, in, "inner dimensions differ");
-      require(p.activation >= ACT_NONE && p.activation <= ACT_TANH, type, in,
-              "unknown activation");
-      Shape out = a;
-      out[r - 1] = b[r - 1];
-      return {out};
+      for (size_t i = 0; i + 2 < r; ++i) SHAPE_CHECK(a[i] == b[i], "batch dimensions differ");
+      SHAPE_CHECK(a[r - 1] == b[r - 2], "inner dimensions differ");
+      SHAPE_CHECK(p.activation >= ACT_NONE && p.activation <= ACT_TANH, "unknown activation");
+      out->assign(1, a);
+      (*out)[0][r - 1] = b[r - 1];
+      return true;
     }
     case OP_ENLARGE: {
-      require(in[0].size() == 4 && in[1].size() == 4, type, in,
-              "needs two 4-D conv weights");
+      SHAPE_CHECK(in[0].size() == 4 && in[1].size() == 4, "needs two 4-D conv weights");
       int64_t dh = in[1][2] - in[0][2], dw = in[1][3] - in[0][3];
-      require(dh >= 0 && dw >= 0 && dh % 2 == 0 && dw % 2 == 0, type, in,
-              "the first kernel must fit centred in the second");
-      return {{in[0][0], in[0][1], in[1][2], in[1][3]}};
+      SHAPE_CHECK(dh >= 0 && dw >= 0 && dh % 2 == 0 && dw % 2 == 0,
+                  "the first kernel must fit centred in the second");
+      out->assign(1, Shape{in[0][0], in[0][1], in[1][2], in[1][3]});
+      return true;
     }
     case OP_MERGE_GCONV:
-      require(in[0].size() == 4, type, in, "needs a 4-D conv weight");
-      require(p.count >= 2, type, in, "count must be >= 2");
-      require(p.groups >= p.count && p.groups % p.count == 0 && in[0][0] % p.groups == 0,
-              type, in, "groups (" + std::to_string(p.groups) +
-                            ") must be a multiple of count and divide the output channels");
-      return {{in[0][0], in[0][1] * p.count, in[0][2], in[0][3]}};
+      SHAPE_CHECK(in[0].size() == 4, "needs a 4-D conv weight");
+      SHAPE_CHECK(p.count >= 2, "count must be >= 2");
+      SHAPE_CHECK(p.groups >= p.count && p.groups % p.count == 0 && in[0][0] % p.groups == 0,
+                  "groups (" + std::to_string(p.groups) +
+                      ") must be a multiple of count and divide the output channels");
+      out->assign(1, Shape{in[0][0], in[0][1] * p.count, in[0][2], in[0][3]});
+      return true;
     case OP_FUSE_CONV_BN_ALPHA_VAR:
-      require(in[0].size() >= 2 && in[1].size() == 1 && in[2].size() == 1 &&
-                  in[1][0] == in[0][0] && in[2][0] == in[0][0],
-              type, in, "needs a weight [O,...] and scale, var of shape [O]");
-      return {in[0]};
+      SHAPE_CHECK(in[0].size() >= 2 && in[1].size() == 1 && in[2].size() == 1 &&
+                      in[1][0] == in[0][0] && in[2][0] == in[0][0],
+                  "needs a weight [O,...] and scale, var of shape [O]");
+      out->assign(1, in[0]);
+      return true;
     case OP_FUSE_CONV_BN_BIAS:
       for (const auto& s : in)
-        require(s.size() == 1 && s[0] == in[0][0], type, in,
-                "scale, bias, mean and var must all be [C]");
-      return {in[0]};
+        SHAPE_CHECK(s.size() == 1 && s[0] == in[0][0], "scale, bias, mean and var must all be [C]");
+      out->assign(1, in[0]);
+      return true;
     case OP_BROADCAST_ADD:
-      require(in[0].size() >= 2 && in[1].size() == 1 && in[1][0] == in[0][1],
-              type, in, "needs x [N,C,...] and a bias [C]");
-      return {in[0]};
+      SHAPE_CHECK(in[0].size() >= 2 && in[1].size() == 1 && in[1][0] == in[0][1],
+                  "needs x [N,C,...] and a bias [C]");
+      out->assign(1, in[0]);
+      return true;
     case OP_OPAQUE:
-      require(!p.opaque_shapes.empty(), type, in,
-              "opaque op '" + p.opaque_type + "' declares no output shapes");
-      return p.opaque_shapes;
+      SHAPE_CHECK(!p.opaque_shapes.empty(),
+                  "opaque op '" + p.opaque_type + "' declares no output shapes");
+      *out = p.opaque_shapes;
+      return true;
   }
-  fail(type, in, "has no shape inference");
+  if (why) *why = "has no shape inference";
+  return false;
 }
+
 }  // namespace
+
+bool try_infer_shapes(int type, const OpParams& p, const std::vector<Shape>& in,
+                      std::vector<Shape>* out, std::string* why) {
+  if (!infer_unchecked(type, p, in, out, why)) return false;
+  // Outputs obey what inputs must: dimensions >= 1 and at most kMaxElements
+  // elements (an opaque op's declared shapes, a reshape target, a concat).
+  for (const Shape& s : *out) {
+    for (int64_t d : s) SHAPE_CHECK(d >= 1, "an output dimension is < 1: " + shape_str(s));
+    SHAPE_CHECK(num_elements_ok(s) >= 0,
+                "output " + shape_str(s) + " has more than 2^48 elements");
+  }
+  return true;
+}
+
+std::vector<Shape> infer_shapes(int type, const OpParams& p,
+                                const std::vector<Shape>& in) {
+  if (!op_type_info(type)) throw EngineError("unknown operator type " + std::to_string(type));
+  std::vector<Shape> out;
+  std::string why;
+  if (try_infer_shapes(type, p, in, &out, &why)) return out;
+  std::ostringstream os;
+  os << op_type_name(type) << ": " << why << " (input shapes:";
+  for (const auto& s : in) os << " " << shape_str(s);
+  os << ")";
+  throw EngineError(os.str());
+}
+
+#undef SHAPE_CHECK
 
 }  // namespace taso

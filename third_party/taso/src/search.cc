@@ -40,8 +40,11 @@ struct Cheaper {
   }
 };
 
-// Rebuilds a lazy entry's graph: the `index`-th result of its xfer on its parent.
-GraphPtr rebuild(const Entry& e, const std::vector<Rule>& rules, int max_ops) {
+// Rebuilds a lazy entry's graph: the `index`-th result of its xfer on its
+// parent. The parent's indexes are freed after, unless it is `root` (the
+// caller's graph, which other threads may be reading: Graph::release_caches).
+GraphPtr rebuild(const Entry& e, const std::vector<Rule>& rules, int max_ops,
+                 const Graph* root) {
   GraphPtr out;
   int k = 0;
   for_each_candidate(*e.parent, rules[e.xfer], max_ops, [&](Candidate&& c, const MatchedOps&) {
@@ -49,7 +52,7 @@ GraphPtr rebuild(const Entry& e, const std::vector<Rule>& rules, int max_ops) {
     out = materialize(*e.parent, c);
     return false;
   });
-  e.parent->release_caches();
+  if (e.parent.get() != root) e.parent->release_caches();
   if (!out || out->hash() != e.hash)
     throw EngineError("search: a queued candidate could not be rebuilt identically");
   return out;
@@ -100,7 +103,7 @@ SearchResult backtracking_search(GraphPtr graph, const std::vector<Rule>& rules,
     Entry top = std::move(const_cast<Entry&>(*queue.begin()));
     queue.erase(queue.begin());
     forget(top);
-    if (!top.graph) top.graph = rebuild(top, rules, max_ops);
+    if (!top.graph) top.graph = rebuild(top, rules, max_ops, graph.get());
     top.parent.reset();
     ++result.expansions;
     // The popped graph's cost (Graph::cost); its candidates are priced
@@ -147,8 +150,9 @@ SearchResult backtracking_search(GraphPtr graph, const std::vector<Rule>& rules,
         return true;
       }, /*incremental=*/true, &match_cache);
     }
-    // Its queued children only need it rebuilt, one xfer at a time.
-    if (opts.lazy_candidates) top.graph->release_caches();
+    // Its queued children only need it rebuilt, one xfer at a time (the
+    // caller's graph keeps its indexes: other threads may be reading them).
+    if (opts.lazy_candidates && top.graph != graph) top.graph->release_caches();
   }
   for (int h = best_history; h >= 0; h = history[h].second)
     result.applied.push_back(history[h].first);

@@ -7,6 +7,11 @@
 // costs in graph context (CostBackend::in_context); Graph::op_costs applies
 // it, so every consumer of costs (Graph::cost, op_costs, the search, the
 // candidate costs of Locations) sees the same numbers.
+//
+// Thread safety: OpWork, DeviceProfile and FittedWork are plain values and
+// the free functions keep no state but the timing cache file (written under
+// the measuring backend's lock); GraphView and CostBackend state theirs
+// below.
 #ifndef TASO_COST_H_
 #define TASO_COST_H_
 
@@ -47,6 +52,9 @@ bool is_free_op(const OpConfig& op);
 // in_context reads the Graph itself. Both are read through the same
 // accessors (size, type, inputs, reader counts, outputs), so a backend
 // writes its revision once, as a template over the two.
+//
+// Thread safety: not thread-safe while being filled; once finished,
+// concurrent reads are safe.
 class GraphView {
  public:
   struct Op {
@@ -130,6 +138,13 @@ class GraphView {
   std::vector<Ref> outputs_;
 };
 
+// A cost model.
+//
+// Thread-safe: op_cost may be called from several threads at once (the
+// memo is locked; measurements are serialized, one at a time per backend,
+// so a measuring backend never times two kernels at once, and a
+// configuration is measured once), and so may in_context (a backend whose
+// revision keeps scratch locks it). Subclasses keep that promise.
 class CostBackend {
  public:
   CostBackend() : instance_id_(next_instance_id()) {}
@@ -140,7 +155,10 @@ class CostBackend {
   virtual std::string name() const = 0;
   // Runtime in milliseconds of one op; memoized by OpConfig::key().
   double op_cost(const OpConfig& op);
-  size_t num_measured() const { return cache_.size(); }
+  size_t num_measured() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return cache_.size();
+  }
   // Revises `costs` (op_cost of every op of `graph`, 0 for free ops, aligned
   // with graph.nodes()) to what the modelled runtime pays in this graph: ops
   // it fuses into a producer cost 0, views it materialises cost a copy.
@@ -164,10 +182,13 @@ class CostBackend {
   virtual bool context_free() const { return true; }
 
  protected:
-  // Measures (or computes) one configuration. Never called for free ops.
+  // Measures (or computes) one configuration. Never called for free ops;
+  // never called by two threads at once (op_cost holds measure_mu_).
   virtual double measure(const OpConfig& op) = 0;
+  // The memo, by OpConfig::key(): guarded by mu_ once the backend is built
+  // (a constructor may fill it, e.g. from a cache file, without the lock).
   std::unordered_map<std::string, double> cache_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
 
  private:
   static uint64_t next_instance_id() {
@@ -175,6 +196,7 @@ class CostBackend {
     return next++;
   }
   const uint64_t instance_id_;
+  std::mutex measure_mu_;  // held while measure() runs
 };
 
 // Deterministic roofline model: max(flops / peak, bytes / bandwidth) plus a

@@ -4,11 +4,16 @@
 // them. A rewrite copies the list (cheap: shared pointers), drops the matched
 // ops, clones only their consumers and appends the new ops, so the original
 // graph is never touched and candidate graphs cost little to build.
+//
+// Thread safety: TensorRef and MemoryEstimate are plain values; Node,
+// CostMemo, Graph and GraphBuilder state theirs below.
 #ifndef TASO_GRAPH_H_
 #define TASO_GRAPH_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -28,6 +33,38 @@ struct TensorRef {
   bool operator!=(const TensorRef& o) const { return !(*this == o); }
 };
 
+// One node's memo of its context-free cost under one backend: (backend
+// instance id, cost in ms), written as a pair and read as a pair.
+//
+// Thread-safe: nodes are shared by every graph that contains them, and
+// graphs by every thread that holds them, so threads costing graphs that
+// share a node under different backends race for its memo. It is a seqlock
+// over atomics: a reader sees a complete pair or a miss (then asks the
+// backend, which memoizes by configuration, so the cost is the same either
+// way); a writer that finds another writing leaves the memo to it. A copy
+// starts empty.
+class CostMemo {
+ public:
+  CostMemo() = default;
+  CostMemo(const CostMemo&) {}
+  CostMemo& operator=(const CostMemo&) {
+    clear();
+    return *this;
+  }
+  // The cost memoized for backend instance `backend`, if any.
+  bool get(uint64_t backend, double* ms) const;
+  void set(uint64_t backend, double ms) const;
+  void clear() const { set(0, 0.0); }
+
+ private:
+  mutable std::atomic<uint32_t> seq_{0};  // odd while a writer writes
+  mutable std::atomic<uint64_t> backend_{0};  // CostBackend::instance_id(); 0: none
+  mutable std::atomic<uint64_t> bits_{0};     // the cost's bits
+};
+
+// One op. Thread safety: immutable once its graph is created (Graph::Create
+// sets local_hash before anything can share the node), but for the cost
+// memo, which is thread-safe (CostMemo).
 struct Node {
   int64_t guid = 0;  // unique within a graph; kept by ops a rewrite leaves alone
   int type = OP_INPUT;
@@ -41,12 +78,11 @@ struct Node {
   // from weights, all fixed for the node's lifetime (a rewrite clones any op
   // whose inputs change), so graphs that share the node share the
   // measurement. Context-dependent adjustments (CostBackend::in_context) are
-  // recomputed per graph and never memoized here. Single-threaded use only.
-  mutable uint64_t cost_backend = 0;  // CostBackend::instance_id(); 0: none
+  // recomputed per graph and never memoized here.
+  CostMemo cost;
   // Hash of type, parameters, output shapes and name (not of the inputs),
   // computed once per node; 0 until then.
   mutable uint64_t local_hash = 0;
-  mutable double cost_ms = 0;
 };
 using NodePtr = std::shared_ptr<const Node>;
 
@@ -56,6 +92,13 @@ struct MemoryEstimate {
   int64_t peak_bytes = 0;        // weights + live activations at the peak
 };
 
+// An immutable graph.
+//
+// Thread-safe for concurrent use through const references and GraphPtr
+// (what every reader gets): its lazily built indexes (consumers, per-type
+// lists, ancestor bitsets, all_live) are built once, under a lock, by the
+// first thread to need them. The one exception is release_caches(), which
+// frees them and so may only be called on a graph no other thread uses.
 class Graph {
  public:
   // Validates the nodes (unique positive guids, inputs that exist), orders
@@ -96,8 +139,8 @@ class Graph {
   // True if op `i` transitively reads op `j` (i != j). Ancestor bitsets are
   // built on first use (n^2/8 bytes), then each query is O(1).
   bool depends_on(int i, int j) const {
-    index_ancestors();
-    return (ancestors_[static_cast<size_t>(i) * ancestor_words_ + (j >> 6)] >> (j & 63)) & 1;
+    const size_t words = index_ancestors();
+    return (ancestors_[static_cast<size_t>(i) * words + (j >> 6)] >> (j & 63)) & 1;
   }
   // True when every op but the graph inputs has a reader or is an output,
   // i.e. every op is live (computed once; the rewriter's fast path).
@@ -119,26 +162,39 @@ class Graph {
   MemoryEstimate memory() const;
   // Frees the lazily built indexes (consumers, per-type lists, ancestor
   // bitsets); they are rebuilt on next use. The search calls it on graphs it
-  // keeps only as parents of queued candidates. Single-threaded use only.
+  // built itself and keeps only as parents of queued candidates. Not
+  // thread-safe: only for a graph no other thread is using.
   void release_caches() const;
 
  private:
   Graph() = default;
-  void index_structure() const;
-  void index_ancestors() const;
+  void index_structure() const {
+    if (!indexed_.load(std::memory_order_acquire)) build_structure();
+  }
+  void build_structure() const;
+  // The words per row of ancestors_ (built on first use).
+  size_t index_ancestors() const {
+    const size_t words = ancestor_words_.load(std::memory_order_acquire);
+    return words > 0 ? words : build_ancestors();
+  }
+  size_t build_ancestors() const;
   std::vector<NodePtr> nodes_;
   std::vector<TensorRef> outputs_;
   std::vector<int> index_;  // guid -> position, -1 if absent
   std::vector<uint64_t> node_hashes_;
   std::vector<bool> weight_side_;
-  // Built lazily by index_structure() (single-threaded use).
-  mutable bool indexed_ = false;
+  // Built lazily, under index_mu_, by index_structure() (consumers_,
+  // is_output_, by_type_; then indexed_ is set) and index_ancestors()
+  // (ancestors_; then ancestor_words_ is set): a thread that reads a flag
+  // set (acquire) sees what it guards.
+  mutable std::mutex index_mu_;
+  mutable std::atomic<bool> indexed_{false};
   mutable std::vector<std::vector<std::pair<int, int>>> consumers_;
   mutable std::vector<bool> is_output_;
   mutable std::vector<std::vector<int>> by_type_;  // indexed by op type
   mutable std::vector<uint64_t> ancestors_;  // row i: bitset of i's ancestors
-  mutable size_t ancestor_words_ = 0;
-  mutable int8_t all_live_ = -1;  // -1: not computed yet
+  mutable std::atomic<size_t> ancestor_words_{0};
+  mutable std::atomic<int8_t> all_live_{-1};  // -1: not computed yet
   uint64_t hash_ = 0;
   uint64_t node_hash_sum_ = 0;
   int num_ops_ = 0;
@@ -147,6 +203,8 @@ class Graph {
 using GraphPtr = std::shared_ptr<const Graph>;
 
 // Builds a graph op by op; each call checks shapes at once.
+// Thread safety: not thread-safe (one thread builds); the graphs it builds
+// are (Graph).
 class GraphBuilder {
  public:
   TensorRef input(const std::string& name, const Shape& shape);

@@ -3,6 +3,10 @@
 // Operator type numbers follow TASO's OpType enum so that TASO's binary rule
 // collection (graph_subst.pb) can be read without a translation table; the
 // parameter keys follow TASO's PMParameter enum for the same reason.
+//
+// Thread safety: the types here are plain values (any number of readers, or
+// one writer) and the functions keep no state, so they may be called from
+// any thread.
 #ifndef TASO_OPS_H_
 #define TASO_OPS_H_
 
@@ -17,7 +21,7 @@ using Shape = std::vector<int64_t>;
 
 // Raised for any invalid input (bad shapes, bad parameters, bad actions).
 // Derives from std::invalid_argument, which Cython turns into a Python
-// ValueError carrying the message.
+// ValueError carrying the message. A plain value (thread-safe to read).
 class EngineError : public std::invalid_argument {
  public:
   explicit EngineError(const std::string& what) : std::invalid_argument(what) {}
@@ -104,8 +108,14 @@ struct OpParams {
 
   // Reads a pattern parameter; throws EngineError for keys the op lacks.
   int get(int key, int op_type, const std::vector<Shape>& inputs) const;
-  // Sets a pattern parameter (used when instantiating rule targets).
+  // get without the exception: false for keys the op lacks.
+  bool try_get(int key, int op_type, const std::vector<Shape>& inputs, int* value) const;
+  // Sets a pattern parameter (used when instantiating rule targets); throws
+  // EngineError for a key that cannot be set or a bad value.
   void set(int key, int value);
+  // set without the exception: false (the parameters unchanged) where set
+  // throws.
+  bool try_set(int key, int value);
   bool operator==(const OpParams& o) const;
 };
 
@@ -162,33 +172,19 @@ struct ParamKeyInfo {
 std::vector<ParamKeyInfo> rule_param_keys();
 std::string shape_str(const Shape& s);
 
-// True when infer_shapes(type, params, in) would certainly throw, for the
-// mismatches a rewriter's candidate targets commonly meet (input count;
-// matmul ranks, batch and inner dimensions; element-wise broadcasting;
-// concat ranks, axis and off-axis dimensions; conv channels and groups; split
-// sizes), checked without an exception; false means "run infer_shapes". The
-// rewriter calls it first: a thrown and caught exception per rejected
-// candidate was a fifth of a search's time. Inputs are assumed valid shapes
-// (dimensions >= 1), as a graph's are.
-bool shapes_surely_fail(int type, const OpParams& params, const std::vector<Shape>& in);
+// Infers the output shapes of an operator into *out. Where the inputs or
+// parameters do not fit, returns false and, if `why` is not null, sets *why
+// to the reason (the output is then unspecified). Throws nothing: this is
+// the engine's one shape check, on the rewriter's hot path (a candidate
+// target whose shapes fail is an ordinary rejection; the reason is not even
+// formatted there) as under infer_shapes.
+bool try_infer_shapes(int type, const OpParams& params, const std::vector<Shape>& inputs,
+                      std::vector<Shape>* out, std::string* why = nullptr);
 
-// Infers the output shapes of an operator or throws EngineError whose message
-// names the operator and the offending shapes.
+// try_infer_shapes, or an EngineError whose message names the operator, the
+// reason and the input shapes.
 std::vector<Shape> infer_shapes(int type, const OpParams& params,
                                 const std::vector<Shape>& inputs);
-
-// While alive, shape errors on this thread carry no formatted message (the
-// rewriter rejects most candidate targets this way; formatting dominated).
-class QuietShapeErrors {
- public:
-  QuietShapeErrors();
-  ~QuietShapeErrors();
-  QuietShapeErrors(const QuietShapeErrors&) = delete;
-  QuietShapeErrors& operator=(const QuietShapeErrors&) = delete;
-
- private:
-  bool previous_;
-};
 
 // How a kernel slides over one spatial dimension: the output size and the
 // padding before and after. SAME is TensorFlow's rule: out = ceil(size /

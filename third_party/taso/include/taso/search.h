@@ -1,4 +1,8 @@
 // TASO's cost-based backtracking search (thesis Algorithm 1).
+//
+// Thread safety: searches may run at once in several threads, sharing the
+// graph, the rules and the backend (graph.h, cost.h); each returns what it
+// returns alone. SearchOptions and SearchResult are plain values.
 #ifndef TASO_SEARCH_H_
 #define TASO_SEARCH_H_
 

@@ -111,6 +111,14 @@ double CostBackend::op_cost(const OpConfig& op) {
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
   }
+  // One measurement at a time; another thread may have measured this
+  // configuration while this one waited.
+  std::lock_guard<std::mutex> measuring(measure_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+  }
   const double ms = measure(op);
   if (!(ms >= 0) || !std::isfinite(ms))
     throw EngineError(name() + " backend measured an invalid time for " + key);

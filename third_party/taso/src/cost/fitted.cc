@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <mutex>
 
 #include "taso/cost.h"
 #include "taso/graph.h"
@@ -100,10 +101,13 @@ class FittedBackend : public CostBackend {
   std::string name() const override { return "fitted/" + name_; }
   bool context_free() const override { return false; }
 
+  // The revision's scratch is the backend's: one revision at a time.
   void in_context(const Graph& g, std::vector<double>* costs) override {
+    std::lock_guard<std::mutex> lock(scratch_mu_);
     revise(GraphAccess(g), costs);
   }
   void in_context(const GraphView& g, std::vector<double>* costs) override {
+    std::lock_guard<std::mutex> lock(scratch_mu_);
     revise(g, costs);
   }
 
@@ -316,8 +320,8 @@ class FittedBackend : public CostBackend {
   std::string name_;
   std::array<std::array<double, 5>, kNumClasses> coef_;
   std::unique_ptr<CostBackend> fallback_;
-  // Single-threaded use, as the graphs' memos (graph.h).
-  ContextScratch scratch_;
+  ContextScratch scratch_;  // guarded by scratch_mu_
+  std::mutex scratch_mu_;
 };
 
 }  // namespace

@@ -1,0 +1,115 @@
+"""The native engine in several Python threads at once (docs/engine.md,
+"Threads").
+
+`XferSet.search`, `XferSet.locations` and `Locations.costs` release the
+GIL while the engine works; searches, enumerations and pricings running at
+once on one graph (one Locations included), with one cost model or
+several, must each give what they give alone, and another Python thread
+must run while a search does. The C++ side of the same contract is tested
+under ThreadSanitizer with `SANITIZE=thread scripts/engine_tests.sh`
+(third_party/taso/tests/threads_test.cc).
+"""
+
+import threading
+import time
+
+from absl.testing import absltest
+
+from xflowrl import zoo
+from xflowrl.engine import CostModel, XferSet
+
+
+def _in_threads(calls):
+    """Runs each call in its own thread, all at once; their results in order."""
+    results = [None] * len(calls)
+    errors = []
+
+    def run(k):
+        try:
+            results[k] = calls[k]()
+        except Exception as e:  # re-raised in the calling thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(len(calls))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+def _outcome(result):
+    return (result.graph.hash(), result.best_cost, tuple(result.applied),
+            result.expansions, result.enqueued, result.seen)
+
+
+class ThreadsTest(absltest.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.xfers = XferSet.from_name("default")
+
+    def test_searches_at_once_give_what_they_give_alone(self):
+        analytic, fitted = CostModel("analytic"), CostModel("fitted")
+        alone = {name: _outcome(self.xfers.search(zoo.get_graph("squeezenet1_1"), model,
+                                                  budget=40))
+                 for name, model in (("analytic", analytic), ("fitted", fitted))}
+        self.assertTrue(alone["analytic"][2])  # the search found rewrites
+        shared = zoo.get_graph("squeezenet1_1")
+        models = [analytic, fitted, analytic, fitted]
+        results = _in_threads([lambda m=m: self.xfers.search(shared, m, budget=40)
+                               for m in models])
+        for model, result in zip(models, results):
+            name = "analytic" if model is analytic else "fitted"
+            self.assertEqual(_outcome(result), alone[name])
+
+    def test_enumerations_at_once_give_what_they_give_alone(self):
+        graph = zoo.get_graph("inception_v3")
+        cost = CostModel("fitted")
+        alone = self.xfers.locations(graph)
+        expected = (alone.counts, alone.hashes(), alone.costs(cost).tobytes())
+
+        def enumerate_once():
+            locs = self.xfers.locations(graph)
+            return locs.counts, locs.hashes(), locs.costs(cost).tobytes()
+
+        for result in _in_threads([enumerate_once] * 4):
+            self.assertEqual(result, expected)
+
+    def test_one_locations_priced_at_once(self):
+        graph = zoo.get_graph("nasnet_a")
+        cost = CostModel("fitted")
+        locs = self.xfers.locations(graph)
+        expected = locs.costs(cost).tobytes()
+        for result in _in_threads([lambda: locs.costs(cost).tobytes()] * 4):
+            self.assertEqual(result, expected)
+
+    def test_search_releases_the_gil(self):
+        graph = zoo.get_graph("inception_v3")
+        cost = CostModel("analytic")
+        span = {}
+
+        def search():
+            span["start"] = time.perf_counter()
+            self.xfers.search(graph, cost, budget=30)
+            span["end"] = time.perf_counter()
+
+        worker = threading.Thread(target=search)
+        ticks = []
+        worker.start()
+        while worker.is_alive():
+            ticks.append(time.perf_counter())
+            time.sleep(0.001)
+        worker.join()
+        start, end = span["start"], span["end"]
+        self.assertGreater(end - start, 0.2, "the search must run long enough to tell")
+        # Holding the GIL, the search would let this thread run at most
+        # around its start; released, this thread ticks all along.
+        late = [t for t in ticks if start + 0.5 * (end - start) < t < end]
+        self.assertGreater(len(late), 10)
+
+
+if __name__ == "__main__":
+    absltest.main()

@@ -1,0 +1,53 @@
+// The locations of every rule on one graph (docs/engine.md, "Locations").
+#ifndef TASO_LOCATIONS_H_
+#define TASO_LOCATIONS_H_
+
+#include <vector>
+
+#include "taso/candidate.h"
+#include "taso/cost.h"
+#include "taso/graph.h"
+#include "taso/pattern.h"
+
+namespace taso {
+
+// The locations of every xfer on one graph: candidates[x][l] is what
+// applying xfer x at location l produces. Duplicates (by canonical hash,
+// against the current graph and every earlier candidate of this step) are
+// dropped before indices are assigned; at most `max_locations` per xfer.
+// Hashes are compared only between candidates with equal dedup keys
+// (graph_dedup_key) and otherwise computed on first use (hashes(), graph()).
+//
+// Thread safety: costs() only reads (the candidates' descriptions), so it
+// may run in several threads at once, beside any other call. hashes(),
+// graph() and num_materialized() read or fill caches (the candidates'
+// hashes and graphs, `hash_scratch`): one thread at a time among them.
+struct Locations {
+  GraphPtr parent;
+  std::vector<std::vector<Candidate>> candidates;
+  std::vector<std::vector<MatchedOps>> matched;  // parallel to candidates
+  std::vector<int> num_matches;  // complete matches before any filtering
+  // The graph of location (x, l), built on first use.
+  GraphPtr graph(int x, int l) const { return materialize(*parent, candidates[x][l]); }
+  // Per xfer, the cost of every candidate (candidate_cost).
+  std::vector<std::vector<double>> costs(CostBackend* backend) const;
+  // Per xfer, the canonical hash of every candidate (candidate_hash).
+  std::vector<std::vector<uint64_t>> hashes() const;
+  // How many candidates hold a graph that was built after enumeration
+  // (materialize, e.g. by graph()); those built at enumeration
+  // (Candidate::whole) are not counted. Pricing (costs) builds none.
+  int num_materialized() const;
+  mutable HashScratch hash_scratch;
+};
+
+// Enumerates the locations of every rule on `graph` (at most
+// `max_locations` per rule; results with more than `max_ops` ops are
+// skipped, 0: no cap; `incremental` as in for_each_candidate). Thread-safe:
+// enumerations may run at once in several threads on one graph and rule
+// set; each returns a Locations of its own.
+Locations enumerate_locations(GraphPtr graph, const std::vector<Rule>& rules,
+                              int max_locations, int max_ops, bool incremental = true);
+
+}  // namespace taso
+
+#endif  // TASO_LOCATIONS_H_

@@ -1,0 +1,83 @@
+// Matching a rule's source pattern on a graph.
+//
+// Matching is a depth-first search over the source ops in pattern order;
+// the ops tried for each pattern op are scanned in the graph's topological
+// order (or, for an op reading an already matched one, in that op's
+// consumers' order), so the sequence of matches is deterministic.
+//
+// Thread safety: none of these types may be shared between threads while in
+// use (each search or enumeration has its own). for_each_match reads the
+// graph's lazily built indexes (Graph::consumers, ops_of_type,
+// depends_on), so see Graph for sharing a graph.
+#ifndef TASO_MATCH_H_
+#define TASO_MATCH_H_
+
+#include <cstdint>
+#include <functional>
+#include <unordered_map>
+#include <vector>
+
+#include "taso/graph.h"
+#include "taso/pattern.h"
+
+namespace taso {
+
+// The ops of the current graph that one match of a rule's source pattern
+// bound, as guids in source-pattern order.
+using MatchedOps = std::vector<int64_t>;
+
+// One complete match, as the matcher holds it while it calls back (views of
+// its buffers, valid during the call only, on the matcher's thread).
+struct Match {
+  // Source op -> the graph index of the op it bound, in pattern order.
+  const std::vector<int>& ops;
+  // Graph index -> whether a source op bound it.
+  const std::vector<bool>& used;
+  // Variable v (indexed by -v, Rule::num_variable_slots entries): the tensor
+  // it bound, where `is_bound[-v]`.
+  const std::vector<TensorRef>& bound;
+  const std::vector<bool>& is_bound;
+};
+
+// Buffers the matcher reuses across the rules matched on one graph, so that
+// matching a large rule set does not allocate them per rule. Not
+// thread-safe: one matcher at a time.
+struct MatchScratch {
+  std::vector<TensorRef> bound;
+  std::vector<bool> is_bound, used;
+  std::vector<int> mapped;
+  std::vector<std::vector<int8_t>*> memo;  // per source op: its ParamMemo entry
+  std::vector<std::vector<int>> local;  // per search depth: the ops to try
+};
+
+// Memo of source-op parameter checks on one graph, shared by every rule
+// matched on it: large rule sets constrain their source ops alike (a conv's
+// kernel, stride, padding, activation), so each (op type, constraints) pair
+// is checked once per node per graph instead of once per rule. Valid for
+// one graph only. Not thread-safe: one matcher at a time.
+class ParamMemo {
+ public:
+  // Per node of a graph of `graph_size` ops: -1 unknown, 0 fails, 1 meets
+  // `op`'s constraints.
+  std::vector<int8_t>* memo(const PatternOp& op, int graph_size);
+
+ private:
+  struct KeyHash {
+    size_t operator()(const std::vector<int>& key) const;
+  };
+  std::unordered_map<std::vector<int>, std::vector<int8_t>, KeyHash> memos_;
+  std::vector<int> key_;
+};
+
+// Calls `on_match` with every match of `rule`'s source pattern on `graph`, in
+// match order, until it returns false. Element-wise source ops match
+// equal-shaped operands only (rules are derived without broadcasting); a
+// source op's parameter constraints are checked through `params` (valid for
+// `graph` only). Returns the number of complete matches found.
+int for_each_match(const Graph& graph, const Rule& rule, ParamMemo* params,
+                   MatchScratch* scratch,
+                   const std::function<bool(const Match&)>& on_match);
+
+}  // namespace taso
+
+#endif  // TASO_MATCH_H_

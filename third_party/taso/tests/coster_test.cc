@@ -1,0 +1,92 @@
+// Pricing candidates without building them (coster.h): bit for bit the
+// built graph's Graph::cost, under a context-free backend (analytic) and a
+// context-dependent one (fitted).
+#include <cstring>
+
+#include "check.h"
+#include "fixtures.h"
+
+namespace taso_test {
+
+namespace {
+
+uint64_t bits(double v) {
+  uint64_t b;
+  std::memcpy(&b, &v, sizeof b);
+  return b;
+}
+
+// Prices every candidate of every rule on `g` (costing before building, so
+// that no memo of the built graph helps) and compares with the built graph.
+int check_costs(const Graph& g, CostBackend* backend) {
+  const std::vector<Rule> rules = {double_relu(), commute_add(), fuse_conv_relu(),
+                                   replace_unary(OP_RELU, OP_TANH),
+                                   replace_unary(OP_TANH, OP_SIGMOID)};
+  CandidateCoster coster(g, backend);
+  CHECK_EQ(bits(coster.parent_cost()), bits(g.cost(backend)));
+  int checked = 0;
+  for (const Rule& r : rules) {
+    std::vector<Candidate> found;
+    for_each_candidate(g, r, 0, [&](Candidate&& c, const MatchedOps&) {
+      found.push_back(std::move(c));
+      return true;
+    });
+    std::vector<double> priced;
+    for (const Candidate& c : found) priced.push_back(coster.cost(c));
+    for (const Candidate& c : found) CHECK(c.graph == nullptr);  // priced, not built
+    for (size_t k = 0; k < found.size(); ++k) {
+      const double whole = materialize(g, found[k])->cost(backend);
+      CHECK_EQ(bits(priced[k]), bits(whole));
+      ++checked;
+    }
+  }
+  return checked;
+}
+
+}  // namespace
+
+TEST(coster_context_free_matches_built_graphs_bit_for_bit) {
+  std::unique_ptr<CostBackend> analytic = make_analytic_backend("cpu");
+  REQUIRE(analytic->context_free());
+  CHECK_EQ(check_costs(*conv_chain().graph, analytic.get()), 6);
+  CHECK_EQ(check_costs(*two_adds(), analytic.get()), 3);
+}
+
+TEST(coster_in_context_matches_built_graphs_bit_for_bit) {
+  std::unique_ptr<CostBackend> model = fitted();
+  REQUIRE(!model->context_free());
+  CHECK_EQ(check_costs(*conv_chain().graph, model.get()), 6);
+  CHECK_EQ(check_costs(*two_adds(), model.get()), 3);
+}
+
+TEST(coster_prices_the_fusion_cheaper_under_the_roofline) {
+  const ConvChain c = conv_chain();
+  std::unique_ptr<CostBackend> analytic = make_analytic_backend("cpu");
+  CandidateCoster coster(*c.graph, analytic.get());
+  std::vector<double> costs;
+  for_each_candidate(*c.graph, fuse_conv_relu(), 0, [&](Candidate&& k, const MatchedOps&) {
+    costs.push_back(coster.cost(k));
+    return true;
+  });
+  REQUIRE(costs.size() == 1u);
+  CHECK(costs[0] > 0);
+  CHECK(costs[0] < coster.parent_cost());  // one kernel launch and one pass fewer
+}
+
+TEST(coster_prices_a_candidate_built_whole_from_its_graph) {
+  const ConvChain c = conv_chain();
+  const Rule drop = rule("drop_conv", {pop(OP_CONV2D, {var(-1), var(-2)})},
+                         {pop(OP_RELU, {var(-1)})}, {{out(0), out(0)}});
+  std::unique_ptr<CostBackend> model = fitted();
+  CandidateCoster coster(*c.graph, model.get());
+  int priced = 0;
+  for_each_candidate(*c.graph, drop, 0, [&](Candidate&& k, const MatchedOps&) {
+    REQUIRE(k.whole);
+    CHECK_EQ(bits(coster.cost(k)), bits(k.graph->cost(model.get())));
+    ++priced;
+    return true;
+  });
+  CHECK_EQ(priced, 1);
+}
+
+}  // namespace taso_test

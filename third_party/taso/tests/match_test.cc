@@ -1,0 +1,109 @@
+// Matching source patterns (match.h).
+#include "check.h"
+#include "fixtures.h"
+
+namespace taso_test {
+
+namespace {
+
+// Every match of `r` on `g`, as the guids of the ops bound.
+std::vector<std::vector<int64_t>> matches(const Graph& g, const Rule& r, int* count = nullptr,
+                                          int stop_after = -1) {
+  ParamMemo memo;
+  MatchScratch scratch;
+  std::vector<std::vector<int64_t>> found;
+  const int n = for_each_match(g, r, &memo, &scratch, [&](const Match& m) {
+    std::vector<int64_t> guids;
+    for (int i : m.ops) {
+      CHECK(m.used[i]);
+      guids.push_back(g.node(i).guid);
+    }
+    found.push_back(guids);
+    return static_cast<int>(found.size()) != stop_after;
+  });
+  if (count) *count = n;
+  return found;
+}
+
+}  // namespace
+
+TEST(match_chains_in_topological_order) {
+  const ConvChain c = conv_chain();
+  int count = 0;
+  const auto found = matches(*c.graph, double_relu(), &count);
+  // relu2 -> relu3 is the only relu reading a relu.
+  REQUIRE(found.size() == 1u);
+  CHECK_EQ(count, 1);
+  CHECK(found[0] == (std::vector<int64_t>{c.relu2, c.relu3}));
+  const auto relus = matches(*c.graph, replace_unary(OP_RELU, OP_TANH));
+  REQUIRE(relus.size() == 3u);
+  CHECK_EQ(relus[0][0], c.relu1);
+  CHECK_EQ(relus[1][0], c.relu2);
+  CHECK_EQ(relus[2][0], c.relu3);
+}
+
+TEST(match_binds_variables_to_tensors) {
+  const ConvChain c = conv_chain();
+  ParamMemo memo;
+  MatchScratch scratch;
+  std::vector<TensorRef> inputs;
+  for_each_match(*c.graph, fuse_conv_relu(), &memo, &scratch, [&](const Match& m) {
+    REQUIRE(m.is_bound.size() == 3u);
+    CHECK(m.is_bound[1] && m.is_bound[2]);
+    inputs.push_back(m.bound[1]);
+    inputs.push_back(m.bound[2]);
+    return true;
+  });
+  // Only the stride-1 conv meets the constraints; it reads x and w1.
+  REQUIRE(inputs.size() == 2u);
+  CHECK_EQ(c.graph->node(c.graph->index_of(inputs[0].guid)).name, std::string("x"));
+  CHECK_EQ(c.graph->node(c.graph->index_of(inputs[1].guid)).name, std::string("w1"));
+}
+
+TEST(match_checks_parameters_once_per_node_and_constraint) {
+  const ConvChain c = conv_chain();
+  ParamMemo memo;
+  MatchScratch scratch;
+  const Rule r = fuse_conv_relu();
+  for_each_match(*c.graph, r, &memo, &scratch, [](const Match&) { return true; });
+  // The memo of the conv's constraints says which convs pass.
+  std::vector<int8_t>* entry = memo.memo(r.src[0], c.graph->size());
+  REQUIRE(entry != nullptr);
+  CHECK_EQ(static_cast<int>((*entry)[c.graph->index_of(c.conv1)]), 1);
+  CHECK_EQ(static_cast<int>((*entry)[c.graph->index_of(c.conv2)]), 0);
+  // The same (type, constraints) pair is the same entry.
+  CHECK(memo.memo(fuse_conv_relu().src[0], c.graph->size()) == entry);
+}
+
+TEST(match_stops_when_asked) {
+  const ConvChain c = conv_chain();
+  int count = 0;
+  const auto found = matches(*c.graph, replace_unary(OP_RELU, OP_TANH), &count, 2);
+  CHECK_EQ(found.size(), 2u);
+  CHECK_EQ(count, 2);
+}
+
+TEST(match_requires_equal_shapes_for_elementwise_ops) {
+  GraphBuilder b;
+  TensorRef x = b.input("x", {2, 8});
+  TensorRef y = b.input("y", {1, 8});  // broadcast along the first axis
+  int64_t broadcast = b.add(OP_EW_ADD, {}, {x, y});
+  int64_t same = b.add(OP_EW_ADD, {}, {{broadcast, 0}, x});
+  GraphPtr g = b.build({{same, 0}});
+  const auto found = matches(*g, commute_add());
+  REQUIRE(found.size() == 1u);
+  CHECK_EQ(found[0][0], same);
+}
+
+TEST(match_rules_out_patterns_needing_more_ops_than_the_graph_has) {
+  GraphPtr g = two_adds();
+  // Three relus in a row: the graph has one relu.
+  const Rule triple = rule("triple", {pop(OP_RELU, {var(-1)}), pop(OP_RELU, {out(0)}),
+                                      pop(OP_RELU, {out(1)})},
+                           {pop(OP_RELU, {var(-1)})}, {{out(2), out(0)}});
+  int count = -1;
+  CHECK(matches(*g, triple, &count).empty());
+  CHECK_EQ(count, 0);
+}
+
+}  // namespace taso_test
