@@ -5,10 +5,10 @@ import numpy as np
 import tensorflow as tf
 
 from xflowrl import zoo
-from xflowrl.agents.ppo.initializers import SeededInitializers
 from xflowrl.embedding import features
 from xflowrl.embedding.encoder import GraphEncoder
 from xflowrl.engine import CostModel
+from xflowrl.nn import SeededInitializers
 
 
 def _batch():

@@ -16,7 +16,7 @@ graph. The encoder is then frozen (`LatentEncoder.encode` runs under no
 gradient tape) while the MDN-RNN and the controller train.
 
 Its weights are drawn by stateless ops from the `seed` it is given
-(`xflowrl.agents.ppo.initializers`), and `train_encoder` draws its minibatches
+(`xflowrl.nn.initializers`), and `train_encoder` draws its minibatches
 from a numpy generator of its own `seed`: nothing reads a global seed.
 """
 
@@ -28,10 +28,9 @@ import numpy as np
 import sonnet as snt
 import tensorflow as tf
 
-from xflowrl.agents.ppo.initializers import SeededInitializers
-from xflowrl.agents.ppo.learning import build_adam
 from xflowrl.embedding import features
 from xflowrl.embedding.encoder import GraphEncoder
+from xflowrl.nn import SeededInitializers, build_adam
 from xflowrl.tracing import traced_once
 from xflowrl.world_model import losses
 

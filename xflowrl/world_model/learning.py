@@ -21,7 +21,7 @@ from typing import Dict
 import sonnet as snt
 import tensorflow as tf
 
-from xflowrl.agents.ppo.learning import build_adam
+from xflowrl.nn import build_adam
 from xflowrl.tracing import sequence_spec, traced_once
 from xflowrl.world_model import losses
 from xflowrl.world_model.config import WorldModelConfig

@@ -16,7 +16,7 @@ separate reward network (thesis §4.3.4: an MLP of 5 x 32 with dropout) on
 inside); `step` advances a batch of imagined episodes by one step (the dream).
 
 Randomness is explicit: every weight is drawn by stateless ops from the
-`seed` given to `MDNRNN` (`xflowrl.agents.ppo.initializers`, Sonnet's default
+`seed` given to `MDNRNN` (`xflowrl.nn.initializers`, Sonnet's default
 distributions), and the separate reward network's dropout masks from the
 `dropout_seed` given to `unroll`; nothing reads TensorFlow's global seed.
 """
@@ -28,7 +28,7 @@ from typing import NamedTuple, Optional, Sequence, Tuple
 import sonnet as snt
 import tensorflow as tf
 
-from xflowrl.agents.ppo.initializers import SeededInitializers
+from xflowrl.nn import SeededInitializers
 from xflowrl.world_model.config import WorldModelConfig
 
 

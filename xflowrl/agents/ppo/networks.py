@@ -33,9 +33,9 @@ import sonnet as snt
 import tensorflow as tf
 
 from xflowrl.agents.ppo.config import PPOConfig
-from xflowrl.agents.ppo.initializers import SeededInitializers
 from xflowrl.embedding.encoder import Embedding, GraphEncoder
 from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS
+from xflowrl.nn import SeededInitializers
 
 
 class XferOutput(NamedTuple):
