@@ -43,7 +43,6 @@ import numpy as np
 from xflowrl.engine.cost import DEFAULT_BACKEND, GPU_PROFILE
 from xflowrl.engine.xfers import DEFAULT_RULE_SET
 from xflowrl.jobs import Job, run_jobs
-from xflowrl.search import Baselines
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("graph", "bert", "Zoo graph.")
@@ -136,8 +135,7 @@ def spread(values: List[float]) -> dict:
 
 def summarise(variant: str, results: List[dict]) -> dict:
     initial = results[0]["initial_cost_ms"]
-    baselines = [Baselines.from_json(r["baselines"]) for r in results]
-    greedy = [change(b.greedy.cost_ms, r["initial_cost_ms"]) for b, r in zip(baselines, results)]
+    greedy = [change(r["baselines"]["greedy"]["cost_ms"], r["initial_cost_ms"]) for r in results]
     best = [change(r["controller_best_cost_ms"], r["initial_cost_ms"]) for r in results]
     out = {
         "what": VARIANTS[variant][0], "flags": VARIANTS[variant][1],
@@ -156,12 +154,14 @@ def summarise(variant: str, results: List[dict]) -> dict:
         "seconds": spread([r["seconds"]["total"] for r in results]),
         "max_steps": results[0].get("max_steps"), "eval_masks": results[0].get("eval_masks"),
     }
-    if all(b.taso for b in baselines):
-        out["taso_change_pct"] = spread([change(b.taso.cost_ms, r["initial_cost_ms"])
-                                         for b, r in zip(baselines, results)])
-    if all(b.random for b in baselines):
-        out["random_change_pct"] = spread([change(b.random.cost_ms, r["initial_cost_ms"])
-                                           for b, r in zip(baselines, results)])
+    taso = [r["baselines"].get("taso") for r in results]
+    if all(taso):
+        out["taso_change_pct"] = spread([change(t["cost_ms"], r["initial_cost_ms"])
+                                         for t, r in zip(taso, results)])
+    random = [r["baselines"].get("random") for r in results]
+    if all(random):
+        out["random_change_pct"] = spread([change(x["cost_ms"], r["initial_cost_ms"])
+                                           for x, r in zip(random, results)])
     out["within_1_point_of_greedy"] = (out["best_change_pct"]["median"]
                                        <= out["greedy_change_pct"]["median"] + 1.0 + 1e-9)
     return out
@@ -184,7 +184,7 @@ def measure(summary: Dict[str, dict], runs: Dict[str, List[dict]]) -> None:
     original = env.initial_graph
     first = next(iter(runs.values()))[0]
     graphs = {"original": original,
-              "greedy": replay(env, Baselines.from_json(first["baselines"]).greedy.applied)}
+              "greedy": replay(env, [tuple(a) for a in first["baselines"]["greedy"]["applied"]])}
     for v, results in runs.items():
         for r in results:
             graphs[f"{v}/{r['seed']}"] = replay(

@@ -290,6 +290,8 @@ class SearchTest(absltest.TestCase):
             xfers.search(two_branch_graph(), CostModel("analytic"), alpha=0.5)
         with self.assertRaisesRegex(ValueError, "max_queued must be >= 0"):
             xfers.search(two_branch_graph(), CostModel("analytic"), max_queued=-1)
+        with self.assertRaisesRegex(ValueError, "max_locations must be >= 1"):
+            xfers.search(two_branch_graph(), CostModel("analytic"), max_locations=0)
 
 
 def _outcome(result):

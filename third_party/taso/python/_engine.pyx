@@ -457,8 +457,9 @@ cdef class RuleSetHandle:
         r = backtracking_search(graph.ptr, self.rules, native_backend, opts)
         return dict(
             best=_wrap(r.best), initial_cost=r.initial_cost, best_cost=r.best_cost,
-            applied=[(step.first, step.second) for step in r.applied], expansions=r.expansions, enqueued=r.enqueued,
-            seconds=r.seconds, peak_queued=r.peak_queued,
+            applied=[(step.first, step.second) for step in r.applied],
+            expansions=r.expansions, enqueued=r.enqueued, seconds=r.seconds,
+            peak_queued=r.peak_queued,
             peak_parents=r.peak_parents, dropped=r.dropped, seen=r.seen,
             trace=[(p.expansions, p.seconds, p.best_cost) for p in r.trace])
 

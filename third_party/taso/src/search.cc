@@ -63,6 +63,7 @@ SearchResult backtracking_search(GraphPtr graph, const std::vector<Rule>& rules,
   if (opts.alpha < 1.0) throw EngineError("alpha must be >= 1");
   if (opts.budget < 0) throw EngineError("budget must be >= 0");
   if (opts.max_queued < 0) throw EngineError("max_queued must be >= 0");
+  if (opts.max_locations < 1) throw EngineError("max_locations must be >= 1");
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&start] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
@@ -73,7 +74,6 @@ SearchResult backtracking_search(GraphPtr graph, const std::vector<Rule>& rules,
   SearchResult result;
   result.best = graph;
   result.initial_cost = result.best_cost = graph->cost(backend);
-  if (opts.max_locations < 1) throw EngineError("max_locations must be >= 1");
   int best_history = -1;
   // History arena: one node per queued candidate, shared by every
   // candidate's path.
