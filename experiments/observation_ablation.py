@@ -40,7 +40,8 @@ from absl import app, flags, logging
 import common
 import numpy as np
 
-from xflowrl.runs import load_result, result_path, results_folder, save_result, write_json
+from xflowrl.results import ModelFreeRun
+from xflowrl.runs import load_result, result_path, results_folder, save_result
 from xflowrl.search import Baselines
 
 FLAGS = flags.FLAGS
@@ -90,12 +91,12 @@ def train_one(graph: str, variant: str, seed: int) -> dict:
     if proc.returncode != 0:
         raise RuntimeError(f"train_mf.py failed ({graph}, {variant}, seed {seed}):\n"
                            f"{proc.stderr[-3000:]}")
-    result = load_result(path)
-    if result is None:
+    run = ModelFreeRun.load(path)
+    if run is None:
         raise RuntimeError(f"train_mf.py wrote no {path}")
-    result["wall_seconds"] = time.time() - start
-    write_json(path, result)
-    return result
+    run.wall_seconds = time.time() - start
+    run.save(path)
+    return run.to_json()
 
 
 def read_episode_log(tensorboard_dir: str) -> EpisodeLog:

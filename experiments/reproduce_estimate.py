@@ -45,7 +45,9 @@ from typing import Dict, NamedTuple, Sequence, Tuple
 
 from absl import app, flags
 from reproduce_budgets import BUDGETS, Budget, scaled
-import reproduce_report as report
+
+from xflowrl.results import ModelBasedRun, ModelFreeRun, ReproductionReport
+from xflowrl.results.thesis import THESIS_GRAPHS
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("quick_dir", None, "A results folder of reproduce.py --budget=quick.")
@@ -55,7 +57,7 @@ flags.DEFINE_enum("budget", "thesis", list(BUDGETS), "The budget to estimate.")
 flags.DEFINE_float("budget_scale", 1.0, "As reproduce.py's (to check an estimate against a "
                    "scaled run).")
 flags.DEFINE_bool("list_jobs", False, "Also list every job's estimated seconds.")
-flags.DEFINE_list("graphs", list(report.THESIS_GRAPHS), "Graphs of both runs.")
+flags.DEFINE_list("graphs", list(THESIS_GRAPHS), "Graphs of both runs.")
 flags.DEFINE_list("separate_reward_graphs", ["bert"], "As reproduce.py's.")
 flags.DEFINE_string("sweep_graph", "bert", "As reproduce.py's ('' for none).")
 flags.DEFINE_list("sweep_settings", ["cpu", "gpu"], "As reproduce.py's.")
@@ -91,16 +93,19 @@ def _load(*parts) -> dict:
 
 def load_times(results: str, setting: str, graph: str) -> Times:
     """The seconds of `graph`'s agents under `setting` in a results folder."""
-    steps = _load(results, "report", "report.json")["meta"]["step_seconds"]
-    mf = _load(results, setting, graph, "train_mf", "result.json")
+    steps = ReproductionReport.load_dir(os.path.join(results, "report")).meta["step_seconds"]
+    mf = ModelFreeRun.load(os.path.join(results, setting, graph, "train_mf", "result.json"))
     mb_dir = os.path.join(results, setting, graph, "train_mb")
-    mb = _load(mb_dir, "result.json")
+    mb = ModelBasedRun.load(os.path.join(mb_dir, "result.json"))
+    if mf is None or mb is None:
+        raise FileNotFoundError(f"{results}: no agents' runs of {graph} under {setting}")
+    # The world model's state (xflowrl.world_model.ModelBasedAgent), not a record.
     world_model = _load(mb_dir, "world_model", "state.json")["seconds"]
-    config = mb["world_model"]["config"]
-    return Times(steps[f"{setting}/{graph}/train_mf"], mf["train_seconds"], mf["episodes"],
+    config = mb.world_model.config
+    return Times(steps[f"{setting}/{graph}/train_mf"], mf.train_seconds, mf.episodes,
                  steps[f"{setting}/{graph}/train_mb"], world_model,
-                 mb["seconds"]["world_model"] - world_model + mb["seconds"]["controller"],
-                 config["rounds"] * config["episodes_per_round"], mb["dream_episodes"])
+                 mb.seconds.world_model - world_model + mb.seconds.controller,
+                 config["rounds"] * config["episodes_per_round"], mb.dream_episodes)
 
 
 def _marginal(full: float, quick: float, n_full: int, n_quick: int) -> float:
@@ -165,8 +170,8 @@ def main(argv):
     if not FLAGS.quick_dir or not FLAGS.full_dir:
         raise app.UsageError("--quick_dir and --full_dir name the two runs")
     b = scaled(BUDGETS[FLAGS.budget], FLAGS.budget_scale)
-    full_meta = _load(FLAGS.full_dir, "report", "report.json")["meta"]
-    settings = list(_load(FLAGS.full_dir, "report", "report.json")["rows"])
+    full = ReproductionReport.load_dir(os.path.join(FLAGS.full_dir, "report"))
+    full_meta, settings = full.meta, list(full.rows)
     cells, lines = {}, ["| setting | graph | MF s/episode | MF fixed s | WM s/episode | "
                         "dream s/episode | MB fixed s | MF job | MB job |",
                         "|---|---|---|---|---|---|---|---|---|"]

@@ -6,6 +6,8 @@ it zero-shot on graphs it never saw.
     python experiments/train_generalist.py --finetune=NAME,...   # + fine-tuning vs scratch
     python experiments/train_generalist.py --ship                # + writes the shipped policy
     python experiments/train_generalist.py --report              # the seeds' results, one table
+    python experiments/train_generalist.py --agent=mb            # the model-based agent
+    python experiments/train_generalist.py --measure             # + measured, in onnxruntime
 
 Every episode draws a graph from the corpus' training split
 (`xflowrl.corpus`, docs/zoo.md "The training distribution"; a family
@@ -14,7 +16,11 @@ that graph's real environment (`xflowrl.env.sampled.SampledGraphEnv`: the
 same rules and cost model for all; step limit at least 1.5 x one-step
 greedy's steps on the drawn graph). The policy is the hierarchical PPO
 agent (X-RLflow's settings); nothing in it is indexed by node identity or
-candidate position, so it acts on any graph.
+candidate position, so it acts on any graph. With --agent=mb, the
+model-based agent instead: its latent encoder and world model learn from
+real episodes on the training graphs, its controller trains in the dream
+from their initial graphs and collected states (`ModelBasedAgent` over the
+`SampledGraphEnv`), and it acts zero-shot on the real environment's masks.
 
 Evaluation, zero-shot (no training on them): every graph of the held-out
 split (whole families never seen, and larger sizes of seen ones), the
@@ -24,10 +30,13 @@ With --finetune: per named held-out graph, a per-graph agent trained from
 scratch for --scratch_episodes against the generalist fine-tuned for
 each of --finetune_fractions of that.
 
-Writes to --results_dir/generalist/<profile>/seed<seed>/: checkpoints and
+Writes to --results_dir/generalist/<cost model>/seed<seed>/ (<cost
+model>-<rules> with another rule set than the default): checkpoints and
 progress.json of the training (rerun with the same flags to resume),
 policy/ (the trained policy: `xflowrl.transfer.save_policy`, loadable by
-`xflowrl optimize --method=policy:DIR`), result.json and result.md. --ship
+`xflowrl optimize --method=policy:DIR`), result.json and result.md; the
+model-based agent's under <profile>/mb/seed<seed>/ (its checkpoints, which
+resume, in place of policy/). --ship
 also copies the policy to the package's shipped folder
 (`xflowrl/transfer/shipped/generalist/`), recording the command, the
 commit and the training graphs.
@@ -36,10 +45,12 @@ commit and the training graphs.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import sys
 import time
+import types
 
 from absl import app, flags, logging
 import common
@@ -49,19 +60,32 @@ from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.agents.ppo.training import TrainConfig, train
 from xflowrl.engine import XferSet
 from xflowrl.engine.cost import GPU_COST_SPEC
-from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS
+from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS, DEFAULT_RULE_SET
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.env.sampled import SampledGraphEnv
-from xflowrl.runs import cost_model_from_spec, save_result
+from xflowrl.runs import cost_model_from_spec, save_result, write_json
 from xflowrl.search import with_equal_step_limit
-from xflowrl.transfer import PolicyInfo, evaluate, load_policy, report, save_policy
+from xflowrl.transfer import PolicyInfo, evaluate, load_policy, measured, report, save_policy
+from xflowrl.transfer.distribution import training_env
 from xflowrl.transfer.policy import SHIPPED, current_commit
+from xflowrl.world_model import DreamConfig, ModelBasedAgent
+from xflowrl.world_model.config import controller_ppo_config
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("cost_model", GPU_COST_SPEC, "Cost model (backend/profile) of training "
                     "and evaluation.")
 common.define_rules_flag()
-flags.DEFINE_integer("episodes", 1500, "Training episodes over the training split.")
+flags.DEFINE_enum("agent", "mf", ["mf", "mb"], "The model-free PPO agent or the model-based "
+                  "agent (world model + dream-trained controller).")
+flags.DEFINE_integer("episodes", 1500, "Model-free: training episodes over the training "
+                     "split.")
+common.define_world_model_flags()
+flags.DEFINE_integer("dream_episodes", 3200, "Model-based: imagined episodes the controller "
+                     "trains on.")
+flags.DEFINE_float("mask_threshold", 0.3, "Model-based: predicted probability above which the "
+                   "dream offers an xfer. Lower than one graph's 0.8: over many graphs the "
+                   "mask decoder is less sure, and at 0.8 the dream offers no xfer at most "
+                   "starts (benchmarks/dream_masks_bench.py).")
 flags.DEFINE_integer("max_steps", 30, "Step limit per episode (raised to 1.5 x greedy's "
                      "steps on a graph where that is more).")
 flags.DEFINE_integer("max_locations", DEFAULT_MAX_LOCATIONS, "L, locations per xfer.")
@@ -78,10 +102,18 @@ flags.DEFINE_bool("ship", False, "Copy the trained policy to the package's shipp
 flags.DEFINE_string("results_dir", "results", "Where results are written.")
 flags.DEFINE_bool("report", False, "Only print (and write as report.md beside the seeds) the "
                   "table of every seed's results under --results_dir/generalist/<cost model>/.")
-flags.DEFINE_bool("quick", False, "300 episodes, 8 held-out graphs, TASO budget 100: a first "
-                  "look in a few minutes. Replaces only defaults.")
+flags.DEFINE_bool("measure", False, "Only time end to end (onnxruntime, interleaved) the "
+                  "held-out graphs every seed's agents handed over, beside the initial and "
+                  "greedy's graphs; writes measured.json beside the seeds, which --report adds "
+                  "as a table of estimated and measured changes.")
+flags.DEFINE_integer("measure_rounds", 5, "Interleaved timing rounds of --measure.")
+flags.DEFINE_bool("quick", False, "300 episodes (model-based: 2 rounds of 30, 512 imagined "
+                  "episodes), 8 held-out graphs, TASO budget 100: a first look in a few "
+                  "minutes. Replaces only defaults.")
 
-QUICK = {"episodes": 300, "eval_limit": 8, "taso_budget": 100}
+QUICK = {"episodes": 300, "eval_limit": 8, "taso_budget": 100, "rounds": 2,
+         "episodes_per_round": 30, "train_steps_per_round": 100, "encoder_steps": 150,
+         "dream_episodes": 512}
 
 
 def _value(name: str):
@@ -134,45 +166,98 @@ def _finetune_rows(generalist_dir, names, xfers, cost_model, config, seed, out_d
     return rows
 
 
+def _train_model_based(env: SampledGraphEnv, out_dir: str, seed: int):
+    """The model-based agent over the training graphs (resumes from
+    `out_dir`): world-model rounds with the controller in the dream after
+    each, then the round whose greedy real episodes on the training graphs
+    reached the cheapest graphs on average. Returns the agent and what its
+    training took."""
+    values = types.SimpleNamespace(**{name: _value(name) for name in (
+        "rounds", "episodes_per_round", "train_steps_per_round", "encoder_steps")})
+    wm = common.world_model_config(values)
+    dream = DreamConfig(episodes=_value("dream_episodes"), mask_threshold=FLAGS.mask_threshold)
+    start = time.time()
+    agent = ModelBasedAgent(env, out_dir, wm, dream, controller_ppo_config(dream.batch_size),
+                            seed=seed, progress=_say)
+    state = agent.learn_world_model()
+    agent.train_controller()
+    agent.select_best_round()
+    steps = state["real_steps"] + state["held_out_steps"] + state["evaluation_steps"]
+    return agent, {"episodes": int(agent.controller.episodes.numpy()),
+                   "interactions": int(steps), "seconds": time.time() - start,
+                   "history": state["rounds"]}
+
+
+def _report_folder() -> str:
+    """--results_dir/generalist/<cost model>[-<rules>] (the rule set named
+    where it is not the default)."""
+    setting = FLAGS.cost_model.replace("/", "_")
+    if FLAGS.rules != DEFAULT_RULE_SET:
+        setting += f"-{FLAGS.rules}"
+    return os.path.join(FLAGS.results_dir, "generalist", setting)
+
+
 def main(argv):
     del argv
+    folder = _report_folder()
+    runs = {"policy": report.seed_results(folder),
+            "model-based": report.seed_results(os.path.join(folder, "mb"))}
+    measured_path = os.path.join(folder, "measured.json")
+    if FLAGS.measure:
+        rows = measured.measure_held_out(runs, {s.name: s.build for s in corpus.specs("all")},
+                                         XferSet.from_name(FLAGS.rules),
+                                         cost_model_from_spec(FLAGS.cost_model),
+                                         rounds=FLAGS.measure_rounds, seed=FLAGS.seed,
+                                         progress=_say)
+        write_json(measured_path, rows)
+        print(measured.markdown(rows))
+        return
     if FLAGS.report:
-        folder = os.path.join(FLAGS.results_dir, "generalist", FLAGS.cost_model.replace("/", "_"))
-        text = report.markdown(report.seed_results(folder))
+        if runs["policy"]:
+            text = report.markdown(runs["policy"], model_based=runs["model-based"])
+        else:  # the model-based agent's seeds alone
+            text = "Model-based agent.\n\n" + report.markdown(runs["model-based"])
+        if os.path.exists(measured_path):
+            with open(measured_path) as f:
+                text += ("\n\n## Estimated and measured\n\n"
+                         + measured.markdown(json.load(f)))
         with open(os.path.join(folder, "report.md"), "w") as f:
             f.write(text + "\n")
         print(text)
         return
+    model_based = FLAGS.agent == "mb"
+    if model_based and (FLAGS.ship or FLAGS.finetune):
+        raise app.UsageError("--ship and --finetune are for the model-free agent (--agent=mf)")
     seed, episodes = FLAGS.seed, _value("episodes")
     cost_model = cost_model_from_spec(FLAGS.cost_model)
     xfers = XferSet.from_name(FLAGS.rules)
     config = EnvConfig(max_steps=FLAGS.max_steps, max_locations=FLAGS.max_locations)
-    out_dir = os.path.join(FLAGS.results_dir, "generalist",
-                           FLAGS.cost_model.replace("/", "_"), f"seed{seed}")
+    out_dir = os.path.join(_report_folder(), *(["mb"] if model_based else []), f"seed{seed}")
     train_specs = corpus.specs("train")
     held_out = corpus.specs("held_out")
     if _value("eval_limit"):
         held_out = held_out[:_value("eval_limit")]
     logging.info("%d training graphs, %d held-out graphs; results in %s", len(train_specs),
                  len(held_out), out_dir)
-    # Every family equally often: the generated families have many more members.
-    per_family = {}
-    for s in train_specs:
-        per_family[s.family] = per_family.get(s.family, 0) + 1
-    env = SampledGraphEnv({s.name: s.build for s in train_specs}, xfers, cost_model, config,
-                          seed=seed, equal_budget=True,
-                          weights={s.name: 1.0 / per_family[s.family] for s in train_specs})
-    ppo = PPOConfig.xrlflow()
-    agent = PPOAgent(len(xfers), ppo, seed=seed, max_locations=FLAGS.max_locations)
-    result = train(env, agent, TrainConfig(episodes=episodes,
-                                           parallel_envs=ppo.episodes_per_update), out_dir)
-    policy_dir = os.path.join(out_dir, "policy")
-    command = "python experiments/train_generalist.py " + " ".join(sys.argv[1:])
-    info = PolicyInfo(ppo=dataclasses.asdict(ppo), rules=FLAGS.rules, num_xfers=len(xfers),
-                      max_locations=FLAGS.max_locations, cost_model=cost_model.name,
-                      graphs=[s.name for s in train_specs], episodes=result.episodes,
-                      seed=seed, commit=current_commit(), command=command)
-    save_policy(agent, policy_dir, info)
+    env = training_env(xfers, cost_model, config, seed)
+    if model_based:
+        agent, trained = _train_model_based(env, out_dir, seed)
+        policy_dir = out_dir
+    else:
+        ppo = PPOConfig.xrlflow()
+        agent = PPOAgent(len(xfers), ppo, seed=seed, max_locations=FLAGS.max_locations)
+        result = train(env, agent, TrainConfig(episodes=episodes,
+                                               parallel_envs=ppo.episodes_per_update), out_dir)
+        trained = {"episodes": result.episodes, "interactions": result.interactions,
+                   "seconds": result.seconds, "history": result.history}
+        policy_dir = os.path.join(out_dir, "policy")
+        command = "python experiments/train_generalist.py " + " ".join(sys.argv[1:])
+        info = PolicyInfo(ppo=dataclasses.asdict(ppo), rules=FLAGS.rules,
+                          num_xfers=len(xfers), max_locations=FLAGS.max_locations,
+                          cost_model=cost_model.name, graphs=[s.name for s in train_specs],
+                          episodes=result.episodes, seed=seed, commit=current_commit(),
+                          command=command)
+        save_policy(agent, policy_dir, info)
 
     start = time.time()
     rows = evaluate.zero_shot(agent, {s.name: s.build for s in held_out}, xfers, cost_model,
@@ -183,18 +268,20 @@ def main(argv):
                                out_dir)
                 if FLAGS.finetune else [])
     summary = {
-        "cost_model": cost_model.name, "rules": FLAGS.rules, "seed": seed,
-        "episodes": result.episodes, "interactions": result.interactions,
-        "train_seconds": result.seconds, "eval_seconds": eval_seconds,
+        "agent": FLAGS.agent, "cost_model": cost_model.name, "rules": FLAGS.rules,
+        "seed": seed, "episodes": trained["episodes"], "interactions": trained["interactions"],
+        "train_seconds": trained["seconds"], "eval_seconds": eval_seconds,
         "training_graphs": [s.name for s in train_specs],
         "held_out": [dataclasses.asdict(r) for r in rows],
         "zero_shot": evaluate.summary(rows), "finetune": finetune,
-        "policy": policy_dir, "commit": info.commit, "history": result.history,
+        "policy": policy_dir, "commit": current_commit(), "history": trained["history"],
     }
-    text = (f"# One policy for many graphs ({cost_model.name}, seed {seed})\n\n"
-            f"Trained {result.episodes} episodes ({result.interactions} real steps, "
-            f"{result.seconds:.0f} s) over {len(train_specs)} training graphs; zero-shot on "
-            f"{len(rows)} held-out graphs:\n\n{evaluate.markdown(rows)}\n\n"
+    what = "imagined episodes of the controller" if model_based else "episodes"
+    text = (f"# One {'model-based agent' if model_based else 'policy'} for many graphs "
+            f"({cost_model.name}, seed {seed})\n\n"
+            f"Trained {trained['episodes']} {what} ({trained['interactions']} real steps, "
+            f"{trained['seconds']:.0f} s) over {len(train_specs)} training graphs; zero-shot "
+            f"on {len(rows)} held-out graphs:\n\n{evaluate.markdown(rows)}\n\n"
             f"Summary: {summary['zero_shot']}\n")
     if finetune:
         text += ("\n## Fine-tuning vs from scratch\n\n| graph | scratch | fine-tuned |\n"

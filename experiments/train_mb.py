@@ -31,6 +31,7 @@ with random weights, a --onnx model with its own).
 import dataclasses
 import os
 import time
+from typing import List
 
 from absl import app, flags, logging
 import common
@@ -41,12 +42,21 @@ from xflowrl.agents.ppo import PPOConfig
 from xflowrl.agents.ppo.training import replay
 from xflowrl.engine.cost import GPU_COST_SPEC, GPU_PROFILE
 from xflowrl.env import NO_STEP_LIMIT
+from xflowrl.results import (
+    EvaluationEpisode,
+    ModelBasedRun,
+    ModelBasedSeconds,
+    ModelFreeRun,
+    RealSteps,
+    RecordError,
+    WorldModelRound,
+    WorldModelSummary,
+)
 from xflowrl.runs import (
     BaselineSettings,
     GraphSource,
     RunSettings,
     change_table,
-    load_result,
     result_path,
     save_result,
     write_text,
@@ -164,11 +174,15 @@ def settings_from_flags() -> Settings:
 
 def _model_free_steps(results_dir: str, graph_name: str):
     path = result_path(results_dir, graph_name, "train_mf")
-    mf = load_result(path)
+    try:
+        mf = ModelFreeRun.load(path)
+    except RecordError as e:
+        logging.warning("not beside the model-free run: %s", e)
+        return None
     if mf is None:
         return None
-    return {"interactions": mf.get("interactions"), "agent_cost_ms": mf.get("agent_cost_ms"),
-            "episodes": mf.get("episodes"), "source": path}
+    return {"interactions": mf.interactions, "agent_cost_ms": mf.agent_cost_ms,
+            "episodes": mf.episodes, "source": path}
 
 
 def main(argv):
@@ -218,48 +232,46 @@ def main(argv):
     baselines = settings.baselines.run(env, seed)
     eval_steps = (warm_up.steps + sum(e.steps for e in evaluations.values())
                   + sum(e.steps for e in sampled))
-    summary = {
-        "graph": graph_name, "cost_model": cost_model.name, "rules": settings.run.rules,
-        "max_locations": settings.run.max_locations, "seed": seed,
-        "max_steps": env.config.max_steps, "requested_max_steps": requested_steps,
-        "greedy_steps": baselines.greedy.steps, "eval_masks": masks,
-        "selected_round": selected,
-        "initial_cost_ms": env.initial_cost,
-        "controller_cost_ms": evaluations["greedy"].final_cost,
-        "controller_best_cost_ms": best.best_cost,
-        "controller_best_applied": best.applied[:best.best_prefix],
-        "controller": {k: e._asdict() for k, e in evaluations.items()},
-        "sampled": [e._asdict() for e in sampled],
-        "controller_vs_greedy": versus_greedy(best.best_cost,
-                                              baselines.greedy.cost_ms),
-        "baselines": baselines.to_json(),
-        "real_steps": {"world_model_rollouts": wm_state["real_steps"],
-                       "held_out_rollouts": wm_state["held_out_steps"],
-                       "round_evaluations": wm_state.get("evaluation_steps", 0),
-                       "evaluation": eval_steps,
-                       # --lockstep only: the real engine stepped inside the "dream"
-                       # (counted for this process's training, not a resumed part).
-                       "lockstep_dream": agent.lockstep_real_steps,
-                       "model_free": _model_free_steps(settings.run.results_dir,
-                                                       graph_name)},
-        "world_model": {"vocabulary": agent.vocab.size,
-                        "vocabulary_known": agent.vocab.known, "rounds": wm_state["rounds"],
-                        "encoder": wm_state["encoder"], "config": dataclasses.asdict(wm)},
-        "dream": dataclasses.asdict(agent.resolve(dream)), "ppo": dataclasses.asdict(ppo),
-        "measured": _measure(env, source, best_graph, baselines, FLAGS.measure_rounds, seed),
-        "seconds": {"world_model": wm_seconds, "controller": dream_seconds,
-                    "total": time.time() - start, "optimize": optimize_seconds,
-                    "optimize_first_call": first_call_seconds},
-        "dream_episodes": int(controller.episodes.numpy()),
-    }
-    if source.model is not None:
-        summary["onnx"] = source.model.path
-    save_result(out_dir, summary)
+    summary = ModelBasedRun(
+        graph=graph_name, cost_model=cost_model.name, rules=settings.run.rules,
+        max_locations=settings.run.max_locations, seed=seed,
+        max_steps=env.config.max_steps, requested_max_steps=requested_steps,
+        greedy_steps=baselines.greedy.steps, eval_masks=masks,
+        selected_round=selected,
+        initial_cost_ms=env.initial_cost,
+        controller_cost_ms=evaluations["greedy"].final_cost,
+        controller_best_cost_ms=best.best_cost,
+        controller_best_applied=best.applied[:best.best_prefix],
+        controller={k: EvaluationEpisode(**e._asdict()) for k, e in evaluations.items()},
+        sampled=[EvaluationEpisode(**e._asdict()) for e in sampled],
+        controller_vs_greedy=versus_greedy(best.best_cost, baselines.greedy.cost_ms),
+        baselines=baselines.to_json(),
+        real_steps=RealSteps(world_model_rollouts=wm_state["real_steps"],
+                             held_out_rollouts=wm_state["held_out_steps"],
+                             round_evaluations=wm_state.get("evaluation_steps", 0),
+                             evaluation=eval_steps,
+                             # --lockstep only: the real engine stepped inside the "dream"
+                             # (counted for this process's training, not a resumed part).
+                             lockstep_dream=agent.lockstep_real_steps,
+                             model_free=_model_free_steps(settings.run.results_dir,
+                                                          graph_name)),
+        world_model=WorldModelSummary(
+            vocabulary=agent.vocab.size, vocabulary_known=agent.vocab.known,
+            rounds=[WorldModelRound.from_state(r) for r in wm_state["rounds"]],
+            encoder=wm_state["encoder"], config=dataclasses.asdict(wm)),
+        dream=dataclasses.asdict(agent.resolve(dream)), ppo=dataclasses.asdict(ppo),
+        measured=_measure(env, source, best_graph, baselines, FLAGS.measure_rounds, seed),
+        seconds=ModelBasedSeconds(world_model=wm_seconds, controller=dream_seconds,
+                                  total=time.time() - start, optimize=optimize_seconds,
+                                  optimize_first_call=first_call_seconds),
+        dream_episodes=int(controller.episodes.numpy()),
+        onnx=source.model.path if source.model is not None else None)
+    save_result(out_dir, summary.to_json())
     # Zoo graphs carry no trained weights: the ONNX file holds random ones
     # under the original weight names (folded weights precomputed); a user's
     # model keeps its own.
     source.save_graph(out_dir, best_graph, seed, provenance=(
-        f"{len(summary['controller_best_applied'])} substitutions by the model-based agent "
+        f"{len(summary.controller_best_applied)} substitutions by the model-based agent "
         f"under {cost_model.name} ({settings.run.rules} rules)"))
     with agent.writer.as_default(step=0):
         tf.summary.scalar("real/controller_cost", evaluations["greedy"].final_cost)
@@ -270,22 +282,22 @@ def main(argv):
     _write_markdown(out_dir, summary, evaluations, sampled, baselines)
 
 
-def _plot(path, summary, dream_history):
+def _plot(path, summary: ModelBasedRun, dream_history):
     """World-model held-out NLL and reward MSE per round; imagined return per update."""
     import matplotlib  # pylint: disable=import-outside-toplevel
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
-    rounds = summary["world_model"]["rounds"]
+    rounds = summary.world_model.rounds
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.2))
-    steps = [r["real_steps"] for r in rounds]
-    axes[0].plot(steps, [r["held_out_latent_nll"] for r in rounds], marker="o", label="held out")
-    axes[0].plot(steps, [r["train_latent_nll"] for r in rounds], marker="s", label="train")
+    steps = [r.real_steps for r in rounds]
+    axes[0].plot(steps, [r.held_out["latent_nll"] for r in rounds], marker="o", label="held out")
+    axes[0].plot(steps, [r.train_latent_nll for r in rounds], marker="s", label="train")
     axes[0].set(xlabel="real environment steps", ylabel="latent NLL / (Z+2)",
                 title="world model")
     axes[0].legend()
-    axes[1].semilogy(steps, [r["held_out_reward_mse"] for r in rounds], marker="o",
+    axes[1].semilogy(steps, [r.held_out["reward_mse"] for r in rounds], marker="o",
                      label="reward MSE")
-    axes[1].plot(steps, [1 - r["held_out_xfer_mask_accuracy"] for r in rounds], marker="s",
+    axes[1].plot(steps, [1 - r.held_out["xfer_mask_accuracy"] for r in rounds], marker="s",
                  label="xfer-mask error")
     axes[1].set(xlabel="real environment steps", title="held-out errors")
     axes[1].legend()
@@ -294,7 +306,7 @@ def _plot(path, summary, dream_history):
                      [r["dream_return"] for r in dream_history])
     # The real speed-up, not the real return: that includes the penalty of a
     # final invalid action (a mask error), which the graph does not pay.
-    real = 100.0 * (1.0 - summary["controller_cost_ms"] / summary["initial_cost_ms"])
+    real = 100.0 * (1.0 - summary.controller_cost_ms / summary.initial_cost_ms)
     axes[2].axhline(real, color="C1", linestyle="--", label=f"real speed-up (greedy) {real:+.3f}")
     axes[2].set(xlabel="imagined episodes", ylabel="return (% speed-up)",
                 title="controller in the dream")
@@ -332,13 +344,13 @@ def _measure(env, source: GraphSource, best_graph, baselines, rounds: int, seed:
     return out
 
 
-def _selected(summary) -> str:
+def _selected(summary: ModelBasedRun) -> str:
     """Which round's agent was deployed, when one was chosen."""
-    chosen = summary.get("selected_round")
+    chosen = summary.selected_round
     if not chosen:
         return ""
     return (f"; the deployed agent is round {chosen['round']}'s of "
-            f"{len(summary['world_model']['rounds'])} (its greedy real episode reached the "
+            f"{len(summary.world_model.rounds)} (its greedy real episode reached the "
             f"cheapest graph, {chosen['cost_ms']:.4f} ms)")
 
 
@@ -349,47 +361,48 @@ def _setting(cost_model: str) -> str:
     return f"{cost_model} cost"
 
 
-def _rounds_table(rounds) -> str:
+def _rounds_table(rounds: List[WorldModelRound]) -> str:
     """Per round: who collected, real steps, held-out accuracy, and (with
     controller collection) the controller's imagined, predicted and real
     returns: the gap between them should shrink over rounds."""
-    if not rounds or "controller_real_return" not in rounds[0]:
+    if not rounds or rounds[0].controller is None:
         return ""
     lines = ["| round | collected by | real steps | held-out NLL | location-mask acc | "
              "imagined return | predicted return | real return | gap |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rounds:
-        if "controller_real_return" not in r:
+        c = r.controller
+        if c is None:
             continue
-        gap = r["controller_imagined_return"] - r["controller_real_return"]
+        gap = c.imagined_return - c.real_return
         lines.append(
-            f"| {r['round']} | {r['collection']} | {r['real_steps']} | "
-            f"{r['held_out_latent_nll']:.3f} | {r['held_out_location_mask_accuracy']:.3f} | "
-            f"{r['controller_imagined_return']:+.3f} | {r['controller_predicted_return']:+.3f} | "
-            f"{r['controller_real_return']:+.3f} | {gap:+.3f} |")
+            f"| {r.round} | {r.collection} | {r.real_steps} | "
+            f"{r.held_out['latent_nll']:.3f} | {r.held_out['location_mask_accuracy']:.3f} | "
+            f"{c.imagined_return:+.3f} | {c.predicted_return:+.3f} | "
+            f"{c.real_return:+.3f} | {gap:+.3f} |")
     return ("The controller after each round (greedy; imagined: from the initial graph in "
             "the dream; predicted: the world model's rewards along its real episode):\n\n"
             + "\n".join(lines) + "\n\n")
 
 
-def _write_markdown(out_dir, summary, evaluations, sampled, baselines):
-    initial = summary["initial_cost_ms"]
-    masks = summary["eval_masks"]
+def _write_markdown(out_dir, summary: ModelBasedRun, evaluations, sampled, baselines):
+    initial = summary.initial_cost_ms
+    masks = summary.eval_masks
     ablation = OTHER_MASKS[masks]
     note = "" if masks == "real" else ", the world model's masks: ablation"
     rows = [("initial", initial),
             (f"model-based (greedy episode{note})", evaluations["greedy"].final_cost),
             (f"model-based (best of greedy + {len(sampled)} sampled{note})",
-             summary["controller_best_cost_ms"]),
+             summary.controller_best_cost_ms),
             (f"model-based, greedy on the {ablation} masks"
              f"{' (ablation: the thesis)' if ablation == 'model' else ''}",
              evaluations[f"greedy_{ablation}_masks"].final_cost)]
     rows += baselines.rows()
-    mf = summary["real_steps"]["model_free"]
+    mf = summary.real_steps.model_free
     if mf and mf.get("agent_cost_ms") is not None:
         rows.append(("model-free PPO (from train_mf.py)", mf["agent_cost_ms"]))
     table = change_table(rows, initial, change_digits=3)
-    steps = summary["real_steps"]
+    steps = summary.real_steps
     ev = [(f"greedy, {masks} masks", evaluations["greedy"]),
           (f"greedy, {ablation} masks", evaluations[f"greedy_{ablation}_masks"])] + [
         (f"sampled {i + 1}", e) for i, e in enumerate(sampled)]
@@ -398,8 +411,8 @@ def _write_markdown(out_dir, summary, evaluations, sampled, baselines):
                          f"{e.predicted_return:+.4f} | {e.invalid_actions} | {e.steps} |"
                          for n, e in ev)
     measured = ""
-    if summary["measured"]:
-        m = summary["measured"]
+    if summary.measured:
+        m = summary.measured
         base_ms, base_est = m["initial"]["median_ms"], m["initial"]["estimated_ms"]
         measured = "\n".join(
             f"| {name} | {m[name]['estimated_ms']:.4f} "
@@ -407,34 +420,34 @@ def _write_markdown(out_dir, summary, evaluations, sampled, baselines):
             f"{m[name]['median_ms']:.2f} [{m[name]['min_ms']:.2f}, {m[name]['max_ms']:.2f}] "
             f"({100 * (m[name]['median_ms'] / base_ms - 1):+.2f}%) |"
             for name in ("initial", "controller", "greedy"))
-        weights = "the model's own weights" if summary.get("onnx") else "random weights"
+        weights = "the model's own weights" if summary.onnx else "random weights"
         measured = (f"Estimated vs measured end to end in TensorFlow (onnx-tf, 1 process, "
                     f"{weights}; median of {m['rounds']} interleaved rounds [min, max]; "
                     f"the controller's graph is its best evaluation episode's):\n\n| graph | "
                     f"estimated ms | measured ms |\n|---|---|---|\n{measured}\n\n")
-    last = summary["world_model"]["rounds"][-1]
-    lockstep = (f" + {steps['lockstep_dream']} stepped in lockstep by the dream"
-                if steps["lockstep_dream"] else "")
-    rounds = _rounds_table(summary["world_model"]["rounds"])
+    last = summary.world_model.rounds[-1]
+    lockstep = (f" + {steps.lockstep_dream} stepped in lockstep by the dream"
+                if steps.lockstep_dream else "")
+    rounds = _rounds_table(summary.world_model.rounds)
     text = (
-        f"# Model-based agent on {summary['graph']} ({_setting(summary['cost_model'])})\n\n"
-        f"World model: {len(summary['world_model']['rounds'])} rounds, vocabulary of "
-        f"{summary['world_model']['vocabulary_known']} xfers (of "
-        f"{summary['world_model']['vocabulary']} slots), held-out latent NLL "
-        f"{last['held_out_latent_nll']:.3f}, reward MSE {last['held_out_reward_mse']:.3e}, "
-        f"xfer-mask accuracy {last['held_out_xfer_mask_accuracy']:.3f}, location-mask accuracy "
-        f"{last['held_out_location_mask_accuracy']:.3f}. Controller: "
-        f"{summary['dream_episodes']} imagined episodes at temperature "
-        f"{summary['dream']['temperature']}. {summary['seconds']['total']:.0f} s in all.\n\n"
-        f"Step limit {summary['max_steps']} (one-step greedy takes "
-        f"{summary['greedy_steps']} steps; --max_steps={summary['requested_max_steps']}). The "
+        f"# Model-based agent on {summary.graph} ({_setting(summary.cost_model)})\n\n"
+        f"World model: {len(summary.world_model.rounds)} rounds, vocabulary of "
+        f"{summary.world_model.vocabulary_known} xfers (of "
+        f"{summary.world_model.vocabulary} slots), held-out latent NLL "
+        f"{last.held_out['latent_nll']:.3f}, reward MSE {last.held_out['reward_mse']:.3e}, "
+        f"xfer-mask accuracy {last.held_out['xfer_mask_accuracy']:.3f}, location-mask accuracy "
+        f"{last.held_out['location_mask_accuracy']:.3f}. Controller: "
+        f"{summary.dream_episodes} imagined episodes at temperature "
+        f"{summary.dream['temperature']}. {summary.seconds.total:.0f} s in all.\n\n"
+        f"Step limit {summary.max_steps} (one-step greedy takes "
+        f"{summary.greedy_steps} steps; --max_steps={summary.requested_max_steps}). The "
         f"controller acts on the {masks} environment's masks"
         f"{'' if masks == 'real' else ' as predicted by the world model'}"
         f"{_selected(summary)}.\n\n"
         f"| | cost (ms) | change |\n|---|---|---|\n{table}\n\n"
-        f"The controller (best episode) {summary['controller_vs_greedy']}.\n\n{measured}"
-        f"Real environment steps: {steps['world_model_rollouts']} for the world model's "
-        f"rollouts + {steps['held_out_rollouts']} held out + {steps['evaluation']} in "
+        f"The controller (best episode) {summary.controller_vs_greedy}.\n\n{measured}"
+        f"Real environment steps: {steps.world_model_rollouts} for the world model's "
+        f"rollouts + {steps.held_out_rollouts} held out + {steps.evaluation} in "
         f"evaluation{lockstep}; model-free agent: "
         f"{mf['interactions'] if mf else 'not run (train_mf.py writes it)'}.\n\n"
         f"{rounds}"
@@ -442,7 +455,7 @@ def _write_markdown(out_dir, summary, evaluations, sampled, baselines):
         f"predicted return | invalid actions | steps |\n|---|---|---|---|---|---|---|\n"
         f"{ev_table}\n\n"
         f"Controller's substitutions (best episode): "
-        f"{', '.join(f'{n}@{l}' for n, l in summary['controller_best_applied']) or 'none'}\n")
+        f"{', '.join(f'{n}@{l}' for n, l in summary.controller_best_applied) or 'none'}\n")
     write_text(os.path.join(out_dir, "result.md"), text)
     print(text)
     print(f"results in {out_dir}")

@@ -39,6 +39,7 @@ import common
 from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.agents.ppo.training import TrainConfig, replay, train
 from xflowrl.env.environment import COST_FEATURES
+from xflowrl.results import ModelFreeRun
 from xflowrl.runs import BaselineSettings, RunSettings, change_table, save_result
 from xflowrl.search import EQUAL_BUDGET_FACTOR, versus_greedy, with_equal_step_limit
 
@@ -136,26 +137,23 @@ def main(argv):
         limit_sentence = (f"Step limit per episode: {max_steps} (--noequal_budget: "
                           f"--max_steps as given; one-step greedy takes {greedy_steps} steps).")
 
-    summary = {
-        "graph": graph_name, "cost_model": cost_model.name, "rules": settings.run.rules,
-        "max_locations": settings.run.max_locations, "ppo": dataclasses.asdict(ppo),
-        "cost_features": env.config.cost_features, "seed": seed,
-        "equal_budget": settings.equal_budget, "max_steps": max_steps,
-        "requested_max_steps": settings.run.max_steps, "greedy_steps": greedy_steps,
-        "episodes": result.episodes, "interactions": result.interactions,
-        "train_seconds": result.seconds, "optimize_seconds": optimize_seconds,
-        "initial_cost_ms": env.initial_cost,
-        "agent_cost_ms": greedy.final_cost, "agent_applied": greedy.applied,
-        "best_training_cost_ms": best_graph.cost(cost_model),
-        "best_training_applied": result.best_sequence,
-        "steps_to_final_cost": steps_to_final,
-        "agent_vs_greedy": versus_greedy(greedy.final_cost, baselines.greedy.cost_ms),
-        "random_mean_cost_ms": baselines.random.cost_ms if baselines.random else None,
-        "taso": baselines.to_json()["taso"], "baselines": baselines.to_json(),
-        "history": result.history,
-    }
-    if source.model is not None:
-        summary["onnx"] = source.model.path
+    summary = ModelFreeRun(
+        graph=graph_name, cost_model=cost_model.name, rules=settings.run.rules,
+        max_locations=settings.run.max_locations, ppo=dataclasses.asdict(ppo),
+        cost_features=env.config.cost_features, seed=seed,
+        equal_budget=settings.equal_budget, max_steps=max_steps,
+        requested_max_steps=settings.run.max_steps, greedy_steps=greedy_steps,
+        episodes=result.episodes, interactions=result.interactions,
+        train_seconds=result.seconds, optimize_seconds=optimize_seconds,
+        initial_cost_ms=env.initial_cost,
+        agent_cost_ms=greedy.final_cost, agent_applied=greedy.applied,
+        best_training_cost_ms=best_graph.cost(cost_model),
+        best_training_applied=result.best_sequence,
+        steps_to_final_cost=steps_to_final,
+        agent_vs_greedy=versus_greedy(greedy.final_cost, baselines.greedy.cost_ms),
+        random_mean_cost_ms=baselines.random.cost_ms if baselines.random else None,
+        taso=baselines.to_json()["taso"], baselines=baselines.to_json(), history=result.history,
+        onnx=source.model.path if source.model is not None else None)
     # Zoo graphs carry no trained weights: the ONNX file holds random ones
     # under the original weight names (folded weights precomputed); a user's
     # model keeps its own.
@@ -163,17 +161,17 @@ def main(argv):
         f"{len(greedy.applied)} substitutions by the model-free PPO agent under "
         f"{cost_model.name} ({settings.run.rules} rules)"))
     rows = [("initial", env.initial_cost), ("PPO agent (greedy)", greedy.final_cost),
-            ("best episode in training", summary["best_training_cost_ms"])]
+            ("best episode in training", summary.best_training_cost_ms)]
     rows += baselines.rows()
     table = change_table(rows, env.initial_cost)
-    save_result(out_dir, summary, markdown=(
+    save_result(out_dir, summary.to_json(), markdown=(
         f"# Model-free PPO on {graph_name} ({cost_model.name} cost)\n\n"
         f"Cost features in the observation: {env.config.cost_features}.\n\n"
         f"{limit_sentence}\n\n"
         f"{result.episodes} episodes, {result.interactions} environment steps, "
         f"{result.seconds:.0f} s of training; the greedy evaluation first reached its "
         f"final cost after {steps_to_final} steps.\n\n| | cost (ms) | change |\n"
-        f"|---|---|---|\n{table}\n\nThe agent {summary['agent_vs_greedy']}.\n\n"
+        f"|---|---|---|\n{table}\n\nThe agent {summary.agent_vs_greedy}.\n\n"
         f"Agent's substitutions: "
         f"{', '.join(f'{n}@{l}' for n, l in greedy.applied) or 'none'}\n"))
     print(table)

@@ -23,10 +23,10 @@ import time
 
 from absl.testing import absltest
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(_ROOT, "experiments"))
+from xflowrl.results.figures import FIGURES
+from xflowrl.results.layout import SEPARATE, VARIANTS
 
-import reproduce_report  # pylint: disable=wrong-import-position
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 GRAPH = "small_cnn"
 
@@ -116,8 +116,8 @@ class ReproduceOnClusterTest(absltest.TestCase):
         self.assertEqual(row["mf_ms"], _load(results, "gpu", GRAPH, "train_mf",
                                              "result.json")["agent_cost_ms"])
         self.assertEqual(set(row["measured"]),
-                         set(reproduce_report.VARIANTS) - {reproduce_report.SEPARATE})
-        for name in reproduce_report.FIGURES.values():
+                         set(VARIANTS) - {SEPARATE})
+        for name in FIGURES.values():
             self.assertTrue(os.path.exists(os.path.join(results, "report", name)), name)
         with open(os.path.join(results, "report", "report.md")) as f:
             text = f.read()

@@ -22,10 +22,12 @@ import tempfile
 
 from absl.testing import absltest
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(_ROOT, "experiments"))
+from xflowrl.results.figures import FIGURES
+from xflowrl.results.layout import SEPARATE, VARIANTS
 
-import reproduce_report  # pylint: disable=wrong-import-position
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# BudgetScaleTest imports experiments/reproduce_budgets.py.
+sys.path.insert(0, os.path.join(_ROOT, "experiments"))
 
 GRAPH = "squeezenet1_1"
 
@@ -70,7 +72,7 @@ class ReproduceQuickTest(absltest.TestCase):
         for thesis in ("18.9%", "-55.33%", "4,000,000", "29.58 vs 7.95"):
             self.assertIn(thesis, text)
         self.assertIn(GRAPH, text)
-        for name in reproduce_report.FIGURES.values():
+        for name in FIGURES.values():
             path = os.path.join(self.report, name)
             self.assertTrue(os.path.exists(path), name)
             with open(path, "rb") as f:
@@ -78,7 +80,7 @@ class ReproduceQuickTest(absltest.TestCase):
             self.assertEqual(head, b"\x89PNG\r\n\x1a\n", name)
             self.assertGreater(os.path.getsize(path), 5000, name)
         self.assertEqual(sorted(self.out["figures"].values()),
-                         sorted(reproduce_report.FIGURES.values()))
+                         sorted(FIGURES.values()))
 
     def test_numbers_are_the_runs(self):
         for setting in ("gpu",):
@@ -104,7 +106,7 @@ class ReproduceQuickTest(absltest.TestCase):
             self.assertEqual(row["mb_optimize_seconds"], mb["seconds"]["optimize"])
             # The measure step timed the graphs the runs found.
             variants = measured["variants"]
-            self.assertEqual(set(variants), set(reproduce_report.VARIANTS))
+            self.assertEqual(set(variants), set(VARIANTS))
             self.assertAlmostEqual(variants["model-free"]["estimated_ms"], mf["agent_cost_ms"],
                                    places=6)
             self.assertAlmostEqual(variants["model-based"]["estimated_ms"],
@@ -113,7 +115,7 @@ class ReproduceQuickTest(absltest.TestCase):
                                    places=6)
             separate = _load(self.results, setting, "separate_reward", GRAPH, "train_mb",
                              "result.json")
-            self.assertAlmostEqual(variants[reproduce_report.SEPARATE]["estimated_ms"],
+            self.assertAlmostEqual(variants[SEPARATE]["estimated_ms"],
                                    separate["controller_best_cost_ms"], places=6)
             self.assertEqual(row["mb_separate_ms"], separate["controller_best_cost_ms"])
             for name, v in variants.items():

@@ -109,6 +109,16 @@ class ReportTest(absltest.TestCase):
         same = report.markdown([self._result(0, 0.9), self._result(1, 0.9)])
         self.assertIn("| matches |", same)
 
+    def test_the_model_based_agent_gets_a_column_and_its_summaries(self):
+        mb = [dict(self._result(s, c), interactions=500) for s, c in ((0, 0.95), (1, 1.0))]
+        text = report.markdown([self._result(0, 0.8), self._result(1, 0.85)], model_based=mb)
+        row = next(line for line in text.splitlines() if line.startswith("| g |"))
+        # The policy better than greedy, the model-based agent worse on every seed.
+        self.assertTrue(row.endswith("| better | -2.50% [-5.00, +0.00] | worse |"), row)
+        self.assertIn("| model-based: within_margin_of_greedy |", text)
+        self.assertIn("| model-based: real steps (collection and round evaluations) | 500", text)
+        self.assertNotIn("model-based", report.markdown([self._result(0, 0.8)]))
+
 
 if __name__ == "__main__":
     absltest.main()

@@ -122,6 +122,17 @@ class SampledGraphEnv(Environment):
         checkpoints its state, so that a resumed run draws the same graphs)."""
         return self._rng
 
+    def reseed(self, seed: int) -> None:
+        """Draws the graphs of the episodes from here on as a new environment
+        of `seed` would (an agent keys each phase's draws this way, so that
+        they do not depend on how many episodes came before)."""
+        self._rng = np.random.default_rng(seed)
+
+    def graph_envs(self) -> List[GraphEnv]:
+        """The `GraphEnv` of every graph, in the order of `names` (built on
+        first use): where episodes start."""
+        return [self.env_of(name) for name in self.names]
+
     @property
     def initial_cost(self) -> float:
         return self.env.initial_cost

@@ -8,7 +8,8 @@ agent (deterministic or averaged, so one figure), and whether the policy
 is better than, matches or trails greedy (a difference only when greedy
 lies outside the policy's range over seeds); then the summary figures of
 each seed (`evaluate.summary`) as median [min, max], and fine-tuning
-against training from scratch where runs did it.
+against training from scratch where runs did it. The model-based agent's
+seeds (`--agent=mb`, under `folder/mb/`) add a column and their summaries.
 """
 
 from __future__ import annotations
@@ -42,45 +43,75 @@ def _change(row: dict, key: str) -> float:
     return 100.0 * (row[key] / row["initial_ms"] - 1.0)
 
 
-def markdown(results: Sequence[dict]) -> str:
-    """The table and summaries of the module docstring."""
-    if not results:
-        return "no results"
-    seeds = [r["seed"] for r in results]
+def _verdict(changes: Sequence[float], greedy: float) -> str:
+    """Better, worse or matching greedy over seeds (a difference only when
+    greedy lies outside the range)."""
+    if max(changes) < greedy - 1e-6:
+        return "better"
+    if min(changes) > greedy + 1e-6:
+        return "worse"
+    if all(abs(p - greedy) <= 1e-6 for p in changes):
+        return "matches"
+    return "no difference (range spans greedy)"
+
+
+def _by_graph(results: Sequence[dict]) -> Dict[str, List[dict]]:
     by_graph: Dict[str, List[dict]] = {}
     for result in results:
         for row in result["held_out"]:
             by_graph.setdefault(row["graph"], []).append(row)
-    lines = [f"Seeds {seeds}; policy: median [min, max] over seeds.", "",
-             "| graph | ops | initial ms | policy, zero-shot | greedy | TASO | random | vs greedy |",
-             "|---|---:|---:|---:|---:|---:|---:|---|"]
+    return by_graph
+
+
+def markdown(results: Sequence[dict], model_based: Sequence[dict] = ()) -> str:
+    """The table and summaries of the module docstring; with `model_based`
+    (the model-based agent's seeds, `--agent=mb`) its zero-shot change and
+    verdict beside the model-free policy's, on the graphs both evaluated."""
+    if not results:
+        return "no results"
+    seeds = [r["seed"] for r in results]
+    by_graph = _by_graph(results)
+    mb_by_graph = _by_graph(model_based)
+    mb = bool(mb_by_graph)
+    head = "| graph | ops | initial ms | policy, zero-shot | greedy | TASO | random | vs greedy |"
+    rule = "|---|---:|---:|---:|---:|---:|---:|---|"
+    if mb:
+        head += " model-based, zero-shot | vs greedy |"
+        rule += "---:|---|"
+    lines = [f"Seeds {seeds}; policy: median [min, max] over seeds." + (
+        f" Model-based agent: seeds {[r['seed'] for r in model_based]}." if mb else ""), "",
+        head, rule]
     for graph, rows in by_graph.items():
         policy = [_change(r, "policy_ms") for r in rows]
         greedy = _change(rows[0], "greedy_ms")
         taso = _change(rows[0], "taso_ms") if rows[0]["taso_ms"] is not None else None
         rand = [_change(r, "random_ms") for r in rows if r["random_ms"] is not None]
-        if max(policy) < greedy - 1e-6:
-            verdict = "better"
-        elif min(policy) > greedy + 1e-6:
-            verdict = "worse"
-        elif all(abs(p - greedy) <= 1e-6 for p in policy):
-            verdict = "matches"
-        else:
-            verdict = "no difference (range spans greedy)"
-        lines.append(f"| {graph} | {rows[0]['ops']} | {rows[0]['initial_ms']:.4f} | "
-                     f"{_spread(policy)} | {greedy:+.2f}% | "
-                     f"{'' if taso is None else f'{taso:+.2f}%'} | "
-                     f"{_spread(rand) if rand else ''} | {verdict} |")
+        line = (f"| {graph} | {rows[0]['ops']} | {rows[0]['initial_ms']:.4f} | "
+                f"{_spread(policy)} | {greedy:+.2f}% | "
+                f"{'' if taso is None else f'{taso:+.2f}%'} | "
+                f"{_spread(rand) if rand else ''} | {_verdict(policy, greedy)} |")
+        if mb:
+            other = [_change(r, "policy_ms") for r in mb_by_graph.get(graph, [])]
+            line += (f" {_spread(other)} | {_verdict(other, greedy)} |" if other
+                     else " | |")
+        lines.append(line)
     lines += ["", "| per seed | median [min, max] over seeds |", "|---|---|"]
     keys = ["within_margin_of_greedy", "above_initial", "better_than_greedy", "matches_greedy",
             "policy_vs_taso_time"]
-    for key in keys:
-        values = [r["zero_shot"][key] for r in results]
-        lines.append(f"| {key} | {np.median(values):.3f} [{min(values):.3f}, "
-                     f"{max(values):.3f}] |")
-    train = [r["train_seconds"] for r in results]
-    lines.append(f"| training seconds | {np.median(train):.0f} [{min(train):.0f}, "
-                 f"{max(train):.0f}] |")
+    for label, runs in (("", results), ("model-based: ", model_based)):
+        if not runs:
+            continue
+        for key in keys:
+            values = [r["zero_shot"][key] for r in runs]
+            lines.append(f"| {label}{key} | {np.median(values):.3f} [{min(values):.3f}, "
+                         f"{max(values):.3f}] |")
+        train = [r["train_seconds"] for r in runs]
+        lines.append(f"| {label}training seconds | {np.median(train):.0f} [{min(train):.0f}, "
+                     f"{max(train):.0f}] |")
+        if label:
+            steps = [r["interactions"] for r in runs]
+            lines.append(f"| {label}real steps (collection and round evaluations) | "
+                         f"{np.median(steps):.0f} [{min(steps):.0f}, {max(steps):.0f}] |")
     tuned = [row for r in results for row in r.get("finetune", [])]
     if tuned:
         lines += ["", "| graph (seed) | from scratch: change (episodes, steps) | fine-tuned "

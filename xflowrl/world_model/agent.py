@@ -21,7 +21,15 @@ changes `docs/world_model.md` lists), each phase checkpointed under
    collected states (`DreamConfig.real_starts`).
 3. `evaluate()`: the controller in the real environment (`LatentEnv`),
    greedy or sampled, acting on the real environment's masks (or, as an
-   ablation, the world model's).
+   ablation, the world model's); `run_episode(env)` on any other graph's
+   real environment (zero-shot: `xflowrl.transfer.evaluate`).
+
+Over a distribution of graphs (`env` a `SampledGraphEnv`): every real
+episode draws its graph, so the encoder and the world model learn from
+all of them; imagined episodes start from the initial graph of one of
+them (each with its step limit) or from real states of any; a round's
+controller is evaluated on up to `EVALUATION_GRAPHS` of them (the best
+round is the one of the lowest mean cost relative to the initial cost).
 
 TensorBoard summaries go to `logdir/tensorboard`; `progress` receives a line
 with the rate and the time left after every round and controller update.
@@ -52,7 +60,7 @@ import os
 import pickle
 import sys
 import time
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
@@ -60,6 +68,7 @@ import tensorflow as tf
 from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.embedding import features
 from xflowrl.env import GraphEnv
+from xflowrl.env.sampled import SampledGraphEnv
 from xflowrl.search import RandomAgent
 from xflowrl.world_model import data, latent
 from xflowrl.world_model.config import DreamConfig, WorldModelConfig, controller_ppo_config
@@ -84,6 +93,10 @@ IMAGINED_EVAL_EPISODES = 16
 
 # Controller updates between its checkpoints (and at the end of every stretch).
 CONTROLLER_CHECKPOINT_EVERY = 10
+
+# Graphs of a distribution on which a round's controller is evaluated (spread
+# evenly over the environment's graphs).
+EVALUATION_GRAPHS = 8
 
 
 class Component(enum.IntEnum):
@@ -116,9 +129,10 @@ def _save_json(path: str, obj) -> None:
 
 
 class ModelBasedAgent:
-    """World model + dream-trained PPO controller for one real environment."""
+    """World model + dream-trained PPO controller for one real environment
+    (one graph's, or a `SampledGraphEnv` over many graphs)."""
 
-    def __init__(self, env: GraphEnv, logdir: str,
+    def __init__(self, env: Union[GraphEnv, SampledGraphEnv], logdir: str,
                  world_model: Optional[WorldModelConfig] = None,
                  dream: Optional[DreamConfig] = None,
                  ppo: Optional[PPOConfig] = None, seed: int = 0,
@@ -146,6 +160,35 @@ class ModelBasedAgent:
         self._held_out: List[data.Sequences] = []
         self._held_out_raw: List[data.Rollout] = []
         self._starts_pool: Optional[dict] = None
+        self._initials: Optional[Tuple[np.ndarray, np.ndarray]] = None
+
+    # -- the graphs --------------------------------------------------------------
+    def _graph_envs(self) -> List[GraphEnv]:
+        """The real environment of every graph episodes start from."""
+        if isinstance(self.env, SampledGraphEnv):
+            return self.env.graph_envs()
+        return [self.env]
+
+    def _reseed_env(self, *keys: int) -> None:
+        """Keys the graphs a distribution's next episodes draw by `keys`, so
+        that what a round collects does not depend on earlier draws (a
+        resumed run draws the same graphs). A single graph draws nothing."""
+        if isinstance(self.env, SampledGraphEnv):
+            self.env.reseed(self._seed_of(*keys))
+
+    def initial_latents(self) -> Tuple[np.ndarray, np.ndarray]:
+        """([G, Z] latents, [G] step limits) of the initial graphs (the
+        frozen encoder's; computed once per encoder)."""
+        if self._initials is None:
+            envs = self._graph_envs()
+            latents = self.encoder.encode([env.reset().state for env in envs])
+            self._initials = (np.asarray(latents, np.float32),
+                              np.array([env.config.max_steps for env in envs], np.int64))
+        return self._initials
+
+    def _max_steps(self) -> int:
+        """The longest step limit of the graphs."""
+        return int(self.initial_latents()[1].max())
 
     # -- phase 1: the world model ---------------------------------------------
     def _wm_dir(self) -> str:
@@ -163,6 +206,7 @@ class ModelBasedAgent:
         self.model = MDNRNN(cfg, vocab.size, self.env.config.max_locations,
                             seed=seeds[Component.MODEL_WEIGHTS])
         self.learner = WorldModelLearner(self.model, cfg, seed=seeds[Component.MODEL_DROPOUT])
+        self._initials = None
         self._checkpoint = tf.train.Checkpoint(encoder=self.encoder, model=self.model,
                                                optimizer=self.learner.optimizer,
                                                steps=self.learner.steps)
@@ -203,6 +247,11 @@ class ModelBasedAgent:
     def _save_state(self) -> None:
         _save_json(os.path.join(self._wm_dir(), "state.json"), self.state)
 
+    def restore_world_model(self) -> None:
+        """Restores the latest saved world model (encoder, MDN-RNN, buffer,
+        state) without training further: to inspect a finished run."""
+        self._restore_world_model()
+
     def _restore_world_model(self) -> None:
         directory = self._wm_dir()
         with open(os.path.join(directory, "state.json")) as f:
@@ -212,10 +261,11 @@ class ModelBasedAgent:
             saved = pickle.load(f)
         self._buffer, self._held_out = saved["buffer"], saved["held_out"]
         self._raw, self._held_out_raw = saved["raw"], saved["held_out_raw"]
-        first = self.env.reset().state
+        first = self._graph_envs()[0].reset().state
         self.encoder.predict(self.encoder(features.to_tensors(first)))
         self.learner.build(data.make_batch(self._buffer[:1]))
         self._checkpoint.read(os.path.join(directory, "checkpoint")).assert_consumed()
+        self._initials = None  # the restored encoder's
         self._starts_pool = self._start_pool()
 
     def learn_world_model(self) -> Dict:
@@ -259,6 +309,7 @@ class ModelBasedAgent:
         """Round r's real episodes (random in the first round and with
         "random" collection; else the controller's)."""
         cfg = self.wm_config
+        self._reseed_env(r, 8)
         if self._collected_by(r) == "controller":
             return collect_with_controller(self._view("real"), self.controller,
                                            cfg.episodes_per_round, cfg.explore,
@@ -282,11 +333,13 @@ class ModelBasedAgent:
         self.state["reward_scale"] = 1.0 / reward_std if reward_std > 1e-9 else 1.0
         self.model.set_reward_scale(self.state["reward_scale"])
         history = self._train_encoder(rollouts)
+        self._initials = None  # the trained encoder's
         self.state["encoder"] = {"first": history[0], "last": history[-1]}
         with self.writer.as_default():
             for i, row in enumerate(history):
                 for k, v in row.items():
                     tf.summary.scalar(f"encoder/{k}", v, step=i)
+        self._reseed_env(0, 9)
         held = data.collect_rollouts(self.env, cfg.held_out_episodes,
                                      RandomAgent(cfg.noop_probability, seed=self._seed_of(0, 3)),
                                      self.vocab.allowed())
@@ -371,34 +424,66 @@ class ModelBasedAgent:
         row = self.state["rounds"][r]
         if "controller_real_return" in row:
             return
-        real = self.evaluate(agent, masks="real", greedy=True)
-        self.state["evaluation_steps"] += real.steps
+        envs = self._evaluation_envs()
+        evaluations = [self.evaluate_on(env, agent, masks="real", greedy=True) for env in envs]
+        self.state["evaluation_steps"] += sum(e.steps for e in evaluations)
         imagined = imagine_batch(self.make_dream(seed=self._seed_of(r, 5)), agent,
                                  IMAGINED_EVAL_EPISODES, greedy=True)
+        relative = float(np.mean([e.best_cost / env.initial_cost
+                                  for e, env in zip(evaluations, envs)]))
         row.update(controller_episodes=int(agent.episodes.numpy()),
-                   controller_cost_ms=real.final_cost,
-                   controller_best_cost_ms=real.best_cost,
-                   controller_real_return=real.real_return,
-                   controller_predicted_return=real.predicted_return,
+                   controller_real_return=float(np.mean([e.real_return for e in evaluations])),
+                   controller_predicted_return=float(np.mean(
+                       [e.predicted_return for e in evaluations])),
                    controller_imagined_return=float(np.mean(
-                       [sum(s.reward for s in e) for e in imagined])))
+                       [sum(s.reward for s in e) for e in imagined])),
+                   controller_relative_cost=relative)
+        if len(envs) == 1:
+            row.update(controller_cost_ms=evaluations[0].final_cost,
+                       controller_best_cost_ms=evaluations[0].best_cost)
+        else:
+            row.update(controller_graphs=len(envs))
         best = self.state.get("best_round")
         # Equal costs reached by other rewrite orders differ in the last bits.
-        if best is None or real.best_cost <= best["cost_ms"] * (1 + COST_TOLERANCE):
+        if best is None or relative <= self._relative(best) * (1 + COST_TOLERANCE):
             # The snapshot first: an interruption never leaves a state that
             # names a round whose weights were not written.
             self._snapshot().write(os.path.join(self.logdir, "best_round", "snapshot"))
-            self.state["best_round"] = {"round": r + 1, "cost_ms": real.best_cost,
+            self.state["best_round"] = {"round": r + 1, "relative_cost": relative,
                                         "episodes": int(agent.episodes.numpy())}
+            if len(envs) == 1:
+                self.state["best_round"]["cost_ms"] = evaluations[0].best_cost
         self._save_state()
         with self.writer.as_default(step=r + 1):
             for key in ("controller_real_return", "controller_predicted_return",
-                        "controller_imagined_return", "controller_cost_ms"):
-                tf.summary.scalar(f"rounds/{key[len('controller_'):]}", row[key])
+                        "controller_imagined_return", "controller_relative_cost",
+                        "controller_cost_ms"):
+                if key in row:
+                    tf.summary.scalar(f"rounds/{key[len('controller_'):]}", row[key])
+        where = (f"cost {evaluations[0].final_cost:.4f} ms, {evaluations[0].steps} steps"
+                 if len(envs) == 1 else
+                 f"{len(envs)} graphs, cheapest {100 * (relative - 1):+.2f}% on average")
         self.progress(
-            f"controller after round {r + 1}/{rounds}: real return {real.real_return:+.3f} "
-            f"(cost {real.final_cost:.4f} ms, {real.steps} steps), predicted "
-            f"{real.predicted_return:+.3f}, imagined {row['controller_imagined_return']:+.3f}")
+            f"controller after round {r + 1}/{rounds}: real return "
+            f"{row['controller_real_return']:+.3f} ({where}), predicted "
+            f"{row['controller_predicted_return']:+.3f}, imagined "
+            f"{row['controller_imagined_return']:+.3f}")
+
+    def _evaluation_envs(self) -> List[GraphEnv]:
+        """The graphs a round's controller is evaluated on: the one graph, or
+        up to `EVALUATION_GRAPHS` spread evenly over a distribution's."""
+        envs = self._graph_envs()
+        if len(envs) <= EVALUATION_GRAPHS:
+            return envs
+        picks = np.linspace(0, len(envs) - 1, EVALUATION_GRAPHS).round().astype(int)
+        return [envs[i] for i in sorted(set(picks.tolist()))]
+
+    def _relative(self, best: dict) -> float:
+        """A best round's mean cost relative to the initial cost (a state
+        written before that was recorded has the one graph's cost)."""
+        if "relative_cost" in best:
+            return float(best["relative_cost"])
+        return float(best["cost_ms"]) / self._graph_envs()[0].initial_cost
 
     def _snapshot(self) -> tf.train.Checkpoint:
         """The default controller's network and the world model together
@@ -420,8 +505,10 @@ class ModelBasedAgent:
         if best["round"] != len(self.state["rounds"]):
             self._snapshot().read(
                 os.path.join(self.logdir, "best_round", "snapshot")).assert_consumed()
+            reached = (f"{best['cost_ms']:.4f} ms" if "cost_ms" in best else
+                       f"{100 * (best['relative_cost'] - 1):+.2f}% on average")
             self.progress(f"deploying the agent of round {best['round']} (its greedy real "
-                          f"episode reached {best['cost_ms']:.4f} ms)")
+                          f"episodes reached {reached})")
         return best
 
     # -- imagined episodes from real states ------------------------------------
@@ -449,7 +536,7 @@ class ModelBasedAgent:
         if k == 0:
             return initial
         i = rng.integers(len(pool["t"]), size=k)
-        limit = np.minimum(config.start_horizon, self.env.config.max_steps - pool["t"][i])
+        limit = np.minimum(config.start_horizon, self._max_steps() - pool["t"][i])
         return DreamStarts(np.concatenate([pool["latent"][i], initial.latent]),
                            np.concatenate([pool["hidden"][i], initial.hidden]),
                            np.concatenate([pool["cell"][i], initial.cell]),
@@ -458,7 +545,8 @@ class ModelBasedAgent:
 
     # -- phase 2: the controller in the dream ---------------------------------
     def initial_latent(self) -> np.ndarray:
-        return self.encoder.encode([self.env.reset().state])[0]
+        """z_0 of the (first) initial graph."""
+        return self.initial_latents()[0][0]
 
     def resolve(self, config: DreamConfig) -> DreamConfig:
         """Fills in the count margin from the world model's held-out error."""
@@ -473,12 +561,39 @@ class ModelBasedAgent:
         config = self.resolve(config or self.dream_config)
         lockstep = None
         if config.lockstep:
+            if not isinstance(self.env, GraphEnv):
+                raise ValueError("a lockstep dream needs one graph's environment")
             lockstep = [self.env.clone() for _ in range(config.batch_size)]
-        return BatchedDream(self.model, self.initial_latent(), config,
-                            self.env.config.max_steps, self.env.config.max_locations,
+        latents, limits = self.initial_latents()
+        return BatchedDream(self.model, latents, config,
+                            self._max_steps(), self.env.config.max_locations,
                             seed=self.seed if seed is None else seed,
                             invalid_penalty=self.env.config.invalid_penalty,
-                            lockstep=lockstep, vocab=self.vocab)
+                            lockstep=lockstep, vocab=self.vocab, initial_max_steps=limits)
+
+    def dream_start_masks(self, thresholds: Sequence[float], starts: int = 256,
+                          seed: int = 0) -> Dict[str, object]:
+        """How many xfers the dream offers where episodes start, per mask
+        threshold: the share of `starts` initial-graph starts with at least
+        one predicted-valid known xfer and the mean number offered, beside
+        the mean number of xfers the real engine finds valid at the initial
+        graphs ("real_valid_xfers"). A threshold that offers nothing leaves
+        the controller nothing to learn in the dream (every imagined episode
+        ends at once); over many graphs the mask decoder is less sure than
+        on one, so the single graph's threshold can be too high."""
+        out: Dict[str, object] = {}
+        for threshold in thresholds:
+            config = dataclasses.replace(self.resolve(self.dream_config),
+                                         mask_threshold=float(threshold), lockstep=False,
+                                         real_starts=0.0)
+            batch = self.make_dream(config, seed=seed).reset(starts)
+            offered = batch.xfer_mask[:, :-1]
+            out[f"{threshold:g}"] = {"starts_with_a_valid_xfer": float(offered.any(1).mean()),
+                                     "mean_valid_xfers": float(offered.sum(1).mean())}
+        real = [np.count_nonzero(self.vocab.compact_masks(obs.xfer_mask, obs.location_mask)[0][:-1])
+                for obs in (env.reset() for env in self._graph_envs())]
+        out["real_valid_xfers"] = float(np.mean(real))
+        return out
 
     def train_controller(self, config: Optional[DreamConfig] = None,
                          subdir: str = "controller", seed: Optional[int] = None,
@@ -555,9 +670,9 @@ class ModelBasedAgent:
         return agent, manager, history
 
     # -- phase 3: the real environment ----------------------------------------
-    def _view(self, masks: str) -> LatentEnv:
+    def _view(self, masks: str, env=None) -> LatentEnv:
         config = self.resolve(self.dream_config)
-        return LatentEnv(self.env, self.encoder, self.model, self.vocab, masks=masks,
+        return LatentEnv(env or self.env, self.encoder, self.model, self.vocab, masks=masks,
                          mask_threshold=config.mask_threshold, noop_reward=config.noop_reward,
                          count_margin=config.count_margin)
 
@@ -567,6 +682,29 @@ class ModelBasedAgent:
         the real environment's masks (part of the real observation); the
         world model's predicted masks (`masks="model"`) are an ablation."""
         return evaluate(self._view(masks), agent or self.controller, greedy)
+
+    def evaluate_on(self, env: GraphEnv, agent: Optional[PPOAgent] = None,
+                    masks: str = "real", greedy: bool = True) -> Evaluation:
+        """`evaluate` in another real environment: one of the training
+        graphs, or a graph the agent never saw (the same rules and
+        `max_locations`; xfers outside the vocabulary are never chosen)."""
+        if env.config.max_locations != self.env.config.max_locations:
+            raise ValueError(f"the agent was built for {self.env.config.max_locations} "
+                             f"locations per xfer, the environment has "
+                             f"{env.config.max_locations}")
+        return evaluate(self._view(masks, env), agent or self.controller, greedy)
+
+    def run_episode(self, env: GraphEnv, greedy: bool = True, learn: bool = False
+                    ) -> Evaluation:
+        """The deployed controller's episode on `env` (real masks), in the
+        model-free agent's terms, so that the zero-shot evaluation
+        (`xflowrl.transfer.evaluate`) takes either agent: `.applied` holds
+        the episode's (xfer name, location) pairs. The model-based agent
+        does not learn from real episodes outside its rounds."""
+        if learn:
+            raise ValueError("the model-based agent learns in rounds (learn_world_model, "
+                             "train_controller), not from single episodes")
+        return self.evaluate_on(env, greedy=greedy)
 
 
 def _without_graphs(rollout: data.Rollout) -> data.Rollout:

@@ -5,7 +5,9 @@ runs the MDN-RNN step for the whole batch, samples z_{t+1} from the
 temperature-scaled mixture (thesis §3.4.1) and decodes the next masks; the
 reward, the terminal flag and the masks all come from the model. Episodes
 start from the real initial graph's latent z_0 (with h_0 = 0), as World
-Models' dreams start from a real frame, or from given `DreamStarts`: real
+Models' dreams start from a real frame (over a distribution of graphs, the
+initial graph of one of them, drawn per episode, with that graph's step
+limit), or from given `DreamStarts`: real
 states of collected episodes (their z_t and the LSTM's state after the real
 prefix), each with its own step limit, so that short imagined branches
 explore where real episodes went. An episode ends on NO-OP, when the
@@ -34,7 +36,7 @@ dream passes the same conformance tests as the real environment.
 
 from __future__ import annotations
 
-from typing import List, NamedTuple, Optional, Sequence
+from typing import List, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 import tensorflow as tf
@@ -44,6 +46,9 @@ from xflowrl.world_model import losses
 from xflowrl.world_model.config import DreamConfig
 from xflowrl.world_model.data import XferVocabulary
 from xflowrl.world_model.networks import MDNRNN
+
+# The purpose key of the draw of initial graphs (beside the dream's seed and step).
+_INITIAL_GRAPH_STREAM = 11
 
 
 def decode_masks(valid_prob: np.ndarray, log_counts: np.ndarray, max_locations: int,
@@ -99,13 +104,19 @@ class BatchedDream:
                  max_steps: int, max_locations: int, seed: int = 0,
                  invalid_penalty: float = -10.0,
                  lockstep: Optional[Sequence[GraphEnv]] = None,
-                 vocab: Optional[XferVocabulary] = None):
+                 vocab: Optional[XferVocabulary] = None,
+                 initial_max_steps: Optional[Union[Sequence[int], np.ndarray]] = None):
         """
         Args:
           model: the trained world model (M known xfers).
-          initial_latent: [Z] z_0 of the real initial graph.
+          initial_latent: [Z] z_0 of the real initial graph, or [G, Z]: the
+            initial graphs of G graphs (an episode from an initial graph
+            starts at one of them, drawn uniformly from the dream's stateless
+            stream).
           config: temperature and thresholds.
           max_steps: step limit of an imagined episode.
+          initial_max_steps: [G] the step limit of an episode from each
+            initial graph (default: `max_steps` for all).
           max_locations: L.
           seed: seeds the stateless mixture sampling.
           invalid_penalty: reward of an action invalid under the masks.
@@ -118,13 +129,22 @@ class BatchedDream:
         self.max_locations = max_locations
         self.num_xfers = model.num_known_xfers
         self.invalid_penalty = invalid_penalty
-        self._z0 = np.asarray(initial_latent, np.float32)
+        z0 = np.asarray(initial_latent, np.float32)
+        self._z0 = z0[None] if z0.ndim == 1 else z0
+        self._z0_limits = (np.full(len(self._z0), max_steps, np.int64)
+                           if initial_max_steps is None
+                           else np.asarray(initial_max_steps, np.int64))
+        if self._z0.ndim != 2 or len(self._z0) == 0 or self._z0_limits.shape != (len(self._z0),):
+            raise ValueError(f"initial latents {z0.shape} and step limits "
+                             f"{self._z0_limits.shape} do not match")
         self._seed = int(seed)
         self._calls = 0
         self.real_steps = 0  # real environment steps taken by a lockstep dream
         self.disagreement: List[float] = []  # the ensemble's std at every imagined step
         if config.lockstep and (not lockstep or vocab is None):
             raise ValueError("lockstep dreams need real environments and the vocabulary")
+        if config.lockstep and len(self._z0) > 1:
+            raise ValueError("a lockstep dream starts from one initial graph")
         self._lockstep = list(lockstep) if config.lockstep else None
         self._vocab = vocab
         self._step_fn = tf.function(self._step_impl, reduce_retracing=True)
@@ -165,14 +185,25 @@ class BatchedDream:
         return np.concatenate([self._latent, self._hidden], axis=1)
 
     # -- the interface, batched -----------------------------------------------
+    @property
+    def initial_graphs(self) -> int:
+        """G, the initial graphs episodes start from."""
+        return len(self._z0)
+
     def initial_starts(self, batch_size: int) -> DreamStarts:
-        """`batch_size` starts at the real initial graph (z_0, h_0 = 0) with
-        the dream's step limit."""
+        """`batch_size` starts at a real initial graph (z_0, h_0 = 0) with its
+        step limit: the one initial graph, or with G of them one per start,
+        drawn uniformly from [seed, steps so far] (`reseed` fixes it)."""
         h = self.model.hidden_size
-        return DreamStarts(np.tile(self._z0[None], (batch_size, 1)),
+        if len(self._z0) == 1:
+            which = np.zeros(batch_size, np.int64)
+        else:
+            rng = np.random.default_rng([self._seed, self._calls, _INITIAL_GRAPH_STREAM])
+            which = rng.integers(len(self._z0), size=batch_size)
+        return DreamStarts(self._z0[which],
                            np.zeros((batch_size, h), np.float32),
                            np.zeros((batch_size, h), np.float32),
-                           np.full(batch_size, self.max_steps, np.int64),
+                           self._z0_limits[which].copy(),
                            np.ones(batch_size, bool))
 
     def reseed(self, seed: int) -> None:

@@ -14,23 +14,50 @@ be compared per episode.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional, Tuple, Union
+import weakref
 
 import numpy as np
 import sonnet as snt
 import tensorflow as tf
 
 from xflowrl.env import Environment, GraphEnv, Observation, ObservationSpec, TimeStep
+from xflowrl.env.sampled import SampledGraphEnv
 from xflowrl.world_model.data import XferVocabulary
 from xflowrl.world_model.dream import decode_masks
 from xflowrl.world_model.latent import LatentEncoder
 from xflowrl.world_model.networks import MDNRNN
 
+# A world model's traced step and mask functions, shared by every view of it
+# (an agent makes a view per graph it evaluates on: without sharing, each
+# would trace its own).
+_FUNCTIONS: "weakref.WeakKeyDictionary[MDNRNN, Tuple[Callable, Callable]]" = (
+    weakref.WeakKeyDictionary())
+
+
+def _functions_of(model: MDNRNN) -> Tuple[Callable, Callable]:
+    """(step, masks) of `model`, traced once per model and input signature."""
+    if model not in _FUNCTIONS:
+        ref = weakref.ref(model)  # the functions must not keep their key alive
+
+        def masks_impl(latent, hidden):
+            masks = ref().masks(latent, hidden)
+            return tf.sigmoid(masks.xfer_logits), masks.log_counts
+
+        def step_impl(latent, hidden, cell, xfer, location):
+            prediction, state = ref().step(latent, xfer, location,
+                                           snt.LSTMState(hidden=hidden, cell=cell))
+            return prediction.reward, state.hidden, state.cell
+
+        _FUNCTIONS[model] = (tf.function(step_impl, reduce_retracing=True),
+                             tf.function(masks_impl, reduce_retracing=True))
+    return _FUNCTIONS[model]
+
 
 class LatentEnv(Environment):
     """A real environment with the dream's observations and action ids."""
 
-    def __init__(self, env: GraphEnv, encoder: LatentEncoder, model: MDNRNN,
+    def __init__(self, env: Union[GraphEnv, SampledGraphEnv], encoder: LatentEncoder, model: MDNRNN,
                  vocab: XferVocabulary, masks: str = "model", mask_threshold: float = 0.5,
                  noop_reward: Optional[float] = 0.0, count_margin: float = 0.0):
         if masks not in ("model", "real"):
@@ -43,8 +70,7 @@ class LatentEnv(Environment):
         self.mask_threshold = mask_threshold
         self.noop_reward = noop_reward
         self.count_margin = count_margin
-        self._step_fn = tf.function(self._step_impl, reduce_retracing=True)
-        self._masks_fn = tf.function(self._masks_impl, reduce_retracing=True)
+        self._step_fn, self._masks_fn = _functions_of(model)
         self._done = True
 
     @property
@@ -57,15 +83,6 @@ class LatentEnv(Environment):
                                num_xfers=self.vocab.size,
                                max_locations=self.env.config.max_locations,
                                location_features=False, max_pattern_ops=0)
-
-    def _masks_impl(self, latent, hidden):
-        masks = self.model.masks(latent, hidden)
-        return tf.sigmoid(masks.xfer_logits), masks.log_counts
-
-    def _step_impl(self, latent, hidden, cell, xfer, location):
-        prediction, state = self.model.step(latent, xfer, location,
-                                            snt.LSTMState(hidden=hidden, cell=cell))
-        return prediction.reward, state.hidden, state.cell
 
     @property
     def real_observation(self) -> Observation:

@@ -1,0 +1,185 @@
+"""xflowrl.results.records and the run records: versioned JSON written and
+read by the same code, files from before records still read."""
+
+import json
+import os
+import shutil
+import tempfile
+
+from absl.testing import absltest
+import numpy as np
+
+from tests.results import fixtures
+from xflowrl.results import (
+    Measurement,
+    ModelBasedRun,
+    ModelFreeRun,
+    RealSteps,
+    RecordError,
+    WorldModelRound,
+)
+from xflowrl.results.measurement import ClockTiming, SweepTiming, TimedGraph
+
+
+class RecordTest(absltest.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.tmp = tempfile.mkdtemp(prefix="records_test_")
+        self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
+
+    def test_model_free_run_round_trips_with_its_schema_first(self):
+        run = fixtures.mf_run(seed=3, cost=91.5)
+        value = run.to_json()
+        self.assertEqual(list(value)[:3], ["schema", "schema_version", "graph"])
+        self.assertEqual(value["schema"], "model_free_run")
+        self.assertEqual(value["schema_version"], ModelFreeRun.VERSION)
+        self.assertNotIn("onnx", value)  # only where the run optimised a model file
+        self.assertEqual(ModelFreeRun.from_json(value), run)
+        path = run.save(os.path.join(self.tmp, "a", "result.json"))
+        self.assertEqual(ModelFreeRun.load(path), run)
+        with open(path) as f:
+            self.assertEqual(json.load(f), value)
+        self.assertIsNone(ModelFreeRun.load(os.path.join(self.tmp, "missing.json")))
+
+    def test_onnx_written_where_given(self):
+        run = fixtures.mf_run()
+        run.onnx = "my_model.onnx"
+        value = run.to_json()
+        self.assertEqual(list(value)[-1], "onnx")
+        self.assertEqual(ModelFreeRun.from_json(value).onnx, "my_model.onnx")
+
+    def test_model_based_run_round_trips(self):
+        run = fixtures.mb_run(seed=1, cost=80.0)
+        value = json.loads(json.dumps(run.to_json()))
+        back = ModelBasedRun.from_json(value)
+        self.assertEqual(back, run)
+        self.assertEqual(back.controller["greedy"].best_cost, 80.0)
+        self.assertEqual(back.world_model.rounds[0].held_out["reward_mse"], 0.5)
+        self.assertEqual(back.real_steps.total, 200 + 10 + 5)
+
+    def test_refuses_another_schema_a_newer_version_and_unknown_keys(self):
+        value = fixtures.mf_run().to_json()
+        with self.assertRaisesRegex(RecordError, "a 'model_free_run' record, not "
+                                                 "'model_based_run'"):
+            ModelBasedRun.from_json(value)
+        with self.assertRaisesRegex(RecordError, "version 2; this code reads up to version 1"):
+            ModelFreeRun.from_json(dict(value, schema_version=2))
+        with self.assertRaisesRegex(RecordError, r"has no fields \['surprise'\]"):
+            ModelFreeRun.from_json(dict(value, surprise=1))
+        del value["agent_cost_ms"]
+        with self.assertRaisesRegex(RecordError, r"lacks \['agent_cost_ms'\]"):
+            ModelFreeRun.from_json(value)
+
+    def test_files_from_before_records_read_leniently(self):
+        value = fixtures.mf_run().to_json()
+        del value["schema"], value["schema_version"]
+        old = dict(value, since_removed=1)
+        del old["optimize_seconds"]    # an Optional field a file may lack
+        run = ModelFreeRun.from_json(old)
+        self.assertIsNone(run.optimize_seconds)
+        self.assertEqual(run.agent_cost_ms, value["agent_cost_ms"])
+        del old["agent_cost_ms"]       # a required one it may not
+        with self.assertRaisesRegex(RecordError, "agent_cost_ms"):
+            ModelFreeRun.from_json(old)
+
+    def test_numpy_numbers_are_written_as_floats(self):
+        run = fixtures.mf_run()
+        run.agent_cost_ms = np.float32(0.5)
+        path = run.save(os.path.join(self.tmp, "result.json"))
+        self.assertEqual(ModelFreeRun.load(path).agent_cost_ms, 0.5)
+
+    def test_real_steps_total_and_defaults(self):
+        steps = RealSteps(world_model_rollouts=7, held_out_rollouts=2, round_evaluations=3,
+                          evaluation=4, lockstep_dream=5)
+        self.assertEqual(steps.total, 21)
+        # Runs from before the round evaluations were counted.
+        old = ModelBasedRun.from_json({k: v for k, v in fixtures.mb_run().to_json().items()
+                                       if k not in ("schema", "schema_version")})
+        self.assertEqual(old.real_steps.round_evaluations, 0)
+
+
+class WorldModelRoundTest(absltest.TestCase):
+
+    # The agent's row on one graph: the controller's cost there; on several,
+    # how many graphs its relative cost averages over.
+    STATE_ROW = {"round": 2, "real_steps": 300, "collection": "controller",
+                 "collected_return": 0.25, "vocabulary_known": 5, "vocabulary_full": False,
+                 "train_total": 1.5, "train_latent_nll": 1.25, "held_out_latent_nll": 1.0,
+                 "held_out_reward_mse": 0.01, "held_out_xfer_mask_accuracy": 0.9,
+                 "controller_episodes": 64, "controller_real_return": 0.1,
+                 "controller_predicted_return": 0.2, "controller_imagined_return": 0.3,
+                 "controller_relative_cost": 0.85, "controller_cost_ms": 9.0,
+                 "controller_best_cost_ms": 8.5}
+
+    def test_the_agents_row_round_trips_flat_in_its_order(self):
+        r = WorldModelRound.from_state(self.STATE_ROW)
+        self.assertEqual(r.held_out, {"latent_nll": 1.0, "reward_mse": 0.01,
+                                      "xfer_mask_accuracy": 0.9})
+        self.assertEqual(r.controller.best_cost_ms, 8.5)
+        self.assertEqual(r.controller.imagined_return, 0.3)
+        self.assertEqual(list(r._fields_to_json().items()), list(self.STATE_ROW.items()))
+
+    def test_rounds_without_a_controller_on_several_graphs_and_from_older_agents(self):
+        row = {k: v for k, v in self.STATE_ROW.items() if not k.startswith("controller_")}
+        r = WorldModelRound.from_state(row)
+        self.assertIsNone(r.controller)
+        self.assertEqual(r._fields_to_json(), row)
+        several = {k: v for k, v in self.STATE_ROW.items()
+                   if k not in ("controller_cost_ms", "controller_best_cost_ms")}
+        several["controller_graphs"] = 8
+        r = WorldModelRound.from_state(several)
+        self.assertEqual((r.controller.graphs, r.controller.cost_ms), (8, None))
+        self.assertEqual(list(r._fields_to_json().items()), list(several.items()))
+        # An older agent's row: no relative cost, no best cost.
+        older = {k: v for k, v in self.STATE_ROW.items()
+                 if k not in ("controller_relative_cost", "controller_best_cost_ms")}
+        r = WorldModelRound.from_state(older)
+        self.assertIsNone(r.controller.best_cost_ms)
+        self.assertEqual(r._fields_to_json(), older)
+        with self.assertRaisesRegex(RecordError, "lacks"):
+            WorldModelRound.from_state({k: v for k, v in self.STATE_ROW.items()
+                                        if k != "controller_real_return"})
+
+    def test_an_unknown_key_is_refused(self):
+        with self.assertRaisesRegex(RecordError, r"no fields \['novel'\]"):
+            WorldModelRound.from_state(dict(self.STATE_ROW, novel=1))
+
+
+class MeasurementTest(absltest.TestCase):
+
+    def test_round_trip_and_medians(self):
+        def timed(key, ms):
+            return TimedGraph(graph_key=key, ops=3, estimated_ms=1.0, measured={
+                "ort/cpu": ClockTiming(median_ms=ms, q1_ms=ms - 1, q3_ms=ms + 1, min_ms=ms - 2,
+                                       max_ms=ms + 2, rounds_ms=[ms])})
+        m = Measurement(graph="bert", setting="gpu", cost_model="analytic/v100",
+                        settings={"rounds": 1}, seconds=2.0,
+                        variants={"original": timed("a", 10.0), "greedy": timed("b", 9.0)})
+        value = m.to_json()
+        self.assertNotIn("sweep", value)
+        self.assertEqual(Measurement.from_json(json.loads(json.dumps(value))), m)
+        self.assertEqual(m.median_ms("greedy", "ort/cpu"), 9.0)
+        self.assertIsNone(m.median_ms("greedy", "tf/cpu"))
+        self.assertIsNone(m.median_ms("taso", "ort/cpu"))
+        m.sweep = [SweepTiming(temperature=0.5, seeds=[timed("c", 8.0)])]
+        self.assertEqual(Measurement.from_json(m.to_json()).sweep[0].seeds[0].graph_key, "c")
+
+
+
+class ImportTest(absltest.TestCase):
+
+    def test_the_package_needs_neither_tensorflow_nor_the_engine(self):
+        import subprocess  # pylint: disable=import-outside-toplevel
+        import sys  # pylint: disable=import-outside-toplevel
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        code = ("import sys, xflowrl.results; print(sorted(m for m in sys.modules if m.split('.')"
+                "[0] in ('tensorflow', 'matplotlib', 'onnx') or m.startswith(('xflowrl._engine', "
+                "'xflowrl.engine'))))")
+        out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
+                             text=True, check=True, env=dict(os.environ, PYTHONPATH=root))
+        self.assertEqual(out.stdout.strip(), "[]")
+
+
+if __name__ == "__main__":
+    absltest.main()

@@ -1,0 +1,90 @@
+"""xflowrl.results.tables and thesis: the report's tables from rows, with
+the thesis' figures beside ours."""
+
+from absl.testing import absltest
+
+from tests.results import fixtures
+from xflowrl.results import tables, thesis
+
+
+class CellsTest(absltest.TestCase):
+
+    def test_numbers_and_changes(self):
+        self.assertEqual(tables.number(None), "-")
+        self.assertEqual(tables.number(1.234, ".1f", " ms"), "1.2 ms")
+        self.assertEqual(tables.change(9.0, 10.0), "-10.00%")
+        self.assertEqual(tables.change(11.0, 10.0, 1), "+10.0%")
+        self.assertEqual(tables.change(None, 10.0), "-")
+        self.assertEqual(tables.change(1.0, None), "-")
+
+    def test_change_over_seeds(self):
+        self.assertEqual(tables.change_over_seeds(9.0, [8.0, 9.5], 3, 10.0),
+                         "-10.00% [-20.00%, -5.00%]")
+        # One seed: the change alone.
+        self.assertEqual(tables.change_over_seeds(9.0, [9.0, 9.0], 1, 10.0), "-10.00%")
+
+
+class TablesTest(absltest.TestCase):
+
+    def test_agents_table_with_the_thesis_columns(self):
+        text = tables.table_agents({"bert": fixtures.graph_row(
+            initial_ms=2.0, greedy_ms=1.0, greedy_steps=7, taso_ms=0.9, taso_budget=20,
+            random_ms=2.5, mf_ms=1.5, mb_ms=1.02)})
+        # Thesis BERT: MF 3.01 and MB 2.98 ms against TASO's 3.06 ms.
+        self.assertIn("| bert | 2.000 | -50.00% (7) | -55.00% (20) | +25.00% | -25.00% | "
+                      "-49.00% | worse than greedy | worse than greedy | -1.6% | -2.6% |", text)
+        self.assertNotIn("median [min, max]", text)
+
+    def test_measured_table_names_variants_of_one_graph(self):
+        row = fixtures.graph_row(
+            measured={"original": {"ort/cpu": 10.0}, "greedy": {"ort/cpu": 9.0},
+                      "taso": {"ort/cpu": 9.0}},
+            measured_iqr={"original": {"ort/cpu": [9.5, 10.5]},
+                          "greedy": {"ort/cpu": [8.5, 9.5]}, "taso": {"ort/cpu": [8.5, 9.5]}},
+            same_graph={"original": "original", "greedy": "greedy", "taso": "greedy"})
+        text = tables.table_measured({"bert": row})
+        self.assertIn("| bert | original | +0.00% | 10.00 (9.50-10.50) | +0.00% | 4.41 |", text)
+        self.assertIn("| bert | taso (= greedy) | -55.00% | 9.00 (8.50-9.50) | -10.00% | "
+                      "3.06 |", text)
+        self.assertEqual(tables.table_measured({"bert": fixtures.graph_row()}).count("| bert"),
+                         0)
+
+    def test_tables_4_1_and_4_3_say_when_not_run(self):
+        self.assertEqual(tables.table_4_1(None, {}), "Table 4.1: not run.\n")
+        self.assertEqual(tables.table_4_3(None, "gpu", {}), "Table 4.3: not run.\n")
+
+    def test_table_4_3_beside_the_thesis(self):
+        sweep = {"graph": "bert", "seeds": 2, "dream_episodes": 64,
+                 "rows": [{"temperature": 0.5, "world_model_mean": -1.0,
+                           "world_model_std": 0.1, "real_mean": -2.0, "real_std": 0.2}]}
+        text = tables.table_4_3(sweep, "gpu", {0.5: [-3.0, -1.0]})
+        self.assertIn("| 0.5 | -1.000% ± 0.100 | -2.000% ± 0.200 | -2.00% ± 1.00 | "
+                      "-7.75% ± 0.3 | -55.33% ± 6.7 |", text)
+        self.assertIn("bert, 2 seed(s) (thesis: BERT, 5)", text)
+
+    def test_summary_lines(self):
+        rows = {"gpu": {"bert": fixtures.graph_row(
+            mf_vs_greedy="better than greedy", mb_vs_greedy="worse than greedy",
+            taso_ms=1.0, greedy_ms=1.0,
+            measured={"original": {"ort/cpu": 10.0}, "greedy": {"ort/cpu": 9.0},
+                      "model-based": {"ort/cpu": 10.5}})}}
+        lines = tables.summary_lines(rows)
+        self.assertIn("- GPU-like (analytic/v100), model-free: better than greedy on 1 (bert); "
+                      "only matches greedy on 0 (-); worse than greedy on 0 (-).", lines)
+        self.assertIn("- GPU-like (analytic/v100): TASO's search equals one-step greedy's cost "
+                      "on 1 of 1 graphs (bert).", lines)
+        self.assertIn("- GPU-like (analytic/v100): measured ort/cpu change of the optimised "
+                      "graphs from -10.0% to +5.0% (negative: faster).", lines)
+
+
+class ThesisTest(absltest.TestCase):
+
+    def test_baseline_columns(self):
+        self.assertEqual(thesis.thesis_baseline_ms("bert"),
+                         {"tf": 4.41, "trt": 3.81, "taso": 3.06})
+        self.assertIsNone(thesis.thesis_baseline_ms("small_cnn"))
+        self.assertEqual(set(thesis.THESIS_MS), set(thesis.THESIS_GRAPHS))
+
+
+if __name__ == "__main__":
+    absltest.main()

@@ -1,0 +1,38 @@
+"""Typed results: what the entry points write and the reproduction report reads.
+
+Records (`records`: versioned JSON, written and read by the same code):
+`ModelFreeRun` and `ModelBasedRun` (with its world model's rounds,
+`WorldModelRound`; `runs`), `Measurement` (the measure step's timings;
+`measurement`) and `ReproductionReport` (report.json; `report`).
+The report, built from a results folder (`layout`: where each run lies,
+`Runs`, `load_runs`): its rows (`rows`: `GraphRow`, `graph_row`, the
+comparisons over seeds), tables (`tables`), Figures 4.1-4.8 (`figures`;
+matplotlib on use), report.md and report.json (`report.write_report`),
+and publishing it into the README (`publish`). The thesis' own numbers and
+graphs are defined once, in `thesis`. numpy only (no TensorFlow, no engine).
+"""
+
+from xflowrl.results.layout import (
+    BaselineCosts,
+    Runs,
+    SETTINGS,
+    Setting,
+    baseline_costs,
+    load_runs,
+    seed_root,
+)
+from xflowrl.results.measurement import Measurement
+from xflowrl.results.records import Record, RecordError
+from xflowrl.results.report import ReproductionReport, write_report
+from xflowrl.results.rows import GraphRow, graph_row
+from xflowrl.results.runs import (
+    EvaluationEpisode,
+    ModelBasedRun,
+    ModelBasedSeconds,
+    ModelFreeRun,
+    RealSteps,
+    RoundController,
+    WorldModelRound,
+    WorldModelSummary,
+)
+from xflowrl.results.thesis import THESIS_GRAPHS, THESIS_MS

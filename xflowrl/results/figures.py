@@ -1,0 +1,204 @@
+"""The report's Figures 4.1-4.8 (PNG, matplotlib imported on use), from
+its rows (`xflowrl.results.rows.GraphRow`) and runs
+(`xflowrl.results.layout.Runs`), with the thesis' figures beside ours."""
+
+from __future__ import annotations
+
+import os
+from typing import Dict, Sequence
+
+import numpy as np
+
+from xflowrl.results.layout import Runs, baseline_costs, pct, setting_label
+from xflowrl.results.rows import GraphRow
+from xflowrl.results.thesis import THESIS_MS
+
+
+def _pyplot():
+    import matplotlib  # pylint: disable=import-outside-toplevel
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+    return plt
+
+
+def figure_runtimes(rows: Dict[str, Dict[str, GraphRow]], variants: Sequence[str],
+                    thesis_variant: str, path: str, title: str) -> None:
+    """Per setting: the estimated change of each variant (and the random
+    agent) and its measured change on this CPU (ort/cpu, tf/cpu), with the
+    thesis' change against TensorFlow (its GPU) as black diamonds."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(len(rows), 2, figsize=(13, 3.6 * len(rows)), squeeze=False)
+    width = 0.8 / (len(variants) + 1)
+    for (setting, by_graph), (ax_est, ax_meas) in zip(rows.items(), axes):
+        names = list(by_graph)
+        x = np.arange(len(names))
+        est_of = {"greedy": "greedy_ms", "taso": "taso_ms", "model-free": "mf_ms",
+                  "model-based": "mb_ms", "random": "random_ms"}
+        for i, v in enumerate(list(variants) + ["random"]):
+            ax_est.bar(x + (i - len(variants) / 2) * width,
+                       [pct(getattr(by_graph[n], est_of[v]), by_graph[n].initial_ms) or 0.0
+                        for n in names], width, label=v)
+        for i, v in enumerate(variants):
+            for j, clock in enumerate(("ort/cpu", "tf/cpu")):
+                vals = [pct(by_graph[n].measured.get(v, {}).get(clock),
+                            by_graph[n].measured.get("original", {}).get(clock))
+                        for n in names]
+                if all(val is None for val in vals):
+                    continue
+                pos = x + (i - len(variants) / 2 + 0.5 * j) * width
+                ax_meas.bar(pos, [np.nan if val is None else val for val in vals], width / 2,
+                            label=f"{v} {clock}", hatch="//" if j else None,
+                            color=f"C{i}", alpha=0.6 if j else 1.0)
+                for p, val in zip(pos, vals):
+                    if val == 0.0:  # the original graph itself: no bar to see
+                        ax_meas.text(p, 0.0, "=", ha="center", va="bottom", fontsize=7,
+                                     color=f"C{i}")
+        thesis = [pct(THESIS_MS[n][thesis_variant], THESIS_MS[n]["tf"]) if n in THESIS_MS
+                  else np.nan for n in names]
+        ax_meas.scatter(x, thesis, marker="D", color="black", zorder=3,
+                        label=f"thesis {thesis_variant} vs TF (GPU)")
+        for ax, what in ((ax_est, "estimated"), (ax_meas, "measured, this CPU")):
+            ax.axhline(0.0, color="grey", linewidth=0.8)
+            ax.set_xticks(x)
+            ax.set_xticklabels(names, rotation=15, fontsize=8)
+            ax.set_ylabel("change vs original (%)")
+            ax.set_title(f"{what}; optimised under {setting_label(setting)}", fontsize=9)
+            ax.legend(fontsize=6, ncol=2)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def figure_taso(runs: Dict[str, Dict[str, Runs]], path: str) -> None:
+    """Figure 4.2: TASO's best estimated cost / initial against expansions."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(runs), figsize=(6 * len(runs), 3.8), squeeze=False)
+    for ax, (setting, by_graph) in zip(axes[0], runs.items()):
+        for g, r in by_graph.items():
+            t = baseline_costs(r.baselines)
+            if t.taso_ms is None or not t.taso_trace:
+                continue
+            exp = [p["expansions"] for p in t.taso_trace] + [t.taso_expansions]
+            cost = [p["best_cost_ms"] / t.taso_initial_ms  # type: ignore[operator]
+                    for p in t.taso_trace]
+            ax.step(exp, cost + cost[-1:], where="post", label=f"{g} ({t.taso_seconds:.1f} s)")
+        ax.set(xlabel="graphs expanded", ylabel="best estimated cost / initial",
+               title=setting_label(setting))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle("Figure 4.2: TASO's backtracking search (alpha 1.05)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _minmax(values: Sequence[float]) -> np.ndarray:
+    v = np.asarray(values, dtype=float)
+    span = v.max() - v.min() if len(v) else 0.0
+    return (v - v.min()) / span if span > 0 else np.zeros_like(v)
+
+
+def figure_curves(runs: Dict[str, Dict[str, Runs]], series, path: str, title: str,
+                  xlabel: str, ylabel: str, normalise: bool) -> None:
+    """One panel per setting, one line per graph; `series(runs) -> (x, y)`."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(runs), figsize=(6 * len(runs), 3.8), squeeze=False)
+    for ax, (setting, by_graph) in zip(axes[0], runs.items()):
+        for g, r in by_graph.items():
+            x, y = series(r)
+            if len(x):
+                ax.plot(x, _minmax(y) if normalise else y, marker="." if len(x) < 30 else None,
+                        label=g)
+        ax.set(xlabel=xlabel, ylabel=ylabel, title=setting_label(setting))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def figure_heatmap(rows: Dict[str, Dict[str, GraphRow]], path: str) -> None:
+    """Figure 4.8: how often each xfer was applied, per graph and agent
+    (model-based, model-free, TASO, greedy); xfers applied at least once."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(rows), figsize=(8 * len(rows), 6), squeeze=False)
+    for ax, (setting, by_graph) in zip(axes[0], rows.items()):
+        labels, counts = [], []
+        for g, r in by_graph.items():
+            for agent, applied in (("MB", r.mb_applied), ("MF", r.mf_applied),
+                                   ("TASO", r.taso_applied), ("greedy", r.greedy_applied)):
+                c: Dict[str, int] = {}
+                for a in applied:
+                    name = a if isinstance(a, str) else a[0]
+                    c[name] = c.get(name, 0) + 1
+                labels.append(f"{g} {agent}")
+                counts.append(c)
+        xfers = sorted({x for c in counts for x in c})
+        grid = np.array([[c.get(x, 0) for x in xfers] for c in counts]) if xfers else \
+            np.zeros((len(labels), 1))
+        im = ax.imshow(grid, aspect="auto", cmap="viridis")
+        ax.set_yticks(range(len(labels)))
+        ax.set_yticklabels(labels, fontsize=6)
+        ax.set_xticks(range(len(xfers)))
+        ax.set_xticklabels(xfers, rotation=70, fontsize=6)
+        for i in range(grid.shape[0]):
+            for j in range(len(xfers)):
+                if grid[i, j]:
+                    ax.text(j, i, int(grid[i, j]), ha="center", va="center", fontsize=5,
+                            color="white" if grid[i, j] < grid.max() / 2 else "black")
+        ax.set_title(setting_label(setting), fontsize=9)
+        fig.colorbar(im, ax=ax, fraction=0.03)
+    fig.suptitle("Figure 4.8: transformations applied (count per graph and agent)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _mf_reward(r: Runs):
+    h = r.mf.history
+    return [row["episode"] for row in h], [row["mean_reward"] for row in h]
+
+
+def _wm_nll(r: Runs):
+    rounds = r.mb.world_model.rounds
+    return [x.real_steps for x in rounds], [x.held_out["latent_nll"] for x in rounds]
+
+
+def _dream_return(r: Runs):
+    return ([x["episodes"] for x in r.dream_history],
+            [x["dream_return"] for x in r.dream_history])
+
+
+FIGURES = {
+    "fig4_1": "fig4_1_baseline_runtimes.png", "fig4_2": "fig4_2_taso_search.png",
+    "fig4_3": "fig4_3_model_free_runtimes.png", "fig4_4": "fig4_4_model_free_reward.png",
+    "fig4_5": "fig4_5_model_based_runtimes.png", "fig4_6": "fig4_6_world_model_nll.png",
+    "fig4_7": "fig4_7_dream_reward.png", "fig4_8": "fig4_8_transformations.png",
+}
+
+
+def write_figures(runs: Dict[str, Dict[str, Runs]], rows: Dict[str, Dict[str, GraphRow]],
+                  out_dir: str) -> Dict[str, str]:
+    """Figures 4.1-4.8 as PNGs in `out_dir`; returns their paths by key."""
+    paths = {k: os.path.join(out_dir, v) for k, v in FIGURES.items()}
+    figure_runtimes(rows, ("greedy", "taso"), "taso", paths["fig4_1"],
+                    "Figure 4.1: baselines (TensorRT not run: no GPU here)")
+    figure_taso(runs, paths["fig4_2"])
+    figure_runtimes(rows, ("greedy", "taso", "model-free"), "mf", paths["fig4_3"],
+                    "Figure 4.3: model-free agent and baselines")
+    figure_curves(runs, _mf_reward, paths["fig4_4"], "Figure 4.4: model-free mean episode "
+                  "reward (min-max normalised per graph)", "episodes", "normalised reward",
+                  True)
+    figure_runtimes(rows, ("greedy", "taso", "model-based"), "mb", paths["fig4_5"],
+                    "Figure 4.5: model-based agent and baselines")
+    figure_curves(runs, _wm_nll, paths["fig4_6"], "Figure 4.6: world model, held-out latent "
+                  "negative log-likelihood / (Z+2)", "real environment steps", "NLL", False)
+    figure_curves(runs, _dream_return, paths["fig4_7"], "Figure 4.7: imagined return of the "
+                  "controller in the dream (min-max normalised per graph)",
+                  "imagined episodes", "normalised return", True)
+    figure_heatmap(rows, paths["fig4_8"])
+    return paths
+
+
