@@ -224,12 +224,12 @@ def probe_step_costs(land: Landscape, graph: Graph, alpha: float, budget: int) -
     def deltas(names):
         costs = [initial] + replay_costs(land, graph, names)
         return [round(100 * (b - a) / initial, 4) for a, b in zip(costs, costs[1:])]
-    s_deltas = deltas(r.applied)
+    s_deltas = deltas(r.applied_names)
     return {"initial_cost_ms": initial, "greedy_cost_ms": g_cost, "search_cost_ms": r.best_cost,
             "greedy_steps": len(g_applied), "search_steps": len(r.applied),
             "search_uphill_steps": int(sum(d > 0 for d in s_deltas)),
             "search_step_pct": s_deltas, "greedy_rules": sorted(set(g_applied)),
-            "search_rules": sorted(set(r.applied))}
+            "search_rules": sorted(set(r.applied_names))}
 
 
 def rule_subsets(rules_name: str) -> Dict[str, List]:

@@ -181,7 +181,7 @@ def bench_graph(name: str) -> Dict[str, object]:
                            FLAGS.taso_time_limit_s > 0
                            and result.expansions <= FLAGS.taso_budget
                            and result.seconds >= FLAGS.taso_time_limit_s),
-                       "applied": dict(collections.Counter(result.applied))}
+                       "applied": dict(collections.Counter(result.applied_names))}
         if verify:
             row["taso"]["verify"] = verify(result.graph)
     if FLAGS.onnx_check:

@@ -8,11 +8,13 @@ Per graph of `--graphs` (default: the thesis' six; with `--onnx` and no
 by its file name without .onnx; `--input_shape` NAME=D1,D2,... applies to
 every file, for inputs of dynamic dimensions):
 
-- one-step greedy (`greedy_search`, no step limit: it stops when no
-  candidate improves) and TASO's backtracking search (`XferSet.search`,
-  `--taso_alpha`, `--taso_budget`) under the environment's rules and cost
-  model (`--rules`, `--cost_model`, `--profile`), with the search's trace
-  (best cost against expansions and seconds);
+- one-step greedy (no step limit: it stops when no candidate improves)
+  and TASO's backtracking search (`--taso_alpha`, `--taso_budget`) under
+  the environment's rules, cost model and location cap (`--rules`,
+  `--cost_model`, `--profile`, `--max_locations`), run by the baseline
+  runner (`xflowrl.search.run_greedy`, `run_taso`) into its record
+  (`xflowrl.search.Baselines`), with the search's trace (best cost against
+  expansions and seconds) and every step's location;
 - the end-to-end runtime of the original, greedy's and TASO's graphs (same
   weights: a zoo graph's random `random_weights(graph, --seed,
   gain=zoo.weight_gain(graph))`, an ONNX file's own; exported by `to_onnx`;
@@ -28,9 +30,10 @@ every file, for inputs of dynamic dimensions):
 - TensorRT: not run. These machines have no GPU and no TensorRT; the output
   says so in the table and in result.json rather than leaving a gap.
 
-Writes --results_dir/<graph>/baselines/result.json per graph (reused when
-present with the same settings; `--rerun` redoes it) and, over all graphs,
---results_dir/baselines/: baselines.md (the table, with the thesis' GPU
+Writes --results_dir/<graph>/baselines/result.json per graph (the record's
+keys, `Baselines.to_json`, beside the timings; reused when present with the
+same settings and the record's current version; `--rerun` redoes it) and,
+over all graphs, --results_dir/baselines/: baselines.md (the table, with the thesis' GPU
 figures beside ours), baselines.json (the table's data), fig4_1_runtimes.png
 (original vs greedy vs TASO, measured) and fig4_2_taso_search.png (the
 search's best cost against expansions and seconds, normalised to the
@@ -50,7 +53,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from typing import Dict, List, NamedTuple, Optional
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from absl import app, flags, logging
 import common
@@ -71,7 +74,8 @@ from xflowrl.runs import (
     write_json,
     write_text,
 )
-from xflowrl.search import greedy_search
+from xflowrl.search import Baselines, run_greedy, run_taso
+from xflowrl.search.record import RECORD_VERSION, VERSION_KEY
 
 FLAGS = flags.FLAGS
 THESIS_GRAPHS = ["squeezenet1_1", "resnet18", "resnet50", "inception_v3", "bert", "vit"]
@@ -114,14 +118,14 @@ class Variant(NamedTuple):
     seconds: Optional[float]  # search time
 
 
-def taso_budget(name: str) -> int:
-    """The TASO budget of graph `name`: its --taso_budget_for entry, else
-    --taso_budget."""
-    for entry in FLAGS.taso_budget_for:
+def taso_budget(name: str, default: int, overrides: Sequence[str]) -> int:
+    """The TASO budget of graph `name`: its entry in `overrides`
+    (--taso_budget_for's "graph=budget"), else `default` (--taso_budget)."""
+    for entry in overrides:
         graph, _, budget = entry.partition("=")
         if graph == name:
             return int(budget)
-    return FLAGS.taso_budget
+    return default
 
 
 def graph_runs() -> Dict[str, RunSettings]:
@@ -153,7 +157,7 @@ def settings(run: RunSettings) -> dict:
     out = {k: FLAGS[k].value for k in (
         "rules", "cost_model", "profile", "max_locations", "taso_alpha", "runtimes",
         "rounds", "warmup", "repeats", "seed")}
-    out["taso_budget"] = taso_budget(run.graph)
+    out["taso_budget"] = taso_budget(run.graph, FLAGS.taso_budget, FLAGS.taso_budget_for)
     if run.onnx:
         stat = os.stat(run.onnx)
         out.update(onnx=os.path.abspath(run.onnx), onnx_mtime_ns=stat.st_mtime_ns,
@@ -162,38 +166,26 @@ def settings(run: RunSettings) -> dict:
     return out
 
 
-def search_graph(run: RunSettings):
-    """Greedy's and TASO's results on one graph; (variants, greedy, taso dicts)."""
-    name = run.graph
+def search_graph(run: RunSettings, alpha: float, budget: int
+                 ) -> Tuple[List[Variant], Baselines, str]:
+    """Greedy's and TASO's results on the graph `run` names (the baseline
+    runner's; TASO skipped at budget 0): (variants to time, their record,
+    the cost model's name)."""
     env = dataclasses.replace(run, max_steps=NO_STEP_LIMIT).make_env()
-    original, xfers, cost_model = env.initial_graph, env.xfers, env.cost_model
-    initial = original.cost(cost_model)
-    variants = [Variant("original", original, initial, None, None)]
-    start = time.time()
-    episode = greedy_search(env)
-    greedy_seconds = time.time() - start
-    variants.append(Variant("greedy", env.graph, episode.final_cost, len(episode.applied),
-                            greedy_seconds))
-    greedy = {"cost_ms": episode.final_cost, "steps": len(episode.applied),
-              "seconds": greedy_seconds, "applied": [list(a) for a in episode.applied]}
+    original = env.initial_graph
+    variants = [Variant("original", original, env.initial_cost, None, None)]
+    greedy, greedy_graph = run_greedy(env)
+    variants.append(Variant("greedy", greedy_graph, greedy.cost_ms, greedy.steps,
+                            greedy.seconds))
     taso = None
-    budget = taso_budget(name)
     if budget > 0:
-        start = time.time()
-        result = xfers.search(original, cost_model, alpha=FLAGS.taso_alpha, budget=budget)
-        seconds = time.time() - start
-        variants.append(Variant("taso", result.graph, result.best_cost, len(result.applied),
-                                seconds))
-        taso = {"cost_ms": result.best_cost, "initial_cost_ms": result.initial_cost,
-                "alpha": FLAGS.taso_alpha, "budget": budget,
-                "expansions": result.expansions, "enqueued": result.enqueued,
-                "seconds": seconds, "steps": len(result.applied), "applied": result.applied,
-                "trace": [{"expansions": e, "seconds": s, "best_cost_ms": c}
-                          for e, s, c in result.trace]}
-    logging.info("%s: %d ops, cost %.4f ms; greedy %.4f ms (%d steps); TASO %s", name,
-                 original.num_ops(), initial, episode.final_cost, len(episode.applied),
-                 f"{taso['cost_ms']:.4f} ms" if taso else "skipped")
-    return variants, greedy, taso, cost_model.name
+        taso, taso_graph = run_taso(env, alpha, budget)
+        variants.append(Variant("taso", taso_graph, taso.cost_ms, taso.steps, taso.seconds))
+    logging.info("%s: %d ops, cost %.4f ms; greedy %.4f ms (%d steps); TASO %s", run.graph,
+                 original.num_ops(), env.initial_cost, greedy.cost_ms, greedy.steps,
+                 f"{taso.cost_ms:.4f} ms" if taso else "skipped")
+    record = Baselines(greedy=greedy, taso=taso, max_locations=env.config.max_locations)
+    return variants, record, env.cost_model.name
 
 
 def time_variants(run: RunSettings, variants: List[Variant]) -> Dict[str, Dict[str, dict]]:
@@ -220,12 +212,15 @@ def run_graph(run: RunSettings) -> dict:
     """Searches and times one graph; writes and returns its result.json."""
     start = time.time()
     name = run.graph
-    variants, greedy, taso, cost_model = search_graph(run)
+    variants, record, cost_model = search_graph(
+        run, FLAGS.taso_alpha, taso_budget(name, FLAGS.taso_budget, FLAGS.taso_budget_for))
     measured = time_variants(run, variants)
+    # The record's keys ("greedy", "taso", ...) at the top level, beside the
+    # timings: `Baselines.from_json` reads them back.
     result = {
         "graph": name, "settings": settings(run), "cost_model": cost_model,
         "ops": variants[0].graph.num_ops(),
-        "initial_cost_ms": variants[0].cost_ms, "greedy": greedy, "taso": taso,
+        "initial_cost_ms": variants[0].cost_ms, **record.to_json(),
         "variants": {v.name: {"ops": v.graph.num_ops(), "cost_ms": v.cost_ms,
                               "steps": v.steps, "search_seconds": v.seconds,
                               "measured": measured[v.name]} for v in variants},
@@ -244,10 +239,14 @@ def load_or_run(run: RunSettings) -> dict:
     path = result_path(FLAGS.results_dir, name, "baselines")
     saved = None if FLAGS.rerun else load_result(path)
     if saved is not None:
-        if saved.get("settings") == settings(run):
+        if saved.get(VERSION_KEY) != RECORD_VERSION:
+            logging.info("%s: %s is of an older format (its TASO steps have no locations); "
+                         "running again", name, path)
+        elif saved.get("settings") == settings(run):
             logging.info("%s: reusing %s", name, path)
             return saved
-        logging.info("%s: %s has other settings; running again", name, path)
+        else:
+            logging.info("%s: %s has other settings; running again", name, path)
     return run_graph(run)
 
 
@@ -280,13 +279,12 @@ def markdown(results: Dict[str, dict]) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for name, r in results.items():
-        g, t = r["greedy"], r["taso"]
-        taso = (f"{t['cost_ms']:.4f} ({t['budget']}, {t['expansions']}, {t['seconds']:.1f})"
-                if t else "skipped")
-        vs = f"{100 * (t['cost_ms'] / g['cost_ms'] - 1):+.2f}%" if t else "-"
+        record = Baselines.from_json(r)
+        g, t = record.greedy, record.taso
+        taso = f"{t.cost_ms:.4f} ({t.budget}, {t.expansions}, {t.seconds:.1f})" if t else "skipped"
+        vs = f"{100 * (t.cost_ms / g.cost_ms - 1):+.2f}%" if t else "-"
         lines.append(f"| {name} | {r['ops']} | {r['cost_model']} | {r['initial_cost_ms']:.4f}"
-                     f" | {g['cost_ms']:.4f} ({g['steps']}, {g['seconds']:.1f}) | {taso} | "
-                     f"{vs} |")
+                     f" | {g.cost_ms:.4f} ({g.steps}, {g.seconds:.1f}) | {taso} | {vs} |")
     clocks = [f"{rt}/{c}" for rt in ("tf", "ort") for c in ("wall", "cpu")]
     lines += ["", "## Measured runtimes, ms (this CPU), with the thesis' (GPU)", "",
               "| graph | variant | " + " | ".join(clocks) + " | change tf/wall | "
@@ -381,15 +379,15 @@ def figure_search(results: Dict[str, dict], path: str) -> None:
     import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
     fig, (by_exp, by_sec) = plt.subplots(1, 2, figsize=(11, 4))
     for name, r in results.items():
-        t = r["taso"]
-        if not t or not t["trace"]:
+        t = Baselines.from_json(r).taso
+        if not t or not t.trace:
             continue
-        initial = t["initial_cost_ms"]
+        initial = t.initial_cost_ms
         # A step function: the best cost holds until the next improvement,
         # and up to the end of the search.
-        exp = [p["expansions"] for p in t["trace"]] + [t["expansions"]]
-        sec = [p["seconds"] for p in t["trace"]] + [t["seconds"]]
-        cost = [p["best_cost_ms"] / initial for p in t["trace"]]
+        exp = [p.expansions for p in t.trace] + [t.expansions]
+        sec = [p.seconds for p in t.trace] + [t.seconds]
+        cost = [p.best_cost_ms / initial for p in t.trace]
         cost.append(cost[-1])
         by_exp.step(exp, cost, where="post", label=name)
         by_sec.step(sec, cost, where="post", label=name)
@@ -414,7 +412,8 @@ def main(argv):
     text = markdown(results)
     write_text(os.path.join(out_dir, "baselines.md"), text)
     write_json(os.path.join(out_dir, "baselines.json"),
-               {"graphs": list(runs), "tensorrt": TENSORRT, "results": results}, indent=1)
+               {"graphs": list(runs), "tensorrt": TENSORRT, VERSION_KEY: RECORD_VERSION,
+                "results": results}, indent=1)
     figure_runtimes(results, os.path.join(out_dir, "fig4_1_runtimes.png"))
     figure_search(results, os.path.join(out_dir, "fig4_2_taso_search.png"))
     print(text)

@@ -42,6 +42,7 @@ import numpy as np
 
 from xflowrl.results import ModelFreeRun
 from xflowrl.runs import load_result, result_path, results_folder, save_result
+from xflowrl.search import Baselines
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("graphs", ["squeezenet1_1", "resnet18"], "Zoo graphs.")
@@ -131,7 +132,7 @@ def summarize_run(result: dict, log: EpisodeLog, last: int = 50) -> dict:
     episodes the mean final cost is over (a less noisy view of where the
     sampling policy ended than the one greedy episode)."""
     initial = result["initial_cost_ms"]
-    greedy = result["baselines"]["greedy"]["cost_ms"]
+    greedy = Baselines.from_json(result["baselines"]).greedy.cost_ms
     best = min(log.final_cost) if log.final_cost else float("nan")
     last_mean = float(np.mean(log.final_cost[-last:])) if log.final_cost else float("nan")
     return {
@@ -164,7 +165,7 @@ def command(graph: str) -> str:
             f"--random_episodes={FLAGS.random_episodes}")
 
 
-def markdown(graph: str, initial: float, baselines: dict, runs: Sequence[dict],
+def markdown(graph: str, initial: float, baselines: Baselines, runs: Sequence[dict],
              episodes: int, cmd: str) -> str:
     """The per-graph table: one row per run, then the baselines."""
     lines = [f"# Observation ablation on {graph} (analytic cost, {episodes} episodes)", "",
@@ -187,7 +188,7 @@ def markdown(graph: str, initial: float, baselines: dict, runs: Sequence[dict],
               "| cost features | seeds | agent (greedy), mean | last episodes, mean | "
               "agent at greedy's cost | training episode at greedy's cost |",
               "|---|---|---|---|---|---|"]
-    greedy = baselines["greedy"]["cost_ms"]
+    greedy = baselines.greedy.cost_ms
     for variant in dict.fromkeys(r["cost_features"] for r in runs):
         rs = [r for r in runs if r["cost_features"] == variant]
         at_greedy = sum(r["agent_cost_ms"] <= greedy + _EPS for r in rs)
@@ -196,9 +197,10 @@ def markdown(graph: str, initial: float, baselines: dict, runs: Sequence[dict],
             f"{np.mean([r['last_mean_change_pct'] for r in rs]):+.2f}% | "
             f"{at_greedy}/{len(rs)} | {sum(r['to_greedy'] is not None for r in rs)}/{len(rs)} |")
     lines += ["", "| baseline (full observation) | cost (ms) | change |", "|---|---|---|"]
-    for name in ("greedy", "taso", "random"):
-        if baselines.get(name):
-            cost = baselines[name]["cost_ms"]
+    for name, result in (("greedy", baselines.greedy), ("taso", baselines.taso),
+                         ("random", baselines.random)):
+        if result:
+            cost = result.cost_ms
             lines.append(f"| {name} | {cost:.4f} | {100 * (cost / initial - 1):+.2f}% |")
     return "\n".join(lines) + "\n"
 
@@ -221,8 +223,8 @@ def main(argv):
         # first run's (its seed).
         baselines = first["baselines"]
         out_dir = results_folder(FLAGS.results_dir, graph, "observation_ablation")
-        table = markdown(graph, first["initial_cost_ms"], baselines, runs, FLAGS.episodes,
-                         command(graph))
+        table = markdown(graph, first["initial_cost_ms"], Baselines.from_json(baselines), runs,
+                         FLAGS.episodes, command(graph))
         save_result(out_dir, {"graph": graph, "episodes": FLAGS.episodes,
                               "command": command(graph),
                               "initial_cost_ms": first["initial_cost_ms"],

@@ -160,15 +160,18 @@ def setting_jobs(setting: report.Setting, graphs: Sequence[str], b: Budget,
                  seeds: Sequence[int]) -> List[Job]:
     """baselines, and per seed train_mf, train_mb (and the separate reward
     network) of one setting."""
+    from xflowrl.search.record import VERSION_KEY  # pylint: disable=import-outside-toplevel
     root = os.path.join(FLAGS.results_dir, setting.key)
     # baselines.py: its searches and traces are used; the timing is the
     # measure step's (all variants interleaved), so it times once, cheaply.
+    # A run whose summary has no record version predates the steps'
+    # locations, which the measure step replays: it is run again.
     jobs = [job(f"{setting.key}/baselines", "baselines.py",
                 env_flags(setting, root, FLAGS.seed) + [
                     f"--graphs={','.join(graphs)}", f"--taso_budget={b.taso_budget}",
                     f"--taso_budget_for={b.taso_budget_for}", "--runtimes=ort",
                     "--rounds=1", "--warmup=0", "--repeats=1"],
-                os.path.join(root, "baselines"), "baselines.json")]
+                os.path.join(root, "baselines"), "baselines.json", result_keys=(VERSION_KEY,))]
     ordered = sorted(graphs, key=lambda g: _ORDER.index(g) if g in _ORDER else -1)
     for seed in seeds:
         seed_dir = report.seed_root(root, seeds, seed)
@@ -236,10 +239,11 @@ def shared_jobs(graphs: Sequence[str], b: Budget) -> List[Job]:
 def variant_graphs(setting: report.Setting, graph_name: str, root: str,
                    seeds: Sequence[int]):
     """The engine graphs to time, by variant name: original, greedy, TASO
-    (searched again: its trace names xfers, not locations; the cost must
-    equal baselines.py's, checked), model-free, model-based and, where it
-    ran, the model-based agent with the separate reward network (replayed;
-    of each agent, the median seed's run, `report.median_seed`)."""
+    (replayed from baselines.py's record, `xflowrl.search.Baselines`, whose
+    steps keep their locations; the cost must equal the record's, checked),
+    model-free, model-based and, where it ran, the model-based agent with
+    the separate reward network (replayed; of each agent, the median seed's
+    run, `report.median_seed`)."""
     from xflowrl.agents.ppo.training import replay  # pylint: disable=import-outside-toplevel
     from xflowrl.engine.xfers import (  # pylint: disable=import-outside-toplevel
         DEFAULT_MAX_LOCATIONS,
@@ -250,20 +254,23 @@ def variant_graphs(setting: report.Setting, graph_name: str, root: str,
         NO_STEP_LIMIT,
         make_env,
     )
+    from xflowrl.search import (  # pylint: disable=import-outside-toplevel
+        Baselines,
+        replay_result,
+    )
     runs = report.load_runs(root, graph_name, seeds)
+    baselines = Baselines.from_json(runs.baselines)
     env = make_env(graph_name, DEFAULT_RULE_SET, setting.cost_model, setting.profile,
-                   "results/cost_cache.tsv", EnvConfig(max_steps=NO_STEP_LIMIT,
-                                                       max_locations=DEFAULT_MAX_LOCATIONS))
-    graphs = {"original": env.initial_graph,
-              "greedy": replay(env, [tuple(a) for a in runs.baselines["greedy"]["applied"]])}
-    taso = runs.baselines.get("taso")
-    if taso:
-        found = env.xfers.search(env.initial_graph, env.cost_model, alpha=taso["alpha"],
-                                 budget=taso["budget"])
-        if not np.isclose(found.best_cost, taso["cost_ms"], rtol=1e-9):
-            raise RuntimeError(f"{graph_name}: TASO's search found {found.best_cost} ms, "
-                               f"baselines.py {taso['cost_ms']} ms")
-        graphs["taso"] = found.graph
+                   "results/cost_cache.tsv",
+                   EnvConfig(max_steps=NO_STEP_LIMIT,
+                             max_locations=baselines.max_locations or DEFAULT_MAX_LOCATIONS))
+    graphs = {"original": env.initial_graph, "greedy": replay(env, baselines.greedy.applied)}
+    if baselines.taso:
+        graphs["taso"] = replay_result(env, baselines.taso)
+        cost = graphs["taso"].cost(env.cost_model)
+        if not np.isclose(cost, baselines.taso.cost_ms, rtol=1e-9):
+            raise RuntimeError(f"{graph_name}: TASO's steps replayed cost {cost} ms, "
+                               f"baselines.py recorded {baselines.taso.cost_ms} ms")
     agents = [("model-free", runs.mf, "agent_applied"),
               ("model-based", runs.mb, "controller_best_applied")]
     if runs.mb_separate:

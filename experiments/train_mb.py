@@ -61,7 +61,7 @@ from xflowrl.runs import (
     save_result,
     write_text,
 )
-from xflowrl.search import baseline_rows, versus_greedy, with_equal_step_limit
+from xflowrl.search import versus_greedy, with_equal_step_limit
 from xflowrl.world_model import (
     DreamConfig,
     ModelBasedAgent,
@@ -236,7 +236,7 @@ def main(argv):
         graph=graph_name, cost_model=cost_model.name, rules=settings.run.rules,
         max_locations=settings.run.max_locations, seed=seed,
         max_steps=env.config.max_steps, requested_max_steps=requested_steps,
-        greedy_steps=baselines["greedy"]["steps"], eval_masks=masks,
+        greedy_steps=baselines.greedy.steps, eval_masks=masks,
         selected_round=selected,
         initial_cost_ms=env.initial_cost,
         controller_cost_ms=evaluations["greedy"].final_cost,
@@ -244,8 +244,8 @@ def main(argv):
         controller_best_applied=best.applied[:best.best_prefix],
         controller={k: EvaluationEpisode(**e._asdict()) for k, e in evaluations.items()},
         sampled=[EvaluationEpisode(**e._asdict()) for e in sampled],
-        controller_vs_greedy=versus_greedy(best.best_cost, baselines["greedy"]["cost_ms"]),
-        baselines=baselines,
+        controller_vs_greedy=versus_greedy(best.best_cost, baselines.greedy.cost_ms),
+        baselines=baselines.to_json(),
         real_steps=RealSteps(world_model_rollouts=wm_state["real_steps"],
                              held_out_rollouts=wm_state["held_out_steps"],
                              round_evaluations=wm_state.get("evaluation_steps", 0),
@@ -327,7 +327,7 @@ def _measure(env, source: GraphSource, best_graph, baselines, rounds: int, seed:
     from xflowrl.measure.tf_runtime import measure_graph  # pylint: disable=import-outside-toplevel
     greedy_env = env.with_config(max_steps=NO_STEP_LIMIT)
     graphs = {"initial": env.initial_graph, "controller": best_graph,
-              "greedy": replay(greedy_env, baselines["greedy"]["applied"])}
+              "greedy": replay(greedy_env, baselines.greedy.applied)}
     weights = source.weights(seed)
     # Zoo graphs: measure_graph's own random inputs (as before); a model: its
     # inputs' element types and names.
@@ -397,7 +397,7 @@ def _write_markdown(out_dir, summary: ModelBasedRun, evaluations, sampled, basel
             (f"model-based, greedy on the {ablation} masks"
              f"{' (ablation: the thesis)' if ablation == 'model' else ''}",
              evaluations[f"greedy_{ablation}_masks"].final_cost)]
-    rows += baseline_rows(baselines)
+    rows += baselines.rows()
     mf = summary.real_steps.model_free
     if mf and mf.get("agent_cost_ms") is not None:
         rows.append(("model-free PPO (from train_mf.py)", mf["agent_cost_ms"]))

@@ -41,7 +41,7 @@ from xflowrl.agents.ppo.training import TrainConfig, replay, train
 from xflowrl.env.environment import COST_FEATURES
 from xflowrl.results import ModelFreeRun
 from xflowrl.runs import BaselineSettings, RunSettings, change_table, save_result
-from xflowrl.search import EQUAL_BUDGET_FACTOR, baseline_rows, versus_greedy, with_equal_step_limit
+from xflowrl.search import EQUAL_BUDGET_FACTOR, versus_greedy, with_equal_step_limit
 
 FLAGS = flags.FLAGS
 common.define_env_flags("squeezenet1_1")
@@ -128,7 +128,7 @@ def main(argv):
     reached = [row["interactions"] for row in result.history
                if row.get("greedy_cost", float("inf")) <= greedy.final_cost + 1e-9]
     steps_to_final = reached[0] if reached else result.interactions
-    max_steps, greedy_steps = env.config.max_steps, baselines["greedy"]["steps"]
+    max_steps, greedy_steps = env.config.max_steps, baselines.greedy.steps
     if settings.equal_budget:
         limit_sentence = (f"Step limit per episode: {max_steps}, the larger of --max_steps "
                           f"({settings.run.max_steps}) and {EQUAL_BUDGET_FACTOR} x one-step "
@@ -150,9 +150,9 @@ def main(argv):
         best_training_cost_ms=best_graph.cost(cost_model),
         best_training_applied=result.best_sequence,
         steps_to_final_cost=steps_to_final,
-        agent_vs_greedy=versus_greedy(greedy.final_cost, baselines["greedy"]["cost_ms"]),
-        random_mean_cost_ms=baselines["random"]["cost_ms"] if baselines["random"] else None,
-        taso=baselines["taso"], baselines=baselines, history=result.history,
+        agent_vs_greedy=versus_greedy(greedy.final_cost, baselines.greedy.cost_ms),
+        random_mean_cost_ms=baselines.random.cost_ms if baselines.random else None,
+        taso=baselines.to_json()["taso"], baselines=baselines.to_json(), history=result.history,
         onnx=source.model.path if source.model is not None else None)
     # Zoo graphs carry no trained weights: the ONNX file holds random ones
     # under the original weight names (folded weights precomputed); a user's
@@ -162,7 +162,7 @@ def main(argv):
         f"{cost_model.name} ({settings.run.rules} rules)"))
     rows = [("initial", env.initial_cost), ("PPO agent (greedy)", greedy.final_cost),
             ("best episode in training", summary.best_training_cost_ms)]
-    rows += baseline_rows(baselines)
+    rows += baselines.rows()
     table = change_table(rows, env.initial_cost)
     save_result(out_dir, summary.to_json(), markdown=(
         f"# Model-free PPO on {graph_name} ({cost_model.name} cost)\n\n"

@@ -271,13 +271,13 @@ class SearchTest(absltest.TestCase):
         self.assertLess(result.best_cost, result.initial_cost)
         self.assertAlmostEqual(result.best_cost, result.graph.cost(cost))
         self.assertAlmostEqual(result.initial_cost, graph.cost(cost))
-        self.assertIn("conv_relu", result.applied)
+        self.assertIn("conv_relu", result.applied_names)
         self.assertLessEqual(result.expansions, 50)
         costs = [c for _, _, c in result.trace]
         self.assertEqual(costs, sorted(costs, reverse=True))
         # Replaying the applied xfers reaches a graph of the same cost.
         replay = graph
-        for name in result.applied:
+        for name in result.applied_names:
             x = xfers.names.index(name)
             locs = xfers.locations(replay)
             replay = min((locs.apply(x, l) for l in range(locs.counts[x])),
@@ -290,6 +290,8 @@ class SearchTest(absltest.TestCase):
             xfers.search(two_branch_graph(), CostModel("analytic"), alpha=0.5)
         with self.assertRaisesRegex(ValueError, "max_queued must be >= 0"):
             xfers.search(two_branch_graph(), CostModel("analytic"), max_queued=-1)
+        with self.assertRaisesRegex(ValueError, "max_locations must be >= 1"):
+            xfers.search(two_branch_graph(), CostModel("analytic"), max_locations=0)
 
 
 def _outcome(result):

@@ -186,7 +186,7 @@ class SearchUnchangedTest(absltest.TestCase):
                 r = XferSet.from_name(rules).search(
                     _graph(name), CostModel(backend, profile="cpu"), alpha=1.05,
                     budget=budget)
-                self.assertEqual((r.best_cost, r.expansions, r.applied, r.enqueued,
+                self.assertEqual((r.best_cost, r.expansions, r.applied_names, r.enqueued,
                                   r.graph.hash(), r.seen), expected)
 
 

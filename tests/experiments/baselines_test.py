@@ -52,7 +52,7 @@ class BaselinesScriptTest(absltest.TestCase):
         search = xfers.search(graph, cost_model, alpha=1.05, budget=_BUDGET)
         taso = self.result["taso"]
         self.assertAlmostEqual(taso["cost_ms"], search.best_cost, places=9)
-        self.assertEqual(taso["applied"], search.applied)
+        self.assertEqual(taso["applied"], [list(a) for a in search.applied])
         self.assertEqual(taso["expansions"], search.expansions)
         self.assertEqual([p["best_cost_ms"] for p in taso["trace"]],
                          [c for _, _, c in search.trace])

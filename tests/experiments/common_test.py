@@ -22,7 +22,7 @@ from xflowrl.optimize import BadInput, OptimizeOptions
 from xflowrl.optimize.inspection import inspect_model
 from xflowrl.optimize.methods import DEFAULT_BUDGET, make_environment
 from xflowrl.runs import BaselineSettings, RunSettings
-from xflowrl.search import run_baselines
+from xflowrl.search import run_baselines, run_taso
 from xflowrl.world_model import WorldModelConfig
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -123,7 +123,10 @@ class DefaultsTest(absltest.TestCase):
         cost = CostModel()
         self.assertEqual(cost.name, CostModel(DEFAULT_BACKEND, profile=DEFAULT_PROFILE).name)
         defaults = {
-            "XferSet.search": (XferSet.search, {"alpha": TASO_ALPHA, "budget": TASO_BUDGET}),
+            "XferSet.search": (XferSet.search, {"alpha": TASO_ALPHA, "budget": TASO_BUDGET,
+                                                "max_locations": DEFAULT_MAX_LOCATIONS}),
+            "XferSet.replay": (XferSet.replay, {"max_locations": DEFAULT_MAX_LOCATIONS}),
+            "run_taso": (run_taso, {"alpha": TASO_ALPHA, "budget": TASO_BUDGET}),
             "XferSet.locations": (XferSet.locations, {"max_locations": DEFAULT_MAX_LOCATIONS}),
             "run_baselines": (run_baselines, {"taso_alpha": TASO_ALPHA,
                                               "taso_budget": TASO_BUDGET}),

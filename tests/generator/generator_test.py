@@ -225,7 +225,7 @@ class ScalarRulesTest(absltest.TestCase):
         ours = XferSet.default().search(graph, cost, alpha=1.05, budget=1000)
         theirs = XferSet.from_name("builtin+taso").search(graph, cost, alpha=1.05, budget=1000)
         self.assertLess(ours.best_cost, theirs.best_cost)
-        self.assertTrue(any(name.startswith("gen_") for name in ours.applied))
+        self.assertTrue(any(name.startswith("gen_") for name in ours.applied_names))
         scaled = [side for op, side in zip(ours.graph.ops(), ours.graph.weight_side())
                   if op.type == "scalar_mul"]
         self.assertEqual(scaled, [True])

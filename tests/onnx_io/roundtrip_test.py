@@ -65,7 +65,7 @@ class RoundTripTest(parameterized.TestCase):
                                                                      np.float32)}
         graph, result = self._optimise_and_compare(model, feeds)
         self.assertEqual(graph.op_counts()["batchnorm"], 7)
-        self.assertIn("conv_bn_s1_same", result.applied)
+        self.assertIn("conv_bn_s1_same", result.applied_names)
 
     def test_torch_style_bert(self):
         model = onnx_models.torch_style_bert()
@@ -79,7 +79,7 @@ class RoundTripTest(parameterized.TestCase):
         feeds = {"image": np.random.default_rng(0).standard_normal((1, 32, 32, 3), np.float32)}
         graph, result = self._optimise_and_compare(model, feeds)
         self.assertNotIn("opaque", graph.op_counts())
-        self.assertTrue(any(n.startswith("enlarge_merge") for n in result.applied))
+        self.assertTrue(any(n.startswith("enlarge_merge") for n in result.applied_names))
 
     def test_tf2onnx_keras_attention(self):
         model = onnx_models.keras_attention()

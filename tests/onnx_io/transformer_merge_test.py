@@ -99,9 +99,9 @@ def count_merges(graph: Graph, xfers: XferSet, cost_model: CostModel, hidden: in
     names = merge_rule_names(xfers)
     fused = sum(1 for op in result.graph.ops()
                 if op.type == "matmul" and op.output_shapes[0][-1] == 3 * hidden)
-    return MergeCount(sum(1 for a in result.applied if a in names), fused,
+    return MergeCount(sum(1 for a in result.applied_names if a in names), fused,
                       graph.op_counts()["matmul"], result.graph.op_counts()["matmul"],
-                      result.initial_cost, result.best_cost, tuple(result.applied),
+                      result.initial_cost, result.best_cost, tuple(result.applied_names),
                       result.graph)
 
 

@@ -83,11 +83,19 @@ def _native_rule(rule: "rules_io.Rule"):
 class SearchResult(NamedTuple):
     """What `XferSet.search` returns. The binding's search returns a dict
     whose keys are these fields (with `best` for `graph` and xfer indices
-    for `applied`); `_search_result` checks that they match one to one."""
+    in `applied`); `_search_result` checks that they match one to one.
+
+    `applied` is in the form the environment's replay takes
+    (`xflowrl.env.replay`): (xfer name, location) in the order applied, the
+    location numbered as `XferSet.locations(parent, max_locations, max_ops)`
+    numbers it on the graph it was applied to, with the search's
+    `max_locations` and size cap; -1 where the search took a candidate
+    past the first `max_locations` (a step no environment with that L can
+    take)."""
     graph: Graph                 # the best graph found
     initial_cost: float          # ms
     best_cost: float             # ms
-    applied: List[str]           # names of the xfers applied, in order
+    applied: List[Tuple[str, int]]  # (xfer name, location) applied to build `graph`, in order
     expansions: int              # graphs popped from the queue
     enqueued: int
     seconds: float
@@ -97,6 +105,11 @@ class SearchResult(NamedTuple):
     dropped: int = 0             # candidates dropped by max_queued (0: results exact)
     seen: int = 0                # distinct graphs met
     peak_rss_mb: float = 0.0     # the process's peak resident memory after the search
+
+    @property
+    def applied_names(self) -> List[str]:
+        """The names of the xfers applied, in order."""
+        return [name for name, _ in self.applied]
 
 
 class Locations:
@@ -270,9 +283,34 @@ class XferSet:
         """Applies one xfer at one location; `graph` is left intact."""
         return self.locations(graph, max_locations).apply(xfer, location)
 
+    def replay(self, graph: Graph, applied: Sequence[Tuple[str, int]],
+               max_locations: int = DEFAULT_MAX_LOCATIONS, max_ops: int = 0) -> Graph:
+        """The graph that applying `applied`, (xfer name, location) pairs, in
+        order from `graph` builds, with locations numbered as an environment
+        of this L and size cap numbers them (`xflowrl.env.replay` without
+        an environment: nothing is costed). `max_ops` 0: twice `graph`'s op
+        count, the environment's and the search's cap.
+
+        Raises:
+          ValueError: an unknown xfer, or a location the graph it applies to
+            does not have (e.g. `NO_LOCATION`, -1).
+        """
+        index = {name: x for x, name in enumerate(self.names)}
+        cap = max_ops if max_ops > 0 else 2 * graph.num_ops()
+        for k, (name, location) in enumerate(applied):
+            if name not in index:
+                raise ValueError(f"replay: step {k} names an unknown xfer {name!r}")
+            locations = self.locations(graph, max_locations, cap)
+            try:
+                graph = locations.apply(index[name], location)
+            except ValueError as e:
+                raise ValueError(f"replay: step {k} ({name}, {location}): {e}") from None
+        return graph
+
     def search(self, graph: Graph, cost_model: CostModel, *, alpha: float = TASO_ALPHA,
                budget: int = TASO_BUDGET, max_ops: int = 0, time_limit_s: float = 0.0,
-               max_queued: int = 0, lazy_candidates: bool = True) -> SearchResult:
+               max_queued: int = 0, lazy_candidates: bool = True,
+               max_locations: int = DEFAULT_MAX_LOCATIONS) -> SearchResult:
         """TASO's backtracking search (thesis Algorithm 1), in bounded memory.
 
         Args:
@@ -289,12 +327,18 @@ class XferSet:
             every queued graph whole as TASO does. Same results either way;
             the lazy queue needs memory for the expanded parents only (TASO's
             way took ~2 GB after 300 expansions on nasnet_a).
+          max_locations: how `SearchResult.applied` numbers locations: as
+            an environment with this L and the same size cap does
+            (`EnvConfig.max_locations`), so that `xflowrl.env.replay` of
+            the applied steps rebuilds the best graph. It bounds nothing:
+            the search still considers every candidate.
 
         `peak_rss_mb` is the process's peak resident set (ru_maxrss) read
         after the search: an upper bound on what the search itself needed.
         """
         native = self._handle.search(graph.handle, cost_model.handle, alpha, budget,
-                                     max_ops, time_limit_s, max_queued, lazy_candidates)
+                                     max_ops, time_limit_s, max_queued, lazy_candidates,
+                                     max_locations)
         return self._search_result(native)
 
     def _search_result(self, native: Dict) -> SearchResult:
@@ -302,7 +346,8 @@ class XferSet:
         `SearchResult`, or a field the binding does not fill, raises."""
         fields = dict(native)
         fields["graph"] = Graph(fields.pop("best"))
-        fields["applied"] = [self.rules[x].name for x in fields["applied"]]
+        fields["applied"] = [(self.rules[x].name, location)
+                             for x, location in fields["applied"]]
         fields["peak_rss_mb"] = peak_rss_mb()
         if set(fields) != set(SearchResult._fields):
             raise RuntimeError(f"the engine's search result has keys {sorted(native)}; "

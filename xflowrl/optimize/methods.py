@@ -49,7 +49,8 @@ class MethodResult:
       graph: the cheapest graph found (the initial one if nothing helped).
       cost: its estimated cost (ms).
       applied: the substitutions, (xfer name, location), that build `graph`
-        (location -1 for TASO's search, which records none).
+        (TASO's search: -1 for a step past the first L locations of its
+        xfer, which no environment of that L can take).
       seconds: the method's wall time.
     """
     method: str
@@ -168,8 +169,9 @@ def _greedy(env: GraphEnv, progress: Progress) -> List[Tuple[str, int]]:
 
 def _taso(graph: Graph, xfers: XferSet, cost_model: CostModel, budget: int,
           progress: Progress) -> Tuple[Graph, List[Tuple[str, int]]]:
-    """TASO's search and the rules it applied (the search records no
-    locations: -1). One native call, so the progress line says how long it
+    """TASO's search and the substitutions it applied (locations as an
+    environment of the default L numbers them; -1 for a step past its first
+    L locations). One native call, so the progress line says how long it
     has run, every 2 s, until it returns."""
     stop = threading.Event()
     start = time.time()
@@ -186,7 +188,7 @@ def _taso(graph: Graph, xfers: XferSet, cost_model: CostModel, budget: int,
         stop.set()
         ticker.join()
     progress(f"taso: done in {time.time() - start:.1f} s, {len(result.applied)} substitutions")
-    return result.graph, [(name, -1) for name in result.applied]
+    return result.graph, list(result.applied)
 
 
 def _policy(graph: Graph, xfers: XferSet, cost_model: CostModel, steps: int, folder: str,

@@ -15,7 +15,8 @@ the same layout, `seed_root`):
   <results>/temperature/<graph>/temperature_sweep/result.json   (this CPU)
   <results>/temperature_gpu/<graph>/temperature_sweep/result.json   (GPU-like)
 
-A baseline run's result is the baseline runner's dict; what the report
+A baseline run's result is the baseline runner's record as JSON
+(`xflowrl.search.Baselines.to_json`, beside baselines.py's timings); what the report
 reads of it goes through `baseline_costs` (and `random_cost_ms`,
 `greedy_cost_ms` for the baselines inside an agent's run), the one place
 that knows its keys.

@@ -6,7 +6,7 @@ The JSON layout is the one those entry points wrote before these records
 (the same keys in the same order), with the record's schema and version in
 front; files from before load as version 0 (`xflowrl.results.records`).
 The baselines inside a run (`baselines`, `taso`) are the baseline runner's
-dicts (`xflowrl.search.run_baselines`), read through
+record as JSON (`xflowrl.search.Baselines.to_json`), read through
 `xflowrl.results.layout.baseline_costs`.
 """
 
@@ -58,7 +58,7 @@ class ModelFreeRun(Record):
     agent_vs_greedy: str
     random_mean_cost_ms: Optional[float]
     taso: Optional[Dict[str, Any]]
-    baselines: Dict[str, Any]           # xflowrl.search.run_baselines' dict
+    baselines: Dict[str, Any]           # xflowrl.search.Baselines.to_json()
     history: List[Dict[str, Any]]       # per update: episode, mean_reward, ...
     onnx: Optional[str] = _omit()       # the user's model file, if not a zoo graph
     # The whole run's wall seconds, where a driver that ran train_mf.py
@@ -227,7 +227,7 @@ class ModelBasedRun(Record):
     controller: Dict[str, EvaluationEpisode]   # greedy, greedy_<other>_masks
     sampled: List[EvaluationEpisode]
     controller_vs_greedy: str
-    baselines: Dict[str, Any]                  # xflowrl.search.run_baselines' dict
+    baselines: Dict[str, Any]                  # xflowrl.search.Baselines.to_json()
     real_steps: RealSteps
     world_model: WorldModelSummary
     dream: Dict[str, Any]                      # the resolved DreamConfig

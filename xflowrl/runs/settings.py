@@ -21,7 +21,7 @@ from xflowrl.engine.xfers import (
 )
 from xflowrl.env import DEFAULT_MAX_STEPS, EnvConfig, GraphEnv
 from xflowrl.runs.source import GraphSource, InputShapes, model_source, zoo_source
-from xflowrl.search import run_baselines
+from xflowrl.search import Baselines, run_baselines
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +101,7 @@ class BaselineSettings:
     taso_budget: int = TASO_BUDGET
     random_episodes: int = 20
 
-    def run(self, env: GraphEnv, seed: int) -> Dict[str, Optional[dict]]:
+    def run(self, env: GraphEnv, seed: int) -> Baselines:
         """Greedy, TASO's search and the random agent on `env`'s initial graph."""
         return run_baselines(env, self.taso_alpha, self.taso_budget, self.random_episodes, seed)
 

@@ -1,14 +1,28 @@
-"""Baselines: a random agent and one-step greedy (TASO's search lives in
-`xflowrl.engine.XferSet.search`)."""
+"""Baselines: one-step greedy, TASO's backtracking search (the engine's
+`XferSet.search`) and a random agent, run into one record
+(`xflowrl.search.record.Baselines`) by `run_baselines`."""
 
 from xflowrl.search.baselines import (
                                      EQUAL_BUDGET_FACTOR,
                                      baseline_rows,
                                      equal_step_limit,
                                      greedy_steps,
+                                     replay_result,
                                      run_baselines,
+                                     run_greedy,
+                                     run_random,
+                                     run_taso,
                                      versus_greedy,
                                      with_equal_step_limit,
 )
 from xflowrl.search.greedy import GreedyAgent, greedy_search
 from xflowrl.search.random_agent import RandomAgent
+from xflowrl.search.record import (
+                                     Baselines,
+                                     GreedyResult,
+                                     NO_LOCATION,
+                                     RECORD_VERSION,
+                                     RandomResult,
+                                     TasoResult,
+                                     TracePoint,
+)

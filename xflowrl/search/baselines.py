@@ -1,20 +1,33 @@
-"""Every baseline of a results table, under one environment's rules and cost
-model (docs/agents.md): one-step greedy, TASO's backtracking search and the
-random agent.
+"""Every baseline of a results table, under one environment's rules, cost
+model and location cap (docs/agents.md): one-step greedy, TASO's
+backtracking search and the random agent, run by one runner
+(`run_baselines`, or one at a time: `run_greedy`, `run_taso`,
+`run_random`) into one record (`xflowrl.search.record.Baselines`). Every
+result keeps its steps with their locations, so its graph is replayed
+(`replay_result`), never searched again.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import List, Tuple, Union
 
 import numpy as np
 
+from xflowrl.engine import Graph
 from xflowrl.engine.xfers import TASO_ALPHA, TASO_BUDGET
 from xflowrl.env import GraphEnv, NO_STEP_LIMIT
 from xflowrl.search.greedy import greedy_search
 from xflowrl.search.random_agent import RandomAgent
+from xflowrl.search.record import (
+    Baselines,
+    GreedyResult,
+    NO_LOCATION,
+    RandomResult,
+    TasoResult,
+    TracePoint,
+)
 
 # An agent compared with greedy gets at least this many times greedy's steps
 # on the same graph and setting, so that a row never compares unequal budgets.
@@ -51,49 +64,109 @@ def with_equal_step_limit(env: GraphEnv, factor: float = EQUAL_BUDGET_FACTOR) ->
     return env.with_config(max_steps=limit)
 
 
-def run_baselines(env: GraphEnv, taso_alpha: float = TASO_ALPHA, taso_budget: int = TASO_BUDGET,
-                  random_episodes: int = 20, seed: int = 0) -> Dict[str, Optional[dict]]:
-    """Costs (ms) and substitutions of the baselines on `env`'s initial graph.
-
-    Greedy runs without the environment's step limit (it stops when no
-    candidate improves, as defined); the random agent keeps the limit, like
-    the learned agents. Returns a dict with "greedy", "taso" (None when `taso_budget` is 0) and
-    "random" (None when `random_episodes` is 0) entries, each with `cost_ms`,
-    `seconds` and, where there is one, the sequence `applied`.
-    """
-    out: Dict[str, Optional[dict]] = {"greedy": None, "taso": None, "random": None}
+def run_greedy(env: GraphEnv) -> Tuple[GreedyResult, Graph]:
+    """One-step greedy on `env`'s initial graph, without the environment's
+    step limit (it stops when no candidate improves, as defined); its
+    result and final graph."""
     start = time.time()
     unlimited = env.with_config(max_steps=NO_STEP_LIMIT)
-    greedy = greedy_search(unlimited)
-    out["greedy"] = {"cost_ms": greedy.final_cost, "seconds": time.time() - start,
-                     "steps": len(greedy.applied), "applied": greedy.applied}
-    if taso_budget > 0:
-        start = time.time()
-        search = env.xfers.search(env.initial_graph, env.cost_model, alpha=taso_alpha,
-                                  budget=taso_budget)
-        out["taso"] = {"cost_ms": search.best_cost, "seconds": time.time() - start,
-                       "alpha": taso_alpha, "budget": taso_budget,
-                       "expansions": search.expansions, "applied": search.applied}
-    if random_episodes > 0:
-        agent = RandomAgent(seed=seed)
-        costs: List[float] = [agent.run_episode(env).final_cost for _ in range(random_episodes)]
-        out["random"] = {"cost_ms": float(np.mean(costs)), "std_ms": float(np.std(costs)),
-                         "best_ms": float(np.min(costs)), "episodes": random_episodes}
-    return out
+    episode = greedy_search(unlimited)
+    return GreedyResult(cost_ms=episode.final_cost, seconds=time.time() - start,
+                        steps=len(episode.applied), applied=list(episode.applied)), unlimited.graph
 
 
-def baseline_rows(baselines: Dict[str, Optional[dict]]) -> List[Tuple[str, float]]:
-    """(row name, cost) for a results table."""
-    rows = []
-    if baselines.get("greedy"):
-        rows.append(("one-step greedy", baselines["greedy"]["cost_ms"]))
-    if baselines.get("taso"):
-        t = baselines["taso"]
-        rows.append((f"TASO search (alpha {t['alpha']}, budget {t['budget']})", t["cost_ms"]))
-    if baselines.get("random"):
-        r = baselines["random"]
-        rows.append((f"random agent (mean of {r['episodes']})", r["cost_ms"]))
-    return rows
+def run_taso(env: GraphEnv, alpha: float = TASO_ALPHA, budget: int = TASO_BUDGET,
+             time_limit_s: float = 0.0) -> Tuple[TasoResult, Graph]:
+    """TASO's backtracking search (`XferSet.search`) from `env`'s initial
+    graph under its rules, cost model and size cap; its result and best
+    graph. `seconds` is the search's wall time.
+
+    The steps' locations are numbered under the environment's L, so that
+    `replay_result` (or `xflowrl.env.replay` in `env`) rebuilds the best
+    graph. Where the search took a candidate past the first L of its xfer
+    (no environment with that L can take it), they are numbered under a
+    larger cap (`TasoResult.max_locations`), found by searching again with
+    the same expansions (the search is deterministic; it checks that the
+    best graph is the same).
+    """
+    max_ops = int(env.config.max_ops_factor * env.initial_graph.num_ops())
+    cap = env.config.max_locations
+    start = time.time()
+    result = env.xfers.search(env.initial_graph, env.cost_model, alpha=alpha, budget=budget,
+                              max_ops=max_ops, time_limit_s=time_limit_s, max_locations=cap)
+    seconds = time.time() - start
+    applied = result.applied
+    while any(location == NO_LOCATION for _, location in applied):
+        cap *= 4
+        again = env.xfers.search(env.initial_graph, env.cost_model, alpha=alpha,
+                                 budget=result.expansions, max_ops=max_ops, max_locations=cap)
+        if again.graph.hash() != result.graph.hash() or again.best_cost != result.best_cost:
+            raise RuntimeError("TASO's search found another graph when run again with the "
+                               "same expansions")
+        applied = again.applied
+    return TasoResult(
+        cost_ms=result.best_cost, seconds=seconds, steps=len(applied), applied=applied,
+        alpha=alpha, budget=budget, expansions=result.expansions, enqueued=result.enqueued,
+        initial_cost_ms=result.initial_cost,
+        trace=[TracePoint(e, s, c) for e, s, c in result.trace], max_locations=cap,
+    ), result.graph
+
+
+def run_random(env: GraphEnv, episodes: int = 20, seed: int = 0) -> RandomResult:
+    """`episodes` episodes of the random agent (`RandomAgent(seed=seed)`) on
+    `env`, with its step limit, like the learned agents."""
+    if episodes < 1:
+        raise ValueError(f"the random agent needs episodes >= 1, got {episodes}")
+    agent = RandomAgent(seed=seed)
+    start = time.time()
+    runs = [agent.run_episode(env) for _ in range(episodes)]
+    seconds = time.time() - start
+    costs = [e.final_cost for e in runs]
+    best = runs[int(np.argmin(costs))]
+    return RandomResult(cost_ms=float(np.mean(costs)), std_ms=float(np.std(costs)),
+                        best_ms=float(np.min(costs)), episodes=episodes, seconds=seconds,
+                        steps=len(best.applied), applied=list(best.applied))
+
+
+def run_baselines(env: GraphEnv, taso_alpha: float = TASO_ALPHA, taso_budget: int = TASO_BUDGET,
+                  random_episodes: int = 20, seed: int = 0) -> Baselines:
+    """The baselines on `env`'s initial graph: one-step greedy
+    (`run_greedy`), TASO's search (`run_taso`; None when `taso_budget` is 0)
+    and the random agent (`run_random`; None when `random_episodes` is 0)."""
+    greedy, _ = run_greedy(env)
+    taso = run_taso(env, taso_alpha, taso_budget)[0] if taso_budget > 0 else None
+    random = run_random(env, random_episodes, seed) if random_episodes > 0 else None
+    return Baselines(greedy=greedy, taso=taso, random=random,
+                     max_locations=env.config.max_locations)
+
+
+def replay_result(env: GraphEnv, result: Union[GreedyResult, TasoResult, RandomResult]) -> Graph:
+    """The graph a baseline's steps build from `env`'s initial graph (its
+    rules and size cap; locations under the result's cap, TASO's own where
+    it has one, else `env`'s L). Nothing is searched again.
+
+    Raises:
+      ValueError: the result has no steps to replay (a random agent's of an
+        old record), or a step without a location (`NO_LOCATION`: TASO's
+        steps in a record written before they were kept; run the baselines
+        again) or one the graph does not have.
+    """
+    if result.applied is None:
+        raise ValueError("this baseline result records no steps (a record written before "
+                         "they were kept): run the baselines again")
+    missing = [k for k, (_, location) in enumerate(result.applied) if location == NO_LOCATION]
+    if missing:
+        raise ValueError(f"this baseline result's steps {missing[:5]} have no location (a "
+                         f"record written before locations were kept): run the baselines "
+                         f"again to replay it")
+    cap = getattr(result, "max_locations", None) or env.config.max_locations
+    max_ops = int(env.config.max_ops_factor * env.initial_graph.num_ops())
+    return env.xfers.replay(env.initial_graph, result.applied, cap, max_ops)
+
+
+def baseline_rows(baselines: Baselines) -> List[Tuple[str, float]]:
+    """(row name, cost) for a results table (`Baselines.rows`)."""
+    return baselines.rows()
 
 
 def versus_greedy(cost: float, greedy_cost: float, tolerance: float = 1e-6) -> str:

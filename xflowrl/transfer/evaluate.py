@@ -70,10 +70,10 @@ def evaluate_graph(agent, name: str, graph: Graph, xfers: XferSet, cost_model: C
     cost, applied = cheapest_prefix(env, episode.applied)
     base = run_baselines(env, taso_budget=taso_budget, random_episodes=random_episodes,
                          seed=seed)
-    taso, rand = base["taso"], base["random"]
-    return Row(name, graph.num_ops(), env.initial_cost, cost, base["greedy"]["cost_ms"],
-               taso["cost_ms"] if taso else None, rand["cost_ms"] if rand else None,
-               policy_seconds, base["greedy"]["seconds"], taso["seconds"] if taso else None,
+    taso, rand = base.taso, base.random
+    return Row(name, graph.num_ops(), env.initial_cost, cost, base.greedy.cost_ms,
+               taso.cost_ms if taso else None, rand.cost_ms if rand else None,
+               policy_seconds, base.greedy.seconds, taso.seconds if taso else None,
                env.config.max_steps, applied)
 
 

@@ -441,7 +441,10 @@ cdef class RuleSetHandle:
 
     def search(self, GraphHandle graph not None, CostBackendHandle backend not None,
                double alpha, int budget, int max_ops, double time_limit_s,
-               int max_queued=0, bint lazy_candidates=True):
+               int max_queued=0, bint lazy_candidates=True, int max_locations=200):
+        """`applied`: (xfer, location) pairs, locations numbered as
+        `locations(..., max_locations, max_ops)` numbers them (-1: past the
+        first max_locations)."""
         graph.get()
         cdef CostBackend* native_backend = backend.get()
         cdef SearchOptions opts
@@ -451,14 +454,16 @@ cdef class RuleSetHandle:
         opts.time_limit_s = time_limit_s
         opts.max_queued = max_queued
         opts.lazy_candidates = lazy_candidates
+        opts.max_locations = max_locations
         cdef SearchResult r
         cdef shared_ptr[const Graph] g = graph.ptr
         with nogil:  # thread-safe (taso/search.h); other Python threads run
             r = backtracking_search(g, self.rules, native_backend, opts)
         return dict(
             best=_wrap(r.best), initial_cost=r.initial_cost, best_cost=r.best_cost,
-            applied=list(r.applied), expansions=r.expansions, enqueued=r.enqueued,
-            seconds=r.seconds, peak_queued=r.peak_queued,
+            applied=[(step.first, step.second) for step in r.applied],
+            expansions=r.expansions, enqueued=r.enqueued, seconds=r.seconds,
+            peak_queued=r.peak_queued,
             peak_parents=r.peak_parents, dropped=r.dropped, seen=r.seen,
             trace=[(p.expansions, p.seconds, p.best_cost) for p in r.trace])
 

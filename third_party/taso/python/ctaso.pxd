@@ -244,6 +244,7 @@ cdef extern from "taso/search.h" namespace "taso":
         double time_limit_s
         int max_queued
         bool lazy_candidates
+        int max_locations
 
     cdef cppclass TracePoint:
         int expansions
@@ -253,7 +254,7 @@ cdef extern from "taso/search.h" namespace "taso":
     cdef cppclass SearchResult:
         shared_ptr[const Graph] best
         double initial_cost, best_cost
-        vector[int] applied
+        vector[pair[int, int]] applied
         vector[TracePoint] trace
         int expansions, enqueued
         double seconds

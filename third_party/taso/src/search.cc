@@ -66,6 +66,7 @@ SearchResult backtracking_search(GraphPtr graph, const std::vector<Rule>& rules,
   if (opts.alpha < 1.0) throw EngineError("alpha must be >= 1");
   if (opts.budget < 0) throw EngineError("budget must be >= 0");
   if (opts.max_queued < 0) throw EngineError("max_queued must be >= 0");
+  if (opts.max_locations < 1) throw EngineError("max_locations must be >= 1");
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&start] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
@@ -77,8 +78,14 @@ SearchResult backtracking_search(GraphPtr graph, const std::vector<Rule>& rules,
   result.best = graph;
   result.initial_cost = result.best_cost = graph->cost(backend);
   int best_history = -1;
-  // History arena: (xfer, previous node); shared by every candidate's path.
-  std::vector<std::pair<int, int>> history;
+  // History arena: one node per queued candidate, shared by every
+  // candidate's path.
+  struct Step {
+    int xfer;
+    int location;  // as enumerate_locations numbers it on the parent; -1: past the cap
+    int previous;  // node of the parent's path; -1: the input graph
+  };
+  std::vector<Step> history;
 
   std::set<Entry, Cheaper> queue;
   // Lazy mode: queued children per parent graph (how many parents are held).
@@ -117,14 +124,22 @@ SearchResult backtracking_search(GraphPtr graph, const std::vector<Rule>& rules,
       result.trace.push_back({result.expansions, elapsed(), result.best_cost});
     }
     MatchCache match_cache;
+    // The graphs met in this expansion, to number locations as
+    // enumerate_locations does: a candidate equal to the popped graph or to
+    // an earlier candidate of this expansion has no location, and each
+    // xfer keeps at most opts.max_locations.
+    std::unordered_set<uint64_t> step_seen{top.hash};
     for (size_t x = 0; x < rules.size(); ++x) {
-      int index = 0;
+      int index = 0, locations = 0;
       for_each_candidate(*top.graph, rules[x], max_ops, [&](Candidate&& c, const MatchedOps&) {
         const int k = index++;
+        int location = -1;
+        if (locations < opts.max_locations && step_seen.insert(c.hash).second)
+          location = locations++;
         if (!seen.insert(c.hash).second) return true;
         double cost = coster.cost(c);
         if (cost < opts.alpha * result.best_cost) {
-          history.emplace_back(static_cast<int>(x), top.history);
+          history.push_back({static_cast<int>(x), location, top.history});
           Entry e{cost, order++, nullptr, nullptr};
           e.hash = c.hash;
           e.history = static_cast<int>(history.size()) - 1;
@@ -154,8 +169,8 @@ SearchResult backtracking_search(GraphPtr graph, const std::vector<Rule>& rules,
     // caller's graph keeps its indexes: other threads may be reading them).
     if (opts.lazy_candidates && top.graph != graph) top.graph->release_caches();
   }
-  for (int h = best_history; h >= 0; h = history[h].second)
-    result.applied.push_back(history[h].first);
+  for (int h = best_history; h >= 0; h = history[h].previous)
+    result.applied.emplace_back(history[h].xfer, history[h].location);
   std::reverse(result.applied.begin(), result.applied.end());
   result.seen = static_cast<int64_t>(seen.size());
   result.seconds = elapsed();

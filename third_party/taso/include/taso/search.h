@@ -7,6 +7,7 @@
 #define TASO_SEARCH_H_
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "taso/cost.h"
@@ -28,6 +29,9 @@ struct SearchOptions {
   // the queue. False: every queued graph is held whole (TASO's way; kept to
   // compare against). Both give the same results.
   bool lazy_candidates = true;
+  // How `SearchResult::applied` numbers locations: as enumerate_locations
+  // does with this many locations per xfer (the environment's L).
+  int max_locations = 200;
 };
 
 struct TracePoint {
@@ -40,7 +44,12 @@ struct SearchResult {
   GraphPtr best;
   double initial_cost = 0;
   double best_cost = 0;
-  std::vector<int> applied;  // xfer indices, in the order applied to `best`
+  // (xfer index, location), in the order applied to `best`. The location is
+  // the candidate's index among enumerate_locations(parent, rules,
+  // opts.max_locations, max_ops)'s results for the xfer, so that applying
+  // the steps through Locations, one by one from the input, rebuilds `best`;
+  // -1 when the candidate was past the first opts.max_locations.
+  std::vector<std::pair<int, int>> applied;
   std::vector<TracePoint> trace;  // one point per improvement, plus the end
   int expansions = 0;
   int enqueued = 0;

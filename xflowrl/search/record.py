@@ -1,0 +1,216 @@
+"""The record of the baselines on one graph: what `run_baselines` returns and
+what the entry points write, typed, and read back by the same code.
+
+`Baselines` holds one-step greedy's, TASO's search's and the random agent's
+results (`GreedyResult`, `TasoResult`, `RandomResult`) under one
+environment's rules, cost model and location cap. Each carries its cost,
+its seconds, its steps and the substitutions it applied as (xfer name,
+location) pairs, the form `xflowrl.env.replay` takes, so every graph is
+rebuilt by replaying them (`xflowrl.search.baselines.replay_result`), never
+by searching again.
+
+On disk a record is JSON (`to_json`, `from_json`): an object with the keys
+"greedy", "taso" and "random" (null for a baseline that did not run), the
+location cap "max_locations" and the format's version under
+`VERSION_KEY`. A file may hold more keys beside them (experiments/
+baselines.py writes its runtimes in the same object); `from_json` reads
+only the record's. Files written before the version existed (no
+`VERSION_KEY`) are read too: their TASO steps carry no locations
+(`NO_LOCATION`), and what they lack is None.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+# The format `to_json` writes; `from_json` reads it and every earlier one.
+RECORD_VERSION = 1
+VERSION_KEY = "baselines_version"
+
+# A step's location when it has none to replay: a record written before
+# locations were kept, or a TASO step past the first `max_locations`
+# candidates of its xfer (no environment with that cap can take it).
+NO_LOCATION = -1
+
+Step = Tuple[str, int]
+
+
+@dataclasses.dataclass(frozen=True)
+class TracePoint:
+    """One improvement of TASO's search (and its end): the best cost after
+    `expansions` graphs and `seconds`."""
+    expansions: int
+    seconds: float
+    best_cost_ms: float
+
+
+@dataclasses.dataclass(frozen=True)
+class GreedyResult:
+    """One-step greedy's episode, without a step limit (it stops when no
+    candidate improves)."""
+    cost_ms: float
+    seconds: float
+    steps: int
+    applied: List[Step]
+
+
+@dataclasses.dataclass(frozen=True)
+class TasoResult:
+    """TASO's backtracking search (`XferSet.search`).
+
+    `seconds` is the search's wall time; `steps` and `applied` build its
+    best graph, whose cost is `cost_ms`; `max_locations` is the cap its
+    locations are numbered under (the environment's, unless a step was past
+    it: then a larger one, under which every step has a location).
+    `enqueued`, `initial_cost_ms`, `trace` and `max_locations` are None in
+    files written before `RECORD_VERSION` 1 by `run_baselines`.
+    """
+    cost_ms: float
+    seconds: float
+    steps: int
+    applied: List[Step]
+    alpha: float
+    budget: int
+    expansions: int
+    enqueued: Optional[int] = None
+    initial_cost_ms: Optional[float] = None
+    trace: Optional[List[TracePoint]] = None
+    max_locations: Optional[int] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomResult:
+    """The random agent over `episodes` episodes: `cost_ms` is the mean of
+    their final costs (`std_ms` its standard deviation), `best_ms` the
+    cheapest; `seconds` is all episodes' time; `steps` and `applied` are the
+    cheapest episode's (the first of equal ones). `seconds`, `steps` and
+    `applied` are None in files written before `RECORD_VERSION` 1."""
+    cost_ms: float
+    std_ms: float
+    best_ms: float
+    episodes: int
+    seconds: Optional[float] = None
+    steps: Optional[int] = None
+    applied: Optional[List[Step]] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Baselines:
+    """The baselines on one graph under one environment (`run_baselines`).
+
+    Attributes:
+      greedy: one-step greedy (always run).
+      taso: TASO's search; None when it did not run (budget 0).
+      random: the random agent; None when it did not run (no episodes).
+      max_locations: the environment's L, under which greedy's and the
+        random agent's locations are numbered (None in files written before
+        `RECORD_VERSION` 1).
+    """
+    greedy: GreedyResult
+    taso: Optional[TasoResult] = None
+    random: Optional[RandomResult] = None
+    max_locations: Optional[int] = None
+
+    def rows(self) -> List[Tuple[str, float]]:
+        """(row name, cost) for a results table."""
+        rows = [("one-step greedy", self.greedy.cost_ms)]
+        if self.taso:
+            rows.append((f"TASO search (alpha {self.taso.alpha}, budget {self.taso.budget})",
+                         self.taso.cost_ms))
+        if self.random:
+            rows.append((f"random agent (mean of {self.random.episodes})", self.random.cost_ms))
+        return rows
+
+    def to_json(self) -> Dict[str, Any]:
+        """The record as a JSON value (plain dicts, lists and numbers)."""
+        return {VERSION_KEY: RECORD_VERSION, "max_locations": self.max_locations,
+                "greedy": _result_json(self.greedy), "taso": _result_json(self.taso),
+                "random": _result_json(self.random)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Baselines":
+        """The record `to_json` wrote (other keys of `data` are ignored), or
+        one of a file written before `RECORD_VERSION` 1.
+
+        Raises:
+          ValueError: `data` holds no record (no "greedy"), one of a newer
+            version, or a baseline with missing or unknown fields.
+        """
+        if not isinstance(data, Mapping) or not isinstance(data.get("greedy"), Mapping):
+            raise ValueError("not a baselines record: no 'greedy' entry (expected what "
+                             "Baselines.to_json writes)")
+        version = data.get(VERSION_KEY, 0)
+        if not isinstance(version, int) or version > RECORD_VERSION:
+            raise ValueError(f"baselines record of version {version!r}; this xflowrl reads "
+                             f"versions up to {RECORD_VERSION}: update it")
+        if version == 0:
+            try:
+                return _from_unversioned(data)
+            except KeyError as e:
+                raise ValueError(f"baselines record (written before version 1) lacks "
+                                 f"the field {e}") from None
+        taso, random = data.get("taso"), data.get("random")
+        return cls(greedy=_typed(GreedyResult, data["greedy"], "greedy"),
+                   taso=None if taso is None else _typed(TasoResult, taso, "taso"),
+                   random=None if random is None else _typed(RandomResult, random, "random"),
+                   max_locations=data.get("max_locations"))
+
+
+def _result_json(result: Any) -> Optional[Dict[str, Any]]:
+    """One baseline as a JSON object: its fields, steps as [name, location]."""
+    if result is None:
+        return None
+    out = dataclasses.asdict(result)
+    if out["applied"] is not None:
+        out["applied"] = [list(step) for step in out["applied"]]
+    return out
+
+
+def _steps(applied: Optional[Sequence[Any]]) -> Optional[List[Step]]:
+    """(name, location) pairs from JSON's lists; a bare name (files before
+    version 1 kept TASO's names only) gets `NO_LOCATION`."""
+    if applied is None:
+        return None
+    return [(step, NO_LOCATION) if isinstance(step, str) else (str(step[0]), int(step[1]))
+            for step in applied]
+
+
+def _typed(kind: Any, fields: Mapping[str, Any], name: str) -> Any:
+    """A version-1 baseline's dataclass from its JSON object: every field,
+    no other key."""
+    names = {f.name for f in dataclasses.fields(kind)}
+    if set(fields) != names:
+        raise ValueError(f"baselines record: {name!r} has fields {sorted(fields)}, "
+                         f"expected {sorted(names)}")
+    values = dict(fields)
+    values["applied"] = _steps(values["applied"])
+    if values.get("trace") is not None:
+        values["trace"] = [TracePoint(**p) for p in values["trace"]]
+    return kind(**values)
+
+
+def _from_unversioned(data: Mapping[str, Any]) -> Baselines:
+    """A record of the two producers before `RECORD_VERSION` 1:
+    `run_baselines` (greedy, TASO without trace, steps or enqueued, random
+    without steps) and experiments/baselines.py (greedy and TASO with its
+    trace). TASO's steps were names only."""
+    g = data["greedy"]
+    greedy = GreedyResult(cost_ms=g["cost_ms"], seconds=g["seconds"], steps=g["steps"],
+                          applied=_steps(g["applied"]) or [])
+    taso = None
+    if data.get("taso"):
+        t = data["taso"]
+        applied = _steps(t["applied"]) or []
+        trace = t.get("trace")
+        taso = TasoResult(cost_ms=t["cost_ms"], seconds=t["seconds"],
+                          steps=t.get("steps", len(applied)), applied=applied,
+                          alpha=t["alpha"], budget=t["budget"], expansions=t["expansions"],
+                          enqueued=t.get("enqueued"), initial_cost_ms=t.get("initial_cost_ms"),
+                          trace=None if trace is None else [TracePoint(**p) for p in trace])
+    random = None
+    if data.get("random"):
+        r = data["random"]
+        random = RandomResult(cost_ms=r["cost_ms"], std_ms=r["std_ms"], best_ms=r["best_ms"],
+                              episodes=r["episodes"])
+    return Baselines(greedy=greedy, taso=taso, random=random)
