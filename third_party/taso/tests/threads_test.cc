@@ -41,7 +41,7 @@ uint64_t bits(double v) {
 
 struct Outcome {
   uint64_t best_hash = 0, best_cost = 0;
-  std::vector<int> applied;
+  std::vector<std::pair<int, int>> applied;  // (xfer, location) per step
   int expansions = 0, enqueued = 0;
   int64_t seen = 0;
   bool operator==(const Outcome& o) const {
