@@ -38,11 +38,11 @@ from xflowrl.engine import CostModel, XferSet, available_backends
 from xflowrl.engine.cost import DEFAULT_BACKEND
 from xflowrl.engine.xfers import (
     DEFAULT_MAX_LOCATIONS,
-    DEFAULT_RULE_SET,
     TASO_ALPHA,
     TASO_BUDGET,
     peak_rss_mb,
 )
+from xflowrl.rules.sets import DEFAULT_RULE_SET
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("graphs", list(zoo.GRAPHS), "Zoo graphs to measure (default: all).")

@@ -31,9 +31,10 @@ import numpy as np
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.engine.cost import DEFAULT_BACKEND
-from xflowrl.engine.xfers import DEFAULT_RULE_SET, peak_rss_mb
+from xflowrl.engine.xfers import peak_rss_mb
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.optimize import parse_input_shapes
+from xflowrl.rules.sets import DEFAULT_RULE_SET
 from xflowrl.runs import exit_on_bad_input, model_source, zoo_source
 from xflowrl.search import RandomAgent
 

@@ -30,8 +30,8 @@ from tests.env.observation_test import (  # pylint: disable=wrong-import-positio
 )
 from xflowrl import zoo  # pylint: disable=wrong-import-position
 from xflowrl.engine import CostModel, XferSet
-from xflowrl.engine.xfers import DEFAULT_RULE_SET
 from xflowrl.env import EnvConfig, GraphEnv  # pylint: disable=wrong-import-position
+from xflowrl.rules.sets import DEFAULT_RULE_SET
 from xflowrl.search import RandomAgent  # pylint: disable=wrong-import-position
 
 FLAGS = flags.FLAGS

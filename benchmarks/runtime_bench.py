@@ -60,12 +60,13 @@ import numpy as np
 from xflowrl import zoo
 from xflowrl.agents.ppo.training import replay
 from xflowrl.engine import CostModel, Graph, XferSet
-from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS, DEFAULT_RULE_SET, TASO_ALPHA, TASO_BUDGET
+from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS, TASO_ALPHA, TASO_BUDGET
 from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.executor.weights import random_inputs, random_weights
 from xflowrl.measure.compare import time_models
 from xflowrl.onnx_io import load_onnx, to_onnx
 from xflowrl.results.thesis import THESIS_GRAPHS
+from xflowrl.rules.sets import DEFAULT_RULE_SET
 from xflowrl.runs import cost_model_from_spec
 from xflowrl.search.greedy import greedy_search
 

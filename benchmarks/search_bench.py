@@ -48,9 +48,10 @@ import numpy as np
 
 from xflowrl import zoo
 from xflowrl.engine import CostModel, Graph, XferSet
-from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS, RULE_SETS
+from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS
 from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.optimize import parse_input_shapes
+from xflowrl.rules.sets import RULE_SETS
 from xflowrl.runs import cost_model_from_spec, exit_on_bad_input, model_name, model_source
 from xflowrl.search import greedy_search
 
@@ -65,7 +66,7 @@ flags.DEFINE_multi_string("input_shape", [], "NAME=D1,D2,...: the static shape o
 flags.DEFINE_list("cost_models", ["analytic/cpu", "analytic/v100"],
                   "Cost models: analytic/<profile>, fitted/<profile>, onednn or cudnn.")
 flags.DEFINE_list("rules", ["default", "builtin+taso", "generated", "taso"],
-                  f"Rule sets, names of xflowrl.engine.xfers.RULE_SETS {list(RULE_SETS)}: "
+                  f"Rule sets, names of xflowrl.rules.sets.RULE_SETS {list(RULE_SETS)}: "
                   "default and builtin+taso (the thesis') are the faithful ones; generated "
                   "and taso alone lack the compound built-ins (docs/benchmark.md).")
 flags.DEFINE_list("alphas", ["1.0", "1.05", "1.2"], "TASO search alphas.")

@@ -37,8 +37,10 @@ from xflowrl import zoo
 from xflowrl.engine import CostModel, Graph, XferSet
 from xflowrl.engine import xfers as xfers_lib
 from xflowrl.engine.cost import DEFAULT_COST_SPEC
-from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS, DEFAULT_RULE_SET, TASO_ALPHA, TASO_BUDGET
+from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS, TASO_ALPHA, TASO_BUDGET
 from xflowrl.env import NO_STEP_LIMIT
+from xflowrl.rules import sets as rule_sets
+from xflowrl.rules.sets import DEFAULT_RULE_SET
 from xflowrl.runs import cost_model_from_spec
 
 FLAGS = flags.FLAGS
@@ -236,8 +238,8 @@ def rule_subsets(rules_name: str) -> Dict[str, List]:
     """The rule set and subsets of it: without the built-in compound rules
     (conv-BN fold, enlarge-merge, merge-gconv, fusions) and, where present,
     without the generated or TASO rules."""
-    rules = xfers_lib.load_rule_set(rules_name)
-    builtin = {r.name for r in xfers_lib.load_rule_set("builtin")}
+    rules = rule_sets.load_rule_set(rules_name)
+    builtin = {r.name for r in rule_sets.load_rule_set("builtin")}
     out = {rules_name: rules,
            "no_builtin": [r for r in rules if r.name not in builtin],
            "no_enlarge_merge": [r for r in rules if not r.name.startswith("enlarge_merge")],

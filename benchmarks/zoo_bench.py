@@ -45,21 +45,20 @@ from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.engine.cost import DEFAULT_BACKEND, DEFAULT_PROFILE
 from xflowrl.engine.xfers import (
-    DEFAULT_RULE_SET,
     TASO_ALPHA,
     TASO_BUDGET,
-    load_rule_set,
     peak_rss_mb,
 )
 from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.executor import reference as executor
 from xflowrl.executor.weights import random_inputs, random_weights
+from xflowrl.rules.sets import DEFAULT_RULE_SET, load_rule_set
 from xflowrl.search.greedy import greedy_search
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("graphs", ["vit", "nasnet_a", "resnext50", "nasrnn", "vgg19"],
                   "Zoo graphs (names of xflowrl.zoo.GRAPHS).")
-flags.DEFINE_string("rules", DEFAULT_RULE_SET, "Rule set (xflowrl.engine.xfers.RULE_SETS).")
+flags.DEFINE_string("rules", DEFAULT_RULE_SET, "Rule set (xflowrl.rules.sets.RULE_SETS).")
 flags.DEFINE_list("exclude", [], "Xfer names dropped from the rule set (e.g. one that "
                   "rewrites a graph unsoundly).")
 flags.DEFINE_string("cost_model", DEFAULT_BACKEND, "Cost backend.")

@@ -23,13 +23,12 @@ from xflowrl.engine import BACKENDS
 from xflowrl.engine.cost import DEFAULT_BACKEND, DEFAULT_PROFILE
 from xflowrl.engine.xfers import (
     DEFAULT_MAX_LOCATIONS,
-    DEFAULT_RULE_SET,
-    RULE_SETS,
     TASO_ALPHA,
     TASO_BUDGET,
 )
 from xflowrl.env import DEFAULT_MAX_STEPS, GraphEnv, rewards
 from xflowrl.optimize.model_io import BadInput, parse_input_shapes
+from xflowrl.rules.sets import DEFAULT_RULE_SET, RULE_SETS
 
 # Re-exported: the entry points call common.exit_on_bad_input.
 from xflowrl.runs import (
@@ -66,7 +65,7 @@ def define_model_flags(flag_values: flags.FlagValues = FLAGS, several: bool = Fa
 
 
 def define_rules_flag(flag_values: flags.FlagValues = FLAGS,
-                      help_text: str = "Rule set (xflowrl.engine.xfers.RULE_SETS): default = "
+                      help_text: str = "Rule set (xflowrl.rules.sets.RULE_SETS): default = "
                       "built-ins + generated; builtin+taso = the thesis'.") -> None:
     """--rules (in `flag_values`): a named rule set, by default `DEFAULT_RULE_SET`."""
     flags.DEFINE_enum("rules", DEFAULT_RULE_SET, list(RULE_SETS), help_text,

@@ -29,8 +29,9 @@ from absl import app, flags, logging
 
 from xflowrl.engine import XferSet
 from xflowrl.engine.cost import DEFAULT_COST_SPEC, fitted_profile_path
-from xflowrl.engine.xfers import DEFAULT_RULE_SET, TASO_BUDGET
+from xflowrl.engine.xfers import TASO_BUDGET
 from xflowrl.measure import calibration, cost_fit, profile_fit
+from xflowrl.rules.sets import DEFAULT_RULE_SET
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("method", "micro", ["micro", "profile"], "micro: calibration.calibrate "

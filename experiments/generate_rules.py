@@ -23,9 +23,10 @@ import sys
 
 from absl import app, flags
 
-from xflowrl.engine.xfers import TASO_RULES_JSON, XferSet
+from xflowrl.engine.xfers import XferSet
 from xflowrl.generator import emit, generate
 from xflowrl.rules import rules_io, taso_pb
+from xflowrl.rules.sets import TASO_RULES_JSON
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("max_ops", 3, "K: ops per enumerated graph (3: 1-2 min on 2 cores "

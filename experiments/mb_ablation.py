@@ -41,8 +41,8 @@ from absl import app, flags
 import numpy as np
 
 from xflowrl.engine.cost import DEFAULT_BACKEND, GPU_PROFILE
-from xflowrl.engine.xfers import DEFAULT_RULE_SET
 from xflowrl.jobs import Job, run_jobs
+from xflowrl.rules.sets import DEFAULT_RULE_SET
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("graph", "bert", "Zoo graph.")

@@ -60,9 +60,10 @@ from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.agents.ppo.training import TrainConfig, train
 from xflowrl.engine import XferSet
 from xflowrl.engine.cost import GPU_COST_SPEC
-from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS, DEFAULT_RULE_SET
+from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.env.sampled import SampledGraphEnv
+from xflowrl.rules.sets import DEFAULT_RULE_SET
 from xflowrl.runs import cost_model_from_spec, save_result, write_json
 from xflowrl.search import with_equal_step_limit
 from xflowrl.transfer import PolicyInfo, evaluate, load_policy, measured, report, save_policy

@@ -46,13 +46,14 @@ import xflowrl
 from xflowrl import _engine
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet, xfers
+from xflowrl.rules import sets
 from xflowrl.transfer import read_info, shipped_policy
 rule_set = XferSet.default()
 result = rule_set.search(zoo.get_graph(sys.argv[1]), CostModel("analytic"),
                          budget=int(sys.argv[2]))
 print(json.dumps({"package": xflowrl.__file__, "engine": _engine.__file__,
-                  "rule_files": [xfers.BUILTIN_RULES, xfers.GENERATED_RULES,
-                                 xfers.TASO_RULES_JSON],
+                  "rule_files": [sets.BUILTIN_RULES, sets.GENERATED_RULES,
+                                 sets.TASO_RULES_JSON],
                   "prefix": sys.prefix, "rules": len(rule_set),
                   "initial_cost": result.initial_cost, "best_cost": result.best_cost,
                   "applied": result.applied,

@@ -64,8 +64,8 @@ def _add_input_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from xflowrl.engine.xfers import DEFAULT_RULE_SET  # pylint: disable=import-outside-toplevel
     from xflowrl.optimize import methods, pipeline  # pylint: disable=import-outside-toplevel
+    from xflowrl.rules.sets import DEFAULT_RULE_SET  # pylint: disable=import-outside-toplevel
     parser = argparse.ArgumentParser(
         prog="xflowrl", description="Optimise ONNX models with verified graph substitutions "
         "(greedy, TASO's search or reinforcement-learning agents).")

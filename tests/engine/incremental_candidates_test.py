@@ -16,8 +16,8 @@ from absl.testing import absltest, parameterized
 
 from xflowrl import zoo
 from xflowrl.engine import CostModel, GraphBuilder, XferSet
-from xflowrl.engine.xfers import RULE_SETS
 from xflowrl.rules.rules_io import PatternOp, PatternTensor, Rule
+from xflowrl.rules.sets import RULE_SETS
 
 MAX_LOCATIONS = 200
 

@@ -6,8 +6,8 @@ import os
 from absl.testing import absltest, parameterized
 import numpy as np
 
-from xflowrl import _engine
-from xflowrl.engine import CostModel, GraphBuilder, ops
+from xflowrl import _engine, ops
+from xflowrl.engine import CostModel, GraphBuilder
 from xflowrl.executor import reference as executor
 from xflowrl.rules import rules_io
 from xflowrl.rules.rules_io import PatternOp, PatternTensor, Rule
@@ -146,7 +146,7 @@ class TableTest(parameterized.TestCase):
         with open(_DOCS) as f:
             shown = ops.markdown_table() in f.read()
         self.assertTrue(shown, "docs/engine.md's operator table differs from the engine's: "
-                               "paste the output of `python -m xflowrl.engine.ops`")
+                               "paste the output of `python -m xflowrl.ops`")
 
 
 def _reference_window(size, kernel, stride, padding):

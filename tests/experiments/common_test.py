@@ -13,7 +13,6 @@ from xflowrl.engine import CostModel, XferSet
 from xflowrl.engine.cost import DEFAULT_BACKEND, DEFAULT_PROFILE
 from xflowrl.engine.xfers import (
     DEFAULT_MAX_LOCATIONS,
-    DEFAULT_RULE_SET,
     TASO_ALPHA,
     TASO_BUDGET,
 )
@@ -21,6 +20,7 @@ from xflowrl.env import DEFAULT_MAX_STEPS, EnvConfig, make_env
 from xflowrl.optimize import BadInput, OptimizeOptions
 from xflowrl.optimize.inspection import inspect_model
 from xflowrl.optimize.methods import DEFAULT_BUDGET, make_environment
+from xflowrl.rules.sets import DEFAULT_RULE_SET
 from xflowrl.runs import BaselineSettings, RunSettings
 from xflowrl.search import run_baselines, run_taso
 from xflowrl.world_model import WorldModelConfig

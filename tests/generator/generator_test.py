@@ -12,10 +12,10 @@ import numpy as np
 
 from tests.rules.semantics_test import assert_equivalent, check_all_locations, instantiations
 from xflowrl.engine import CostModel, GraphBuilder, XferSet
-from xflowrl.engine.xfers import GENERATED_RULES, RULE_SETS, TASO_RULES_JSON, load_rule_set
 from xflowrl.generator import emit, enumeration, fingerprint, generate, pipeline
 from xflowrl.rules import rules_io
 from xflowrl.rules.rules_io import PatternOp, PatternTensor, Rule
+from xflowrl.rules.sets import GENERATED_RULES, RULE_SETS, TASO_RULES_JSON, load_rule_set
 
 X0, X1, X2 = (("input", n) for n in ("x0", "x1", "x2"))
 I0, W0, W1 = ("input", "i0"), ("input", "w0"), ("input", "w1")

@@ -6,10 +6,10 @@ import importlib.util
 from absl.testing import absltest
 import numpy as np
 
-from xflowrl.engine.xfers import BUILTIN_RULES, GENERATED_RULES, TASO_RULES_JSON
 from xflowrl.generator import other_sizes, sizes
 from xflowrl.rules import rules_io
 from xflowrl.rules.rules_io import PatternOp, PatternTensor, Rule
+from xflowrl.rules.sets import BUILTIN_RULES, GENERATED_RULES, TASO_RULES_JSON
 
 V = lambda k: PatternTensor(-k, 0)
 O = lambda j, i=0: PatternTensor(j, i)

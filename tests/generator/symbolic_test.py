@@ -3,10 +3,10 @@
 
 from absl.testing import absltest
 
-from xflowrl.engine.xfers import BUILTIN_RULES, GENERATED_RULES, TASO_RULES_JSON
 from xflowrl.generator import symbolic
 from xflowrl.rules import rules_io
 from xflowrl.rules.rules_io import PatternOp, PatternTensor, Rule
+from xflowrl.rules.sets import BUILTIN_RULES, GENERATED_RULES, TASO_RULES_JSON
 
 V = lambda k: PatternTensor(-k, 0)
 O = lambda j, i=0: PatternTensor(j, i)

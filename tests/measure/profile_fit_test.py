@@ -5,9 +5,9 @@ from absl.testing import absltest
 import numpy as np
 
 from xflowrl.engine import XferSet
-from xflowrl.engine.xfers import DEFAULT_RULE_SET
 from xflowrl.measure import cost_fit, profile_fit
 from xflowrl.measure.profile_fit import ProfileFitConfig, Profiled
+from xflowrl.rules.sets import DEFAULT_RULE_SET
 
 
 def _rows():

@@ -22,10 +22,10 @@ import numpy as np
 
 from xflowrl import zoo
 from xflowrl.engine import Graph, GraphBuilder, XferSet
-from xflowrl.engine.ops import ACTIVATIONS, PADDINGS
-from xflowrl.engine.xfers import load_rule_set
 from xflowrl.executor import reference as executor
 from xflowrl.generator import symbolic
+from xflowrl.ops import ACTIVATIONS, PADDINGS
+from xflowrl.rules.sets import load_rule_set
 
 RTOL = 1e-4
 

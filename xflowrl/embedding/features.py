@@ -10,7 +10,7 @@ engine's topological order, so node `i` is `graph.structure()["guids"][i]`.
 Fields:
   nodes:     [n, NODE_SIZE] float32, per op, concatenated:
              - one-hot op type over `OP_TYPES` ([len(OP_TYPES)]: the engine's
-               op table in its order, `xflowrl.engine.ops.OP_TYPES`, then an
+               op table in its order, `xflowrl.ops.OP_TYPES`, then an
                "unknown" slot);
              - log1p(op cost in microseconds) under the environment's cost
                model (0 for inputs, weights and free ops);
@@ -35,7 +35,7 @@ from typing import Dict, Optional, Sequence, Union
 from graph_nets import graphs
 import numpy as np
 
-from xflowrl.engine import ops
+from xflowrl import ops
 
 # The one-hot slots: every engine op type in the table's order, then "unknown".
 OP_TYPES = ops.OP_TYPES + ("unknown",)

@@ -5,7 +5,9 @@
 of rewrite rules, applies them and runs TASO's search (docs/engine.md).
 Nothing here needs ONNX.
 
-`ops.py` holds the engine's operator table as Python sees it (`_engine.op_table()`).
+The engine's operator table as Python sees it is `xflowrl.ops`, and the
+named rule sets are `xflowrl.rules.sets`: this package imports both, and
+neither imports it.
 
 `data/` holds the oneDNN reference cost table (`cost.REFERENCE_PATH`).
 """
@@ -39,14 +41,13 @@ if TYPE_CHECKING:  # what the names are, for type checkers and IDEs
     )
     from xflowrl.engine.xfers import (
         DEFAULT_MAX_LOCATIONS,
-        DEFAULT_RULE_SET,
         Locations,
         SearchResult,
         TASO_ALPHA,
         TASO_BUDGET,
         XferSet,
-        load_default_rules,
     )
+    from xflowrl.rules.sets import DEFAULT_RULE_SET, load_default_rules
 
 # Names are imported on first use (PEP 562): importing this package
 # loads none of its modules.
@@ -70,13 +71,13 @@ _EXPORTS: Dict[str, str] = {
     "PADDINGS": "xflowrl.engine.graph",
     "Tensor": "xflowrl.engine.graph",
     "DEFAULT_MAX_LOCATIONS": "xflowrl.engine.xfers",
-    "DEFAULT_RULE_SET": "xflowrl.engine.xfers",
+    "DEFAULT_RULE_SET": "xflowrl.rules.sets",
     "TASO_ALPHA": "xflowrl.engine.xfers",
     "TASO_BUDGET": "xflowrl.engine.xfers",
     "Locations": "xflowrl.engine.xfers",
     "SearchResult": "xflowrl.engine.xfers",
     "XferSet": "xflowrl.engine.xfers",
-    "load_default_rules": "xflowrl.engine.xfers",
+    "load_default_rules": "xflowrl.rules.sets",
 }
 __all__ = sorted(_EXPORTS)
 

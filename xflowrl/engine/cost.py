@@ -32,7 +32,7 @@ import os
 from typing import Dict, List, Optional, Sequence, Set
 
 from xflowrl import _engine
-from xflowrl.engine.ops import ACTIVATIONS, PADDINGS
+from xflowrl.ops import ACTIVATIONS, PADDINGS
 
 BACKENDS = ("analytic", "onednn", "cudnn", "fitted")
 # The cost model where none is named: the analytic backend on the cpu

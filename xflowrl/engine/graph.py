@@ -12,7 +12,7 @@ import dataclasses
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from xflowrl import _engine
-from xflowrl.engine.ops import ACTIVATIONS, LEAF_TYPES, PADDINGS, PARAMS_OF_TYPE
+from xflowrl.ops import ACTIVATIONS, LEAF_TYPES, PADDINGS, PARAMS_OF_TYPE
 
 Shape = Tuple[int, ...]
 TensorId = Tuple[int, int]  # (op guid, output index)

@@ -15,30 +15,11 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from xflowrl import _engine
-from xflowrl.engine import ops
+from xflowrl import _engine, ops
 from xflowrl.engine.cost import CostModel
 from xflowrl.engine.graph import Graph
-from xflowrl.rules import files as rule_files
 from xflowrl.rules import rules_io
-
-# The shipped rule files (package data of `xflowrl.rules.files`).
-BUILTIN_RULES = rule_files.path(rule_files.BUILTIN)
-TASO_RULES_JSON = rule_files.path(rule_files.TASO)
-GENERATED_RULES = rule_files.path(rule_files.GENERATED)
-# Named rule sets (files are loaded in the order listed): "default" = the
-# engine's built-ins + the rules xflowrl's generator produced and verified
-# (experiments/generate_rules.py); "builtin+taso" = built-ins + TASO's shipped
-# collection (the thesis' set); the others are one file alone.
-RULE_SETS: Dict[str, Tuple[str, ...]] = {
-    "default": (BUILTIN_RULES, GENERATED_RULES),
-    "builtin+taso": (BUILTIN_RULES, TASO_RULES_JSON),
-    "builtin": (BUILTIN_RULES,),
-    "generated": (GENERATED_RULES,),
-    "taso": (TASO_RULES_JSON,),
-}
-# The rule set of every entry point, benchmark and the CLI unless one is named.
-DEFAULT_RULE_SET = "default"
+from xflowrl.rules.sets import load_default_rules, load_rule_set
 
 # L: the locations kept per xfer (`XferSet.locations`, the environment's
 # `EnvConfig.max_locations`, the agents' location heads).
@@ -249,7 +230,8 @@ class XferSet:
 
     @classmethod
     def from_name(cls, name: str) -> "XferSet":
-        """A named rule set (`RULE_SETS`); ValueError for an unknown name."""
+        """A named rule set (`xflowrl.rules.sets.RULE_SETS`); ValueError for an
+        unknown name."""
         return cls(load_rule_set(name))
 
     @property
@@ -359,15 +341,3 @@ def peak_rss_mb() -> float:
     """This process's peak resident set so far, in MiB (Linux: ru_maxrss in
     KiB); monotone over a process's life. The benchmarks report it too."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def load_rule_set(name: str) -> List["rules_io.Rule"]:
-    """The rules of a named set (`RULE_SETS`); ValueError for an unknown name."""
-    if name not in RULE_SETS:
-        raise ValueError(f"unknown rule set {name!r}; choose one of {list(RULE_SETS)}")
-    return [r for path in RULE_SETS[name] for r in rules_io.load_rules(path)]
-
-
-def load_default_rules() -> List["rules_io.Rule"]:
-    """The rules of `DEFAULT_RULE_SET`."""
-    return load_rule_set(DEFAULT_RULE_SET)

@@ -40,7 +40,7 @@ from xflowrl import zoo
 from xflowrl.embedding import features
 from xflowrl.engine import CostModel, Graph, Locations, XferSet
 from xflowrl.engine.cost import DEFAULT_BACKEND, DEFAULT_PROFILE
-from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS, DEFAULT_RULE_SET
+from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS
 from xflowrl.env import rewards
 from xflowrl.env.interface import (
     Action,
@@ -50,6 +50,7 @@ from xflowrl.env.interface import (
     ObservationSpec,
     TimeStep,
 )
+from xflowrl.rules.sets import DEFAULT_RULE_SET
 
 XFER_SUMMARY_SIZE = 3
 

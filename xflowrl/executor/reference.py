@@ -14,7 +14,7 @@ topological order) and `outputs()` (a list of `(guid, index)`). Values are
 bound to the graph's `input` and `weight` ops by name.
 
 Operator facts (arities, the leaf types) and the SAME/VALID padding rule
-(`window`) come from the engine's op table (`xflowrl.engine.ops`); the
+(`window`) come from the engine's op table (`xflowrl.ops`); the
 semantics are this module's own. tests/executor/reference_test.py checks
 convolutions and pools against slow loops with an independent padding rule.
 """
@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Sequence, Set, 
 
 import numpy as np
 
-from xflowrl.engine.ops import ARITY, LEAF_TYPES, window
+from xflowrl.ops import ARITY, LEAF_TYPES, window
 
 TensorId = Tuple[int, int]  # (op guid, output index)
 

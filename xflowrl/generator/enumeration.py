@@ -42,8 +42,8 @@ from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Se
 
 import numpy as np
 
-from xflowrl.engine.ops import ACTIVATIONS, PADDINGS
 from xflowrl.executor import reference as executor
+from xflowrl.ops import ACTIVATIONS, PADDINGS
 
 Expr = tuple
 

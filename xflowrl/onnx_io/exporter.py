@@ -37,7 +37,6 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from xflowrl.engine.graph import Graph, OpInfo
-from xflowrl.engine.ops import window
 from xflowrl.executor import reference as executor
 from xflowrl.onnx_io.common import (
     DEFAULT_OPSET,
@@ -47,6 +46,7 @@ from xflowrl.onnx_io.common import (
     elem_type,
     unique_name,
 )
+from xflowrl.ops import window
 
 TensorId = Tuple[int, ...]  # (guid, output index)
 

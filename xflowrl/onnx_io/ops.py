@@ -16,8 +16,8 @@ import onnx
 from onnx import helper
 
 from xflowrl.engine.graph import Tensor
-from xflowrl.engine.ops import window
 from xflowrl.onnx_io.common import OpaqueRecord, encode_opaque
+from xflowrl.ops import window
 
 Shape = Tuple[int, ...]
 _LOWEST = np.float32(-np.inf)

@@ -16,9 +16,10 @@ from typing import Dict, Mapping, Optional, Sequence
 import numpy as np
 
 from xflowrl.engine.cost import DEFAULT_COST_SPEC, GPU_COST_SPEC
-from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS, DEFAULT_RULE_SET
+from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS
 from xflowrl.optimize import model_io, verify
 from xflowrl.optimize.model_io import BadInput
+from xflowrl.rules.sets import DEFAULT_RULE_SET
 
 # Cost models `inspect` prices a graph with unless told otherwise: the ones
 # every build has and that need no measurement.

@@ -29,9 +29,9 @@ import os
 import time
 from typing import Callable, Dict, List, Optional, Tuple
 
-from xflowrl.engine.xfers import DEFAULT_RULE_SET
 from xflowrl.optimize import methods, model_io, verify
 from xflowrl.optimize.model_io import BadInput
+from xflowrl.rules.sets import DEFAULT_RULE_SET
 
 REPORT_VERSION = 1
 DEFAULT_COST_MODEL = "fitted/cpu"
@@ -50,7 +50,7 @@ class OptimizeOptions:
       output: where the optimised model goes.
       method: `methods.METHODS` (policy:DIR names a trained policy).
       cost_model: "backend" or "backend/profile" (`xflowrl.runs.cost_model_from_spec`).
-      rules: a named rule set (`xflowrl.engine.xfers.RULE_SETS`).
+      rules: a named rule set (`xflowrl.rules.sets.RULE_SETS`).
       budget: the method's budget (0: its default; `methods`).
       input_shapes: static shapes for dynamic inputs, by name.
       inputs: an .npz file of input values for the checks (None: random).

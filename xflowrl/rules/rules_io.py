@@ -6,7 +6,7 @@ external variables. This module holds the rule data model (`PatternTensor`,
 project's JSON rule files (`load_rules`, `save_rules`; format in
 docs/rules.md); `xflowrl.rules.taso_pb` reads TASO's binary collection. It takes
 operator facts (pattern types, arities, parameter keys, enum names) from the
-engine's op table (`xflowrl.engine.ops`); `xflowrl.engine.xfers` hands rules to
+engine's op table (`xflowrl.ops`); `xflowrl.engine.xfers` hands rules to
 the engine.
 
 Conventions (TASO's): a `PatternTensor` with `op < 0` is external variable
@@ -23,7 +23,7 @@ import dataclasses
 import json
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
 
-from xflowrl.engine import ops as op_table
+from xflowrl import ops as op_table
 
 ParamValue = Union[int, float, str]  # str: "src:K" copies the value of source op K
 

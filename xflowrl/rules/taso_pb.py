@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Dict, List, NamedTuple, Sequence, Tuple, Union, cast
 
-from xflowrl.engine import ops
+from xflowrl import ops
 from xflowrl.rules.rules_io import PatternOp, PatternTensor, Rule, validate_rule
 
 
@@ -129,7 +129,7 @@ _TASO_TYPE_REASONS[7] = _TASO_TYPE_REASONS[6]
 for _t in (23, 24, 25):
     _TASO_TYPE_REASONS[_t] = _TASO_TYPE_REASONS[22]
 # TASO op types with the same semantics here: the engine numbers its op types
-# as TASO does (the op table, `xflowrl.engine.ops`), so these are the pattern
+# as TASO does (the op table, `xflowrl.ops`), so these are the pattern
 # types whose TASO form carries what ours needs.
 TASO_OP_TYPES: Dict[int, str] = {s.type_id: s.name for s in ops.SPECS
                                  if s.pattern and s.type_id not in _TASO_TYPE_REASONS}

@@ -15,11 +15,11 @@ from xflowrl.engine import CostModel, XferSet
 from xflowrl.engine.cost import DEFAULT_BACKEND, DEFAULT_PROFILE
 from xflowrl.engine.xfers import (
     DEFAULT_MAX_LOCATIONS,
-    DEFAULT_RULE_SET,
     TASO_ALPHA,
     TASO_BUDGET,
 )
 from xflowrl.env import DEFAULT_MAX_STEPS, EnvConfig, GraphEnv
+from xflowrl.rules.sets import DEFAULT_RULE_SET
 from xflowrl.runs.source import GraphSource, InputShapes, model_source, zoo_source
 from xflowrl.search import Baselines, run_baselines
 
@@ -32,7 +32,7 @@ class RunSettings:
       graph: the graph's name: a zoo graph (`xflowrl.zoo.GRAPHS`), or with
         `onnx` the model file's stem (`source.model_name`); names the
         results folder.
-      rules: a named rule set (`xflowrl.engine.xfers.RULE_SETS`).
+      rules: a named rule set (`xflowrl.rules.sets.RULE_SETS`).
       cost_model: a cost backend (`xflowrl.engine.BACKENDS`).
       profile: device profile of the analytic backend (the fitted backend's
         coefficient file).

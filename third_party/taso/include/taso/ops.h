@@ -124,7 +124,7 @@ struct OpParams {
 // list of operator facts: shape inference reads the arity from it, the cost
 // backends the free flag, rule validation the pattern flag, and the binding
 // hands it to Python (xflowrl._engine.op_table(), read by
-// xflowrl/engine/ops.py). Its order is the order Python lists types in
+// xflowrl/ops.py). Its order is the order Python lists types in
 // (the one-hot slots of xflowrl.embedding.features).
 struct OpTypeInfo {
   int type;            // the OpType value (TASO's number)
@@ -192,7 +192,7 @@ std::vector<Shape> infer_shapes(int type, const OpParams& params,
 // smaller half before. VALID: out = (size - kernel) / stride + 1, no padding.
 // The one place the rule is written: shape inference, the cost backends, the
 // numpy executor and ONNX import and export all use it (Python through
-// xflowrl.engine.ops.window). Throws EngineError for a stride below 1, an
+// xflowrl.ops.window). Throws EngineError for a stride below 1, an
 // unknown padding, or a VALID kernel larger than the input.
 struct Window {
   int64_t out, pad_before, pad_after;

@@ -17,7 +17,7 @@ of `xflowrl.embedding.features`.
 inference, the cost backends, the numpy executor and ONNX import and export
 all compute padding with it.
 
-`python -m xflowrl.engine.ops` prints the table as the Markdown table of
+`python -m xflowrl.ops` prints the table as the Markdown table of
 docs/engine.md.
 """
 
