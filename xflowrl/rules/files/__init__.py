@@ -8,7 +8,7 @@
 
 They are found with `importlib.resources` relative to this package, never
 relative to a source checkout, so an installed copy (`pip install .`, a
-wheel) finds them from any working directory. `xflowrl.engine.xfers` names
+wheel) finds them from any working directory. `xflowrl.rules.sets` names
 the rule sets built from them.
 """
 
