@@ -247,13 +247,13 @@ def variant_graphs(setting: report.Setting, graph_name: str, root: str,
     from xflowrl.agents.ppo.training import replay  # pylint: disable=import-outside-toplevel
     from xflowrl.engine.xfers import (  # pylint: disable=import-outside-toplevel
         DEFAULT_MAX_LOCATIONS,
-        DEFAULT_RULE_SET,
     )
     from xflowrl.env import (  # pylint: disable=import-outside-toplevel
         EnvConfig,
         NO_STEP_LIMIT,
         make_env,
     )
+    from xflowrl.rules.sets import DEFAULT_RULE_SET  # pylint: disable=import-outside-toplevel
     from xflowrl.search import (  # pylint: disable=import-outside-toplevel
         Baselines,
         replay_result,
@@ -301,13 +301,13 @@ def sweep_graphs(setting: report.Setting, sweep: dict):
     from xflowrl.agents.ppo.training import replay  # pylint: disable=import-outside-toplevel
     from xflowrl.engine.xfers import (  # pylint: disable=import-outside-toplevel
         DEFAULT_MAX_LOCATIONS,
-        DEFAULT_RULE_SET,
     )
     from xflowrl.env import (  # pylint: disable=import-outside-toplevel
         EnvConfig,
         NO_STEP_LIMIT,
         make_env,
     )
+    from xflowrl.rules.sets import DEFAULT_RULE_SET  # pylint: disable=import-outside-toplevel
     env = make_env(sweep["graph"], sweep.get("rules", DEFAULT_RULE_SET), setting.cost_model,
                    setting.profile, "results/cost_cache.tsv",
                    EnvConfig(max_steps=NO_STEP_LIMIT,
