@@ -65,6 +65,7 @@ from xflowrl.env import NO_STEP_LIMIT
 from xflowrl.measure.compare import time_models
 from xflowrl.onnx_io import to_onnx
 from xflowrl.optimize.model_io import BadInput
+from xflowrl.results.thesis import THESIS_GRAPHS, thesis_baseline_ms
 from xflowrl.runs import (
     RunSettings,
     load_result,
@@ -78,10 +79,9 @@ from xflowrl.search import Baselines, run_greedy, run_taso
 from xflowrl.search.record import RECORD_VERSION, VERSION_KEY
 
 FLAGS = flags.FLAGS
-THESIS_GRAPHS = ["squeezenet1_1", "resnet18", "resnet50", "inception_v3", "bert", "vit"]
 common.define_env_flags("squeezenet1_1", several_models=True)
 common.define_baseline_flags()
-flags.DEFINE_list("graphs", THESIS_GRAPHS, f"Zoo graphs ({zoo.GRAPHS}); with --onnx and no "
+flags.DEFINE_list("graphs", list(THESIS_GRAPHS), f"Zoo graphs ({zoo.GRAPHS}); with --onnx and no "
                   "--graphs: none.")
 flags.DEFINE_list("runtimes", ["tf", "ort"], "tf (onnx-tf, the thesis') and/or ort.")
 flags.DEFINE_integer("rounds", 7, "Interleaved timing rounds.")
@@ -96,19 +96,6 @@ flags.DEFINE_list("taso_budget_for", ["inception_v3=100"],
 VARIANTS = ("original", "greedy", "taso")
 TENSORRT = ("not run: TensorRT needs an NVIDIA GPU; this machine has neither a GPU nor "
             "TensorRT")
-# The thesis' mean inference times (ms) on its GPU (the RLFlow thesis code's
-# figure of runtimes, arXiv 2205.01435:
-# TF = TensorFlow, TRT = TensorRT, TASO = TASO's optimized graph).
-THESIS_MS: Dict[str, Dict[str, float]] = {
-    "squeezenet1_1": {"tf": 4.83, "trt": 3.85, "taso": 3.68},
-    "resnet18": {"tf": 12.55, "trt": 10.71, "taso": 11.39},
-    "resnet50": {"tf": 26.07, "trt": 21.89, "taso": 24.61},
-    "inception_v3": {"tf": 20.14, "trt": 15.93, "taso": 15.85},
-    "bert": {"tf": 4.41, "trt": 3.81, "taso": 3.06},
-    "vit": {"tf": 3.81, "trt": 3.42, "taso": 2.84},
-}
-
-
 class Variant(NamedTuple):
     """One graph to time: the original or a baseline's result."""
     name: str
@@ -225,7 +212,7 @@ def run_graph(run: RunSettings) -> dict:
                               "steps": v.steps, "search_seconds": v.seconds,
                               "measured": measured[v.name]} for v in variants},
         "tensorrt": {"run": False, "reason": TENSORRT},
-        "thesis_gpu_ms": None if run.onnx else THESIS_MS.get(name),
+        "thesis_gpu_ms": None if run.onnx else thesis_baseline_ms(name),
         "seconds": time.time() - start,
     }
     save_result(results_folder(FLAGS.results_dir, name, "baselines"), result, indent=1)
