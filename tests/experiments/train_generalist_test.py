@@ -10,6 +10,11 @@ import tempfile
 
 from absl.testing import absltest
 
+from xflowrl import corpus
+from xflowrl.engine import XferSet
+from xflowrl.engine.cost import GPU_COST_SPEC
+from xflowrl.runs import cost_model_from_spec
+
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _SCRIPT = os.path.join(_REPO, "experiments", "train_generalist.py")
 _TINY = ["--agent=mb", "--quick", "--rounds=1", "--episodes_per_round=2", "--dream_episodes=8",
@@ -26,6 +31,8 @@ def _run(results: str, *args: str) -> subprocess.CompletedProcess:
 
 class TrainGeneralistTest(absltest.TestCase):
 
+    cost_model = cost_model_from_spec(GPU_COST_SPEC)
+
     def test_the_model_based_generalist_trains_evaluates_measures_and_reports(self):
         results = tempfile.mkdtemp()
         _run(results, *_TINY)
@@ -36,7 +43,12 @@ class TrainGeneralistTest(absltest.TestCase):
         self.assertLen(result["training_graphs"], 63)
         (row,) = result["held_out"]
         self.assertEqual(row["graph"], "resnet/d32w16")
-        self.assertLessEqual(row["policy_ms"], row["initial_ms"] + 1e-12)
+        # The recorded substitutions rebuild the graph whose cost is reported.
+        graph = corpus.get(row["graph"])
+        self.assertAlmostEqual(graph.cost(self.cost_model), row["initial_ms"], places=9)
+        handed_over = XferSet.default().replay(
+            graph, [(x, int(loc)) for x, loc in row["policy_applied"]])
+        self.assertAlmostEqual(handed_over.cost(self.cost_model), row["policy_ms"], places=9)
         # Real steps: the rounds' collection, the held-out episodes and the
         # per-round evaluation on 8 training graphs.
         self.assertGreater(result["interactions"], 0)
