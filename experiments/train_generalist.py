@@ -146,6 +146,7 @@ def _finetune_rows(generalist_dir, names, xfers, cost_model, config, seed, out_d
             else:
                 agent = load_policy(generalist_dir, env, seed=seed)
                 agent.learner.build()
+                zero_shot = agent.run_episode(env, greedy=True, learn=False)
             # Under the generalist's own folder: a resumed fine-tuning run
             # must have started from this generalist.
             with_dir = os.path.join(out_dir, "finetune", name.replace("/", "_"), label)
@@ -161,7 +162,14 @@ def _finetune_rows(generalist_dir, names, xfers, cost_model, config, seed, out_d
                                       / env.initial_cost - 1.0)}
             if label == "scratch":
                 out["scratch"] = run
+                target = min(final.final_cost, result.best_cost)
             else:
+                # When it first reached the per-graph agent's result (its
+                # change compares the cheapest of the same two costs).
+                last = {"interactions": result.interactions + final.steps,
+                        "greedy_cost": final.final_cost}
+                run["steps_to_reach"] = evaluate.steps_to_reach(
+                    target, zero_shot.final_cost, zero_shot.steps, result.history + [last])
                 out["finetuned"].append(run)
         rows.append(out)
     return rows

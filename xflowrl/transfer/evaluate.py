@@ -124,3 +124,23 @@ def markdown(rows: Sequence[Row]) -> str:
                      f"{pct(r.change(r.random_ms))} | {r.policy_seconds:.2f} | "
                      f"{'' if r.taso_seconds is None else f'{r.taso_seconds:.2f}'} |")
     return "\n".join(lines)
+
+
+def steps_to_reach(target: float, zero_shot_cost: float, zero_shot_steps: int,
+                   history: Sequence[Mapping[str, float]]) -> Optional[int]:
+    """Real steps a fine-tuned policy took to reach `target` (the cost a
+    per-graph agent reached; every cost compares as that agent's does: the
+    cheapest final graph of any training episode, or a greedy evaluation's):
+    its zero-shot greedy episode's steps if that reached it, else those plus
+    the training steps up to the first update after which the cheapest
+    episode so far (`best_cost`) or that update's greedy evaluation
+    (`greedy_cost`) reached it; None if it never did. `history` is
+    `TrainResult.history`. The zero-shot episode counts, so 0 never comes."""
+    reached = lambda cost: cost <= target * (1.0 + 1e-9)
+    if reached(zero_shot_cost):
+        return zero_shot_steps
+    for row in history:
+        costs = [row[k] for k in ("best_cost", "greedy_cost") if k in row]
+        if any(reached(c) for c in costs):
+            return zero_shot_steps + int(row["interactions"])
+    return None

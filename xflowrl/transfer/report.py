@@ -115,16 +115,31 @@ def markdown(results: Sequence[dict], model_based: Sequence[dict] = ()) -> str:
     tuned = [row for r in results for row in r.get("finetune", [])]
     if tuned:
         lines += ["", "| graph (seed) | from scratch: change (episodes, steps) | fine-tuned "
-                  "generalist: change (episodes, steps) | steps, fine-tuned / scratch |",
-                  "|---|---|---|---:|"]
+                  "generalist: change (episodes, steps) | steps, fine-tuned / scratch | "
+                  "steps to reach scratch's result / scratch's steps |",
+                  "|---|---|---|---:|---:|"]
+        reach: List[bool] = []
         for result in results:
             for row in result.get("finetune", []):
                 s = row["scratch"]
                 runs = row["finetuned"]
                 runs = runs if isinstance(runs, list) else [runs]
+                scratch_steps = max(s["interactions"], 1)
                 for t in runs:
+                    to_reach = t.get("steps_to_reach", "n/a")
+                    if to_reach is None:
+                        to_reach = "not reached"
+                    elif to_reach != "n/a":
+                        to_reach = f"{to_reach / scratch_steps:.2f} ({to_reach})"
                     lines.append(f"| {row['graph']} ({result['seed']}) | {s['change']:+.2f}% "
                                  f"({s['episodes']}, {s['interactions']}) | "
                                  f"{t['change']:+.2f}% ({t['episodes']}, {t['interactions']}) | "
-                                 f"{t['interactions'] / max(s['interactions'], 1):.2f} |")
+                                 f"{t['interactions'] / scratch_steps:.2f} | {to_reach} |")
+                known = [t["steps_to_reach"] for t in runs if "steps_to_reach" in t]
+                if known:  # per (graph, seed): the first time any fine-tuning reached it
+                    reached = [k for k in known if k is not None]
+                    reach.append(bool(reached) and min(reached) <= 0.1 * scratch_steps)
+        if reach:
+            lines += ["", f"Fine-tuning reached the per-graph agent's result within 10% of its "
+                          f"real steps in {sum(reach)} of {len(reach)} (graph, seed) pairs."]
     return "\n".join(lines)

@@ -171,6 +171,7 @@ def train(env: Environment, agent: PPOAgent, config: TrainConfig, logdir: str,
         metrics = agent.update()
         updates = int(agent.updates.numpy())
         row = {"episode": n, "updates": updates, "interactions": state.interactions,
+               "best_cost": state.best_cost,
                "mean_reward": float(np.mean([e.total_reward for e in recent])),
                "mean_final_cost": float(np.mean([e.final_cost for e in recent])), **metrics}
         if updates % config.eval_every == 0:
