@@ -165,6 +165,48 @@ class MeasurementTest(absltest.TestCase):
         m.sweep = [SweepTiming(temperature=0.5, seeds=[timed("c", 8.0)])]
         self.assertEqual(Measurement.from_json(m.to_json()).sweep[0].seeds[0].graph_key, "c")
 
+    # reproduce.py's measured/result.json before the record: a plain object
+    # (the same keys, no schema or version).
+    LEGACY = {"graph": "bert", "setting": "gpu", "cost_model": "analytic/v100",
+              "settings": {"runtimes": "ort", "rounds": 1, "inputs": {"mf": [["fuse", 1]]}},
+              "seconds": 1.5,
+              "variants": {"original": {"graph_key": "a", "ops": 3, "estimated_ms": 1.0,
+                                        "measured": {"ort/cpu": {
+                                            "median_ms": 10.0, "q1_ms": 9.0, "q3_ms": 11.0,
+                                            "min_ms": 8.0, "max_ms": 12.0,
+                                            "rounds_ms": [10.0]}}}},
+              "sweep": [{"temperature": 0.5, "seeds": []}]}
+
+    def test_a_file_from_before_the_record_reads_and_saves_with_its_schema(self):
+        tmp = tempfile.mkdtemp(prefix="measurement_test_")
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        path = os.path.join(tmp, "measured", "result.json")
+        fixtures.write_json(path, self.LEGACY)
+        m = Measurement.load(path)
+        self.assertEqual(m.median_ms("original", "ort/cpu"), 10.0)
+        self.assertEqual(m.settings, self.LEGACY["settings"])
+        self.assertEqual(m.sweep, [SweepTiming(temperature=0.5, seeds=[])])
+        m.save(path, indent=1)
+        with open(path) as f:
+            saved = json.load(f)
+        self.assertEqual(list(saved)[:2], ["schema", "schema_version"])
+        self.assertEqual((saved["schema"], saved["schema_version"]), ("measurement", 1))
+        self.assertEqual({k: v for k, v in saved.items() if k not in ("schema", "schema_version")},
+                         self.LEGACY)
+        self.assertEqual(Measurement.load(path), m)
+        self.assertIsNone(Measurement.load(os.path.join(tmp, "none.json")))
+
+    def test_another_schema_a_newer_version_and_unknown_keys_are_refused(self):
+        value = dict(self.LEGACY, schema="measurement", schema_version=1)
+        with self.assertRaisesRegex(RecordError, "a 'model_free_run' record, not 'measurement'"):
+            Measurement.from_json(dict(value, schema="model_free_run"))
+        with self.assertRaisesRegex(RecordError, "reads up to version 1"):
+            Measurement.from_json(dict(value, schema_version=2))
+        with self.assertRaisesRegex(RecordError, r"no fields \['extra'\]"):
+            Measurement.from_json(dict(value, extra=1))
+        with self.assertRaisesRegex(RecordError, "lacks"):
+            Measurement.from_json({k: v for k, v in value.items() if k != "variants"})
+
 
 
 class ImportTest(absltest.TestCase):
