@@ -19,6 +19,7 @@ from xflowrl.results import (
     WorldModelRound,
 )
 from xflowrl.results.measurement import ClockTiming, SweepTiming, TimedGraph
+from xflowrl.results.sweep import SweepCell, SweepSeed
 
 
 class RecordTest(absltest.TestCase):
@@ -207,6 +208,39 @@ class MeasurementTest(absltest.TestCase):
         with self.assertRaisesRegex(RecordError, "lacks"):
             Measurement.from_json({k: v for k, v in value.items() if k != "variants"})
 
+
+class SweepSeedTest(absltest.TestCase):
+
+    # A seed's cells.json before the record (temperature_sweep.py's plain object).
+    LEGACY = {"seed": 1, "initial_cost_ms": 10.0,
+              "cells": [{"temperature": 0.5, "world_model": -1.5, "real": -2.0,
+                         "applied": [["fuse", 3]], "invalid_actions": 0}],
+              "seconds": 4.0}
+
+    def test_round_trip_and_a_file_from_before_the_record(self):
+        tmp = tempfile.mkdtemp(prefix="sweep_seed_test_")
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        path = os.path.join(tmp, "seed_1", "cells.json")
+        fixtures.write_json(path, self.LEGACY)
+        seed = SweepSeed.load(path)
+        self.assertEqual(seed.cells, [SweepCell(temperature=0.5, world_model=-1.5, real=-2.0,
+                                                applied=[["fuse", 3]], invalid_actions=0)])
+        seed.save(path, indent=1)
+        with open(path) as f:
+            saved = json.load(f)
+        self.assertEqual((saved["schema"], saved["schema_version"]),
+                         ("temperature_sweep_seed", 1))
+        self.assertEqual({k: v for k, v in saved.items() if k not in ("schema", "schema_version")},
+                         self.LEGACY)
+        self.assertEqual(SweepSeed.load(path), seed)
+
+    def test_another_schema_and_unknown_keys_are_refused(self):
+        value = dict(self.LEGACY, schema="temperature_sweep_seed", schema_version=1)
+        with self.assertRaisesRegex(RecordError, "a 'measurement' record, not "
+                                    "'temperature_sweep_seed'"):
+            SweepSeed.from_json(dict(value, schema="measurement"))
+        with self.assertRaisesRegex(RecordError, r"cells\[0\]: SweepCell has no fields"):
+            SweepSeed.from_json(dict(value, cells=[dict(self.LEGACY["cells"][0], extra=1)]))
 
 
 class ImportTest(absltest.TestCase):
