@@ -76,7 +76,7 @@ from xflowrl.runs import (
     write_text,
 )
 from xflowrl.search import Baselines, run_greedy, run_taso
-from xflowrl.search.record import RECORD_VERSION, VERSION_KEY
+from xflowrl.search.record import OLD_VERSION_KEY, RECORD_VERSION, record_version
 
 FLAGS = flags.FLAGS
 common.define_env_flags("squeezenet1_1", several_models=True)
@@ -226,7 +226,7 @@ def load_or_run(run: RunSettings) -> dict:
     path = result_path(FLAGS.results_dir, name, "baselines")
     saved = None if FLAGS.rerun else load_result(path)
     if saved is not None:
-        if saved.get(VERSION_KEY) != RECORD_VERSION:
+        if record_version(saved) != RECORD_VERSION:
             logging.info("%s: %s is of an older format (its TASO steps have no locations); "
                          "running again", name, path)
         elif saved.get("settings") == settings(run):
@@ -399,7 +399,7 @@ def main(argv):
     text = markdown(results)
     write_text(os.path.join(out_dir, "baselines.md"), text)
     write_json(os.path.join(out_dir, "baselines.json"),
-               {"graphs": list(runs), "tensorrt": TENSORRT, VERSION_KEY: RECORD_VERSION,
+               {"graphs": list(runs), "tensorrt": TENSORRT, OLD_VERSION_KEY: RECORD_VERSION,
                 "results": results}, indent=1)
     figure_runtimes(results, os.path.join(out_dir, "fig4_1_runtimes.png"))
     figure_search(results, os.path.join(out_dir, "fig4_2_taso_search.png"))

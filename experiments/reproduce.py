@@ -164,7 +164,10 @@ def setting_jobs(setting: Setting, graphs: Sequence[str], b: Budget,
                  seeds: Sequence[int]) -> List[Job]:
     """baselines, and per seed train_mf, train_mb (and the separate reward
     network) of one setting."""
-    from xflowrl.search.record import VERSION_KEY  # pylint: disable=import-outside-toplevel
+    # baselines.json names the version of the records it holds.
+    from xflowrl.search.record import (  # pylint: disable=import-outside-toplevel
+        OLD_VERSION_KEY,
+    )
     root = os.path.join(FLAGS.results_dir, setting.key)
     # baselines.py: its searches and traces are used; the timing is the
     # measure step's (all variants interleaved), so it times once, cheaply.
@@ -175,7 +178,7 @@ def setting_jobs(setting: Setting, graphs: Sequence[str], b: Budget,
                     f"--graphs={','.join(graphs)}", f"--taso_budget={b.taso_budget}",
                     f"--taso_budget_for={b.taso_budget_for}", "--runtimes=ort",
                     "--rounds=1", "--warmup=0", "--repeats=1"],
-                os.path.join(root, "baselines"), "baselines.json", result_keys=(VERSION_KEY,))]
+                os.path.join(root, "baselines"), "baselines.json", result_keys=(OLD_VERSION_KEY,))]
     ordered = sorted(graphs, key=lambda g: _ORDER.index(g) if g in _ORDER else -1)
     for seed in seeds:
         seed_dir = layout.seed_root(root, seeds, seed)
