@@ -147,6 +147,26 @@ class WorldModelRoundTest(absltest.TestCase):
             WorldModelRound.from_state(dict(self.STATE_ROW, novel=1))
 
 
+def _read_legacy_and_resave(test, record, legacy, *parts):
+    """Reads `legacy` (a file of before the record: no schema) as `record`,
+    saves it again and checks the file: the schema and version first, then
+    the keys of before unchanged; returns the record read."""
+    tmp = tempfile.mkdtemp(prefix="records_test_")
+    test.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+    path = os.path.join(tmp, *parts)
+    fixtures.write_json(path, legacy)
+    read = record.load(path)
+    read.save(path, indent=1)
+    with open(path) as f:
+        saved = json.load(f)
+    test.assertEqual(list(saved)[:2], ["schema", "schema_version"])
+    test.assertEqual((saved["schema"], saved["schema_version"]), (record.SCHEMA, 1))
+    test.assertEqual({k: v for k, v in saved.items() if k not in ("schema", "schema_version")},
+                     legacy)
+    test.assertEqual(record.load(path), read)
+    return read
+
+
 class MeasurementTest(absltest.TestCase):
 
     def test_round_trip_and_medians(self):
@@ -179,23 +199,11 @@ class MeasurementTest(absltest.TestCase):
               "sweep": [{"temperature": 0.5, "seeds": []}]}
 
     def test_a_file_from_before_the_record_reads_and_saves_with_its_schema(self):
-        tmp = tempfile.mkdtemp(prefix="measurement_test_")
-        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
-        path = os.path.join(tmp, "measured", "result.json")
-        fixtures.write_json(path, self.LEGACY)
-        m = Measurement.load(path)
+        m = _read_legacy_and_resave(self, Measurement, self.LEGACY, "measured", "result.json")
         self.assertEqual(m.median_ms("original", "ort/cpu"), 10.0)
         self.assertEqual(m.settings, self.LEGACY["settings"])
         self.assertEqual(m.sweep, [SweepTiming(temperature=0.5, seeds=[])])
-        m.save(path, indent=1)
-        with open(path) as f:
-            saved = json.load(f)
-        self.assertEqual(list(saved)[:2], ["schema", "schema_version"])
-        self.assertEqual((saved["schema"], saved["schema_version"]), ("measurement", 1))
-        self.assertEqual({k: v for k, v in saved.items() if k not in ("schema", "schema_version")},
-                         self.LEGACY)
-        self.assertEqual(Measurement.load(path), m)
-        self.assertIsNone(Measurement.load(os.path.join(tmp, "none.json")))
+        self.assertIsNone(Measurement.load(os.path.join(tempfile.mkdtemp(), "none.json")))
 
     def test_another_schema_a_newer_version_and_unknown_keys_are_refused(self):
         value = dict(self.LEGACY, schema="measurement", schema_version=1)
@@ -218,21 +226,9 @@ class SweepSeedTest(absltest.TestCase):
               "seconds": 4.0}
 
     def test_round_trip_and_a_file_from_before_the_record(self):
-        tmp = tempfile.mkdtemp(prefix="sweep_seed_test_")
-        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
-        path = os.path.join(tmp, "seed_1", "cells.json")
-        fixtures.write_json(path, self.LEGACY)
-        seed = SweepSeed.load(path)
+        seed = _read_legacy_and_resave(self, SweepSeed, self.LEGACY, "seed_1", "cells.json")
         self.assertEqual(seed.cells, [SweepCell(temperature=0.5, world_model=-1.5, real=-2.0,
                                                 applied=[["fuse", 3]], invalid_actions=0)])
-        seed.save(path, indent=1)
-        with open(path) as f:
-            saved = json.load(f)
-        self.assertEqual((saved["schema"], saved["schema_version"]),
-                         ("temperature_sweep_seed", 1))
-        self.assertEqual({k: v for k, v in saved.items() if k not in ("schema", "schema_version")},
-                         self.LEGACY)
-        self.assertEqual(SweepSeed.load(path), seed)
 
     def test_another_schema_and_unknown_keys_are_refused(self):
         value = dict(self.LEGACY, schema="temperature_sweep_seed", schema_version=1)
