@@ -52,6 +52,8 @@ class WorldModelStateTest(absltest.TestCase):
         self.assertEqual(WorldModelState.load(path), record)
         self.assertEqual(WorldModelState.load(path).to_state(), STATE)
         self.assertEqual(list(WorldModelState.load(path).to_state()), list(STATE))
+        self.assertEqual(list(WorldModelState.load(path).to_state()["best_round"]),
+                         list(STATE["best_round"]))
 
     def test_before_the_first_round_and_before_a_best_round(self):
         fresh = {"round": 0, "real_steps": 0, "held_out_steps": 0, "evaluation_steps": 0,
@@ -68,7 +70,8 @@ class WorldModelStateTest(absltest.TestCase):
         old["retired_key"] = 1
         state = WorldModelState.load(self._write(old)).to_state()
         self.assertEqual(state["evaluation_steps"], 0)
-        self.assertEqual(state["best_round"], {"round": 2, "episodes": 128, "cost_ms": 8.5})
+        self.assertEqual(list(state["best_round"].items()),
+                         [("round", 2), ("episodes", 128), ("cost_ms", 8.5)])
         self.assertNotIn("retired_key", state)
         self.assertEqual(state["rounds"], STATE["rounds"])
         # ... and what it resumes to saves strictly.

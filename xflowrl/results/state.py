@@ -30,8 +30,10 @@ class BestRound:
     """The round whose controller's greedy real episodes reached the cheapest
     graphs (relative to their initial ones; with one graph, its cost)."""
     round: int
-    episodes: int                              # the controller's dream episodes then
     relative_cost: Optional[float] = _omit()   # absent in states before it was recorded
+    # The controller's dream episodes then (keyword-only: the agent's key
+    # order, after the optional relative cost).
+    episodes: int = dataclasses.field(kw_only=True)
     cost_ms: Optional[float] = _omit()         # one graph only
 
 
