@@ -65,6 +65,8 @@ from xflowrl.env import NO_STEP_LIMIT
 from xflowrl.measure.compare import time_models
 from xflowrl.onnx_io import to_onnx
 from xflowrl.optimize.model_io import BadInput
+from xflowrl.results.figures import taso_curve
+from xflowrl.results.layout import baseline_costs
 from xflowrl.results.thesis import THESIS_GRAPHS, thesis_baseline_ms
 from xflowrl.runs import (
     RunSettings,
@@ -76,7 +78,7 @@ from xflowrl.runs import (
     write_text,
 )
 from xflowrl.search import Baselines, run_greedy, run_taso
-from xflowrl.search.record import RECORD_VERSION, VERSION_KEY
+from xflowrl.search.record import OLD_VERSION_KEY, RECORD_VERSION, record_version
 
 FLAGS = flags.FLAGS
 common.define_env_flags("squeezenet1_1", several_models=True)
@@ -94,6 +96,39 @@ flags.DEFINE_list("taso_budget_for", ["inception_v3=100"],
                   "1000 the search on Inception-v3 grew past 20 GB on this machine.")
 
 VARIANTS = ("original", "greedy", "taso")
+
+# The flags a saved result's settings record, in their order.
+_SETTINGS_FLAGS = ("rules", "cost_model", "profile", "max_locations", "taso_alpha", "runtimes",
+                   "rounds", "warmup", "repeats", "seed")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """What one invocation does, from its flags (`config_from_flags`): where
+    results go, whether saved ones are redone, the searches' and the
+    timing's settings (`settings`: the flags a saved result must match, by
+    name, as the flags hold them)."""
+    results_dir: str
+    rerun: bool
+    taso_alpha: float
+    taso_budget: int
+    taso_budget_for: Tuple[str, ...]
+    runtimes: Tuple[str, ...]
+    rounds: int
+    warmup: int
+    repeats: int
+    seed: int
+    settings: Tuple[Tuple[str, object], ...]
+
+
+def config_from_flags() -> Config:
+    """The invocation's `Config`, from its flags."""
+    return Config(results_dir=FLAGS.results_dir, rerun=FLAGS.rerun,
+                  taso_alpha=FLAGS.taso_alpha, taso_budget=FLAGS.taso_budget,
+                  taso_budget_for=tuple(FLAGS.taso_budget_for),
+                  runtimes=tuple(FLAGS.runtimes), rounds=FLAGS.rounds, warmup=FLAGS.warmup,
+                  repeats=FLAGS.repeats, seed=FLAGS.seed,
+                  settings=tuple((k, FLAGS[k].value) for k in _SETTINGS_FLAGS))
 TENSORRT = ("not run: TensorRT needs an NVIDIA GPU; this machine has neither a GPU nor "
             "TensorRT")
 class Variant(NamedTuple):
@@ -115,18 +150,22 @@ def taso_budget(name: str, default: int, overrides: Sequence[str]) -> int:
     return default
 
 
-def graph_runs() -> Dict[str, RunSettings]:
-    """The graphs to run by name: --graphs' zoo graphs (none when only
-    --onnx is given), then each --onnx file, named by its stem.
+def graph_runs(graphs_: Sequence[str], graphs_given: bool, onnx: Sequence[str],
+               input_shape: Sequence[str]) -> Dict[str, RunSettings]:
+    """The graphs to run by name: the zoo graphs `graphs_` (--graphs; none
+    when only --onnx is given and --graphs is not, `graphs_given`), then
+    each model file of `onnx`, named by its stem (with `input_shape`, as
+    --input_shape); the environment's settings are the flags'
+    (`common.run_settings`).
 
     Raises:
       BadInput: two graphs of one name; a malformed --input_shape; an
         --input_shape without --onnx.
     """
-    names = FLAGS.graphs if FLAGS["graphs"].present or not FLAGS.onnx else []
+    names = graphs_ if graphs_given or not onnx else []
     graphs = [{"graph": name} for name in names]
-    graphs += [common.model_fields(path, FLAGS.input_shape) for path in FLAGS.onnx]
-    if FLAGS.input_shape and not FLAGS.onnx:
+    graphs += [common.model_fields(path, input_shape) for path in onnx]
+    if input_shape and not onnx:
         raise BadInput("--input_shape applies to --onnx models; no --onnx given")
     runs: Dict[str, RunSettings] = {}
     for fields in graphs:
@@ -138,13 +177,11 @@ def graph_runs() -> Dict[str, RunSettings]:
     return runs
 
 
-def settings(run: RunSettings) -> dict:
+def settings(run: RunSettings, config: Config) -> dict:
     """What a saved result of the graph `run` names must match to be reused
     (for a model file: also its path, modification time and size)."""
-    out = {k: FLAGS[k].value for k in (
-        "rules", "cost_model", "profile", "max_locations", "taso_alpha", "runtimes",
-        "rounds", "warmup", "repeats", "seed")}
-    out["taso_budget"] = taso_budget(run.graph, FLAGS.taso_budget, FLAGS.taso_budget_for)
+    out = dict(config.settings)
+    out["taso_budget"] = taso_budget(run.graph, config.taso_budget, config.taso_budget_for)
     if run.onnx:
         stat = os.stat(run.onnx)
         out.update(onnx=os.path.abspath(run.onnx), onnx_mtime_ns=stat.st_mtime_ns,
@@ -175,37 +212,38 @@ def search_graph(run: RunSettings, alpha: float, budget: int
     return variants, record, env.cost_model.name
 
 
-def time_variants(run: RunSettings, variants: List[Variant]) -> Dict[str, Dict[str, dict]]:
+def time_variants(run: RunSettings, variants: List[Variant], config: Config
+                  ) -> Dict[str, Dict[str, dict]]:
     """Per variant, per "<runtime>/<clock>", the spread of the round medians.
     Variants with equal graphs (hash) are timed once and share the figures."""
     name, source = run.graph, run.source()
-    weights = source.weights(FLAGS.seed)
-    feeds = source.inputs(FLAGS.seed)
+    weights = source.weights(config.seed)
+    feeds = source.inputs(config.seed)
     key_of = {v.name: f"{v.graph.hash():x}" for v in variants}
     models = {}
     for v in variants:
         if key_of[v.name] not in models:
             models[key_of[v.name]] = to_onnx(v.graph, weights, check=False)
-    rng = np.random.default_rng(FLAGS.seed)
+    rng = np.random.default_rng(config.seed)
     logging.info("%s: timing %d distinct graphs in %s", name, len(models),
-                 ", ".join(FLAGS.runtimes))
-    measured = time_models(models, feeds, FLAGS.runtimes, FLAGS.rounds, FLAGS.warmup,
-                           FLAGS.repeats, rng)
+                 ", ".join(config.runtimes))
+    measured = time_models(models, feeds, list(config.runtimes), config.rounds, config.warmup,
+                           config.repeats, rng)
     return {v.name: dict(measured[key_of[v.name]], graph_key=key_of[v.name])
             for v in variants}
 
 
-def run_graph(run: RunSettings) -> dict:
+def run_graph(run: RunSettings, config: Config) -> dict:
     """Searches and times one graph; writes and returns its result.json."""
     start = time.time()
     name = run.graph
     variants, record, cost_model = search_graph(
-        run, FLAGS.taso_alpha, taso_budget(name, FLAGS.taso_budget, FLAGS.taso_budget_for))
-    measured = time_variants(run, variants)
+        run, config.taso_alpha, taso_budget(name, config.taso_budget, config.taso_budget_for))
+    measured = time_variants(run, variants, config)
     # The record's keys ("greedy", "taso", ...) at the top level, beside the
     # timings: `Baselines.from_json` reads them back.
     result = {
-        "graph": name, "settings": settings(run), "cost_model": cost_model,
+        "graph": name, "settings": settings(run, config), "cost_model": cost_model,
         "ops": variants[0].graph.num_ops(),
         "initial_cost_ms": variants[0].cost_ms, **record.to_json(),
         "variants": {v.name: {"ops": v.graph.num_ops(), "cost_ms": v.cost_ms,
@@ -215,26 +253,26 @@ def run_graph(run: RunSettings) -> dict:
         "thesis_gpu_ms": None if run.onnx else thesis_baseline_ms(name),
         "seconds": time.time() - start,
     }
-    save_result(results_folder(FLAGS.results_dir, name, "baselines"), result, indent=1)
+    save_result(results_folder(config.results_dir, name, "baselines"), result, indent=1)
     return result
 
 
-def load_or_run(run: RunSettings) -> dict:
+def load_or_run(run: RunSettings, config: Config) -> dict:
     """The saved result.json of the graph `run` names if its settings match
     (and not --rerun), else a fresh run."""
     name = run.graph
-    path = result_path(FLAGS.results_dir, name, "baselines")
-    saved = None if FLAGS.rerun else load_result(path)
+    path = result_path(config.results_dir, name, "baselines")
+    saved = None if config.rerun else load_result(path)
     if saved is not None:
-        if saved.get(VERSION_KEY) != RECORD_VERSION:
+        if record_version(saved) != RECORD_VERSION:
             logging.info("%s: %s is of an older format (its TASO steps have no locations); "
                          "running again", name, path)
-        elif saved.get("settings") == settings(run):
+        elif saved.get("settings") == settings(run, config):
             logging.info("%s: reusing %s", name, path)
             return saved
         else:
             logging.info("%s: %s has other settings; running again", name, path)
-    return run_graph(run)
+    return run_graph(run, config)
 
 
 def _ms(m: Optional[dict]) -> str:
@@ -309,7 +347,14 @@ def markdown(results: Dict[str, dict]) -> str:
 def figure_runtimes(results: Dict[str, dict], path: str) -> None:
     """Figure 4.1: per graph, the measured runtime of the original, greedy's
     and TASO's graphs (tf/wall and ort/cpu, medians, IQR as error bars),
-    normalised to the original so graphs of every size share an axis."""
+    normalised to the original so graphs of every size share an axis.
+
+    Not the report's Figure 4.1 (`xflowrl.results.figures.figure_runtimes`):
+    that one plots other data, per cost setting the estimated and measured
+    changes (%) of every variant, the agents' included, from the report's
+    rows (ort/cpu and tf/cpu, no spread); this one, the baselines alone on
+    the clocks this script times (TensorFlow's wall time, the thesis'),
+    with their spread and the thesis' TASO / TF ratio."""
     import matplotlib  # pylint: disable=import-outside-toplevel
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
@@ -360,22 +405,21 @@ def figure_runtimes(results: Dict[str, dict], path: str) -> None:
 
 def figure_search(results: Dict[str, dict], path: str) -> None:
     """Figure 4.2: TASO's search, best estimated cost / initial cost against
-    expansions and against seconds, one line per graph."""
+    expansions and against seconds, one line per graph (the curves of the
+    report's Figure 4.2, `xflowrl.results.figures.taso_curve`, which shows
+    them against expansions only, one panel per cost setting)."""
     import matplotlib  # pylint: disable=import-outside-toplevel
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
     fig, (by_exp, by_sec) = plt.subplots(1, 2, figsize=(11, 4))
     for name, r in results.items():
-        t = Baselines.from_json(r).taso
-        if not t or not t.trace:
-            continue
-        initial = t.initial_cost_ms
         # A step function: the best cost holds until the next improvement,
-        # and up to the end of the search.
-        exp = [p.expansions for p in t.trace] + [t.expansions]
-        sec = [p.seconds for p in t.trace] + [t.seconds]
-        cost = [p.best_cost_ms / initial for p in t.trace]
-        cost.append(cost[-1])
+        # and up to the end of the search (the report's Figure 4.2's curve).
+        b = baseline_costs(r)
+        exp, cost = taso_curve(b, "expansions")
+        if not exp:
+            continue
+        sec, _ = taso_curve(b, "seconds")
         by_exp.step(exp, cost, where="post", label=name)
         by_sec.step(sec, cost, where="post", label=name)
     for ax, xlabel in ((by_exp, "graphs expanded"), (by_sec, "seconds (this CPU)")):
@@ -391,15 +435,16 @@ def figure_search(results: Dict[str, dict], path: str) -> None:
 
 def main(argv):
     del argv
-    runs = graph_runs()
+    config = config_from_flags()
+    runs = graph_runs(FLAGS.graphs, FLAGS["graphs"].present, FLAGS.onnx, FLAGS.input_shape)
     for run in runs.values():
         run.source()  # a model file that cannot be imported fails before any graph runs
-    results = {name: load_or_run(run) for name, run in runs.items()}
-    out_dir = os.path.join(FLAGS.results_dir, "baselines")
+    results = {name: load_or_run(run, config) for name, run in runs.items()}
+    out_dir = os.path.join(config.results_dir, "baselines")
     text = markdown(results)
     write_text(os.path.join(out_dir, "baselines.md"), text)
     write_json(os.path.join(out_dir, "baselines.json"),
-               {"graphs": list(runs), "tensorrt": TENSORRT, VERSION_KEY: RECORD_VERSION,
+               {"graphs": list(runs), "tensorrt": TENSORRT, OLD_VERSION_KEY: RECORD_VERSION,
                 "results": results}, indent=1)
     figure_runtimes(results, os.path.join(out_dir, "fig4_1_runtimes.png"))
     figure_search(results, os.path.join(out_dir, "fig4_2_taso_search.png"))

@@ -34,12 +34,14 @@ import os
 import subprocess
 import sys
 import time
+from typing import Type, Union
 
 from absl import app, flags, logging
 import common
 
 from xflowrl.env import DEFAULT_MAX_STEPS
-from xflowrl.runs import RunSettings, load_result, result_path, save_result
+from xflowrl.results import ModelBasedRun, ModelFreeRun, RecordError
+from xflowrl.runs import RunSettings, result_path, save_result
 from xflowrl.search import EQUAL_BUDGET_FACTOR, run_baselines, versus_greedy, with_equal_step_limit
 
 FLAGS = flags.FLAGS
@@ -60,10 +62,12 @@ flags.DEFINE_string("results_dir", "results", "Where results are written.")
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _run(script: str, graph: str, max_steps: int, extra) -> dict:
-    """`script`'s result on `graph` (run unless reused), whose agent must have
-    had the step limit `max_steps`."""
+def _run(script: str, graph: str, max_steps: int, extra) -> Union[ModelFreeRun, ModelBasedRun]:
+    """`script`'s result on `graph` (run unless reused; its record), whose
+    agent must have had the step limit `max_steps`."""
     kind = "train_mf" if script == "train_mf.py" else "train_mb"
+    record: Type[Union[ModelFreeRun, ModelBasedRun]] = (
+        ModelFreeRun if kind == "train_mf" else ModelBasedRun)
     path = result_path(FLAGS.results_dir, graph, kind)
     if not (FLAGS.reuse and os.path.exists(path)):
         cmd = [sys.executable, os.path.join(_HERE, script), f"--graph={graph}",
@@ -74,11 +78,14 @@ def _run(script: str, graph: str, max_steps: int, extra) -> dict:
         start = time.time()
         subprocess.run(cmd, check=True)
         logging.info("%s on %s: %.0f s", script, graph, time.time() - start)
-    result = load_result(path)
+    try:
+        result = record.load(path)
+    except RecordError as e:  # e.g. a run from before the step limit was recorded
+        raise ValueError(f"{e}; remove {os.path.dirname(path)} to rerun it") from None
     if result is None:
         raise FileNotFoundError(f"{script} wrote no {path}")
-    if result.get("max_steps") != max_steps:
-        raise ValueError(f"{path}: its agent had step limit {result.get('max_steps', 'unknown')}"
+    if result.max_steps != max_steps:
+        raise ValueError(f"{path}: its agent had step limit {result.max_steps}"
                          f", not {max_steps} (--max_steps={FLAGS.max_steps}, at least "
                          f"{EQUAL_BUDGET_FACTOR} x greedy's steps); remove "
                          f"{os.path.dirname(path)} to rerun it")
@@ -122,25 +129,25 @@ def main(argv):
         max_steps = env.config.max_steps
         mf = _run("train_mf.py", graph, max_steps, [f"--episodes={FLAGS.mf_episodes}"])
         mb = _run("train_mb.py", graph, max_steps, [])
-        initial = mb["initial_cost_ms"]
+        assert isinstance(mf, ModelFreeRun) and isinstance(mb, ModelBasedRun)
+        initial = mb.initial_cost_ms
         base = run_baselines(env, seed=FLAGS.seed)
-        mb_steps = (mb["real_steps"]["world_model_rollouts"]
-                    + mb["real_steps"]["held_out_rollouts"])
-        mf_steps = mf.get("steps_to_final_cost", mf["interactions"])
+        mb_steps = mb.real_steps.world_model_rollouts + mb.real_steps.held_out_rollouts
+        mf_steps = mf.steps_to_final_cost
         row = {
             "graph": graph, "initial_ms": initial, "max_steps": max_steps,
-            "mb_ms": mb["controller_cost_ms"], "mb_best_ms": mb["controller_best_cost_ms"],
-            "mf_ms": mf["agent_cost_ms"], "greedy_ms": base.greedy.cost_ms,
+            "mb_ms": mb.controller_cost_ms, "mb_best_ms": mb.controller_best_cost_ms,
+            "mf_ms": mf.agent_cost_ms, "greedy_ms": base.greedy.cost_ms,
             "taso_ms": base.taso.cost_ms, "random_ms": base.random.cost_ms,
-            "mb_vs_greedy": versus_greedy(mb["controller_best_cost_ms"], base.greedy.cost_ms),
-            "mf_vs_greedy": versus_greedy(mf["agent_cost_ms"], base.greedy.cost_ms),
+            "mb_vs_greedy": versus_greedy(mb.controller_best_cost_ms, base.greedy.cost_ms),
+            "mf_vs_greedy": versus_greedy(mf.agent_cost_ms, base.greedy.cost_ms),
             "greedy_steps": base.greedy.steps,
             "mb_real_steps": mb_steps, "mf_steps_to_final": mf_steps,
-            "mf_real_steps": mf["interactions"],
+            "mf_real_steps": mf.interactions,
             "steps_ratio_mf_over_mb": mf_steps / max(mb_steps, 1),
-            "equal_final_cost": abs(mb["controller_best_cost_ms"] - mf["agent_cost_ms"])
+            "equal_final_cost": abs(mb.controller_best_cost_ms - mf.agent_cost_ms)
             <= 1e-6 * initial,
-            "mb_seconds": mb["seconds"]["total"], "mf_seconds": mf["train_seconds"],
+            "mb_seconds": mb.seconds.total, "mf_seconds": mf.train_seconds,
         }
         for key in ("mb", "mf", "greedy", "taso", "random"):
             row[f"{key}_change"] = _pct(row[f"{key}_ms"], initial)

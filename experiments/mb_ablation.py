@@ -42,7 +42,9 @@ import numpy as np
 
 from xflowrl.engine.cost import DEFAULT_BACKEND, GPU_PROFILE
 from xflowrl.jobs import Job, run_jobs
+from xflowrl.results.runs import ModelBasedRun
 from xflowrl.rules.sets import DEFAULT_RULE_SET
+from xflowrl.search.record import Baselines
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("graph", "bert", "Zoo graph.")
@@ -119,9 +121,9 @@ def finished_seeds(variant: str) -> List[int]:
     return sorted(s for s in seeds if os.path.exists(result_file(variant, s)))
 
 
-def finished(variant: str, seed: int) -> Optional[dict]:
-    with open(result_file(variant, seed)) as f:
-        return json.load(f)
+def finished(variant: str, seed: int) -> Optional[ModelBasedRun]:
+    """The run's record (`ModelBasedRun`), None where it has no result file."""
+    return ModelBasedRun.load(result_file(variant, seed))
 
 
 def change(cost: float, initial: float) -> float:
@@ -133,41 +135,41 @@ def spread(values: List[float]) -> dict:
             "max": float(np.max(values)), "values": values}
 
 
-def summarise(variant: str, results: List[dict]) -> dict:
-    initial = results[0]["initial_cost_ms"]
-    greedy = [change(r["baselines"]["greedy"]["cost_ms"], r["initial_cost_ms"]) for r in results]
-    best = [change(r["controller_best_cost_ms"], r["initial_cost_ms"]) for r in results]
+def summarise(variant: str, results: List[ModelBasedRun]) -> dict:
+    initial = results[0].initial_cost_ms
+    baselines = [Baselines.from_json(r.baselines) for r in results]
+    greedy = [change(b.greedy.cost_ms, r.initial_cost_ms) for b, r in zip(baselines, results)]
+    best = [change(r.controller_best_cost_ms, r.initial_cost_ms) for r in results]
     out = {
         "what": VARIANTS[variant][0], "flags": VARIANTS[variant][1],
-        "seeds": [r["seed"] for r in results], "initial_cost_ms": initial,
+        "seeds": [r.seed for r in results], "initial_cost_ms": initial,
         "greedy_episode_change_pct": spread(
-            [change(r["controller_cost_ms"], r["initial_cost_ms"]) for r in results]),
+            [change(r.controller_cost_ms, r.initial_cost_ms) for r in results]),
         "best_change_pct": spread(best),
         "greedy_change_pct": spread(greedy),
-        "invalid_actions": spread([float(r["controller"]["greedy"]["invalid_actions"]
-                                         + sum(e["invalid_actions"] for e in r["sampled"]))
+        "invalid_actions": spread([float(r.controller["greedy"].invalid_actions
+                                         + sum(e.invalid_actions for e in r.sampled))
                                    for r in results]),
-        "real_steps": spread([float(r["real_steps"]["world_model_rollouts"]
-                                    + r["real_steps"]["held_out_rollouts"]
-                                    + r["real_steps"].get("round_evaluations", 0)
-                                    + r["real_steps"]["evaluation"]) for r in results]),
-        "seconds": spread([r["seconds"]["total"] for r in results]),
-        "max_steps": results[0].get("max_steps"), "eval_masks": results[0].get("eval_masks"),
+        # The real steps without --lockstep's dream steps (as this table always counted).
+        "real_steps": spread([float(r.real_steps.world_model_rollouts
+                                    + r.real_steps.held_out_rollouts
+                                    + r.real_steps.round_evaluations
+                                    + r.real_steps.evaluation) for r in results]),
+        "seconds": spread([r.seconds.total for r in results]),
+        "max_steps": results[0].max_steps, "eval_masks": results[0].eval_masks,
     }
-    taso = [r["baselines"].get("taso") for r in results]
-    if all(taso):
-        out["taso_change_pct"] = spread([change(t["cost_ms"], r["initial_cost_ms"])
-                                         for t, r in zip(taso, results)])
-    random = [r["baselines"].get("random") for r in results]
-    if all(random):
-        out["random_change_pct"] = spread([change(x["cost_ms"], r["initial_cost_ms"])
-                                           for x, r in zip(random, results)])
+    if all(b.taso for b in baselines):
+        out["taso_change_pct"] = spread([change(b.taso.cost_ms, r.initial_cost_ms)
+                                         for b, r in zip(baselines, results)])
+    if all(b.random for b in baselines):
+        out["random_change_pct"] = spread([change(b.random.cost_ms, r.initial_cost_ms)
+                                           for b, r in zip(baselines, results)])
     out["within_1_point_of_greedy"] = (out["best_change_pct"]["median"]
                                        <= out["greedy_change_pct"]["median"] + 1.0 + 1e-9)
     return out
 
 
-def measure(summary: Dict[str, dict], runs: Dict[str, List[dict]]) -> None:
+def measure(summary: Dict[str, dict], runs: Dict[str, List[ModelBasedRun]]) -> None:
     """Adds to each variant the measured ort/cpu change (%) of its runs'
     handed-over graphs against the original, and greedy's, all timed in
     the same interleaved rounds (equal graphs once; random weights)."""
@@ -184,11 +186,11 @@ def measure(summary: Dict[str, dict], runs: Dict[str, List[dict]]) -> None:
     original = env.initial_graph
     first = next(iter(runs.values()))[0]
     graphs = {"original": original,
-              "greedy": replay(env, [tuple(a) for a in first["baselines"]["greedy"]["applied"]])}
+              "greedy": replay(env, [tuple(a) for a in
+                                     Baselines.from_json(first.baselines).greedy.applied])}
     for v, results in runs.items():
         for r in results:
-            graphs[f"{v}/{r['seed']}"] = replay(
-                env, [tuple(a) for a in r["controller_best_applied"]])
+            graphs[f"{v}/{r.seed}"] = replay(env, [tuple(a) for a in r.controller_best_applied])
     key = {name: f"{g.hash():x}" for name, g in graphs.items()}
     weights = random_weights(original, 0, gain=zoo.weight_gain(FLAGS.graph))
     models = {key[name]: to_onnx(g, weights, check=False) for name, g in graphs.items()}
@@ -201,7 +203,7 @@ def measure(summary: Dict[str, dict], runs: Dict[str, List[dict]]) -> None:
 
     for v, results in runs.items():
         summary[v]["measured_ort_cpu_change_pct"] = spread(
-            [pct(f"{v}/{r['seed']}") for r in results])
+            [pct(f"{v}/{r.seed}") for r in results])
         summary[v]["measured_greedy_ort_cpu_change_pct"] = pct("greedy")
 
 

@@ -40,8 +40,8 @@ from absl import app, flags, logging
 import common
 import numpy as np
 
-from xflowrl.results import ModelFreeRun
-from xflowrl.runs import load_result, result_path, results_folder, save_result
+from xflowrl.results import ModelFreeRun, RecordError
+from xflowrl.runs import result_path, results_folder, save_result
 from xflowrl.search import Baselines
 
 FLAGS = flags.FLAGS
@@ -72,14 +72,24 @@ def run_dir(results_dir: str, graph: str, variant: str, seed: int) -> str:
                         f"{variant}_seed{seed}")
 
 
-def train_one(graph: str, variant: str, seed: int) -> dict:
-    """Runs (or reuses) train_mf.py for one setting; its result.json."""
+def _saved(path: str) -> Optional[ModelFreeRun]:
+    """The saved run at `path`; None where there is none or it is not a
+    record this code reads (it is run again)."""
+    try:
+        return ModelFreeRun.load(path)
+    except RecordError as e:
+        logging.warning("not reusing %s: %s", path, e)
+        return None
+
+
+def train_one(graph: str, variant: str, seed: int) -> ModelFreeRun:
+    """Runs (or reuses) train_mf.py for one setting; its result.json's record."""
     base = run_dir(FLAGS.results_dir, graph, variant, seed)
     path = result_path(base, graph, "train_mf")
-    result = None if FLAGS.rerun else load_result(path)
+    result = None if FLAGS.rerun else _saved(path)
     if result is not None:
-        if (result.get("cost_features") == variant and result.get("seed") == seed
-                and result["episodes"] == FLAGS.episodes):
+        if (result.cost_features == variant and result.seed == seed
+                and result.episodes == FLAGS.episodes):
             logging.info("reusing %s", path)
             return result
     cmd = [sys.executable, _TRAIN_MF, f"--graph={graph}", f"--episodes={FLAGS.episodes}",
@@ -96,7 +106,7 @@ def train_one(graph: str, variant: str, seed: int) -> dict:
         raise RuntimeError(f"train_mf.py wrote no {path}")
     run.wall_seconds = time.time() - start
     run.save(path)
-    return run.to_json()
+    return run
 
 
 def read_episode_log(tensorboard_dir: str) -> EpisodeLog:
@@ -127,29 +137,29 @@ def first_reaching(log: EpisodeLog, cost: float) -> Optional[Dict[str, int]]:
     return None
 
 
-def summarize_run(result: dict, log: EpisodeLog, last: int = 50) -> dict:
+def summarize_run(result: ModelFreeRun, log: EpisodeLog, last: int = 50) -> dict:
     """The figures of one run for the table; `last`: how many final training
     episodes the mean final cost is over (a less noisy view of where the
     sampling policy ended than the one greedy episode)."""
-    initial = result["initial_cost_ms"]
-    greedy = Baselines.from_json(result["baselines"]).greedy.cost_ms
+    initial = result.initial_cost_ms
+    greedy = Baselines.from_json(result.baselines).greedy.cost_ms
     best = min(log.final_cost) if log.final_cost else float("nan")
     last_mean = float(np.mean(log.final_cost[-last:])) if log.final_cost else float("nan")
     return {
         "last_episodes": min(last, len(log.final_cost)), "last_mean_cost_ms": last_mean,
         "last_mean_change_pct": 100 * (last_mean / initial - 1),
-        "cost_features": result["cost_features"], "seed": result["seed"],
-        "agent_cost_ms": result["agent_cost_ms"],
-        "agent_change_pct": 100 * (result["agent_cost_ms"] / initial - 1),
-        "best_training_cost_ms": result["best_training_cost_ms"],
-        "best_training_change_pct": 100 * (result["best_training_cost_ms"] / initial - 1),
-        "steps_to_final_cost": result["steps_to_final_cost"],
+        "cost_features": result.cost_features, "seed": result.seed,
+        "agent_cost_ms": result.agent_cost_ms,
+        "agent_change_pct": 100 * (result.agent_cost_ms / initial - 1),
+        "best_training_cost_ms": result.best_training_cost_ms,
+        "best_training_change_pct": 100 * (result.best_training_cost_ms / initial - 1),
+        "steps_to_final_cost": result.steps_to_final_cost,
         "to_best": first_reaching(log, best),
         "to_greedy": first_reaching(log, greedy),
-        "episodes": result["episodes"], "interactions": result["interactions"],
-        "train_seconds": result["train_seconds"],
-        "wall_seconds": result.get("wall_seconds"),
-        "agent_applied": result["agent_applied"],
+        "episodes": result.episodes, "interactions": result.interactions,
+        "train_seconds": result.train_seconds,
+        "wall_seconds": result.wall_seconds,
+        "agent_applied": result.agent_applied,
     }
 
 
@@ -221,13 +231,13 @@ def main(argv):
         runs.sort(key=lambda r: (FLAGS.variants.index(r["cost_features"]), r["seed"]))
         # Greedy and TASO are deterministic; the random agent's mean is the
         # first run's (its seed).
-        baselines = first["baselines"]
+        baselines = first.baselines
         out_dir = results_folder(FLAGS.results_dir, graph, "observation_ablation")
-        table = markdown(graph, first["initial_cost_ms"], Baselines.from_json(baselines), runs,
+        table = markdown(graph, first.initial_cost_ms, Baselines.from_json(baselines), runs,
                          FLAGS.episodes, command(graph))
         save_result(out_dir, {"graph": graph, "episodes": FLAGS.episodes,
                               "command": command(graph),
-                              "initial_cost_ms": first["initial_cost_ms"],
+                              "initial_cost_ms": first.initial_cost_ms,
                               "baselines": baselines, "runs": runs}, markdown=table)
         print(table)
 

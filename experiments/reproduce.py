@@ -29,8 +29,9 @@ step times every variant of every graph (original, greedy, TASO,
 model-free, model-based, and the separate reward network's where it ran;
 of the agents, the median seed's graph) end to end on this CPU, interleaved
 (onnxruntime and TensorFlow through onnx-tf;
-`xflowrl.measure.compare.time_models`), and `reproduce_report.write_report`
-writes the tables and figures to --report_dir.
+`xflowrl.measure.compare.time_models`; a `xflowrl.results.Measurement`
+record per graph), and `xflowrl.results.write_report` writes the tables and
+figures to --report_dir.
 
 The entry-point runs are Ray tasks (`xflowrl.jobs.run_jobs`): on a local Ray
 instance of --jobs CPUs started here (one entry point per CPU), or on the
@@ -63,7 +64,6 @@ that rule and is run again.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import subprocess
 import sys
@@ -73,9 +73,13 @@ from typing import Dict, List, Optional, Sequence
 from absl import app, flags, logging
 import numpy as np
 from reproduce_budgets import BUDGETS, Budget, scaled
-import reproduce_report as report
 
 from xflowrl.jobs import Job, results_lock, run_jobs
+from xflowrl.results import layout
+from xflowrl.results.layout import SEPARATE, SETTINGS, Setting
+from xflowrl.results.measurement import ClockTiming, Measurement, SweepTiming, TimedGraph
+from xflowrl.results.report import write_report
+from xflowrl.results.thesis import THESIS_GRAPHS
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("budget", "full", list(BUDGETS), "The budgets (reproduce_budgets.py): quick "
@@ -83,8 +87,8 @@ flags.DEFINE_enum("budget", "full", list(BUDGETS), "The budgets (reproduce_budge
                   "here), thesis (the thesis' training budgets: about 41 h here, estimated in "
                   "docs/reproduce.md).")
 flags.DEFINE_bool("quick", False, "The same as --budget=quick.")
-flags.DEFINE_list("graphs", list(report.THESIS_GRAPHS), "Zoo graphs to evaluate.")
-flags.DEFINE_list("settings", list(report.SETTINGS), "Cost settings (cpu, gpu).")
+flags.DEFINE_list("graphs", list(THESIS_GRAPHS), "Zoo graphs to evaluate.")
+flags.DEFINE_list("settings", list(SETTINGS), "Cost settings (cpu, gpu).")
 flags.DEFINE_string("results_dir", "results/reproduce", "Where the runs are written.")
 flags.DEFINE_string("report_dir", "", "Where the report goes (default <results_dir>/report).")
 flags.DEFINE_list("separate_reward_graphs", ["bert"],
@@ -151,16 +155,19 @@ def agent_seeds() -> List[int]:
     return [FLAGS.seed + i for i in range(FLAGS.seeds)]
 
 
-def env_flags(setting: report.Setting, results_dir: str, seed: int) -> List[str]:
+def env_flags(setting: Setting, results_dir: str, seed: int) -> List[str]:
     return [f"--cost_model={setting.cost_model}", f"--profile={setting.profile}",
             f"--results_dir={results_dir}", f"--seed={seed}"]
 
 
-def setting_jobs(setting: report.Setting, graphs: Sequence[str], b: Budget,
+def setting_jobs(setting: Setting, graphs: Sequence[str], b: Budget,
                  seeds: Sequence[int]) -> List[Job]:
     """baselines, and per seed train_mf, train_mb (and the separate reward
     network) of one setting."""
-    from xflowrl.search.record import VERSION_KEY  # pylint: disable=import-outside-toplevel
+    # baselines.json names the version of the records it holds.
+    from xflowrl.search.record import (  # pylint: disable=import-outside-toplevel
+        OLD_VERSION_KEY,
+    )
     root = os.path.join(FLAGS.results_dir, setting.key)
     # baselines.py: its searches and traces are used; the timing is the
     # measure step's (all variants interleaved), so it times once, cheaply.
@@ -171,10 +178,10 @@ def setting_jobs(setting: report.Setting, graphs: Sequence[str], b: Budget,
                     f"--graphs={','.join(graphs)}", f"--taso_budget={b.taso_budget}",
                     f"--taso_budget_for={b.taso_budget_for}", "--runtimes=ort",
                     "--rounds=1", "--warmup=0", "--repeats=1"],
-                os.path.join(root, "baselines"), "baselines.json", result_keys=(VERSION_KEY,))]
+                os.path.join(root, "baselines"), "baselines.json", result_keys=(OLD_VERSION_KEY,))]
     ordered = sorted(graphs, key=lambda g: _ORDER.index(g) if g in _ORDER else -1)
     for seed in seeds:
-        seed_dir = report.seed_root(root, seeds, seed)
+        seed_dir = layout.seed_root(root, seeds, seed)
         suffix = "" if seed == seeds[0] else f" seed {seed}"
         # --max_steps is a floor: the agents raise it to greedy's budget themselves.
         agent = env_flags(setting, seed_dir, seed) + [
@@ -205,7 +212,7 @@ def setting_jobs(setting: report.Setting, graphs: Sequence[str], b: Budget,
 
 def shared_jobs(graphs: Sequence[str], b: Budget) -> List[Job]:
     """Table 4.1 (graph properties) and Table 4.3 (temperature sweep)."""
-    cpu = report.SETTINGS["cpu"]
+    cpu = SETTINGS["cpu"]
     props_dir = os.path.join(FLAGS.results_dir, "graph_properties")
     jobs = [job("graph_properties", "graph_properties.py",
                 [f"--graphs={','.join(graphs)}", f"--cost_model={cpu.cost_model}",
@@ -213,8 +220,8 @@ def shared_jobs(graphs: Sequence[str], b: Budget) -> List[Job]:
                  f"--warmup={max(1, min(3, b.props_repeats))}", f"--seed={FLAGS.seed}",
                  f"--output_dir={props_dir}"], props_dir, "table_4_1.json")]
     for key in FLAGS.sweep_settings if FLAGS.sweep_graph else []:
-        setting = report.SETTINGS[key]
-        root = os.path.join(FLAGS.results_dir, report.sweep_folder(key))
+        setting = SETTINGS[key]
+        root = os.path.join(FLAGS.results_dir, layout.sweep_folder(key))
         # The script's default profile is cpu: only other profiles are named.
         profile = [f"--profile={setting.profile}"] if setting.profile != "cpu" else []
         # The sweep runs its seeds as tasks of this cluster (it joins it
@@ -236,14 +243,14 @@ def shared_jobs(graphs: Sequence[str], b: Budget) -> List[Job]:
 
 # -- the measure step --------------------------------------------------------
 
-def variant_graphs(setting: report.Setting, graph_name: str, root: str,
+def variant_graphs(setting: Setting, graph_name: str, root: str,
                    seeds: Sequence[int]):
     """The engine graphs to time, by variant name: original, greedy, TASO
     (replayed from baselines.py's record, `xflowrl.search.Baselines`, whose
     steps keep their locations; the cost must equal the record's, checked),
     model-free, model-based and, where it ran, the model-based agent with
     the separate reward network (replayed; of each agent, the median seed's
-    run, `report.median_seed`)."""
+    run, `layout.median_seed`)."""
     from xflowrl.agents.ppo.training import replay  # pylint: disable=import-outside-toplevel
     from xflowrl.engine.xfers import (  # pylint: disable=import-outside-toplevel
         DEFAULT_MAX_LOCATIONS,
@@ -258,7 +265,7 @@ def variant_graphs(setting: report.Setting, graph_name: str, root: str,
         Baselines,
         replay_result,
     )
-    runs = report.load_runs(root, graph_name, seeds)
+    runs = layout.load_runs(root, graph_name, seeds)
     baselines = Baselines.from_json(runs.baselines)
     env = make_env(graph_name, DEFAULT_RULE_SET, setting.cost_model, setting.profile,
                    "results/cost_cache.tsv",
@@ -271,31 +278,30 @@ def variant_graphs(setting: report.Setting, graph_name: str, root: str,
         if not np.isclose(cost, baselines.taso.cost_ms, rtol=1e-9):
             raise RuntimeError(f"{graph_name}: TASO's steps replayed cost {cost} ms, "
                                f"baselines.py recorded {baselines.taso.cost_ms} ms")
-    agents = [("model-free", runs.mf, "agent_applied"),
-              ("model-based", runs.mb, "controller_best_applied")]
+    agents = [("model-free", runs.mf, runs.mf.agent_applied),
+              ("model-based", runs.mb, runs.mb.controller_best_applied)]
     if runs.mb_separate:
-        agents.append((report.SEPARATE, runs.mb_separate, "controller_best_applied"))
-    for name, result, key in agents:
-        run_config = EnvConfig(max_steps=NO_STEP_LIMIT,
-                               max_locations=result.get("max_locations", DEFAULT_MAX_LOCATIONS))
-        run_env = make_env(graph_name, result.get("rules", DEFAULT_RULE_SET), setting.cost_model,
-                           setting.profile, "results/cost_cache.tsv", run_config)
-        graphs[name] = replay(run_env, [tuple(a) for a in result[key]])
+        agents.append((SEPARATE, runs.mb_separate, runs.mb_separate.controller_best_applied))
+    for name, run, applied in agents:
+        run_config = EnvConfig(max_steps=NO_STEP_LIMIT, max_locations=run.max_locations)
+        run_env = make_env(graph_name, run.rules, setting.cost_model, setting.profile,
+                           "results/cost_cache.tsv", run_config)
+        graphs[name] = replay(run_env, [tuple(a) for a in applied])
     return graphs, env.cost_model
 
 
-def sweep_result(setting: report.Setting, graph_name: str) -> Optional[dict]:
+def sweep_result(setting: Setting, graph_name: str) -> Optional[dict]:
     """The temperature sweep's result under `setting`, if the sweep ran on
     `graph_name` there and kept its real episodes' steps."""
     if graph_name != FLAGS.sweep_graph or setting.key not in FLAGS.sweep_settings:
         return None
-    sweep = report.load_sweep(FLAGS.results_dir, setting.key, graph_name)
+    sweep = layout.load_sweep(FLAGS.results_dir, setting.key, graph_name)
     if not sweep or any("applied" not in row for row in sweep["rows"]):
         return None
     return sweep
 
 
-def sweep_graphs(setting: report.Setting, sweep: dict):
+def sweep_graphs(setting: Setting, sweep: dict):
     """Per row of the sweep (a temperature), the graph of each seed's real
     episode, replayed from its applied steps."""
     from xflowrl.agents.ppo.training import replay  # pylint: disable=import-outside-toplevel
@@ -316,11 +322,12 @@ def sweep_graphs(setting: report.Setting, sweep: dict):
             for row in sweep["rows"]]
 
 
-def measure(setting: report.Setting, graph_name: str, b: Budget, rerun: bool,
-            seeds: Sequence[int]) -> dict:
+def measure(setting: Setting, graph_name: str, b: Budget, rerun: bool,
+            seeds: Sequence[int]) -> Measurement:
     """Times every variant of one graph (one timing per distinct graph; of
     the agents, the median seed's graph); writes and returns
-    <root>/<graph>/measured/result.json (reused when its settings match)."""
+    <root>/<graph>/measured/result.json, a `Measurement` (reused when its
+    settings match)."""
     from xflowrl import zoo  # pylint: disable=import-outside-toplevel
     from xflowrl.executor.weights import (  # pylint: disable=import-outside-toplevel
         random_inputs,
@@ -334,13 +341,12 @@ def measure(setting: report.Setting, graph_name: str, b: Budget, rerun: bool,
     sweep = sweep_result(setting, graph_name)
     settings = {"runtimes": b.measure_runtimes, "rounds": b.measure_rounds,
                 "warmup": b.measure_warmup, "repeats": b.measure_repeats, "seed": FLAGS.seed,
-                "inputs": report.run_stamps(root, graph_name, seeds)}
+                "inputs": layout.run_stamps(root, graph_name, seeds)}
     if sweep:
         settings["inputs"]["sweep"] = [row["applied"] for row in sweep["rows"]]
-    if not rerun and os.path.exists(path):
-        with open(path) as f:
-            saved = json.load(f)
-        if saved.get("settings") == settings:
+    if not rerun:
+        saved = Measurement.load(path)
+        if saved is not None and saved.settings == settings:
             return saved
     graphs, cost_model = variant_graphs(setting, graph_name, root, seeds)
     original = graphs["original"]
@@ -359,19 +365,15 @@ def measure(setting: report.Setting, graph_name: str, b: Budget, rerun: bool,
     times = time_models(models, random_inputs(original, FLAGS.seed),
                         b.measure_runtimes.split(","), b.measure_rounds, b.measure_warmup,
                         b.measure_repeats, np.random.default_rng(FLAGS.seed))
-    def timed(g) -> dict:
-        return {"graph_key": key(g), "ops": g.num_ops(), "estimated_ms": g.cost(cost_model),
-                "measured": times[key(g)]}
-    result = {"graph": graph_name, "setting": setting.key, "cost_model": cost_model.name,
-              "settings": settings, "seconds": time.time() - start,
-              "variants": {name: timed(g) for name, g in graphs.items()}}
-    if sweep:
-        result["sweep"] = [{"temperature": row["temperature"],
-                            "seeds": [timed(g) for g in by_seed]}
-                           for row, by_seed in zip(sweep["rows"], swept)]
-    os.makedirs(out_dir, exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(result, f, indent=1)
+    def timed(g) -> TimedGraph:
+        return TimedGraph(graph_key=key(g), ops=g.num_ops(), estimated_ms=g.cost(cost_model),
+                          measured={clock: ClockTiming(**t) for clock, t in times[key(g)].items()})
+    result = Measurement(
+        graph=graph_name, setting=setting.key, cost_model=cost_model.name, settings=settings,
+        seconds=time.time() - start, variants={name: timed(g) for name, g in graphs.items()},
+        sweep=[SweepTiming(temperature=row["temperature"], seeds=[timed(g) for g in by_seed])
+               for row, by_seed in zip(sweep["rows"], swept)] if sweep else None)
+    result.save(path, indent=1)
     return result
 
 
@@ -408,7 +410,7 @@ def run_all():
     seeds = agent_seeds()
     start = time.time()
     steps: Dict[str, float] = {}
-    settings = [report.SETTINGS[k] for k in FLAGS.settings]
+    settings = [SETTINGS[k] for k in FLAGS.settings]
     jobs = shared_jobs(FLAGS.graphs, b)
     per_setting = [setting_jobs(s, FLAGS.graphs, b, seeds) for s in settings]
     # Interleave the settings, so the long graphs of both run first.
@@ -424,7 +426,7 @@ def run_all():
             steps[f"{setting.key}/{g}/measure"] = time.time() - t
     report_dir = FLAGS.report_dir or os.path.join(FLAGS.results_dir, "report")
     nodes = sorted({s["node_id"] or s["host"] for r in runs.values() for s in r["starts"]})
-    out = report.write_report(FLAGS.results_dir, report_dir, FLAGS.graphs,
+    out = write_report(FLAGS.results_dir, report_dir, FLAGS.graphs,
                               [s.key for s in settings], FLAGS.separate_reward_graphs,
                               FLAGS.sweep_graph, FLAGS.sweep_settings,
                               meta={"mode": mode, "budget_scale": FLAGS.budget_scale,

@@ -39,14 +39,13 @@ replay makes late world-model rounds dearer than early ones.
 from __future__ import annotations
 
 import heapq
-import json
 import os
 from typing import Dict, NamedTuple, Sequence, Tuple
 
 from absl import app, flags
 from reproduce_budgets import BUDGETS, Budget, scaled
 
-from xflowrl.results import ModelBasedRun, ModelFreeRun, ReproductionReport
+from xflowrl.results import ModelBasedRun, ModelFreeRun, ReproductionReport, WorldModelState
 from xflowrl.results.thesis import THESIS_GRAPHS
 
 FLAGS = flags.FLAGS
@@ -86,21 +85,17 @@ class Rates(NamedTuple):
     mb_fixed: float
 
 
-def _load(*parts) -> dict:
-    with open(os.path.join(*parts)) as f:
-        return json.load(f)
-
-
 def load_times(results: str, setting: str, graph: str) -> Times:
     """The seconds of `graph`'s agents under `setting` in a results folder."""
     steps = ReproductionReport.load_dir(os.path.join(results, "report")).meta["step_seconds"]
     mf = ModelFreeRun.load(os.path.join(results, setting, graph, "train_mf", "result.json"))
     mb_dir = os.path.join(results, setting, graph, "train_mb")
     mb = ModelBasedRun.load(os.path.join(mb_dir, "result.json"))
-    if mf is None or mb is None:
+    # The world model's training state (xflowrl.world_model.ModelBasedAgent).
+    state = WorldModelState.load(os.path.join(mb_dir, "world_model", "state.json"))
+    if mf is None or mb is None or state is None:
         raise FileNotFoundError(f"{results}: no agents' runs of {graph} under {setting}")
-    # The world model's state (xflowrl.world_model.ModelBasedAgent), not a record.
-    world_model = _load(mb_dir, "world_model", "state.json")["seconds"]
+    world_model = state.seconds
     config = mb.world_model.config
     return Times(steps[f"{setting}/{graph}/train_mf"], mf.train_seconds, mf.episodes,
                  steps[f"{setting}/{graph}/train_mb"], world_model,

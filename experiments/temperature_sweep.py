@@ -34,7 +34,6 @@ of reproduce.py, on that job's cluster ($RAY_ADDRESS).
 """
 
 import dataclasses
-import json
 import os
 import sys
 import time
@@ -47,6 +46,7 @@ import numpy as np
 from xflowrl import zoo
 from xflowrl.env import DEFAULT_MAX_STEPS
 from xflowrl.jobs import Job, run_jobs, strip_flags
+from xflowrl.results.sweep import SweepCell, SweepSeed
 from xflowrl.runs import RunSettings, save_result
 from xflowrl.world_model import (
     DreamConfig,
@@ -151,15 +151,15 @@ def run_seed(settings: Settings, seed: int, out_dir: str) -> None:
         wm_score = -float(np.mean([sum(s.reward for s in e) for e in imagined]))
         real = agent.evaluate(controller, masks="real", greedy=True)
         real_score = 100.0 * (real.final_cost / env.initial_cost - 1.0)
-        cells.append({"temperature": t, "world_model": wm_score, "real": real_score,
-                      "applied": [list(a) for a in real.applied],
-                      "invalid_actions": real.invalid_actions})
+        cells.append(SweepCell(temperature=t, world_model=wm_score, real=real_score,
+                               applied=[list(a) for a in real.applied],
+                               invalid_actions=real.invalid_actions))
         logging.info("seed %d tau %.2f: world-model score %+.3f%%, real score %+.3f%% "
                      "(%d invalid actions), %.0f s so far", seed, t, wm_score, real_score,
                      real.invalid_actions, time.time() - start)
-    with open(os.path.join(out_dir, f"seed_{seed}", _CELLS), "w") as f:
-        json.dump({"seed": seed, "initial_cost_ms": env.initial_cost, "cells": cells,
-                   "seconds": time.time() - start}, f, indent=1)
+    SweepSeed(seed=seed, initial_cost_ms=env.initial_cost, cells=cells,
+              seconds=time.time() - start).save(
+                  os.path.join(out_dir, f"seed_{seed}", _CELLS), indent=1)
 
 
 def seed_jobs(settings: Settings, out_dir: str) -> List[Job]:
@@ -192,11 +192,13 @@ def main(argv):
     cells: Dict[float, Dict[str, list]] = {t: {"world_model": [], "real": [], "applied": []}
                                            for t in temps}
     for job in jobs:
-        with open(job.result) as f:
-            by_seed = json.load(f)
-        for cell in by_seed["cells"]:
-            for key in ("world_model", "real", "applied"):
-                cells[cell["temperature"]][key].append(cell[key])
+        by_seed = SweepSeed.load(job.result)
+        if by_seed is None:
+            raise FileNotFoundError(f"{job.name} wrote no {job.result}")
+        for cell in by_seed.cells:
+            cells[cell.temperature]["world_model"].append(cell.world_model)
+            cells[cell.temperature]["real"].append(cell.real)
+            cells[cell.temperature]["applied"].append(cell.applied)
     rows = []
     for t in temps:
         w, r = np.array(cells[t]["world_model"]), np.array(cells[t]["real"])

@@ -63,6 +63,7 @@ from xflowrl.engine.cost import GPU_COST_SPEC
 from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.env.sampled import SampledGraphEnv
+from xflowrl.results import WorldModelState
 from xflowrl.rules.sets import DEFAULT_RULE_SET
 from xflowrl.runs import cost_model_from_spec, save_result, write_json
 from xflowrl.search import with_equal_step_limit
@@ -188,13 +189,13 @@ def _train_model_based(env: SampledGraphEnv, out_dir: str, seed: int):
     start = time.time()
     agent = ModelBasedAgent(env, out_dir, wm, dream, controller_ppo_config(dream.batch_size),
                             seed=seed, progress=_say)
-    state = agent.learn_world_model()
+    state = WorldModelState.from_state(agent.learn_world_model())
     agent.train_controller()
     agent.select_best_round()
-    steps = state["real_steps"] + state["held_out_steps"] + state["evaluation_steps"]
+    steps = state.real_steps + state.held_out_steps + state.evaluation_steps
     return agent, {"episodes": int(agent.controller.episodes.numpy()),
                    "interactions": int(steps), "seconds": time.time() - start,
-                   "history": state["rounds"]}
+                   "history": state.to_state()["rounds"]}
 
 
 def _report_folder() -> str:

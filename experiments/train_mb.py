@@ -50,6 +50,7 @@ from xflowrl.results import (
     RealSteps,
     RecordError,
     WorldModelRound,
+    WorldModelState,
     WorldModelSummary,
 )
 from xflowrl.runs import (
@@ -202,7 +203,7 @@ def main(argv):
                  cost_model.name, env.config.max_steps, out_dir)
     start = time.time()
     agent = ModelBasedAgent(env, out_dir, wm, dream, ppo, seed=seed)
-    wm_state = agent.learn_world_model()
+    wm_state = WorldModelState.from_state(agent.learn_world_model())
     wm_seconds = time.time() - start
     controller = agent.train_controller()
     dream_seconds = time.time() - start - wm_seconds
@@ -246,9 +247,9 @@ def main(argv):
         sampled=[EvaluationEpisode(**e._asdict()) for e in sampled],
         controller_vs_greedy=versus_greedy(best.best_cost, baselines.greedy.cost_ms),
         baselines=baselines.to_json(),
-        real_steps=RealSteps(world_model_rollouts=wm_state["real_steps"],
-                             held_out_rollouts=wm_state["held_out_steps"],
-                             round_evaluations=wm_state.get("evaluation_steps", 0),
+        real_steps=RealSteps(world_model_rollouts=wm_state.real_steps,
+                             held_out_rollouts=wm_state.held_out_steps,
+                             round_evaluations=wm_state.evaluation_steps,
                              evaluation=eval_steps,
                              # --lockstep only: the real engine stepped inside the "dream"
                              # (counted for this process's training, not a resumed part).
@@ -257,8 +258,7 @@ def main(argv):
                                                           graph_name)),
         world_model=WorldModelSummary(
             vocabulary=agent.vocab.size, vocabulary_known=agent.vocab.known,
-            rounds=[WorldModelRound.from_state(r) for r in wm_state["rounds"]],
-            encoder=wm_state["encoder"], config=dataclasses.asdict(wm)),
+            rounds=wm_state.rounds, encoder=wm_state.encoder, config=dataclasses.asdict(wm)),
         dream=dataclasses.asdict(agent.resolve(dream)), ppo=dataclasses.asdict(ppo),
         measured=_measure(env, source, best_graph, baselines, FLAGS.measure_rounds, seed),
         seconds=ModelBasedSeconds(world_model=wm_seconds, controller=dream_seconds,

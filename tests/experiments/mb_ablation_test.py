@@ -1,9 +1,11 @@
 """experiments/mb_ablation.py: the table over seeds, from finished runs.
 
-The runs are written here by hand (result.json files of train_mb.py's
-shape), so the script only reads them back: no training in this test.
+The runs are written here as train_mb.py's records (`ModelBasedRun`, with
+the baselines as `Baselines.to_json`), so the script only reads them back:
+no training in this test.
 """
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -12,27 +14,37 @@ import tempfile
 
 from absl.testing import absltest
 
+from tests.results import fixtures
+from xflowrl.results import ModelBasedRun, ModelBasedSeconds, RealSteps
+from xflowrl.search.record import Baselines, GreedyResult, TasoResult
+
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _SCRIPT = os.path.join(_ROOT, "experiments", "mb_ablation.py")
 
 
-def _result(seed, best_ms, greedy_ms=90.0, invalid=0):
-    evaluation = {"invalid_actions": invalid, "steps": 5}
-    return {"seed": seed, "initial_cost_ms": 100.0, "controller_cost_ms": best_ms + 1.0,
-            "controller_best_cost_ms": best_ms, "max_steps": 50, "eval_masks": "real",
-            "baselines": {"greedy": {"cost_ms": greedy_ms}, "taso": {"cost_ms": 80.0}},
-            "controller": {"greedy": evaluation}, "sampled": [evaluation, evaluation],
-            "real_steps": {"world_model_rollouts": 100, "held_out_rollouts": 10,
-                           "round_evaluations": 5, "evaluation": 15},
-            "seconds": {"total": 60.0 + seed}}
+def _result(seed, best_ms, greedy_ms=90.0, invalid=0) -> ModelBasedRun:
+    baselines = Baselines(
+        greedy=GreedyResult(cost_ms=greedy_ms, seconds=0.1, steps=4, applied=[("fuse", 1)]),
+        taso=TasoResult(cost_ms=80.0, seconds=1.0, steps=0, applied=[], alpha=1.05, budget=20,
+                        expansions=20, enqueued=30, initial_cost_ms=100.0, trace=[],
+                        max_locations=50),
+        max_locations=50)
+    evaluation = dataclasses.replace(fixtures.episode(best_ms, [["mb", seed]]),
+                                     invalid_actions=invalid, steps=5)
+    return dataclasses.replace(
+        fixtures.mb_run(seed, best_ms, graph="bert"), initial_cost_ms=100.0,
+        controller_cost_ms=best_ms + 1.0, controller_best_cost_ms=best_ms, max_steps=50,
+        eval_masks="real", baselines=baselines.to_json(), controller={"greedy": evaluation},
+        sampled=[evaluation, evaluation],
+        real_steps=RealSteps(world_model_rollouts=100, held_out_rollouts=10,
+                             round_evaluations=5, evaluation=15),
+        seconds=ModelBasedSeconds(world_model=30.0, controller=30.0 + seed,
+                                  total=60.0 + seed))
 
 
-def _write(root, variant, seed, result):
-    folder = os.path.join(root, "bert", "mb_ablation", variant, f"seed_{seed}", "bert",
-                          "train_mb")
-    os.makedirs(folder)
-    with open(os.path.join(folder, "result.json"), "w") as f:
-        json.dump(result, f)
+def _write(root, variant, seed, result: ModelBasedRun):
+    result.save(os.path.join(root, "bert", "mb_ablation", variant, f"seed_{seed}", "bert",
+                             "train_mb", "result.json"))
 
 
 class MbAblationTest(absltest.TestCase):

@@ -19,6 +19,7 @@ from xflowrl.results import (
     WorldModelRound,
 )
 from xflowrl.results.measurement import ClockTiming, SweepTiming, TimedGraph
+from xflowrl.results.sweep import SweepCell, SweepSeed
 
 
 class RecordTest(absltest.TestCase):
@@ -146,6 +147,26 @@ class WorldModelRoundTest(absltest.TestCase):
             WorldModelRound.from_state(dict(self.STATE_ROW, novel=1))
 
 
+def _read_legacy_and_resave(test, record, legacy, *parts):
+    """Reads `legacy` (a file of before the record: no schema) as `record`,
+    saves it again and checks the file: the schema and version first, then
+    the keys of before unchanged; returns the record read."""
+    tmp = tempfile.mkdtemp(prefix="records_test_")
+    test.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+    path = os.path.join(tmp, *parts)
+    fixtures.write_json(path, legacy)
+    read = record.load(path)
+    read.save(path, indent=1)
+    with open(path) as f:
+        saved = json.load(f)
+    test.assertEqual(list(saved)[:2], ["schema", "schema_version"])
+    test.assertEqual((saved["schema"], saved["schema_version"]), (record.SCHEMA, 1))
+    test.assertEqual({k: v for k, v in saved.items() if k not in ("schema", "schema_version")},
+                     legacy)
+    test.assertEqual(record.load(path), read)
+    return read
+
+
 class MeasurementTest(absltest.TestCase):
 
     def test_round_trip_and_medians(self):
@@ -165,6 +186,57 @@ class MeasurementTest(absltest.TestCase):
         m.sweep = [SweepTiming(temperature=0.5, seeds=[timed("c", 8.0)])]
         self.assertEqual(Measurement.from_json(m.to_json()).sweep[0].seeds[0].graph_key, "c")
 
+    # reproduce.py's measured/result.json before the record: a plain object
+    # (the same keys, no schema or version).
+    LEGACY = {"graph": "bert", "setting": "gpu", "cost_model": "analytic/v100",
+              "settings": {"runtimes": "ort", "rounds": 1, "inputs": {"mf": [["fuse", 1]]}},
+              "seconds": 1.5,
+              "variants": {"original": {"graph_key": "a", "ops": 3, "estimated_ms": 1.0,
+                                        "measured": {"ort/cpu": {
+                                            "median_ms": 10.0, "q1_ms": 9.0, "q3_ms": 11.0,
+                                            "min_ms": 8.0, "max_ms": 12.0,
+                                            "rounds_ms": [10.0]}}}},
+              "sweep": [{"temperature": 0.5, "seeds": []}]}
+
+    def test_a_file_from_before_the_record_reads_and_saves_with_its_schema(self):
+        m = _read_legacy_and_resave(self, Measurement, self.LEGACY, "measured", "result.json")
+        self.assertEqual(m.median_ms("original", "ort/cpu"), 10.0)
+        self.assertEqual(m.settings, self.LEGACY["settings"])
+        self.assertEqual(m.sweep, [SweepTiming(temperature=0.5, seeds=[])])
+        self.assertIsNone(Measurement.load(os.path.join(tempfile.mkdtemp(), "none.json")))
+
+    def test_another_schema_a_newer_version_and_unknown_keys_are_refused(self):
+        value = dict(self.LEGACY, schema="measurement", schema_version=1)
+        with self.assertRaisesRegex(RecordError, "a 'model_free_run' record, not 'measurement'"):
+            Measurement.from_json(dict(value, schema="model_free_run"))
+        with self.assertRaisesRegex(RecordError, "reads up to version 1"):
+            Measurement.from_json(dict(value, schema_version=2))
+        with self.assertRaisesRegex(RecordError, r"no fields \['extra'\]"):
+            Measurement.from_json(dict(value, extra=1))
+        with self.assertRaisesRegex(RecordError, "lacks"):
+            Measurement.from_json({k: v for k, v in value.items() if k != "variants"})
+
+
+class SweepSeedTest(absltest.TestCase):
+
+    # A seed's cells.json before the record (temperature_sweep.py's plain object).
+    LEGACY = {"seed": 1, "initial_cost_ms": 10.0,
+              "cells": [{"temperature": 0.5, "world_model": -1.5, "real": -2.0,
+                         "applied": [["fuse", 3]], "invalid_actions": 0}],
+              "seconds": 4.0}
+
+    def test_round_trip_and_a_file_from_before_the_record(self):
+        seed = _read_legacy_and_resave(self, SweepSeed, self.LEGACY, "seed_1", "cells.json")
+        self.assertEqual(seed.cells, [SweepCell(temperature=0.5, world_model=-1.5, real=-2.0,
+                                                applied=[["fuse", 3]], invalid_actions=0)])
+
+    def test_another_schema_and_unknown_keys_are_refused(self):
+        value = dict(self.LEGACY, schema="temperature_sweep_seed", schema_version=1)
+        with self.assertRaisesRegex(RecordError, "a 'measurement' record, not "
+                                    "'temperature_sweep_seed'"):
+            SweepSeed.from_json(dict(value, schema="measurement"))
+        with self.assertRaisesRegex(RecordError, r"cells\[0\]: SweepCell has no fields"):
+            SweepSeed.from_json(dict(value, cells=[dict(self.LEGACY["cells"][0], extra=1)]))
 
 
 class ImportTest(absltest.TestCase):

@@ -17,7 +17,7 @@ from absl.testing import absltest, parameterized
 from tests.results import fixtures
 from tests.results.fixtures import GRAPH
 from xflowrl.results import ReproductionReport, layout, rows, write_report
-from xflowrl.results.figures import FIGURES
+from xflowrl.results.figures import FIGURES, taso_curve
 from xflowrl.results.measurement import ClockTiming, Measurement, SweepTiming, TimedGraph
 
 
@@ -201,6 +201,23 @@ class BaselineCostsTest(absltest.TestCase):
         self.assertEqual(layout.random_cost_ms(fixtures.agent_baselines()), 101.0)
         self.assertIsNone(layout.random_cost_ms({"random": None}))
         self.assertEqual(layout.greedy_cost_ms(fixtures.agent_baselines(70.0)), 70.0)
+
+    def test_a_row_shares_the_summary_fields(self):
+        b = layout.baseline_costs(fixtures.baselines(greedy_ms=80.0))
+        row = rows.graph_row("gpu", GRAPH, layout.Runs(
+            fixtures.baselines(greedy_ms=80.0), fixtures.mf_run(), fixtures.mb_run(), None, [],
+            None))
+        self.assertEqual({k: getattr(row, k) for k in b.summary()}, b.summary())
+        self.assertEqual(list(b.summary()), ["cost_model", "ops", "initial_ms", "greedy_ms",
+                                             "greedy_steps", "greedy_seconds", "taso_ms",
+                                             "taso_budget", "taso_expansions", "taso_seconds"])
+
+    def test_taso_curve_is_a_step_function_to_the_end(self):
+        b = layout.baseline_costs(fixtures.baselines(greedy_ms=90.0))
+        self.assertEqual(taso_curve(b), ([1, 5, 20], [1.0, 0.9, 0.9]))
+        self.assertEqual(taso_curve(b, "seconds"), ([0.1, 0.5, 1.0], [1.0, 0.9, 0.9]))
+        self.assertEqual(taso_curve(layout.baseline_costs(dict(fixtures.baselines(), taso=None))),
+                         ([], []))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ import json
 
 from absl.testing import absltest
 
+from xflowrl.results import Record, RecordError
 from xflowrl.search import (
     Baselines,
     GreedyResult,
@@ -14,7 +15,7 @@ from xflowrl.search import (
     TasoResult,
     TracePoint,
 )
-from xflowrl.search.record import VERSION_KEY
+from xflowrl.search.record import OLD_VERSION_KEY, VERSION_KEY, record_version
 
 _GREEDY = GreedyResult(cost_ms=3.31, seconds=0.5, steps=2,
                        applied=[("conv_relu_s1_same", 1), ("bias_add_relu", 0)])
@@ -115,6 +116,46 @@ class OldFilesTest(absltest.TestCase):
     def test_an_old_file_missing_a_field_is_named(self):
         with self.assertRaisesRegex(ValueError, "before version 1.*'seconds'"):
             Baselines.from_json({"greedy": {"cost_ms": 1.0, "steps": 0, "applied": []}})
+
+
+class RecordLayoutTest(absltest.TestCase):
+    """The record is a `xflowrl.results.Record`: its schema and version first;
+    version-1 files of before (`OLD_VERSION_KEY`) read the same."""
+
+    def test_schema_and_version_first_then_the_keys_of_before(self):
+        record = Baselines(_GREEDY, _TASO, _RANDOM, max_locations=200)
+        self.assertIsInstance(record, Record)
+        data = record.to_json()
+        self.assertEqual(list(data), ["schema", VERSION_KEY, "max_locations", "greedy", "taso",
+                                      "random"])
+        self.assertEqual((data["schema"], data[VERSION_KEY]), ("baselines", RECORD_VERSION))
+        self.assertEqual(record_version(data), RECORD_VERSION)
+
+    def test_a_version_1_file_of_before_the_record(self):
+        record = Baselines(_GREEDY, _TASO, _RANDOM, max_locations=200)
+        data = _through_a_file(record.to_json())
+        del data["schema"], data[VERSION_KEY]
+        old = {OLD_VERSION_KEY: 1, **data}
+        self.assertEqual(record_version(old), 1)
+        self.assertEqual(Baselines.from_json(old), record)
+        # Strict as version 1 is: an unknown field of a baseline is refused.
+        old["greedy"] = dict(old["greedy"], colour="blue")
+        with self.assertRaisesRegex(RecordError, "'greedy' has fields"):
+            Baselines.from_json(old)
+        self.assertEqual(record_version({"greedy": {}}), 0)
+
+    def test_another_schema_is_refused(self):
+        data = dict(Baselines(_GREEDY).to_json(), schema="measurement")
+        with self.assertRaisesRegex(RecordError, "a 'measurement' record, not 'baselines'"):
+            Baselines.from_json(data)
+
+    def test_save_and_load(self):
+        import os  # pylint: disable=import-outside-toplevel
+        import tempfile  # pylint: disable=import-outside-toplevel
+        record = Baselines(_GREEDY, _TASO, max_locations=50)
+        path = os.path.join(tempfile.mkdtemp(), "baselines", "result.json")
+        record.save(path)
+        self.assertEqual(Baselines.load(path), record)
 
 
 class RefusedTest(absltest.TestCase):

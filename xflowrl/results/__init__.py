@@ -3,7 +3,9 @@
 Records (`records`: versioned JSON, written and read by the same code):
 `ModelFreeRun` and `ModelBasedRun` (with its world model's rounds,
 `WorldModelRound`; `runs`), `Measurement` (the measure step's timings;
-`measurement`) and `ReproductionReport` (report.json; `report`).
+`measurement`), `SweepSeed` (one seed of the temperature sweep; `sweep`),
+`WorldModelState` (the model-based agent's world-model training state,
+state.json; `state`) and `ReproductionReport` (report.json; `report`).
 The report, built from a results folder (`layout`: where each run lies,
 `Runs`, `load_runs`): its rows (`rows`: `GraphRow`, `graph_row`, the
 comparisons over seeds), tables (`tables`), Figures 4.1-4.8 (`figures`;
@@ -35,4 +37,6 @@ from xflowrl.results.runs import (
     WorldModelRound,
     WorldModelSummary,
 )
+from xflowrl.results.state import BestRound, WorldModelState
+from xflowrl.results.sweep import SweepCell, SweepSeed
 from xflowrl.results.thesis import THESIS_GRAPHS, THESIS_MS

@@ -5,11 +5,11 @@ its rows (`xflowrl.results.rows.GraphRow`) and runs
 from __future__ import annotations
 
 import os
-from typing import Dict, Sequence
+from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from xflowrl.results.layout import Runs, baseline_costs, pct, setting_label
+from xflowrl.results.layout import BaselineCosts, Runs, baseline_costs, pct, setting_label
 from xflowrl.results.rows import GraphRow
 from xflowrl.results.thesis import THESIS_MS
 
@@ -70,6 +70,20 @@ def figure_runtimes(rows: Dict[str, Dict[str, GraphRow]], variants: Sequence[str
     plt.close(fig)
 
 
+def taso_curve(b: BaselineCosts, by: str = "expansions") -> Tuple[List[float], List[float]]:
+    """TASO's search in a baseline run as a step function: x (`by`: the
+    "expansions" or "seconds" of each improvement, then of the search's
+    end) and the best estimated cost / initial there (holding to the end).
+    ([], []) where TASO's search did not run or kept no trace."""
+    if b.taso_ms is None or not b.taso_trace:
+        return [], []
+    end = b.taso_expansions if by == "expansions" else b.taso_seconds
+    x = [p[by] for p in b.taso_trace] + [end]
+    cost = [p["best_cost_ms"] / b.taso_initial_ms  # type: ignore[operator]
+            for p in b.taso_trace]
+    return x, cost + cost[-1:]  # type: ignore[return-value]
+
+
 def figure_taso(runs: Dict[str, Dict[str, Runs]], path: str) -> None:
     """Figure 4.2: TASO's best estimated cost / initial against expansions."""
     plt = _pyplot()
@@ -77,12 +91,10 @@ def figure_taso(runs: Dict[str, Dict[str, Runs]], path: str) -> None:
     for ax, (setting, by_graph) in zip(axes[0], runs.items()):
         for g, r in by_graph.items():
             t = baseline_costs(r.baselines)
-            if t.taso_ms is None or not t.taso_trace:
+            exp, cost = taso_curve(t)
+            if not exp:
                 continue
-            exp = [p["expansions"] for p in t.taso_trace] + [t.taso_expansions]
-            cost = [p["best_cost_ms"] / t.taso_initial_ms  # type: ignore[operator]
-                    for p in t.taso_trace]
-            ax.step(exp, cost + cost[-1:], where="post", label=f"{g} ({t.taso_seconds:.1f} s)")
+            ax.step(exp, cost, where="post", label=f"{g} ({t.taso_seconds:.1f} s)")
         ax.set(xlabel="graphs expanded", ylabel="best estimated cost / initial",
                title=setting_label(setting))
         ax.grid(alpha=0.3)

@@ -70,24 +70,35 @@ def setting_label(setting: str) -> str:
 
 # -- the baselines' results (the baseline runner's dicts) ---------------------
 
-@dataclasses.dataclass(frozen=True)
-class BaselineCosts:
-    """What the report reads of a baseline run (baselines.py's result.json):
-    the graph's initial estimate, one-step greedy and TASO's search."""
+@dataclasses.dataclass
+class BaselineSummary:
+    """What the report shows of a baseline run, in a graph's row
+    (`xflowrl.results.rows.GraphRow` builds on it): the graph's initial
+    estimate, one-step greedy and TASO's search."""
     cost_model: str
     ops: int
     initial_ms: float
     greedy_ms: float
     greedy_steps: int
     greedy_seconds: float
-    greedy_applied: List[Any]
     taso_ms: Optional[float]
     taso_budget: Optional[int]
     taso_expansions: Optional[int]
     taso_seconds: Optional[float]
+
+
+@dataclasses.dataclass
+class BaselineCosts(BaselineSummary):
+    """What the report reads of a baseline run (baselines.py's result.json):
+    its summary, the searches' steps and TASO's trace."""
+    greedy_applied: List[Any]
     taso_applied: List[Any]
     taso_initial_ms: Optional[float]
     taso_trace: List[Dict[str, float]]      # expansions, seconds, best_cost_ms
+
+    def summary(self) -> Dict[str, Any]:
+        """The `BaselineSummary` fields, by name (a row's keyword arguments)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(BaselineSummary)}
 
 
 def baseline_costs(result: Mapping[str, Any]) -> BaselineCosts:

@@ -10,6 +10,7 @@ from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence
 import numpy as np
 
 from xflowrl.results.layout import (
+    BaselineSummary,
     Runs,
     baseline_costs,
     mb_cost,
@@ -54,20 +55,18 @@ def versus(cost: float, greedy: float, tol: float = 1e-6) -> str:
 
 
 @dataclasses.dataclass
-class GraphRow:
-    """One graph under one setting: estimates, searches, agents, measurements."""
+class _Where:
+    """The graph and setting of a row (its first fields)."""
     graph: str
     setting: str
-    cost_model: str
-    ops: int
-    initial_ms: float
-    greedy_ms: float
-    greedy_steps: int
-    greedy_seconds: float
-    taso_ms: Optional[float]
-    taso_budget: Optional[int]
-    taso_expansions: Optional[int]
-    taso_seconds: Optional[float]
+
+
+# Fields in the order of report.json: _Where's, BaselineSummary's, then
+# GraphRow's own (a dataclass takes its bases' fields last base first).
+@dataclasses.dataclass
+class GraphRow(BaselineSummary, _Where):
+    """One graph under one setting: estimates, searches (`BaselineSummary`),
+    agents, measurements."""
     random_ms: Optional[float]
     mf_ms: float
     mb_ms: float
@@ -134,11 +133,7 @@ def graph_row(setting: str, graph: str, runs: Runs) -> GraphRow:
             same[name] = next(n for n in variants
                               if variants[n].graph_key == v.graph_key)
     return GraphRow(
-        graph=graph, setting=setting, cost_model=b.cost_model, ops=b.ops,
-        initial_ms=b.initial_ms, greedy_ms=b.greedy_ms,
-        greedy_steps=b.greedy_steps, greedy_seconds=b.greedy_seconds,
-        taso_ms=b.taso_ms, taso_budget=b.taso_budget,
-        taso_expansions=b.taso_expansions, taso_seconds=b.taso_seconds,
+        graph=graph, setting=setting, **b.summary(),
         random_ms=random_cost_ms(mf.baselines),
         mf_ms=mf_s.median, mb_ms=mb_s.median,
         mb_greedy_ms=mb.controller_cost_ms,

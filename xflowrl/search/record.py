@@ -9,24 +9,35 @@ location) pairs, the form `xflowrl.env.replay` takes, so every graph is
 rebuilt by replaying them (`xflowrl.search.baselines.replay_result`), never
 by searching again.
 
-On disk a record is JSON (`to_json`, `from_json`): an object with the keys
-"greedy", "taso" and "random" (null for a baseline that did not run), the
-location cap "max_locations" and the format's version under
-`VERSION_KEY`. A file may hold more keys beside them (experiments/
-baselines.py writes its runtimes in the same object); `from_json` reads
-only the record's. Files written before the version existed (no
-`VERSION_KEY`) are read too: their TASO steps carry no locations
+On disk a record is JSON (`to_json`, `from_json`): a
+`xflowrl.results.records.Record` of the schema "baselines", an object with
+"schema" and "schema_version" (`VERSION_KEY`), the location cap
+"max_locations" and the keys "greedy", "taso" and "random" (null for a
+baseline that did not run). A file may hold more keys beside them
+(experiments/baselines.py writes its runtimes in the same object);
+`from_json` reads only the record's. Files of version 1 written before the
+record was a `Record` name their version under `OLD_VERSION_KEY`
+("baselines_version") and read the same; files written before the version
+existed (neither key) are read too: their TASO steps carry no locations
 (`NO_LOCATION`), and what they lack is None.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Type
+
+from xflowrl.results.records import Record, RecordError, SCHEMA_KEY
+from xflowrl.results.records import VERSION_KEY as VERSION_KEY
 
 # The format `to_json` writes; `from_json` reads it and every earlier one.
 RECORD_VERSION = 1
-VERSION_KEY = "baselines_version"
+# Where files of version 1 named their version before the record was a
+# `Record` (and where experiments/baselines.py's baselines.json, a summary
+# of several graphs' records, names the version of those it holds).
+OLD_VERSION_KEY = "baselines_version"
+# The record's own keys in a file (in the order `to_json` writes them).
+_KEYS = ("max_locations", "greedy", "taso", "random")
 
 # A step's location when it has none to replay: a record written before
 # locations were kept, or a TASO step past the first `max_locations`
@@ -95,8 +106,8 @@ class RandomResult:
     applied: Optional[List[Step]] = None
 
 
-@dataclasses.dataclass(frozen=True)
-class Baselines:
+@dataclasses.dataclass
+class Baselines(Record):
     """The baselines on one graph under one environment (`run_baselines`).
 
     Attributes:
@@ -107,6 +118,10 @@ class Baselines:
         random agent's locations are numbered (None in files written before
         `RECORD_VERSION` 1).
     """
+
+    SCHEMA = "baselines"
+    VERSION = RECORD_VERSION
+
     greedy: GreedyResult
     taso: Optional[TasoResult] = None
     random: Optional[RandomResult] = None
@@ -122,39 +137,61 @@ class Baselines:
             rows.append((f"random agent (mean of {self.random.episodes})", self.random.cost_ms))
         return rows
 
-    def to_json(self) -> Dict[str, Any]:
-        """The record as a JSON value (plain dicts, lists and numbers)."""
-        return {VERSION_KEY: RECORD_VERSION, "max_locations": self.max_locations,
-                "greedy": _result_json(self.greedy), "taso": _result_json(self.taso),
-                "random": _result_json(self.random)}
+    def _fields_to_json(self) -> Dict[str, Any]:
+        return {"max_locations": self.max_locations, "greedy": _result_json(self.greedy),
+                "taso": _result_json(self.taso), "random": _result_json(self.random)}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Baselines":
-        """The record `to_json` wrote (other keys of `data` are ignored), or
-        one of a file written before `RECORD_VERSION` 1.
-
-        Raises:
-          ValueError: `data` holds no record (no "greedy"), one of a newer
-            version, or a baseline with missing or unknown fields.
-        """
-        if not isinstance(data, Mapping) or not isinstance(data.get("greedy"), Mapping):
-            raise ValueError("not a baselines record: no 'greedy' entry (expected what "
-                             "Baselines.to_json writes)")
-        version = data.get(VERSION_KEY, 0)
-        if not isinstance(version, int) or version > RECORD_VERSION:
-            raise ValueError(f"baselines record of version {version!r}; this xflowrl reads "
-                             f"versions up to {RECORD_VERSION}: update it")
-        if version == 0:
+    def _fields_from_json(cls: Type["Baselines"], value: Any, lenient: bool,
+                          where: str) -> "Baselines":
+        """The record from its keys in `value` (others ignored); `lenient`:
+        a file of before version 1."""
+        if not isinstance(value, Mapping) or not isinstance(value.get("greedy"), Mapping):
+            raise RecordError("not a baselines record: no 'greedy' entry (expected what "
+                              "Baselines.to_json writes)")
+        if lenient:
             try:
-                return _from_unversioned(data)
+                return _from_unversioned(value)
             except KeyError as e:
-                raise ValueError(f"baselines record (written before version 1) lacks "
-                                 f"the field {e}") from None
-        taso, random = data.get("taso"), data.get("random")
-        return cls(greedy=_typed(GreedyResult, data["greedy"], "greedy"),
+                raise RecordError(f"baselines record (written before version 1) lacks "
+                                  f"the field {e}") from None
+        taso, random = value.get("taso"), value.get("random")
+        return cls(greedy=_typed(GreedyResult, value["greedy"], "greedy"),
                    taso=None if taso is None else _typed(TasoResult, taso, "taso"),
                    random=None if random is None else _typed(RandomResult, random, "random"),
-                   max_locations=data.get("max_locations"))
+                   max_locations=value.get("max_locations"))
+
+    @classmethod
+    def from_json(cls: Type["Baselines"], value: Mapping[str, Any],
+                  where: str = "") -> "Baselines":
+        """The record `to_json` wrote (other keys of `value` are ignored), or
+        one of a file of version 1 from before the record was a `Record`
+        (`OLD_VERSION_KEY`), or of before version 1.
+
+        Raises:
+          RecordError (a ValueError): `value` holds no record (no "greedy"),
+            one of another schema or a newer version, or a baseline with
+            missing or unknown fields.
+        """
+        if not isinstance(value, Mapping) or not isinstance(value.get("greedy"), Mapping):
+            return cls._fields_from_json(value, False, where)
+        schema = value.get(SCHEMA_KEY, cls.SCHEMA)
+        if schema != cls.SCHEMA:
+            raise RecordError(f"{where or 'Baselines'}: a {schema!r} record, not "
+                              f"{cls.SCHEMA!r}")
+        version = record_version(value)
+        if not isinstance(version, int) or version > RECORD_VERSION or version < 0:
+            raise RecordError(f"baselines record of version {version!r}; this xflowrl reads "
+                              f"versions up to {RECORD_VERSION}: update it")
+        return cls._fields_from_json({k: value[k] for k in _KEYS if k in value}, version == 0,
+                                     where)
+
+
+def record_version(value: Mapping[str, Any]) -> Any:
+    """The version of the baselines record in `value`: under `VERSION_KEY`,
+    else `OLD_VERSION_KEY` (version 1 before the record was a `Record`),
+    else 0 (before versions)."""
+    return value.get(VERSION_KEY, value.get(OLD_VERSION_KEY, 0))
 
 
 def _result_json(result: Any) -> Optional[Dict[str, Any]]:
@@ -181,8 +218,8 @@ def _typed(kind: Any, fields: Mapping[str, Any], name: str) -> Any:
     no other key."""
     names = {f.name for f in dataclasses.fields(kind)}
     if set(fields) != names:
-        raise ValueError(f"baselines record: {name!r} has fields {sorted(fields)}, "
-                         f"expected {sorted(names)}")
+        raise RecordError(f"baselines record: {name!r} has fields {sorted(fields)}, "
+                          f"expected {sorted(names)}")
     values = dict(fields)
     values["applied"] = _steps(values["applied"])
     if values.get("trace") is not None:

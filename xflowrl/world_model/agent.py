@@ -69,6 +69,7 @@ from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.embedding import features
 from xflowrl.env import GraphEnv
 from xflowrl.env.sampled import SampledGraphEnv
+from xflowrl.results.state import WorldModelState
 from xflowrl.search import RandomAgent
 from xflowrl.world_model import data, latent
 from xflowrl.world_model.config import DreamConfig, WorldModelConfig, controller_ppo_config
@@ -245,7 +246,10 @@ class ModelBasedAgent:
         self._save_state()
 
     def _save_state(self) -> None:
-        _save_json(os.path.join(self._wm_dir(), "state.json"), self.state)
+        """Writes the state as its record (`WorldModelState`: a key it does
+        not know is refused here, not found on resuming)."""
+        _save_json(os.path.join(self._wm_dir(), "state.json"),
+                   WorldModelState.from_state(self.state).to_json())
 
     def restore_world_model(self) -> None:
         """Restores the latest saved world model (encoder, MDN-RNN, buffer,
@@ -254,8 +258,11 @@ class ModelBasedAgent:
 
     def _restore_world_model(self) -> None:
         directory = self._wm_dir()
-        with open(os.path.join(directory, "state.json")) as f:
-            self.state = json.load(f)
+        # A state.json of before the record (no schema) reads too.
+        saved_state = WorldModelState.load(os.path.join(directory, "state.json"))
+        if saved_state is None:
+            raise FileNotFoundError(f"{directory}: no state.json to resume from")
+        self.state = saved_state.to_state()
         self._build_world_model(data.XferVocabulary.from_json(self.state["vocab"]))
         with open(os.path.join(directory, "buffer.pkl"), "rb") as f:
             saved = pickle.load(f)
