@@ -15,7 +15,9 @@ changes `docs/world_model.md` lists), each phase checkpointed under
    `WorldModelConfig.collection == "controller"` the controller then
    trains its share of the imagined episodes, plays a greedy real episode
    (real, predicted and imagined returns per round) and collects the next
-   round; a xfer that applies in a visited state fills a free slot.
+   round, its episodes in lockstep (`collect_in_lockstep`, on clones of
+   the real environment); a xfer that applies in a visited state fills a
+   free slot.
 2. `train_controller()`: PPO on [z_t, h_t] inside the batched dream only,
    imagined episodes starting from the initial graph and from real
    collected states (`DreamConfig.real_starts`).

@@ -9,6 +9,10 @@ episodes draw from [seed, episodes seen before it], so that a resumed
 controller continues as an uninterrupted one. `evaluate(env, agent, greedy)` plays one episode
 in a `LatentEnv` and reports the real final cost, the real and the world
 model's predicted return, and the actions the real engine found invalid.
+`collect_in_lockstep(views, agent, explore, rng)` plays the controller's
+real episodes for the world model together (a `LatentEnvBatch`: one
+batched policy call, graph encoding and MDN-RNN step per step);
+`collect_with_controller` plays them one at a time.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Training and evaluation of the MDN-RNN.
 
 `WorldModelLearner.step(batch)` is one `tf.function` Adam step on a padded
-`xflowrl.world_model.data.Batch`, with the learning rate following the
+`xflowrl.world_model.data.Batch` (computed on its real steps only,
+`MDNRNN.unroll_real`: the loss terms are masked means over them), with the learning rate following the
 thesis' 2nd-degree polynomial decay and a global-norm gradient clip; it
 returns every loss term (the reward term in units of the reward's standard
 deviation, `MDNRNN.reward_scale`). `evaluate(batch)` measures the world model on

@@ -13,7 +13,9 @@ separate reward network (thesis §4.3.4: an MLP of 5 x 32 with dropout) on
 [z_t, h_t, action embedding] replaces the reward head.
 
 `unroll` serves training (teacher forcing over padded sequences, time-major
-inside); `step` advances a batch of imagined episodes by one step (the dream).
+inside) and `unroll_real` the same on the real steps only (what the learner
+trains on: padding is skipped); `step` advances a batch of imagined
+episodes by one step (the dream).
 
 Randomness is explicit: every weight is drawn by stateless ops from the
 `seed` given to `MDNRNN` (`xflowrl.nn.initializers`, Sonnet's default
