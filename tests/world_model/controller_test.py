@@ -13,13 +13,14 @@ from xflowrl.world_model import data
 from xflowrl.world_model.config import DreamConfig
 from xflowrl.world_model.controller import (
     Evaluation,
+    collect_in_lockstep,
     collect_with_controller,
     evaluate,
     imagine_batch,
     train_in_dream,
 )
 from xflowrl.world_model.dream import BatchedDream, DreamEnv, DreamStarts
-from xflowrl.world_model.latent_env import LatentEnv
+from xflowrl.world_model.latent_env import LatentEnv, LatentEnvBatch
 
 _PPO = PPOConfig(latent_size=16, hidden_sizes=(16,), xfer_embedding_size=4,
                  episodes_per_update=4)
@@ -345,6 +346,131 @@ class CollectWithControllerTest(absltest.TestCase):
         for explore in (-0.1, 1.5):
             with self.assertRaisesRegex(ValueError, "explore must lie in"):
                 self._collect(explore=explore, episodes=1)
+
+class CollectInLockstepTest(CollectWithControllerTest):
+    """`collect_in_lockstep` passes `CollectWithControllerTest`'s checks (its
+    `_collect` is lockstep collection), and more."""
+
+    def _collect(self, explore, episodes=3, seed=0, world=None, agent_seed=0, width=None):
+        vocab, encoder, model, _ = world or _world()
+        agent = _agent(vocab.size, _L, seed=agent_seed)
+        rng = np.random.default_rng(seed)
+        width = width or episodes
+        env = fixtures.real_env(max_steps=6)
+        rollouts = []
+        for start in range(0, episodes, width):
+            envs = [env.clone() for _ in range(min(width, episodes - start))]
+            views = LatentEnvBatch(envs, encoder, model, vocab, masks="real")
+            rollouts += collect_in_lockstep(views, agent, explore, rng)
+        return vocab, rollouts
+
+    def test_one_episode_at_a_time_repeats_collect_with_controller(self):
+        # Lockstep over one environment draws what the one-at-a-time
+        # collector draws, in its order: the same rollouts, field by field.
+        world = _world()
+        for explore in (0.0, 0.3):
+            _, lockstep = self._collect(explore, episodes=3, seed=5, world=world, width=1)
+            _, single = CollectWithControllerTest._collect(self, explore, episodes=3, seed=5,
+                                                          world=world)
+            self.assertLen(lockstep, 3)
+            for a, b in zip(lockstep, single, strict=True):
+                self._assert_same_rollout(a, b)
+
+    def _assert_same_rollout(self, a, b):
+        self.assertEqual(type(a), type(b))
+        for name in ("actions", "rewards", "dones"):
+            x, y = getattr(a, name), getattr(b, name)
+            self.assertEqual(x.dtype, y.dtype, name)
+            np.testing.assert_array_equal(x, y, err_msg=name)
+        self.assertEqual(a.valid, b.valid)
+        self.assertEqual((a.truncated, a.final_cost), (b.truncated, b.final_cost))
+        self.assertLen(a.states, len(b.states))
+        for x, y in zip(a.states, b.states):
+            self.assertEqual(type(x), type(y))
+            np.testing.assert_array_equal(x.nodes, y.nodes)
+            np.testing.assert_array_equal(x.senders, y.senders)
+            np.testing.assert_array_equal(x.globals, y.globals)
+
+    def test_many_at_once_match_one_at_a_time_in_structure_and_repeat_per_seed(self):
+        world = _world()
+        vocab, lockstep = self._collect(0.1, episodes=6, seed=3, world=world)
+        _, single = CollectWithControllerTest._collect(self, 0.1, episodes=6, seed=3,
+                                                      world=world)
+        self.assertLen(lockstep, 6)
+        self._check_rollouts(vocab, lockstep)
+        for a, b in zip(lockstep, single):
+            for name in ("actions", "rewards", "dones"):
+                self.assertEqual(getattr(a, name).dtype, getattr(b, name).dtype)
+                self.assertEqual(getattr(a, name).shape[1:], getattr(b, name).shape[1:])
+            self.assertEqual(type(a.states[0]), type(b.states[0]))
+            self.assertEqual((type(a.truncated), type(a.final_cost)),
+                             (type(b.truncated), type(b.final_cost)))
+        # The world model's data pipeline takes them as it takes the others.
+        batch = data.make_batch([data.to_sequences(r, world[1].encode(r.states), vocab)
+                                 for r in lockstep])
+        self.assertEqual(batch.weights.sum(), data.real_steps(lockstep))
+        # A seed fixes them; another seed draws others.
+        _, again = self._collect(0.1, episodes=6, seed=3, world=world)
+        for a, b in zip(lockstep, again, strict=True):
+            self._assert_same_rollout(a, b)
+        _, other = self._collect(0.1, episodes=6, seed=4, world=world)
+        self.assertFalse(all(np.array_equal(a.actions, b.actions)
+                             for a, b in zip(lockstep, other)))
+
+
+class LatentEnvBatchTest(absltest.TestCase):
+
+    def test_a_batch_shows_what_single_views_show(self):
+        vocab, encoder, model, _ = _world()
+        for masks in ("real", "model"):
+            env = fixtures.real_env(max_steps=4)
+            singles = [LatentEnv(env.clone(), encoder, model, vocab, masks=masks)
+                       for _ in range(3)]
+            batch = LatentEnvBatch([env.clone() for _ in range(3)], encoder, model, vocab,
+                                   masks=masks)
+            want = [v.reset() for v in singles]
+            got = batch.reset()
+            rng = np.random.default_rng(0)
+            while batch.live:
+                for i, (g, w) in enumerate(zip(got, want)):
+                    np.testing.assert_allclose(g.state, w.state, atol=1e-5, err_msg=str(i))
+                    np.testing.assert_array_equal(g.xfer_mask, w.xfer_mask)
+                    np.testing.assert_array_equal(g.location_mask, w.location_mask)
+                actions = []
+                for i in batch.live:
+                    obs = want[i]
+                    x = int(rng.choice(np.flatnonzero(obs.xfer_mask)))
+                    locations = np.flatnonzero(obs.location_mask[x])
+                    actions.append((x, int(locations[0]) if len(locations) else 0))
+                live = list(batch.live)
+                steps = batch.step(actions)
+                self.assertLen(steps, len(live))
+                got = list(got)
+                for i, a, (obs, reward, done, info) in zip(live, actions, steps):
+                    w_obs, w_reward, w_done, w_info = singles[i].step(a)
+                    self.assertAlmostEqual(reward, w_reward, places=5)
+                    self.assertEqual(done, w_done)
+                    self.assertEqual(info["invalid"], w_info["invalid"])
+                    self.assertAlmostEqual(info["predicted_reward"], w_info["predicted_reward"],
+                                           places=4)
+                    np.testing.assert_array_equal(batch.real_observation(i).state.nodes,
+                                                  singles[i].real_observation.state.nodes)
+                    got[i], want[i] = obs, w_obs
+                self.assertEqual(batch.live, [i for i, (*_, d, _) in zip(live, steps)
+                                              if not d])
+
+    def test_actions_must_match_the_live_episodes(self):
+        vocab, encoder, model, _ = _world()
+        batch = LatentEnvBatch([fixtures.real_env(), fixtures.real_env()], encoder, model,
+                               vocab, masks="real")
+        batch.reset()
+        with self.assertRaisesRegex(ValueError, "1 actions for 2 live"):
+            batch.step([(vocab.size, 0)])
+        batch.step([(vocab.size, 0), (vocab.size, 0)])  # NO-OP ends both
+        self.assertEqual(batch.live, [])
+        with self.assertRaisesRegex(RuntimeError, "no live episode"):
+            batch.step([])
+
 
 class EvaluateTest(absltest.TestCase):
 

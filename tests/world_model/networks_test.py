@@ -205,6 +205,38 @@ class MDNRNNTest(parameterized.TestCase):
             self.assertFalse(np.allclose(prediction.reward, head_reward, atol=1e-3))
             self.assertTrue(has_net)
 
+    @parameterized.parameters("mdn", "separate")
+    def test_unroll_real_is_unroll_at_the_real_steps(self, reward_model):
+        # Sequences of different lengths (one of a single step), padded; the
+        # real-step unroll gives unroll's predictions at every real step,
+        # dropout included, and the (row, step) of each.
+        lengths = [4, 1, 6, 3, 6]
+        latents, xfers, locations = _inputs(b=5, t=6, seed=3)
+        weights = tf.constant([[1.0] * n + [0.0] * (6 - n) for n in lengths])
+        model = _model(reward_model)
+        seed = tf.constant([5, 9], tf.int64)
+        for training in (False, True):
+            want, want_masks = model.unroll(latents, xfers, locations, training=training,
+                                            dropout_seed=seed)
+            got, masks, index = model.unroll_real(latents, xfers, locations, weights,
+                                                  training=training, dropout_seed=seed)
+            index = index.numpy()
+            self.assertEqual(sorted(map(tuple, index.tolist())),
+                             [(b, t) for b, n in enumerate(lengths) for t in range(n)])
+            for name, value in got._asdict().items():
+                np.testing.assert_allclose(
+                    value.numpy(), tf.gather_nd(getattr(want, name), index).numpy(),
+                    rtol=1e-5, atol=1e-5, err_msg=name)
+            for name, value in masks._asdict().items():
+                np.testing.assert_allclose(
+                    value.numpy(), tf.gather_nd(getattr(want_masks, name), index).numpy(),
+                    rtol=1e-5, atol=1e-5, err_msg=name)
+        # Traced, for any batch and length.
+        traced = tf.function(lambda *a: model.unroll_real(*a)[0].hidden, autograph=False,
+                             reduce_retracing=True)
+        np.testing.assert_allclose(traced(latents, xfers, locations, weights).numpy(),
+                                   got.hidden.numpy(), rtol=1e-5, atol=1e-6)
+
     def test_actions_enter_as_embeddings(self):
         model = _model()
         latents, _, _ = _inputs(b=1, t=1)

@@ -138,8 +138,14 @@ class SampledGraphEnv(Environment):
         return self.env.initial_cost
 
     # -- Environment -------------------------------------------------------------
+    def draw(self) -> str:
+        """The graph of the next episode, drawn as `reset` draws it (an agent
+        that plays several episodes at once draws theirs in turn, then plays
+        each on a clone of `env_of(name)`)."""
+        return self.names[int(self._rng.choice(len(self.names), p=self._p))]
+
     def reset(self) -> Observation:
-        self.current = self.names[int(self._rng.choice(len(self.names), p=self._p))]
+        self.current = self.draw()
         return self.env_of(self.current).reset()
 
     def reset_to(self, name: str) -> Observation:

@@ -15,7 +15,9 @@ changes `docs/world_model.md` lists), each phase checkpointed under
    `WorldModelConfig.collection == "controller"` the controller then
    trains its share of the imagined episodes, plays a greedy real episode
    (real, predicted and imagined returns per round) and collects the next
-   round; a xfer that applies in a visited state fills a free slot.
+   round, its episodes in lockstep (`collect_in_lockstep`, on clones of
+   the real environment); a xfer that applies in a visited state fills a
+   free slot.
 2. `train_controller()`: PPO on [z_t, h_t] inside the batched dream only,
    imagined episodes starting from the initial graph and from real
    collected states (`DreamConfig.real_starts`).
@@ -75,13 +77,13 @@ from xflowrl.world_model import data, latent
 from xflowrl.world_model.config import DreamConfig, WorldModelConfig, controller_ppo_config
 from xflowrl.world_model.controller import (
     Evaluation,
-    collect_with_controller,
+    collect_in_lockstep,
     evaluate,
     imagine_batch,
     train_in_dream,
 )
 from xflowrl.world_model.dream import BatchedDream, DreamStarts
-from xflowrl.world_model.latent_env import LatentEnv
+from xflowrl.world_model.latent_env import LatentEnv, LatentEnvBatch
 from xflowrl.world_model.learning import WorldModelLearner
 from xflowrl.world_model.networks import MDNRNN
 
@@ -94,6 +96,10 @@ IMAGINED_EVAL_EPISODES = 16
 
 # Controller updates between its checkpoints (and at the end of every stretch).
 CONTROLLER_CHECKPOINT_EVERY = 10
+
+# Real episodes the controller collects at once (in lockstep: one batched
+# encoding and one batched MDN-RNN step per step; more are played in turn).
+LOCKSTEP_EPISODES = 64
 
 # Graphs of a distribution on which a round's controller is evaluated (spread
 # evenly over the environment's graphs).
@@ -156,6 +162,7 @@ class ModelBasedAgent:
         self.dream_history: List[Dict[str, float]] = []  # one row per controller update
         self.lockstep_real_steps = 0
         self._controllers: Dict[str, tuple] = {}  # subdir -> (agent, manager, history)
+        self._clones: Dict[str, List[GraphEnv]] = {}  # graph ("" for one) -> lockstep envs
         self._buffer: List[data.Sequences] = []
         self._raw: List[data.Rollout] = []        # the buffer's rollouts without graphs
         self._held_out: List[data.Sequences] = []
@@ -318,9 +325,13 @@ class ModelBasedAgent:
         cfg = self.wm_config
         self._reseed_env(r, 8)
         if self._collected_by(r) == "controller":
-            return collect_with_controller(self._view("real"), self.controller,
-                                           cfg.episodes_per_round, cfg.explore,
-                                           np.random.default_rng(self._seed_of(r, 1)))
+            rng = np.random.default_rng(self._seed_of(r, 1))
+            rollouts: List[data.Rollout] = []
+            envs = self._lockstep_envs(cfg.episodes_per_round)
+            for i in range(0, len(envs), LOCKSTEP_EPISODES):
+                rollouts += collect_in_lockstep(self._views(envs[i:i + LOCKSTEP_EPISODES]),
+                                                self.controller, cfg.explore, rng)
+            return rollouts
         collector = RandomAgent(cfg.noop_probability, seed=self._seed_of(r, 1))
         allowed = None if self.vocab is None else self.vocab.allowed()
         rollouts = data.collect_rollouts(self.env, cfg.episodes_per_round, collector, allowed)
@@ -328,6 +339,22 @@ class ModelBasedAgent:
             walker = RandomAgent(0.0, seed=self._seed_of(r, 2))
             rollouts += data.collect_rollouts(self.env, cfg.vocabulary_episodes, walker)
         return rollouts
+
+    def _lockstep_envs(self, n: int) -> List[GraphEnv]:
+        """Real environments of n episodes to play at once: clones of the
+        one graph's, or of the graphs a distribution draws for them in turn
+        (those `reset` would draw). The clones are kept for later rounds."""
+        names = ([self.env.draw() for _ in range(n)] if isinstance(self.env, SampledGraphEnv)
+                 else [""] * n)
+        envs, used = [], {name: 0 for name in names}
+        for name in names:
+            clones = self._clones.setdefault(name, [])
+            if used[name] == len(clones):
+                base = self.env.env_of(name) if isinstance(self.env, SampledGraphEnv) else self.env
+                clones.append(base.clone())
+            envs.append(clones[used[name]])
+            used[name] += 1
+        return envs
 
     def _first_round(self, rollouts: List[data.Rollout]) -> None:
         """Fixes the vocabulary's first xfers, the reward scale and the latent
@@ -682,6 +709,13 @@ class ModelBasedAgent:
         return LatentEnv(env or self.env, self.encoder, self.model, self.vocab, masks=masks,
                          mask_threshold=config.mask_threshold, noop_reward=config.noop_reward,
                          count_margin=config.count_margin)
+
+    def _views(self, envs: Sequence[GraphEnv]) -> LatentEnvBatch:
+        """The collector's view of real environments stepped together (real masks)."""
+        config = self.resolve(self.dream_config)
+        return LatentEnvBatch(envs, self.encoder, self.model, self.vocab, masks="real",
+                              mask_threshold=config.mask_threshold,
+                              noop_reward=config.noop_reward, count_margin=config.count_margin)
 
     def evaluate(self, agent: Optional[PPOAgent] = None, masks: str = "real",
                  greedy: bool = True) -> Evaluation:

@@ -9,6 +9,10 @@ episodes draw from [seed, episodes seen before it], so that a resumed
 controller continues as an uninterrupted one. `evaluate(env, agent, greedy)` plays one episode
 in a `LatentEnv` and reports the real final cost, the real and the world
 model's predicted return, and the actions the real engine found invalid.
+`collect_in_lockstep(views, agent, explore, rng)` plays the controller's
+real episodes for the world model together (a `LatentEnvBatch`: one
+batched policy call, graph encoding and MDN-RNN step per step);
+`collect_with_controller` plays them one at a time.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from xflowrl.agents.ppo.learning import Step
 from xflowrl.world_model.config import DreamConfig
 from xflowrl.world_model.data import Rollout, RolloutRecorder
 from xflowrl.world_model.dream import BatchedDream, DreamStarts
-from xflowrl.world_model.latent_env import LatentEnv
+from xflowrl.world_model.latent_env import LatentEnv, LatentEnvBatch
 
 StartSampler = Callable[[int], DreamStarts]
 
@@ -143,6 +147,55 @@ def collect_with_controller(view: LatentEnv, agent: PPOAgent, episodes: int,
             recorder.add((vocab.to_real(x), l), reward, done, view.real_observation)
         rollouts.append(recorder.finish(info))
     return rollouts
+
+
+def collect_in_lockstep(views: LatentEnvBatch, agent: PPOAgent, explore: float,
+                        rng: np.random.Generator) -> List[Rollout]:
+    """`collect_with_controller`'s episodes, one in each of `views`'
+    environments, played in lockstep: every step, the live episodes' states
+    go through the policy as one batch, and `views` encodes their next
+    graphs and advances the MDN-RNN as one batch each.
+
+    The rollouts are what `collect_with_controller` records (the same
+    policy, exploration and format), in the order of the environments.
+    Every draw comes from `rng`, step by step: for each live episode in
+    order, whether it explores (and its random action), then the policy's
+    sampling noise for the rest as one batch; so a seed gives the same
+    rollouts every time, though not those of `collect_with_controller`.
+    """
+    if not 0.0 <= explore <= 1.0:
+        raise ValueError(f"explore must lie in [0, 1], got {explore}")
+    vocab = views.vocab
+    observations = dict(zip(range(len(views)), views.reset()))
+    recorders = [RolloutRecorder(views.real_observation(i)) for i in range(len(views))]
+    rollouts: List[Optional[Rollout]] = [None] * len(views)
+    while views.live:
+        live = list(views.live)
+        actions: Dict[int, Any] = {}
+        policy = []
+        for i in live:
+            obs = observations[i]
+            known = np.flatnonzero(obs.xfer_mask[:-1])
+            if len(known) and rng.random() < explore:
+                x = int(rng.choice(known))
+                actions[i] = (x, int(rng.choice(np.flatnonzero(obs.location_mask[x]))))
+            else:
+                policy.append(i)
+        if policy:
+            chosen = agent.actor.act_batch(
+                np.stack([observations[i].state for i in policy]),
+                np.stack([observations[i].xfer_mask for i in policy]),
+                np.stack([observations[i].location_mask for i in policy]), greedy=False,
+                rng=rng)
+            actions.update({i: (a.xfer, a.location) for i, a in zip(policy, chosen)})
+        steps = views.step([actions[i] for i in live])
+        for i, (obs, reward, done, info) in zip(live, steps):
+            x, l = actions[i]
+            recorders[i].add((vocab.to_real(x), l), reward, done, views.real_observation(i))
+            observations[i] = obs
+            if done:
+                rollouts[i] = recorders[i].finish(info)
+    return [r for r in rollouts if r is not None]
 
 
 class Evaluation(NamedTuple):

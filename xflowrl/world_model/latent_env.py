@@ -14,7 +14,7 @@ be compared per episode.
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Tuple, Union
+from typing import Callable, List, Optional, Sequence, Tuple, Union
 import weakref
 
 import numpy as np
@@ -54,6 +54,25 @@ def _functions_of(model: MDNRNN) -> Tuple[Callable, Callable]:
     return _FUNCTIONS[model]
 
 
+def _observations(view, reals: Sequence[Observation], latents: np.ndarray,
+                  hidden: np.ndarray) -> List[Observation]:
+    """What `view` (a `LatentEnv` or `LatentEnvBatch`) shows of real
+    observations: [z_t, h_t] and compact masks, the real engine's or the
+    world model's (decoded for the whole batch at once, as in the dream)."""
+    if view.masks == "real":
+        masks = [view.vocab.compact_masks(r.xfer_mask, r.location_mask) for r in reals]
+    else:
+        valid_prob, log_counts = view._masks_fn(tf.constant(latents), tf.constant(hidden))
+        xfer_masks, location_masks = decode_masks(  # the dream's decoding: both views agree
+            valid_prob.numpy(), log_counts.numpy(), view.max_locations,
+            view.mask_threshold, view.count_margin)
+        masks = list(zip(xfer_masks, location_masks))
+    states = np.concatenate([latents, hidden], axis=1).astype(np.float32)
+    return [Observation(state=state, locations=None, location_mask=location_mask,
+                        xfer_mask=xfer_mask)
+            for state, (xfer_mask, location_mask) in zip(states, masks)]
+
+
 class LatentEnv(Environment):
     """A real environment with the dream's observations and action ids."""
 
@@ -72,6 +91,10 @@ class LatentEnv(Environment):
         self.count_margin = count_margin
         self._step_fn, self._masks_fn = _functions_of(model)
         self._done = True
+
+    @property
+    def max_locations(self) -> int:
+        return self.env.config.max_locations
 
     @property
     def initial_cost(self) -> float:
@@ -93,19 +116,7 @@ class LatentEnv(Environment):
     def _observe(self, real: Observation) -> Observation:
         self._real = real
         self._latent = self.encoder.encode([real.state])
-        if self.masks == "real":
-            xfer_mask, location_mask = self.vocab.compact_masks(real.xfer_mask,
-                                                                real.location_mask)
-        else:
-            valid_prob, log_counts = self._masks_fn(tf.constant(self._latent),
-                                                    tf.constant(self._hidden))
-            xfer_mask, location_mask = decode_masks(  # the dream's decoding: both views agree
-                valid_prob.numpy(), log_counts.numpy(), self.env.config.max_locations,
-                self.mask_threshold, self.count_margin)
-            xfer_mask, location_mask = xfer_mask[0], location_mask[0]
-        state = np.concatenate([self._latent[0], self._hidden[0]]).astype(np.float32)
-        return Observation(state=state, locations=None, location_mask=location_mask,
-                           xfer_mask=xfer_mask)
+        return _observations(self, [real], self._latent, self._hidden)[0]
 
     def reset(self) -> Observation:
         h = self.model.hidden_size
@@ -135,3 +146,107 @@ class LatentEnv(Environment):
             self._hidden, self._cell = hidden.numpy(), cell.numpy()
             self._obs = self._observe(real_obs)
         return TimeStep(self._obs, float(reward), done, info)
+
+
+class LatentEnvBatch:
+    """Several real environments seen through the world model, stepped in
+    lockstep: `LatentEnv`'s observations and action ids for a batch of
+    episodes, each step one batched graph-network encoding of the live
+    episodes' graphs and one batched MDN-RNN step (what a collector of many
+    real episodes spends its time on).
+
+    `reset()` starts one episode in each of `envs` (`GraphEnv`s: each plays
+    its own episode; clone one environment for several episodes of one
+    graph); `step(actions)` takes one action per live episode (`live`, in
+    order) and returns their time steps. An episode ends when its real
+    environment says so (an action the real engine rejects ends it too).
+    """
+
+    def __init__(self, envs: Sequence[GraphEnv], encoder: LatentEncoder, model: MDNRNN,
+                 vocab: XferVocabulary, masks: str = "model", mask_threshold: float = 0.5,
+                 noop_reward: Optional[float] = 0.0, count_margin: float = 0.0):
+        if masks not in ("model", "real"):
+            raise ValueError(f"masks must be 'model' or 'real', got {masks!r}")
+        if not envs:
+            raise ValueError("LatentEnvBatch needs at least one environment")
+        limits = {env.config.max_locations for env in envs}
+        if len(limits) != 1:
+            raise ValueError(f"the environments differ in max_locations: {sorted(limits)}")
+        self.envs = list(envs)
+        self.encoder = encoder
+        self.model = model
+        self.vocab = vocab
+        self.masks = masks
+        self.max_locations = limits.pop()
+        self.mask_threshold = mask_threshold
+        self.noop_reward = noop_reward
+        self.count_margin = count_margin
+        self._step_fn, self._masks_fn = _functions_of(model)
+        self.live: List[int] = []
+
+    def __len__(self) -> int:
+        return len(self.envs)
+
+    def real_observation(self, i: int) -> Observation:
+        """The real observation of environment i's current graph (graph
+        state, real ids and masks): what a collector records."""
+        return self._real[i]
+
+    def _observe(self, indices: Sequence[int], reals: Sequence[Observation]
+                 ) -> List[Observation]:
+        latents = self.encoder.encode([r.state for r in reals], batch_size=max(len(reals), 1))
+        self._latent[indices] = latents
+        for i, real in zip(indices, reals):
+            self._real[i] = real
+        return _observations(self, reals, latents, self._hidden[indices])
+
+    def reset(self) -> List[Observation]:
+        """Starts every environment's episode; their observations."""
+        n, h = len(self.envs), self.model.hidden_size
+        self._hidden = np.zeros((n, h), np.float32)
+        self._cell = np.zeros((n, h), np.float32)
+        self._latent = np.zeros((n, self.model.latent_size), np.float32)
+        self._real: List[Observation] = [None] * n  # type: ignore[list-item]
+        self.live = list(range(n))
+        self._obs = self._observe(self.live, [env.reset() for env in self.envs])
+        return list(self._obs)
+
+    def step(self, actions: Sequence[Tuple[int, int]]) -> List[TimeStep]:
+        """One (compact xfer, location) per live episode, in `live`'s order;
+        their time steps (`LatentEnv.step`'s). Finished episodes leave `live`."""
+        live = np.array(self.live, np.int64)
+        if len(actions) != len(live):
+            raise ValueError(f"{len(actions)} actions for {len(live)} live episodes")
+        if not len(live):
+            raise RuntimeError("step() with no live episode; call reset()")
+        m, top = self.vocab.size, self.max_locations - 1
+        xfers = np.array([int(a[0]) for a in actions], np.int64)
+        locations = np.array([int(a[1]) for a in actions], np.int64)
+        in_range = (xfers >= 0) & (xfers <= m)
+        predicted, hidden, cell = self._step_fn(
+            tf.constant(self._latent[live]), tf.constant(self._hidden[live]),
+            tf.constant(self._cell[live]), tf.constant(np.where(in_range, xfers, 0), tf.int32),
+            tf.constant(np.clip(locations, 0, top), tf.int32))
+        predicted, hidden, cell = predicted.numpy(), hidden.numpy(), cell.numpy()
+        results = []
+        moved: List[int] = []
+        moved_reals: List[Observation] = []
+        for j, i in enumerate(live):
+            x = int(xfers[j])
+            real_x = self.vocab.to_real(x) if in_range[j] else -1  # the env reports it invalid
+            real_obs, reward, done, info = self.envs[i].step((real_x, int(locations[j])))
+            reward_pred = float(predicted[j])
+            if x == m and self.noop_reward is not None:
+                reward_pred = self.noop_reward  # as in the dream
+            results.append((float(reward), done, dict(info, predicted_reward=reward_pred)))
+            if info["invalid"] is None:
+                self._hidden[i], self._cell[i] = hidden[j], cell[j]
+                moved.append(j)
+                moved_reals.append(real_obs)
+        if moved:
+            for i, obs in zip(live[moved], self._observe(live[moved].tolist(), moved_reals)):
+                self._obs[i] = obs
+        steps = [TimeStep(self._obs[i], reward, done, info)
+                 for i, (reward, done, info) in zip(live, results)]
+        self.live = [int(i) for j, i in enumerate(live) if not results[j][1]]
+        return steps

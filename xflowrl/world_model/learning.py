@@ -1,7 +1,8 @@
 """Training and evaluation of the MDN-RNN.
 
 `WorldModelLearner.step(batch)` is one `tf.function` Adam step on a padded
-`xflowrl.world_model.data.Batch`, with the learning rate following the
+`xflowrl.world_model.data.Batch` (computed on its real steps only,
+`MDNRNN.unroll_real`: the loss terms are masked means over them), with the learning rate following the
 thesis' 2nd-degree polynomial decay and a global-norm gradient clip; it
 returns every loss term (the reward term in units of the reward's standard
 deviation, `MDNRNN.reward_scale`). `evaluate(batch)` measures the world model on
@@ -50,18 +51,27 @@ class WorldModelLearner:
         self._evaluate = traced_once(self._evaluate_impl, sequence_spec)
 
     def _losses(self, b, training: bool) -> losses.WorldModelLosses:
-        latents, next_latents, xfers, locations, rewards, terminals, valid, counts, weights = b
+        return self._predict(b, training)[0]
+
+    def _predict(self, b, training: bool):
+        """The loss terms over the batch's real steps, the predictions and
+        masks there, and those steps' targets (`MDNRNN.unroll_real`: padding
+        is skipped, which leaves every masked mean as it is)."""
+        latents, _, xfers, locations, *_, weights = b
         dropout_seed = tf.stack([tf.constant(self.seed, tf.int64), self.steps])
-        prediction, masks = self.model.unroll(latents, xfers, locations, training=training,
-                                              dropout_seed=dropout_seed)
+        prediction, masks, index = self.model.unroll_real(
+            latents, xfers, locations, weights, training=training, dropout_seed=dropout_seed)
+        real = Batch(*(tf.gather_nd(x, index) for x in b))  # [N, ...] each
         scale = self.model.reward_scale  # the reward term in units of the reward's std
-        return losses.world_model_losses(
+        terms = losses.world_model_losses(
             logits=prediction.logits, mu=prediction.mu, log_sigma=prediction.log_sigma,
-            next_latent=next_latents, reward_pred=prediction.reward * scale,
-            reward=rewards * scale,
-            done_logit=prediction.done_logit, done=terminals, xfer_logits=masks.xfer_logits,
-            xfer_valid=valid, count_pred=masks.log_counts, count=counts, step_weights=weights,
+            next_latent=real.next_latents, reward_pred=prediction.reward * scale,
+            reward=real.rewards * scale,
+            done_logit=prediction.done_logit, done=real.terminals,
+            xfer_logits=masks.xfer_logits, xfer_valid=real.xfer_valid,
+            count_pred=masks.log_counts, count=real.counts, step_weights=real.weights,
             reward_members=prediction.reward_members * scale)
+        return terms, prediction, masks, real
 
     def _step_impl(self, b) -> Dict[str, tf.Tensor]:
         with tf.GradientTape() as tape:
@@ -89,9 +99,8 @@ class WorldModelLearner:
         return metrics
 
     def _evaluate_impl(self, b) -> Dict[str, tf.Tensor]:
-        terms = self._losses(b, training=False)
-        latents, _, xfers, locations, rewards, terminals, valid, counts, weights = b
-        prediction, masks = self.model.unroll(latents, xfers, locations)
+        terms, prediction, masks, real = self._predict(b, training=False)
+        valid, counts, terminals, weights = real.xfer_valid, real.counts, real.terminals, real.weights
         predicted_valid = tf.cast(masks.xfer_logits > 0, tf.float32)
         mask_right = tf.reduce_all(tf.equal(predicted_valid, valid), axis=-1)
         predicted_counts = tf.round(tf.math.expm1(masks.log_counts))

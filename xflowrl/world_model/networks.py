@@ -13,7 +13,9 @@ separate reward network (thesis §4.3.4: an MLP of 5 x 32 with dropout) on
 [z_t, h_t, action embedding] replaces the reward head.
 
 `unroll` serves training (teacher forcing over padded sequences, time-major
-inside); `step` advances a batch of imagined episodes by one step (the dream).
+inside) and `unroll_real` the same on the real steps only (what the learner
+trains on: padding is skipped); `step` advances a batch of imagined
+episodes by one step (the dream).
 
 Randomness is explicit: every weight is drawn by stateless ops from the
 `seed` given to `MDNRNN` (`xflowrl.nn.initializers`, Sonnet's default
@@ -195,6 +197,91 @@ class MDNRNN(snt.Module):
         reward = self._reward(reward, latents, hidden_before, action, training, dropout_seed)
         return (Prediction(logits, mu, log_sigma, reward, done, hidden, self._members(hidden)),
                 self.masks(latents, hidden_before))
+
+    def unroll_real(self, latents: tf.Tensor, xfers: tf.Tensor, locations: tf.Tensor,
+                    weights: tf.Tensor, training: bool = False,
+                    dropout_seed: Optional[tf.Tensor] = None
+                    ) -> Tuple[Prediction, Masks, tf.Tensor]:
+        """`unroll` computed on the real steps of padded sequences only.
+
+        The same predictions as `unroll` at every step whose weight is > 0
+        (each sequence's real steps are a prefix of its row, as
+        `xflowrl.world_model.data.make_batch` pads them), without the work
+        on padding: sorted by length, the LSTM advances at step t only the
+        sequences longer than t, and the heads see only real steps. A
+        training step on padded batches spends most of its time on padding
+        otherwise (a batch is as long as its longest episode).
+
+        Args:
+          latents, xfers, locations, training, dropout_seed: as `unroll`.
+          weights: [B, T] 1 for real steps, 0 for padding.
+        Returns:
+          predictions and masks of the N real steps ([N, ...], in time-major
+          order, sequences by decreasing length within a step) and their
+          [N, 2] (row, step) indices into the batch (for `tf.gather_nd` of
+          targets).
+        """
+        lengths = tf.cast(tf.reduce_sum(tf.cast(weights > 0, tf.int32), 1), tf.int32)  # [B]
+        order = tf.argsort(-lengths, stable=True)                                    # [B]
+        steps = tf.shape(weights)[1]
+        batch = tf.shape(weights)[0]
+        time = tf.range(steps)
+        alive = time[:, None] < tf.gather(lengths, order)[None, :]           # [T, B] prefixes
+        counts = tf.reduce_sum(tf.cast(alive, tf.int32), 1)                  # [T]
+        offsets = tf.cumsum(counts, exclusive=True)
+        grid = tf.stack([tf.broadcast_to(order[None, :], [steps, batch]),
+                         tf.broadcast_to(time[:, None], [steps, batch])], -1)  # (row, step)
+        index = tf.boolean_mask(grid, alive)                                  # [N, 2]
+        latent = tf.gather_nd(latents, index)                                 # [N, Z]
+        action = self._action(tf.gather_nd(xfers, index), tf.gather_nd(locations, index))
+        inputs = tf.concat([latent, action], -1)                              # [N, Z+2E]
+        # Step 0 by the LSTM core itself (it makes its variables on first use),
+        # every later one on the sequences still running; the LSTM's maths as
+        # in snt.LSTM (input projections of all steps in one product).
+        first = counts[0]
+        hidden_0, state = self.lstm(inputs[:first], self.initial_state(first))
+        gates_x = tf.matmul(inputs, self.lstm.input_to_hidden)                # [N, 4H]
+        w_h, b = self.lstm.hidden_to_hidden, self.lstm.b
+        size = self.hidden_size
+        outputs = tf.TensorArray(hidden_0.dtype, size=steps, infer_shape=False,
+                                 element_shape=tf.TensorShape([None, size]))
+        outputs = outputs.write(0, hidden_0)
+
+        def body(t, hidden, cell, outputs):
+            n = counts[t]
+            gates = (gates_x[offsets[t]:offsets[t] + n] + tf.matmul(hidden[:n], w_h) + b)
+            i, f, g, o = tf.split(gates, num_or_size_splits=4, axis=1)
+            cell = tf.sigmoid(f) * cell[:n]
+            cell += tf.sigmoid(i) * tf.tanh(g)
+            hidden = tf.sigmoid(o) * tf.tanh(cell)
+            return t + 1, hidden, cell, outputs.write(t, hidden)
+
+        shape = tf.TensorShape([None, size])
+        _, _, _, outputs = tf.while_loop(
+            lambda t, *_: t < steps, body, (tf.constant(1), state.hidden, state.cell, outputs),
+            shape_invariants=(tf.TensorShape([]), shape, shape, None))
+        hidden = outputs.concat()                                             # [N, H]: h_{t+1}
+        # h_t: the previous step's output of the same sequence (zeros at t = 0).
+        before = tf.concat([tf.fill([first], -1),
+                            tf.boolean_mask(tf.broadcast_to(
+                                tf.gather(offsets, tf.maximum(time - 1, 0))[:, None]
+                                + tf.range(batch)[None, :], [steps, batch]), alive)[first:]], 0)
+        hidden_before = tf.gather(tf.concat([hidden, tf.zeros([1, size], hidden.dtype)], 0),
+                                  tf.where(before < 0, tf.shape(hidden)[0], before))
+        logits, mu, log_sigma, reward, done = self._split(self._head(hidden))
+        if self.separate_reward:
+            # On the padded batch, as `unroll`: the dropout masks are drawn for
+            # its shape, so both draw the same ones.
+            padded = tf.scatter_nd(index, hidden_before,
+                                   tf.stack([batch, steps, tf.constant(size)]))
+            full_action = self._action(xfers, locations)
+            reward = tf.gather_nd(self._reward(None, latents, padded, full_action, training,
+                                               dropout_seed), index)
+        else:
+            reward = self._reward(reward, latent, hidden_before, action, training,
+                                  dropout_seed)
+        return (Prediction(logits, mu, log_sigma, reward, done, hidden, self._members(hidden)),
+                self.masks(latent, hidden_before), index)
 
     def recurrent_states(self, latents: tf.Tensor, xfers: tf.Tensor, locations: tf.Tensor
                          ) -> snt.LSTMState:
