@@ -74,12 +74,16 @@ class GraphEncoder(snt.Module):
             global_model_fn=_mlp(sizes, "global_core", w_init_fn))
 
     def __call__(self, graph: graphs.GraphsTuple) -> Embedding:
-        encoded = self._encoder(graph)
-        if not self._core_built():
-            # Sonnet makes variables on first use: one graph_nets round makes
-            # the core's, with the widths (and so the initial values) they
-            # always had.
+        if not self._built():
+            # Sonnet makes variables on first use: graph_nets' encoder and one
+            # round of its core make them, with the widths (and so the
+            # initial values) they always had.
+            encoded = self._encoder(graph)
             self._core(utils_tf.concat([encoded, encoded], axis=1))
+        edge_model, node_model, global_model = self._encoder_models()
+        encoded = graph.replace(edges=_apply(edge_model, graph.edges),
+                                nodes=_apply(node_model, graph.nodes),
+                                globals=_apply(global_model, graph.globals))
         return self._core_rounds(encoded)
 
     def reference(self, graph: graphs.GraphsTuple) -> Embedding:
@@ -96,8 +100,15 @@ class GraphEncoder(snt.Module):
         return (core._edge_block._edge_model, core._node_block._node_model,  # pylint: disable=protected-access
                 core._global_block._global_model)  # pylint: disable=protected-access
 
-    def _core_built(self) -> bool:
-        return all(hasattr(_first_layer(model), "w") for model in self._models())
+    def _encoder_models(self):
+        """The encoder's edge, node and global `_mlp`s (graph_nets wraps them)."""
+        encoder = self._encoder
+        return tuple(wrapped._model for wrapped in (  # pylint: disable=protected-access
+            encoder._edge_model, encoder._node_model, encoder._global_model))  # pylint: disable=protected-access
+
+    def _built(self) -> bool:
+        return all(hasattr(_first_layer(model), "w")
+                   for model in self._models() + self._encoder_models())
 
     def _core_rounds(self, encoded: graphs.GraphsTuple) -> Embedding:
         """K rounds of the core on [encoded, latent] (module docstring).
@@ -151,7 +162,7 @@ class GraphEncoder(snt.Module):
                 node_model,
                 node_fixed + tf.matmul(received, w_node[0:d]) + tf.matmul(nodes, w_node[2 * d:3 * d])
                 + tf.gather(node_global, node_graph))
-            globals_ = global_model(tf.concat([
+            globals_ = _apply(global_model, tf.concat([
                 tf.math.unsorted_segment_sum(edges, edge_graph, num_graphs),
                 tf.math.unsorted_segment_sum(nodes, node_graph, num_graphs),
                 encoded.globals, globals_], axis=-1))
@@ -162,6 +173,11 @@ def _first_layer(model: snt.Sequential) -> snt.Linear:
     return model._layers[0]._layers[0]  # pylint: disable=protected-access
 
 
+def _apply(model: snt.Sequential, inputs: tf.Tensor) -> tf.Tensor:
+    """An `_mlp` model on `inputs` (its layer norm as `_layer_norm`)."""
+    return _rest_of_model(model, _first_layer(model)(inputs))
+
+
 def _rest_of_model(model: snt.Sequential, first_layer_output: tf.Tensor) -> tf.Tensor:
     """An `_mlp` model applied to an input whose first linear layer's output
     (bias included) is `first_layer_output`."""
@@ -169,4 +185,29 @@ def _rest_of_model(model: snt.Sequential, first_layer_output: tf.Tensor) -> tf.T
     h = mlp._activation(first_layer_output)  # pylint: disable=protected-access
     for layer in mlp._layers[1:]:  # pylint: disable=protected-access
         h = mlp._activation(layer(h))  # pylint: disable=protected-access
-    return layer_norm(h)
+    return _layer_norm(h, layer_norm.scale, layer_norm.offset,
+                       layer_norm._eps)  # pylint: disable=protected-access
+
+
+def _layer_norm(x: tf.Tensor, scale: tf.Tensor, offset: tf.Tensor, eps: float) -> tf.Tensor:
+    """`snt.LayerNorm` over the last axis of [rows, D] inputs, with its
+    gradient written out (a few fused ops where automatic differentiation
+    of moments and batch_normalization makes a dozen broadcasts and sums)."""
+
+    @tf.custom_gradient
+    def norm(x, scale, offset):
+        mean = tf.reduce_mean(x, axis=-1, keepdims=True)
+        centered = x - mean
+        inv = tf.math.rsqrt(tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True) + eps)
+        normalized = centered * inv
+
+        def grad(dy):
+            dnormalized = dy * scale
+            dx = inv * (dnormalized - tf.reduce_mean(dnormalized, axis=-1, keepdims=True)
+                        - normalized * tf.reduce_mean(dnormalized * normalized, axis=-1,
+                                                      keepdims=True))
+            return dx, tf.reduce_sum(dy * normalized, axis=0), tf.reduce_sum(dy, axis=0)
+
+        return normalized * scale + offset, grad
+
+    return norm(x, scale, offset)
