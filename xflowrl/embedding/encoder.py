@@ -156,17 +156,31 @@ class GraphEncoder(snt.Module):
                 edge_model,
                 edge_fixed + tf.matmul(edges, w_edge[d:2 * d]) + tf.reduce_sum(gathered, axis=1)
                 + tf.gather(edge_global, edge_graph))
-            received = tf.math.unsorted_segment_sum(edges, receivers, num_nodes)
+            received = _segment_sum(edges, receivers, num_nodes)
             node_global = node_global_fixed + tf.matmul(globals_, w_node[4 * d:5 * d])
             nodes = _rest_of_model(
                 node_model,
                 node_fixed + tf.matmul(received, w_node[0:d]) + tf.matmul(nodes, w_node[2 * d:3 * d])
                 + tf.gather(node_global, node_graph))
             globals_ = _apply(global_model, tf.concat([
-                tf.math.unsorted_segment_sum(edges, edge_graph, num_graphs),
-                tf.math.unsorted_segment_sum(nodes, node_graph, num_graphs),
+                _segment_sum(edges, edge_graph, num_graphs),
+                _segment_sum(nodes, node_graph, num_graphs),
                 encoded.globals, globals_], axis=-1))
         return Embedding(nodes=nodes, globals=globals_)
+
+
+def _segment_sum(data: tf.Tensor, segment_ids: tf.Tensor, num_segments) -> tf.Tensor:
+    """`tf.math.unsorted_segment_sum` for ids known to be valid (in [0,
+    num_segments)): its gradient is the plain gather, without the masking of
+    negative ids that TensorFlow's gradient adds."""
+
+    @tf.custom_gradient
+    def segment_sum(data):
+        def grad(dy):
+            return tf.gather(dy, segment_ids)
+        return tf.math.unsorted_segment_sum(data, segment_ids, num_segments), grad
+
+    return segment_sum(data)
 
 
 def _first_layer(model: snt.Sequential) -> snt.Linear:
