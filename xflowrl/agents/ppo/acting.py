@@ -92,7 +92,7 @@ class Actor:
             nodes = tf.gather(candidates.nodes, row, batch_dims=1)         # [B, L, K]
             cost_delta = tf.gather(candidates.cost_delta, row, batch_dims=1)
         location_out = net.location_head(embedding, xfer, nodes, cost_delta,
-                                         None if nodes is not None else num_locations)
+                                         None if nodes is not None else num_locations, mask)
         location_log_p = _masked_log_softmax(location_out.logits, mask)
         location = tf.argmax(location_log_p + location_noise, axis=-1, output_type=tf.int32)
         zero = tf.zeros_like(location_out.value)

@@ -152,7 +152,7 @@ class Learner:
         embedding: Embedding = self.network.encode(b.state)
         xfer_out = self.network.xfer_head(embedding.globals, b.xfer_summary, b.xfer_mask)
         loc_out = self.network.location_head(embedding, b.xfer, b.location_nodes, b.cost_delta,
-                                             tf.shape(b.location_mask)[1])
+                                             tf.shape(b.location_mask)[1], b.location_mask)
         ones = tf.ones_like(b.has_location)
         adv_x, adv_l = b.xfer_advantage, b.location_advantage
         if cfg.normalize_advantages:

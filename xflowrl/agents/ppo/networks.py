@@ -124,7 +124,8 @@ class PolicyValueNetwork(snt.Module):
     def location_head(self, embedding: Embedding, xfer: tf.Tensor,
                       location_nodes: Optional[tf.Tensor] = None,
                       cost_delta: Optional[tf.Tensor] = None,
-                      num_locations: Optional[int] = None) -> LocationOutput:
+                      num_locations: Optional[int] = None,
+                      location_mask: Optional[tf.Tensor] = None) -> LocationOutput:
         """Scores the locations of the chosen xfers.
 
         Args:
@@ -136,9 +137,25 @@ class PolicyValueNetwork(snt.Module):
           cost_delta: [B, L] float32, each candidate's relative cost change
             (with `location_nodes`).
           num_locations: L, for vector states.
+          location_mask: [B, L] bool, the valid locations (graph states):
+            only those are scored (a handful of the L), the others' logits
+            are 0, which sampling and the losses mask out anyway. None:
+            every location is scored.
         """
         xfer_embedding = self._xfer_embed(tf.cast(xfer, tf.int32))         # [B, E]
         context = tf.concat([embedding.globals, xfer_embedding], -1)       # [B, D+E]
+        if location_nodes is not None and location_mask is not None:
+            index = tf.where(location_mask)                               # [M, 2]
+            nodes = tf.gather_nd(location_nodes, index)                   # [M, K]
+            valid = tf.cast(nodes >= 0, tf.float32)[..., None]            # [M, K, 1]
+            matched = tf.gather(embedding.nodes, tf.maximum(nodes, 0)) * valid
+            matched = (tf.reduce_sum(matched, axis=1)
+                       / tf.maximum(tf.reduce_sum(valid, axis=1), 1.0))    # [M, D]
+            rows = tf.concat([matched, tf.gather_nd(cost_delta, index)[:, None],
+                              tf.gather(context, index[:, 0])], -1)       # [M, D+1+D+E]
+            scores = self._location_scorer(rows)[:, 0]
+            logits = tf.scatter_nd(index, scores, tf.shape(location_mask, out_type=tf.int64))
+            return LocationOutput(logits, self._location_value(context)[:, 0])
         if location_nodes is not None:
             valid = tf.cast(location_nodes >= 0, tf.float32)[..., None]   # [B, L, K, 1]
             matched = tf.gather(embedding.nodes, tf.maximum(location_nodes, 0)) * valid
