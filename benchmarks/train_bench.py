@@ -24,6 +24,10 @@ and reports:
   policy's forward passes and sampling), `update_ms` (PPO updates: batching,
   forward and backward passes) and the rest (`other_ms`: bookkeeping,
   summaries, checkpoints), over the steady part;
+- `steps_per_cpu_s` and `steady_steps_per_cpu_s`: the same rates over the
+  process's CPU time instead of the wall clock (every thread's; with
+  `--cores=1`, what the process really ran), steadier than the wall-clock
+  rates on a machine shared with other work;
 - the number of traces of every `tf.function` the agent owns (one each is
   the goal: a retrace costs seconds; a function whose first call creates
   variables counts two).
@@ -99,17 +103,20 @@ def bench_graph(run):
         if state["updates"] == FLAGS.warmup_updates:
             clock.enabled = True
             state["steady_start"] = time.perf_counter()
+            state["steady_cpu_start"] = time.process_time()
             state["steady_steps"] = state["steps"]
 
     with tempfile.TemporaryDirectory() as logdir:
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         config = TrainConfig(episodes=FLAGS.episodes, eval_every=10**9, **parallel(agent))
         try:
             result = train(env, agent, config, logdir, progress=progress)
         finally:
             GraphEnv.step, GraphEnv.reset = originals["step"], originals["reset"]
         total = time.perf_counter() - start
+        cpu_total = time.process_time() - cpu_start
     steady_seconds = time.perf_counter() - state.get("steady_start", start)
+    steady_cpu = time.process_time() - state.get("steady_cpu_start", cpu_start)
     steady_steps = state["steps"] - state.get("steady_steps", 0)
     per_step = {f"{k}_ms": 1000 * v / max(steady_steps, 1) for k, v in clock.seconds.items()}
     per_step["other_ms"] = (1000 * steady_seconds / max(steady_steps, 1)
@@ -119,6 +126,8 @@ def bench_graph(run):
             "seconds": total, "steps_per_s": state["steps"] / total,
             "steady_steps": steady_steps, "steady_seconds": steady_seconds,
             "steady_steps_per_s": steady_steps / max(steady_seconds, 1e-9),
+            "cpu_seconds": cpu_total, "steps_per_cpu_s": state["steps"] / max(cpu_total, 1e-9),
+            "steady_steps_per_cpu_s": steady_steps / max(steady_cpu, 1e-9),
             "per_step": per_step, "traces": trace_counts(agent)}
 
 
