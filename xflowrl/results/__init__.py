@@ -3,8 +3,8 @@
 Records (`records`: versioned JSON, written and read by the same code):
 `ModelFreeRun` and `ModelBasedRun` (with its world model's rounds,
 `WorldModelRound`; `runs`), `Measurement` (the measure step's timings;
-`measurement`), `SweepSeed` and `SweepResult` (one seed of the temperature sweep, and
-the sweep over its seeds; `sweep`),
+`measurement`), `SweepSeed` and `SweepResult` (one seed of the temperature
+sweep, and the sweep over its seeds; `sweep`),
 `WorldModelState` (the model-based agent's world-model training state,
 state.json; `state`) and `ReproductionReport` (report.json; `report`).
 The report, built from a results folder (`layout`: where each run lies,
