@@ -79,6 +79,7 @@ from xflowrl.results import layout
 from xflowrl.results.layout import SEPARATE, SETTINGS, Setting
 from xflowrl.results.measurement import ClockTiming, Measurement, SweepTiming, TimedGraph
 from xflowrl.results.report import write_report
+from xflowrl.results.sweep import SweepResult
 from xflowrl.results.thesis import THESIS_GRAPHS
 
 FLAGS = flags.FLAGS
@@ -290,18 +291,18 @@ def variant_graphs(setting: Setting, graph_name: str, root: str,
     return graphs, env.cost_model
 
 
-def sweep_result(setting: Setting, graph_name: str) -> Optional[dict]:
+def sweep_result(setting: Setting, graph_name: str) -> Optional[SweepResult]:
     """The temperature sweep's result under `setting`, if the sweep ran on
     `graph_name` there and kept its real episodes' steps."""
     if graph_name != FLAGS.sweep_graph or setting.key not in FLAGS.sweep_settings:
         return None
     sweep = layout.load_sweep(FLAGS.results_dir, setting.key, graph_name)
-    if not sweep or any("applied" not in row for row in sweep["rows"]):
+    if not sweep or not sweep.replayable:
         return None
     return sweep
 
 
-def sweep_graphs(setting: Setting, sweep: dict):
+def sweep_graphs(setting: Setting, sweep: SweepResult):
     """Per row of the sweep (a temperature), the graph of each seed's real
     episode, replayed from its applied steps."""
     from xflowrl.agents.ppo.training import replay  # pylint: disable=import-outside-toplevel
@@ -314,12 +315,12 @@ def sweep_graphs(setting: Setting, sweep: dict):
         make_env,
     )
     from xflowrl.rules.sets import DEFAULT_RULE_SET  # pylint: disable=import-outside-toplevel
-    env = make_env(sweep["graph"], sweep.get("rules", DEFAULT_RULE_SET), setting.cost_model,
+    env = make_env(sweep.graph, sweep.rules or DEFAULT_RULE_SET, setting.cost_model,
                    setting.profile, "results/cost_cache.tsv",
                    EnvConfig(max_steps=NO_STEP_LIMIT,
-                             max_locations=sweep.get("max_locations", DEFAULT_MAX_LOCATIONS)))
-    return [[replay(env, [tuple(a) for a in applied]) for applied in row["applied"]]
-            for row in sweep["rows"]]
+                             max_locations=sweep.max_locations or DEFAULT_MAX_LOCATIONS))
+    return [[replay(env, [tuple(a) for a in applied]) for applied in row.applied]
+            for row in sweep.rows]
 
 
 def measure(setting: Setting, graph_name: str, b: Budget, rerun: bool,
@@ -343,7 +344,7 @@ def measure(setting: Setting, graph_name: str, b: Budget, rerun: bool,
                 "warmup": b.measure_warmup, "repeats": b.measure_repeats, "seed": FLAGS.seed,
                 "inputs": layout.run_stamps(root, graph_name, seeds)}
     if sweep:
-        settings["inputs"]["sweep"] = [row["applied"] for row in sweep["rows"]]
+        settings["inputs"]["sweep"] = [row.applied for row in sweep.rows]
     if not rerun:
         saved = Measurement.load(path)
         if saved is not None and saved.settings == settings:
@@ -371,8 +372,8 @@ def measure(setting: Setting, graph_name: str, b: Budget, rerun: bool,
     result = Measurement(
         graph=graph_name, setting=setting.key, cost_model=cost_model.name, settings=settings,
         seconds=time.time() - start, variants={name: timed(g) for name, g in graphs.items()},
-        sweep=[SweepTiming(temperature=row["temperature"], seeds=[timed(g) for g in by_seed])
-               for row, by_seed in zip(sweep["rows"], swept)] if sweep else None)
+        sweep=[SweepTiming(temperature=row.temperature, seeds=[timed(g) for g in by_seed])
+               for row, by_seed in zip(sweep.rows, swept)] if sweep else None)
     result.save(path, indent=1)
     return result
 

@@ -20,8 +20,9 @@ Scores follow the thesis' sign: the change in runtime, in % of the initial
 graph's (negative is faster).
   world-model score: -(mean imagined return of 64 greedy dream episodes at tau)
   real score:        100 * (real final cost / initial cost - 1)
-Each cell is mean +- std over seeds; result.json keeps each real episode's
-applied steps too, so its graph can be rebuilt and timed. Writes result.json, result.md and
+Each cell is mean +- std over seeds; result.json (a `SweepResult`,
+xflowrl/results/sweep.py) keeps each real episode's applied steps too, so
+its graph can be rebuilt and timed. Writes result.json, result.md and
 temperature_sweep.png to --results_dir/<graph>/temperature_sweep/.
 
 The seeds run in parallel as Ray tasks (`xflowrl.jobs.run_jobs`): each is
@@ -46,8 +47,8 @@ import numpy as np
 from xflowrl import zoo
 from xflowrl.env import DEFAULT_MAX_STEPS
 from xflowrl.jobs import Job, run_jobs, strip_flags
-from xflowrl.results.sweep import SweepCell, SweepSeed
-from xflowrl.runs import RunSettings, save_result
+from xflowrl.results.sweep import SweepCell, SweepResult, SweepRow, SweepSeed
+from xflowrl.runs import RESULT_JSON, RESULT_MD, RunSettings, write_text
 from xflowrl.world_model import (
     DreamConfig,
     ModelBasedAgent,
@@ -202,28 +203,27 @@ def main(argv):
     rows = []
     for t in temps:
         w, r = np.array(cells[t]["world_model"]), np.array(cells[t]["real"])
-        rows.append({"temperature": t, "world_model_mean": float(w.mean()),
-                     "world_model_std": float(w.std()), "real_mean": float(r.mean()),
-                     "real_std": float(r.std()), "world_model": w.tolist(), "real": r.tolist(),
-                     # per seed: the real episode's (xfer name, location) steps,
-                     # which replay its graph (reproduce.py times them)
-                     "applied": cells[t]["applied"]})
+        rows.append(SweepRow(temperature=t, world_model_mean=float(w.mean()),
+                             world_model_std=float(w.std()), real_mean=float(r.mean()),
+                             real_std=float(r.std()), world_model=w.tolist(), real=r.tolist(),
+                             applied=cells[t]["applied"]))
     seconds = time.time() - start
-    summary = {"graph": graph_name, "cost_model": env.cost_model.name, "seeds": seeds,
-               "dream_episodes": episodes, "rules": settings.run.rules,
-               "max_locations": settings.run.max_locations,
-               "initial_cost_ms": env.initial_cost, "seconds": seconds, "rows": rows,
-               "world_model": dataclasses.asdict(wm)}
-    table = "\n".join(f"| {r['temperature']} | {r['world_model_mean']:+.3f}% ± "
-                      f"{r['world_model_std']:.3f}% | {r['real_mean']:+.3f}% ± "
-                      f"{r['real_std']:.3f}% |" for r in rows)
+    result = SweepResult(graph=graph_name, cost_model=env.cost_model.name, seeds=seeds,
+                         dream_episodes=episodes, rules=settings.run.rules,
+                         max_locations=settings.run.max_locations,
+                         initial_cost_ms=env.initial_cost, seconds=seconds, rows=rows,
+                         world_model=dataclasses.asdict(wm))
+    table = "\n".join(f"| {r.temperature} | {r.world_model_mean:+.3f}% ± "
+                      f"{r.world_model_std:.3f}% | {r.real_mean:+.3f}% ± "
+                      f"{r.real_std:.3f}% |" for r in rows)
     text = (f"# Temperature sweep on {graph_name} (Table 4.3)\n\n{seeds} seeds, {episodes} "
             f"imagined episodes per controller, {seconds:.0f} s.\n\n| temperature | "
             f"world-model score | real score |\n|---|---|---|\n{table}\n")
-    save_result(out_dir, summary, markdown=text)
+    result.save(os.path.join(out_dir, RESULT_JSON))
+    write_text(os.path.join(out_dir, RESULT_MD), text)
     _plot(os.path.join(out_dir, "temperature_sweep.png"), temps,
-          [r["world_model_mean"] for r in rows], [r["world_model_std"] for r in rows],
-          [r["real_mean"] for r in rows], [r["real_std"] for r in rows], graph_name)
+          [r.world_model_mean for r in rows], [r.world_model_std for r in rows],
+          [r.real_mean for r in rows], [r.real_std for r in rows], graph_name)
     print(text)
     print(f"results in {out_dir}")
 

@@ -19,7 +19,7 @@ from xflowrl.results import (
     WorldModelRound,
 )
 from xflowrl.results.measurement import ClockTiming, SweepTiming, TimedGraph
-from xflowrl.results.sweep import SweepCell, SweepSeed
+from xflowrl.results.sweep import SweepCell, SweepResult, SweepRow, SweepSeed
 
 
 class RecordTest(absltest.TestCase):
@@ -237,6 +237,66 @@ class SweepSeedTest(absltest.TestCase):
             SweepSeed.from_json(dict(value, schema="measurement"))
         with self.assertRaisesRegex(RecordError, r"cells\[0\]: SweepCell has no fields"):
             SweepSeed.from_json(dict(value, cells=[dict(self.LEGACY["cells"][0], extra=1)]))
+
+
+class SweepResultTest(absltest.TestCase):
+
+    # The sweep's result.json as temperature_sweep.py wrote it before the
+    # record (a plain object, its keys in this order).
+    LEGACY = {"graph": "bert", "cost_model": "analytic/v100", "seeds": 2, "dream_episodes": 64,
+              "rules": "default", "max_locations": 50, "initial_cost_ms": 10.0,
+              "seconds": 12.0,
+              "rows": [{"temperature": 0.5, "world_model_mean": -1.0, "world_model_std": 0.5,
+                        "real_mean": -2.0, "real_std": 1.0, "world_model": [-1.5, -0.5],
+                        "real": [-3.0, -1.0], "applied": [[["fuse", 3]], []]}],
+              "world_model": {"hidden": 8}}
+    # An older sweep's: before `cost_model`, `rules`, `max_locations` and the
+    # rows' `applied` were written.
+    OLDEST = {"graph": "bert", "seeds": 1, "dream_episodes": 8, "initial_cost_ms": 10.0,
+              "seconds": 3.0,
+              "rows": [{"temperature": 1.0, "world_model_mean": -1.0, "world_model_std": 0.0,
+                        "real_mean": -2.0, "real_std": 0.0, "world_model": [-1.0],
+                        "real": [-2.0]}],
+              "world_model": {"hidden": 8}}
+
+    def test_round_trip(self):
+        result = SweepResult(
+            graph="bert", cost_model="fitted/cpu", seeds=1, dream_episodes=8, rules="default",
+            max_locations=50, initial_cost_ms=10.0, seconds=1.0, world_model={"hidden": 8},
+            rows=[SweepRow(temperature=0.5, world_model_mean=-1.0, world_model_std=0.0,
+                           real_mean=-2.0, real_std=0.0, world_model=[-1.0], real=[-2.0],
+                           applied=[[["fuse", 3]]])])
+        path = result.save(os.path.join(tempfile.mkdtemp(), "result.json"))
+        self.addCleanup(shutil.rmtree, os.path.dirname(path), ignore_errors=True)
+        self.assertEqual(SweepResult.load(path), result)
+        self.assertTrue(result.replayable)
+        with open(path) as f:   # the keys in the order the plain object had them
+            self.assertEqual(list(json.load(f)), ["schema", "schema_version", *self.LEGACY])
+
+    def test_files_from_before_the_record_read(self):
+        sweep = _read_legacy_and_resave(self, SweepResult, self.LEGACY, "temperature_sweep",
+                                        "result.json")
+        self.assertEqual(sweep.rows[0].applied, [[["fuse", 3]], []])
+        self.assertTrue(sweep.replayable)
+        oldest = _read_legacy_and_resave(self, SweepResult, self.OLDEST, "temperature_sweep",
+                                         "result.json")
+        self.assertIsNone(oldest.rules)
+        self.assertIsNone(oldest.cost_model)
+        self.assertIsNone(oldest.rows[0].applied)
+        self.assertFalse(oldest.replayable)   # reproduce.py does not time its graphs
+
+    def test_another_schema_a_newer_version_and_unknown_keys_are_refused(self):
+        value = dict(self.LEGACY, schema="temperature_sweep", schema_version=1)
+        with self.assertRaisesRegex(RecordError, "a 'temperature_sweep_seed' record, not "
+                                    "'temperature_sweep'"):
+            SweepResult.from_json(dict(value, schema="temperature_sweep_seed"))
+        with self.assertRaisesRegex(RecordError, "temperature_sweep version 2; this code reads "
+                                    "up to version 1"):
+            SweepResult.from_json(dict(value, schema_version=2))
+        with self.assertRaisesRegex(RecordError, r"rows\[0\]: SweepRow has no fields"):
+            SweepResult.from_json(dict(value, rows=[dict(self.LEGACY["rows"][0], extra=1)]))
+        with self.assertRaisesRegex(RecordError, r"SweepResult lacks \['rows'\]"):
+            SweepResult.from_json({k: v for k, v in value.items() if k != "rows"})
 
 
 class ImportTest(absltest.TestCase):

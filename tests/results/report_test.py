@@ -16,7 +16,7 @@ from absl.testing import absltest, parameterized
 
 from tests.results import fixtures
 from tests.results.fixtures import GRAPH
-from xflowrl.results import ReproductionReport, layout, rows, write_report
+from xflowrl.results import RecordError, ReproductionReport, layout, rows, write_report
 from xflowrl.results.figures import FIGURES, taso_curve
 from xflowrl.results.measurement import ClockTiming, Measurement, SweepTiming, TimedGraph
 
@@ -167,6 +167,32 @@ class ReportOverSeedsTest(absltest.TestCase):
         self.assertIn("| bert | greedy | -10.00% | 9.00 (8.50-9.50) | -10.00% |", text)
         self.assertIn("| bert | taso (= greedy) |", text)
 
+    def test_a_sweep_from_before_the_record_is_read_and_embedded_as_it_was(self):
+        # temperature_sweep.py's result.json of an older sweep: a plain object
+        # without `rules`, `max_locations`, `cost_model` or the rows' `applied`.
+        fixtures.write_runs(self.root, [0], mf_costs=[95.0], mb_costs=[85.0])
+        sweep = {"graph": GRAPH, "seeds": 2, "dream_episodes": 8, "initial_cost_ms": 10.0,
+                 "seconds": 3.0,
+                 "rows": [{"temperature": 0.5, "world_model_mean": -1.0,
+                           "world_model_std": 0.5, "real_mean": -2.0, "real_std": 1.0,
+                           "world_model": [-1.5, -0.5], "real": [-3.0, -1.0]}],
+                 "world_model": {"hidden": 8}}
+        path = os.path.join(self.results, "temperature_gpu", GRAPH, "temperature_sweep",
+                            "result.json")
+        fixtures.write_json(path, sweep)
+        out = os.path.join(self.results, "report")
+        write_report(self.results, out, [GRAPH], ["gpu"], [], GRAPH, ["gpu"], meta={})
+        with open(os.path.join(out, "report.md")) as f:
+            self.assertIn("| 0.5 | -1.000% ± 0.500 | -2.000% ± 1.000 | - |", f.read())
+        with open(os.path.join(out, "report.json")) as f:
+            self.assertEqual(json.load(f)["table_4_3"], {"gpu": sweep})
+        self.assertEqual(ReproductionReport.load_dir(out).table_4_3["gpu"],
+                         layout.load_sweep(self.results, "gpu", GRAPH))
+        # A file that is not a sweep's result is refused, naming it.
+        fixtures.write_json(path, dict(sweep, schema="temperature_sweep_seed",
+                                       schema_version=1))
+        with self.assertRaisesRegex(RecordError, f"{path}: a 'temperature_sweep_seed' record"):
+            write_report(self.results, out, [GRAPH], ["gpu"], [], GRAPH, ["gpu"], meta={})
 
 class SweepTest(absltest.TestCase):
 

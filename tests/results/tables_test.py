@@ -5,6 +5,7 @@ from absl.testing import absltest
 
 from tests.results import fixtures
 from xflowrl.results import tables, thesis
+from xflowrl.results.sweep import SweepResult, SweepRow
 
 
 class CellsTest(absltest.TestCase):
@@ -54,9 +55,10 @@ class TablesTest(absltest.TestCase):
         self.assertEqual(tables.table_4_3(None, "gpu", {}), "Table 4.3: not run.\n")
 
     def test_table_4_3_beside_the_thesis(self):
-        sweep = {"graph": "bert", "seeds": 2, "dream_episodes": 64,
-                 "rows": [{"temperature": 0.5, "world_model_mean": -1.0,
-                           "world_model_std": 0.1, "real_mean": -2.0, "real_std": 0.2}]}
+        sweep = SweepResult(graph="bert", seeds=2, dream_episodes=64, initial_cost_ms=10.0,
+                            rows=[SweepRow(temperature=0.5, world_model_mean=-1.0,
+                                           world_model_std=0.1, real_mean=-2.0, real_std=0.2,
+                                           world_model=[-1.1, -0.9], real=[-2.2, -1.8])])
         text = tables.table_4_3(sweep, "gpu", {0.5: [-3.0, -1.0]})
         self.assertIn("| 0.5 | -1.000% ± 0.100 | -2.000% ± 0.200 | -2.00% ± 1.00 | "
                       "-7.75% ± 0.3 | -55.33% ± 6.7 |", text)

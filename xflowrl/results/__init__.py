@@ -3,7 +3,8 @@
 Records (`records`: versioned JSON, written and read by the same code):
 `ModelFreeRun` and `ModelBasedRun` (with its world model's rounds,
 `WorldModelRound`; `runs`), `Measurement` (the measure step's timings;
-`measurement`), `SweepSeed` (one seed of the temperature sweep; `sweep`),
+`measurement`), `SweepSeed` and `SweepResult` (one seed of the temperature
+sweep, and the sweep over its seeds; `sweep`),
 `WorldModelState` (the model-based agent's world-model training state,
 state.json; `state`) and `ReproductionReport` (report.json; `report`).
 The report, built from a results folder (`layout`: where each run lies,
@@ -38,5 +39,5 @@ from xflowrl.results.runs import (
     WorldModelSummary,
 )
 from xflowrl.results.state import BestRound, WorldModelState
-from xflowrl.results.sweep import SweepCell, SweepSeed
+from xflowrl.results.sweep import SweepCell, SweepResult, SweepRow, SweepSeed
 from xflowrl.results.thesis import THESIS_GRAPHS, THESIS_MS

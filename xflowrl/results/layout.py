@@ -12,8 +12,8 @@ the same layout, `seed_root`):
   <results>/<setting>/<graph>/measured/result.json      (the measure step: Measurement)
   <results>/<setting>/separate_reward/<graph>/train_mb/result.json
   <results>/graph_properties/table_4_1.json             (graph_properties.py)
-  <results>/temperature/<graph>/temperature_sweep/result.json   (this CPU)
-  <results>/temperature_gpu/<graph>/temperature_sweep/result.json   (GPU-like)
+  <results>/temperature/<graph>/temperature_sweep/result.json   (this CPU: SweepResult)
+  <results>/temperature_gpu/<graph>/temperature_sweep/result.json   (GPU-like: SweepResult)
 
 A baseline run's result is the baseline runner's record as JSON
 (`xflowrl.search.Baselines.to_json`, beside baselines.py's timings); what the report
@@ -32,6 +32,7 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Seq
 from xflowrl.results.measurement import Measurement
 from xflowrl.results.records import Record
 from xflowrl.results.runs import ModelBasedRun, ModelFreeRun
+from xflowrl.results.sweep import SweepResult
 
 T = TypeVar("T")
 R = TypeVar("R", bound=Record)
@@ -139,10 +140,14 @@ def sweep_folder(setting: str) -> str:
     return "temperature" if setting == "cpu" else f"temperature_{setting}"
 
 
-def load_sweep(results: str, setting: str, graph: str) -> Optional[dict]:
-    """The temperature sweep's result.json of `graph` under `setting`, if any."""
-    return load_json(os.path.join(results, sweep_folder(setting), graph, "temperature_sweep",
-                                  "result.json"))
+def load_sweep(results: str, setting: str, graph: str) -> Optional[SweepResult]:
+    """The temperature sweep's result.json of `graph` under `setting`, if any.
+
+    Raises:
+      RecordError: the file is not a sweep's result (or of a newer version).
+    """
+    return SweepResult.load(os.path.join(results, sweep_folder(setting), graph,
+                                         "temperature_sweep", "result.json"))
 
 
 def pct(value: Optional[float], base: Optional[float]) -> Optional[float]:

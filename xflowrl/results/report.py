@@ -29,6 +29,7 @@ from xflowrl.results.measurement import Measurement
 from xflowrl.results.records import Record
 from xflowrl.results.rows import GraphRow, graph_row
 from xflowrl.results.runs import ModelBasedRun
+from xflowrl.results.sweep import SweepResult
 from xflowrl.results.tables import (
     summary_lines,
     table_4_1,
@@ -58,7 +59,7 @@ class ReproductionReport(Record):
     settings: Dict[str, Setting]
     rows: Dict[str, Dict[str, GraphRow]]
     table_4_1: Optional[Dict[str, Any]]
-    table_4_3: Dict[str, Optional[Dict[str, Any]]]
+    table_4_3: Dict[str, Optional[SweepResult]]   # as read (no schema keys of its own)
     table_4_3_measured_ort_cpu_change: Dict[str, List[Dict[str, Any]]]
     separate_reward_run: Dict[str, Dict[str, bool]]
     figures: Dict[str, str]
@@ -84,7 +85,7 @@ class ReproductionReport(Record):
 
 
 def report_markdown(rows: Dict[str, Dict[str, GraphRow]], props: Optional[dict],
-                    sweeps: Dict[str, Optional[dict]],
+                    sweeps: Dict[str, Optional[SweepResult]],
                     sweeps_measured: Dict[str, Dict[float, List[float]]],
                     figures: Dict[str, str], results: str, settings: Sequence[str],
                     separate_graphs: Sequence[str], meta: dict, seeds: Sequence[int]) -> str:

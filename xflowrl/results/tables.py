@@ -24,6 +24,7 @@ from xflowrl.results.layout import (
 )
 from xflowrl.results.rows import GraphRow, over_seeds
 from xflowrl.results.runs import ModelBasedRun
+from xflowrl.results.sweep import SweepResult
 from xflowrl.results.thesis import (
     THESIS_MS,
     THESIS_OPT_SECONDS,
@@ -172,7 +173,7 @@ def table_4_2(props: Optional[dict], rows: Dict[str, GraphRow]) -> str:
             "runtime change as well as a graph change).\n\n" + "\n".join(lines) + "\n")
 
 
-def table_4_3(sweep: Optional[dict], setting: str, measured: Dict[float, List[float]]) -> str:
+def table_4_3(sweep: Optional[SweepResult], setting: str, measured: Dict[float, List[float]]) -> str:
     """Temperature sweep: world-model and real scores per tau, the real
     episodes' graphs measured on this CPU, and the thesis' scores."""
     if not sweep:
@@ -180,17 +181,17 @@ def table_4_3(sweep: Optional[dict], setting: str, measured: Dict[float, List[fl
     lines = ["| temperature | world-model score | real score (est.) | measured ort/cpu change "
              "| thesis world-model score | thesis real score |",
              "|---|---|---|---|---|---|"]
-    for r in sweep["rows"]:
-        t = THESIS_TABLE_4_3.get(r["temperature"])
-        m = measured.get(r["temperature"])
-        lines.append(f"| {r['temperature']} | {r['world_model_mean']:+.3f}% ± "
-                     f"{r['world_model_std']:.3f} | {r['real_mean']:+.3f}% ± "
-                     f"{r['real_std']:.3f} | "
+    for r in sweep.rows:
+        t = THESIS_TABLE_4_3.get(r.temperature)
+        m = measured.get(r.temperature)
+        lines.append(f"| {r.temperature} | {r.world_model_mean:+.3f}% ± "
+                     f"{r.world_model_std:.3f} | {r.real_mean:+.3f}% ± "
+                     f"{r.real_std:.3f} | "
                      + (f"{np.mean(m):+.2f}% ± {np.std(m):.2f}" if m else "-") + " | "
                      + (f"{t[0]:+.2f}% ± {t[1]} | {t[2]:+.2f}% ± {t[3]}" if t else "- | -")
                      + " |")
-    return (f"{sweep['graph']}, {sweep['seeds']} seed(s) (thesis: BERT, 5), "
-            f"{sweep['dream_episodes']} imagined episodes per controller, estimated cost "
+    return (f"{sweep.graph}, {sweep.seeds} seed(s) (thesis: BERT, 5), "
+            f"{sweep.dream_episodes} imagined episodes per controller, estimated cost "
             f"under {setting_label(setting)}; scores are runtime changes in % (negative: faster), mean "
             "± std over seeds. The measured change is each seed's real-episode graph timed "
             "on this CPU by the measure step, interleaved with the original graph.\n\n"
