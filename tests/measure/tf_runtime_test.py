@@ -30,8 +30,13 @@ class MeasureTest(absltest.TestCase):
         self.assertGreater(m.median_ms, 0)
         self.assertTrue(xflowrl.measure.memory_stats_available())
         weight_bytes = 3 * 512 * 512 * 4
-        # Resident: the weights (and the 128 KiB feed), in allocator bins.
-        self.assertBetween(m.resident_bytes, weight_bytes, 1.5 * weight_bytes)
+        feed_bytes = 64 * 512 * 4
+        # Resident: the weights and the feed, each in one allocator chunk.
+        # TensorFlow's BFC allocator hands out a free chunk whole unless it
+        # is at least twice the request (it splits only then), so a chunk
+        # holds less than twice its tensor; how much more depends on what
+        # earlier work in the process left free (the suite's order).
+        self.assertBetween(m.resident_bytes, weight_bytes, 2 * (weight_bytes + feed_bytes))
         # At least the output and one intermediate [64, 512] float32 tensor.
         self.assertGreaterEqual(m.activation_peak_bytes, 2 * 64 * 512 * 4)
         self.assertLess(m.activation_peak_bytes, weight_bytes)
