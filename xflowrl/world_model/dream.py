@@ -1,7 +1,7 @@
 """The dream: the environment interface driven by the world model alone.
 
-`BatchedDream` advances many imagined episodes per call: one `tf.function`
-runs the MDN-RNN step for the whole batch, samples z_{t+1} from the
+`BatchedDream` advances many imagined episodes per call: one traced
+function (`traced.functions_of`, shared by every dream of a model) runs the MDN-RNN step for the whole batch, samples z_{t+1} from the
 temperature-scaled mixture (thesis §3.4.1) and decodes the next masks; the
 reward, the terminal flag and the masks all come from the model. Episodes
 start from the real initial graph's latent z_0 (with h_0 = 0), as World
@@ -42,10 +42,10 @@ import numpy as np
 import tensorflow as tf
 
 from xflowrl.env import Environment, GraphEnv, Observation, ObservationSpec, TimeStep
-from xflowrl.world_model import losses
 from xflowrl.world_model.config import DreamConfig
 from xflowrl.world_model.data import XferVocabulary
 from xflowrl.world_model.networks import MDNRNN
+from xflowrl.world_model.traced import functions_of
 
 # The purpose key of the draw of initial graphs (beside the dream's seed and step).
 _INITIAL_GRAPH_STREAM = 11
@@ -147,30 +147,11 @@ class BatchedDream:
             raise ValueError("a lockstep dream starts from one initial graph")
         self._lockstep = list(lockstep) if config.lockstep else None
         self._vocab = vocab
-        self._step_fn = tf.function(self._step_impl, reduce_retracing=True)
-        self._masks_fn = tf.function(self._masks_impl, reduce_retracing=True)
+        self._functions = functions_of(model)  # shared by every dream of the model
 
     @property
     def state_size(self) -> int:
         return self.model.latent_size + self.model.hidden_size
-
-    # -- the model's part: one tf.function per call ---------------------------
-    def _masks_impl(self, latent, hidden):
-        masks = self.model.masks(latent, hidden)
-        return tf.sigmoid(masks.xfer_logits), masks.log_counts
-
-    def _step_impl(self, latent, hidden, cell, xfer, location, seed, temperature):
-        import sonnet as snt  # local: keeps the module's imports light
-        prediction, state = self.model.step(latent, xfer, location,
-                                            snt.LSTMState(hidden=hidden, cell=cell))
-        next_latent = losses.sample_mixture(prediction.logits, prediction.mu,
-                                            prediction.log_sigma, temperature, seed)
-        valid_prob, log_counts = self._masks_impl(next_latent, state.hidden)
-        members = prediction.reward_members
-        disagreement = (tf.math.reduce_std(members, -1) if members.shape[-1] > 1
-                        else tf.zeros_like(prediction.reward))
-        return (next_latent, state.hidden, state.cell, prediction.reward,
-                tf.sigmoid(prediction.done_logit), valid_prob, log_counts, disagreement)
 
     # -- masks -----------------------------------------------------------------
     def _decode_masks(self, valid_prob: np.ndarray, log_counts: np.ndarray):
@@ -237,7 +218,7 @@ class BatchedDream:
             self._xfer_mask, self._location_mask = self._real_masks(
                 [env.reset() for env in self._lockstep[:batch_size]])
         else:
-            valid_prob, log_counts = self._masks_fn(tf.constant(self._latent),
+            valid_prob, log_counts = self._functions.masks(tf.constant(self._latent),
                                                     tf.constant(self._hidden))
             self._xfer_mask, self._location_mask = self._decode_masks(valid_prob.numpy(),
                                                                       log_counts.numpy())
@@ -260,7 +241,7 @@ class BatchedDream:
         noop = safe_x == self.num_xfers
         valid = in_range & (noop | self._location_mask[rows, safe_x, safe_l])
         self._calls += 1
-        out = self._step_fn(tf.constant(self._latent), tf.constant(self._hidden),
+        out = self._functions.dream_step(tf.constant(self._latent), tf.constant(self._hidden),
                             tf.constant(self._cell), tf.constant(safe_x.astype(np.int32)),
                             tf.constant(safe_l.astype(np.int32)),
                             tf.constant([self._seed, self._calls], tf.int64),

@@ -14,11 +14,9 @@ be compared per episode.
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Sequence, Tuple, Union
-import weakref
+from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
-import sonnet as snt
 import tensorflow as tf
 
 from xflowrl.env import Environment, GraphEnv, Observation, ObservationSpec, TimeStep
@@ -27,31 +25,7 @@ from xflowrl.world_model.data import XferVocabulary
 from xflowrl.world_model.dream import decode_masks
 from xflowrl.world_model.latent import LatentEncoder
 from xflowrl.world_model.networks import MDNRNN
-
-# A world model's traced step and mask functions, shared by every view of it
-# (an agent makes a view per graph it evaluates on: without sharing, each
-# would trace its own).
-_FUNCTIONS: "weakref.WeakKeyDictionary[MDNRNN, Tuple[Callable, Callable]]" = (
-    weakref.WeakKeyDictionary())
-
-
-def _functions_of(model: MDNRNN) -> Tuple[Callable, Callable]:
-    """(step, masks) of `model`, traced once per model and input signature."""
-    if model not in _FUNCTIONS:
-        ref = weakref.ref(model)  # the functions must not keep their key alive
-
-        def masks_impl(latent, hidden):
-            masks = ref().masks(latent, hidden)
-            return tf.sigmoid(masks.xfer_logits), masks.log_counts
-
-        def step_impl(latent, hidden, cell, xfer, location):
-            prediction, state = ref().step(latent, xfer, location,
-                                           snt.LSTMState(hidden=hidden, cell=cell))
-            return prediction.reward, state.hidden, state.cell
-
-        _FUNCTIONS[model] = (tf.function(step_impl, reduce_retracing=True),
-                             tf.function(masks_impl, reduce_retracing=True))
-    return _FUNCTIONS[model]
+from xflowrl.world_model.traced import functions_of
 
 
 def _observations(view, reals: Sequence[Observation], latents: np.ndarray,
@@ -62,7 +36,7 @@ def _observations(view, reals: Sequence[Observation], latents: np.ndarray,
     if view.masks == "real":
         masks = [view.vocab.compact_masks(r.xfer_mask, r.location_mask) for r in reals]
     else:
-        valid_prob, log_counts = view._masks_fn(tf.constant(latents), tf.constant(hidden))
+        valid_prob, log_counts = view._functions.masks(tf.constant(latents), tf.constant(hidden))
         xfer_masks, location_masks = decode_masks(  # the dream's decoding: both views agree
             valid_prob.numpy(), log_counts.numpy(), view.max_locations,
             view.mask_threshold, view.count_margin)
@@ -89,7 +63,7 @@ class LatentEnv(Environment):
         self.mask_threshold = mask_threshold
         self.noop_reward = noop_reward
         self.count_margin = count_margin
-        self._step_fn, self._masks_fn = _functions_of(model)
+        self._functions = functions_of(model)
         self._done = True
 
     @property
@@ -132,7 +106,7 @@ class LatentEnv(Environment):
         x, l = int(action[0]), int(action[1])
         in_range = 0 <= x <= self.vocab.size
         real_x = self.vocab.to_real(x) if in_range else -1  # the real env reports it invalid
-        predicted, hidden, cell = self._step_fn(
+        predicted, hidden, cell = self._functions.real_step(
             tf.constant(self._latent), tf.constant(self._hidden), tf.constant(self._cell),
             tf.constant([x if in_range else 0], tf.int32),
             tf.constant([min(max(l, 0), self.env.config.max_locations - 1)], tf.int32))
@@ -181,7 +155,7 @@ class LatentEnvBatch:
         self.mask_threshold = mask_threshold
         self.noop_reward = noop_reward
         self.count_margin = count_margin
-        self._step_fn, self._masks_fn = _functions_of(model)
+        self._functions = functions_of(model)
         self.live: List[int] = []
 
     def __len__(self) -> int:
@@ -223,7 +197,7 @@ class LatentEnvBatch:
         xfers = np.array([int(a[0]) for a in actions], np.int64)
         locations = np.array([int(a[1]) for a in actions], np.int64)
         in_range = (xfers >= 0) & (xfers <= m)
-        predicted, hidden, cell = self._step_fn(
+        predicted, hidden, cell = self._functions.real_step(
             tf.constant(self._latent[live]), tf.constant(self._hidden[live]),
             tf.constant(self._cell[live]), tf.constant(np.where(in_range, xfers, 0), tf.int32),
             tf.constant(np.clip(locations, 0, top), tf.int32))
