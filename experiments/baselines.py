@@ -35,9 +35,15 @@ keys, `Baselines.to_json`, beside the timings; reused when present with the
 same settings and the record's current version; `--rerun` redoes it) and,
 over all graphs, --results_dir/baselines/: baselines.md (the table, with the thesis' GPU
 figures beside ours), baselines.json (the table's data), fig4_1_runtimes.png
-(original vs greedy vs TASO, measured) and fig4_2_taso_search.png (the
-search's best cost against expansions and seconds, normalised to the
-initial cost).
+(original vs greedy vs TASO, measured;
+`xflowrl.results.figures.figure_baseline_runtimes`) and
+fig4_2_taso_search.png (the search's best cost against expansions and
+seconds, normalised to the initial cost; `xflowrl.results.figures.figure_taso`,
+the report's Figure 4.2 too).
+
+Flags -> `Config` (built in `main`, the one reader of flags) -> `run_all`
+(each graph searched and timed, or its saved result reused) ->
+`write_summary` (the table, its data and the library's figures).
 
 A model file that cannot be read or imported ends the script with one error
 line (exit status 2) before any graph runs.
@@ -53,7 +59,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from absl import app, flags, logging
 import common
@@ -65,8 +71,12 @@ from xflowrl.env import NO_STEP_LIMIT
 from xflowrl.measure.compare import time_models
 from xflowrl.onnx_io import to_onnx
 from xflowrl.optimize.model_io import BadInput
-from xflowrl.results.figures import taso_curve
-from xflowrl.results.layout import baseline_costs
+from xflowrl.results.figures import figure_baseline_runtimes, figure_taso
+from xflowrl.results.layout import (
+    BASELINE_VARIANTS,
+    baseline_costs,
+    baseline_runtimes,
+)
 from xflowrl.results.thesis import THESIS_GRAPHS, thesis_baseline_ms
 from xflowrl.runs import (
     RunSettings,
@@ -95,8 +105,6 @@ flags.DEFINE_list("taso_budget_for", ["inception_v3=100"],
                   "Per-graph TASO budgets that replace --taso_budget (graph=budget): at "
                   "1000 the search on Inception-v3 grew past 20 GB on this machine.")
 
-VARIANTS = ("original", "greedy", "taso")
-
 # The flags a saved result's settings record, in their order.
 _SETTINGS_FLAGS = ("rules", "cost_model", "profile", "max_locations", "taso_alpha", "runtimes",
                    "rounds", "warmup", "repeats", "seed")
@@ -104,10 +112,12 @@ _SETTINGS_FLAGS = ("rules", "cost_model", "profile", "max_locations", "taso_alph
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    """What one invocation does, from its flags (`config_from_flags`): where
-    results go, whether saved ones are redone, the searches' and the
-    timing's settings (`settings`: the flags a saved result must match, by
-    name, as the flags hold them)."""
+    """What one invocation does, from its flags (built by `main`): the
+    graphs to run (`runs`, in order, names unique: `graph_fields`, with the
+    environment's flags), where results go, whether saved ones are redone,
+    the searches' and the timing's settings (`settings`: the flags a saved
+    result must match, by name, as the flags hold them)."""
+    runs: Tuple[RunSettings, ...]
     results_dir: str
     rerun: bool
     taso_alpha: float
@@ -121,16 +131,10 @@ class Config:
     settings: Tuple[Tuple[str, object], ...]
 
 
-def config_from_flags() -> Config:
-    """The invocation's `Config`, from its flags."""
-    return Config(results_dir=FLAGS.results_dir, rerun=FLAGS.rerun,
-                  taso_alpha=FLAGS.taso_alpha, taso_budget=FLAGS.taso_budget,
-                  taso_budget_for=tuple(FLAGS.taso_budget_for),
-                  runtimes=tuple(FLAGS.runtimes), rounds=FLAGS.rounds, warmup=FLAGS.warmup,
-                  repeats=FLAGS.repeats, seed=FLAGS.seed,
-                  settings=tuple((k, FLAGS[k].value) for k in _SETTINGS_FLAGS))
 TENSORRT = ("not run: TensorRT needs an NVIDIA GPU; this machine has neither a GPU nor "
             "TensorRT")
+
+
 class Variant(NamedTuple):
     """One graph to time: the original or a baseline's result."""
     name: str
@@ -150,31 +154,31 @@ def taso_budget(name: str, default: int, overrides: Sequence[str]) -> int:
     return default
 
 
-def graph_runs(graphs_: Sequence[str], graphs_given: bool, onnx: Sequence[str],
-               input_shape: Sequence[str]) -> Dict[str, RunSettings]:
-    """The graphs to run by name: the zoo graphs `graphs_` (--graphs; none
+def graph_fields(graphs_: Sequence[str], graphs_given: bool, onnx: Sequence[str],
+                 input_shape: Sequence[str]) -> List[Dict[str, Any]]:
+    """The graphs to run, in order, as the `RunSettings` fields that choose
+    each (`common.model_fields`): the zoo graphs `graphs_` (--graphs; none
     when only --onnx is given and --graphs is not, `graphs_given`), then
     each model file of `onnx`, named by its stem (with `input_shape`, as
-    --input_shape); the environment's settings are the flags'
-    (`common.run_settings`).
+    --input_shape).
 
     Raises:
       BadInput: two graphs of one name; a malformed --input_shape; an
         --input_shape without --onnx.
     """
     names = graphs_ if graphs_given or not onnx else []
-    graphs = [{"graph": name} for name in names]
+    graphs: List[Dict[str, Any]] = [{"graph": name} for name in names]
     graphs += [common.model_fields(path, input_shape) for path in onnx]
     if input_shape and not onnx:
         raise BadInput("--input_shape applies to --onnx models; no --onnx given")
-    runs: Dict[str, RunSettings] = {}
+    seen = set()
     for fields in graphs:
         name = fields["graph"]
-        if name in runs:
+        if name in seen:
             raise BadInput(f"two graphs named {name!r}: results folders are named by the zoo "
                            f"graph or the --onnx file's stem; rename a file")
-        runs[name] = common.run_settings(graph=fields)
-    return runs
+        seen.add(name)
+    return graphs
 
 
 def settings(run: RunSettings, config: Config) -> dict:
@@ -318,7 +322,7 @@ def markdown(results: Dict[str, dict]) -> str:
     for name, r in results.items():
         thesis = r.get("thesis_gpu_ms") or {}
         base = r["variants"]["original"]["measured"]
-        for vname in VARIANTS:
+        for vname in BASELINE_VARIANTS:
             v = r["variants"].get(vname)
             if v is None:
                 continue
@@ -328,9 +332,9 @@ def markdown(results: Dict[str, dict]) -> str:
                    "taso": f"TASO {thesis['taso']}" if "taso" in thesis else "-"}[vname]
             trt = ("not run" + (f" (thesis: {thesis['trt']})" if "trt" in thesis else "")
                    if vname == "original" else "")
-            same = next((f" (= {earlier})" for earlier in VARIANTS[:VARIANTS.index(vname)]
-                         if earlier in r["variants"] and r["variants"][earlier]["measured"]
-                         ["graph_key"] == m["graph_key"]), "")
+            earlier = BASELINE_VARIANTS[:BASELINE_VARIANTS.index(vname)]
+            same = next((f" (= {e})" for e in earlier if e in r["variants"]
+                         and r["variants"][e]["measured"]["graph_key"] == m["graph_key"]), "")
             lines.append(f"| {name} | {vname}{same} | "
                          + " | ".join(_ms(m.get(c)) for c in clocks)
                          + f" | {_change(m.get('tf/wall'), base.get('tf/wall'))}"
@@ -344,110 +348,48 @@ def markdown(results: Dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-def figure_runtimes(results: Dict[str, dict], path: str) -> None:
-    """Figure 4.1: per graph, the measured runtime of the original, greedy's
-    and TASO's graphs (tf/wall and ort/cpu, medians, IQR as error bars),
-    normalised to the original so graphs of every size share an axis.
-
-    Not the report's Figure 4.1 (`xflowrl.results.figures.figure_runtimes`):
-    that one plots other data, per cost setting the estimated and measured
-    changes (%) of every variant, the agents' included, from the report's
-    rows (ort/cpu and tf/cpu, no spread); this one, the baselines alone on
-    the clocks this script times (TensorFlow's wall time, the thesis'),
-    with their spread and the thesis' TASO / TF ratio."""
-    import matplotlib  # pylint: disable=import-outside-toplevel
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
-    clocks = [c for c in ("tf/wall", "ort/cpu")
-              if any(c in r["variants"]["original"]["measured"] for r in results.values())]
-    fig, axes = plt.subplots(1, len(clocks), figsize=(6 * len(clocks), 4), squeeze=False)
-    names = list(results)
-    x = np.arange(len(names))
-    width = 0.27
-    for ax, clock in zip(axes[0], clocks):
-        for i, vname in enumerate(VARIANTS):
-            heights, lo, hi = [], [], []
-            for n in names:
-                base = results[n]["variants"]["original"]["measured"].get(clock)
-                m = (results[n]["variants"].get(vname) or {}).get("measured", {}).get(clock)
-                if not m or not base:
-                    heights.append(np.nan), lo.append(0), hi.append(0)
-                    continue
-                b = base["median_ms"]
-                heights.append(m["median_ms"] / b)
-                lo.append((m["median_ms"] - m["q1_ms"]) / b)
-                hi.append((m["q3_ms"] - m["median_ms"]) / b)
-            ax.bar(x + (i - 1) * width, heights, width, yerr=[lo, hi], capsize=3,
-                   label=vname)
-        for j, n in enumerate(names):
-            base = results[n]["variants"]["original"]["measured"].get(clock)
-            if base:
-                ax.text(j - width, 0.02, f"{base['median_ms']:.1f} ms", rotation=90,
-                        ha="center", va="bottom", fontsize=7, color="white")
-        if clock.startswith("tf"):
-            # The thesis' TASO / TF ratio (GPU) beside our TASO bar.
-            thesis = [results[n]["thesis_gpu_ms"]["taso"] / results[n]["thesis_gpu_ms"]["tf"]
-                      if results[n].get("thesis_gpu_ms") else np.nan for n in names]
-            if not np.all(np.isnan(thesis)):
-                ax.scatter(x + width, thesis, marker="D", color="black", zorder=3,
-                           label="thesis TASO / TF (GPU)")
-        ax.axhline(1.0, color="grey", linewidth=0.8)
-        ax.set_xticks(x)
-        ax.set_xticklabels(names, rotation=20)
-        ax.set_ylabel(f"{clock} time / original's")
-        ax.set_title(f"{clock} (this CPU; TensorRT not run: no GPU)")
-        ax.legend(fontsize=8)
-    fig.suptitle("Figure 4.1: baseline runtimes (median over rounds, IQR bars)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+def run_all(config: Config) -> Dict[str, dict]:
+    """Each graph's result.json, by name (`load_or_run`); a model file that
+    cannot be imported fails (BadInput) before any graph runs."""
+    for run in config.runs:
+        run.source()
+    return {run.graph: load_or_run(run, config) for run in config.runs}
 
 
-def figure_search(results: Dict[str, dict], path: str) -> None:
-    """Figure 4.2: TASO's search, best estimated cost / initial cost against
-    expansions and against seconds, one line per graph (the curves of the
-    report's Figure 4.2, `xflowrl.results.figures.taso_curve`, which shows
-    them against expansions only, one panel per cost setting)."""
-    import matplotlib  # pylint: disable=import-outside-toplevel
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
-    fig, (by_exp, by_sec) = plt.subplots(1, 2, figsize=(11, 4))
-    for name, r in results.items():
-        # A step function: the best cost holds until the next improvement,
-        # and up to the end of the search (the report's Figure 4.2's curve).
-        b = baseline_costs(r)
-        exp, cost = taso_curve(b, "expansions")
-        if not exp:
-            continue
-        sec, _ = taso_curve(b, "seconds")
-        by_exp.step(exp, cost, where="post", label=name)
-        by_sec.step(sec, cost, where="post", label=name)
-    for ax, xlabel in ((by_exp, "graphs expanded"), (by_sec, "seconds (this CPU)")):
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("best estimated cost / initial")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.suptitle("Figure 4.2: TASO's backtracking search (estimated cost)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+def write_summary(results: Dict[str, dict], out_dir: str) -> str:
+    """Writes the summary of `results` (graph -> its result.json) into
+    `out_dir`: baselines.md (`markdown`, returned), baselines.json and
+    Figures 4.1 and 4.2 (the library's, from the results as records:
+    `baseline_runtimes`, `baseline_costs`)."""
+    text = markdown(results)
+    write_text(os.path.join(out_dir, "baselines.md"), text)
+    write_json(os.path.join(out_dir, "baselines.json"),
+               {"graphs": list(results), "tensorrt": TENSORRT,
+                OLD_VERSION_KEY: RECORD_VERSION, "results": results}, indent=1)
+    figure_baseline_runtimes({n: baseline_runtimes(r) for n, r in results.items()},
+                             os.path.join(out_dir, "fig4_1_runtimes.png"))
+    costs = {n: baseline_costs(r) for n, r in results.items()}
+    cost_models = ", ".join(dict.fromkeys(c.cost_model for c in costs.values()))
+    figure_taso({f"estimated by {cost_models}": costs},
+                os.path.join(out_dir, "fig4_2_taso_search.png"),
+                "Figure 4.2: TASO's backtracking search (estimated cost)",
+                by=("expansions", "seconds"))
+    return text
 
 
 def main(argv):
     del argv
-    config = config_from_flags()
-    runs = graph_runs(FLAGS.graphs, FLAGS["graphs"].present, FLAGS.onnx, FLAGS.input_shape)
-    for run in runs.values():
-        run.source()  # a model file that cannot be imported fails before any graph runs
-    results = {name: load_or_run(run, config) for name, run in runs.items()}
+    graphs = graph_fields(FLAGS.graphs, FLAGS["graphs"].present, FLAGS.onnx, FLAGS.input_shape)
+    config = Config(runs=tuple(common.run_settings(FLAGS, graph=g) for g in graphs),
+                    results_dir=FLAGS.results_dir, rerun=FLAGS.rerun,
+                    taso_alpha=FLAGS.taso_alpha, taso_budget=FLAGS.taso_budget,
+                    taso_budget_for=tuple(FLAGS.taso_budget_for),
+                    runtimes=tuple(FLAGS.runtimes), rounds=FLAGS.rounds, warmup=FLAGS.warmup,
+                    repeats=FLAGS.repeats, seed=FLAGS.seed,
+                    settings=tuple((k, FLAGS[k].value) for k in _SETTINGS_FLAGS))
+    results = run_all(config)
     out_dir = os.path.join(config.results_dir, "baselines")
-    text = markdown(results)
-    write_text(os.path.join(out_dir, "baselines.md"), text)
-    write_json(os.path.join(out_dir, "baselines.json"),
-               {"graphs": list(runs), "tensorrt": TENSORRT, OLD_VERSION_KEY: RECORD_VERSION,
-                "results": results}, indent=1)
-    figure_runtimes(results, os.path.join(out_dir, "fig4_1_runtimes.png"))
-    figure_search(results, os.path.join(out_dir, "fig4_2_taso_search.png"))
+    text = write_summary(results, out_dir)
     print(text)
     print(f"results in {out_dir}")
 

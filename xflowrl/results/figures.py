@@ -1,17 +1,36 @@
-"""The report's Figures 4.1-4.8 (PNG, matplotlib imported on use), from
-its rows (`xflowrl.results.rows.GraphRow`) and runs
-(`xflowrl.results.layout.Runs`), with the thesis' figures beside ours."""
+"""Figures 4.1-4.8 (PNG, matplotlib imported on use), with the thesis'
+figures beside ours: the report's, from its rows
+(`xflowrl.results.rows.GraphRow`) and runs (`xflowrl.results.layout.Runs`),
+`write_figures`; and experiments/baselines.py's Figures 4.1 and 4.2, from
+its baseline runs (`xflowrl.results.layout.BaselineRuntimes`,
+`BaselineCosts`): `figure_baseline_runtimes` and `figure_taso`, the one
+drawing of TASO's search, which the report's Figure 4.2 uses too.
+
+Each figure function returns the data it plotted (`RuntimeBars`, the
+curves of `taso_curve`), so that what a PNG shows can be checked."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from xflowrl.results.layout import BaselineCosts, Runs, baseline_costs, pct, setting_label
+from xflowrl.results.layout import (
+    BASELINE_VARIANTS,
+    BaselineCosts,
+    BaselineRuntimes,
+    Runs,
+    baseline_costs,
+    pct,
+    setting_label,
+)
 from xflowrl.results.rows import GraphRow
 from xflowrl.results.thesis import THESIS_MS
+
+# A line of a figure: its x and y values.
+Curve = Tuple[List[float], List[float]]
 
 
 def _pyplot():
@@ -21,11 +40,22 @@ def _pyplot():
     return plt
 
 
+def _save(plt, fig, title: str, path: str, dpi: int = 110) -> None:
+    """Titles `fig`, lays it out, writes it as the PNG `path` and closes it."""
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+
+
 def figure_runtimes(rows: Dict[str, Dict[str, GraphRow]], variants: Sequence[str],
                     thesis_variant: str, path: str, title: str) -> None:
-    """Per setting: the estimated change of each variant (and the random
-    agent) and its measured change on this CPU (ort/cpu, tf/cpu), with the
-    thesis' change against TensorFlow (its GPU) as black diamonds."""
+    """The report's Figures 4.1, 4.3 and 4.5 (`write_figures`), per setting:
+    the estimated change of each variant (and the random agent) and its
+    measured change on this CPU (ort/cpu, tf/cpu), with the thesis' change
+    against TensorFlow (its GPU) as black diamonds. (experiments/baselines.py's
+    Figure 4.1 is `figure_baseline_runtimes`: the baselines' measured
+    runtimes with their spread.)"""
     plt = _pyplot()
     fig, axes = plt.subplots(len(rows), 2, figsize=(13, 3.6 * len(rows)), squeeze=False)
     width = 0.8 / (len(variants) + 1)
@@ -64,10 +94,7 @@ def figure_runtimes(rows: Dict[str, Dict[str, GraphRow]], variants: Sequence[str
             ax.set_ylabel("change vs original (%)")
             ax.set_title(f"{what}; optimised under {setting_label(setting)}", fontsize=9)
             ax.legend(fontsize=6, ncol=2)
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(plt, fig, title, path)
 
 
 def taso_curve(b: BaselineCosts, by: str = "expansions") -> Tuple[List[float], List[float]]:
@@ -84,25 +111,151 @@ def taso_curve(b: BaselineCosts, by: str = "expansions") -> Tuple[List[float], L
     return x, cost + cost[-1:]  # type: ignore[return-value]
 
 
-def figure_taso(runs: Dict[str, Dict[str, Runs]], path: str) -> None:
-    """Figure 4.2: TASO's best estimated cost / initial against expansions."""
+# The axes `figure_taso` draws TASO's search against, and their labels.
+TASO_AXES = {"expansions": "graphs expanded", "seconds": "seconds (this CPU)"}
+
+
+def figure_taso(panels: Mapping[str, Mapping[str, BaselineCosts]], path: str, title: str,
+                by: Sequence[str] = ("expansions",)) -> Dict[str, Dict[str, Dict[str, Curve]]]:
+    """Figure 4.2: TASO's search, its best estimated cost / initial
+    (`taso_curve`, a step function) against each of `by` (`TASO_AXES`:
+    "expansions", "seconds"), one line per graph labelled with the search's
+    seconds. One row of panels: per entry of `panels` (graph -> its baseline
+    run; titled by the key: the report's cost settings), one per `by`.
+    Graphs whose search did not run or kept no trace have no line.
+
+    Returns:
+      The lines drawn: per panel key, per `by`, per graph, (x, y).
+    """
     plt = _pyplot()
-    fig, axes = plt.subplots(1, len(runs), figsize=(6 * len(runs), 3.8), squeeze=False)
-    for ax, (setting, by_graph) in zip(axes[0], runs.items()):
-        for g, r in by_graph.items():
-            t = baseline_costs(r.baselines)
-            exp, cost = taso_curve(t)
-            if not exp:
+    cells = [(key, axis) for key in panels for axis in by]
+    fig, axes = plt.subplots(1, len(cells), figsize=(6 * len(cells), 3.8), squeeze=False)
+    drawn: Dict[str, Dict[str, Dict[str, Curve]]] = {}
+    for ax, (key, axis) in zip(axes[0], cells):
+        lines = drawn.setdefault(key, {}).setdefault(axis, {})
+        for g, b in panels[key].items():
+            x, cost = taso_curve(b, axis)
+            if not x:
                 continue
-            ax.step(exp, cost, where="post", label=f"{g} ({t.taso_seconds:.1f} s)")
-        ax.set(xlabel="graphs expanded", ylabel="best estimated cost / initial",
-               title=setting_label(setting))
+            ax.step(x, cost, where="post", label=f"{g} ({b.taso_seconds:.1f} s)")
+            lines[g] = (x, cost)
+        ax.set(xlabel=TASO_AXES[axis], ylabel="best estimated cost / initial", title=key)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle("Figure 4.2: TASO's backtracking search (alpha 1.05)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(plt, fig, title, path)
+    return drawn
+
+
+# The clocks of `figure_baseline_runtimes`, where timed: TensorFlow's wall
+# time (the thesis' runtime) and onnxruntime's inference-thread CPU time.
+RUNTIME_CLOCKS = ("tf/wall", "ort/cpu")
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeBars:
+    """One panel of `figure_baseline_runtimes`: one clock, the graphs in
+    order. Per variant (`BASELINE_VARIANTS`) and graph: the bar's height,
+    the variant's median / the original's (NaN where either was not timed
+    on this clock), and its error bar below and above (the interquartile
+    range of the round medians / the original's median; 0 without a bar).
+    Per graph: the original's median ms (None where not timed). On
+    TensorFlow's clocks, the thesis' TASO / TF ratio (its GPU) per graph
+    (NaN where it has none); None: not drawn (another clock, or no graph
+    has one)."""
+    clock: str
+    graphs: List[str]
+    heights: Dict[str, List[float]]
+    below: Dict[str, List[float]]
+    above: Dict[str, List[float]]
+    original_ms: List[Optional[float]]
+    thesis: Optional[List[float]]
+
+
+def runtime_bars(runtimes: Mapping[str, BaselineRuntimes]) -> List[RuntimeBars]:
+    """What `figure_baseline_runtimes` plots of `runtimes` (graph -> its
+    baseline run's timings): a panel per clock of `RUNTIME_CLOCKS` that
+    some graph's original was timed on."""
+    names = list(runtimes)
+    originals = [runtimes[n].variants["original"].measured for n in names]
+    panels = []
+    for clock in (c for c in RUNTIME_CLOCKS if any(c in m for m in originals)):
+        heights: Dict[str, List[float]] = {}
+        below: Dict[str, List[float]] = {}
+        above: Dict[str, List[float]] = {}
+        for vname in BASELINE_VARIANTS:
+            h: List[float] = []
+            lo: List[float] = []
+            hi: List[float] = []
+            for n, original in zip(names, originals):
+                base = original.get(clock)
+                timed = runtimes[n].variants.get(vname)
+                m = timed.measured.get(clock) if timed else None
+                if m is None or base is None:
+                    h.append(np.nan)
+                    lo.append(0)
+                    hi.append(0)
+                    continue
+                b = base.median_ms
+                h.append(m.median_ms / b)
+                lo.append((m.median_ms - m.q1_ms) / b)
+                hi.append((m.q3_ms - m.median_ms) / b)
+            heights[vname], below[vname], above[vname] = h, lo, hi
+        thesis = None
+        if clock.startswith("tf"):
+            ratios = [t["taso"] / t["tf"] if t else np.nan
+                      for t in (runtimes[n].thesis_gpu_ms for n in names)]
+            if not np.all(np.isnan(ratios)):
+                thesis = ratios
+        panels.append(RuntimeBars(
+            clock=clock, graphs=names, heights=heights, below=below, above=above,
+            original_ms=[None if clock not in m else m[clock].median_ms for m in originals],
+            thesis=thesis))
+    return panels
+
+
+def figure_baseline_runtimes(runtimes: Mapping[str, BaselineRuntimes],
+                             path: str) -> List[RuntimeBars]:
+    """experiments/baselines.py's Figure 4.1: per graph, the measured
+    runtime of the original, greedy's and TASO's graphs (medians over
+    rounds, interquartile ranges as error bars; `runtime_bars`) normalised
+    to the original's, so graphs of every size share an axis, with the
+    original's ms written in its bar; one panel per clock (TensorFlow's wall
+    time, the thesis', and onnxruntime's CPU time), the thesis' TASO / TF
+    ratio (its GPU) as black diamonds on TensorFlow's.
+
+    Not the report's Figure 4.1 (`figure_runtimes`): that one plots, per
+    cost setting, the estimated and measured changes (%) of every variant,
+    the agents' included, from the report's rows (no spread); this one the
+    baselines alone, with their spread.
+
+    Returns:
+      The panels' data, as plotted.
+    """
+    plt = _pyplot()
+    panels = runtime_bars(runtimes)
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4), squeeze=False)
+    x = np.arange(len(runtimes))
+    width = 0.27
+    for ax, panel in zip(axes[0], panels):
+        for i, vname in enumerate(BASELINE_VARIANTS):
+            ax.bar(x + (i - 1) * width, panel.heights[vname], width,
+                   yerr=[panel.below[vname], panel.above[vname]], capsize=3, label=vname)
+        for j, ms in enumerate(panel.original_ms):
+            if ms is not None:
+                ax.text(j - width, 0.02, f"{ms:.1f} ms", rotation=90, ha="center",
+                        va="bottom", fontsize=7, color="white")
+        if panel.thesis is not None:
+            ax.scatter(x + width, panel.thesis, marker="D", color="black", zorder=3,
+                       label="thesis TASO / TF (GPU)")
+        ax.axhline(1.0, color="grey", linewidth=0.8)
+        ax.set_xticks(x)
+        ax.set_xticklabels(panel.graphs, rotation=20)
+        ax.set_ylabel(f"{panel.clock} time / original's")
+        ax.set_title(f"{panel.clock} (this CPU; TensorRT not run: no GPU)")
+        ax.legend(fontsize=8)
+    _save(plt, fig, "Figure 4.1: baseline runtimes (median over rounds, IQR bars)", path,
+          dpi=120)
+    return panels
 
 
 def _minmax(values: Sequence[float]) -> np.ndarray:
@@ -125,10 +278,7 @@ def figure_curves(runs: Dict[str, Dict[str, Runs]], series, path: str, title: st
         ax.set(xlabel=xlabel, ylabel=ylabel, title=setting_label(setting))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(plt, fig, title, path)
 
 
 def figure_heatmap(rows: Dict[str, Dict[str, GraphRow]], path: str) -> None:
@@ -162,10 +312,7 @@ def figure_heatmap(rows: Dict[str, Dict[str, GraphRow]], path: str) -> None:
                             color="white" if grid[i, j] < grid.max() / 2 else "black")
         ax.set_title(setting_label(setting), fontsize=9)
         fig.colorbar(im, ax=ax, fraction=0.03)
-    fig.suptitle("Figure 4.8: transformations applied (count per graph and agent)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(plt, fig, "Figure 4.8: transformations applied (count per graph and agent)", path)
 
 
 def _mf_reward(r: Runs):
@@ -197,7 +344,10 @@ def write_figures(runs: Dict[str, Dict[str, Runs]], rows: Dict[str, Dict[str, Gr
     paths = {k: os.path.join(out_dir, v) for k, v in FIGURES.items()}
     figure_runtimes(rows, ("greedy", "taso"), "taso", paths["fig4_1"],
                     "Figure 4.1: baselines (TensorRT not run: no GPU here)")
-    figure_taso(runs, paths["fig4_2"])
+    figure_taso({setting_label(setting): {g: baseline_costs(r.baselines)
+                                          for g, r in by_graph.items()}
+                 for setting, by_graph in runs.items()},
+                paths["fig4_2"], "Figure 4.2: TASO's backtracking search (alpha 1.05)")
     figure_runtimes(rows, ("greedy", "taso", "model-free"), "mf", paths["fig4_3"],
                     "Figure 4.3: model-free agent and baselines")
     figure_curves(runs, _mf_reward, paths["fig4_4"], "Figure 4.4: model-free mean episode "

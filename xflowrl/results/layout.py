@@ -17,9 +17,9 @@ the same layout, `seed_root`):
 
 A baseline run's result is the baseline runner's record as JSON
 (`xflowrl.search.Baselines.to_json`, beside baselines.py's timings); what the report
-reads of it goes through `baseline_costs` (and `random_cost_ms`,
-`greedy_cost_ms` for the baselines inside an agent's run), the one place
-that knows its keys.
+and baselines.py's figures read of it goes through `baseline_costs` and
+`baseline_runtimes` (and `random_cost_ms`, `greedy_cost_ms` for the
+baselines inside an agent's run), the one place that knows its keys.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import json
 import os
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Type, TypeVar
 
-from xflowrl.results.measurement import Measurement
+from xflowrl.results.measurement import ClockTiming, Measurement, TimedGraph
 from xflowrl.results.records import Record
 from xflowrl.results.runs import ModelBasedRun, ModelFreeRun
 from xflowrl.results.sweep import SweepResult
@@ -59,6 +59,7 @@ SETTINGS: Dict[str, Setting] = {
 
 VARIANTS = ("original", "greedy", "taso", "model-free", "model-based",
             "model-based, separate reward")
+BASELINE_VARIANTS = VARIANTS[:3]   # what baselines.py times: original, greedy, taso
 SEPARATE = "model-based, separate reward"   # timed only on --separate_reward_graphs
 CLOCKS = ("ort/cpu", "tf/cpu", "tf/wall")
 
@@ -113,6 +114,31 @@ def baseline_costs(result: Mapping[str, Any]) -> BaselineCosts:
         taso_budget=taso.get("budget"), taso_expansions=taso.get("expansions"),
         taso_seconds=taso.get("seconds"), taso_applied=taso.get("applied", []),
         taso_initial_ms=taso.get("initial_cost_ms"), taso_trace=taso.get("trace") or [])
+
+
+@dataclasses.dataclass
+class BaselineRuntimes:
+    """What baselines.py's Figure 4.1 reads of a baseline run (its
+    result.json): each variant's timing (`BASELINE_VARIANTS`, TASO's only
+    where its search ran; greedy's and TASO's share a `graph_key` where they
+    found the same graph) and the thesis' GPU ms of the graph's baselines
+    (`xflowrl.results.thesis.thesis_baseline_ms`: "tf", "trt", "taso"; None
+    for a model file or a graph the thesis did not evaluate)."""
+    variants: Dict[str, TimedGraph]
+    thesis_gpu_ms: Optional[Dict[str, float]]
+
+
+def baseline_runtimes(result: Mapping[str, Any]) -> BaselineRuntimes:
+    """The timings of a baseline run's result (baselines.py's "variants":
+    per variant its ops, estimated "cost_ms" and "measured", the spread per
+    "<runtime>/<clock>" beside its "graph_key")."""
+    variants = {}
+    for name, v in result["variants"].items():
+        measured = dict(v["measured"])
+        key = measured.pop("graph_key")
+        variants[name] = TimedGraph(graph_key=key, ops=v["ops"], estimated_ms=v["cost_ms"],
+                                    measured={c: ClockTiming(**m) for c, m in measured.items()})
+    return BaselineRuntimes(variants=variants, thesis_gpu_ms=result.get("thesis_gpu_ms"))
 
 
 def random_cost_ms(baselines: Mapping[str, Any]) -> Optional[float]:
