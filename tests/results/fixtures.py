@@ -3,6 +3,8 @@ shape, for the report's tests: no training."""
 
 import json
 import os
+import shutil
+import tempfile
 from typing import Sequence
 
 from xflowrl.results import (
@@ -136,3 +138,23 @@ def report(rows, **meta) -> ReproductionReport:
     return ReproductionReport(meta=meta, settings={}, rows=rows, table_4_1=None,
                               table_4_3={}, table_4_3_measured_ort_cpu_change={},
                               separate_reward_run={}, figures={}, summary=[])
+
+
+def read_legacy_and_resave(test, record, legacy, *parts):
+    """Reads `legacy` (a file of before the record: no schema) as `record`,
+    saves it again and checks the file: the schema and version first, then
+    the keys of before unchanged; returns the record read."""
+    tmp = tempfile.mkdtemp(prefix="records_test_")
+    test.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+    path = os.path.join(tmp, *parts)
+    write_json(path, legacy)
+    read = record.load(path)
+    read.save(path, indent=1)
+    with open(path) as f:
+        saved = json.load(f)
+    test.assertEqual(list(saved)[:2], ["schema", "schema_version"])
+    test.assertEqual((saved["schema"], saved["schema_version"]), (record.SCHEMA, 1))
+    test.assertEqual({k: v for k, v in saved.items() if k not in ("schema", "schema_version")},
+                     legacy)
+    test.assertEqual(record.load(path), read)
+    return read

@@ -147,26 +147,6 @@ class WorldModelRoundTest(absltest.TestCase):
             WorldModelRound.from_state(dict(self.STATE_ROW, novel=1))
 
 
-def _read_legacy_and_resave(test, record, legacy, *parts):
-    """Reads `legacy` (a file of before the record: no schema) as `record`,
-    saves it again and checks the file: the schema and version first, then
-    the keys of before unchanged; returns the record read."""
-    tmp = tempfile.mkdtemp(prefix="records_test_")
-    test.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
-    path = os.path.join(tmp, *parts)
-    fixtures.write_json(path, legacy)
-    read = record.load(path)
-    read.save(path, indent=1)
-    with open(path) as f:
-        saved = json.load(f)
-    test.assertEqual(list(saved)[:2], ["schema", "schema_version"])
-    test.assertEqual((saved["schema"], saved["schema_version"]), (record.SCHEMA, 1))
-    test.assertEqual({k: v for k, v in saved.items() if k not in ("schema", "schema_version")},
-                     legacy)
-    test.assertEqual(record.load(path), read)
-    return read
-
-
 class MeasurementTest(absltest.TestCase):
 
     def test_round_trip_and_medians(self):
@@ -199,7 +179,8 @@ class MeasurementTest(absltest.TestCase):
               "sweep": [{"temperature": 0.5, "seeds": []}]}
 
     def test_a_file_from_before_the_record_reads_and_saves_with_its_schema(self):
-        m = _read_legacy_and_resave(self, Measurement, self.LEGACY, "measured", "result.json")
+        m = fixtures.read_legacy_and_resave(self, Measurement, self.LEGACY, "measured",
+                                            "result.json")
         self.assertEqual(m.median_ms("original", "ort/cpu"), 10.0)
         self.assertEqual(m.settings, self.LEGACY["settings"])
         self.assertEqual(m.sweep, [SweepTiming(temperature=0.5, seeds=[])])
@@ -226,7 +207,8 @@ class SweepSeedTest(absltest.TestCase):
               "seconds": 4.0}
 
     def test_round_trip_and_a_file_from_before_the_record(self):
-        seed = _read_legacy_and_resave(self, SweepSeed, self.LEGACY, "seed_1", "cells.json")
+        seed = fixtures.read_legacy_and_resave(self, SweepSeed, self.LEGACY, "seed_1",
+                                               "cells.json")
         self.assertEqual(seed.cells, [SweepCell(temperature=0.5, world_model=-1.5, real=-2.0,
                                                 applied=[["fuse", 3]], invalid_actions=0)])
 
@@ -274,12 +256,12 @@ class SweepResultTest(absltest.TestCase):
             self.assertEqual(list(json.load(f)), ["schema", "schema_version", *self.LEGACY])
 
     def test_files_from_before_the_record_read(self):
-        sweep = _read_legacy_and_resave(self, SweepResult, self.LEGACY, "temperature_sweep",
-                                        "result.json")
+        sweep = fixtures.read_legacy_and_resave(self, SweepResult, self.LEGACY,
+                                                "temperature_sweep", "result.json")
         self.assertEqual(sweep.rows[0].applied, [[["fuse", 3]], []])
         self.assertTrue(sweep.replayable)
-        oldest = _read_legacy_and_resave(self, SweepResult, self.OLDEST, "temperature_sweep",
-                                         "result.json")
+        oldest = fixtures.read_legacy_and_resave(self, SweepResult, self.OLDEST,
+                                                 "temperature_sweep", "result.json")
         self.assertIsNone(oldest.rules)
         self.assertIsNone(oldest.cost_model)
         self.assertIsNone(oldest.rows[0].applied)

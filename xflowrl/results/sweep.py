@@ -3,12 +3,15 @@ writes: each seed's seed_<s>/cells.json (`SweepSeed`: per temperature, the
 world model's and the real environment's score of the controller trained in
 the dream at it, and the real episode's steps, which replay its graph) and
 the sweep's result.json (`SweepResult`: per temperature, those scores over
-the seeds)."""
+the seeds, `sweep_rows`) and the result.md it renders
+(`SweepResult.markdown`)."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
 
 from xflowrl.results.records import OMIT_NONE, Record
 from xflowrl.results.runs import Applied
@@ -61,6 +64,32 @@ class SweepRow:
     # from before it was kept.
     applied: Optional[List[Applied]] = _omit()
 
+    @classmethod
+    def over_seeds(cls, temperature: float, cells: Sequence[SweepCell]) -> "SweepRow":
+        """The row of `temperature` from its cells, one per seed (in seed order)."""
+        w = np.array([c.world_model for c in cells])
+        r = np.array([c.real for c in cells])
+        return cls(temperature=temperature, world_model_mean=float(w.mean()),
+                   world_model_std=float(w.std()), real_mean=float(r.mean()),
+                   real_std=float(r.std()), world_model=w.tolist(), real=r.tolist(),
+                   applied=[c.applied for c in cells])
+
+
+def sweep_rows(temperatures: Sequence[float], seeds: Sequence[SweepSeed]) -> List[SweepRow]:
+    """Per temperature (in the sweep's order), its row over the seeds' cells.
+
+    Raises:
+      ValueError: a seed's cell at a temperature the sweep does not have.
+    """
+    cells: Dict[float, List[SweepCell]] = {t: [] for t in temperatures}
+    for seed in seeds:
+        for cell in seed.cells:
+            if cell.temperature not in cells:
+                raise ValueError(f"seed {seed.seed}: a cell at temperature {cell.temperature}, "
+                                 f"not one of the sweep's {list(temperatures)}")
+            cells[cell.temperature].append(cell)
+    return [SweepRow.over_seeds(t, cells[t]) for t in temperatures]
+
 
 @dataclasses.dataclass(kw_only=True)
 class SweepResult(Record):
@@ -87,3 +116,13 @@ class SweepResult(Record):
     def replayable(self) -> bool:
         """Whether every row kept its seeds' real episodes' steps."""
         return all(row.applied is not None for row in self.rows)
+
+    def markdown(self) -> str:
+        """result.md: Table 4.3, mean +- std over the seeds per temperature."""
+        table = "\n".join(f"| {r.temperature} | {r.world_model_mean:+.3f}% ± "
+                          f"{r.world_model_std:.3f}% | {r.real_mean:+.3f}% ± "
+                          f"{r.real_std:.3f}% |" for r in self.rows)
+        return (f"# Temperature sweep on {self.graph} (Table 4.3)\n\n{self.seeds} seeds, "
+                f"{self.dream_episodes} imagined episodes per controller, {self.seconds:.0f} s."
+                f"\n\n| temperature | world-model score | real score |\n|---|---|---|\n"
+                f"{table}\n")
