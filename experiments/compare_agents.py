@@ -8,7 +8,8 @@ flags below say otherwise; a graph whose
 result.json already exists is reused with --reuse, and an interrupted run
 resumes from its checkpoints), then writes to --results_dir/compare_agents/:
 
-- result.md / result.json: per graph the initial cost, the agents' step
+- result.md / result.json (an `AgentComparison` record,
+  xflowrl/results/comparison.py): per graph the initial cost, the agents' step
   limit, the model-based controller's real cost (its greedy episode on the
   real masks, and the best of its evaluation episodes), the model-free agent's,
   one-step greedy (without a step limit; its number of steps is shown),
@@ -41,7 +42,8 @@ import common
 
 from xflowrl.env import DEFAULT_MAX_STEPS
 from xflowrl.results import ModelBasedRun, ModelFreeRun, RecordError
-from xflowrl.runs import RunSettings, result_path, save_result
+from xflowrl.results.comparison import AGENT_LABELS, AgentComparison, ComparisonRow
+from xflowrl.runs import RESULT_JSON, RESULT_MD, RunSettings, result_path, write_text
 from xflowrl.search import EQUAL_BUDGET_FACTOR, run_baselines, versus_greedy, with_equal_step_limit
 
 FLAGS = flags.FLAGS
@@ -92,23 +94,17 @@ def _run(script: str, graph: str, max_steps: int, extra) -> Union[ModelFreeRun, 
     return result
 
 
-def _pct(cost: float, initial: float) -> float:
-    return 100.0 * (cost / initial - 1.0)
-
-
 def _plot(path, rows):
     import matplotlib  # pylint: disable=import-outside-toplevel
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
     import numpy as np  # pylint: disable=import-outside-toplevel
-    names = ["model-based", "model-free", "greedy", "TASO", "random"]
-    keys = ["mb", "mf", "greedy", "taso", "random"]
     x = np.arange(len(rows))
     width = 0.16
     fig, ax = plt.subplots(figsize=(8, 3.8))
-    for i, (name, key) in enumerate(zip(names, keys)):
-        ax.bar(x + (i - 2) * width, [r[f"{key}_change"] for r in rows], width, label=name)
-    ax.set_xticks(x, [r["graph"] for r in rows])
+    for i, name in enumerate(AGENT_LABELS):
+        ax.bar(x + (i - 2) * width, [r.changes[i] for r in rows], width, label=name)
+    ax.set_xticks(x, [r.graph for r in rows])
     ax.axhline(0.0, color="grey", linewidth=0.8)
     ax.set_ylabel("estimated runtime change (%)")
     ax.legend(fontsize=8, ncol=5)
@@ -130,57 +126,18 @@ def main(argv):
         mf = _run("train_mf.py", graph, max_steps, [f"--episodes={FLAGS.mf_episodes}"])
         mb = _run("train_mb.py", graph, max_steps, [])
         assert isinstance(mf, ModelFreeRun) and isinstance(mb, ModelBasedRun)
-        initial = mb.initial_cost_ms
         base = run_baselines(env, seed=FLAGS.seed)
-        mb_steps = mb.real_steps.world_model_rollouts + mb.real_steps.held_out_rollouts
-        mf_steps = mf.steps_to_final_cost
-        row = {
-            "graph": graph, "initial_ms": initial, "max_steps": max_steps,
-            "mb_ms": mb.controller_cost_ms, "mb_best_ms": mb.controller_best_cost_ms,
-            "mf_ms": mf.agent_cost_ms, "greedy_ms": base.greedy.cost_ms,
-            "taso_ms": base.taso.cost_ms, "random_ms": base.random.cost_ms,
-            "mb_vs_greedy": versus_greedy(mb.controller_best_cost_ms, base.greedy.cost_ms),
-            "mf_vs_greedy": versus_greedy(mf.agent_cost_ms, base.greedy.cost_ms),
-            "greedy_steps": base.greedy.steps,
-            "mb_real_steps": mb_steps, "mf_steps_to_final": mf_steps,
-            "mf_real_steps": mf.interactions,
-            "steps_ratio_mf_over_mb": mf_steps / max(mb_steps, 1),
-            "equal_final_cost": abs(mb.controller_best_cost_ms - mf.agent_cost_ms)
-            <= 1e-6 * initial,
-            "mb_seconds": mb.seconds.total, "mf_seconds": mf.train_seconds,
-        }
-        for key in ("mb", "mf", "greedy", "taso", "random"):
-            row[f"{key}_change"] = _pct(row[f"{key}_ms"], initial)
-        rows.append(row)
+        rows.append(ComparisonRow.of(
+            graph, max_steps, mf, mb, greedy_ms=base.greedy.cost_ms,
+            greedy_steps=base.greedy.steps, taso_ms=base.taso.cost_ms,
+            random_ms=base.random.cost_ms, versus_greedy=versus_greedy))
+    result = AgentComparison(cost_model=f"{FLAGS.cost_model}/{FLAGS.profile}",
+                             max_steps=FLAGS.max_steps,
+                             equal_budget_factor=EQUAL_BUDGET_FACTOR, rows=rows)
     out_dir = os.path.join(FLAGS.results_dir, "compare_agents")
-    cost_table = "\n".join(
-        f"| {r['graph']} | {r['initial_ms']:.3f} | {r['max_steps']} | "
-        f"{r['mb_ms']:.3f} ({r['mb_change']:+.2f}%) | "
-        f"{r['mb_best_ms']:.3f} | {r['mf_ms']:.3f} ({r['mf_change']:+.2f}%) | "
-        f"{r['greedy_ms']:.3f} ({r['greedy_change']:+.2f}%, {r['greedy_steps']} steps) | "
-        f"{r['taso_ms']:.3f} ({r['taso_change']:+.2f}%) | "
-        f"{r['random_ms']:.3f} ({r['random_change']:+.2f}%) |" for r in rows)
-    steps_table = "\n".join(
-        f"| {r['graph']} | {r['mb_real_steps']} | {r['mf_steps_to_final']} "
-        f"({r['mf_real_steps']} in all) | {r['steps_ratio_mf_over_mb']:.2f}x | "
-        f"{'yes' if r['equal_final_cost'] else 'no'} | {r['mb_seconds']:.0f} / "
-        f"{r['mf_seconds']:.0f} |" for r in rows)
-    verdicts = "\n".join(f"- {r['graph']}: the model-based agent {r['mb_vs_greedy']}; the "
-                         f"model-free agent {r['mf_vs_greedy']}." for r in rows)
-    text = (
-        f"# Model-based vs model-free vs baselines ({FLAGS.cost_model}/{FLAGS.profile} "
-        "estimated cost, ms)\n\n"
-        "| graph | initial | agents' step limit | model-based (greedy) | model-based (best "
-        "eval) | model-free | one-step greedy | TASO search | random (mean) |\n"
-        "|---|---|---|---|---|---|---|---|---|\n"
-        f"{cost_table}\n\nThe agents' step limit is --max_steps ({FLAGS.max_steps}) or "
-        f"{EQUAL_BUDGET_FACTOR} x one-step greedy's steps, whichever is more.\n\n"
-        f"{verdicts}\n\n"
-        "## Sample efficiency (real environment steps)\n\n"
-        "| graph | model-based (rollouts) | model-free (to its final cost) | ratio | equal "
-        "final cost | seconds MB / MF |\n|---|---|---|---|---|---|\n"
-        f"{steps_table}\n")
-    save_result(out_dir, rows, markdown=text)
+    text = result.markdown()
+    result.save(os.path.join(out_dir, RESULT_JSON))
+    write_text(os.path.join(out_dir, RESULT_MD), text)
     _plot(os.path.join(out_dir, "compare_agents.png"), rows)
     print(text)
     print(f"results in {out_dir}")

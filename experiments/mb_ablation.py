@@ -19,7 +19,8 @@ variant in the folder, so `--variants=full --seeds=3` then
 ablation.
 
 Prints one JSON object (and writes it with a markdown table beside the
-runs, `ablation.json` / `ablation.md`): per variant, the median and range
+runs, `ablation.json` / `ablation.md`; a `ModelBasedAblation` record,
+xflowrl/results/ablation.py): per variant, the median and range
 over seeds of the controller's real cost change (its greedy episode and the
 best of its evaluation episodes), one-step greedy's, TASO's and the random
 agent's change under the same cost model, the measured onnxruntime change
@@ -41,9 +42,17 @@ from absl import app, flags
 import numpy as np
 
 from xflowrl.engine.cost import DEFAULT_BACKEND, GPU_PROFILE
-from xflowrl.jobs import Job, run_jobs
+from xflowrl.jobs import Job, failed_jobs, run_jobs
+from xflowrl.results.ablation import (
+    AblationVariant,
+    BaselineMs,
+    ModelBasedAblation,
+    Spread,
+    summarize_variant,
+)
 from xflowrl.results.runs import ModelBasedRun
 from xflowrl.rules.sets import DEFAULT_RULE_SET
+from xflowrl.runs import write_text
 from xflowrl.search.record import Baselines
 
 FLAGS = flags.FLAGS
@@ -126,50 +135,7 @@ def finished(variant: str, seed: int) -> Optional[ModelBasedRun]:
     return ModelBasedRun.load(result_file(variant, seed))
 
 
-def change(cost: float, initial: float) -> float:
-    return 100.0 * (cost / initial - 1.0)
-
-
-def spread(values: List[float]) -> dict:
-    return {"median": float(np.median(values)), "min": float(np.min(values)),
-            "max": float(np.max(values)), "values": values}
-
-
-def summarise(variant: str, results: List[ModelBasedRun]) -> dict:
-    initial = results[0].initial_cost_ms
-    baselines = [Baselines.from_json(r.baselines) for r in results]
-    greedy = [change(b.greedy.cost_ms, r.initial_cost_ms) for b, r in zip(baselines, results)]
-    best = [change(r.controller_best_cost_ms, r.initial_cost_ms) for r in results]
-    out = {
-        "what": VARIANTS[variant][0], "flags": VARIANTS[variant][1],
-        "seeds": [r.seed for r in results], "initial_cost_ms": initial,
-        "greedy_episode_change_pct": spread(
-            [change(r.controller_cost_ms, r.initial_cost_ms) for r in results]),
-        "best_change_pct": spread(best),
-        "greedy_change_pct": spread(greedy),
-        "invalid_actions": spread([float(r.controller["greedy"].invalid_actions
-                                         + sum(e.invalid_actions for e in r.sampled))
-                                   for r in results]),
-        # The real steps without --lockstep's dream steps (as this table always counted).
-        "real_steps": spread([float(r.real_steps.world_model_rollouts
-                                    + r.real_steps.held_out_rollouts
-                                    + r.real_steps.round_evaluations
-                                    + r.real_steps.evaluation) for r in results]),
-        "seconds": spread([r.seconds.total for r in results]),
-        "max_steps": results[0].max_steps, "eval_masks": results[0].eval_masks,
-    }
-    if all(b.taso for b in baselines):
-        out["taso_change_pct"] = spread([change(b.taso.cost_ms, r.initial_cost_ms)
-                                         for b, r in zip(baselines, results)])
-    if all(b.random for b in baselines):
-        out["random_change_pct"] = spread([change(b.random.cost_ms, r.initial_cost_ms)
-                                           for b, r in zip(baselines, results)])
-    out["within_1_point_of_greedy"] = (out["best_change_pct"]["median"]
-                                       <= out["greedy_change_pct"]["median"] + 1.0 + 1e-9)
-    return out
-
-
-def measure(summary: Dict[str, dict], runs: Dict[str, List[ModelBasedRun]]) -> None:
+def measure(summary: Dict[str, AblationVariant], runs: Dict[str, List[ModelBasedRun]]) -> None:
     """Adds to each variant the measured ort/cpu change (%) of its runs'
     handed-over graphs against the original, and greedy's, all timed in
     the same interleaved rounds (equal graphs once; random weights)."""
@@ -202,33 +168,9 @@ def measure(summary: Dict[str, dict], runs: Dict[str, List[ModelBasedRun]]) -> N
         return 100.0 * (ms[name] / ms["original"] - 1.0)
 
     for v, results in runs.items():
-        summary[v]["measured_ort_cpu_change_pct"] = spread(
+        summary[v].measured_ort_cpu_change_pct = Spread.of(
             [pct(f"{v}/{r.seed}") for r in results])
-        summary[v]["measured_greedy_ort_cpu_change_pct"] = pct("greedy")
-
-
-def markdown(summary: Dict[str, dict]) -> str:
-    def cell(s: dict, digits: int = 2) -> str:
-        return (f"{s['median']:+.{digits}f} [{s['min']:+.{digits}f}, {s['max']:+.{digits}f}]")
-
-    def optional(s: dict, key: str) -> str:
-        return cell(s[key]) if key in s else "-"
-
-    lines = ["| variant | what | greedy episode % | best episode % | one-step greedy % | "
-             "TASO % | random % | measured best / greedy (ort/cpu) % | invalid actions | "
-             "real steps | seconds |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for name, s in summary.items():
-        measured = "-"
-        if "measured_ort_cpu_change_pct" in s:
-            measured = (f"{cell(s['measured_ort_cpu_change_pct'])} / "
-                        f"{s['measured_greedy_ort_cpu_change_pct']:+.2f}")
-        lines.append(
-            f"| {name} | {s['what']} | {cell(s['greedy_episode_change_pct'])} | "
-            f"{cell(s['best_change_pct'])} | {cell(s['greedy_change_pct'])} | "
-            f"{optional(s, 'taso_change_pct')} | {optional(s, 'random_change_pct')} | "
-            f"{measured} | {s['invalid_actions']['median']:.0f} | "
-            f"{s['real_steps']['median']:.0f} | {s['seconds']['median']:.0f} |")
-    return "\n".join(lines) + "\n"
+        summary[v].measured_greedy_ort_cpu_change_pct = pct("greedy")
 
 
 def main(argv):
@@ -240,24 +182,24 @@ def main(argv):
     jobs = [job(v, s) for s in range(FLAGS.seeds) for v in variants]
     results = run_jobs(jobs, address=FLAGS.ray_address, num_cpus=FLAGS.jobs,
                        retries=FLAGS.retries, raise_on_failure=False)
-    summary, runs = {}, {}
+    summary: Dict[str, AblationVariant] = {}
+    runs: Dict[str, List[ModelBasedRun]] = {}
     for v in variants:
         got = [r for r in (finished(v, s) for s in finished_seeds(v)) if r is not None]
         if got:
-            summary[v], runs[v] = summarise(v, got), got
+            summary[v] = summarize_variant(
+                VARIANTS[v][0], VARIANTS[v][1], got,
+                [BaselineMs.of(Baselines.from_json(r.baselines)) for r in got])
+            runs[v] = got
     if FLAGS.measure_rounds > 0 and runs:
         measure(summary, runs)
-    out = {"graph": FLAGS.graph, "cost_model": f"{FLAGS.cost_model}/{FLAGS.profile}",
-           "rules": FLAGS.rules, "extra": FLAGS.extra, "variants": summary}
+    out = ModelBasedAblation(graph=FLAGS.graph, cost_model=f"{FLAGS.cost_model}/{FLAGS.profile}",
+                             rules=FLAGS.rules, extra=FLAGS.extra, variants=summary)
     folder = os.path.join(FLAGS.results_dir, FLAGS.graph, "mb_ablation")
-    with open(os.path.join(folder, "ablation.json"), "w") as f:
-        json.dump(out, f, indent=2)
-    with open(os.path.join(folder, "ablation.md"), "w") as f:
-        f.write(f"# Model-based ablation on {FLAGS.graph} ({out['cost_model']}, "
-                f"{FLAGS.rules} rules)\n\nMedian [min, max] over seeds of the real cost change "
-                f"(% of the initial cost).\n\n" + markdown(summary))
-    print(json.dumps(out, indent=2))
-    failed = [name for name, r in results.items() if r["status"] == "failed"]
+    out.save(os.path.join(folder, "ablation.json"))
+    write_text(os.path.join(folder, "ablation.md"), out.markdown())
+    print(json.dumps(out.to_json(), indent=2))
+    failed = failed_jobs(results)
     if failed:
         print(f"failed: {', '.join(failed)} (see their .log beside the runs)", file=sys.stderr)
         sys.exit(1)

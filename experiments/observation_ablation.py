@@ -19,14 +19,16 @@ Each run writes under --results_dir/<graph>/observation_ablation/runs/
 <variant>_seed<k>/<graph>/train_mf/ (train_mf's own outputs; a run whose
 result.json is already there with the same settings is reused, and an
 interrupted one resumes from its checkpoint). Per graph it then writes
-result.json and result.md to --results_dir/<graph>/observation_ablation/:
-per run, the greedy agent's final cost, the best training episode's, the
-steps train_mf counts until the greedy evaluation first reached its final
-cost, the mean final cost of the last 50 training episodes, the training
-episode (and environment steps) that first reached the run's best cost and
-the first that reached one-step greedy's cost (the last three read from the
-run's TensorBoard log of every episode's final cost), and the baselines
-(greedy, TASO, random) under full observations.
+result.json (an `ObservationAblation` record, xflowrl/results/ablation.py,
+which also renders the tables) and result.md to
+--results_dir/<graph>/observation_ablation/: per run, the greedy agent's
+final cost, the best training episode's, the steps train_mf counts until
+the greedy evaluation first reached its final cost, the mean final cost of
+the last 50 training episodes, the training episode (and environment steps)
+that first reached the run's best cost and the first that reached one-step
+greedy's cost (the last three read from the run's TensorBoard log of every
+episode's final cost), and the baselines (greedy, TASO, random) under full
+observations.
 """
 
 import glob
@@ -34,14 +36,14 @@ import os
 import subprocess
 import sys
 import time
-from typing import Dict, List, NamedTuple, Optional, Sequence
+from typing import Dict, Optional
 
 from absl import app, flags, logging
 import common
-import numpy as np
 
 from xflowrl.results import ModelFreeRun, RecordError
-from xflowrl.runs import result_path, results_folder, save_result
+from xflowrl.results.ablation import BaselineMs, EpisodeLog, ObservationAblation, summarize_run
+from xflowrl.runs import RESULT_JSON, RESULT_MD, result_path, results_folder, write_text
 from xflowrl.search import Baselines
 
 FLAGS = flags.FLAGS
@@ -56,14 +58,6 @@ flags.DEFINE_string("results_dir", "results", "Where results are written.")
 flags.DEFINE_bool("rerun", False, "Train again even where a run's result.json exists.")
 
 _TRAIN_MF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train_mf.py")
-_EPS = 1e-9
-
-
-class EpisodeLog(NamedTuple):
-    """Per training episode (1-based `episode`): its final cost and steps."""
-    episode: List[int]
-    final_cost: List[float]
-    steps: List[int]
 
 
 def run_dir(results_dir: str, graph: str, variant: str, seed: int) -> str:
@@ -126,93 +120,12 @@ def read_episode_log(tensorboard_dir: str) -> EpisodeLog:
                       [int(values["episode/steps"][e]) for e in episodes])
 
 
-def first_reaching(log: EpisodeLog, cost: float) -> Optional[Dict[str, int]]:
-    """The first training episode whose final cost is at most `cost`, and the
-    environment steps taken until it ended (None if none did)."""
-    steps = 0
-    for episode, final, n in zip(log.episode, log.final_cost, log.steps):
-        steps += n
-        if final <= cost + _EPS:
-            return {"episode": episode, "interactions": steps}
-    return None
-
-
-def summarize_run(result: ModelFreeRun, log: EpisodeLog, last: int = 50) -> dict:
-    """The figures of one run for the table; `last`: how many final training
-    episodes the mean final cost is over (a less noisy view of where the
-    sampling policy ended than the one greedy episode)."""
-    initial = result.initial_cost_ms
-    greedy = Baselines.from_json(result.baselines).greedy.cost_ms
-    best = min(log.final_cost) if log.final_cost else float("nan")
-    last_mean = float(np.mean(log.final_cost[-last:])) if log.final_cost else float("nan")
-    return {
-        "last_episodes": min(last, len(log.final_cost)), "last_mean_cost_ms": last_mean,
-        "last_mean_change_pct": 100 * (last_mean / initial - 1),
-        "cost_features": result.cost_features, "seed": result.seed,
-        "agent_cost_ms": result.agent_cost_ms,
-        "agent_change_pct": 100 * (result.agent_cost_ms / initial - 1),
-        "best_training_cost_ms": result.best_training_cost_ms,
-        "best_training_change_pct": 100 * (result.best_training_cost_ms / initial - 1),
-        "steps_to_final_cost": result.steps_to_final_cost,
-        "to_best": first_reaching(log, best),
-        "to_greedy": first_reaching(log, greedy),
-        "episodes": result.episodes, "interactions": result.interactions,
-        "train_seconds": result.train_seconds,
-        "wall_seconds": result.wall_seconds,
-        "agent_applied": result.agent_applied,
-    }
-
-
-def _reach(r: Optional[Dict[str, int]]) -> str:
-    return "never" if r is None else f"{r['episode']} ({r['interactions']})"
-
-
 def command(graph: str) -> str:
     """The command that reproduces one graph's table."""
     return (f"python experiments/observation_ablation.py --graphs={graph} "
             f"--variants={','.join(FLAGS.variants)} --seeds={','.join(FLAGS.seeds)} "
             f"--episodes={FLAGS.episodes} --taso_budget={FLAGS.taso_budget} "
             f"--random_episodes={FLAGS.random_episodes}")
-
-
-def markdown(graph: str, initial: float, baselines: Baselines, runs: Sequence[dict],
-             episodes: int, cmd: str) -> str:
-    """The per-graph table: one row per run, then the baselines."""
-    lines = [f"# Observation ablation on {graph} (analytic cost, {episodes} episodes)", "",
-             f"Initial cost {initial:.4f} ms. Command: `{cmd}`.", "",
-             "| cost features | seed | agent (greedy) | change | best in training | "
-             f"mean of last {runs[0]['last_episodes']} | steps to final cost | "
-             "episode (steps) reaching best | episode (steps) reaching greedy's cost | "
-             "train s | wall s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in runs:
-        wall = "" if r["wall_seconds"] is None else f"{r['wall_seconds']:.0f}"
-        lines.append(
-            f"| {r['cost_features']} | {r['seed']} | {r['agent_cost_ms']:.4f} | "
-            f"{r['agent_change_pct']:+.2f}% | {r['best_training_change_pct']:+.2f}% | "
-            f"{r['last_mean_change_pct']:+.2f}% | {r['steps_to_final_cost']} | {_reach(r['to_best'])} | "
-            f"{_reach(r['to_greedy'])} | {r['train_seconds']:.0f} | {wall} |")
-    lines += ["", "Per variant, over seeds: the mean change of the greedy agent and of the "
-              "last training episodes, and how many seeds reached one-step greedy's cost "
-              "(greedy agent; any training episode).", "",
-              "| cost features | seeds | agent (greedy), mean | last episodes, mean | "
-              "agent at greedy's cost | training episode at greedy's cost |",
-              "|---|---|---|---|---|---|"]
-    greedy = baselines.greedy.cost_ms
-    for variant in dict.fromkeys(r["cost_features"] for r in runs):
-        rs = [r for r in runs if r["cost_features"] == variant]
-        at_greedy = sum(r["agent_cost_ms"] <= greedy + _EPS for r in rs)
-        lines.append(
-            f"| {variant} | {len(rs)} | {np.mean([r['agent_change_pct'] for r in rs]):+.2f}% | "
-            f"{np.mean([r['last_mean_change_pct'] for r in rs]):+.2f}% | "
-            f"{at_greedy}/{len(rs)} | {sum(r['to_greedy'] is not None for r in rs)}/{len(rs)} |")
-    lines += ["", "| baseline (full observation) | cost (ms) | change |", "|---|---|---|"]
-    for name, result in (("greedy", baselines.greedy), ("taso", baselines.taso),
-                         ("random", baselines.random)):
-        if result:
-            cost = result.cost_ms
-            lines.append(f"| {name} | {cost:.4f} | {100 * (cost / initial - 1):+.2f}% |")
-    return "\n".join(lines) + "\n"
 
 
 def main(argv):
@@ -227,18 +140,19 @@ def main(argv):
                 train_mf = results_folder(run_dir(FLAGS.results_dir, graph, variant, seed),
                                           graph, "train_mf")
                 tb = os.path.join(train_mf, "tensorboard")
-                runs.append(summarize_run(result, read_episode_log(tb)))
-        runs.sort(key=lambda r: (FLAGS.variants.index(r["cost_features"]), r["seed"]))
+                greedy = Baselines.from_json(result.baselines).greedy.cost_ms
+                runs.append(summarize_run(result, read_episode_log(tb), greedy))
+        runs.sort(key=lambda r: (FLAGS.variants.index(r.cost_features), r.seed))
         # Greedy and TASO are deterministic; the random agent's mean is the
         # first run's (its seed).
-        baselines = first.baselines
+        ablation = ObservationAblation(graph=graph, episodes=FLAGS.episodes,
+                                       command=command(graph),
+                                       initial_cost_ms=first.initial_cost_ms,
+                                       baselines=first.baselines, runs=runs)
         out_dir = results_folder(FLAGS.results_dir, graph, "observation_ablation")
-        table = markdown(graph, first.initial_cost_ms, Baselines.from_json(baselines), runs,
-                         FLAGS.episodes, command(graph))
-        save_result(out_dir, {"graph": graph, "episodes": FLAGS.episodes,
-                              "command": command(graph),
-                              "initial_cost_ms": first.initial_cost_ms,
-                              "baselines": baselines, "runs": runs}, markdown=table)
+        table = ablation.markdown(BaselineMs.of(Baselines.from_json(first.baselines)))
+        ablation.save(os.path.join(out_dir, RESULT_JSON))
+        write_text(os.path.join(out_dir, RESULT_MD), table)
         print(table)
 
 

@@ -38,7 +38,7 @@ import dataclasses
 import os
 import sys
 import time
-from typing import Dict, List, Tuple
+from typing import List, Tuple
 
 from absl import app, flags, logging
 import common
@@ -47,7 +47,7 @@ import numpy as np
 from xflowrl import zoo
 from xflowrl.env import DEFAULT_MAX_STEPS
 from xflowrl.jobs import Job, run_jobs, strip_flags
-from xflowrl.results.sweep import SweepCell, SweepResult, SweepRow, SweepSeed
+from xflowrl.results.sweep import SweepCell, SweepResult, SweepSeed, sweep_rows
 from xflowrl.runs import RESULT_JSON, RESULT_MD, RunSettings, write_text
 from xflowrl.world_model import (
     DreamConfig,
@@ -190,35 +190,20 @@ def main(argv):
     jobs = seed_jobs(settings, out_dir)
     run_jobs(jobs, address=FLAGS.ray_address, num_cpus=FLAGS.jobs)
     env = settings.run.make_env()
-    cells: Dict[float, Dict[str, list]] = {t: {"world_model": [], "real": [], "applied": []}
-                                           for t in temps}
+    by_seed = []
     for job in jobs:
-        by_seed = SweepSeed.load(job.result)
-        if by_seed is None:
+        seed = SweepSeed.load(job.result)
+        if seed is None:
             raise FileNotFoundError(f"{job.name} wrote no {job.result}")
-        for cell in by_seed.cells:
-            cells[cell.temperature]["world_model"].append(cell.world_model)
-            cells[cell.temperature]["real"].append(cell.real)
-            cells[cell.temperature]["applied"].append(cell.applied)
-    rows = []
-    for t in temps:
-        w, r = np.array(cells[t]["world_model"]), np.array(cells[t]["real"])
-        rows.append(SweepRow(temperature=t, world_model_mean=float(w.mean()),
-                             world_model_std=float(w.std()), real_mean=float(r.mean()),
-                             real_std=float(r.std()), world_model=w.tolist(), real=r.tolist(),
-                             applied=cells[t]["applied"]))
+        by_seed.append(seed)
+    rows = sweep_rows(temps, by_seed)
     seconds = time.time() - start
     result = SweepResult(graph=graph_name, cost_model=env.cost_model.name, seeds=seeds,
                          dream_episodes=episodes, rules=settings.run.rules,
                          max_locations=settings.run.max_locations,
                          initial_cost_ms=env.initial_cost, seconds=seconds, rows=rows,
                          world_model=dataclasses.asdict(wm))
-    table = "\n".join(f"| {r.temperature} | {r.world_model_mean:+.3f}% ± "
-                      f"{r.world_model_std:.3f}% | {r.real_mean:+.3f}% ± "
-                      f"{r.real_std:.3f}% |" for r in rows)
-    text = (f"# Temperature sweep on {graph_name} (Table 4.3)\n\n{seeds} seeds, {episodes} "
-            f"imagined episodes per controller, {seconds:.0f} s.\n\n| temperature | "
-            f"world-model score | real score |\n|---|---|---|\n{table}\n")
+    text = result.markdown()
     result.save(os.path.join(out_dir, RESULT_JSON))
     write_text(os.path.join(out_dir, RESULT_MD), text)
     _plot(os.path.join(out_dir, "temperature_sweep.png"), temps,

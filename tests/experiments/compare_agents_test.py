@@ -69,7 +69,11 @@ class CompareAgentsTest(absltest.TestCase):
         self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
         out = os.path.join(self.results, "compare_agents")
         with open(os.path.join(out, "result.json")) as f:
-            rows = json.load(f)
+            result = json.load(f)
+        # An AgentComparison record: the rows under "rows", with their keys.
+        self.assertEqual((result["schema"], result["cost_model"]), ("compare_agents",
+                                                                   "analytic/v100"))
+        rows = result["rows"]
         self.assertLen(rows, 1)
         row = rows[0]
         # The agents' numbers are the records'.
