@@ -73,10 +73,10 @@ from xflowrl.onnx_io import to_onnx
 from xflowrl.optimize.model_io import BadInput
 from xflowrl.results.figures import figure_baseline_runtimes, figure_taso
 from xflowrl.results.layout import (
-    BASELINE_VARIANTS,
     baseline_costs,
     baseline_runtimes,
 )
+from xflowrl.results.tables import baselines_markdown
 from xflowrl.results.thesis import THESIS_GRAPHS, thesis_baseline_ms
 from xflowrl.runs import (
     RunSettings,
@@ -279,75 +279,6 @@ def load_or_run(run: RunSettings, config: Config) -> dict:
     return run_graph(run, config)
 
 
-def _ms(m: Optional[dict]) -> str:
-    return f"{m['median_ms']:.2f} ({m['q1_ms']:.2f}-{m['q3_ms']:.2f})" if m else "-"
-
-
-def _change(m: Optional[dict], base: Optional[dict]) -> str:
-    return f"{100 * (m['median_ms'] / base['median_ms'] - 1):+.1f}%" if m and base else "-"
-
-
-def markdown(results: Dict[str, dict]) -> str:
-    """The summary: estimated costs, measured runtimes per variant (this CPU)
-    and the thesis' GPU figures beside them."""
-    lines = [
-        "# Baselines: original, one-step greedy and TASO's search (Figures 4.1, 4.2)",
-        "",
-        "Ours: this machine's CPU (no GPU). Theirs (thesis, arXiv 2205.01435): "
-        "mean inference ms on the thesis' GPU. Absolute times are not comparable across "
-        "the two; compare the changes. Our times are the median over interleaved rounds "
-        "(interquartile range of the round medians in brackets); `tf` = TensorFlow "
-        "through onnx-tf (Grappler on, default thread pools), `ort` = onnxruntime with "
-        "one thread; `wall` = latency, `cpu` = CPU time (onnxruntime: the inference "
-        "thread's; TensorFlow: the whole process's). TensorRT: " + TENSORRT + ".",
-        "",
-        "## Estimated cost and searches",
-        "",
-        "| graph | ops | cost model | initial est. ms | greedy est. ms (steps, s) | "
-        "TASO est. ms (budget, expansions, s) | TASO vs greedy |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for name, r in results.items():
-        record = Baselines.from_json(r)
-        g, t = record.greedy, record.taso
-        taso = f"{t.cost_ms:.4f} ({t.budget}, {t.expansions}, {t.seconds:.1f})" if t else "skipped"
-        vs = f"{100 * (t.cost_ms / g.cost_ms - 1):+.2f}%" if t else "-"
-        lines.append(f"| {name} | {r['ops']} | {r['cost_model']} | {r['initial_cost_ms']:.4f}"
-                     f" | {g.cost_ms:.4f} ({g.steps}, {g.seconds:.1f}) | {taso} | {vs} |")
-    clocks = [f"{rt}/{c}" for rt in ("tf", "ort") for c in ("wall", "cpu")]
-    lines += ["", "## Measured runtimes, ms (this CPU), with the thesis' (GPU)", "",
-              "| graph | variant | " + " | ".join(clocks) + " | change tf/wall | "
-              "change ort/cpu | thesis GPU ms | TensorRT |",
-              "|---|---|" + "---|" * (len(clocks) + 4)]
-    for name, r in results.items():
-        thesis = r.get("thesis_gpu_ms") or {}
-        base = r["variants"]["original"]["measured"]
-        for vname in BASELINE_VARIANTS:
-            v = r["variants"].get(vname)
-            if v is None:
-                continue
-            m = v["measured"]
-            ref = {"original": f"TF {thesis['tf']}" if "tf" in thesis else "-",
-                   "greedy": "- (not reported)",
-                   "taso": f"TASO {thesis['taso']}" if "taso" in thesis else "-"}[vname]
-            trt = ("not run" + (f" (thesis: {thesis['trt']})" if "trt" in thesis else "")
-                   if vname == "original" else "")
-            earlier = BASELINE_VARIANTS[:BASELINE_VARIANTS.index(vname)]
-            same = next((f" (= {e})" for e in earlier if e in r["variants"]
-                         and r["variants"][e]["measured"]["graph_key"] == m["graph_key"]), "")
-            lines.append(f"| {name} | {vname}{same} | "
-                         + " | ".join(_ms(m.get(c)) for c in clocks)
-                         + f" | {_change(m.get('tf/wall'), base.get('tf/wall'))}"
-                         f" | {_change(m.get('ort/cpu'), base.get('ort/cpu'))} | {ref} | {trt} |")
-    thesis_speedups = [f"{n} {r['thesis_gpu_ms']['tf'] / r['thesis_gpu_ms']['taso']:.2f}x"
-                       for n, r in results.items() if r.get("thesis_gpu_ms")]
-    if thesis_speedups:
-        lines += ["", "Thesis speed-up of TASO's graph over TensorFlow (GPU): "
-                  + ", ".join(thesis_speedups) + "."]
-    lines.append("")
-    return "\n".join(lines)
-
-
 def run_all(config: Config) -> Dict[str, dict]:
     """Each graph's result.json, by name (`load_or_run`); a model file that
     cannot be imported fails (BadInput) before any graph runs."""
@@ -358,17 +289,17 @@ def run_all(config: Config) -> Dict[str, dict]:
 
 def write_summary(results: Dict[str, dict], out_dir: str) -> str:
     """Writes the summary of `results` (graph -> its result.json) into
-    `out_dir`: baselines.md (`markdown`, returned), baselines.json and
-    Figures 4.1 and 4.2 (the library's, from the results as records:
-    `baseline_runtimes`, `baseline_costs`)."""
-    text = markdown(results)
+    `out_dir`: baselines.md (returned), baselines.json and Figures 4.1
+    and 4.2: the library's table and figures, from the results as records
+    (`baseline_costs`, `baseline_runtimes`)."""
+    costs = {n: baseline_costs(r) for n, r in results.items()}
+    runtimes = {n: baseline_runtimes(r) for n, r in results.items()}
+    text = baselines_markdown(costs, runtimes, TENSORRT)
     write_text(os.path.join(out_dir, "baselines.md"), text)
     write_json(os.path.join(out_dir, "baselines.json"),
                {"graphs": list(results), "tensorrt": TENSORRT,
                 OLD_VERSION_KEY: RECORD_VERSION, "results": results}, indent=1)
-    figure_baseline_runtimes({n: baseline_runtimes(r) for n, r in results.items()},
-                             os.path.join(out_dir, "fig4_1_runtimes.png"))
-    costs = {n: baseline_costs(r) for n, r in results.items()}
+    figure_baseline_runtimes(runtimes, os.path.join(out_dir, "fig4_1_runtimes.png"))
     cost_models = ", ".join(dict.fromkeys(c.cost_model for c in costs.values()))
     figure_taso({f"estimated by {cost_models}": costs},
                 os.path.join(out_dir, "fig4_2_taso_search.png"),

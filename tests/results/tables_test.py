@@ -5,6 +5,8 @@ from absl.testing import absltest
 
 from tests.results import fixtures
 from xflowrl.results import tables, thesis
+from xflowrl.results.layout import BaselineCosts, BaselineRuntimes
+from xflowrl.results.measurement import ClockTiming, TimedGraph
 from xflowrl.results.sweep import SweepResult, SweepRow
 
 
@@ -77,6 +79,55 @@ class TablesTest(absltest.TestCase):
                       "on 1 of 1 graphs (bert).", lines)
         self.assertIn("- GPU-like (analytic/v100): measured ort/cpu change of the optimised "
                       "graphs from -10.0% to +5.0% (negative: faster).", lines)
+
+
+def _timing(median, q1, q3):
+    return ClockTiming(median, q1, q3, q1, q3, [median])
+
+
+def _baseline(taso_ms=None, **kw):
+    fields = dict(cost_model="analytic/cpu", ops=40, initial_ms=10.0, greedy_ms=9.0,
+                  greedy_steps=3, greedy_seconds=0.25, taso_ms=taso_ms,
+                  taso_budget=100 if taso_ms else None, taso_expansions=57 if taso_ms else None,
+                  taso_seconds=1.5 if taso_ms else None, greedy_applied=[], taso_applied=[],
+                  taso_initial_ms=None, taso_trace=[])
+    fields.update(kw)
+    return BaselineCosts(**fields)
+
+
+class BaselinesTableTest(absltest.TestCase):
+    """baselines.py's summary: the searches, then each variant's timings."""
+
+    def test_searches_and_runtimes(self):
+        costs = {"bert": _baseline(taso_ms=8.1), "mine": _baseline()}
+        timed = {"tf/wall": _timing(20.0, 19.0, 21.0), "ort/cpu": _timing(10.0, 9.5, 10.5)}
+        faster = {"tf/wall": _timing(15.0, 14.0, 16.0), "ort/cpu": _timing(12.5, 12.0, 13.0)}
+        runtimes = {
+            "bert": BaselineRuntimes(
+                variants={"original": TimedGraph("a", 40, 10.0, timed),
+                          "greedy": TimedGraph("b", 38, 9.0, faster),
+                          "taso": TimedGraph("b", 38, 8.1, faster)},
+                thesis_gpu_ms={"tf": 3.0, "taso": 2.0, "trt": 1.0}),
+            "mine": BaselineRuntimes(
+                variants={"original": TimedGraph("c", 40, 10.0, {}),
+                          "greedy": TimedGraph("d", 39, 9.0, {})},
+                thesis_gpu_ms=None)}
+        text = tables.baselines_markdown(costs, runtimes, "not here")
+        lines = text.splitlines()
+        self.assertIn("TensorRT: not here.", lines[2])
+        self.assertIn("| bert | 40 | analytic/cpu | 10.0000 | 9.0000 (3, 0.2) | "
+                      "8.1000 (100, 57, 1.5) | -10.00% |", lines)
+        self.assertIn("| mine | 40 | analytic/cpu | 10.0000 | 9.0000 (3, 0.2) | skipped | - |",
+                      lines)
+        self.assertIn("| bert | original | 20.00 (19.00-21.00) | - | - | 10.00 (9.50-10.50) | "
+                      "+0.0% | +0.0% | TF 3.0 | not run (thesis: 1.0) |", lines)
+        # TASO found greedy's graph: said so, with the same timings.
+        self.assertIn("| bert | taso (= greedy) | 15.00 (14.00-16.00) | - | - | "
+                      "12.50 (12.00-13.00) | -25.0% | +25.0% | TASO 2.0 |  |", lines)
+        # Nothing timed, no thesis figures: dashes, and no TASO row.
+        self.assertIn("| mine | greedy | - | - | - | - | - | - | - (not reported) |  |", lines)
+        self.assertFalse(any(line.startswith("| mine | taso") for line in lines))
+        self.assertIn("Thesis speed-up of TASO's graph over TensorFlow (GPU): bert 1.50x.", lines)
 
 
 class ThesisTest(absltest.TestCase):

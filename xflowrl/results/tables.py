@@ -2,16 +2,19 @@
 steps' and separate reward network's), as Markdown, from its rows
 (`xflowrl.results.rows.GraphRow`), with the thesis' figures beside ours;
 and the summary lines that state where the agents beat, match or trail
-greedy and each other."""
+greedy and each other; and baselines.py's summary (`baselines_markdown`)."""
 
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
 from xflowrl.results.layout import (
+    BASELINE_VARIANTS,
+    BaselineCosts,
+    BaselineRuntimes,
     CLOCKS,
     SEPARATE,
     VARIANTS,
@@ -22,6 +25,7 @@ from xflowrl.results.layout import (
     pct,
     setting_label,
 )
+from xflowrl.results.measurement import ClockTiming
 from xflowrl.results.rows import GraphRow, over_seeds
 from xflowrl.results.runs import ModelBasedRun
 from xflowrl.results.sweep import SweepResult
@@ -287,3 +291,77 @@ def summary_lines(rows: Dict[str, Dict[str, GraphRow]]) -> List[str]:
     return out
 
 
+
+
+def _spread_ms(m: Optional[ClockTiming]) -> str:
+    return f"{m.median_ms:.2f} ({m.q1_ms:.2f}-{m.q3_ms:.2f})" if m else "-"
+
+
+def _timing_change(m: Optional[ClockTiming], base: Optional[ClockTiming]) -> str:
+    return f"{100 * (m.median_ms / base.median_ms - 1):+.1f}%" if m and base else "-"
+
+
+def baselines_markdown(costs: Mapping[str, BaselineCosts],
+                       runtimes: Mapping[str, BaselineRuntimes], tensorrt: str) -> str:
+    """baselines.py's summary (baselines.md): per graph (in the order of
+    `costs`) the estimated costs and searches, then each variant's measured
+    runtimes on this CPU with the thesis' GPU figures beside them;
+    `tensorrt` says why TensorRT was not run."""
+    lines = [
+        "# Baselines: original, one-step greedy and TASO's search (Figures 4.1, 4.2)",
+        "",
+        "Ours: this machine's CPU (no GPU). Theirs (thesis, arXiv 2205.01435): "
+        "mean inference ms on the thesis' GPU. Absolute times are not comparable across "
+        "the two; compare the changes. Our times are the median over interleaved rounds "
+        "(interquartile range of the round medians in brackets); `tf` = TensorFlow "
+        "through onnx-tf (Grappler on, default thread pools), `ort` = onnxruntime with "
+        "one thread; `wall` = latency, `cpu` = CPU time (onnxruntime: the inference "
+        "thread's; TensorFlow: the whole process's). TensorRT: " + tensorrt + ".",
+        "",
+        "## Estimated cost and searches",
+        "",
+        "| graph | ops | cost model | initial est. ms | greedy est. ms (steps, s) | "
+        "TASO est. ms (budget, expansions, s) | TASO vs greedy |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, c in costs.items():
+        searched = c.taso_ms is not None
+        taso = (f"{c.taso_ms:.4f} ({c.taso_budget}, {c.taso_expansions}, "
+                f"{c.taso_seconds:.1f})" if searched else "skipped")
+        vs = f"{100 * (c.taso_ms / c.greedy_ms - 1):+.2f}%" if searched else "-"
+        lines.append(f"| {name} | {c.ops} | {c.cost_model} | {c.initial_ms:.4f}"
+                     f" | {c.greedy_ms:.4f} ({c.greedy_steps}, {c.greedy_seconds:.1f})"
+                     f" | {taso} | {vs} |")
+    clocks = [f"{rt}/{clock}" for rt in ("tf", "ort") for clock in ("wall", "cpu")]
+    lines += ["", "## Measured runtimes, ms (this CPU), with the thesis' (GPU)", "",
+              "| graph | variant | " + " | ".join(clocks) + " | change tf/wall | "
+              "change ort/cpu | thesis GPU ms | TensorRT |",
+              "|---|---|" + "---|" * (len(clocks) + 4)]
+    for name in costs:
+        r = runtimes[name]
+        thesis = r.thesis_gpu_ms or {}
+        base = r.variants["original"].measured
+        for vname in BASELINE_VARIANTS:
+            v = r.variants.get(vname)
+            if v is None:
+                continue
+            ref = {"original": f"TF {thesis['tf']}" if "tf" in thesis else "-",
+                   "greedy": "- (not reported)",
+                   "taso": f"TASO {thesis['taso']}" if "taso" in thesis else "-"}[vname]
+            trt = ("not run" + (f" (thesis: {thesis['trt']})" if "trt" in thesis else "")
+                   if vname == "original" else "")
+            earlier = BASELINE_VARIANTS[:BASELINE_VARIANTS.index(vname)]
+            same = next((f" (= {e})" for e in earlier if e in r.variants
+                         and r.variants[e].graph_key == v.graph_key), "")
+            lines.append(f"| {name} | {vname}{same} | "
+                         + " | ".join(_spread_ms(v.measured.get(c)) for c in clocks)
+                         + f" | {_timing_change(v.measured.get('tf/wall'), base.get('tf/wall'))}"
+                         f" | {_timing_change(v.measured.get('ort/cpu'), base.get('ort/cpu'))}"
+                         f" | {ref} | {trt} |")
+    speedups = [f"{n} {r.thesis_gpu_ms['tf'] / r.thesis_gpu_ms['taso']:.2f}x"
+                for n, r in runtimes.items() if r.thesis_gpu_ms]
+    if speedups:
+        lines += ["", "Thesis speed-up of TASO's graph over TensorFlow (GPU): "
+                  + ", ".join(speedups) + "."]
+    lines.append("")
+    return "\n".join(lines)
