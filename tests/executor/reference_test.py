@@ -203,6 +203,8 @@ class ConvTest(parameterized.TestCase):
         with self.assertRaisesRegex(ValueError, "unknown padding 'FULL'"):
             executor.conv2d(np.zeros((1, 4, 4, 4)), np.zeros((4, 4, 3, 3)),
                             conv_params(padding="FULL"))
+        with self.assertRaisesRegex(ValueError, "empty kernel 0x3"):
+            executor.conv2d(np.zeros((1, 4, 4, 4)), np.zeros((4, 4, 0, 3)), conv_params())
 
 
 class PoolTest(parameterized.TestCase):
@@ -235,6 +237,11 @@ class PoolTest(parameterized.TestCase):
         (relu_avg,) = run_one("avgpool", [x], [(1, 1, 3, 3)],
                               **dict(params, activation="RELU"))
         np.testing.assert_array_equal(relu_avg, np.zeros((1, 1, 3, 3)))
+
+    def test_empty_kernel(self):
+        with self.assertRaisesRegex(ValueError, "maxpool: empty kernel 3x0"):
+            executor.maxpool(np.zeros((1, 1, 3, 3)), dict(kernel_h=3, kernel_w=0,
+                                                          **conv_params()))
 
     @absltest.skipIf(tf is None, "TensorFlow is not installed")
     def test_matches_tensorflow(self):

@@ -184,6 +184,9 @@ class GraphEnv(Environment):
     def step(self, action: Action) -> TimeStep:
         if self._done:
             raise RuntimeError("step() called on a finished episode; call reset()")
+        locations = self._locations
+        if locations is None:  # set by reset(), the only way out of _done
+            raise RuntimeError("step() called before reset()")
         xfer, location = int(action[0]), int(action[1])
         previous = self.cost
         self.steps += 1
@@ -191,7 +194,7 @@ class GraphEnv(Environment):
         if xfer == self.noop:
             done, applied = True, "NO-OP"
         else:
-            invalid = self._check(xfer, location)
+            invalid = self._check(locations, xfer, location)
             if invalid:
                 truncated = (self.config.invalid_action == "ignore"
                              and self.steps >= self.config.max_steps)
@@ -199,7 +202,7 @@ class GraphEnv(Environment):
                 self._done = done
                 info = self._info(invalid, None, location, truncated, done)
                 return TimeStep(self._observation, self.config.invalid_penalty, done, info)
-            self.graph = self._locations.apply(xfer, location)
+            self.graph = locations.apply(xfer, location)
             self.cost = self.graph.cost(self.cost_model)
             self.history.append((self.xfers.names[xfer], location))
             done, applied = False, self.xfers.names[xfer]
@@ -224,10 +227,10 @@ class GraphEnv(Environment):
             info["history"] = list(self.history)
         return cast(Dict[str, Any], info)  # TimeStep.info is a plain dict
 
-    def _check(self, xfer: int, location: int) -> Optional[str]:
+    def _check(self, locations: Locations, xfer: int, location: int) -> Optional[str]:
         if not 0 <= xfer <= self.noop:
             return f"xfer {xfer} out of range [0, {self.noop}]"
-        counts = self._locations.counts
+        counts = locations.counts
         if counts[xfer] == 0:
             return f"xfer {xfer} ({self.xfers.names[xfer]}) has no location"
         if not 0 <= location < counts[xfer]:

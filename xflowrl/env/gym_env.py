@@ -43,14 +43,14 @@ class GymGraphEnv(gym.Env):
 
     @staticmethod
     def convert(obs: Observation) -> Dict[str, Any]:
-        g = obs.state
+        g, locations = obs.state, obs.location_features()
         return {
             "graph": spaces.GraphInstance(
                 nodes=g.nodes, edges=g.edges,
                 edge_links=np.stack([g.senders, g.receivers], axis=1).astype(np.int64)),
-            "location_nodes": obs.locations.dense_nodes(),
-            "cost_delta": obs.locations.dense_cost_delta(),
-            "xfer_summary": obs.locations.xfer_summary,
+            "location_nodes": locations.dense_nodes(),
+            "cost_delta": locations.dense_cost_delta(),
+            "xfer_summary": locations.xfer_summary,
             "location_mask": obs.location_mask.astype(np.int8),
             "xfer_mask": obs.xfer_mask.astype(np.int8),
         }

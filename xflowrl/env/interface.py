@@ -86,6 +86,15 @@ class Observation(NamedTuple):
     location_mask: np.ndarray  # [N+1, L] bool; row N (NO-OP) all False
     xfer_mask: np.ndarray      # [N+1] bool; entry N (NO-OP) always True
 
+    def location_features(self) -> LocationFeatures:
+        """`locations`, for readers that need them (graph-state agents, the
+        gymnasium view); ValueError for an observation without them (a
+        latent environment's)."""
+        if self.locations is None:
+            raise ValueError("this observation has no per-location features (a latent "
+                             "environment's); graph-state readers need the real environment's")
+        return self.locations
+
 
 class TimeStep(NamedTuple):
     observation: Observation

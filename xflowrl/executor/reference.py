@@ -111,6 +111,8 @@ def conv2d(x: np.ndarray, w: np.ndarray, params: Mapping[str, Any]) -> np.ndarra
         if columns is None:
             columns = np.empty((n, c, kh, kw) + tap.shape[2:], dtype=np.result_type(x, w))
         columns[:, :, i, j] = tap
+    if columns is None:
+        raise ValueError(f"conv2d: empty kernel {kh}x{kw}")
     oh, ow = columns.shape[4:]
     columns = columns.reshape(n, groups, cg * kh * kw, oh * ow)     # [N, g, cg*kh*kw, P]
     w_groups = w.reshape(groups, o // groups, cg * kh * kw)        # [g, O/g, cg*kh*kw]
@@ -124,6 +126,8 @@ def maxpool(x: np.ndarray, params: Mapping[str, Any]) -> np.ndarray:
     y = None
     for _, _, tap in _taps(x, params["kernel_h"], params["kernel_w"], params, -np.inf):
         y = tap.copy() if y is None else np.maximum(y, tap)
+    if y is None:
+        raise ValueError(f"maxpool: empty kernel {params['kernel_h']}x{params['kernel_w']}")
     return activate(y, params["activation"])
 
 

@@ -124,16 +124,15 @@ def canonical(rule: Rule) -> str:
     the shape-derived constraints (numdim, num_inputs, num_outputs, a conv's
     kernel size and group count, which TASO's rules leave out)."""
     variables = sorted({t.op for op in rule.src + rule.dst for t in op.inputs if t.op < 0})
-    best = None
-    for perm in itertools.permutations(range(len(variables))):
+
+    def key(perm: Tuple[int, ...]) -> str:
         names = {v: f"v{perm[k]}" for k, v in enumerate(variables)}
         src = _side_exprs(rule.src, names)
         dst = _side_exprs(rule.dst, names)
-        key = repr(sorted(repr((src[(s.op, s.index)], dst[(d.op, d.index)]))
-                          for s, d in rule.mapped_outputs))
-        if best is None or key < best:
-            best = key
-    return best
+        return repr(sorted(repr((src[(s.op, s.index)], dst[(d.op, d.index)]))
+                           for s, d in rule.mapped_outputs))
+
+    return min(key(perm) for perm in itertools.permutations(range(len(variables))))
 
 
 def count_contained(generated: Iterable[Rule], reference: Iterable[Rule]) -> int:

@@ -29,6 +29,13 @@ def _need(condition: bool, what: str) -> None:
         raise ValueError(what)
 
 
+def _axis(op: PatternOp) -> int:
+    axis = int_param(op, "axis")
+    if axis is None:  # model_op accepts integer axes only
+        raise ValueError(f"{op.type} without an integer axis")
+    return axis
+
+
 def evaluate_side(ops: Sequence[PatternOp], values: Dict[int, np.ndarray], rule: Rule,
                   src_out: Optional[dict]) -> Dict[Tuple[int, int], np.ndarray]:
     """Evaluates a side in M (rank-4 tensors, matrices [M, N, 1, 1]).
@@ -66,9 +73,11 @@ def evaluate_side(ops: Sequence[PatternOp], values: Dict[int, np.ndarray], rule:
             _need(xs[0].shape[2:] == (1, 1), "transpose")
             y = np.transpose(xs[0], (1, 0, 2, 3))
         elif name == "concat":
-            y = np.concatenate(xs, axis=int(op.param("axis")))
+            y = np.concatenate(xs, axis=_axis(op))
         elif name == "split":
-            ax = int(op.param("axis"))
+            ax = _axis(op)
+            if src_out is None:  # model_op accepts a split in a target only
+                raise ValueError("split outside a target")
             split_sizes = {d.index: src_out[(s.op, s.index)].shape[ax]
                            for s, d in rule.mapped_outputs if d.op == j}
             _need(split_sizes.get(0, 0) + split_sizes.get(1, 0) == xs[0].shape[ax],

@@ -38,7 +38,9 @@ class Lin:
     it builds a condition (`Cond`) instead of a bool."""
 
     __slots__ = ("const", "coef")
-    __hash__ = None  # `==` builds a condition
+    # `==` builds a condition. The data model's way to say unhashable, which
+    # typeshed's object.__hash__ (a method) does not allow for.
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(self, const: int = 0, coef: Optional[Dict[Hashable, int]] = None):
         self.const = const

@@ -101,6 +101,8 @@ def axiom_formula(S: Signature, ax: Axiom, shapes: bool) -> z3.BoolRef:
     `shapes`; E-matching patterns from its sides."""
     tv = [z3.Const(n, S.T) for n in ax.tvars.split()]
     iv = [z3.Int(n) for n in ax.ivars.split()]
+    if ax.build is None:
+        raise ValueError(f"axiom {ax.name} has no build function")
     built = ax.build(S, *tv, *iv)
     lhs, rhs = built[0], built[1]
     cond = built[2] if len(built) > 2 else None

@@ -50,7 +50,7 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Dict, List, Mapping, Optional, Sequence, TextIO, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, TextIO, Tuple, Union
 
 MARKER = "reproduce_job.json"
 
@@ -164,7 +164,7 @@ def _has_keys(job: Job) -> bool:
     return result is not None and set(job.result_keys) <= set(result)
 
 
-def _node() -> Dict[str, Optional[str]]:
+def _node() -> Dict[str, Union[str, int, None]]:
     node_id = None
     try:
         import ray  # pylint: disable=import-outside-toplevel

@@ -32,7 +32,7 @@ import itertools
 import json
 import os
 import tempfile
-from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -98,7 +98,7 @@ def predict(coef: Sequence[float], flops: np.ndarray, mbytes: np.ndarray) -> np.
 
 
 def fit_class(flops: np.ndarray, mbytes: np.ndarray, ms: np.ndarray,
-              weights: np.ndarray = None) -> List[float]:
+              weights: Optional[np.ndarray] = None) -> List[float]:
     """[c0, c1, c2, c3, T] of one class: the best non-negative fit over the
     threshold grid (c3 = T = 0 when no hinge earns its keep).
 
@@ -139,7 +139,7 @@ def class_stats(coef: Sequence[float], flops: np.ndarray, mbytes: np.ndarray,
             "p90_rel_error": float(np.percentile(rel, 90))}
 
 
-def fit(rows: Iterable[Row], source_weights: Mapping[str, float] = None
+def fit(rows: Iterable[Row], source_weights: Optional[Mapping[str, float]] = None
         ) -> Tuple[Dict[str, List[float]], Dict[str, dict]]:
     """Per class, coefficients and statistics (`fit_class`, `class_stats`).
 
@@ -290,7 +290,7 @@ class JointFit(NamedTuple):
 
 
 def fit_joint(features: np.ndarray, fixed_ms: np.ndarray, measured_ms: np.ndarray,
-              weights: np.ndarray = None, intercept: bool = True) -> JointFit:
+              weights: Optional[np.ndarray] = None, intercept: bool = True) -> JointFit:
     """Non-negative coefficients of every class at once from whole graphs.
 
     measured ~ intercept + fixed + sum_{class, basis} features * coefficients,

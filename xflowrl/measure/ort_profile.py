@@ -135,9 +135,9 @@ def attribute(graph, profile: KernelProfile) -> Tuple[List[Attributed], float]:
     index = {op.guid: i for i, op in enumerate(ops)}
     producers = {i: [index[g] for g, _ in op.inputs] for i, op in enumerate(ops)}
     consumers = collections.defaultdict(list)
-    for i, ins in producers.items():
+    for reader, ins in producers.items():
         for p in ins:
-            consumers[p].append(i)
+            consumers[p].append(reader)
     claimed = set()
     rows: List[Attributed] = []
     unattributed = 0.0

@@ -25,6 +25,7 @@ def graph_properties(name: str, cost_model: CostModel, *, warmup: int = 3,
     weights = random_weights(graph, seed, gain=zoo.weight_gain(name))
     m = measure_graph(graph, weights, seed=seed, warmup=warmup, repeats=repeats)
     weight_bytes = sum(v.nbytes for v in weights.values())
+    activation_bytes = m.activation_peak_bytes
     return {
         "graph": name,
         "type": zoo.kind(name).capitalize(),
@@ -35,8 +36,8 @@ def graph_properties(name: str, cost_model: CostModel, *, warmup: int = 3,
         "tf_times_ms": m.times_ms,
         "memory_peak_gib": None if m.peak_bytes is None else m.peak_bytes / _GIB,
         "weights_gib": weight_bytes / _GIB,
-        "activation_peak_gib": (None if m.peak_bytes is None
-                                else m.activation_peak_bytes / _GIB),
+        "activation_peak_gib": (None if activation_bytes is None
+                                else activation_bytes / _GIB),
     }
 
 

@@ -75,7 +75,7 @@ class Measurement(NamedTuple):
     @property
     def activation_peak_bytes(self) -> Optional[int]:
         """Peak beyond what was already allocated: activations and temporaries."""
-        if self.peak_bytes is None:
+        if self.peak_bytes is None or self.resident_bytes is None:  # both or neither
             return None
         return self.peak_bytes - self.resident_bytes
 

@@ -250,8 +250,9 @@ class _Exporter:
             if absorbed is not None and not self._absorbs(op, producer, absorbed[1]):
                 absorbed = None
         if t == "broadcast_add" and tuple(op.inputs[1]) in self.known:
-            # A known bias is written once, already shaped [C, 1, ...].
-            ins = [self.ref(op.inputs[0]), None]
+            # A known bias is written once, already shaped [C, 1, ...]
+            # (`_broadcast_add` reads no input name for it).
+            ins = [self.ref(op.inputs[0])]
         elif absorbed is not None:
             # An explicit Pad (torch-style padding) goes back into the op.
             ins = [self.ref(producer.inputs[0])] + [self.ref(i) for i in op.inputs[1:]]
@@ -347,7 +348,10 @@ class _Exporter:
         if consumer.type == "conv2d":
             return fill == 0.0
         if consumer.type in ("maxpool", "avgpool"):
-            pads = self._absorbable_pad(pad_op)[0]
+            absorbable = self._absorbable_pad(pad_op)
+            if absorbable is None:
+                return False
+            pads = absorbable[0]
             kernel = (consumer.params["kernel_h"], consumer.params["kernel_w"]) * 2
             if any(p >= k for p, k in zip(pads, kernel)):
                 return False

@@ -434,8 +434,10 @@ class _Importer:
         if const is not None:
             const = np.asarray(const)
             value = Value(const, None, elem_type(const.dtype), tuple(const.shape))
-        else:
+        elif tensor is not None and etype is not None:
             value = Value(None, tensor, etype, tensor.shape)
+        else:
+            raise TypeError(f"bind({name!r}): give a constant, or a tensor and its element type")
         self.values[name] = value
         return value
 
@@ -461,7 +463,9 @@ class _Importer:
         v = self.values[name]
         if v.tensor is not None:
             return v.tensor
-        value = v.const.reshape(1) if (as_vector and v.const.ndim == 0) else v.const
+        const = v.const
+        assert const is not None, f"{name!r} is bound to neither a constant nor a tensor"
+        value = const.reshape(1) if (as_vector and const.ndim == 0) else const
         if value.ndim == 0:
             raise NotEngineOp()
         weight_name = self.fresh_name(name)
@@ -565,9 +569,9 @@ class _Importer:
         """The largest output's element count of a node about to be folded,
         where it can be told beforehand (`shapes`: inferred output shapes,
         None where not static); else None."""
-        consts = [self.values[n].const for n in node.input if n]
         if shapes and all(s is not None for s in shapes):
             return max(math.prod(s) for s in shapes)
+        consts = [self._const(node, n) for n in node.input if n]
         if node.op_type in _BROADCASTING:
             return math.prod(np.broadcast_shapes(*[c.shape for c in consts]))
         if node.op_type == "Range" and len(consts) == 3:
@@ -579,15 +583,23 @@ class _Importer:
             return max(math.ceil((limit - start) / delta), 0)
         return None
 
+    def _const(self, node: onnx.NodeProto, name: str) -> np.ndarray:
+        """The constant bound to `name`, an input of `node` (one being folded
+        reads only constants)."""
+        const = self.values[name].const
+        if const is None:
+            raise ValueError(f"{_node_label(node)}: input {name!r} is computed at run time, "
+                             "not a constant")
+        return const
+
     # -- opaque ops --------------------------------------------------------
     def _opaque(self, node: onnx.NodeProto) -> None:
-        shapes, types = self._infer(node)
-        constants = {}
+        shapes, types = self._infer_static(node)
+        constants: Dict[str, np.ndarray] = {}
         for name in node.input:
-            v = self.values[name] if name else None
-            if v is not None and v.is_const and (v.const.size <= _EMBED_MAX_ELEMENTS
-                                                 or v.const.dtype.kind not in "fc"):
-                constants[name] = v.const
+            c = self.values[name].const if name else None
+            if c is not None and (c.size <= _EMBED_MAX_ELEMENTS or c.dtype.kind not in "fc"):
+                constants[name] = c
         record = OpaqueRecord(node=node, constants=constants, output_types=types)
         try:
             inputs = [self.tensor(n) for n in record.engine_inputs()]
@@ -605,6 +617,14 @@ class _Importer:
             if name:
                 self.values[name] = Value(None, tensor, etype, tensor.shape)
 
+    def _infer_static(self, node: onnx.NodeProto) -> Tuple[List[Shape], List[int]]:
+        """`_infer(node, static=True)`: every output shape static, or a ValueError."""
+        shapes, types = self._infer(node, static=True)
+        static = [s for s in shapes if s is not None]
+        if len(static) != len(shapes):  # _infer raises first
+            raise ValueError(f"{_node_label(node)}: an output shape is not static")
+        return static, types
+
     def _infer(self, node: onnx.NodeProto, static: bool = True
                ) -> Tuple[List[Optional[Shape]], List[int]]:
         """Static output shapes and element types by ONNX shape inference on
@@ -618,7 +638,7 @@ class _Importer:
         inputs, inits = [], []
         for name in dict.fromkeys(n for n in node.input if n):
             v = self.values[name]
-            if v.is_const and v.const.size <= _INFER_VALUE_MAX_ELEMENTS:
+            if v.const is not None and v.const.size <= _INFER_VALUE_MAX_ELEMENTS:
                 inits.append(numpy_helper.from_array(v.const, name))
             else:
                 inputs.append(helper.make_tensor_value_info(name, v.elem_type, v.shape))
@@ -639,14 +659,15 @@ class _Importer:
                 types.append(0)
                 continue
             info = infos.get(name)
-            tt = info.type.tensor_type if info is not None else None
-            if tt is None or not info.type.HasField("tensor_type") or not tt.HasField("shape"):
+            if (info is None or not info.type.HasField("tensor_type")
+                    or not info.type.tensor_type.HasField("shape")):
                 if not static:
                     shapes.append(None)
                     types.append(0)
                     continue
                 raise ValueError(f"{_node_label(node)}: the shape of output {name!r} cannot "
                                  "be inferred statically (unknown operator or dynamic shape)")
+            tt = info.type.tensor_type
             dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
                     for d in tt.shape.dim]
             if not all(isinstance(d, int) for d in dims):
@@ -668,6 +689,8 @@ def _gather_elements(node: onnx.NodeProto, inputs: List[Optional[np.ndarray]]
     then returns a wrongly shaped result (`cannot reshape array of size 1
     into shape (1,64)` on Hugging Face BERT's position ids)."""
     data, indices = inputs[0], inputs[1]
+    if data is None or indices is None:
+        raise ValueError("GatherElements needs its data and indices")
     axis = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "axis"), 0)
     if data.ndim != indices.ndim:
         raise ValueError(f"data rank {data.ndim} != indices rank {indices.ndim}")

@@ -281,7 +281,7 @@ def _scalar_mul(imp, node, a: Value, b: Value) -> Optional[Tensor]:
     """`scalar_mul` for a product by a one-element constant that does not
     change the other operand's shape, else None."""
     for x, s, slot in ((a, b, 1), (b, a, 0)):
-        if (s.is_const and s.const.size == 1 and not x.is_const
+        if (s.const is not None and s.const.size == 1 and not x.is_const
                 and tuple(np.broadcast_shapes(x.shape, s.shape)) == tuple(x.shape)):
             scale = imp.new_weight(node.input[slot], s.const.reshape(1))
             return imp.builder.scalar_mul(x=imp.tensor(node.input[1 - slot]), scale=scale)

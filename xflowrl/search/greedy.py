@@ -49,8 +49,8 @@ def greedy_search(env: Environment, min_improvement: float = 1e-9) -> Episode:
         ablation, `EnvConfig(cost_features=...)`): greedy would see every
         change as zero and stop at once.
     """
-    config = getattr(env, "config", None)
-    if getattr(config, "cost_features", "full") != "full":
+    cost_features = getattr(getattr(env, "config", None), "cost_features", "full")
+    if cost_features != "full":
         raise ValueError(f"greedy needs candidate costs; this environment's observations "
-                         f"carry cost_features={config.cost_features!r} (use 'full')")
+                         f"carry cost_features={cost_features!r} (use 'full')")
     return run_episode(env, GreedyAgent(min_improvement).act)

@@ -48,15 +48,18 @@ class Row:
     policy_applied: List = dataclasses.field(default_factory=list)
 
     def change(self, cost: Optional[float]) -> Optional[float]:
-        return None if cost is None else 100.0 * (cost / self.initial_ms - 1.0)
+        return None if cost is None else self._percent(cost)
+
+    def _percent(self, cost: float) -> float:
+        return 100.0 * (cost / self.initial_ms - 1.0)
 
     @property
     def policy_change(self) -> float:
-        return self.change(self.policy_ms)
+        return self._percent(self.policy_ms)
 
     @property
     def greedy_change(self) -> float:
-        return self.change(self.greedy_ms)
+        return self._percent(self.greedy_ms)
 
 
 def evaluate_graph(agent, name: str, graph: Graph, xfers: XferSet, cost_model: CostModel,

@@ -170,6 +170,41 @@ class ModelBasedAgent:
         self._starts_pool: Optional[dict] = None
         self._initials: Optional[Tuple[np.ndarray, np.ndarray]] = None
 
+    # -- the built parts -----------------------------------------------------
+    # The world model's parts are None until the first round (or a restore)
+    # builds them, the default controller until `train_controller`; these
+    # give them where they must be there, or say what was skipped.
+    @property
+    def _vocab(self) -> data.XferVocabulary:
+        if self.vocab is None:
+            raise _not_built("vocabulary")
+        return self.vocab
+
+    @property
+    def _encoder(self) -> latent.LatentEncoder:
+        if self.encoder is None:
+            raise _not_built("encoder")
+        return self.encoder
+
+    @property
+    def _model(self) -> MDNRNN:
+        if self.model is None:
+            raise _not_built("MDN-RNN")
+        return self.model
+
+    @property
+    def _learner(self) -> WorldModelLearner:
+        if self.learner is None:
+            raise _not_built("learner")
+        return self.learner
+
+    @property
+    def _controller(self) -> PPOAgent:
+        if self.controller is None:
+            raise RuntimeError("no controller yet: call train_controller() (or "
+                               "learn_world_model() with controller collection) first")
+        return self.controller
+
     # -- the graphs --------------------------------------------------------------
     def _graph_envs(self) -> List[GraphEnv]:
         """The real environment of every graph episodes start from."""
@@ -189,7 +224,7 @@ class ModelBasedAgent:
         frozen encoder's; computed once per encoder)."""
         if self._initials is None:
             envs = self._graph_envs()
-            latents = self.encoder.encode([env.reset().state for env in envs])
+            latents = self._encoder.encode([env.reset().state for env in envs])
             self._initials = (np.asarray(latents, np.float32),
                               np.array([env.config.max_steps for env in envs], np.int64))
         return self._initials
@@ -220,25 +255,26 @@ class ModelBasedAgent:
                                                steps=self.learner.steps)
 
     def _encode(self, rollouts: List[data.Rollout]) -> List[data.Sequences]:
-        return [data.to_sequences(r, self.encoder.encode(r.states), self.vocab)
+        return [data.to_sequences(r, self._encoder.encode(r.states), self._vocab)
                 for r in rollouts]
 
     def _train_encoder(self, rollouts: List[data.Rollout]) -> List[Dict[str, float]]:
         states = [s for r in rollouts for s in r.states]
-        m = self.vocab.size
+        vocab = self._vocab
+        m = vocab.size
         valid = np.zeros((len(states), m), np.float32)
         counts = np.zeros((len(states), m), np.float32)
         i = 0
         for r in rollouts:
             for v in r.valid:
                 for real, count in v.items():
-                    valid[i, self.vocab.to_compact(real)] = 1.0
-                    counts[i, self.vocab.to_compact(real)] = count
+                    valid[i, vocab.to_compact(real)] = 1.0
+                    counts[i, vocab.to_compact(real)] = count
                 i += 1
         targets = latent.EncoderTargets(
             np.array([latent.relative_cost(s) for s in states], np.float32), valid, counts)
         cfg = self.wm_config
-        return latent.train_encoder(self.encoder, states, targets, cfg.encoder_steps,
+        return latent.train_encoder(self._encoder, states, targets, cfg.encoder_steps,
                                     cfg.encoder_batch_size, cfg.encoder_learning_rate,
                                     seed=self.seed)
 
@@ -276,8 +312,8 @@ class ModelBasedAgent:
         self._buffer, self._held_out = saved["buffer"], saved["held_out"]
         self._raw, self._held_out_raw = saved["raw"], saved["held_out_raw"]
         first = self._graph_envs()[0].reset().state
-        self.encoder.predict(self.encoder(features.to_tensors(first)))
-        self.learner.build(data.make_batch(self._buffer[:1]))
+        self._encoder.predict(self._encoder(features.to_tensors(first)))
+        self._learner.build(data.make_batch(self._buffer[:1]))
         self._checkpoint.read(os.path.join(directory, "checkpoint")).assert_consumed()
         self._initials = None  # the restored encoder's
         self._starts_pool = self._start_pool()
@@ -330,7 +366,7 @@ class ModelBasedAgent:
             envs = self._lockstep_envs(cfg.episodes_per_round)
             for i in range(0, len(envs), LOCKSTEP_EPISODES):
                 rollouts += collect_in_lockstep(self._views(envs[i:i + LOCKSTEP_EPISODES]),
-                                                self.controller, cfg.explore, rng)
+                                                self._controller, cfg.explore, rng)
             return rollouts
         collector = RandomAgent(cfg.noop_probability, seed=self._seed_of(r, 1))
         allowed = None if self.vocab is None else self.vocab.allowed()
@@ -362,10 +398,10 @@ class ModelBasedAgent:
         cfg = self.wm_config
         self._build_world_model(data.XferVocabulary.from_rollouts(
             rollouts, self.env.num_xfers, cfg.vocabulary_headroom))
-        self.state["vocab"] = self.vocab.to_json()
+        self.state["vocab"] = self._vocab.to_json()
         reward_std = float(np.std(np.concatenate([r.rewards for r in rollouts])))
         self.state["reward_scale"] = 1.0 / reward_std if reward_std > 1e-9 else 1.0
-        self.model.set_reward_scale(self.state["reward_scale"])
+        self._model.set_reward_scale(self.state["reward_scale"])
         history = self._train_encoder(rollouts)
         self._initials = None  # the trained encoder's
         self.state["encoder"] = {"first": history[0], "last": history[-1]}
@@ -376,7 +412,7 @@ class ModelBasedAgent:
         self._reseed_env(0, 9)
         held = data.collect_rollouts(self.env, cfg.held_out_episodes,
                                      RandomAgent(cfg.noop_probability, seed=self._seed_of(0, 3)),
-                                     self.vocab.allowed())
+                                     self._vocab.allowed())
         self.state["held_out_steps"] = data.real_steps(held)
         self._held_out_raw = [_without_graphs(h) for h in held]
         self._held_out = self._encode(held)
@@ -385,8 +421,8 @@ class ModelBasedAgent:
         """Adds the xfers valid in the new episodes' states that the
         vocabulary lacks (as many as fit) and re-labels every stored
         sequence's masks; returns how many did not fit."""
-        grown, dropped = self.vocab.grow(data.visited_xfers(rollouts))
-        if grown.known > self.vocab.known:
+        grown, dropped = self._vocab.grow(data.visited_xfers(rollouts))
+        if grown.known > self._vocab.known:
             self.vocab = grown
             self.state["vocab"] = grown.to_json()
             self._buffer = [data.to_sequences(raw, s.latents, grown)
@@ -414,18 +450,18 @@ class ModelBasedAgent:
         for _ in range(cfg.train_steps_per_round):
             idx = rng.choice(len(self._buffer), size=min(cfg.batch_size, len(self._buffer)),
                              replace=False)
-            m = self.learner.step(data.make_batch([self._buffer[i] for i in idx]))
+            m = self._learner.step(data.make_batch([self._buffer[i] for i in idx]))
             if "first_loss" not in self.state:
                 self.state["first_loss"] = m["total"]
             metrics.append(m)
-            with self.writer.as_default(step=int(self.learner.steps.numpy())):
+            with self.writer.as_default(step=int(self._learner.steps.numpy())):
                 for k, v in m.items():
                     tf.summary.scalar(f"world_model/{k}", v)
-        evaluation = self.learner.evaluate(data.make_batch(self._held_out))
+        evaluation = self._learner.evaluate(data.make_batch(self._held_out))
         row = {"round": r + 1, "real_steps": self.state["real_steps"],
                "collection": self._collected_by(r),
                "collected_return": float(np.mean([float(np.sum(x.rewards)) for x in rollouts])),
-               "vocabulary_known": self.vocab.known, "vocabulary_full": dropped,
+               "vocabulary_known": self._vocab.known, "vocabulary_full": dropped,
                "train_total": float(np.mean([m["total"] for m in metrics[-20:]])),
                "train_latent_nll": float(np.mean([m["latent_nll"] for m in metrics[-20:]])),
                **{f"held_out_{k}": v for k, v in evaluation.items()}}
@@ -445,8 +481,8 @@ class ModelBasedAgent:
             f"{_format_seconds(left)}  real steps {self.state['real_steps']}  collected return "
             f"{row['collected_return']:+.3f}  loss {row['train_total']:.3f}  held-out NLL "
             f"{evaluation['latent_nll']:.3f}  reward MSE {evaluation['reward_mse']:.2e}  "
-            f"mask acc {evaluation['xfer_mask_accuracy']:.3f}  vocabulary {self.vocab.known}/"
-            f"{self.vocab.size}")
+            f"mask acc {evaluation['xfer_mask_accuracy']:.3f}  vocabulary {self._vocab.known}/"
+            f"{self._vocab.size}")
 
     def _controller_round(self, r: int) -> None:
         """The default controller's share of the dream after round r, then
@@ -523,7 +559,7 @@ class ModelBasedAgent:
         """The default controller's network and the world model together
         (the controller reads the world model's h_t: one is not used
         without the other)."""
-        return tf.train.Checkpoint(network=self.controller.network, model=self.model)
+        return tf.train.Checkpoint(network=self._controller.network, model=self._model)
 
     def select_best_round(self) -> Optional[dict]:
         """Makes the agent the one of the round whose greedy real episode
@@ -552,9 +588,9 @@ class ModelBasedAgent:
         if not self._buffer:
             return None
         batch = data.make_batch(self._buffer)
-        state = self.model.recurrent_states(tf.constant(batch.latents),
-                                            tf.constant(batch.xfers),
-                                            tf.constant(batch.locations))
+        state = self._model.recurrent_states(tf.constant(batch.latents),
+                                             tf.constant(batch.xfers),
+                                             tf.constant(batch.locations))
         rows, steps = np.nonzero(batch.weights > 0)
         return {"latent": batch.latents[rows, steps], "hidden": state.hidden.numpy()[rows, steps],
                 "cell": state.cell.numpy()[rows, steps], "t": steps.astype(np.int64)}
@@ -567,7 +603,7 @@ class ModelBasedAgent:
         pool = self._starts_pool
         k = 0 if pool is None else int(round(n * config.real_starts))
         initial = dream.initial_starts(n - k)
-        if k == 0:
+        if pool is None or k == 0:
             return initial
         i = rng.integers(len(pool["t"]), size=k)
         limit = np.minimum(config.start_horizon, self._max_steps() - pool["t"][i])
@@ -586,9 +622,16 @@ class ModelBasedAgent:
         """Fills in the count margin from the world model's held-out error."""
         if config.count_margin is not None:
             return config
+        return dataclasses.replace(config, count_margin=self._count_margin(config))
+
+    def _count_margin(self, config: DreamConfig) -> float:
+        """`config`'s count margin, or where that is None the one from the
+        world model's held-out error."""
+        if config.count_margin is not None:
+            return config.count_margin
         mse = self.state["rounds"][-1]["held_out_location_count"] if self.state.get(
             "rounds") else 0.0
-        return dataclasses.replace(config, count_margin=2.0 * float(np.sqrt(mse)))
+        return 2.0 * float(np.sqrt(mse))
 
     def make_dream(self, config: Optional[DreamConfig] = None, seed: Optional[int] = None
                    ) -> BatchedDream:
@@ -599,7 +642,7 @@ class ModelBasedAgent:
                 raise ValueError("a lockstep dream needs one graph's environment")
             lockstep = [self.env.clone() for _ in range(config.batch_size)]
         latents, limits = self.initial_latents()
-        return BatchedDream(self.model, latents, config,
+        return BatchedDream(self._model, latents, config,
                             self._max_steps(), self.env.config.max_locations,
                             seed=self.seed if seed is None else seed,
                             invalid_penalty=self.env.config.invalid_penalty,
@@ -624,7 +667,8 @@ class ModelBasedAgent:
             offered = batch.xfer_mask[:, :-1]
             out[f"{threshold:g}"] = {"starts_with_a_valid_xfer": float(offered.any(1).mean()),
                                      "mean_valid_xfers": float(offered.sum(1).mean())}
-        real = [np.count_nonzero(self.vocab.compact_masks(obs.xfer_mask, obs.location_mask)[0][:-1])
+        vocab = self._vocab
+        real = [np.count_nonzero(vocab.compact_masks(obs.xfer_mask, obs.location_mask)[0][:-1])
                 for obs in (env.reset() for env in self._graph_envs())]
         out["real_valid_xfers"] = float(np.mean(real))
         return out
@@ -685,7 +729,7 @@ class ModelBasedAgent:
 
     def _load_controller(self, subdir: str, seed: int):
         """A controller of `subdir`, from its latest checkpoint if there is one."""
-        agent = PPOAgent(self.vocab.size, self.ppo_config, seed=seed, state="vector",
+        agent = PPOAgent(self._vocab.size, self.ppo_config, seed=seed, state="vector",
                          max_locations=self.env.config.max_locations)
         directory = os.path.join(self.logdir, subdir)
         manager = tf.train.CheckpointManager(agent.checkpoint, directory, max_to_keep=2)
@@ -705,24 +749,24 @@ class ModelBasedAgent:
 
     # -- phase 3: the real environment ----------------------------------------
     def _view(self, masks: str, env=None) -> LatentEnv:
-        config = self.resolve(self.dream_config)
-        return LatentEnv(env or self.env, self.encoder, self.model, self.vocab, masks=masks,
+        config = self.dream_config
+        return LatentEnv(env or self.env, self._encoder, self._model, self._vocab, masks=masks,
                          mask_threshold=config.mask_threshold, noop_reward=config.noop_reward,
-                         count_margin=config.count_margin)
+                         count_margin=self._count_margin(config))
 
     def _views(self, envs: Sequence[GraphEnv]) -> LatentEnvBatch:
         """The collector's view of real environments stepped together (real masks)."""
-        config = self.resolve(self.dream_config)
-        return LatentEnvBatch(envs, self.encoder, self.model, self.vocab, masks="real",
-                              mask_threshold=config.mask_threshold,
-                              noop_reward=config.noop_reward, count_margin=config.count_margin)
+        config = self.dream_config
+        return LatentEnvBatch(envs, self._encoder, self._model, self._vocab, masks="real",
+                              mask_threshold=config.mask_threshold, noop_reward=config.noop_reward,
+                              count_margin=self._count_margin(config))
 
     def evaluate(self, agent: Optional[PPOAgent] = None, masks: str = "real",
                  greedy: bool = True) -> Evaluation:
         """One episode of the controller in the real environment. It acts on
         the real environment's masks (part of the real observation); the
         world model's predicted masks (`masks="model"`) are an ablation."""
-        return evaluate(self._view(masks), agent or self.controller, greedy)
+        return evaluate(self._view(masks), agent or self._controller, greedy)
 
     def evaluate_on(self, env: GraphEnv, agent: Optional[PPOAgent] = None,
                     masks: str = "real", greedy: bool = True) -> Evaluation:
@@ -733,7 +777,7 @@ class ModelBasedAgent:
             raise ValueError(f"the agent was built for {self.env.config.max_locations} "
                              f"locations per xfer, the environment has "
                              f"{env.config.max_locations}")
-        return evaluate(self._view(masks, env), agent or self.controller, greedy)
+        return evaluate(self._view(masks, env), agent or self._controller, greedy)
 
     def run_episode(self, env: GraphEnv, greedy: bool = True, learn: bool = False
                     ) -> Evaluation:
@@ -746,6 +790,11 @@ class ModelBasedAgent:
             raise ValueError("the model-based agent learns in rounds (learn_world_model, "
                              "train_controller), not from single episodes")
         return self.evaluate_on(env, greedy=greedy)
+
+
+def _not_built(part: str) -> RuntimeError:
+    return RuntimeError(f"the world model's {part} is not built yet: call "
+                        "learn_world_model() or restore_world_model() first")
 
 
 def _without_graphs(rollout: data.Rollout) -> data.Rollout:

@@ -97,6 +97,13 @@ class DreamStarts(NamedTuple):
     initial: np.ndarray    # [B] bool: the start is the real initial graph
 
 
+class _Lockstep(NamedTuple):
+    """What a lockstep dream steps beside the model: one real environment
+    per episode, and the vocabulary that maps its compact xfers to them."""
+    envs: List[GraphEnv]
+    vocab: XferVocabulary
+
+
 class BatchedDream:
     """Imagined episodes of a trained `MDNRNN`."""
 
@@ -141,12 +148,13 @@ class BatchedDream:
         self._calls = 0
         self.real_steps = 0  # real environment steps taken by a lockstep dream
         self.disagreement: List[float] = []  # the ensemble's std at every imagined step
-        if config.lockstep and (not lockstep or vocab is None):
-            raise ValueError("lockstep dreams need real environments and the vocabulary")
-        if config.lockstep and len(self._z0) > 1:
-            raise ValueError("a lockstep dream starts from one initial graph")
-        self._lockstep = list(lockstep) if config.lockstep else None
-        self._vocab = vocab
+        self._lockstep: Optional[_Lockstep] = None
+        if config.lockstep:
+            if not lockstep or vocab is None:
+                raise ValueError("lockstep dreams need real environments and the vocabulary")
+            if len(self._z0) > 1:
+                raise ValueError("a lockstep dream starts from one initial graph")
+            self._lockstep = _Lockstep(list(lockstep), vocab)
         self._functions = functions_of(model)  # shared by every dream of the model
 
     @property
@@ -158,8 +166,9 @@ class BatchedDream:
         return decode_masks(valid_prob, log_counts, self.max_locations,
                             self.config.mask_threshold, self.config.count_margin or 0.0)
 
-    def _real_masks(self, observations: List[Observation]):
-        pairs = [self._vocab.compact_masks(o.xfer_mask, o.location_mask) for o in observations]
+    @staticmethod
+    def _real_masks(vocab: XferVocabulary, observations: List[Observation]):
+        pairs = [vocab.compact_masks(o.xfer_mask, o.location_mask) for o in observations]
         return np.stack([p[0] for p in pairs]), np.stack([p[1] for p in pairs])
 
     def _states(self) -> np.ndarray:
@@ -212,11 +221,12 @@ class BatchedDream:
         self._steps = 0
         self._finished = np.zeros(batch_size, bool)
         if self._lockstep is not None:
-            if batch_size > len(self._lockstep):
-                raise ValueError(f"lockstep dream has {len(self._lockstep)} real "
+            envs = self._lockstep.envs
+            if batch_size > len(envs):
+                raise ValueError(f"lockstep dream has {len(envs)} real "
                                  f"environments for a batch of {batch_size}")
             self._xfer_mask, self._location_mask = self._real_masks(
-                [env.reset() for env in self._lockstep[:batch_size]])
+                self._lockstep.vocab, [env.reset() for env in envs[:batch_size]])
         else:
             valid_prob, log_counts = self._functions.masks(tf.constant(self._latent),
                                                     tf.constant(self._hidden))
@@ -252,18 +262,19 @@ class BatchedDream:
         live = ~self._finished
         real_truncated = np.zeros(b, bool)  # a real step-limit cut is no terminal
         if self._lockstep is not None:
+            vocab = self._lockstep.vocab
             real_done = np.zeros(b, bool)
             observations = []
-            for i, env in enumerate(self._lockstep[:b]):
+            for i, env in enumerate(self._lockstep.envs[:b]):
                 if live[i] and valid[i]:
                     obs, _, real_done[i], info = env.step(
-                        (self._vocab.to_real(int(safe_x[i])), int(safe_l[i])))
+                        (vocab.to_real(int(safe_x[i])), int(safe_l[i])))
                     real_truncated[i] = info["truncated"]
                     observations.append(obs)
                     self.real_steps += 1
                 else:
                     observations.append(env._observation)  # pylint: disable=protected-access
-            xfer_mask, location_mask = self._real_masks(observations)
+            xfer_mask, location_mask = self._real_masks(vocab, observations)
             predicted_done = real_done & ~real_truncated
         else:
             xfer_mask, location_mask = self._decode_masks(valid_prob, log_counts)
@@ -301,7 +312,8 @@ class DreamEnv(Environment):
     """One imagined episode at a time: the `Environment` view of a dream."""
 
     def __init__(self, dream: BatchedDream):
-        if dream.config.lockstep and len(dream._lockstep) < 1:  # pylint: disable=protected-access
+        lockstep = dream._lockstep  # pylint: disable=protected-access
+        if dream.config.lockstep and (lockstep is None or not lockstep.envs):
             raise ValueError("lockstep dream needs a real environment")
         self.dream = dream
         self._done = True

@@ -130,24 +130,23 @@ class Actor:
         """The batched state, summaries, masks and candidate rows of graph
         observations (node indices offset into the batch's nodes)."""
         states = [o.state for o in observations]
+        locations = [o.location_features() for o in observations]
         offsets = features.node_offsets(states)
-        rows = max(max(len(o.locations.active) for o in observations), 1)
+        rows = max(max(len(loc.active) for loc in locations), 1)
         batch = len(observations)
-        first = observations[0]
-        num_l, width = first.location_mask.shape[1], first.locations.nodes.shape[2]
+        num_l, width = observations[0].location_mask.shape[1], locations[0].nodes.shape[2]
         xfers = np.full((batch, rows), -1, np.int32)
         masks = np.zeros((batch, rows, num_l), bool)
         nodes = np.full((batch, rows, num_l, width), -1, np.int32)
         cost_delta = np.zeros((batch, rows, num_l), np.float32)
-        for b, (o, offset) in enumerate(zip(observations, offsets)):
-            loc = o.locations
+        for b, (o, loc, offset) in enumerate(zip(observations, locations, offsets)):
             a = len(loc.active)
             xfers[b, :a] = loc.active
             masks[b, :a] = o.location_mask[loc.active]
             nodes[b, :a] = np.where(loc.nodes >= 0, loc.nodes + offset, -1)
             cost_delta[b, :a] = loc.cost_delta
         state = features.to_tensors(features.batch(states) if batch > 1 else states[0])
-        summary = np.stack([o.locations.xfer_summary for o in observations])
+        summary = np.stack([loc.xfer_summary for loc in locations])
         xfer_masks = np.stack([o.xfer_mask for o in observations])
         return state, summary, xfer_masks, Candidates(xfers, masks, nodes, cost_delta)
 
@@ -197,7 +196,7 @@ class Actor:
         """V_x(s): the bootstrap value of a state where an episode was cut."""
         if self.network.state_kind == "graph":
             state = features.to_tensors(observation.state)
-            summary = observation.locations.xfer_summary[None]
+            summary = observation.location_features().xfer_summary[None]
         else:
             state, summary = np.asarray(observation.state, np.float32)[None], None
         step = self._traced_or_eager(self._value_step, self._value_step_impl)

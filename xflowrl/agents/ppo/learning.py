@@ -83,6 +83,15 @@ class Targets(NamedTuple):
         return Targets(*(losses.Advantages(h.advantages[index], h.returns[index]) for h in self))
 
 
+def _stack_present(arrays: Sequence[Optional[np.ndarray]], name: str) -> np.ndarray:
+    """np.stack of the steps' `name` arrays, which a batch has for every step
+    (location features) or for none."""
+    present = [a for a in arrays if a is not None]
+    if len(present) != len(arrays):
+        raise ValueError(f"a batch mixes steps with and without {name}")
+    return np.stack(present)
+
+
 def make_batch(steps: Sequence[Step], targets: Targets, noop: int) -> Batch:
     """Stacks transitions (and their advantages/returns) into tensors."""
     xfer = np.array([s.xfer for s in steps], np.int32)
@@ -95,11 +104,11 @@ def make_batch(steps: Sequence[Step], targets: Targets, noop: int) -> Batch:
         state = features.to_tensors(features.batch(graph_tuples))
     if steps[0].location_nodes is not None:
         offsets = features.node_offsets([s.state for s in steps])
-        nodes = np.stack([s.location_nodes for s in steps])
+        nodes = _stack_present([s.location_nodes for s in steps], "location_nodes")
         nodes = np.where(nodes >= 0, nodes + offsets[:, None, None], -1).astype(np.int32)
         location_nodes = tf.constant(nodes)
-        cost_delta = f32(np.stack([s.cost_delta for s in steps]))
-        xfer_summary = f32(np.stack([s.xfer_summary for s in steps]))
+        cost_delta = f32(_stack_present([s.cost_delta for s in steps], "cost_delta"))
+        xfer_summary = f32(_stack_present([s.xfer_summary for s in steps], "xfer_summary"))
     return Batch(
         state=state,
         xfer_summary=xfer_summary,

@@ -144,6 +144,8 @@ class PolicyValueNetwork(snt.Module):
         """
         xfer_embedding = self._xfer_embed(tf.cast(xfer, tf.int32))         # [B, E]
         context = tf.concat([embedding.globals, xfer_embedding], -1)       # [B, D+E]
+        if location_nodes is not None and cost_delta is None:
+            raise ValueError("location_head needs cost_delta with location_nodes")
         if location_nodes is not None and location_mask is not None:
             index = tf.where(location_mask)                               # [M, 2]
             nodes = tf.gather_nd(location_nodes, index)                   # [M, K]
@@ -156,7 +158,7 @@ class PolicyValueNetwork(snt.Module):
             scores = self._location_scorer(rows)[:, 0]
             logits = tf.scatter_nd(index, scores, tf.shape(location_mask, out_type=tf.int64))
             return LocationOutput(logits, self._location_value(context)[:, 0])
-        if location_nodes is not None:
+        if location_nodes is not None and cost_delta is not None:  # (checked above)
             valid = tf.cast(location_nodes >= 0, tf.float32)[..., None]   # [B, L, K, 1]
             matched = tf.gather(embedding.nodes, tf.maximum(location_nodes, 0)) * valid
             matched = (tf.reduce_sum(matched, axis=2)
