@@ -250,6 +250,15 @@ class AblationVariant:
     measured_greedy_ort_cpu_change_pct: Optional[float] = _omit()
 
 
+def _spread_where_all(costs_ms: Sequence[Optional[float]],
+                      results: Sequence[ModelBasedRun]) -> Optional[Spread]:
+    """The spread of a baseline's change over the runs, None unless it ran
+    in every one."""
+    changes = [change_pct(c, r.initial_cost_ms) for c, r in zip(costs_ms, results)
+               if c is not None]
+    return Spread.of(changes) if len(changes) == len(results) else None
+
+
 def summarize_variant(what: str, flags: List[str], results: Sequence[ModelBasedRun],
                       baselines: Sequence[BaselineMs]) -> AblationVariant:
     """A variant's entry from its runs' records (one per seed) and the
@@ -258,13 +267,8 @@ def summarize_variant(what: str, flags: List[str], results: Sequence[ModelBasedR
                         for b, r in zip(baselines, results)])
     best = Spread.of([change_pct(r.controller_best_cost_ms, r.initial_cost_ms)
                       for r in results])
-    taso = random = None
-    if all(b.taso is not None for b in baselines):
-        taso = Spread.of([change_pct(b.taso, r.initial_cost_ms)
-                          for b, r in zip(baselines, results)])
-    if all(b.random is not None for b in baselines):
-        random = Spread.of([change_pct(b.random, r.initial_cost_ms)
-                            for b, r in zip(baselines, results)])
+    taso = _spread_where_all([b.taso for b in baselines], results)
+    random = _spread_where_all([b.random for b in baselines], results)
     return AblationVariant(
         what=what, flags=list(flags), seeds=[r.seed for r in results],
         initial_cost_ms=results[0].initial_cost_ms,

@@ -257,7 +257,11 @@ def load_runs(root: str, graph: str, seeds: Sequence[int] = (0,)) -> Runs:
     history = (load_json(os.path.join(seed_root(root, seeds, mb_seed), graph,  # type: ignore[arg-type]
                                       "train_mb", "controller", "history.json")) or []
                ) if mb else []
-    return Runs(load_json(os.path.join(d, "baselines", "result.json")),
+    baselines_path = os.path.join(d, "baselines", "result.json")
+    baselines = load_json(baselines_path)
+    if baselines is None:
+        raise FileNotFoundError(f"{baselines_path}: the baseline run's result is missing")
+    return Runs(baselines,
                 mf.get(mf_seed), mb.get(mb_seed),  # type: ignore[arg-type]
                 Measurement.load(os.path.join(d, "measured", "result.json")), history,
                 separate.get(separate_seed), mf, mb, separate)  # type: ignore[arg-type]

@@ -282,9 +282,10 @@ def summary_lines(rows: Dict[str, Dict[str, GraphRow]]) -> List[str]:
                    if r.taso_ms is not None and np.isclose(r.taso_ms, r.greedy_ms, rtol=1e-9)]
         out.append(f"- {setting_label(setting)}: TASO's search equals one-step greedy's cost on "
                    f"{len(taso_eq)} of {len(by_graph)} graphs ({', '.join(taso_eq) or '-'}).")
-        changes = [pct(r.measured[v]["ort/cpu"], r.measured["original"]["ort/cpu"])
-                   for r in by_graph.values() for v in VARIANTS[1:]
-                   if v in r.measured and "ort/cpu" in r.measured[v]]
+        changes = [c for c in (pct(r.measured[v]["ort/cpu"], r.measured["original"]["ort/cpu"])
+                               for r in by_graph.values() for v in VARIANTS[1:]
+                               if v in r.measured and "ort/cpu" in r.measured[v])
+                   if c is not None]
         if changes:
             out.append(f"- {setting_label(setting)}: measured ort/cpu change of the optimised graphs "
                        f"from {min(changes):+.1f}% to {max(changes):+.1f}% (negative: faster).")
@@ -325,10 +326,11 @@ def baselines_markdown(costs: Mapping[str, BaselineCosts],
         "|---|---|---|---|---|---|---|",
     ]
     for name, c in costs.items():
-        searched = c.taso_ms is not None
-        taso = (f"{c.taso_ms:.4f} ({c.taso_budget}, {c.taso_expansions}, "
-                f"{c.taso_seconds:.1f})" if searched else "skipped")
-        vs = f"{100 * (c.taso_ms / c.greedy_ms - 1):+.2f}%" if searched else "-"
+        taso, vs = "skipped", "-"
+        if c.taso_ms is not None:
+            taso = (f"{c.taso_ms:.4f} ({c.taso_budget}, {c.taso_expansions}, "
+                    f"{c.taso_seconds:.1f})")
+            vs = f"{100 * (c.taso_ms / c.greedy_ms - 1):+.2f}%"
         lines.append(f"| {name} | {c.ops} | {c.cost_model} | {c.initial_ms:.4f}"
                      f" | {c.greedy_ms:.4f} ({c.greedy_steps}, {c.greedy_seconds:.1f})"
                      f" | {taso} | {vs} |")
