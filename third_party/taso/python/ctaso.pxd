@@ -93,6 +93,7 @@ cdef extern from "taso/ops.h" namespace "taso":
         int num_inputs, num_outputs
         const char* params
         bool free, weight_only, pattern
+        int kind, flops_per_element, activation
 
     cdef cppclass EnumName:
         int value
@@ -113,6 +114,7 @@ cdef extern from "taso/ops.h" namespace "taso":
     bool is_free_op_type(int type)
     vector[EnumName] activation_names()
     vector[EnumName] padding_names()
+    vector[EnumName] op_kind_names()
     vector[ParamKeyInfo] rule_param_keys()
     string shape_str(const Shape& s)
     vector[Shape] infer_shapes(int type, const OpParams& params, const vector[Shape]& inputs) except +
