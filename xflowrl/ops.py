@@ -2,13 +2,16 @@
 
 Every fact about an operator type (its name and number, how many inputs and
 outputs it has, which parameters apply, whether it is free, transforms
-weights only or may appear in a rule) is written once, in the C++ table
-`kOpTypes` of third_party/taso/src/ops.cc, and reaches Python here through
-`xflowrl._engine.op_table()`. So are the names of the padding and activation
-enums and the parameter keys of rule files. Every other module (graphs,
-rules, executor, features, TASO's rule reader) takes them from this one;
-none keeps a copy. To add an operator, add a row to `kOpTypes` (and its
-shape inference, semantics and docs); the Python lists follow.
+weights only or may appear in a rule, its kind of computation, its FLOPs per
+output element and the activation it applies) is written once, in the C++
+table `kOpTypes` of third_party/taso/src/ops.cc, and reaches Python here
+through `xflowrl._engine.op_table()`. So are the names of the padding,
+activation and op kind enums and the parameter keys of rule files. Every
+other module (graphs, rules, executor, features, TASO's rule reader) takes
+them from this one; none keeps a copy. To add an operator, add a row to
+`kOpTypes` (and its shape inference, semantics and docs; the compiler then
+names each cost backend that must decide how it runs it: docs/engine.md,
+"The operator table"); the Python lists follow.
 
 The table's order is the order of `OP_TYPES`, which fixes the one-hot slots
 of `xflowrl.embedding.features`.
@@ -38,6 +41,9 @@ class OpSpec(NamedTuple):
     free: bool                   # costs nothing at inference in every backend
     weight_only: bool            # transforms weights only (precomputed offline)
     pattern: bool                # may appear in a rule pattern
+    kind: str                    # what it computes, as the cost models see it (KINDS)
+    flops_per_element: int       # per output element (eltwise, batchnorm, concat); else 0
+    activation: str              # the activation function it is (ACTIVATIONS); else "NONE"
 
 
 class ParamKey(NamedTuple):
@@ -58,7 +64,9 @@ def _spec(record: dict) -> OpSpec:
     arity = record["arity"] if record["arity"] >= 0 else None
     outputs = record["num_outputs"] if record["num_outputs"] >= 0 else None
     return OpSpec(record["type_id"], record["name"], arity, outputs, record["params"],
-                  record["free"], record["weight_only"], record["pattern"])
+                  record["free"], record["weight_only"], record["pattern"],
+                  KINDS[record["kind"]], record["flops_per_element"],
+                  ACTIVATIONS[record["activation"]])
 
 
 def _names_in_value_order(table, what: str) -> Tuple[str, ...]:
@@ -70,6 +78,11 @@ def _names_in_value_order(table, what: str) -> Tuple[str, ...]:
 
 
 # Read once from the engine's static tables (no I/O, no state).
+PADDINGS: Tuple[str, ...] = _names_in_value_order(_engine.padding_table(), "padding")
+ACTIVATIONS: Tuple[str, ...] = _names_in_value_order(_engine.activation_table(),
+                                                     "activation")
+KINDS: Tuple[str, ...] = _names_in_value_order(_engine.op_kind_table(), "op kind")
+
 SPECS: Tuple[OpSpec, ...] = tuple(_spec(r) for r in _engine.op_table())
 BY_NAME: Dict[str, OpSpec] = {s.name: s for s in SPECS}
 
@@ -79,10 +92,6 @@ LEAF_TYPES: Tuple[str, ...] = tuple(s.name for s in SPECS if s.arity == 0)
 PATTERN_TYPES: Tuple[str, ...] = tuple(s.name for s in SPECS if s.pattern)
 ARITY: Dict[str, Optional[int]] = {s.name: s.arity for s in SPECS}
 PARAMS_OF_TYPE: Dict[str, Tuple[str, ...]] = {s.name: s.params for s in SPECS if s.params}
-
-PADDINGS: Tuple[str, ...] = _names_in_value_order(_engine.padding_table(), "padding")
-ACTIVATIONS: Tuple[str, ...] = _names_in_value_order(_engine.activation_table(),
-                                                     "activation")
 
 RULE_PARAMS: Tuple[ParamKey, ...] = tuple(ParamKey(*k) for k in _engine.rule_param_table())
 PARAM_KEYS: Dict[str, int] = {p.name: p.key for p in RULE_PARAMS}
@@ -123,13 +132,15 @@ def markdown_table() -> str:
     """The operator table as Markdown (the one in docs/engine.md)."""
     def count(n: Optional[int]) -> str:
         return "any" if n is None else str(n)
-    rows = ["| type | id | inputs | outputs | parameters | free | weight only | in rules |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    rows = ["| type | id | inputs | outputs | parameters | free | weight only | in rules "
+            "| kind | FLOPs per element |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for s in SPECS:
         flags = ["yes" if f else "" for f in (s.free, s.weight_only, s.pattern)]
+        flops = str(s.flops_per_element) if s.flops_per_element else ""
         rows.append(f"| `{s.name}` | {s.type_id} | {count(s.arity)} | "
                     f"{count(s.num_outputs)} | {' '.join(s.params)} | " + " | ".join(flags)
-                    + " |")
+                    + f" | {s.kind} | {flops} |")
     return "\n".join(rows)
 
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from xflowrl import _engine, ops
 from xflowrl.engine import CostModel, GraphBuilder
+from xflowrl.engine.cost import FITTED_CLASSES, cudnn_plan, fitted_features
 from xflowrl.executor import reference as executor
 from xflowrl.rules import rules_io
 from xflowrl.rules.rules_io import PatternOp, PatternTensor, Rule
@@ -123,6 +124,40 @@ class TableTest(parameterized.TestCase):
                 self.assertGreater(cost, 0.0, op.type)
             if s.weight_only:
                 self.assertTrue(weight_side, op.type)
+
+    def test_kinds_agree_with_the_other_columns(self):
+        # ops.cc checks the same at compile time; this checks what Python reads.
+        free_kinds = ("leaf", "copy", "view", "weight_transform")
+        for s in ops.SPECS:
+            self.assertIn(s.kind, ops.KINDS, s.name)
+            self.assertEqual(s.free, s.kind in free_kinds, s.name)
+            self.assertEqual(s.weight_only, s.kind == "weight_transform", s.name)
+            self.assertEqual(s.arity == 0, s.kind == "leaf", s.name)
+            self.assertEqual(s.flops_per_element > 0,
+                             s.kind in ("eltwise", "batchnorm", "concat"), s.name)
+        self.assertEqual({s.name: s.activation for s in ops.SPECS if s.activation != "NONE"},
+                         {"relu": "RELU", "sigmoid": "SIGMOID", "tanh": "TANH"})
+
+    def test_the_cost_backends_read_kind_flops_and_activation(self):
+        graph = every_op_graph()
+        shapes = {(op.guid, k): tuple(shape) for op in graph.ops()
+                  for k, shape in enumerate(op.output_shapes)}
+        for op, weight_side in zip(graph.ops(), graph.weight_side()):
+            s = ops.spec(op.type)
+            if s.kind == "leaf" or weight_side:
+                continue
+            inputs = [shapes[tuple(t)] for t in op.inputs]
+            # The fitted backend prices an op by its kind's class, over
+            # op_work's FLOPs (per output element for the element kinds).
+            op_class, flops, _ = fitted_features(op.type, inputs, **op.params)
+            self.assertEqual(op_class, s.kind if s.kind in FITTED_CLASSES else "", op.type)
+            if s.flops_per_element:
+                elements = sum(int(np.prod(shape)) for shape in op.output_shapes)
+                self.assertEqual(flops, s.flops_per_element * elements, op.type)
+            # The measured backends run an activation op's own function.
+            if s.activation != "NONE":
+                self.assertIn(f"activation {s.activation.lower()} ",
+                              cudnn_plan(op.type, inputs, **op.params))
 
     def test_pattern_types_are_what_rule_validation_accepts(self):
         for s in ops.SPECS:

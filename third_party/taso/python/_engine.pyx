@@ -15,8 +15,9 @@ indices are checked here (IndexError) before any native container is read.
 """
 
 from cython.operator cimport dereference as deref
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint64_t
 from libcpp.memory cimport shared_ptr, unique_ptr
+from libcpp.mutex cimport mutex
 from libcpp.pair cimport pair
 from libcpp.string cimport string
 from libcpp.utility cimport move
@@ -134,7 +135,10 @@ cdef class CostBackendHandle:
         """Cost in ms of one op configuration (output shapes inferred here)."""
         cdef CostBackend* backend = self.get()
         cdef OpConfig c = _op_config(type_id, params, input_shapes, weight_side)
-        return backend.op_cost(c)
+        cdef double ms
+        with nogil:  # a measurement may take seconds; the backend is thread-safe
+            ms = backend.op_cost(c)
+        return ms
 
 
 cdef OpConfig _op_config(int type_id, dict params, list input_shapes,
@@ -320,13 +324,23 @@ cdef class GraphHandle:
     def hash(self):
         return self.get().hash()
 
+    # Costing may measure (seconds under onednn or cudnn): without the GIL.
+    # Graphs, node memos and backends are thread-safe (docs/engine.md, "Threads").
     def cost(self, CostBackendHandle backend not None):
         cdef const Graph* g = self.get()
-        return g.cost(backend.get())
+        cdef CostBackend* native_backend = backend.get()
+        cdef double total
+        with nogil:
+            total = g.cost(native_backend)
+        return total
 
     def op_costs(self, CostBackendHandle backend not None):
         cdef const Graph* g = self.get()
-        return list(g.op_costs(backend.get()))
+        cdef CostBackend* native_backend = backend.get()
+        cdef vector[double] costs
+        with nogil:
+            costs = g.op_costs(native_backend)
+        return list(costs)
 
     def op_config_key(self, int i):
         """The cost-cache key of node `i` (0 <= i < size())."""
@@ -469,8 +483,16 @@ cdef class RuleSetHandle:
 
 
 cdef class LocationsHandle:
-    """The candidate graphs of every xfer on one graph."""
+    """The candidate graphs of every xfer on one graph.
+
+    `graph`, `hashes` and `num_materialized` fill or read the candidates'
+    caches, which one thread at a time may do (taso/locations.h); they run
+    without the GIL, so `caches_mu` keeps them apart. It is only ever taken
+    without the GIL, so a thread waiting for it holds nothing another needs.
+    `costs` only reads and takes no lock.
+    """
     cdef Locations locs
+    cdef mutex caches_mu
 
     def counts(self):
         return [self.locs.candidates[x].size() for x in range(self.locs.candidates.size())]
@@ -488,12 +510,26 @@ cdef class LocationsHandle:
         if not 0 <= location < <int>self.locs.candidates[xfer].size():
             raise IndexError(f"location {location} out of range: xfer {xfer} has "
                              f"{self.locs.candidates[xfer].size()} candidates")
-        return _wrap(self.locs.graph(xfer, location))
+        cdef shared_ptr[const Graph] g
+        with nogil:
+            self.caches_mu.lock()
+            try:
+                g = self.locs.graph(xfer, location)
+            finally:
+                self.caches_mu.unlock()
+        return _wrap(g)
 
     def hashes(self):
         """Per xfer: every candidate's canonical hash (computed without
         building the graph)."""
-        return [list(row) for row in self.locs.hashes()]
+        cdef vector[vector[uint64_t]] rows
+        with nogil:
+            self.caches_mu.lock()
+            try:
+                rows = self.locs.hashes()
+            finally:
+                self.caches_mu.unlock()
+        return [list(row) for row in rows]
 
     def matched(self, int xfer):
         """Per location of `xfer`: the guids its source pattern matched."""
@@ -579,7 +615,12 @@ cdef class LocationsHandle:
         `graph`); pricing them (`costs`) builds none, under every backend.
         Candidates whose graph was built at enumeration (a rewrite that
         leaves dead ops) are not counted."""
-        return self.locs.num_materialized()
+        cdef int n
+        with nogil:
+            self.caches_mu.lock()
+            n = self.locs.num_materialized()
+            self.caches_mu.unlock()
+        return n
 
     def costs(self, CostBackendHandle backend not None):
         """Per xfer: the cost of every candidate graph, in ms."""

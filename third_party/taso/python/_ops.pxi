@@ -7,11 +7,14 @@ def op_table():
     """One dict per operator type, in the table's order (ops.cc's kOpTypes):
     type_id, name, arity (-1: variadic), num_outputs (-1: set by the
     parameters), params (tuple of OpParams field names), free, weight_only,
-    pattern (see OpTypeInfo in taso/ops.h)."""
+    pattern, kind (an OpKind value: `op_kind_table`), flops_per_element and
+    activation (an Activation value) (see OpTypeInfo in taso/ops.h)."""
     cdef vector[OpTypeInfo] table = op_type_table()
     return [dict(type_id=t.type, name=t.name.decode(), arity=t.num_inputs,
                  num_outputs=t.num_outputs, params=tuple(t.params.decode().split()),
-                 free=t.free, weight_only=t.weight_only, pattern=t.pattern)
+                 free=t.free, weight_only=t.weight_only, pattern=t.pattern,
+                 kind=t.kind, flops_per_element=t.flops_per_element,
+                 activation=t.activation)
             for t in table]
 
 
@@ -27,6 +30,11 @@ def activation_table():
 def padding_table():
     """(value, name) of every Padding, in value order."""
     return _enum_names(padding_names())
+
+
+def op_kind_table():
+    """(value, name) of every OpKind, in value order."""
+    return _enum_names(op_kind_names())
 
 
 def rule_param_table():

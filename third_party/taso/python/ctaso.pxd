@@ -39,6 +39,19 @@ cdef extern from "taso/ops.h" namespace "taso":
         OP_BROADCAST_ADD
         OP_OPAQUE
 
+    enum OpKind:
+        KIND_LEAF
+        KIND_CONV
+        KIND_MATMUL
+        KIND_POOL
+        KIND_ELTWISE
+        KIND_BATCHNORM
+        KIND_CONCAT
+        KIND_COPY
+        KIND_VIEW
+        KIND_WEIGHT_TRANSFORM
+        KIND_OPAQUE
+
     enum Activation:
         ACT_NONE
         ACT_SIGMOID
@@ -93,6 +106,7 @@ cdef extern from "taso/ops.h" namespace "taso":
         int num_inputs, num_outputs
         const char* params
         bool free, weight_only, pattern
+        int kind, flops_per_element, activation
 
     cdef cppclass EnumName:
         int value
@@ -113,6 +127,7 @@ cdef extern from "taso/ops.h" namespace "taso":
     bool is_free_op_type(int type)
     vector[EnumName] activation_names()
     vector[EnumName] padding_names()
+    vector[EnumName] op_kind_names()
     vector[ParamKeyInfo] rule_param_keys()
     string shape_str(const Shape& s)
     vector[Shape] infer_shapes(int type, const OpParams& params, const vector[Shape]& inputs) except +
@@ -142,7 +157,7 @@ cdef extern from "taso/cost.h" namespace "taso":
 
     cdef cppclass CostBackend:
         string name()
-        double op_cost(const OpConfig& op) except +
+        double op_cost(const OpConfig& op) except + nogil
         size_t num_measured()
 
     cdef cppclass FittedWork:
@@ -188,8 +203,8 @@ cdef extern from "taso/graph.h" namespace "taso":
         uint64_t hash()
         bool weight_side(int i)
         OpConfig op_config(int i)
-        double cost(CostBackend* backend) except +
-        vector[double] op_costs(CostBackend* backend) except +
+        double cost(CostBackend* backend) except + nogil
+        vector[double] op_costs(CostBackend* backend) except + nogil
         MemoryEstimate memory() except +
 
     cdef cppclass GraphBuilder:
@@ -227,10 +242,10 @@ cdef extern from "taso/rules.h" namespace "taso":
         vector[vector[Candidate]] candidates
         vector[vector[vector[int64_t]]] matched
         vector[int] num_matches
-        shared_ptr[const Graph] graph(int x, int l) except +
+        shared_ptr[const Graph] graph(int x, int l) except + nogil
         vector[vector[double]] costs(CostBackend* backend) except + nogil
-        vector[vector[uint64_t]] hashes() except +
-        int num_materialized()
+        vector[vector[uint64_t]] hashes() except + nogil
+        int num_materialized() nogil
 
     Locations enumerate_locations(shared_ptr[const Graph] graph, const vector[Rule]& rules,
                                   int max_locations, int max_ops, bool incremental) except + nogil

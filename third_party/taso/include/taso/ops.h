@@ -119,13 +119,48 @@ struct OpParams {
   bool operator==(const OpParams& o) const;
 };
 
+// What an operator computes, as the cost models see it (OpTypeInfo::kind):
+// how op_work counts its FLOPs and which class of the fitted backend prices
+// it. Every OpKind is handled by an exhaustive switch in those two places.
+enum OpKind : int {
+  KIND_LEAF = 0,      // input, weight: no computation
+  KIND_CONV = 1,      // convolution
+  KIND_MATMUL = 2,    // (batched) matrix product
+  KIND_POOL = 3,      // windowed reduction
+  KIND_ELTWISE = 4,   // each output element from the elements at its position
+                      // (activations, binary arithmetic, bias add)
+  KIND_BATCHNORM = 5,  // inference batch-norm
+  KIND_CONCAT = 6,    // joins its inputs
+  KIND_COPY = 7,      // moves data without arithmetic (split, transpose)
+  KIND_VIEW = 8,      // reinterprets its input's data (reshape)
+  KIND_WEIGHT_TRANSFORM = 9,  // rewrites weights (run offline)
+  KIND_OPAQUE = 10,   // unknown: priced by its declared FLOPs
+};
+
 // Everything known of one operator type besides its shape inference and
 // semantics. kOpTypes in ops.cc holds one entry per OpType and is the only
 // list of operator facts: shape inference reads the arity from it, the cost
-// backends the free flag, rule validation the pattern flag, and the binding
-// hands it to Python (xflowrl._engine.op_table(), read by
-// xflowrl/ops.py). Its order is the order Python lists types in
-// (the one-hot slots of xflowrl.embedding.features).
+// backends the free flag, the kind, the FLOPs per element and the
+// activation, rule validation the pattern flag, and the binding hands it to
+// Python (xflowrl._engine.op_table(), read by xflowrl/ops.py). Its order is
+// the order Python lists types in (the one-hot slots of
+// xflowrl.embedding.features). ops.cc checks the columns against each other
+// at compile time (free exactly for leaves, copies, views and weight
+// transforms; weight_only exactly for weight transforms; ...).
+//
+// Adding an operator: a value in OpType, a row in kOpTypes (its kind decides
+// its analytic work, op_work, and its fitted class, class_of), its shape
+// inference (infer_unchecked in ops.cc) and its semantics
+// (xflowrl/executor/reference.py). What each cost backend runs for it is
+// the backend's to decide, in switches over OpType without a `default:`, so
+// that -Wswitch (on through -Wall -Werror) stops the build until each one
+// does: shape inference itself, the cudnn plan (plan_cudnn_op,
+// src/cost/cudnn_plan.cc), the oneDNN primitive
+// (OneDnnBackend::build_primitive, src/cost/onednn.cc; compiled by setup.py
+// where oneDNN is found, not by scripts/engine_tests.sh) and onnxruntime's
+// fusions and layouts in the fitted backend (revise and nchwc_role,
+// src/cost/fitted.cc). docs/engine.md ("The operator table") lists the
+// steps.
 struct OpTypeInfo {
   int type;            // the OpType value (TASO's number)
   const char* name;    // as Python, rule files and the docs spell it
@@ -135,6 +170,11 @@ struct OpTypeInfo {
   bool free;           // costs nothing at inference in every backend
   bool weight_only;    // transforms weights only (TASO precomputes it offline)
   bool pattern;        // may appear in a rule pattern
+  int kind;            // an OpKind
+  int flops_per_element;  // element-wise, batch-norm and concat kinds: FLOPs
+                          // per output element (op_work); 0 for the others
+  int activation;      // the Activation an activation function applies
+                       // (relu: ACT_RELU); ACT_NONE for every other op
 };
 
 // The table, in its order (a copy; for the binding and tests).
@@ -153,14 +193,15 @@ bool is_pattern_op_type(int type);
 // weight transforms); an op of another type is free only when weight-side.
 bool is_free_op_type(int type);
 
-// A value of the Activation or Padding enum with the name Python and the
-// docs use ("RELU", "SAME"), in value order.
+// A value of the Activation, Padding or OpKind enum with the name Python
+// and the docs use ("RELU", "SAME", "eltwise"), in value order.
 struct EnumName {
   int value;
   const char* name;
 };
 std::vector<EnumName> activation_names();
 std::vector<EnumName> padding_names();
+std::vector<EnumName> op_kind_names();
 
 // A ParamKey that rule files may name, with its name there ("stride_h").
 // PM_OP_TYPE is left out: it is internal to TASO's generator.

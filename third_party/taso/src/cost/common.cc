@@ -59,41 +59,44 @@ bool is_free_op(const OpConfig& op) {
 }
 
 OpWork op_work(const OpConfig& op) {
+  const OpTypeInfo* info = op_type_info(op.type);
+  if (!info) throw EngineError("op_work: unknown operator type " + std::to_string(op.type));
   OpWork w;
   const double in = elements(op.input_shapes);
   const double out = elements(op.output_shapes);
   w.bytes = 4.0 * (in + out);
   w.kernels = 1;
-  switch (op.type) {
-    case OP_CONV2D: {
+  // By the kind of the op table; over the enum, without a default, so that a
+  // new kind must say how its work is counted.
+  switch (static_cast<OpKind>(info->kind)) {
+    case KIND_CONV: {
       const Shape& k = op.input_shapes[1];
       // 2 FLOPs per multiply-add; each output reads C/g * kh * kw inputs.
       w.flops = 2.0 * out * static_cast<double>(k[1] * k[2] * k[3]);
       if (op.params.activation != ACT_NONE) w.flops += out;
       break;
     }
-    case OP_MATMUL: {
+    case KIND_MATMUL: {
       const Shape& a = op.input_shapes[0];
       w.flops = 2.0 * out * static_cast<double>(a.back());
       if (op.params.activation != ACT_NONE) w.flops += out;
       break;
     }
-    case OP_POOL_MAX:
-    case OP_POOL_AVG:
+    case KIND_POOL:
       w.flops = out * op.params.kernel_h * op.params.kernel_w;
       break;
-    case OP_BATCHNORM:
-      w.flops = 2.0 * out;
+    case KIND_ELTWISE:  // the table's FLOPs per output element (a bias add's
+    case KIND_BATCHNORM:  // fused activation is not counted)
+    case KIND_CONCAT:
+      w.flops = info->flops_per_element * out;
       break;
-    case OP_SIGMOID:
-    case OP_TANH:
-      w.flops = 4.0 * out;
-      break;
-    case OP_OPAQUE:
+    case KIND_OPAQUE:
       w.flops = static_cast<double>(op.params.opaque_flops);
       break;
-    default:  // element-wise, relu, concat, broadcast add
-      w.flops = out;
+    case KIND_LEAF:  // free types (is_free_op_type): zeroed below
+    case KIND_COPY:
+    case KIND_VIEW:
+    case KIND_WEIGHT_TRANSFORM:
       break;
   }
   if (is_free_op(op)) {

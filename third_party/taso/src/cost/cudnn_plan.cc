@@ -159,7 +159,9 @@ CudnnPlan plan_cudnn_op(const OpConfig& op) {
   if (out.empty()) fail(op, "output shapes are missing");
   const OpParams& prm = op.params;
   CudnnPlan p;
-  switch (op.type) {
+  // Over the enum, without a default: -Wswitch refuses a type left out. A
+  // type the backend runs returns its plan; the others fail below.
+  switch (static_cast<OpType>(op.type)) {
     case OP_CONV2D: {
       p.kind = CudnnKind::kConv;
       plan_window(op, in[0], in[1][2], in[1][3], &p);
@@ -167,7 +169,7 @@ CudnnPlan plan_cudnn_op(const OpConfig& op) {
       p.groups = to_int(op, in[0][1] / in[1][1]);
       p.activation = prm.activation;
       p.fused_activation = prm.activation == ACT_RELU;
-      break;
+      return p;
     }
     case OP_POOL_MAX:
     case OP_POOL_AVG:
@@ -177,7 +179,7 @@ CudnnPlan plan_cudnn_op(const OpConfig& op) {
       p.window_w = prm.kernel_w;
       p.max_pool = op.type == OP_POOL_MAX;
       p.activation = prm.activation;
-      break;
+      return p;
     case OP_MATMUL: {
       const Shape& a = in[0];
       const Shape& b = in[1];
@@ -189,15 +191,15 @@ CudnnPlan plan_cudnn_op(const OpConfig& op) {
       p.n = to_int(op, b[r - 1]);
       p.y = view4(op, out[0]);
       p.activation = prm.activation;
-      break;
+      return p;
     }
     case OP_RELU:
     case OP_SIGMOID:
     case OP_TANH:
       p.kind = CudnnKind::kActivation;
       p.x = p.y = view4(op, out[0]);
-      p.activation = op.type == OP_RELU ? ACT_RELU : op.type == OP_SIGMOID ? ACT_SIGMOID : ACT_TANH;
-      break;
+      p.activation = op_type_info(op.type)->activation;  // the op table's
+      return p;
     case OP_EW_ADD:
     case OP_EW_MUL:
     case OP_SCALAR_MUL:
@@ -205,13 +207,13 @@ CudnnPlan plan_cudnn_op(const OpConfig& op) {
     case OP_EW_DIV:
     case OP_BROADCAST_ADD:
       plan_op_tensor(op, &p);
-      break;
+      return p;
     case OP_BATCHNORM:
       p.kind = CudnnKind::kBatchNorm;
       p.x = p.y = dims_of(op, in[0]);
       p.vec = {1, p.x[1], 1, 1};
       p.epsilon = prm.epsilon;
-      break;
+      return p;
     case OP_CONCAT: {
       p.kind = CudnnKind::kConcat;
       const size_t axis = static_cast<size_t>(prm.axis);
@@ -220,15 +222,24 @@ CudnnPlan plan_cudnn_op(const OpConfig& op) {
       for (const Shape& s : in)
         p.widths.push_back(static_cast<size_t>(s[axis] * inner) * sizeof(float));
       p.out_width = static_cast<size_t>(out[0][axis] * inner) * sizeof(float);
-      break;
+      return p;
     }
     case OP_OPAQUE:
       p.kind = CudnnKind::kAnalytic;
+      return p;
+    // Free in every backend (refused above): nothing to run.
+    case OP_INPUT:
+    case OP_WEIGHT:
+    case OP_SPLIT:
+    case OP_RESHAPE:
+    case OP_TRANSPOSE:
+    case OP_ENLARGE:
+    case OP_MERGE_GCONV:
+    case OP_FUSE_CONV_BN_ALPHA_VAR:
+    case OP_FUSE_CONV_BN_BIAS:
       break;
-    default:
-      fail(op, "no cuDNN/cuBLAS kernel for this op type");
   }
-  return p;
+  fail(op, "no cuDNN/cuBLAS kernel for this op type");
 }
 
 std::string CudnnPlan::describe() const {

@@ -17,19 +17,28 @@ enum FitClass { kConv, kMatmul, kPool, kEltwise, kBatchnorm, kConcat, kCopy, kNu
 const char* const kClassNames[kNumClasses] = {"conv",      "matmul", "pool", "eltwise",
                                               "batchnorm", "concat", "copy"};
 
+// The class that prices an op: by its kind (the op table), -1 for the kinds
+// the backend does not fit (free ones never reach it; opaque ops get the
+// analytic cpu roofline). Over the enum, without a default: a new kind must
+// be given a class or none.
 int class_of(const OpConfig& op) {
-  switch (op.type) {
-    case OP_CONV2D: return kConv;
-    case OP_MATMUL: return kMatmul;
-    case OP_POOL_MAX: case OP_POOL_AVG: return kPool;
-    case OP_BATCHNORM: return kBatchnorm;
-    case OP_CONCAT: return kConcat;
-    case OP_SPLIT: case OP_TRANSPOSE: return kCopy;
-    case OP_RELU: case OP_SIGMOID: case OP_TANH: case OP_EW_ADD: case OP_EW_MUL:
-    case OP_EW_SUB: case OP_EW_DIV: case OP_SCALAR_MUL: case OP_BROADCAST_ADD:
-      return kEltwise;
-    default: return -1;
+  const OpTypeInfo* info = op_type_info(op.type);
+  if (!info) return -1;
+  switch (static_cast<OpKind>(info->kind)) {
+    case KIND_CONV: return kConv;
+    case KIND_MATMUL: return kMatmul;
+    case KIND_POOL: return kPool;
+    case KIND_ELTWISE: return kEltwise;
+    case KIND_BATCHNORM: return kBatchnorm;
+    case KIND_CONCAT: return kConcat;
+    case KIND_COPY: return kCopy;
+    case KIND_LEAF:
+    case KIND_VIEW:
+    case KIND_WEIGHT_TRANSFORM:
+    case KIND_OPAQUE:
+      return -1;
   }
+  return -1;  // not reached: info->kind is an OpKind (ops.cc checks the table)
 }
 
 double elements(const std::vector<Shape>& shapes) {
@@ -46,8 +55,46 @@ enum Chain : unsigned char {
   kClosed,  // activation applied: absorbs nothing more
 };
 
-bool is_activation(int type) {
-  return type == OP_RELU || type == OP_SIGMOID || type == OP_TANH;
+// How onnxruntime's NCHWc layout transformer treats an op type (add_reorders).
+enum class Nchwc : unsigned char {
+  kBlocked,  // runs in the blocked layout and reads blocked inputs (conv, pool)
+  kFollows,  // runs blocked where every activation input is blocked
+  kPlain,    // runs in the plain layout (a fused op takes its conv's layout)
+};
+
+// Over the enum, without a default: -Wswitch refuses a type left out.
+Nchwc nchwc_role(int type) {
+  switch (static_cast<OpType>(type)) {
+    case OP_CONV2D:
+    case OP_POOL_MAX:
+    case OP_POOL_AVG:
+      return Nchwc::kBlocked;
+    case OP_BATCHNORM:
+    case OP_RELU:
+    case OP_SIGMOID:
+    case OP_TANH:
+    case OP_EW_ADD:  // of same-shaped tensors (add_reorders checks)
+    case OP_CONCAT:  // along channels divisible by the block (add_reorders checks)
+      return Nchwc::kFollows;
+    case OP_INPUT:
+    case OP_WEIGHT:
+    case OP_SPLIT:
+    case OP_RESHAPE:
+    case OP_TRANSPOSE:
+    case OP_EW_MUL:
+    case OP_EW_SUB:
+    case OP_EW_DIV:
+    case OP_MATMUL:
+    case OP_SCALAR_MUL:
+    case OP_ENLARGE:
+    case OP_MERGE_GCONV:
+    case OP_FUSE_CONV_BN_ALPHA_VAR:
+    case OP_FUSE_CONV_BN_BIAS:
+    case OP_BROADCAST_ADD:
+    case OP_OPAQUE:
+      return Nchwc::kPlain;
+  }
+  return Nchwc::kPlain;  // not an OpType
 }
 
 // Graph read through GraphView's accessors, so that one template of the
@@ -149,24 +196,52 @@ class FittedBackend : public CostBackend {
       s.root[i] = i;
       const int t = g.type(i);
       if (t == OP_INPUT || t == OP_WEIGHT || g.weight_side(i)) continue;
-      switch (t) {
-        case OP_CONV2D:
+      // What onnxruntime does with each op type in graph context. Over the
+      // enum, without a default: -Wswitch refuses a type left out.
+      switch (static_cast<OpType>(t)) {
+        case OP_CONV2D:  // starts a chain that may absorb what follows
           chain[i] = g.params(i).activation == ACT_NONE ? kOpen : kClosed;
           break;
-        case OP_TRANSPOSE:
+        case OP_TRANSPOSE:  // a copy, unless only matmuls read it
           if (!only_matmuls_read(g, i)) (*costs)[i] = copy_cost(g, i);
           break;
-        case OP_SPLIT:
+        case OP_SPLIT:  // a copy
           (*costs)[i] = copy_cost(g, i);
           break;
-        default: {
+        // Fused into the conv that produces their input where they can be
+        // (absorb has the rule of each).
+        case OP_BATCHNORM:
+        case OP_BROADCAST_ADD:
+        case OP_RELU:
+        case OP_SIGMOID:
+        case OP_TANH:
+        case OP_EW_ADD: {
           int producer = -1;
           chain[i] = absorb(g, i, chain, &producer);
           if (chain[i] != kNone) {
             (*costs)[i] = 0.0;
             s.root[i] = s.root[producer];
           }
+          break;
         }
+        // Run as priced alone: never fused into a producer, nothing copied.
+        case OP_INPUT:  // (inputs and weights were skipped above)
+        case OP_WEIGHT:
+        case OP_POOL_MAX:
+        case OP_POOL_AVG:
+        case OP_CONCAT:
+        case OP_RESHAPE:
+        case OP_EW_MUL:
+        case OP_EW_SUB:
+        case OP_EW_DIV:
+        case OP_MATMUL:
+        case OP_SCALAR_MUL:
+        case OP_ENLARGE:
+        case OP_MERGE_GCONV:
+        case OP_FUSE_CONV_BN_ALPHA_VAR:
+        case OP_FUSE_CONV_BN_BIAS:
+        case OP_OPAQUE:
+          break;
       }
     }
     add_reorders(g, &s, costs);
@@ -222,9 +297,10 @@ class FittedBackend : public CostBackend {
     for (int i = 0; i < n; ++i) {
       const int t = g.type(i);
       if (t == OP_INPUT || t == OP_WEIGHT || g.weight_side(i)) continue;
-      if (t == OP_CONV2D || t == OP_POOL_MAX || t == OP_POOL_AVG || chain[i] != kNone) {
+      const Nchwc role = nchwc_role(t);
+      if (role == Nchwc::kBlocked || chain[i] != kNone) {
         blocked[i] = g.output_shape(i, 0).size() == 4;
-      } else if (t == OP_BATCHNORM || is_activation(t) || t == OP_EW_ADD || t == OP_CONCAT) {
+      } else if (role == Nchwc::kFollows) {
         bool all = true, any = false;
         for (int k = 0; k < g.num_inputs(i); ++k) {
           const int p = g.input(i, k).op;
@@ -237,7 +313,7 @@ class FittedBackend : public CostBackend {
         }
         blocked[i] = any && all;
       }
-      const bool needs_blocked = t == OP_CONV2D || t == OP_POOL_MAX || t == OP_POOL_AVG;
+      const bool needs_blocked = role == Nchwc::kBlocked;
       reordered_in.clear();
       for (int k = 0; k < g.num_inputs(i); ++k) {
         const auto in = g.input(i, k);
@@ -272,9 +348,11 @@ class FittedBackend : public CostBackend {
   }
 
   // The chain state of op `i` if onnxruntime fuses it into the conv that
-  // produces its input (kNone otherwise). The producer's output must have no
-  // other reader and not be a graph output (ConvBNFusion, ConvAddFusion,
-  // ConvActivationFusion and the NCHWc conv's Sum fusion all require that).
+  // produces its input (kNone otherwise). revise calls it only for the types
+  // it lists as fusable, each of which has its rule here. The producer's
+  // output must have no other reader and not be a graph output
+  // (ConvBNFusion, ConvAddFusion, ConvActivationFusion and the NCHWc conv's
+  // Sum fusion all require that).
   template <class G>
   static Chain absorb(const G& g, int i, const std::vector<Chain>& chain, int* producer) {
     auto fusable_producer = [&](int slot) -> int {
@@ -312,9 +390,8 @@ class FittedBackend : public CostBackend {
         }
         return kNone;
       }
-      default:
-        return kNone;
     }
+    return kNone;  // not a fusable type (revise does not ask)
   }
 
   std::string name_;
