@@ -6,6 +6,8 @@
                                                       # here: an estimate, docs/reproduce.md)
     python experiments/reproduce.py --seeds=3         # every agent cell over seeds 0, 1, 2
     python experiments/reproduce.py --ray_address=HOST:6379   # on a Ray cluster
+    python experiments/reproduce.py --budget=thesis --seeds=3 --report_only
+                                                      # the report of what has finished so far
 
 Two cost settings, each in its own results folder, each labelled as what it is:
 
@@ -51,6 +53,15 @@ at a time per results folder: a second one exits at once (a lock file,
 `<results_dir>/.reproduce.lock`). The report records the commit it ran at,
 and whether the tree had local changes.
 
+A long run can be read before it ends: `--report_only`, with the same flags
+as the run, starts nothing (no Ray, no lock, no measure step) and writes
+the report of the runs finished so far to --report_dir (default
+`<results_dir>/report_partial`). It leaves out each graph that lacks, in
+some setting, a finished baseline run or a finished run of either agent in
+at least one seed; a cell shows the seeds finished so far; the report says
+which jobs have not finished. The measured runtimes come from an earlier
+measure step where one ran, else the tables say "not measured".
+
 The agents run with `--taso_budget=0`: TASO's search comes from
 baselines.py (one search per graph and setting, with Inception-v3's budget
 capped as there), the agents' files keep greedy and the random agent.
@@ -74,7 +85,7 @@ from absl import app, flags, logging
 import numpy as np
 from reproduce_budgets import BUDGETS, Budget, scaled
 
-from xflowrl.jobs import Job, results_lock, run_jobs
+from xflowrl.jobs import Job, job_state, results_lock, run_jobs
 from xflowrl.results import layout
 from xflowrl.results.layout import SEPARATE, SETTINGS, Setting
 from xflowrl.results.measurement import ClockTiming, Measurement, SweepTiming, TimedGraph
@@ -104,6 +115,9 @@ flags.DEFINE_float("budget_scale", 1.0, "Multiplies the agents' training budgets
                    "episodes), to see what more training changes; searches, timing and the "
                    "sweep keep theirs. Use another --results_dir.")
 flags.DEFINE_bool("rerun", False, "Ignore saved runs.")
+flags.DEFINE_bool("report_only", False, "Run nothing: the report of the runs finished so far "
+                  "(with the same flags as the run; to --report_dir, default "
+                  "<results_dir>/report_partial), e.g. beside a long run.")
 flags.DEFINE_integer("jobs", 2, "CPUs of the local Ray instance: entry-point runs at a time "
                      "at --cpus_per_job=1 (their training wall times are reported: with more "
                      "than one they share the cores). Ignored with --ray_address.")
@@ -401,8 +415,66 @@ def commit() -> str:
 
 def main(argv):
     del argv
+    if FLAGS.report_only:
+        report_so_far()
+        return
     with results_lock(FLAGS.results_dir):
         run_all()
+
+
+def all_jobs(b: Budget, seeds: Sequence[int]) -> List[Job]:
+    """Every entry-point run of the invocation, in the order they start."""
+    jobs = shared_jobs(FLAGS.graphs, b)
+    per_setting = [setting_jobs(SETTINGS[k], FLAGS.graphs, b, seeds) for k in FLAGS.settings]
+    # Interleave the settings, so the long graphs of both run first.
+    for i in range(max(len(j) for j in per_setting)):
+        jobs += [j[i] for j in per_setting if i < len(j)]
+    return jobs
+
+
+def reportable_graphs(finished: Sequence[str]) -> List[str]:
+    """The graphs of --graphs whose every setting has a finished baseline
+    run and, for each agent, a finished run in at least one seed (`finished`:
+    the finished jobs' names)."""
+    done = {name.split(" seed ")[0] for name in finished}
+    return [g for g in FLAGS.graphs
+            if all(f"{k}/baselines" in done and f"{k}/{g}/train_mf" in done
+                   and f"{k}/{g}/train_mb" in done for k in FLAGS.settings)]
+
+
+def report_so_far() -> None:
+    """--report_only: the report of the finished runs, nothing started."""
+    mode = budget_name()
+    b = scaled(BUDGETS[mode], FLAGS.budget_scale)
+    seeds = agent_seeds()
+    jobs = all_jobs(b, seeds)
+    state = {j.name: job_state(j) for j in jobs}
+    finished = [n for n, s in state.items() if s == "finished"]
+    unfinished = [n for n, s in state.items() if s != "finished"]
+    graphs = reportable_graphs(finished)
+    if not graphs:
+        sys.exit(f"reproduce.py --report_only: no graph has finished runs of both agents and "
+                 f"the baselines in every setting under {FLAGS.results_dir} yet "
+                 f"({len(finished)} of {len(jobs)} jobs finished)")
+    sweep = FLAGS.sweep_graph if all(
+        state.get(f"temperature_sweep {k}") == "finished" for k in FLAGS.sweep_settings) else ""
+    report_dir = FLAGS.report_dir or os.path.join(FLAGS.results_dir, "report_partial")
+    left_out = [g for g in FLAGS.graphs if g not in graphs]
+    out = write_report(FLAGS.results_dir, report_dir, graphs, list(FLAGS.settings),
+                       [g for g in FLAGS.separate_reward_graphs if g in graphs], sweep,
+                       FLAGS.sweep_settings,
+                       meta={"mode": mode, "budget_scale": FLAGS.budget_scale, "seeds": seeds,
+                             "machine": machine(), "commit": commit(),
+                             "jobs": max(1, int(FLAGS.jobs // FLAGS.cpus_per_job)),
+                             "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+                             "budget": dataclasses.asdict(b),
+                             "partial": {"finished_jobs": len(finished), "jobs": len(jobs),
+                                         "unfinished": unfinished,
+                                         "graphs_left_out": left_out}},
+                       seeds=seeds)
+    print(f"partial report in {out}: {len(finished)} of {len(jobs)} jobs finished; "
+          f"graphs {', '.join(graphs)}" + (f" (left out: {', '.join(left_out)})"
+                                           if left_out else ""))
 
 
 def run_all():
@@ -412,11 +484,7 @@ def run_all():
     start = time.time()
     steps: Dict[str, float] = {}
     settings = [SETTINGS[k] for k in FLAGS.settings]
-    jobs = shared_jobs(FLAGS.graphs, b)
-    per_setting = [setting_jobs(s, FLAGS.graphs, b, seeds) for s in settings]
-    # Interleave the settings, so the long graphs of both run first.
-    for i in range(max(len(j) for j in per_setting)):
-        jobs += [j[i] for j in per_setting if i < len(j)]
+    jobs = all_jobs(b, seeds)
     runs = run_jobs(jobs, address=FLAGS.ray_address, num_cpus=FLAGS.jobs, rerun=FLAGS.rerun,
                     retries=FLAGS.retries, retry_delay=30.0, max_retries=FLAGS.max_retries)
     steps.update({name: r["seconds"] for name, r in runs.items()})

@@ -167,6 +167,53 @@ class ReproduceQuickTest(absltest.TestCase):
         self.assertIn("another reproduce.py is running", second.stderr)
         self.assertEqual(sorted(os.listdir(self.results)), before)
 
+    def test_report_only_of_a_finished_run(self):
+        # Nothing runs (the lock is not even taken), and the rows are the
+        # full report's.
+        import fcntl  # pylint: disable=import-outside-toplevel
+        with open(os.path.join(self.results, ".reproduce.lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            subprocess.run(self.command + ["--report_only"], check=True, cwd=_ROOT,
+                           capture_output=True)
+        partial = _load(self.results, "report_partial", "report.json")
+        self.assertEqual(partial["rows"], self.out["rows"])
+        self.assertEqual(partial["meta"]["partial"]["unfinished"], [])
+
+    def test_report_only_says_what_has_not_finished(self):
+        # A second seed that never ran: the report holds seed 0's runs and
+        # lists seed 1's jobs as not finished.
+        out_dir = os.path.join(self.tmp, "two_seeds")
+        run = subprocess.run(self.command + ["--seeds=2", "--report_only",
+                                             f"--report_dir={out_dir}"],
+                             cwd=_ROOT, capture_output=True, text=True, check=True)
+        partial = _load(out_dir, "report.json")
+        self.assertEqual(partial["rows"]["gpu"][GRAPH]["seeds"], [0])
+        unfinished = partial["meta"]["partial"]["unfinished"]
+        self.assertIn(f"gpu/{GRAPH}/train_mf seed 1", unfinished)
+        self.assertIn(f"gpu/{GRAPH}/train_mb seed 1", unfinished)
+        self.assertIn("partial report", run.stdout)
+        with open(os.path.join(out_dir, "report.md")) as f:
+            self.assertIn("Not finished: ", f.read())
+        self.assertFalse(os.path.exists(os.path.join(self.results, "seed_1")))
+
+    def test_report_only_without_a_finished_cell(self):
+        # The model-based run marked unfinished (as a stopped run leaves it):
+        # no graph can be reported, and the command says so.
+        copy = os.path.join(self.tmp, "unfinished")
+        shutil.copytree(self.results, copy, ignore=shutil.ignore_patterns("report_partial"))
+        marker = os.path.join(copy, "gpu", GRAPH, "train_mb", "reproduce_job.json")
+        state = _load(marker)
+        state["finished"] = False
+        with open(marker, "w") as f:
+            json.dump(state, f)
+        command = [c if not c.startswith("--results_dir=") else f"--results_dir={copy}"
+                   for c in self.command]
+        run = subprocess.run(command + ["--report_only"], cwd=_ROOT, capture_output=True,
+                             text=True, check=False)
+        self.assertNotEqual(run.returncode, 0)
+        self.assertIn("no graph has finished runs", run.stderr)
+        self.assertFalse(os.path.exists(os.path.join(copy, "report_partial")))
+
     def test_report_names_the_commit(self):
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=_ROOT, capture_output=True,
                               text=True, check=True).stdout.strip()

@@ -106,6 +106,7 @@ def report_markdown(rows: Dict[str, Dict[str, GraphRow]], props: Optional[dict],
              + f"; project commit {meta.get('commit', '?')}. Rule set: the entry points' default (built-ins + generated)."
              + (f" Agents over {len(seeds)} seeds ({', '.join(map(str, seeds))}): median "
                 "[min, max]." if len(seeds) > 1 else "") + "\n",
+             *_partial_lines(meta.get("partial")),
              "## Summary\n", "\n".join(summary_lines(rows)) + "\n",
              "## Table 4.1: graph properties\n", table_4_1(props, rows)]
     for s in settings:
@@ -123,9 +124,26 @@ def report_markdown(rows: Dict[str, Dict[str, GraphRow]], props: Optional[dict],
                   table_4_3(sweep, s, sweeps_measured[s])]
     parts += ["## Figures\n",
               "\n".join(f"![{k}]({os.path.basename(p)})" for k, p in figures.items()) + "\n",
-              f"Mode {meta.get('mode')}; wall time {meta.get('wall_seconds', 0):.0f} s "
-              "(runs reused from earlier invocations count 0).\n"]
+              f"Mode {meta.get('mode')}; " + (
+                  "a partial report of a run still going or stopped: no wall time yet.\n"
+                  if meta.get("partial") else
+                  f"wall time {meta.get('wall_seconds', 0):.0f} s "
+                  "(runs reused from earlier invocations count 0).\n")]
     return "\n".join(parts)
+
+
+def _partial_lines(partial: Optional[Dict[str, Any]]) -> List[str]:
+    """What a partial report (reproduce.py --report_only) lacks."""
+    if not partial:
+        return []
+    unfinished = partial.get("unfinished", [])
+    left_out = partial.get("graphs_left_out", [])
+    return [f"**A partial report**: {partial.get('finished_jobs', '?')} of "
+            f"{partial.get('jobs', '?')} runs had finished. Each cell holds the seeds "
+            "finished so far (the note under each agents table says over how many)"
+            + (f"; left out for lack of finished runs: {', '.join(left_out)}" if left_out
+               else "")
+            + ". Not finished: " + (", ".join(unfinished) or "none") + ".\n"]
 
 
 def write_report(results: str, out_dir: str, graphs: Sequence[str], settings: Sequence[str],
