@@ -455,7 +455,8 @@ def report_so_far() -> None:
     if not graphs:
         sys.exit(f"reproduce.py --report_only: no graph has finished runs of both agents and "
                  f"the baselines in every setting under {FLAGS.results_dir} yet "
-                 f"({len(finished)} of {len(jobs)} jobs finished)")
+                 f"({len(finished)} of {len(jobs)} jobs finished; a run counts only under "
+                 f"the flags it was started with, --results_dir spelled the same)")
     sweep = FLAGS.sweep_graph if all(
         state.get(f"temperature_sweep {k}") == "finished" for k in FLAGS.sweep_settings) else ""
     report_dir = FLAGS.report_dir or os.path.join(FLAGS.results_dir, "report_partial")
