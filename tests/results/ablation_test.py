@@ -112,12 +112,8 @@ class ObservationAblationTest(absltest.TestCase):
 
     def test_another_schema_a_newer_version_and_unknown_keys_are_refused(self):
         value = dict(self.LEGACY, schema="observation_ablation", schema_version=1)
-        with self.assertRaisesRegex(RecordError, "a 'mb_ablation' record, not "
-                                    "'observation_ablation'"):
-            ObservationAblation.from_json(dict(value, schema="mb_ablation"))
-        with self.assertRaisesRegex(RecordError, "observation_ablation version 2; this code "
-                                    "reads up to version 1"):
-            ObservationAblation.from_json(dict(value, schema_version=2))
+        fixtures.assert_refuses_other_schema_and_newer_version(self, ObservationAblation, value,
+                                                               "mb_ablation")
         with self.assertRaisesRegex(RecordError, r"runs\[0\]: ObservationRun has no fields"):
             ObservationAblation.from_json(dict(value, runs=[dict(self.LEGACY["runs"][0],
                                                                  extra=1)]))
@@ -261,12 +257,8 @@ class ModelBasedAblationTest(absltest.TestCase):
 
     def test_another_schema_a_newer_version_and_unknown_keys_are_refused(self):
         value = dict(self.LEGACY, schema="mb_ablation", schema_version=1)
-        with self.assertRaisesRegex(RecordError, "a 'observation_ablation' record, not "
-                                    "'mb_ablation'"):
-            ModelBasedAblation.from_json(dict(value, schema="observation_ablation"))
-        with self.assertRaisesRegex(RecordError, "mb_ablation version 2; this code reads up "
-                                    "to version 1"):
-            ModelBasedAblation.from_json(dict(value, schema_version=2))
+        fixtures.assert_refuses_other_schema_and_newer_version(self, ModelBasedAblation, value,
+                                                               "observation_ablation")
         variant = self.LEGACY["variants"]["no_penalty"]
         with self.assertRaisesRegex(RecordError, r"variants.no_penalty: AblationVariant has "
                                     r"no fields \['extra'\]"):

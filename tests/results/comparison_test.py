@@ -96,12 +96,8 @@ class AgentComparisonTest(absltest.TestCase):
 
     def test_another_schema_a_newer_version_and_unknown_keys_are_refused(self):
         value = self.result.to_json()
-        with self.assertRaisesRegex(RecordError, "a 'model_free_run' record, not "
-                                    "'compare_agents'"):
-            AgentComparison.from_json(dict(value, schema="model_free_run"))
-        with self.assertRaisesRegex(RecordError, "compare_agents version 2; this code reads "
-                                    "up to version 1"):
-            AgentComparison.from_json(dict(value, schema_version=2))
+        fixtures.assert_refuses_other_schema_and_newer_version(self, AgentComparison, value,
+                                                               "model_free_run")
         with self.assertRaisesRegex(RecordError, r"rows\[0\]: ComparisonRow has no fields "
                                     r"\['extra'\]"):
             AgentComparison.from_json(dict(value, rows=[dict(value["rows"][0], extra=1)]))

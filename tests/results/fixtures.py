@@ -14,6 +14,7 @@ from xflowrl.results import (
     ModelBasedSeconds,
     ModelFreeRun,
     RealSteps,
+    RecordError,
     ReproductionReport,
     RoundController,
     WorldModelRound,
@@ -158,3 +159,15 @@ def read_legacy_and_resave(test, record, legacy, *parts):
                      legacy)
     test.assertEqual(record.load(path), read)
     return read
+
+
+def assert_refuses_other_schema_and_newer_version(test, record, value, other_schema):
+    """`record.from_json` refuses `value` (a JSON object of the record, at
+    version 1) under `other_schema`'s name and at version 2, each with the
+    message that says so."""
+    with test.assertRaisesRegex(RecordError, f"a '{other_schema}' record, not "
+                                f"'{record.SCHEMA}'"):
+        record.from_json(dict(value, schema=other_schema))
+    with test.assertRaisesRegex(RecordError, f"{record.SCHEMA} version 2; this code reads "
+                                "up to version 1"):
+        record.from_json(dict(value, schema_version=2))

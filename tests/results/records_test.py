@@ -269,12 +269,8 @@ class SweepResultTest(absltest.TestCase):
 
     def test_another_schema_a_newer_version_and_unknown_keys_are_refused(self):
         value = dict(self.LEGACY, schema="temperature_sweep", schema_version=1)
-        with self.assertRaisesRegex(RecordError, "a 'temperature_sweep_seed' record, not "
-                                    "'temperature_sweep'"):
-            SweepResult.from_json(dict(value, schema="temperature_sweep_seed"))
-        with self.assertRaisesRegex(RecordError, "temperature_sweep version 2; this code reads "
-                                    "up to version 1"):
-            SweepResult.from_json(dict(value, schema_version=2))
+        fixtures.assert_refuses_other_schema_and_newer_version(self, SweepResult, value,
+                                                               "temperature_sweep_seed")
         with self.assertRaisesRegex(RecordError, r"rows\[0\]: SweepRow has no fields"):
             SweepResult.from_json(dict(value, rows=[dict(self.LEGACY["rows"][0], extra=1)]))
         with self.assertRaisesRegex(RecordError, r"SweepResult lacks \['rows'\]"):
