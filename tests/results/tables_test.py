@@ -52,6 +52,11 @@ class TablesTest(absltest.TestCase):
         self.assertEqual(tables.table_measured({"bert": fixtures.graph_row()}).count("| bert"),
                          0)
 
+    def test_measured_table_says_when_nothing_was_measured(self):
+        text = tables.table_measured({"bert": fixtures.graph_row()})  # no timings
+        self.assertTrue(text.startswith("Not measured"), text)
+        self.assertNotIn("|", text)
+
     def test_tables_4_1_and_4_3_say_when_not_run(self):
         self.assertEqual(tables.table_4_1(None, {}), "Table 4.1: not run.\n")
         self.assertEqual(tables.table_4_3(None, "gpu", {}), "Table 4.3: not run.\n")

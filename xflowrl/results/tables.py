@@ -120,6 +120,9 @@ def table_agents(rows: Dict[str, GraphRow]) -> str:
 
 def table_measured(rows: Dict[str, GraphRow]) -> str:
     """Measured end to end on this CPU, every variant, with its estimate."""
+    if not any(r.measured for r in rows.values()):
+        return ("Not measured: the measure step times the graphs after every run has "
+                "finished (a partial report, `reproduce.py --report_only`, has none).\n")
     clocks = [c for c in CLOCKS if any(c in m for r in rows.values()
                                        for m in r.measured.values())]
     lines = ["| graph | variant | est. change | " + " | ".join(
