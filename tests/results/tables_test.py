@@ -38,6 +38,13 @@ class TablesTest(absltest.TestCase):
                       "-49.00% | worse than greedy | worse than greedy | -1.6% | -2.6% |", text)
         self.assertNotIn("median [min, max]", text)
 
+    def test_each_agent_over_its_own_seeds(self):
+        # A partial report: two model-free seeds, one model-based seed so far.
+        text = tables.table_agents({"bert": fixtures.graph_row(
+            initial_ms=2.0, mf_ms=1.5, mb_ms=1.0, seeds=[0, 1], mf_range=[1.4, 1.6],
+            mb_range=[1.0, 1.0], mf_seed_ms={"0": 1.4, "1": 1.6}, mb_seed_ms={"0": 1.0})})
+        self.assertIn("| -25.00% [-30.00%, -20.00%] | -50.00% |", text)
+
     def test_measured_table_names_variants_of_one_graph(self):
         row = fixtures.graph_row(
             measured={"original": {"ort/cpu": 10.0}, "greedy": {"ort/cpu": 9.0},

@@ -101,13 +101,14 @@ def table_agents(rows: Dict[str, GraphRow]) -> str:
              "| thesis MB vs TASO |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for g, r in rows.items():
         t = THESIS_MS.get(g)
-        k = len(r.seeds)
+        # Each agent's own seeds (a partial report may hold fewer of one).
+        k_mf, k_mb = len(r.mf_seed_ms) or len(r.seeds), len(r.mb_seed_ms) or len(r.seeds)
         lines.append(
             f"| {g} | {r.initial_ms:.3f} | {change(r.greedy_ms, r.initial_ms)} ({r.greedy_steps}) "
             f"| {change(r.taso_ms, r.initial_ms)} ({r.taso_budget}) | "
             f"{change(r.random_ms, r.initial_ms)} | "
-            f"{change_over_seeds(r.mf_ms, r.mf_range, k, r.initial_ms)} | "
-            f"{change_over_seeds(r.mb_ms, r.mb_range, k, r.initial_ms)} | {r.mf_vs_greedy} | "
+            f"{change_over_seeds(r.mf_ms, r.mf_range, k_mf, r.initial_ms)} | "
+            f"{change_over_seeds(r.mb_ms, r.mb_range, k_mb, r.initial_ms)} | {r.mf_vs_greedy} | "
             f"{r.mb_vs_greedy} | "
             f"{change(t['mf'], t['taso'], 1) if t else '-'} | "
             f"{change(t['mb'], t['taso'], 1) if t else '-'} |")
