@@ -62,7 +62,7 @@ import os
 import pickle
 import sys
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
 
 import numpy as np
 import tensorflow as tf
@@ -176,27 +176,19 @@ class ModelBasedAgent:
     # give them where they must be there, or say what was skipped.
     @property
     def _vocab(self) -> data.XferVocabulary:
-        if self.vocab is None:
-            raise _not_built("vocabulary")
-        return self.vocab
+        return _built(self.vocab, "vocabulary")
 
     @property
     def _encoder(self) -> latent.LatentEncoder:
-        if self.encoder is None:
-            raise _not_built("encoder")
-        return self.encoder
+        return _built(self.encoder, "encoder")
 
     @property
     def _model(self) -> MDNRNN:
-        if self.model is None:
-            raise _not_built("MDN-RNN")
-        return self.model
+        return _built(self.model, "MDN-RNN")
 
     @property
     def _learner(self) -> WorldModelLearner:
-        if self.learner is None:
-            raise _not_built("learner")
-        return self.learner
+        return _built(self.learner, "learner")
 
     @property
     def _controller(self) -> PPOAgent:
@@ -792,9 +784,15 @@ class ModelBasedAgent:
         return self.evaluate_on(env, greedy=greedy)
 
 
-def _not_built(part: str) -> RuntimeError:
-    return RuntimeError(f"the world model's {part} is not built yet: call "
-                        "learn_world_model() or restore_world_model() first")
+T = TypeVar("T")
+
+
+def _built(part: Optional[T], name: str) -> T:
+    """`part` of the world model, or a RuntimeError saying it is not built yet."""
+    if part is None:
+        raise RuntimeError(f"the world model's {name} is not built yet: call "
+                           "learn_world_model() or restore_world_model() first")
+    return part
 
 
 def _without_graphs(rollout: data.Rollout) -> data.Rollout:

@@ -1,7 +1,8 @@
 """The dream: the environment interface driven by the world model alone.
 
 `BatchedDream` advances many imagined episodes per call: one traced
-function (`traced.functions_of`, shared by every dream of a model) runs the MDN-RNN step for the whole batch, samples z_{t+1} from the
+function (`traced.functions_of`, shared by every dream of a model) runs the
+MDN-RNN step for the whole batch, samples z_{t+1} from the
 temperature-scaled mixture (thesis §3.4.1) and decodes the next masks; the
 reward, the terminal flag and the masks all come from the model. Episodes
 start from the real initial graph's latent z_0 (with h_0 = 0), as World
@@ -229,7 +230,7 @@ class BatchedDream:
                 self._lockstep.vocab, [env.reset() for env in envs[:batch_size]])
         else:
             valid_prob, log_counts = self._functions.masks(tf.constant(self._latent),
-                                                    tf.constant(self._hidden))
+                                                           tf.constant(self._hidden))
             self._xfer_mask, self._location_mask = self._decode_masks(valid_prob.numpy(),
                                                                       log_counts.numpy())
         zeros = np.zeros(batch_size, bool)
@@ -251,11 +252,11 @@ class BatchedDream:
         noop = safe_x == self.num_xfers
         valid = in_range & (noop | self._location_mask[rows, safe_x, safe_l])
         self._calls += 1
-        out = self._functions.dream_step(tf.constant(self._latent), tf.constant(self._hidden),
-                            tf.constant(self._cell), tf.constant(safe_x.astype(np.int32)),
-                            tf.constant(safe_l.astype(np.int32)),
-                            tf.constant([self._seed, self._calls], tf.int64),
-                            tf.constant(self.config.temperature, tf.float32))
+        out = self._functions.dream_step(
+            tf.constant(self._latent), tf.constant(self._hidden), tf.constant(self._cell),
+            tf.constant(safe_x.astype(np.int32)), tf.constant(safe_l.astype(np.int32)),
+            tf.constant([self._seed, self._calls], tf.int64),
+            tf.constant(self.config.temperature, tf.float32))
         (latent, hidden, cell, reward, done_prob, valid_prob, log_counts,
          disagreement) = [x.numpy() for x in out]
         self._steps += 1

@@ -158,7 +158,7 @@ class PolicyValueNetwork(snt.Module):
             scores = self._location_scorer(rows)[:, 0]
             logits = tf.scatter_nd(index, scores, tf.shape(location_mask, out_type=tf.int64))
             return LocationOutput(logits, self._location_value(context)[:, 0])
-        if location_nodes is not None and cost_delta is not None:  # (checked above)
+        if location_nodes is not None and cost_delta is not None:  # (both, by the check above)
             valid = tf.cast(location_nodes >= 0, tf.float32)[..., None]   # [B, L, K, 1]
             matched = tf.gather(embedding.nodes, tf.maximum(location_nodes, 0)) * valid
             matched = (tf.reduce_sum(matched, axis=2)
