@@ -99,6 +99,18 @@ _RESUME_PPO = PPOConfig(latent_size=8, hidden_sizes=(16,), xfer_embedding_size=4
                         episodes_per_update=4, epochs=2, minibatch_size=8, entropy_coef=0.1)
 
 
+class NotBuiltTest(absltest.TestCase):
+
+    def test_parts_not_built_yet_say_what_to_call(self):
+        agent = ModelBasedAgent(fixtures.real_env(), tempfile.mkdtemp(), world_model=_CONFIG,
+                                progress=lambda line: None)
+        with self.assertRaisesRegex(RuntimeError, "vocabulary is not built yet: call "
+                                    r"learn_world_model\(\)"):
+            agent._train_encoder([])  # pylint: disable=protected-access
+        with self.assertRaisesRegex(RuntimeError, "no controller yet"):
+            agent.select_best_round()
+
+
 class _Interrupted(Exception):
     pass
 
