@@ -108,7 +108,7 @@ class NotBuiltTest(absltest.TestCase):
                                     r"learn_world_model\(\)"):
             agent._train_encoder([])  # pylint: disable=protected-access
         with self.assertRaisesRegex(RuntimeError, "no controller yet"):
-            agent.select_best_round()
+            _built(seed=0).evaluate()
 
 
 class _Interrupted(Exception):
