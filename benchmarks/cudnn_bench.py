@@ -1,0 +1,290 @@
+"""The cudnn cost backend on a GPU, against the GPU-like analytic profile;
+prints JSON.
+
+    python benchmarks/cudnn_bench.py [--graphs=squeezenet1_1,bert]
+        [--taso_budget=100] [--taso_time_limit_s=90] [--out=FILE]
+
+Needs an engine built with the cudnn backend on a machine with a CUDA device
+(docs/engine.md, "The cudnn backend"); it imports nothing but the engine, the
+zoo and numpy, so it runs where TensorFlow is not installed. Per graph:
+
+- **costs**: the graph's total under cudnn (measured here), the analytic
+  `v100` profile (the GPU-like setting of the reproduction) and the
+  analytic `h100` profile; per op type, each backend's share.
+- **stability**: a second, fresh cudnn model measures the graph again (no
+  memo shared): `spread` is max/min - 1 of the two totals.
+- **measuring time**: seconds for the first (cold) and a second (memoized)
+  costing of the graph, and how many op configurations were measured.
+- **search under cudnn**: one-step greedy (the environment's rule: the
+  cheapest candidate among the first L locations of each xfer, ties to the
+  lowest xfer then location; stop when none is cheaper) and TASO's search
+  at `--taso_budget`, each optimising the measured cudnn cost.
+- **do the GPU-like profile's gains hold on a GPU**: greedy and TASO's
+  search optimising the analytic v100 cost, their final graphs re-costed
+  under cudnn.
+
+Costs are milliseconds; `change_pct` is (final - initial) / initial * 100.
+"""
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any, Callable, Dict, List
+
+from absl import app, flags
+import numpy as np
+
+from xflowrl import zoo
+from xflowrl.engine import (
+    CostModel,
+    DEFAULT_MAX_LOCATIONS,
+    GPU_PROFILE,
+    Graph,
+    XferSet,
+    available_backends,
+)
+from xflowrl.results.thesis import THESIS_GRAPHS
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("graphs", list(THESIS_GRAPHS), "Zoo graphs to measure.")
+flags.DEFINE_integer("taso_budget", 100, "TASO's search budget (graphs expanded).")
+flags.DEFINE_float("taso_time_limit_s", 90.0, "Wall-clock limit of each TASO search.")
+flags.DEFINE_integer("max_locations", DEFAULT_MAX_LOCATIONS, "L, as the environment's.")
+flags.DEFINE_string("out", "", "Also write the JSON here.")
+flags.DEFINE_string("md", "", "Also write the Markdown tables (docs/engine.md's) here.")
+flags.DEFINE_string("from_json", "", "Measure nothing: print the Markdown tables of this "
+                    "earlier --out file.")
+flags.DEFINE_bool("runtime", False, "Also run every graph and its searches' graphs on the "
+                  "GPU in PyTorch (xflowrl.measure.torch_runtime): outputs checked "
+                  "against the reference executor, end-to-end time measured.")
+flags.DEFINE_integer("rounds", 5, "--runtime: rounds over the variants (interleaved).")
+flags.DEFINE_integer("repeats", 20, "--runtime: timed runs per variant and round.")
+flags.DEFINE_float("tolerance", 1e-3, "--runtime: largest relative output error "
+                   "(float32, TF32 off) accepted against the reference executor.")
+
+
+def change_pct(initial: float, final: float) -> float:
+    return (final - initial) / initial * 100.0
+
+
+def greedy(graph: Graph, xfers: XferSet, model: CostModel, max_locations: int) -> Dict:
+    """One-step greedy on the engine alone: the environment's rule, without
+    its observation (which needs TensorFlow)."""
+    start = time.perf_counter()
+    initial = current = graph.cost(model)
+    cap = 2 * graph.num_ops()
+    steps = 0
+    while True:
+        locations = xfers.locations(graph, max_locations, cap)
+        costs = locations.costs(model)
+        if not np.isfinite(costs).any():
+            break
+        # argmin over the row-major [N, L] array: lowest xfer, then location.
+        flat = int(np.nanargmin(costs))
+        best = float(costs.flat[flat])
+        if change_pct(initial, best) - change_pct(initial, current) >= -1e-9:
+            break
+        xfer, location = np.unravel_index(flat, costs.shape)
+        graph = locations.apply(int(xfer), int(location))
+        current = best
+        steps += 1
+    return {"graph": graph, "steps": steps, "initial_ms": initial, "final_ms": current,
+            "change_pct": change_pct(initial, current),
+            "seconds": time.perf_counter() - start}
+
+
+def taso(graph: Graph, xfers: XferSet, model: CostModel) -> Dict:
+    start = time.perf_counter()
+    result = xfers.search(graph, model, budget=FLAGS.taso_budget,
+                          time_limit_s=FLAGS.taso_time_limit_s)
+    return {"graph": result.graph, "steps": len(result.applied),
+            "initial_ms": result.initial_cost, "final_ms": result.best_cost,
+            "change_pct": change_pct(result.initial_cost, result.best_cost),
+            "seconds": time.perf_counter() - start}
+
+
+def by_type(graph: Graph, models: Dict[str, CostModel]) -> Dict[str, Dict[str, float]]:
+    """Per op type, each model's ms summed over the graph's ops of that type."""
+    types = [op.type for op in graph.ops()]
+    out: Dict[str, Dict[str, float]] = {}
+    for label, model in models.items():
+        for t, ms in zip(types, graph.op_costs(model)):
+            if ms:
+                row = out.setdefault(t, {})
+                row[label] = row.get(label, 0.0) + ms
+    return out
+
+
+def timed(fn: Callable[[], float]) -> List[float]:
+    start = time.perf_counter()
+    value = fn()
+    return [value, time.perf_counter() - start]
+
+
+def public(result: Dict) -> Dict:
+    return {k: v for k, v in result.items() if k != "graph"}
+
+
+def measure_graph(name: str, cudnn: CostModel, xfers: XferSet) -> Dict:
+    graph = zoo.get_graph(name)
+    v100 = CostModel("analytic", profile=GPU_PROFILE)
+    h100 = CostModel("analytic", profile="h100")
+    before = cudnn.num_new_measurements
+    cold, cold_s = timed(lambda: graph.cost(cudnn))
+    measured = cudnn.num_new_measurements - before
+    warm, warm_s = timed(lambda: graph.cost(cudnn))
+    # A fresh model: every configuration of this graph measured again.
+    again = graph.cost(CostModel("cudnn"))
+    row: Dict = {
+        "ops": graph.num_ops(),
+        "cost_ms": {"cudnn": cold, "analytic_v100": graph.cost(v100),
+                    "analytic_h100": graph.cost(h100)},
+        "stability": {"first_ms": cold, "second_model_ms": again,
+                      "spread": max(cold, again) / min(cold, again) - 1.0},
+        "measuring": {"cold_s": cold_s, "memoized_s": warm_s, "configs_measured": measured,
+                      "memoized_equal": warm == cold},
+        "by_type_ms": by_type(graph, {"cudnn": cudnn, "analytic_h100": h100}),
+    }
+    searches, graphs = {}, {"original": graph}
+    for method, run in (("greedy", lambda m: greedy(graph, xfers, m, FLAGS.max_locations)),
+                        ("taso", lambda m: taso(graph, xfers, m))):
+        on_gpu = run(cudnn)
+        on_v100 = run(v100)
+        recosted = on_v100["graph"].cost(cudnn)
+        graphs[f"{method}_cudnn"] = on_gpu["graph"]
+        graphs[f"{method}_analytic_v100"] = on_v100["graph"]
+        searches[method] = {
+            "optimising_cudnn": public(on_gpu),
+            "optimising_analytic_v100": {
+                **public(on_v100),
+                "cudnn_initial_ms": cold,
+                "cudnn_final_ms": recosted,
+                "cudnn_change_pct": change_pct(cold, recosted),
+            },
+        }
+    row["search"] = searches
+    if FLAGS.runtime:
+        row["runtime"] = measure_runtime(name, graphs, cudnn)
+    return row
+
+
+def measure_runtime(name: str, graphs: Dict[str, Graph], cudnn: CostModel) -> Dict:
+    """Each variant run on the GPU: its outputs against the reference
+    executor's outputs of the original graph (one set of feeds serves all),
+    then CUDA-graph and eager times, interleaved over `--rounds`."""
+    from xflowrl.executor.reference import execute
+    from xflowrl.executor.weights import random_inputs, random_weights
+    from xflowrl.measure.torch_runtime import TorchProgram
+    original = graphs["original"]
+    # Weights drawn by role, so that values stay finite through deep graphs.
+    feeds = {**random_weights(original, seed=0, dtype=np.float64, gain=zoo.weight_gain(name)),
+             **random_inputs(original, seed=0, dtype=np.float64)}
+    expected = execute(original, feeds)
+    programs: Dict[str, Any] = {}
+    out: Dict[str, Dict[str, Any]] = {}
+    for label, graph in graphs.items():
+        program = TorchProgram(graph, feeds)
+        error = program.check(expected)
+        if error > FLAGS.tolerance:
+            raise AssertionError(f"{label}: outputs differ from the reference executor's "
+                                 f"by {error:.3g} (relative), over --tolerance")
+        programs[label] = program
+        out[label] = {"cudnn_estimate_ms": graph.cost(cudnn), "max_relative_error": error,
+                      "graph_ms": [], "eager_ms": []}
+    for _ in range(FLAGS.rounds):
+        for label, program in programs.items():
+            for mode in ("graph", "eager"):
+                timing = program.time(mode, warmup=5, repeats=FLAGS.repeats)
+                out[label][f"{mode}_ms"].append(timing["median_ms"])
+    base = out["original"]
+    for label, row in out.items():
+        for mode in ("graph", "eager"):
+            samples = row.pop(f"{mode}_ms")
+            row[mode] = {"median_ms": statistics.median(samples), "min_ms": min(samples),
+                         "max_ms": max(samples)}
+        row["estimated_change_pct"] = change_pct(base["cudnn_estimate_ms"],
+                                                 row["cudnn_estimate_ms"])
+    for label, row in out.items():
+        for mode in ("graph", "eager"):
+            row[f"measured_change_pct_{mode}"] = change_pct(
+                out["original"][mode]["median_ms"], row[mode]["median_ms"])
+    return out
+
+
+def markdown(report: Dict) -> str:
+    """The tables of docs/engine.md ("Measured on a GPU") from a report."""
+    def pct(x: float) -> str:
+        return f"{x:+.1f}%"
+    lines = [f"Device: {report['device']}; TASO's budget {report['taso_budget']}.", "",
+             "| graph | analytic v100 | analytic h100 | cudnn | cudnn again (spread) | "
+             "greedy on cudnn | greedy on v100, re-costed on cudnn | TASO on cudnn |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, g in report["graphs"].items():
+        c, s, q = g["cost_ms"], g["stability"], g["search"]
+        lines.append(
+            f"| {name} | {c['analytic_v100']:.3f} | {c['analytic_h100']:.3f} | "
+            f"{c['cudnn']:.3f} | {s['second_model_ms']:.3f} ({s['spread'] * 100:.1f}%) | "
+            f"{pct(q['greedy']['optimising_cudnn']['change_pct'])} | "
+            f"{pct(q['greedy']['optimising_analytic_v100']['cudnn_change_pct'])} | "
+            f"{pct(q['taso']['optimising_cudnn']['change_pct'])} |")
+    if not all("runtime" in g for g in report["graphs"].values()):
+        return "\n".join(lines) + "\n"
+    lines += ["", "| graph | graph optimised by | cudnn estimate, ms (change) | "
+              "measured, CUDA graph, ms [range] (change) | measured, eager, ms [range] "
+              "(change) | max. rel. error |", "|---|---|---|---|---|---|"]
+    for name, g in report["graphs"].items():
+        for label in ("original", "greedy_analytic_v100", "taso_analytic_v100",
+                      "greedy_cudnn", "taso_cudnn"):
+            r = g["runtime"][label]
+            cells = [f"{r['cudnn_estimate_ms']:.3f} ({pct(r['estimated_change_pct'])})"]
+            for mode in ("graph", "eager"):
+                m = r[mode]
+                cells.append(f"{m['median_ms']:.3f} [{m['min_ms']:.3f}-{m['max_ms']:.3f}] "
+                             f"({pct(r[f'measured_change_pct_{mode}'])})")
+            lines.append(f"| {name} | {label.replace('_', ' ')} | " + " | ".join(cells)
+                         + f" | {r['max_relative_error']:.1e} |")
+    return "\n".join(lines) + "\n"
+
+
+def device_name() -> str:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version",
+                              "--format=csv,noheader"], capture_output=True, text=True,
+                             check=True, timeout=30)
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def main(argv):
+    del argv
+    if FLAGS.from_json:
+        with open(FLAGS.from_json) as f:
+            print(markdown(json.load(f)), end="")
+        return
+    if "cudnn" not in available_backends():
+        sys.exit("cudnn_bench: this engine was built without the cudnn backend "
+                 f"(backends: {available_backends()}); see docs/engine.md")
+    cudnn = CostModel("cudnn")  # raises ValueError without a CUDA device
+    xfers = XferSet.default()
+    report = {"device": device_name(), "taso_budget": FLAGS.taso_budget,
+              "taso_time_limit_s": FLAGS.taso_time_limit_s,
+              "max_locations": FLAGS.max_locations, "rules": len(xfers), "graphs": {}}
+    for name in FLAGS.graphs:
+        start = time.perf_counter()
+        report["graphs"][name] = measure_graph(name, cudnn, xfers)
+        print(f"[cudnn_bench] {name}: {time.perf_counter() - start:.1f} s", file=sys.stderr,
+              flush=True)
+        if FLAGS.out:  # after each graph, so that a long run keeps what it measured
+            with open(FLAGS.out, "w") as f:
+                f.write(json.dumps(report, indent=1, sort_keys=True) + "\n")
+    if FLAGS.md:
+        with open(FLAGS.md, "w") as f:
+            f.write(markdown(report))
+    print(json.dumps(report, indent=1, sort_keys=True))
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,270 @@
+"""End-to-end inference time of an engine graph on a CUDA GPU, in PyTorch.
+
+The GPU counterpart of `xflowrl.measure.ort_runtime`: where the cudnn cost
+backend *estimates* a graph's runtime as the sum of its ops' measured
+kernels, this module *runs* the whole graph on the GPU and times it, so that
+an estimated gain on a GPU can be checked against a measured one
+(benchmarks/cudnn_bench.py `--runtime`). PyTorch is not a dependency of the
+project: it is imported when a `TorchProgram` is built, on a machine that
+has it with CUDA.
+
+How a graph runs (`TorchProgram`):
+
+- **Weight-side ops run once, offline.** An op whose inputs all derive from
+  weights (the fused-weight ops of the rewrite rules, a concat or
+  transpose of weights) is what the cost model charges nothing for, as
+  TASO does; it is evaluated once by the numpy reference executor
+  (`xflowrl.executor.reference`) and uploaded as a constant.
+- **Every other op is one PyTorch call** on float32 CUDA tensors, with the
+  semantics of docs/engine.md: TensorFlow's SAME padding (an explicit pad
+  where it is asymmetric), max pooling that pads with -inf, average pooling
+  over the real elements only, inference batch norm, fused activations.
+  `check` compares the outputs against the reference executor.
+- **Two timings**, each the median of `repeats` runs after `warmup` untimed
+  ones, timed with CUDA events: `eager` (one Python call per op, what a
+  framework's eager mode pays, launch overhead included) and `graph` (the
+  same calls captured once in a CUDA graph and replayed: the kernels alone,
+  closest to what the cudnn backend adds up).
+
+cuDNN autotuning (`torch.backends.cudnn.benchmark`) and TF32 tensor cores
+are on for timing, as the cudnn backend allows them; `check` turns TF32 off
+so that float32 results compare tightly.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any, Callable, Dict, List, Mapping, Sequence, Set, Tuple
+
+import numpy as np
+
+from xflowrl.executor import reference
+from xflowrl.ops import LEAF_TYPES, window
+
+TensorId = Tuple[int, int]  # (op guid, output index)
+
+
+def _torch():
+    try:
+        import torch  # pylint: disable=import-outside-toplevel
+    except ImportError as e:
+        raise RuntimeError("xflowrl.measure.torch_runtime needs PyTorch with CUDA "
+                           "(not a dependency of xflowrl)") from e
+    if not torch.cuda.is_available():
+        raise RuntimeError("xflowrl.measure.torch_runtime: no CUDA device is visible")
+    return torch
+
+
+def weight_side(graph) -> Set[int]:
+    """Guids of the ops computed from weights alone (weights included)."""
+    side: Set[int] = set()
+    for op in graph.ops():
+        if op.type == "weight" or (op.type not in LEAF_TYPES and op.inputs
+                                   and all(t[0] in side for t in op.inputs)):
+            side.add(op.guid)
+    return side
+
+
+class TorchProgram:
+    """A graph bound to feeds, ready to run on the GPU (module docstring).
+
+    Raises (at construction):
+      RuntimeError: no PyTorch or no CUDA device.
+      NotImplementedError: an op with no PyTorch form here (`opaque`, or a
+        weight-preprocessing op applied to a non-weight input).
+      KeyError: a feed is missing.
+    """
+
+    def __init__(self, graph, feeds: Mapping[str, np.ndarray]):
+        torch = self._torch = _torch()
+        self._f = torch.nn.functional
+        self.device = torch.device("cuda")
+        ops = graph.ops()
+        side = weight_side(graph)
+        self._shapes = {(op.guid, k): tuple(shape) for op in ops
+                        for k, shape in enumerate(op.output_shapes)}
+        # Weight-side values by the reference executor (float64, then float32).
+        offline: Dict[TensorId, np.ndarray] = {}
+        for op in ops:
+            if op.guid not in side:
+                continue
+            if op.type == "weight":
+                outs = [np.asarray(feeds[op.name], np.float64)]
+            else:
+                outs = reference.run_op(op.type, op.params, [offline[tuple(t)]
+                                                             for t in op.inputs])
+            for k, out in enumerate(outs):
+                offline[(op.guid, k)] = np.asarray(out)
+        used = {tuple(t) for op in ops if op.guid not in side for t in op.inputs}
+        used |= {tuple(t) for t in graph.outputs()}
+        self._constants = {tid: torch.tensor(value, dtype=torch.float32, device=self.device)
+                           for tid, value in offline.items() if tid in used}
+        self._inputs = {}
+        for op in ops:
+            if op.type == "input":
+                if op.name not in feeds:
+                    raise KeyError(f"no value fed for input {op.name!r}")
+                self._inputs[(op.guid, 0)] = torch.tensor(
+                    np.asarray(feeds[op.name]), dtype=torch.float32, device=self.device)
+        self._steps: List[Tuple[Callable[..., Any], List[TensorId], List[TensorId]]] = []
+        for op in ops:
+            if op.type in LEAF_TYPES or op.guid in side:
+                continue
+            produced = [(op.guid, k) for k in range(len(op.output_shapes))]
+            self._steps.append((self._op(op), [tuple(t) for t in op.inputs], produced))
+        self._outputs = [tuple(t) for t in graph.outputs()]
+        self._graph: Any = None  # the CUDA graph of `run`, captured on first use
+
+    # ------------------------------------------------------------ operators
+
+    def _act(self, name: str) -> Callable[[Any], Any]:
+        torch = self._torch
+        return {"NONE": lambda x: x, "RELU": torch.relu, "SIGMOID": torch.sigmoid,
+                "TANH": torch.tanh}[name]
+
+    @staticmethod
+    def _pads(in_shape: Sequence[int], kh: int, kw: int, p: Mapping[str, Any]):
+        wh = window(in_shape[2], kh, p["stride_h"], p["padding"])
+        ww = window(in_shape[3], kw, p["stride_w"], p["padding"])
+        return (ww.pad_before, ww.pad_after, wh.pad_before, wh.pad_after)
+
+    def _op(self, op) -> Callable[..., Any]:
+        torch, F, t, p = self._torch, self._f, op.type, op.params
+        if t == "conv2d":
+            act = self._act(p["activation"])
+            stride = (p["stride_h"], p["stride_w"])
+            in_shape = self._in_shape(op, 0)
+            w_shape = self._in_shape(op, 1)
+            groups = in_shape[1] // w_shape[1]
+            pads = self._pads(in_shape, w_shape[2], w_shape[3], p)
+            if pads[0] == pads[1] and pads[2] == pads[3]:
+                return lambda x, w: act(F.conv2d(x, w, None, stride, (pads[2], pads[0]), 1,
+                                                 groups))
+            return lambda x, w: act(F.conv2d(F.pad(x, pads), w, None, stride, 0, 1, groups))
+        if t in ("maxpool", "avgpool"):
+            act = self._act(p["activation"])
+            kernel, stride = (p["kernel_h"], p["kernel_w"]), (p["stride_h"], p["stride_w"])
+            in_shape = self._in_shape(op, 0)
+            pads = self._pads(in_shape, kernel[0], kernel[1], p)
+            if t == "maxpool":
+                return lambda x: act(F.max_pool2d(F.pad(x, pads, value=-float("inf")),
+                                                  kernel, stride))
+            ones = torch.ones((1, 1) + tuple(in_shape[2:]), device=self.device)
+            count = F.avg_pool2d(F.pad(ones, pads), kernel, stride)
+            return lambda x: act(F.avg_pool2d(F.pad(x, pads), kernel, stride) / count)
+        if t in ("relu", "sigmoid", "tanh"):
+            return self._act(t.upper())
+        if t in ("add", "mul", "sub", "div"):
+            return {"add": torch.add, "mul": torch.mul, "sub": torch.sub,
+                    "div": torch.div}[t]
+        if t == "scalar_mul":
+            return lambda x, s: x * s
+        if t == "matmul":
+            act = self._act(p["activation"])
+            return lambda a, b: act(torch.matmul(a, b))
+        if t == "batchnorm":
+            eps = p["epsilon"]
+            return lambda x, scale, bias, mean, var: F.batch_norm(
+                x, mean, var, scale, bias, False, 0.0, eps)
+        if t == "concat":
+            axis = p["axis"]
+            return lambda *xs: torch.cat(xs, axis)
+        if t == "split":
+            axis, sizes = p["axis"], list(p["sizes"])
+            return lambda x: torch.split(x, sizes, axis)
+        if t == "reshape":
+            shape = tuple(op.output_shapes[0])
+            return lambda x: x.reshape(shape)
+        if t == "transpose":
+            perm = tuple(p["perm"])
+            return lambda x: x.permute(perm)
+        if t == "broadcast_add":
+            act = self._act(p.get("activation", "NONE"))
+            rank = len(op.output_shapes[0])
+            return lambda x, b: act(x + b.reshape((1, -1) + (1,) * (rank - 2)))
+        raise NotImplementedError(f"{t} op {op.guid}: no PyTorch form for this op on "
+                                  "non-weight inputs")
+
+    def _in_shape(self, op, slot: int) -> Tuple[int, ...]:
+        return tuple(self._shapes[tuple(op.inputs[slot])])
+
+    # -------------------------------------------------------------- running
+
+    def run(self) -> List[Any]:
+        """The graph's outputs, as CUDA tensors (asynchronous)."""
+        values: Dict[TensorId, Any] = {**self._constants, **self._inputs}
+        for fn, ins, outs in self._steps:
+            result = fn(*[values[t] for t in ins])
+            if len(outs) == 1 and not isinstance(result, (tuple, list)):
+                result = (result,)
+            for tid, value in zip(outs, result):
+                values[tid] = value
+        return [values[t] for t in self._outputs]
+
+    def check(self, expected: Sequence[np.ndarray]) -> float:
+        """The largest error of the outputs (float32, TF32 off) against
+        `expected` (e.g. the reference executor's), relative to each
+        output's largest magnitude."""
+        torch = self._torch
+        tf32 = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+        try:
+            got = [out.double().cpu().numpy() for out in self.run()]
+        finally:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
+        worst = 0.0
+        for k, (g, e) in enumerate(zip(got, expected, strict=True)):
+            e = np.asarray(e)
+            if g.shape != e.shape:
+                raise ValueError(f"output {k}: shape {g.shape}, expected {e.shape}")
+            # NaN compares false: without this a non-finite output would pass.
+            if not (np.all(np.isfinite(e)) and np.all(np.isfinite(g))):
+                raise ValueError(f"output {k} is not finite (expected finite: "
+                                 f"{bool(np.all(np.isfinite(e)))}); draw smaller feeds "
+                                 "(xflowrl.executor.weights.random_weights, zoo.weight_gain)")
+            worst = max(worst, float(np.max(np.abs(g - e)) / max(np.max(np.abs(e)), 1e-30)))
+        return worst
+
+    def time(self, mode: str = "graph", warmup: int = 10, repeats: int = 50) -> Dict:
+        """Median and range of `repeats` timed runs, in ms (module docstring).
+
+        Args:
+          mode: "eager" or "graph" (CUDA-graph replay).
+        """
+        torch = self._torch
+        if mode not in ("eager", "graph"):
+            raise ValueError(f"mode must be 'eager' or 'graph', got {mode!r}")
+        torch.backends.cudnn.benchmark = True
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+        step = self.run
+        if mode == "graph":
+            step = self._replay()
+        for _ in range(warmup):
+            step()
+        torch.cuda.synchronize()
+        samples = []
+        for _ in range(repeats):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            step()
+            end.record()
+            end.synchronize()
+            samples.append(start.elapsed_time(end))
+        return {"median_ms": statistics.median(samples), "min_ms": min(samples),
+                "max_ms": max(samples), "repeats": repeats}
+
+    def _replay(self) -> Callable[[], Any]:
+        if self._graph is None:
+            torch = self._torch
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # warm up (autotuning) outside capture
+                for _ in range(3):
+                    self.run()
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                self._captured = self.run()
+            self._graph = graph
+        return self._graph.replay
