@@ -27,11 +27,12 @@ Costs are milliseconds; `change_pct` is (final - initial) / initial * 100.
 """
 
 import json
+import os
 import statistics
 import subprocess
 import sys
 import time
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 from absl import app, flags
 import numpy as np
@@ -59,6 +60,9 @@ flags.DEFINE_string("from_json", "", "Measure nothing: print the Markdown tables
 flags.DEFINE_bool("runtime", False, "Also run every graph and its searches' graphs on the "
                   "GPU in PyTorch (xflowrl.measure.torch_runtime): outputs checked "
                   "against the reference executor, end-to-end time measured.")
+flags.DEFINE_list("agent_results", [], "--runtime: result.json files of train_mf.py or "
+                  "train_mb.py runs on these graphs; each agent's graph (its substitutions "
+                  "replayed on the zoo graph) is run beside the searches' graphs.")
 flags.DEFINE_integer("rounds", 5, "--runtime: rounds over the variants (interleaved).")
 flags.DEFINE_integer("repeats", 20, "--runtime: timed runs per variant and round.")
 flags.DEFINE_float("tolerance", 1e-3, "--runtime: largest relative output error "
@@ -127,7 +131,34 @@ def public(result: Dict) -> Dict:
     return {k: v for k, v in result.items() if k != "graph"}
 
 
-def measure_graph(name: str, cudnn: CostModel, xfers: XferSet) -> Dict:
+def agent_graphs(paths: List[str], xfers: XferSet) -> Dict[str, Dict[str, Dict]]:
+    """Per zoo graph, per label (the result file's folders), the agent's
+    graph: its recorded substitutions replayed on the zoo graph, and the
+    cost change its run recorded under the run's own cost model."""
+    out: Dict[str, Dict[str, Dict]] = {}
+    for path in paths:
+        with open(path) as f:
+            run = json.load(f)
+        model_free = "agent_applied" in run
+        applied = run["agent_applied" if model_free else "controller_best_applied"]
+        final = run["agent_cost_ms" if model_free else "controller_best_cost_ms"]
+        graph = xfers.replay(zoo.get_graph(run["graph"]),
+                             [(x, int(location)) for x, location in applied])
+        backend, _, profile = run["cost_model"].partition("/")
+        recosted = graph.cost(CostModel(backend, profile=profile) if profile
+                              else CostModel(backend))
+        if abs(recosted - final) > 1e-9 * max(final, 1.0):
+            raise ValueError(f"{path}: the replayed graph costs {recosted} ms under "
+                             f"{run['cost_model']}, the run recorded {final} ms")
+        label = "agent " + "/".join(os.path.normpath(os.path.dirname(path)).split(os.sep)[-3:])
+        out.setdefault(run["graph"], {})[label] = {
+            "graph": graph, "cost_model": run["cost_model"],
+            "recorded_change_pct": change_pct(run["initial_cost_ms"], final)}
+    return out
+
+
+def measure_graph(name: str, cudnn: CostModel, xfers: XferSet,
+                  agents: Optional[Dict[str, Dict]] = None) -> Dict:
     graph = zoo.get_graph(name)
     v100 = CostModel("analytic", profile=GPU_PROFILE)
     h100 = CostModel("analytic", profile="h100")
@@ -166,7 +197,12 @@ def measure_graph(name: str, cudnn: CostModel, xfers: XferSet) -> Dict:
         }
     row["search"] = searches
     if FLAGS.runtime:
+        for label, agent in (agents or {}).items():
+            graphs[label] = agent["graph"]
         row["runtime"] = measure_runtime(name, graphs, cudnn)
+        for label, agent in (agents or {}).items():
+            row["runtime"][label]["recorded"] = {"cost_model": agent["cost_model"],
+                                                 "change_pct": agent["recorded_change_pct"]}
     return row
 
 
@@ -235,15 +271,17 @@ def markdown(report: Dict) -> str:
               "measured, CUDA graph, ms [range] (change) | measured, eager, ms [range] "
               "(change) | max. rel. error |", "|---|---|---|---|---|---|"]
     for name, g in report["graphs"].items():
-        for label in ("original", "greedy_analytic_v100", "taso_analytic_v100",
-                      "greedy_cudnn", "taso_cudnn"):
+        labels = ["original", "greedy_analytic_v100", "taso_analytic_v100", "greedy_cudnn",
+                  "taso_cudnn"]
+        for label in labels + sorted(set(g["runtime"]) - set(labels)):
             r = g["runtime"][label]
             cells = [f"{r['cudnn_estimate_ms']:.3f} ({pct(r['estimated_change_pct'])})"]
             for mode in ("graph", "eager"):
                 m = r[mode]
                 cells.append(f"{m['median_ms']:.3f} [{m['min_ms']:.3f}-{m['max_ms']:.3f}] "
                              f"({pct(r[f'measured_change_pct_{mode}'])})")
-            lines.append(f"| {name} | {label.replace('_', ' ')} | " + " | ".join(cells)
+            shown = label.replace("_", " ") if label in labels else label
+            lines.append(f"| {name} | {shown} | " + " | ".join(cells)
                          + f" | {r['max_relative_error']:.1e} |")
     return "\n".join(lines) + "\n"
 
@@ -272,9 +310,10 @@ def main(argv):
     report = {"device": device_name(), "taso_budget": FLAGS.taso_budget,
               "taso_time_limit_s": FLAGS.taso_time_limit_s,
               "max_locations": FLAGS.max_locations, "rules": len(xfers), "graphs": {}}
+    agents = agent_graphs(FLAGS.agent_results, xfers)
     for name in FLAGS.graphs:
         start = time.perf_counter()
-        report["graphs"][name] = measure_graph(name, cudnn, xfers)
+        report["graphs"][name] = measure_graph(name, cudnn, xfers, agents.get(name))
         print(f"[cudnn_bench] {name}: {time.perf_counter() - start:.1f} s", file=sys.stderr,
               flush=True)
         if FLAGS.out:  # after each graph, so that a long run keeps what it measured
