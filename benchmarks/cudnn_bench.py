@@ -63,6 +63,11 @@ flags.DEFINE_bool("runtime", False, "Also run every graph and its searches' grap
 flags.DEFINE_list("agent_results", [], "--runtime: result.json files of train_mf.py or "
                   "train_mb.py runs on these graphs; each agent's graph (its substitutions "
                   "replayed on the zoo graph) is run beside the searches' graphs.")
+flags.DEFINE_list("generalist_results", [], "--runtime: result.json files of "
+                  "experiments/generalist.py runs: on each held-out graph, the policy's "
+                  "graph (replayed) and greedy's, run on the GPU ('generalist' in the JSON).")
+flags.DEFINE_bool("fuse_conv_relu", True, "--runtime: a convolution with a fused ReLU "
+                  "is one cuDNN call (the engine's op); false: a convolution, then a ReLU.")
 flags.DEFINE_integer("rounds", 5, "--runtime: rounds over the variants (interleaved).")
 flags.DEFINE_integer("repeats", 20, "--runtime: timed runs per variant and round.")
 flags.DEFINE_float("tolerance", 1e-3, "--runtime: largest relative output error "
@@ -206,7 +211,8 @@ def measure_graph(name: str, cudnn: CostModel, xfers: XferSet,
     return row
 
 
-def measure_runtime(name: str, graphs: Dict[str, Graph], cudnn: CostModel) -> Dict:
+def measure_runtime(name: str, graphs: Dict[str, Graph], cudnn: CostModel,
+                    gain: Optional[float] = None) -> Dict:
     """Each variant run on the GPU: its outputs against the reference
     executor's outputs of the original graph (one set of feeds serves all),
     then CUDA-graph and eager times, interleaved over `--rounds`."""
@@ -215,13 +221,14 @@ def measure_runtime(name: str, graphs: Dict[str, Graph], cudnn: CostModel) -> Di
     from xflowrl.measure.torch_runtime import TorchProgram
     original = graphs["original"]
     # Weights drawn by role, so that values stay finite through deep graphs.
-    feeds = {**random_weights(original, seed=0, dtype=np.float64, gain=zoo.weight_gain(name)),
+    gain = zoo.weight_gain(name) if gain is None else gain
+    feeds = {**random_weights(original, seed=0, dtype=np.float64, gain=gain),
              **random_inputs(original, seed=0, dtype=np.float64)}
     expected = execute(original, feeds)
     programs: Dict[str, Any] = {}
     out: Dict[str, Dict[str, Any]] = {}
     for label, graph in graphs.items():
-        program = TorchProgram(graph, feeds)
+        program = TorchProgram(graph, feeds, fuse_conv_relu=FLAGS.fuse_conv_relu)
         error = program.check(expected)
         if error > FLAGS.tolerance:
             raise AssertionError(f"{label}: outputs differ from the reference executor's "
@@ -249,14 +256,54 @@ def measure_runtime(name: str, graphs: Dict[str, Graph], cudnn: CostModel) -> Di
     return out
 
 
+def generalist_markdown(runs: List[Dict]) -> List[str]:
+    """Per held-out graph, over the generalist runs (seeds): estimated and
+    measured (CUDA graph) changes of greedy's and the policy's graphs, the
+    median and [min, max] over the runs; then how often the policy's median
+    is within 2 points of greedy's, and slower than the original."""
+    def spread(values: List[float]) -> str:
+        return (f"{statistics.median(values):+.1f}% "
+                f"[{min(values):+.1f}, {max(values):+.1f}]")
+    seeds = ", ".join(str(run["seed"]) for run in runs)
+    lines = ["", f"Generalists under {runs[0]['cost_model']}, seeds {seeds}: median "
+             "[min, max] over the seeds.", "",
+             "| held-out graph | greedy, estimated | policy, estimated | greedy, measured | "
+             "policy, measured |", "|---|---|---|---|---|"]
+    within = slower = 0
+    names = list(runs[0]["graphs"])
+    for name in names:
+        rows = [run["graphs"][name] for run in runs]
+        measured = {k: [r["runtime"][k]["measured_change_pct_graph"] for r in rows]
+                    for k in ("greedy", "policy")}
+        lines.append(
+            f"| {name} | {rows[0]['estimated_change_pct']['greedy']:+.1f}% | "
+            f"{spread([r['estimated_change_pct']['policy'] for r in rows])} | "
+            f"{spread(measured['greedy'])} | {spread(measured['policy'])} |")
+        policy, greedy_ = statistics.median(measured["policy"]), statistics.median(
+            measured["greedy"])
+        within += abs(policy - greedy_) <= 2.0
+        slower += policy > 0.0
+    errors = [r["runtime"][k]["max_relative_error"] for run in runs
+              for r in run["graphs"].values() for k in r["runtime"]]
+    lines += ["", f"Measured (median over seeds): the policy within 2 points of greedy on "
+              f"{within} of {len(names)} graphs; slower than the original on {slower}. "
+              f"Largest relative output error against the reference executor: "
+              f"{max(errors):.1e}."]
+    return lines
+
+
 def markdown(report: Dict) -> str:
     """The tables of docs/engine.md ("Measured on a GPU") from a report."""
     def pct(x: float) -> str:
         return f"{x:+.1f}%"
-    lines = [f"Device: {report['device']}; TASO's budget {report['taso_budget']}.", "",
-             "| graph | analytic v100 | analytic h100 | cudnn | cudnn again (spread) | "
-             "greedy on cudnn | greedy on v100, re-costed on cudnn | TASO on cudnn |",
-             "|---|---|---|---|---|---|---|---|"]
+    runner = {True: "; PyTorch runner: conv+ReLU one cuDNN call",
+              False: "; PyTorch runner: conv, then a ReLU kernel",
+              None: ""}[report.get("fuse_conv_relu", False)]
+    lines = [f"Device: {report['device']}; TASO's budget {report['taso_budget']}{runner}."]
+    if report["graphs"]:
+        lines += ["", "| graph | analytic v100 | analytic h100 | cudnn | cudnn again "
+                  "(spread) | greedy on cudnn | greedy on v100, re-costed on cudnn | "
+                  "TASO on cudnn |", "|---|---|---|---|---|---|---|---|"]
     for name, g in report["graphs"].items():
         c, s, q = g["cost_ms"], g["stability"], g["search"]
         lines.append(
@@ -265,14 +312,14 @@ def markdown(report: Dict) -> str:
             f"{pct(q['greedy']['optimising_cudnn']['change_pct'])} | "
             f"{pct(q['greedy']['optimising_analytic_v100']['cudnn_change_pct'])} | "
             f"{pct(q['taso']['optimising_cudnn']['change_pct'])} |")
-    if not all("runtime" in g for g in report["graphs"].values()):
-        return "\n".join(lines) + "\n"
-    lines += ["", "| graph | graph optimised by | cudnn estimate, ms (change) | "
-              "measured, CUDA graph, ms [range] (change) | measured, eager, ms [range] "
-              "(change) | max. rel. error |", "|---|---|---|---|---|---|"]
-    for name, g in report["graphs"].items():
-        labels = ["original", "greedy_analytic_v100", "taso_analytic_v100", "greedy_cudnn",
-                  "taso_cudnn"]
+    labels = ["original", "greedy_analytic_v100", "taso_analytic_v100", "greedy_cudnn",
+              "taso_cudnn"]
+    timed = [(name, g) for name, g in report["graphs"].items() if "runtime" in g]
+    if timed:
+        lines += ["", "| graph | graph optimised by | cudnn estimate, ms (change) | "
+                  "measured, CUDA graph, ms [range] (change) | measured, eager, ms [range] "
+                  "(change) | max. rel. error |", "|---|---|---|---|---|---|"]
+    for name, g in timed:
         for label in labels + sorted(set(g["runtime"]) - set(labels)):
             r = g["runtime"][label]
             cells = [f"{r['cudnn_estimate_ms']:.3f} ({pct(r['estimated_change_pct'])})"]
@@ -283,7 +330,44 @@ def markdown(report: Dict) -> str:
             shown = label.replace("_", " ") if label in labels else label
             lines.append(f"| {name} | {shown} | " + " | ".join(cells)
                          + f" | {r['max_relative_error']:.1e} |")
+    runs = report.get("generalist", [])
+    if runs:
+        lines += generalist_markdown(runs)
     return "\n".join(lines) + "\n"
+
+
+def measure_generalist(path: str, cudnn: CostModel, xfers: XferSet) -> Dict:
+    """Each held-out graph of a generalist run: the original, greedy's graph
+    (this file's greedy under the run's cost model) and the policy's
+    (its recorded substitutions replayed, checked against its recorded
+    cost), run on the GPU."""
+    from xflowrl import corpus
+    with open(path) as f:
+        run = json.load(f)
+    backend, _, profile = run["cost_model"].partition("/")
+    model = CostModel(backend, profile=profile) if profile else CostModel(backend)
+    specs = {spec.name: spec for spec in corpus.specs("held_out")}
+    out = {}
+    for row in run["held_out"]:
+        spec = specs[row["graph"]]
+        graph = spec.build()
+        policy = xfers.replay(graph, [(x, int(location)) for x, location in
+                                      row["policy_applied"]])
+        if abs(policy.cost(model) - row["policy_ms"]) > 1e-9 * max(row["policy_ms"], 1.0):
+            raise ValueError(f"{path}: {row['graph']}: the replayed policy graph costs "
+                             f"{policy.cost(model)} ms, the run recorded {row['policy_ms']}")
+        greedy_graph = greedy(graph, xfers, model, FLAGS.max_locations)["graph"]
+        runtime = measure_runtime(row["graph"], {"original": graph, "greedy": greedy_graph,
+                                                 "policy": policy}, cudnn, spec.weight_gain)
+        out[row["graph"]] = {
+            "estimated_change_pct": {
+                "greedy": change_pct(row["initial_ms"], greedy_graph.cost(model)),
+                "greedy_recorded": change_pct(row["initial_ms"], row["greedy_ms"]),
+                "policy": change_pct(row["initial_ms"], row["policy_ms"])},
+            "runtime": runtime}
+        print(f"[cudnn_bench] generalist {row['graph']}", file=sys.stderr, flush=True)
+    return {"result": path, "cost_model": run["cost_model"], "seed": run["seed"],
+            "graphs": out}
 
 
 def device_name() -> str:
@@ -308,6 +392,7 @@ def main(argv):
     cudnn = CostModel("cudnn")  # raises ValueError without a CUDA device
     xfers = XferSet.default()
     report = {"device": device_name(), "taso_budget": FLAGS.taso_budget,
+              "fuse_conv_relu": FLAGS.fuse_conv_relu if FLAGS.runtime else None,
               "taso_time_limit_s": FLAGS.taso_time_limit_s,
               "max_locations": FLAGS.max_locations, "rules": len(xfers), "graphs": {}}
     agents = agent_graphs(FLAGS.agent_results, xfers)
@@ -317,6 +402,12 @@ def main(argv):
         print(f"[cudnn_bench] {name}: {time.perf_counter() - start:.1f} s", file=sys.stderr,
               flush=True)
         if FLAGS.out:  # after each graph, so that a long run keeps what it measured
+            with open(FLAGS.out, "w") as f:
+                f.write(json.dumps(report, indent=1, sort_keys=True) + "\n")
+    if FLAGS.generalist_results:
+        report["generalist"] = [measure_generalist(path, cudnn, xfers)
+                                for path in FLAGS.generalist_results]
+        if FLAGS.out:
             with open(FLAGS.out, "w") as f:
                 f.write(json.dumps(report, indent=1, sort_keys=True) + "\n")
     if FLAGS.md:

@@ -15,8 +15,11 @@ How a graph runs (`TorchProgram`):
   transpose of weights) is what the cost model charges nothing for, as
   TASO does; it is evaluated once by the numpy reference executor
   (`xflowrl.executor.reference`) and uploaded as a constant.
-- **Every other op is one PyTorch call** on float32 CUDA tensors, with the
-  semantics of docs/engine.md: TensorFlow's SAME padding (an explicit pad
+- **Every other op is one PyTorch call** on float32 CUDA tensors (a
+  convolution with a fused ReLU is one cuDNN call,
+  `torch.cudnn_convolution_relu`, as in the engine and the cudnn backend,
+  unless `fuse_conv_relu=False`; other fused activations are a second
+  kernel), with the semantics of docs/engine.md: TensorFlow's SAME padding (an explicit pad
   where it is asymmetric), max pooling that pads with -inf, average pooling
   over the real elements only, inference batch norm, fused activations.
   `check` compares the outputs against the reference executor.
@@ -75,8 +78,13 @@ class TorchProgram:
       KeyError: a feed is missing.
     """
 
-    def __init__(self, graph, feeds: Mapping[str, np.ndarray]):
+    def __init__(self, graph, feeds: Mapping[str, np.ndarray], fuse_conv_relu: bool = True):
+        """Binds `graph` to `feeds` (a value for every input and weight, by
+        name). `fuse_conv_relu`: run a convolution with a fused ReLU as one
+        cuDNN call (default; the engine's op, as the cudnn backend times it)
+        rather than a convolution and a ReLU kernel."""
         torch = self._torch = _torch()
+        self.fuse_conv_relu = fuse_conv_relu and hasattr(torch, "cudnn_convolution_relu")
         self._f = torch.nn.functional
         self.device = torch.device("cuda")
         ops = graph.ops()
@@ -137,6 +145,16 @@ class TorchProgram:
             w_shape = self._in_shape(op, 1)
             groups = in_shape[1] // w_shape[1]
             pads = self._pads(in_shape, w_shape[2], w_shape[3], p)
+            if p["activation"] == "RELU" and self.fuse_conv_relu:
+                # One cuDNN call, as the engine's fused op and the cudnn backend's
+                # cudnnConvolutionBiasActivationForward: no separate ReLU kernel.
+                symmetric = pads[0] == pads[1] and pads[2] == pads[3]
+                padding = [pads[2], pads[0]] if symmetric else [0, 0]
+                def conv_relu(x, w):
+                    x = x if symmetric else F.pad(x, pads)
+                    return torch.cudnn_convolution_relu(x, w, None, list(stride), padding,
+                                                        [1, 1], groups)
+                return conv_relu
             if pads[0] == pads[1] and pads[2] == pads[3]:
                 return lambda x, w: act(F.conv2d(x, w, None, stride, (pads[2], pads[0]), 1,
                                                  groups))
