@@ -66,6 +66,8 @@ flags.DEFINE_list("agent_results", [], "--runtime: result.json files of train_mf
 flags.DEFINE_list("generalist_results", [], "--runtime: result.json files of "
                   "experiments/generalist.py runs: on each held-out graph, the policy's "
                   "graph (replayed) and greedy's, run on the GPU ('generalist' in the JSON).")
+flags.DEFINE_bool("graph_timing", True, "The cudnn backends time each op's runs replayed "
+                  "from a CUDA graph (the default); false: one run per pair of events.")
 flags.DEFINE_bool("fuse_conv_relu", True, "--runtime: a convolution with a fused ReLU "
                   "is one cuDNN call (the engine's op); false: a convolution, then a ReLU.")
 flags.DEFINE_integer("rounds", 5, "--runtime: rounds over the variants (interleaved).")
@@ -172,7 +174,7 @@ def measure_graph(name: str, cudnn: CostModel, xfers: XferSet,
     measured = cudnn.num_new_measurements - before
     warm, warm_s = timed(lambda: graph.cost(cudnn))
     # A fresh model: every configuration of this graph measured again.
-    again = graph.cost(CostModel("cudnn"))
+    again = graph.cost(CostModel("cudnn", graph_timing=FLAGS.graph_timing))
     row: Dict = {
         "ops": graph.num_ops(),
         "cost_ms": {"cudnn": cold, "analytic_v100": graph.cost(v100),
@@ -299,7 +301,11 @@ def markdown(report: Dict) -> str:
     runner = {True: "; PyTorch runner: conv+ReLU one cuDNN call",
               False: "; PyTorch runner: conv, then a ReLU kernel",
               None: ""}[report.get("fuse_conv_relu", False)]
-    lines = [f"Device: {report['device']}; TASO's budget {report['taso_budget']}{runner}."]
+    # Reports from before the flag timed launch by launch.
+    timing = ("; cudnn timing: CUDA-graph replays" if report.get("graph_timing")
+              else "; cudnn timing: one run per pair of events")
+    lines = [f"Device: {report['device']}; TASO's budget {report['taso_budget']}{runner}"
+             f"{timing}."]
     if report["graphs"]:
         lines += ["", "| graph | analytic v100 | analytic h100 | cudnn | cudnn again "
                   "(spread) | greedy on cudnn | greedy on v100, re-costed on cudnn | "
@@ -389,9 +395,11 @@ def main(argv):
     if "cudnn" not in available_backends():
         sys.exit("cudnn_bench: this engine was built without the cudnn backend "
                  f"(backends: {available_backends()}); see docs/engine.md")
-    cudnn = CostModel("cudnn")  # raises ValueError without a CUDA device
+    # Raises ValueError without a CUDA device.
+    cudnn = CostModel("cudnn", graph_timing=FLAGS.graph_timing)
     xfers = XferSet.default()
     report = {"device": device_name(), "taso_budget": FLAGS.taso_budget,
+              "graph_timing": FLAGS.graph_timing,
               "fuse_conv_relu": FLAGS.fuse_conv_relu if FLAGS.runtime else None,
               "taso_time_limit_s": FLAGS.taso_time_limit_s,
               "max_locations": FLAGS.max_locations, "rules": len(xfers), "graphs": {}}

@@ -171,6 +171,10 @@ class CudnnBackendTest(absltest.TestCase):
         with self.assertRaisesRegex(ValueError, "warmup must be >= 0 and repeats >= 1"):
             CostModel("cudnn", repeats=0)
 
+    def test_graph_timing_is_for_cudnn_only(self):
+        with self.assertRaisesRegex(ValueError, "graph timing is for the cudnn backend"):
+            CostModel("analytic", graph_timing=False)
+
     def test_descriptors_of_every_paid_op_are_accepted_by_cudnn(self):
         """cuDNN itself (no device needed) accepts every plan's descriptors and
         derives the engine's output shapes for convs and pools."""
@@ -243,6 +247,20 @@ class CudnnDeviceTest(absltest.TestCase):
         # A second pass, and an identical graph, hit the memo: same numbers.
         self.assertEqual(_all_kinds_graph().op_costs(model), costs)
         self.assertEqual(model.handle.num_measured, measured)
+
+    def test_graph_timing_runs_every_kind(self):
+        """Timed from CUDA-graph replays, every kind costs more than nothing
+        and less than one op per pair of events, whose samples include the
+        host's launch."""
+        g = _all_kinds_graph()
+        replayed = g.op_costs(CostModel("cudnn", warmup=2, repeats=5))  # the default
+        launched = g.op_costs(CostModel("cudnn", warmup=2, repeats=5, graph_timing=False))
+        for op, r, lc in zip(g.ops(), replayed, launched):
+            if op.type in ("input", "weight", "reshape"):
+                self.assertEqual(r, 0.0, op.type)
+            else:
+                self.assertGreater(r, 0.0, op.type)
+        self.assertLess(sum(replayed), sum(launched))
 
     def test_cached_on_disk_and_reloaded(self):
         with tempfile.TemporaryDirectory() as d:

@@ -102,7 +102,8 @@ class CostModel:
 
     def __init__(self, backend: str = DEFAULT_BACKEND, *, profile: str = DEFAULT_PROFILE,
                  cache_path: Optional[str] = None, warmup: int = 5,
-                 repeats: Optional[int] = None, reference: bool = False):
+                 repeats: Optional[int] = None, reference: bool = False,
+                 graph_timing: Optional[bool] = None):
         """Creates a backend.
 
         Args:
@@ -114,11 +115,17 @@ class CostModel:
             `reference=True` and no cache file.
           warmup: measured backends: untimed runs before timing (at least).
           repeats: measured backends: timed samples (onednn: batches of at
-            least 1 ms, split over three rounds, default 41; cudnn: runs, the
-            median is kept, default 21).
+            least 1 ms, split over three rounds, default 41; cudnn: replays
+            of a CUDA graph of 20 runs, or single runs without graph timing,
+            the median is kept, default 21).
           reference: onednn only: load `REFERENCE_PATH` read-only (it wins
             over `cache_path`); only configurations missing from it are
             measured (counted by `num_new_measurements`).
+          graph_timing: cudnn only (None: True there): time an op's runs
+            replayed from a CUDA graph, the GPU's time without the host's
+            launches; False: one run per pair of events, launch included
+            (docs/engine.md, "Measured on a GPU"). A cache file holds the
+            timings of one choice.
 
         Raises:
           ValueError: unknown backend or profile, a backend not built here,
@@ -128,6 +135,8 @@ class CostModel:
             cache_path, reference = None, True
         if reference and backend != "onednn":
             raise ValueError(f"the reference cost table is for onednn, not {backend!r}")
+        if graph_timing is not None and backend != "cudnn":
+            raise ValueError(f"graph timing is for the cudnn backend, not {backend!r}")
         if backend == "analytic":
             handle = _engine.analytic_backend(profile)
         elif backend == "onednn":
@@ -139,7 +148,8 @@ class CostModel:
             handle = _engine.fitted_backend(name, load_fitted_coefficients(profile))
         elif backend == "cudnn":
             handle = _engine.cudnn_backend(
-                cache_path or "", warmup, _CUDNN_REPEATS if repeats is None else repeats)
+                cache_path or "", warmup, _CUDNN_REPEATS if repeats is None else repeats,
+                graph_timing is not False)
         else:
             raise ValueError(f"unknown cost backend {backend!r}; choose from {BACKENDS}")
         self.backend = backend

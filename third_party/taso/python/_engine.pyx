@@ -220,9 +220,9 @@ def onednn_backend(str cache_path not None, int warmup, int repeats,
     return h
 
 
-def cudnn_backend(str cache_path not None, int warmup, int repeats):
+def cudnn_backend(str cache_path not None, int warmup, int repeats, bint graph_timing=True):
     cdef CostBackendHandle h = CostBackendHandle.__new__(CostBackendHandle)
-    h.ptr = make_cudnn_backend(cache_path.encode(), warmup, repeats)
+    h.ptr = make_cudnn_backend(cache_path.encode(), warmup, repeats, graph_timing)
     return h
 
 

@@ -170,7 +170,8 @@ cdef extern from "taso/cost.h" namespace "taso":
     FittedWork fitted_work(const OpConfig& op) except +
     unique_ptr[CostBackend] make_onednn_backend(const string& cache_path, int warmup, int repeats,
                                                  const string& reference_path) except +
-    unique_ptr[CostBackend] make_cudnn_backend(const string& cache_path, int warmup, int repeats) except +
+    unique_ptr[CostBackend] make_cudnn_backend(const string& cache_path, int warmup, int repeats,
+                                               bool graph_timing) except +
     bool onednn_available()
     bool cudnn_available()
     string cudnn_plan_description(const OpConfig& op) except +

@@ -253,9 +253,12 @@ bool onednn_available();
 
 // cuDNN/cuBLAS measurement on GPU 0, same conventions (docs/engine.md lists
 // what each op runs). Throws EngineError when the engine was built without
-// CUDA or no GPU is visible.
+// CUDA or no GPU is visible. `graph_timing` (the default): time each op's
+// runs replayed from a CUDA graph (the GPU's time, without the host's
+// launches); false: one run per pair of events, launch included.
 std::unique_ptr<CostBackend> make_cudnn_backend(const std::string& cache_path,
-                                                int warmup, int repeats);
+                                                int warmup, int repeats,
+                                                bool graph_timing = true);
 bool cudnn_available();
 
 // What the cudnn backend would run for `op` (descriptor dims, GEMM sizes, any

@@ -3,8 +3,9 @@
 //
 // Each op configuration is planned on the host (cudnn_plan.h), run on GPU 0
 // with the cuDNN/cuBLAS call a framework would use, and timed with CUDA
-// events on the backend's own stream: the median of `repeats` runs after
-// `warmup` runs. Same conventions as the oneDNN backend: free ops are never
+// events on the backend's own stream, after `warmup` runs: the median of
+// `repeats` replays of a CUDA graph of kRunsPerGraph runs (divided by their
+// number), or, without graph timing, of `repeats` single runs. Same conventions as the oneDNN backend: free ops are never
 // measured, measurements are memoized by OpConfig::key() and optionally
 // appended to a "key<TAB>ms" cache file. Plain host C++ (no nvcc): every
 // kernel comes from a library or from cudaMemcpy2DAsync. Every CUDA, cuDNN
@@ -18,6 +19,7 @@
 #include <cudnn.h>
 
 #include <algorithm>
+#include <iostream>
 #include <vector>
 
 #include "cudnn_plan.h"
@@ -35,7 +37,7 @@ const char kNotBuilt[] =
     "the cudnn cost backend is not built: setup.py found no CUDA runtime, "
     "cuDNN and cuBLAS (set CUDA_HOME and reinstall)";
 
-std::unique_ptr<CostBackend> make_cudnn_backend(const std::string&, int, int) {
+std::unique_ptr<CostBackend> make_cudnn_backend(const std::string&, int, int, bool) {
   throw EngineError(kNotBuilt);
 }
 
@@ -61,6 +63,13 @@ using CudnnHandle = Owned<cudnnHandle_t, cudnnDestroy>;
 using CublasHandle = Owned<cublasHandle_t, cublasDestroy>;
 using Stream = Owned<cudaStream_t, cudaStreamDestroy>;
 using Event = Owned<cudaEvent_t, cudaEventDestroy>;
+using CudaGraph = Owned<cudaGraph_t, cudaGraphDestroy>;
+using CudaGraphExec = Owned<cudaGraphExec_t, cudaGraphExecDestroy>;
+
+// Graph timing: runs of one op captured into one CUDA graph, so that a
+// replay measures the GPU's work for them back to back, without the host's
+// launch of each call.
+constexpr int kRunsPerGraph = 20;
 
 // Largest convolution workspace offered to the algorithm search (and never
 // more than half of the free device memory).
@@ -172,9 +181,9 @@ Descriptors make_descriptors(const CudnnPlan& p, const Checker& ck_) {
 
 class CudnnBackend : public CostBackend {
  public:
-  CudnnBackend(const std::string& cache_path, int warmup, int repeats)
+  CudnnBackend(const std::string& cache_path, int warmup, int repeats, bool graph_timing)
       : ck_("cudnn backend", "setup"), cache_path_(cache_path), warmup_(warmup),
-        repeats_(repeats) {
+        repeats_(repeats), graph_timing_(graph_timing) {
     if (warmup < 0 || repeats < 1)
       throw EngineError("cudnn backend: warmup must be >= 0 and repeats >= 1");
     int count = 0;
@@ -246,6 +255,16 @@ class CudnnBackend : public CostBackend {
   double time(F&& run) {
     for (int i = 0; i < warmup_; ++i) run();
     CK(cudaStreamSynchronize(stream_.get()));
+    if (graph_timing_) {
+      try {
+        return time_graph(run);
+      } catch (const EngineError& e) {
+        // A call that cannot be captured: this op is timed launch by launch.
+        std::cerr << "cudnn backend: graph timing failed, timing launches instead: "
+                  << e.what() << "\n";
+        CK(cudaStreamSynchronize(stream_.get()));
+      }
+    }
     std::vector<double> samples;
     for (int i = 0; i < repeats_; ++i) {
       CK(cudaEventRecord(start_.get(), stream_.get()));
@@ -255,6 +274,40 @@ class CudnnBackend : public CostBackend {
       float ms = 0;
       CK(cudaEventElapsedTime(&ms, start_.get(), stop_.get()));
       samples.push_back(ms);
+    }
+    std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
+    return samples[samples.size() / 2];
+  }
+
+  // The median over `repeats` replays of a CUDA graph of kRunsPerGraph
+  // runs, divided by kRunsPerGraph (after one untimed replay).
+  template <typename F>
+  double time_graph(F& run) {
+    CudaGraph graph;
+    CK(cudaStreamBeginCapture(stream_.get(), cudaStreamCaptureModeThreadLocal));
+    try {
+      for (int k = 0; k < kRunsPerGraph; ++k) run();
+    } catch (...) {
+      cudaGraph_t partial = nullptr;
+      cudaStreamEndCapture(stream_.get(), &partial);  // leave the stream usable
+      if (partial) cudaGraphDestroy(partial);
+      cudaGetLastError();
+      throw;
+    }
+    CK(cudaStreamEndCapture(stream_.get(), graph.out()));
+    CudaGraphExec exec;
+    CK(cudaGraphInstantiateWithFlags(exec.out(), graph.get(), 0));
+    CK(cudaGraphLaunch(exec.get(), stream_.get()));
+    CK(cudaStreamSynchronize(stream_.get()));
+    std::vector<double> samples;
+    for (int i = 0; i < repeats_; ++i) {
+      CK(cudaEventRecord(start_.get(), stream_.get()));
+      CK(cudaGraphLaunch(exec.get(), stream_.get()));
+      CK(cudaEventRecord(stop_.get(), stream_.get()));
+      CK(cudaEventSynchronize(stop_.get()));
+      float ms = 0;
+      CK(cudaEventElapsedTime(&ms, start_.get(), stop_.get()));
+      samples.push_back(static_cast<double>(ms) / kRunsPerGraph);
     }
     std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
     return samples[samples.size() / 2];
@@ -408,6 +461,7 @@ class CudnnBackend : public CostBackend {
   std::string cache_path_;
   int warmup_;
   int repeats_;
+  bool graph_timing_;
   std::unique_ptr<CostBackend> fallback_;
   std::vector<float> staging_;
   std::mutex measure_mu_;
@@ -416,8 +470,8 @@ class CudnnBackend : public CostBackend {
 }  // namespace
 
 std::unique_ptr<CostBackend> make_cudnn_backend(const std::string& cache_path, int warmup,
-                                                int repeats) {
-  return std::make_unique<CudnnBackend>(cache_path, warmup, repeats);
+                                                int repeats, bool graph_timing) {
+  return std::make_unique<CudnnBackend>(cache_path, warmup, repeats, graph_timing);
 }
 
 void cudnn_check_descriptors(const OpConfig& op) {
