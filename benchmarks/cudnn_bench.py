@@ -22,6 +22,14 @@ zoo and numpy, so it runs where TensorFlow is not installed. Per graph:
 - **do the GPU-like profile's gains hold on a GPU**: greedy and TASO's
   search optimising the analytic v100 cost, their final graphs re-costed
   under cudnn.
+- **`--runtime`**: every graph above run end to end on the GPU in PyTorch
+  (`xflowrl.measure.torch_runtime`), outputs checked against the reference
+  executor, then timed as a CUDA graph and eagerly; `--agent_results` adds
+  the graphs that train_mf.py / train_mb.py runs recorded, and
+  `--generalist_results` the held-out graphs of train_generalist.py runs
+  (the policy's and greedy's).
+- **`--from_json`**: the Markdown tables of an earlier `--out` file
+  (docs/engine.md, "Measured on a GPU").
 
 Costs are milliseconds; `change_pct` is (final - initial) / initial * 100.
 """
@@ -64,7 +72,7 @@ flags.DEFINE_list("agent_results", [], "--runtime: result.json files of train_mf
                   "train_mb.py runs on these graphs; each agent's graph (its substitutions "
                   "replayed on the zoo graph) is run beside the searches' graphs.")
 flags.DEFINE_list("generalist_results", [], "--runtime: result.json files of "
-                  "experiments/generalist.py runs: on each held-out graph, the policy's "
+                  "experiments/train_generalist.py runs: on each held-out graph, the policy's "
                   "graph (replayed) and greedy's, run on the GPU ('generalist' in the JSON).")
 flags.DEFINE_bool("graph_timing", True, "The cudnn backends time each op's runs replayed "
                   "from a CUDA graph (the default); false: one run per pair of events.")
