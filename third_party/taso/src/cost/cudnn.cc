@@ -5,8 +5,8 @@
 // with the cuDNN/cuBLAS call a framework would use, and timed with CUDA
 // events on the backend's own stream, after `warmup` runs: the median of
 // `repeats` replays of a CUDA graph of kRunsPerGraph runs (divided by their
-// number), or, without graph timing, of `repeats` single runs. Same conventions as the oneDNN backend: free ops are never
-// measured, measurements are memoized by OpConfig::key() and optionally
+// number), or, without graph timing, of `repeats` single runs. Same
+// conventions as the oneDNN backend: free ops are never measured, measurements are memoized by OpConfig::key() and optionally
 // appended to a "key<TAB>ms" cache file. Plain host C++ (no nvcc): every
 // kernel comes from a library or from cudaMemcpy2DAsync. Every CUDA, cuDNN
 // and cuBLAS failure is an EngineError naming the op and the call.
@@ -265,15 +265,22 @@ class CudnnBackend : public CostBackend {
         CK(cudaStreamSynchronize(stream_.get()));
       }
     }
+    return median_ms(run, 1);
+  }
+
+  // The median of `repeats_` samples, each the time between a pair of events
+  // around `enqueue` divided by the `runs` it enqueues.
+  template <typename G>
+  double median_ms(G& enqueue, int runs) {
     std::vector<double> samples;
     for (int i = 0; i < repeats_; ++i) {
       CK(cudaEventRecord(start_.get(), stream_.get()));
-      run();
+      enqueue();
       CK(cudaEventRecord(stop_.get(), stream_.get()));
       CK(cudaEventSynchronize(stop_.get()));
       float ms = 0;
       CK(cudaEventElapsedTime(&ms, start_.get(), stop_.get()));
-      samples.push_back(ms);
+      samples.push_back(static_cast<double>(ms) / runs);
     }
     std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
     return samples[samples.size() / 2];
@@ -297,20 +304,10 @@ class CudnnBackend : public CostBackend {
     CK(cudaStreamEndCapture(stream_.get(), graph.out()));
     CudaGraphExec exec;
     CK(cudaGraphInstantiateWithFlags(exec.out(), graph.get(), 0));
-    CK(cudaGraphLaunch(exec.get(), stream_.get()));
+    auto replay = [&] { CK(cudaGraphLaunch(exec.get(), stream_.get())); };
+    replay();
     CK(cudaStreamSynchronize(stream_.get()));
-    std::vector<double> samples;
-    for (int i = 0; i < repeats_; ++i) {
-      CK(cudaEventRecord(start_.get(), stream_.get()));
-      CK(cudaGraphLaunch(exec.get(), stream_.get()));
-      CK(cudaEventRecord(stop_.get(), stream_.get()));
-      CK(cudaEventSynchronize(stop_.get()));
-      float ms = 0;
-      CK(cudaEventElapsedTime(&ms, start_.get(), stop_.get()));
-      samples.push_back(static_cast<double>(ms) / kRunsPerGraph);
-    }
-    std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
-    return samples[samples.size() / 2];
+    return median_ms(replay, kRunsPerGraph);
   }
 
   double run_plan(const CudnnPlan& p) {
