@@ -122,6 +122,7 @@ class TorchProgram:
             self._steps.append((self._op(op), [tuple(t) for t in op.inputs], produced))
         self._outputs = [tuple(t) for t in graph.outputs()]
         self._graph: Any = None  # the CUDA graph of `run`, captured on first use
+        self._captured: Any = None  # its output tensors, alive as long as it is
 
     # ------------------------------------------------------------ operators
 
