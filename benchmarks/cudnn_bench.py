@@ -54,6 +54,7 @@ from xflowrl.engine import (
     XferSet,
     available_backends,
 )
+from xflowrl.engine.cost import cost_model_from_spec
 from xflowrl.results.thesis import THESIS_GRAPHS
 
 FLAGS = flags.FLAGS
@@ -159,9 +160,7 @@ def agent_graphs(paths: List[str], xfers: XferSet) -> Dict[str, Dict[str, Dict]]
         final = run["agent_cost_ms" if model_free else "controller_best_cost_ms"]
         graph = xfers.replay(zoo.get_graph(run["graph"]),
                              [(x, int(location)) for x, location in applied])
-        backend, _, profile = run["cost_model"].partition("/")
-        recosted = graph.cost(CostModel(backend, profile=profile) if profile
-                              else CostModel(backend))
+        recosted = graph.cost(cost_model_from_spec(run["cost_model"]))
         if abs(recosted - final) > 1e-9 * max(final, 1.0):
             raise ValueError(f"{path}: the replayed graph costs {recosted} ms under "
                              f"{run['cost_model']}, the run recorded {final} ms")
@@ -358,8 +357,7 @@ def measure_generalist(path: str, cudnn: CostModel, xfers: XferSet) -> Dict:
     from xflowrl import corpus
     with open(path) as f:
         run = json.load(f)
-    backend, _, profile = run["cost_model"].partition("/")
-    model = CostModel(backend, profile=profile) if profile else CostModel(backend)
+    model = cost_model_from_spec(run["cost_model"])
     specs = {spec.name: spec for spec in corpus.specs("held_out")}
     out = {}
     for row in run["held_out"]:

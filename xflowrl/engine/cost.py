@@ -175,6 +175,21 @@ class CostModel:
         return f"CostModel({self.name!r})"
 
 
+def cost_model_from_spec(spec: str, cost_cache: Optional[str] = None) -> CostModel:
+    """A cost model named `backend` or `backend/profile`.
+
+    Args:
+      spec: e.g. "analytic", "analytic/cpu", "fitted/cpu", "onednn", "cudnn".
+      cost_cache: measured backends' cache file ("" or None: none); the
+        analytic and fitted backends ignore it.
+
+    Returns:
+      The `CostModel` (the backend's default profile where none is named).
+    """
+    backend, _, profile = spec.partition("/")
+    return CostModel(backend, profile=profile or DEFAULT_PROFILE, cache_path=cost_cache or None)
+
+
 def available_backends() -> tuple:
     """The backends this build can construct (a GPU is checked at creation)."""
     names = ["analytic", "fitted"]

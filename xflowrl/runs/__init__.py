@@ -14,6 +14,7 @@ result.md, graph.json, graph.onnx. Library code reads no flags: entry points
 build these from their flag values.
 """
 
+from xflowrl.engine.cost import cost_model_from_spec as cost_model_from_spec
 from xflowrl.runs.entry import exit_on_bad_input
 from xflowrl.runs.outputs import (
                                   GRAPH_JSON,
@@ -30,7 +31,7 @@ from xflowrl.runs.outputs import (
                                   write_text,
                                   zoo_weights,
 )
-from xflowrl.runs.settings import BaselineSettings, RunSettings, cost_model_from_spec
+from xflowrl.runs.settings import BaselineSettings, RunSettings
 from xflowrl.runs.source import (
                                   GraphSource,
                                   InputShapes,

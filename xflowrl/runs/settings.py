@@ -9,7 +9,7 @@ its results go to: results_dir/<graph>/<entry point>/ (for an ONNX file,
 
 import dataclasses
 import os
-from typing import Any, Dict, Optional
+from typing import Optional
 
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.engine.cost import DEFAULT_BACKEND, DEFAULT_PROFILE
@@ -104,19 +104,3 @@ class BaselineSettings:
     def run(self, env: GraphEnv, seed: int) -> Baselines:
         """Greedy, TASO's search and the random agent on `env`'s initial graph."""
         return run_baselines(env, self.taso_alpha, self.taso_budget, self.random_episodes, seed)
-
-
-def cost_model_from_spec(spec: str, cost_cache: Optional[str] = None) -> CostModel:
-    """A cost model named `backend` or `backend/profile`.
-
-    Args:
-      spec: e.g. "analytic", "analytic/cpu", "fitted/cpu", "onednn", "cudnn".
-      cost_cache: measured backends' cache file ("" or None: none); the
-        analytic and fitted backends ignore it.
-
-    Returns:
-      The `CostModel` (the backend's default profile where none is named).
-    """
-    backend, _, profile = spec.partition("/")
-    kwargs: Dict[str, Any] = {"profile": profile} if profile else {}
-    return CostModel(backend, cache_path=cost_cache or None, **kwargs)
