@@ -255,7 +255,7 @@ class CudnnDeviceTest(absltest.TestCase):
         g = _all_kinds_graph()
         replayed = g.op_costs(CostModel("cudnn", warmup=2, repeats=5))  # the default
         launched = g.op_costs(CostModel("cudnn", warmup=2, repeats=5, graph_timing=False))
-        for op, r, lc in zip(g.ops(), replayed, launched):
+        for op, r in zip(g.ops(), replayed):
             if op.type in ("input", "weight", "reshape"):
                 self.assertEqual(r, 0.0, op.type)
             else:
