@@ -235,6 +235,7 @@ class TrainingTest(absltest.TestCase):
         self.assertAlmostEqual(graph.cost(env.cost_model), second.best_cost)
 
     def test_a_resumed_run_repeats_the_uninterrupted_run(self):
+        self.maxDiff = None
         # Minibatches in two epochs: the learner's generator is drawn from too.
         config = PPOConfig(episodes_per_update=2, epochs=2, minibatch_size=3)
         quiet = lambda line: None
