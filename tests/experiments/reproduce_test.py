@@ -196,6 +196,17 @@ class ReproduceQuickTest(absltest.TestCase):
             self.assertIn("Not finished: ", f.read())
         self.assertFalse(os.path.exists(os.path.join(self.results, "seed_1")))
 
+    def test_no_separate_reward_section_when_none_was_asked_for(self):
+        out_dir = os.path.join(self.tmp, "no_separate")
+        command = [c if not c.startswith("--separate_reward_graphs=")
+                   else "--separate_reward_graphs=" for c in self.command]
+        subprocess.run(command + ["--report_only", f"--report_dir={out_dir}"], cwd=_ROOT,
+                       capture_output=True, check=True)
+        with open(os.path.join(out_dir, "report.md")) as f:
+            text = f.read()
+        self.assertIn("## Real environment steps and wall times", text)
+        self.assertNotIn("Separate reward network", text)
+
     def test_report_only_without_a_finished_cell(self):
         # The model-based run marked unfinished (as a stopped run leaves it):
         # no graph can be reported, and the command says so.

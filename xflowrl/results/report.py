@@ -116,9 +116,10 @@ def report_markdown(rows: Dict[str, Dict[str, GraphRow]], props: Optional[dict],
                   "4.5)\n", table_measured(rows[s]),
                   f"## Table 4.2, {setting_label(s)}\n", table_4_2(props, rows[s]),
                   f"## Real environment steps and wall times, {setting_label(s)}\n",
-                  table_steps(rows[s]),
-                  f"## Separate reward network, {setting_label(s)}\n",
-                  table_separate(results, s, separate_graphs, rows[s], seeds)]
+                  table_steps(rows[s])]
+        if separate_graphs:  # --separate_reward_graphs='' runs none: no empty table
+            parts += [f"## Separate reward network, {setting_label(s)}\n",
+                      table_separate(results, s, separate_graphs, rows[s], seeds)]
     for s, sweep in sweeps.items():
         parts += [f"## Table 4.3: temperature sweep, {setting_label(s)}\n",
                   table_4_3(sweep, s, sweeps_measured[s])]
