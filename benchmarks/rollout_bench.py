@@ -12,9 +12,10 @@ rounds, each from a fresh agent of the same seed:
 - `local`: the learner's process plays the episodes itself, all at once
   (`run_episodes` over environment copies, as `train_mf.py` does with
   `TrainConfig.parallel_envs`); TensorFlow may use every CPU.
-- `ray`: `--actors` Ray actors (one CPU and one TensorFlow thread each, on a
-  local Ray instance of `--actors` CPUs) each hold an environment and a
-  copy of the policy. Before each collection the learner's weights go to
+- `ray`: `--actors` Ray actors (`xflowrl.agents.ppo.rollouts.RolloutActors`,
+  what `train_mf.py --rollout_actors` uses: one CPU and one TensorFlow
+  thread each, on a local Ray instance of `--actors` CPUs) each hold an
+  environment and a copy of the policy. Before each collection the learner's weights go to
   them (one `ray.put`); each plays its share of the episodes at once and
   sends their transitions back; the learner updates on them. Collection
   is synchronous, so each update sees only episodes of the current policy,
@@ -28,6 +29,7 @@ and the ratio ray / local of the rates. Both ways sample other episodes
 (other generators), so steps per second, not seconds, is compared.
 """
 
+import functools
 import json
 import os
 import platform
@@ -75,33 +77,6 @@ def clones(env, n: int):
     return [env] + [env.clone() for _ in range(n - 1)]
 
 
-class RolloutWorker:
-    """A Ray actor's body: an environment and a policy copy that plays
-    episodes with the weights it is sent and returns their transitions."""
-
-    def __init__(self, graph: str, profile: str, max_steps: int, ppo: str, seed: int):
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
-        tf.config.threading.set_intra_op_parallelism_threads(1)
-        tf.config.threading.set_inter_op_parallelism_threads(1)
-        self.env = make_env(graph, profile, max_steps)
-        self.agent = make_agent(self.env, ppo, seed)
-        self.envs = [self.env]
-
-    def variable_names(self):
-        return [v.name for v in self.agent.network.variables]
-
-    def collect(self, weights, episodes: int):
-        """Plays `episodes` episodes at once under `weights`; their steps."""
-        for variable, value in zip(self.agent.network.variables, weights, strict=True):
-            variable.assign(value)
-        if len(self.envs) < episodes:
-            self.envs += [self.env.clone() for _ in range(episodes - len(self.envs))]
-        start = time.process_time()
-        self.agent.run_episodes(self.envs[:episodes], learn=True)
-        steps, self.agent._buffer = self.agent._buffer, []  # pylint: disable=protected-access
-        return steps, time.process_time() - start
-
-
 def run_local(graph: str):
     """The loop in one process; its figures."""
     env = make_env(graph, FLAGS.profile, FLAGS.max_steps)
@@ -122,43 +97,32 @@ def run_local(graph: str):
     return steps, times
 
 
-def run_ray(graph: str, ray):
-    """The loop with `--actors` Ray actors collecting; its figures."""
+def run_ray(graph: str):
+    """The loop with `--actors` Ray actors collecting
+    (`xflowrl.agents.ppo.rollouts.RolloutActors`, as `train_mf.py
+    --rollout_actors` uses them); its figures."""
+    from xflowrl.agents.ppo.rollouts import (  # pylint: disable=import-outside-toplevel
+        RolloutActors,
+    )
     env = make_env(graph, FLAGS.profile, FLAGS.max_steps)
     agent = make_agent(env, FLAGS.ppo, FLAGS.seed)
-    worker = ray.remote(num_cpus=1)(RolloutWorker)
-    actors = [worker.remote(graph, FLAGS.profile, FLAGS.max_steps, FLAGS.ppo,
-                            FLAGS.seed + 1000 * (k + 1)) for k in range(FLAGS.actors)]
-    names = [v.name for v in agent.network.variables]
-    for got in ray.get([a.variable_names.remote() for a in actors]):
-        if got != names:
-            raise RuntimeError("an actor's policy variables differ from the learner's")
-    per_update = agent.config.episodes_per_update
-    shares = [per_update // FLAGS.actors + (k < per_update % FLAGS.actors)
-              for k in range(FLAGS.actors)]
+    actors = RolloutActors(functools.partial(make_env, graph, FLAGS.profile, FLAGS.max_steps),
+                           agent, FLAGS.actors, seed=FLAGS.seed)
     times = {"collect": 0.0, "update": 0.0}
     steps = 0
-    actor_cpu = 0.0
-    for i in range(FLAGS.updates + 1):
-        start = time.perf_counter()
-        weights = ray.put([v.numpy() for v in agent.network.variables])
-        results = ray.get([a.collect.remote(weights, n)
-                           for a, n in zip(actors, shares) if n])
-        collected_steps = []
-        for episode_steps, _ in results:
-            collected_steps += episode_steps
-        agent.add_steps(collected_steps)
-        collected = time.perf_counter()
-        agent.update()
-        done = time.perf_counter()
-        if i:
-            times["collect"] += collected - start
-            times["update"] += done - collected
-            steps += len(collected_steps)
-            actor_cpu += sum(cpu for _, cpu in results)
-    for a in actors:
-        ray.kill(a)
-    times["actors_cpu"] = actor_cpu
+    try:
+        for i in range(FLAGS.updates + 1):
+            start = time.perf_counter()
+            episodes = actors.run_episodes(agent, agent.config.episodes_per_update)
+            collected = time.perf_counter()
+            agent.update()
+            done = time.perf_counter()
+            if i:  # the first update traces and starts the actors: untimed
+                times["collect"] += collected - start
+                times["update"] += done - collected
+                steps += sum(e.steps for e in episodes)
+    finally:
+        actors.close()
     return steps, times
 
 
@@ -168,8 +132,6 @@ def figures(steps: int, times: dict) -> dict:
            "steps_per_s": round(steps / seconds, 2),
            "collect_ms_per_step": round(1000 * times["collect"] / steps, 3),
            "update_ms_per_step": round(1000 * times["update"] / steps, 3)}
-    if "actors_cpu" in times:
-        out["actors_cpu_ms_per_step"] = round(1000 * times["actors_cpu"] / steps, 3)
     return out
 
 
@@ -187,7 +149,7 @@ def main(argv):
         runs = {"local": [], "ray": []}
         for _ in range(FLAGS.rounds):
             for way in rng.permutation(["local", "ray"]):
-                steps, times = run_local(graph) if way == "local" else run_ray(graph, ray)
+                steps, times = run_local(graph) if way == "local" else run_ray(graph)
                 runs[way].append(figures(steps, times))
                 print(f"{graph} {way}: {runs[way][-1]}", file=sys.stderr, flush=True)
         rates = {way: statistics.median(r["steps_per_s"] for r in rs) for way, rs in runs.items()}

@@ -6,6 +6,7 @@
     python experiments/train_mf.py --cost_features=no_deltas   # observation ablation
     python experiments/train_mf.py --noequal_budget   # keep --max_steps below greedy's steps
     python experiments/train_mf.py --quick --onnx=my_model.onnx   # your own model
+    python experiments/train_mf.py --rollout_actors=2   # Ray actors play the episodes
 
 --onnx=PATH trains on a user's ONNX file instead of a zoo graph (--input_shape
 NAME=D1,D2,... fixes inputs of dynamic dimensions); <graph> below is then the
@@ -28,9 +29,16 @@ environment steps taken until the agent's greedy evaluation first reached
 its final cost)
 and the optimised graph (graph.json, and graph.onnx: a zoo graph with random
 weights, a --onnx model with its own).
+
+--rollout_actors=K has K Ray actors (one CPU each) play the training
+episodes, each with its own environment and policy copy (xflowrl.agents.
+ppo.rollouts); on a local Ray instance by default, on a cluster with
+--ray_address. It samples other episodes than a run without actors, so a
+run resumes with the value it started with.
 """
 
 import dataclasses
+import functools
 import time
 
 from absl import app, flags, logging
@@ -64,6 +72,11 @@ flags.DEFINE_bool("equal_budget", True,
                   "steps on the graph where that exceeds --max_steps, so that the comparison "
                   "with greedy gives both the same budget; --noequal_budget keeps --max_steps "
                   "as given (an ablation).")
+flags.DEFINE_integer("rollout_actors", 0, "Ray actors that play the training episodes (one CPU "
+                     "each; docs/agents.md, 'Rollouts in Ray actors'); 0: this process plays "
+                     "them.")
+flags.DEFINE_string("ray_address", "", "With --rollout_actors: a Ray cluster's address; empty: a "
+                    "local Ray instance of --rollout_actors CPUs.")
 # --quick's values for the flags the user does not give.
 QUICK = {"graph": "small_cnn", "episodes": 100, "ppo": "xrlflow", "episodes_per_update": 5,
          "max_steps": 20}
@@ -99,23 +112,52 @@ def settings_from_flags() -> Settings:
                     equal_budget=FLAGS.equal_budget)
 
 
+def training_env(run: RunSettings, equal_budget: bool):
+    """The run's environment; with `equal_budget` its step limit raised to
+    greedy's budget (deterministic: greedy's steps on this graph and
+    setting, so a resumed run, or an actor, gets the same limit)."""
+    env = run.make_env()
+    return with_equal_step_limit(env) if equal_budget else env
+
+
+def start_actors(settings: Settings, agent):
+    """--rollout_actors Ray actors on the agent's policy, or None."""
+    if not FLAGS.rollout_actors:
+        return None
+    import ray  # pylint: disable=import-outside-toplevel
+
+    from xflowrl.agents.ppo.rollouts import (  # pylint: disable=import-outside-toplevel
+        RolloutActors,
+    )
+    agent.build(training_env(settings.run, settings.equal_budget))  # the weights to send
+    if not ray.is_initialized():
+        if FLAGS.ray_address:
+            ray.init(address=FLAGS.ray_address, log_to_driver=False)
+        else:
+            ray.init(num_cpus=FLAGS.rollout_actors, include_dashboard=False,
+                     log_to_driver=False, object_store_memory=500 * 2**20)
+    return RolloutActors(functools.partial(training_env, settings.run, settings.equal_budget),
+                         agent, FLAGS.rollout_actors, seed=settings.seed)
+
+
 def main(argv):
     del argv
     settings = settings_from_flags()
     graph_name, ppo, seed = settings.run.graph, settings.ppo, settings.seed
     source = settings.run.source()
-    env = settings.run.make_env()
-    if settings.equal_budget:
-        # Deterministic (greedy's steps on this graph and setting): a resumed
-        # run gets the limit it started with.
-        env = with_equal_step_limit(env)
+    env = training_env(settings.run, settings.equal_budget)
     graph, xfers, cost_model = env.initial_graph, env.xfers, env.cost_model
     out_dir = settings.run.results_folder("train_mf")
     logging.info("graph %s: %d ops, %d xfers, initial cost %.4f ms (%s), step limit %d; "
                  "results in %s", graph_name, graph.num_ops(), len(xfers), env.initial_cost,
                  cost_model.name, env.config.max_steps, out_dir)
     agent = PPOAgent(len(xfers), ppo, seed=seed)
-    result = train(env, agent, settings.train, out_dir)
+    actors = start_actors(settings, agent)
+    try:
+        result = train(env, agent, settings.train, out_dir, actors=actors)
+    finally:
+        if actors is not None:
+            actors.close()
 
     start = time.time()  # optimising a graph with the trained policy (vs TASO's search time)
     greedy = agent.run_episode(env, greedy=True, learn=False)

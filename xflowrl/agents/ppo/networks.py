@@ -73,6 +73,7 @@ class PolicyValueNetwork(snt.Module):
             raise ValueError(f"state must be 'graph' or 'vector', got {state!r}")
         self.num_xfers = num_xfers
         self.state_kind = state
+        self.max_locations = max_locations
         hidden = config.hidden_sizes
         init = SeededInitializers(seed)
         if state == "graph":

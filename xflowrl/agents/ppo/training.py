@@ -11,7 +11,10 @@ nothing is lost, and the states of the environments' generators where they
 draw at random: `SampledGraphEnv.rng`), and resumes from them when run again
 with the same `logdir`: a resumed run repeats the uninterrupted run of its
 seed to the bit. A progress line with the rate and the time left goes to
-`progress` (stderr by default).
+`progress` (stderr by default). With `actors` (`rollouts.RolloutActors`)
+Ray actors play the training episodes instead of `env`'s copies; their
+generators are checkpointed too (`progress.json`), and `env` plays the
+greedy evaluations.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 from xflowrl.agents.ppo.agent import PPOAgent
+from xflowrl.agents.ppo.rollouts import RolloutActors
 from xflowrl.env import Environment, Episode
 from xflowrl.env.replay import replay  # noqa: F401  (re-exported for the entry points)
 
@@ -75,6 +79,8 @@ class Progress:
     # `bit_generator.state` of each environment copy's `rng`, by copy index
     # (only copies that have one; the agent's own are in the checkpoint).
     environment_generators: Dict[str, dict] = dataclasses.field(default_factory=dict)
+    # `RolloutActors.generator_states()`, one per actor, when actors collect.
+    actor_generators: List[dict] = dataclasses.field(default_factory=list)
 
     def save(self, path: str) -> None:
         """Writes the file atomically: an interruption never leaves half a file."""
@@ -115,7 +121,8 @@ def _format_seconds(s: float) -> str:
 
 
 def train(env: Environment, agent: PPOAgent, config: TrainConfig, logdir: str,
-          progress: Optional[Callable[[str], None]] = None) -> TrainResult:
+          progress: Optional[Callable[[str], None]] = None,
+          actors: Optional[RolloutActors] = None) -> TrainResult:
     """Trains `agent` on `env`; see the module docstring."""
     if progress is None:
         progress = lambda line: print(line, file=sys.stderr, flush=True)
@@ -134,6 +141,9 @@ def train(env: Environment, agent: PPOAgent, config: TrainConfig, logdir: str,
         for copy in set(saved) & set(generators):  # build's reset() drew from them
             generators[copy].bit_generator.state = saved[copy]
         exact &= set(saved) == set(generators)
+        if actors is not None and state.actor_generators:
+            actors.restore_generators(state.actor_generators)
+        exact &= (actors is not None) == bool(state.actor_generators)
         progress(f"resumed from {manager.latest_checkpoint} at episode "
                  f"{int(agent.episodes.numpy())}" + ("" if exact else
                  " (a checkpoint without every sampling generator: those start afresh)"))
@@ -145,6 +155,7 @@ def train(env: Environment, agent: PPOAgent, config: TrainConfig, logdir: str,
         state.seconds = seconds_before + time.time() - start
         state.environment_generators = {copy: g.bit_generator.state
                                         for copy, g in generators.items()}
+        state.actor_generators = [] if actors is None else actors.generator_states()
         manager.save(checkpoint_number=int(agent.episodes.numpy()))
         state.save(progress_path)
 
@@ -153,7 +164,10 @@ def train(env: Environment, agent: PPOAgent, config: TrainConfig, logdir: str,
         done_before = int(agent.episodes.numpy())
         batch = min(len(envs), config.episodes - done_before,
                     agent.config.episodes_per_update - agent.buffered_episodes)
-        episodes = agent.run_episodes(envs[:batch])
+        episodes = (agent.run_episodes(envs[:batch]) if actors is None else
+                    actors.run_episodes(agent, min(config.episodes - done_before,
+                                                   agent.config.episodes_per_update
+                                                   - agent.buffered_episodes)))
         for i, episode in enumerate(episodes):
             recent.append(episode)
             state.interactions += episode.steps

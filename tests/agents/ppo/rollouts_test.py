@@ -1,0 +1,123 @@
+"""Rollouts in Ray actors: training with them, and resuming it to the bit."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from absl.testing import absltest
+import numpy as np
+import ray
+
+from xflowrl.agents.ppo import PPOAgent, PPOConfig
+from xflowrl.agents.ppo.rollouts import RolloutActors
+from xflowrl.agents.ppo.training import TrainConfig, train
+from xflowrl.runs import RunSettings
+
+# A library factory, so that the actors' processes can import it.
+_RUN = RunSettings(graph="small_cnn", max_steps=4)
+
+
+def _weights(agent):
+    return [v.numpy() for v in agent.network.variables]
+
+
+class RolloutActorsTest(absltest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+                 object_store_memory=100 * 2**20)
+
+    @classmethod
+    def tearDownClass(cls):
+        ray.shutdown()
+        super().tearDownClass()
+
+    def _run(self, episodes, logdir):
+        """Trains a fresh agent (seed 3) with two actors for `episodes`."""
+        config = PPOConfig(episodes_per_update=3, epochs=2, minibatch_size=3)
+        env = _RUN.make_env()
+        agent = PPOAgent(env.num_xfers, config, seed=3)
+        agent.build(env)
+        actors = RolloutActors(_RUN.make_env, agent, 2, seed=3)
+        try:
+            result = train(env, agent, TrainConfig(episodes=episodes, checkpoint_every=1,
+                                                   eval_every=2), logdir,
+                           progress=lambda line: None, actors=actors)
+        finally:
+            actors.close()
+        return agent, result
+
+    def test_a_resumed_run_repeats_the_uninterrupted_run(self):
+        interrupted = tempfile.mkdtemp()
+        before, _ = self._run(6, interrupted)
+        # The actors' generators moved on from their seeds and are in the file.
+        resumed, resumed_result = self._run(12, interrupted)
+        whole, whole_result = self._run(12, tempfile.mkdtemp())
+        self.assertEqual(int(whole.episodes.numpy()), 12)
+        self.assertEqual(int(whole.updates.numpy()), 4)
+        self.assertGreater(whole_result.interactions, 12)  # actors played them
+        self.assertEqual(resumed_result.history, whole_result.history)
+        self.assertEqual((resumed_result.best_cost, resumed_result.best_sequence,
+                          resumed_result.interactions),
+                         (whole_result.best_cost, whole_result.best_sequence,
+                          whole_result.interactions))
+        for got, want in zip(_weights(resumed), _weights(whole), strict=True):
+            np.testing.assert_array_equal(got, want)
+        # Training changed the policy (the updates used the actors' episodes).
+        self.assertTrue(any(not np.array_equal(a, b) for a, b in
+                            zip(_weights(before), _weights(whole), strict=True)))
+
+    def test_the_agent_must_be_built(self):
+        env = _RUN.make_env()
+        with self.assertRaisesRegex(ValueError, "agent.build"):
+            RolloutActors(_RUN.make_env, PPOAgent(env.num_xfers, PPOConfig(), seed=0), 1)
+
+    def test_episodes_are_shared_out_and_actor_counts_must_match_on_resume(self):
+        env = _RUN.make_env()
+        agent = PPOAgent(env.num_xfers, PPOConfig(episodes_per_update=5), seed=0)
+        agent.build(env)
+        actors = RolloutActors(_RUN.make_env, agent, 2, seed=0)
+        try:
+            self.assertEqual(actors.shares(5), [3, 2])
+            self.assertEqual(actors.shares(1), [1, 0])
+            played = actors.run_episodes(agent, 5)
+            self.assertLen(played, 5)
+            self.assertEqual(agent.buffered_episodes, 5)
+            states = actors.generator_states()
+            self.assertLen(states, 2)
+            self.assertNotEqual(states[0]["actor"], states[1]["actor"])
+            with self.assertRaisesRegex(ValueError, "1 actors' generators; this run has 2"):
+                actors.restore_generators(states[:1])
+        finally:
+            actors.close()
+
+
+
+class TrainMfActorsTest(absltest.TestCase):
+
+    def test_train_mf_with_rollout_actors(self):
+        # The entry point starts its own local Ray and pickles its
+        # environment factory into the actors.
+        results = tempfile.mkdtemp()
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+            os.path.abspath(__file__)))))
+        proc = subprocess.run(
+            [sys.executable, os.path.join(root, "experiments", "train_mf.py"), "--quick",
+             "--episodes=6", "--episodes_per_update=3", "--rollout_actors=2",
+             "--taso_budget=0", "--random_episodes=1", f"--results_dir={results}"],
+            capture_output=True, text=True, timeout=600, check=False)
+        self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+        self.assertIn("episode 6/6", proc.stderr)
+        with open(os.path.join(results, "small_cnn", "train_mf", "result.json")) as f:
+            result = json.load(f)
+        self.assertEqual(result["episodes"], 6)
+        with open(os.path.join(results, "small_cnn", "train_mf", "progress.json")) as f:
+            self.assertLen(json.load(f)["actor_generators"], 2)
+
+
+if __name__ == "__main__":
+    absltest.main()
