@@ -19,6 +19,7 @@ import time
 
 from absl.testing import absltest
 
+from tests.local_ray import LocalRayTestCase
 from xflowrl import jobs as jobs_lib
 from xflowrl.jobs import runner
 
@@ -169,21 +170,8 @@ class RunJobTest(absltest.TestCase):
                                "about 1 h 01 min left] x: ran 3 s")
 
 
-class RunJobsTest(absltest.TestCase):
+class RunJobsTest(LocalRayTestCase):
     """`run_jobs` on one local Ray instance of 2 CPUs."""
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        import ray  # pylint: disable=import-outside-toplevel
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-                 object_store_memory=100 * 2**20)
-
-    @classmethod
-    def tearDownClass(cls):
-        import ray  # pylint: disable=import-outside-toplevel
-        ray.shutdown()
-        super().tearDownClass()
 
     def setUp(self):
         super().setUp()

@@ -8,8 +8,8 @@ import tempfile
 
 from absl.testing import absltest
 import numpy as np
-import ray
 
+from tests.local_ray import LocalRayTestCase
 from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.agents.ppo.rollouts import RolloutActors
 from xflowrl.agents.ppo.training import TrainConfig, train
@@ -23,18 +23,7 @@ def _weights(agent):
     return [v.numpy() for v in agent.network.variables]
 
 
-class RolloutActorsTest(absltest.TestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-                 object_store_memory=100 * 2**20)
-
-    @classmethod
-    def tearDownClass(cls):
-        ray.shutdown()
-        super().tearDownClass()
+class RolloutActorsTest(LocalRayTestCase):
 
     def _run(self, episodes, logdir):
         """Trains a fresh agent (seed 3) with two actors for `episodes`."""
