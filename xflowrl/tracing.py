@@ -19,35 +19,37 @@ import numpy as np
 import tensorflow as tf
 
 
-def _open_spec(leaf: Any, width_from_rank: int) -> Any:
-    """A tensor's or array's `tf.TensorSpec` with every dimension unknown
-    but the last of a float tensor of rank `width_from_rank` or more; other
-    leaves (None, Python numbers, strings) as they are."""
-    if not isinstance(leaf, (tf.Tensor, np.ndarray)):
-        return leaf
-    dtype = tf.as_dtype(leaf.dtype)
-    shape: List[Optional[int]] = [None] * len(leaf.shape)
-    if dtype.is_floating and len(shape) >= width_from_rank:
-        shape[-1] = int(leaf.shape[-1])
-    return tf.TensorSpec(shape, dtype)
+class OpenSpec:
+    """Maps a tensor or array to the `tf.TensorSpec` it is traced with: every
+    dimension unknown but the last of a float tensor of rank
+    `width_from_rank` or more (the feature width that the networks' layers
+    are built for); other leaves (None, Python numbers, strings) are
+    returned as they are. `TracedFunction` reads `width_from_rank` to key
+    its fast path by exactly what the spec fixes."""
+
+    def __init__(self, width_from_rank: int):
+        self.width_from_rank = width_from_rank
+
+    def __call__(self, leaf: Any) -> Any:
+        if not isinstance(leaf, (tf.Tensor, np.ndarray)):
+            return leaf
+        dtype = tf.as_dtype(leaf.dtype)
+        shape: List[Optional[int]] = [None] * len(leaf.shape)
+        if dtype.is_floating and len(shape) >= self.width_from_rank:
+            shape[-1] = int(leaf.shape[-1])
+        return tf.TensorSpec(shape, dtype)
 
 
-def relaxed_spec(leaf: Any) -> Any:
-    """The `tf.TensorSpec` a tensor or array is traced with: every dimension
-    unknown but the last of a float tensor of rank 2 or more (the feature
-    width that the networks' layers are built for). Batch sizes, node and
-    edge counts, candidate rows and locations may then change without a new
-    trace. Other leaves (None, Python numbers, strings) are returned as
-    they are."""
-    return _open_spec(leaf, 2)
+# Every dimension open but the last of a float tensor of rank 2 or more:
+# batch sizes, node and edge counts, candidate rows and locations may change
+# without a new trace.
+relaxed_spec = OpenSpec(2)
 
-
-def sequence_spec(leaf: Any) -> Any:
-    """`relaxed_spec` for batches of padded sequences: every dimension
-    unknown but the last of a float tensor of rank 3 or more ([batch, time,
-    features]); [batch, time] floats (rewards, weights) are open in both,
-    so that the padded length may change without a new trace."""
-    return _open_spec(leaf, 3)
+# For batches of padded sequences: every dimension open but the last of a
+# float tensor of rank 3 or more ([batch, time, features]); [batch, time]
+# floats (rewards, weights) are open in both, so that the padded length may
+# change without a new trace.
+sequence_spec = OpenSpec(3)
 
 
 def _is_tensor(leaf: Any) -> bool:
@@ -65,13 +67,33 @@ def _structure(x: Any) -> Any:
     return None
 
 
-def _describe(leaf: Any) -> Any:
-    """A leaf as the cheap key sees it: a tensor's dtype, rank and last
-    dimension (finer than any signature `relaxed_spec` or `sequence_spec`
-    gives, so equal keys mean one trace), any other leaf's repr."""
+_FLOATING: Dict[Any, bool] = {}
+
+
+def _is_floating(dtype: Any) -> bool:
+    known = _FLOATING.get(dtype)
+    if known is None:
+        known = _FLOATING[dtype] = tf.as_dtype(dtype).is_floating
+    return known
+
+
+def _describe(leaf: Any, width_from_rank: Optional[int]) -> Any:
+    """A leaf as the cheap key sees it: a tensor's dtype, rank and the
+    dimension its signature fixes (the last of a float tensor of rank
+    `width_from_rank` or more; any last dimension where the spec is not an
+    `OpenSpec`), any other leaf's repr. Equal keys mean one trace; the other
+    dimensions (batch, nodes, edges, candidate rows) stay out of the key, or
+    every new size would miss the fast path."""
     if isinstance(leaf, (tf.Tensor, np.ndarray)):
         shape = leaf.shape
-        return (leaf.dtype, len(shape), shape[-1] if len(shape) else None)
+        rank = len(shape)
+        if width_from_rank is None:
+            fixed = shape[-1] if rank else None
+        elif rank >= width_from_rank and _is_floating(leaf.dtype):
+            fixed = shape[-1]
+        else:
+            fixed = None
+        return (leaf.dtype, rank, fixed)
     return repr(leaf)
 
 
@@ -98,13 +120,16 @@ class TracedFunction:
                  spec: Callable[[Any], Any] = relaxed_spec):
         self._fn = fn
         self._spec = spec
+        self._width_from_rank: Optional[int] = getattr(spec, "width_from_rank", None)
+        self.slow_calls = 0  # calls through tf.function's own call (see __call__)
         self._functions: Dict[Any, Any] = {}  # input signature -> tf.function
         self._entries: Dict[Any, _Trace] = {}  # cheap key of a call -> its trace
 
     def __call__(self, *args):
         leaves = tf.nest.flatten(args)
         tensors = [leaf for leaf in leaves if _is_tensor(leaf)]
-        fast_key = (_structure(args), tuple(map(_describe, leaves)))
+        fast_key = (_structure(args),
+                    tuple(_describe(leaf, self._width_from_rank) for leaf in leaves))
         entry = self._entries.get(fast_key)
         if entry is None:
             entry = self._entry(args, leaves, tensors)
@@ -118,6 +143,7 @@ class TracedFunction:
             inputs = [tf.convert_to_tensor(t) for t in tensors]
             return entry.concrete._call_flat(  # pylint: disable=protected-access
                 inputs, entry.concrete.captured_inputs)
+        self.slow_calls += 1
         out = entry.function(*tensors)
         if entry.concrete is None:
             # After the first call: a function whose first trace made
