@@ -386,6 +386,9 @@ class CandidateBuilder {
 int for_each_candidate(const Graph& graph, const Rule& rule, int max_ops,
                        const std::function<bool(Candidate&&, const MatchedOps&)>& emit,
                        bool incremental, MatchCache* cache) {
+  // Most rules of a large set cannot match: rule them out before setting up
+  // a builder (which walks the rule's target pattern) or a cache.
+  if (!may_match(graph, rule)) return 0;
   MatchCache own;  // without a shared cache: this rule's own memo and buffers
   MatchCache& shared = cache ? *cache : own;
   CandidateBuilder builder(graph, rule, max_ops, incremental, &shared.candidate);

@@ -162,16 +162,21 @@ std::vector<int8_t>* ParamMemo::memo(const PatternOp& op, int graph_size) {
   return &it->second;
 }
 
+bool may_match(const Graph& graph, const Rule& rule) {
+  for (const PatternOp& op : rule.src) {
+    size_t needed = 0;
+    for (const PatternOp& other : rule.src) needed += other.type == op.type;
+    if (graph.ops_of_type(op.type).size() < needed) return false;
+  }
+  return true;
+}
+
 int for_each_match(const Graph& graph, const Rule& rule, ParamMemo* params,
                    MatchScratch* scratch,
                    const std::function<bool(const Match&)>& on_match) {
   // A source needing more ops of some type than the graph has cannot match:
   // most rules of a large set are ruled out here without a search.
-  for (const PatternOp& op : rule.src) {
-    size_t needed = 0;
-    for (const PatternOp& other : rule.src) needed += other.type == op.type;
-    if (graph.ops_of_type(op.type).size() < needed) return 0;
-  }
+  if (!may_match(graph, rule)) return 0;
   return Matcher(graph, rule, params, scratch, on_match).run();
 }
 

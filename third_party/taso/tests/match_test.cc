@@ -42,6 +42,21 @@ TEST(match_chains_in_topological_order) {
   CHECK_EQ(relus[2][0], c.relu3);
 }
 
+TEST(may_match_counts_each_source_op_type) {
+  const ConvChain c = conv_chain();  // 2 convs, 3 relus, 1 tanh
+  CHECK(may_match(*c.graph, double_relu()));
+  CHECK(may_match(*c.graph, fuse_conv_relu()));
+  CHECK(!may_match(*c.graph, replace_unary(OP_SIGMOID, OP_TANH)));
+  CHECK(!may_match(*c.graph, commute_add()));
+  // Two tanh ops in a row: the chain has one tanh, so no search and no match.
+  const Rule two_tanh = rule("two_tanh", {pop(OP_TANH, {var(-1)}), pop(OP_TANH, {out(0)})},
+                             {pop(OP_TANH, {var(-1)})}, {{out(1), out(0)}});
+  CHECK(!may_match(*c.graph, two_tanh));
+  int count = -1;
+  CHECK(matches(*c.graph, two_tanh, &count).empty());
+  CHECK_EQ(count, 0);
+}
+
 TEST(match_binds_variables_to_tensors) {
   const ConvChain c = conv_chain();
   ParamMemo memo;

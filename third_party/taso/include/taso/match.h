@@ -69,6 +69,12 @@ class ParamMemo {
   std::vector<int> key_;
 };
 
+// Whether `graph` has, for every op type of `rule`'s source pattern, at
+// least as many ops of that type as the pattern has: a cheap necessary
+// condition for a match, which rules out most rules of a large set without
+// a search or any per-rule set-up.
+bool may_match(const Graph& graph, const Rule& rule);
+
 // Calls `on_match` with every match of `rule`'s source pattern on `graph`, in
 // match order, until it returns false. Element-wise source ops match
 // equal-shaped operands only (rules are derived without broadcasting); a
