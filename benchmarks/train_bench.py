@@ -30,7 +30,9 @@ and reports:
   rates on a machine shared with other work;
 - the number of traces of every `tf.function` the agent owns (one each is
   the goal: a retrace costs seconds; a function whose first call creates
-  variables counts two).
+  variables counts two), and of every traced function the calls that
+  missed its fast path (`.slow_calls`; one each is the goal: a miss costs
+  about a millisecond).
 
 `--parallel_envs` episodes are played at once (default: the preset's
 episodes per update, as `train_mf.py` does); the code before issue 25 had
@@ -150,6 +152,8 @@ def trace_counts(agent):
                 counts[f"{type(owner).__name__}.{attr}"] = value.experimental_get_tracing_count()
             elif hasattr(value, "tracing_count"):  # xflowrl.tracing.TracedFunction
                 counts[f"{type(owner).__name__}.{attr}"] = value.tracing_count
+                if hasattr(value, "slow_calls"):  # calls that missed the fast path
+                    counts[f"{type(owner).__name__}.{attr}.slow_calls"] = value.slow_calls
     return counts
 
 

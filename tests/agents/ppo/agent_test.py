@@ -214,6 +214,33 @@ class TrainingTest(absltest.TestCase):
         with self.assertRaises(ValueError):
             TrainConfig(parallel_envs=0)
 
+    def test_training_calls_take_the_traced_fast_path(self):
+        # Two graphs of different sizes and minibatches of random states:
+        # batch, node, edge and candidate-row counts change from call to
+        # call, and none of that may send a call through tf.function's own
+        # (slow) call again after each function's first trace.
+        env = SampledGraphEnv({"small": zoo.get_graph("small_cnn"),
+                               "wide": zoo.get_graph("small_cnn", width=48)}, _XFERS,
+                              CostModel("analytic"), EnvConfig(max_steps=4), seed=5)
+        config = PPOConfig(episodes_per_update=3, epochs=2, minibatch_size=4)
+        agent = PPOAgent(len(_XFERS), config, seed=3)
+        calls = {"act": 0, "learn": 0}
+        for name, owner, attr in (("act", agent.actor, "_policy_step"),
+                                  ("learn", agent.learner, "_step")):
+            traced = getattr(owner, attr)
+
+            def counted(*args, _traced=traced, _name=name):
+                calls[_name] += 1
+                return _traced(*args)
+            counted.slow_calls = lambda _traced=traced: _traced.slow_calls
+            setattr(owner, attr, counted)
+        train(env, agent, TrainConfig(episodes=9, parallel_envs=2), tempfile.mkdtemp(),
+              progress=lambda s: None)
+        self.assertGreaterEqual(calls["act"], 10)
+        self.assertGreaterEqual(calls["learn"], 6)
+        self.assertEqual(agent.actor._policy_step.slow_calls(), 1)  # pylint: disable=protected-access
+        self.assertEqual(agent.learner._step.slow_calls(), 1)  # pylint: disable=protected-access
+
     def test_resume_continues_where_it_stopped(self):
         logdir = tempfile.mkdtemp()
         env = _env(max_steps=4)
