@@ -8,19 +8,25 @@ episode (`xflowrl.transfer.shipped_policy`; its episode as `xflowrl
 optimize --method=policy` plays it: 1.5 x greedy's steps, at least 10) and
 TASO's search at `--taso_budget` (1,000, alpha 1.05), both from the same
 initial graph under `--cost_model` (analytic/v100, what the policy was
-trained under). The policy's first call traces its TensorFlow function, so
-one untimed episode runs first. The policy's time is split into the
-environment's observations (locations, features) and the rest (the
-network). Reported per graph: median seconds of each and their ratio
-(policy / TASO), the costs both reach, and the step at which the policy's
+trained under). The policy's time is what `xflowrl optimize
+--method=policy` spends on a graph: the step limit (one-step greedy run to
+its end, `step_limit_s`) and then the episode (`episode_s`); its ratio to
+TASO's is `ratio`, the episode's alone `episode_ratio`. The policy's first
+call traces its TensorFlow function, so one untimed episode runs first.
+The episode's time is split into the environment's observations
+(locations, features) and the rest (the network). Reported per graph:
+median seconds of each and their ratio (policy / TASO), the costs both
+reach, and the step at which the policy's
 episode reached its cheapest graph (at its last step, stopping early after
 steps without improvement could not shorten it); overall: the median and
 range of the ratios, and the share of graphs whose cheapest graph came at
 the last step. The issue's target: the policy takes at most 1/10 of TASO's
-time on the same graph. `observe_ratio` is the observations' time alone over
-TASO's: a floor under `ratio` that no faster network can go below (the
-policy needs one observation per rewrite it applies); `share_observe_above_tenth`
-counts the graphs where that floor alone misses the target.
+time on the same graph. `observe_ratio` is the episode's observations' time
+alone over TASO's: a floor under `episode_ratio` that no faster network can
+go below (the policy needs one observation per rewrite it applies);
+`share_observe_above_tenth` counts the graphs where that floor alone misses
+the target. (Before 2026-11-26 the benchmark timed the episode alone, its
+`ratio` today's `episode_ratio`.)
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import os
 import statistics
 import sys
 import time
+from typing import Dict, List
 
 from absl import app, flags
 import numpy as np
@@ -96,15 +103,24 @@ def main(argv):
         observe = env._observe  # pylint: disable=protected-access
         clock = timing.Clock()
         env._observe = clock.wrap("observe", observe)  # pylint: disable=protected-access
-        times = {"policy": [], "taso": [], "observe": []}
+        times: Dict[str, List[float]] = {"policy": [], "episode": [], "step_limit": [],
+                                         "taso": [], "observe": []}
         costs = {}
         for _ in range(FLAGS.rounds):
             for which in rng.permutation(["policy", "taso"]):
                 start = time.perf_counter()
                 if which == "policy":
+                    # The step limit as `xflowrl optimize --method=policy`
+                    # sets it: one-step greedy run to its end first.
+                    equal_step_limit(10, greedy_steps(
+                        GraphEnv(graph, xfers, cost, EnvConfig(max_steps=NO_STEP_LIMIT))))
+                    limit_done = time.perf_counter()
                     before = clock.seconds.get("observe", 0.0)
                     episode = agent.run_episode(env, greedy=True, learn=False)
-                    times["policy"].append(time.perf_counter() - start)
+                    end = time.perf_counter()
+                    times["step_limit"].append(limit_done - start)
+                    times["episode"].append(end - limit_done)
+                    times["policy"].append(end - start)
                     times["observe"].append(clock.seconds.get("observe", 0.0) - before)
                     costs["policy_final_ms"] = episode.final_cost
                     costs["policy_steps"] = episode.steps
@@ -119,21 +135,29 @@ def main(argv):
         best_ms, prefix = cheapest_prefix(env, applied)
         costs.update(policy_best_ms=best_ms, policy_best_step=len(prefix))
         policy, taso = statistics.median(times["policy"]), statistics.median(times["taso"])
+        episode_s = statistics.median(times["episode"])
         row = {"graph": name, "ops": graph.num_ops(), "initial_ms": env.initial_cost,
-               "policy_s": round(policy, 4), "policy_observe_s": round(
-                   statistics.median(times["observe"]), 4),
+               "policy_s": round(policy, 4),
+               "step_limit_s": round(statistics.median(times["step_limit"]), 4),
+               "episode_s": round(episode_s, 4),
+               "policy_observe_s": round(statistics.median(times["observe"]), 4),
                "taso_s": round(taso, 4), "ratio": round(policy / taso, 4),
+               "episode_ratio": round(episode_s / taso, 4),
                "observe_ratio": round(statistics.median(times["observe"]) / taso, 4), **costs}
-        print(f"{name}: policy {policy:.3f} s ({row['policy_observe_s']:.3f} s observing, "
-              f"{row['policy_steps']} steps), TASO {taso:.3f} s, ratio {row['ratio']:.3f}",
-              file=sys.stderr, flush=True)
+        print(f"{name}: policy {policy:.3f} s ({row['step_limit_s']:.3f} s for the step limit, "
+              f"{row['policy_observe_s']:.3f} s observing, {row['policy_steps']} steps), "
+              f"TASO {taso:.3f} s, ratio {row['ratio']:.3f}", file=sys.stderr, flush=True)
         rows.append(row)
     ratios = [r["ratio"] for r in rows]
+    episode_ratios = [r["episode_ratio"] for r in rows]
     print(json.dumps({"cost_model": FLAGS.cost_model, "taso_budget": FLAGS.taso_budget,
                       "rounds": FLAGS.rounds, "cores": FLAGS.cores, "rows": rows,
                       "ratio_median": statistics.median(ratios), "ratio_min": min(ratios),
                       "ratio_max": max(ratios),
                       "share_at_most_tenth": sum(r <= 0.1 for r in ratios) / len(ratios),
+                      "episode_ratio_median": statistics.median(episode_ratios),
+                      "share_episode_at_most_tenth": sum(
+                          r <= 0.1 for r in episode_ratios) / len(rows),
                       "share_observe_above_tenth": sum(
                           r["observe_ratio"] > 0.1 for r in rows) / len(rows),
                       "share_best_at_last_step": sum(
