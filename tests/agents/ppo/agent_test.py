@@ -224,22 +224,23 @@ class TrainingTest(absltest.TestCase):
                               CostModel("analytic"), EnvConfig(max_steps=4), seed=5)
         config = PPOConfig(episodes_per_update=3, epochs=2, minibatch_size=4)
         agent = PPOAgent(len(_XFERS), config, seed=3)
-        calls = {"act": 0, "learn": 0}
-        for name, owner, attr in (("act", agent.actor, "_policy_step"),
-                                  ("learn", agent.learner, "_step")):
-            traced = getattr(owner, attr)
+        # pylint: disable=protected-access
+        traced = {"act": agent.actor._policy_step, "learn": agent.learner._step}
+        calls = dict.fromkeys(traced, 0)
 
-            def counted(*args, _traced=traced, _name=name):
-                calls[_name] += 1
-                return _traced(*args)
-            counted.slow_calls = lambda _traced=traced: _traced.slow_calls
-            setattr(owner, attr, counted)
+        def counting(name):
+            def call(*args):
+                calls[name] += 1
+                return traced[name](*args)
+            return call
+        agent.actor._policy_step = counting("act")
+        agent.learner._step = counting("learn")
         train(env, agent, TrainConfig(episodes=9, parallel_envs=2), tempfile.mkdtemp(),
               progress=lambda s: None)
         self.assertGreaterEqual(calls["act"], 10)
         self.assertGreaterEqual(calls["learn"], 6)
-        self.assertEqual(agent.actor._policy_step.slow_calls(), 1)  # pylint: disable=protected-access
-        self.assertEqual(agent.learner._step.slow_calls(), 1)  # pylint: disable=protected-access
+        self.assertEqual(traced["act"].slow_calls, 1)
+        self.assertEqual(traced["learn"].slow_calls, 1)
 
     def test_resume_continues_where_it_stopped(self):
         logdir = tempfile.mkdtemp()
