@@ -8,6 +8,7 @@ it zero-shot on graphs it never saw.
     python experiments/train_generalist.py --report              # the seeds' results, one table
     python experiments/train_generalist.py --agent=mb            # the model-based agent
     python experiments/train_generalist.py --measure             # + measured, in onnxruntime
+    python experiments/train_generalist.py --agent=mb --trace=inception/a1c1w16   # one episode, step by step
 
 Every episode draws a graph from the corpus' training split
 (`xflowrl.corpus`, docs/zoo.md "The training distribution"; a family
@@ -62,6 +63,7 @@ from xflowrl.engine import XferSet
 from xflowrl.engine.cost import GPU_COST_SPEC
 from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS
 from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.env.replay import trace
 from xflowrl.env.sampled import SampledGraphEnv
 from xflowrl.results import WorldModelState
 from xflowrl.rules.sets import DEFAULT_RULE_SET
@@ -84,6 +86,14 @@ flags.DEFINE_integer("episodes", 1500, "Model-free: training episodes over the t
 common.define_world_model_flags()
 flags.DEFINE_integer("dream_episodes", 3200, "Model-based: imagined episodes the controller "
                      "trains on.")
+flags.DEFINE_list("trace", [], "Only play the trained agent's greedy episode on these corpus "
+                  "graphs and print it step by step (xfer, location, the cost after it); "
+                  "trains the agent first if --results_dir has no finished run.")
+flags.DEFINE_bool("ranked_locations", False, "Model-based: locations named by their rank "
+                  "among the xfer's candidates, cheapest first, not by the engine's order.")
+flags.DEFINE_bool("xfer_summaries", False, "Model-based: the world model predicts each xfer's "
+                  "best and mean cost change and the controller reads them (the real "
+                  "environment's in the real one); off: it sees [z, h] and the masks only.")
 flags.DEFINE_float("mask_threshold", 0.3, "Model-based: predicted probability above which the "
                    "dream offers an xfer. Lower than one graph's 0.8: over many graphs the "
                    "mask decoder is less sure, and at 0.8 the dream offers no xfer at most "
@@ -176,6 +186,19 @@ def _finetune_rows(generalist_dir, names, xfers, cost_model, config, seed, out_d
     return rows
 
 
+def _trace(agent, names, xfers, cost_model, config) -> None:
+    """The agent's greedy episode on each graph (the zero-shot evaluation's
+    episode), step by step."""
+    for name in names:
+        env = with_equal_step_limit(GraphEnv(corpus.get(name), xfers, cost_model, config))
+        episode = agent.run_episode(env, greedy=True, learn=False)
+        initial = env.initial_cost
+        print(f"{name}: initial {initial:.4f} ms, step limit {env.config.max_steps}")
+        for k, (xfer, location, cost) in enumerate(trace(env, episode.applied), 1):
+            print(f"  {k:3d}  {xfer:<28} location {location:<4} {cost:.4f} ms "
+                  f"({100.0 * (cost / initial - 1.0):+.2f}%)")
+
+
 def _train_model_based(env: SampledGraphEnv, out_dir: str, seed: int):
     """The model-based agent over the training graphs (resumes from
     `out_dir`): world-model rounds with the controller in the dream after
@@ -184,7 +207,8 @@ def _train_model_based(env: SampledGraphEnv, out_dir: str, seed: int):
     training took."""
     values = types.SimpleNamespace(**{name: _value(name) for name in (
         "rounds", "episodes_per_round", "train_steps_per_round", "encoder_steps")})
-    wm = common.world_model_config(values)
+    wm = common.world_model_config(values, xfer_summaries=FLAGS.xfer_summaries,
+                                   ranked_locations=FLAGS.ranked_locations)
     dream = DreamConfig(episodes=_value("dream_episodes"), mask_threshold=FLAGS.mask_threshold)
     start = time.time()
     agent = ModelBasedAgent(env, out_dir, wm, dream, controller_ppo_config(dream.batch_size),
@@ -269,6 +293,9 @@ def main(argv):
                           command=command)
         save_policy(agent, policy_dir, info)
 
+    if FLAGS.trace:
+        _trace(agent, FLAGS.trace, xfers, cost_model, config)
+        return
     start = time.time()
     rows = evaluate.zero_shot(agent, {s.name: s.build for s in held_out}, xfers, cost_model,
                               config, taso_budget=_value("taso_budget"),

@@ -351,7 +351,8 @@ class MakeBatchTest(absltest.TestCase):
             rewards=rng.normal(size=length).astype(np.float32),
             terminals=np.eye(length, dtype=np.float32)[-1],
             xfer_valid=(rng.random((length + 1, m)) < 0.5).astype(np.float32),
-            counts=rng.integers(0, 5, (length + 1, m)).astype(np.float32))
+            counts=rng.integers(0, 5, (length + 1, m)).astype(np.float32),
+            gains=rng.normal(size=(length + 1, m, 2)).astype(np.float32))
 
     def test_padding_shapes_and_alignment(self):
         sequences = [self._sequences(3, 100), self._sequences(5, 200)]

@@ -98,15 +98,17 @@ def untrained_world(max_locations: int = 200):
 
 
 def script_model(model: MDNRNN, valid_logits, count: int, reward: float,
-                 done_logit: float) -> None:
+                 done_logit: float, gains=None) -> None:
     """Makes an MDN-RNN's reward, done flag and masks constants.
 
     The mask decoder's last layer and the reward and done columns of the
     MDN head get zero weights, so that (whatever z and h) the reward is
     `reward`, the done logit `done_logit`, xfer m is valid iff
     `valid_logits[m] > 0` and every valid xfer has `count` locations; the
-    reward ensemble's members all predict `reward` too (no disagreement).
-    The mixture over z_{t+1} is left as it is.
+    reward ensemble's members all predict `reward` too (no disagreement);
+    a model that predicts xfer summaries predicts `gains` ([M, 2], the
+    (min, mean) cost change of each xfer; default zeros). The mixture over
+    z_{t+1} is left as it is.
     """
     for member in model._reward_members:  # pylint: disable=protected-access
         out = member._layers[-1]  # pylint: disable=protected-access
@@ -115,8 +117,12 @@ def script_model(model: MDNRNN, valid_logits, count: int, reward: float,
     last = model._mask_decoder._layers[-1]  # pylint: disable=protected-access
     last.w.assign(tf.zeros_like(last.w))
     m = model.num_known_xfers
-    last.b.assign(np.concatenate([np.asarray(valid_logits, np.float32),
-                                  np.full(m, np.log1p(count), np.float32)]))
+    bias = [np.asarray(valid_logits, np.float32), np.full(m, np.log1p(count), np.float32)]
+    if model.xfer_summaries:  # predicted in the reward's units
+        scale = float(model.reward_scale.numpy())
+        bias.append((np.zeros((m, 2)) if gains is None else np.asarray(gains)).reshape(-1)
+                    * scale)
+    last.b.assign(np.concatenate(bias).astype(np.float32))
     head = model._head  # pylint: disable=protected-access
     w, b = head.w.numpy(), head.b.numpy()
     w[:, -2:] = 0.0

@@ -85,6 +85,11 @@ class Observation(NamedTuple):
     locations: Optional[LocationFeatures]
     location_mask: np.ndarray  # [N+1, L] bool; row N (NO-OP) all False
     xfer_mask: np.ndarray      # [N+1] bool; entry N (NO-OP) always True
+    # [N+1, 3] float32, a vector state's per-xfer summary (log1p location
+    # count, min and mean cost change), where a latent environment provides
+    # one (`WorldModelConfig.xfer_summaries`); graph states carry theirs in
+    # `locations.xfer_summary`.
+    xfer_summary: Optional[np.ndarray] = None
 
     def location_features(self) -> LocationFeatures:
         """`locations`, for readers that need them (graph-state agents, the

@@ -4,7 +4,8 @@ An episode's `applied` list, (xfer name, location) pairs, rebuilds its
 graphs: `replay` applies a whole sequence from the initial graph;
 `cheapest_prefix` finds the cheapest graph an episode passed through (the
 graph an optimiser should hand over, not where the episode happened to
-end) and the shortest prefix that builds it.
+end) and the shortest prefix that builds it; `trace` gives the cost after
+every step.
 """
 
 from __future__ import annotations
@@ -34,22 +35,34 @@ def replay(env: GraphEnv, sequence: Sequence_) -> Graph:
     return env.graph
 
 
-def cheapest_prefix(env: GraphEnv, sequence: Sequence_) -> Tuple[float, List[Tuple[str, int]]]:
-    """(cost, prefix): the cheapest graph `sequence` passes through from
-    `env`'s initial graph (the initial graph included) and the shortest
-    prefix of `sequence` that builds it. Replay stops at the first step the
-    environment rejects or at the end of its episode."""
+def trace(env: GraphEnv, sequence: Sequence_) -> List[Tuple[str, int, float]]:
+    """(xfer name, location, cost after it) for each step of `sequence`
+    replayed from `env`'s initial graph, up to the first step the
+    environment rejects or the end of its episode: what an episode did, step
+    by step (`experiments/train_generalist.py --trace`)."""
     env.reset()
     index = {name: i for i, name in enumerate(env.xfers.names)}
-    best, length = env.initial_cost, 0
-    for k, (name, location) in enumerate(sequence, 1):
+    steps = []
+    for name, location in sequence:
         if name not in index:
             break
         _, _, done, info = env.step((index[name], location))
         if info["invalid"]:
             break
-        if info["cost"] < best - 1e-12:
-            best, length = info["cost"], k
+        steps.append((name, location, float(info["cost"])))
         if done:
             break
-    return best, [(name, loc) for name, loc in sequence[:length]]
+    return steps
+
+
+def cheapest_prefix(env: GraphEnv, sequence: Sequence_) -> Tuple[float, List[Tuple[str, int]]]:
+    """(cost, prefix): the cheapest graph `sequence` passes through from
+    `env`'s initial graph (the initial graph included) and the shortest
+    prefix of `sequence` that builds it. Replay stops at the first step the
+    environment rejects or at the end of its episode."""
+    steps = trace(env, sequence)
+    best, length = env.initial_cost, 0
+    for k, (_, _, cost) in enumerate(steps, 1):
+        if cost < best - 1e-12:
+            best, length = cost, k
+    return best, [(name, loc) for name, loc, _ in steps[:length]]

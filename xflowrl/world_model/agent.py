@@ -362,10 +362,13 @@ class ModelBasedAgent:
             return rollouts
         collector = RandomAgent(cfg.noop_probability, seed=self._seed_of(r, 1))
         allowed = None if self.vocab is None else self.vocab.allowed()
-        rollouts = data.collect_rollouts(self.env, cfg.episodes_per_round, collector, allowed)
+        ranked = cfg.ranked_locations
+        rollouts = data.collect_rollouts(self.env, cfg.episodes_per_round, collector, allowed,
+                                         ranked)
         if self.vocab is None and cfg.vocabulary_episodes:
             walker = RandomAgent(0.0, seed=self._seed_of(r, 2))
-            rollouts += data.collect_rollouts(self.env, cfg.vocabulary_episodes, walker)
+            rollouts += data.collect_rollouts(self.env, cfg.vocabulary_episodes, walker,
+                                              ranked=ranked)
         return rollouts
 
     def _lockstep_envs(self, n: int) -> List[GraphEnv]:
@@ -404,7 +407,7 @@ class ModelBasedAgent:
         self._reseed_env(0, 9)
         held = data.collect_rollouts(self.env, cfg.held_out_episodes,
                                      RandomAgent(cfg.noop_probability, seed=self._seed_of(0, 3)),
-                                     self._vocab.allowed())
+                                     self._vocab.allowed(), cfg.ranked_locations)
         self.state["held_out_steps"] = data.real_steps(held)
         self._held_out_raw = [_without_graphs(h) for h in held]
         self._held_out = self._encode(held)
@@ -632,6 +635,9 @@ class ModelBasedAgent:
         if config.lockstep:
             if not isinstance(self.env, GraphEnv):
                 raise ValueError("a lockstep dream needs one graph's environment")
+            if self.wm_config.ranked_locations:
+                raise ValueError("a lockstep dream steps real locations, not ranks: "
+                                 "ranked_locations needs a pure dream")
             lockstep = [self.env.clone() for _ in range(config.batch_size)]
         latents, limits = self.initial_latents()
         return BatchedDream(self._model, latents, config,
@@ -744,14 +750,16 @@ class ModelBasedAgent:
         config = self.dream_config
         return LatentEnv(env or self.env, self._encoder, self._model, self._vocab, masks=masks,
                          mask_threshold=config.mask_threshold, noop_reward=config.noop_reward,
-                         count_margin=self._count_margin(config))
+                         count_margin=self._count_margin(config),
+                         ranked=self.wm_config.ranked_locations)
 
     def _views(self, envs: Sequence[GraphEnv]) -> LatentEnvBatch:
         """The collector's view of real environments stepped together (real masks)."""
         config = self.dream_config
         return LatentEnvBatch(envs, self._encoder, self._model, self._vocab, masks="real",
                               mask_threshold=config.mask_threshold, noop_reward=config.noop_reward,
-                              count_margin=self._count_margin(config))
+                              count_margin=self._count_margin(config),
+                              ranked=self.wm_config.ranked_locations)
 
     def evaluate(self, agent: Optional[PPOAgent] = None, masks: str = "real",
                  greedy: bool = True) -> Evaluation:

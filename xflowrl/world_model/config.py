@@ -70,6 +70,21 @@ class WorldModelConfig:
       vocabulary_headroom: free compact xfer slots beyond the first round's
         xfers, which the vocabulary fills when later rounds visit states
         where other xfers apply (0: fixed after the first round).
+      xfer_summaries: the mask decoder also predicts each known xfer's best
+        and mean cost change in s_t (what the real observation's xfer
+        summary says), and the controller reads a per-xfer summary (log
+        location count, best and mean cost change): predicted in the
+        dream, the real environment's in the real one, as with the masks.
+        Without it the controller sees [z_t, h_t] and the masks only, and
+        cannot tell which valid xfer pays on a graph it never saw
+        (docs/world_model.md, "Over a distribution of graphs").
+      gain_weight: the weight of the cost-change term in the loss.
+      ranked_locations: the world model and the controller name a
+        location by its rank among the xfer's candidates, cheapest first
+        (their cost change; ties by position), not by its position in the
+        engine's list: rank 0 is the same kind of choice on every graph,
+        where position 0 is whatever the enumeration met first. The real
+        views map a rank to the real location; rollouts record ranks.
     """
     latent_size: int = 32
     encoder_message_passing_steps: int = 3
@@ -100,6 +115,9 @@ class WorldModelConfig:
     collection: str = "controller"
     explore: float = 0.1
     vocabulary_headroom: int = 16
+    xfer_summaries: bool = False
+    gain_weight: float = 1.0
+    ranked_locations: bool = False
 
     def __post_init__(self):
         if self.collection not in COLLECTIONS:

@@ -43,19 +43,23 @@ def imagine_batch(dream: BatchedDream, agent: PPOAgent, batch_size: int,
     live = np.ones(batch_size, bool)
     while live.any():
         actions = agent.actor.act_batch(batch.states, batch.xfer_mask, batch.location_mask,
-                                        greedy=greedy)
+                                        greedy=greedy, xfer_summaries=batch.xfer_summary)
         previous = batch
         batch = dream.step(np.array([[a.xfer, a.location] for a in actions]))
         cut = np.flatnonzero(batch.truncated)
         bootstrap = np.zeros(batch_size)
         if len(cut):
-            values = agent.actor.act_batch(batch.states[cut], batch.xfer_mask[cut],
-                                           batch.location_mask[cut], greedy=True)
+            values = agent.actor.act_batch(
+                batch.states[cut], batch.xfer_mask[cut], batch.location_mask[cut], greedy=True,
+                xfer_summaries=None if batch.xfer_summary is None else batch.xfer_summary[cut])
             bootstrap[cut] = [v.xfer_value for v in values]
         for i in np.flatnonzero(live):
             a = actions[i]
             episodes[i].append(Step(
-                state=previous.states[i], xfer_summary=None, xfer_mask=previous.xfer_mask[i],
+                state=previous.states[i],
+                xfer_summary=(None if previous.xfer_summary is None
+                              else previous.xfer_summary[i]),
+                xfer_mask=previous.xfer_mask[i],
                 location_nodes=None, cost_delta=None,
                 location_mask=previous.location_mask[i, a.xfer], xfer=a.xfer,
                 location=a.location, xfer_log_prob=a.xfer_log_prob,
@@ -182,11 +186,12 @@ def collect_in_lockstep(views: LatentEnvBatch, agent: PPOAgent, explore: float,
             else:
                 policy.append(i)
         if policy:
+            summaries = [observations[i].xfer_summary for i in policy]
             chosen = agent.actor.act_batch(
                 np.stack([observations[i].state for i in policy]),
                 np.stack([observations[i].xfer_mask for i in policy]),
                 np.stack([observations[i].location_mask for i in policy]), greedy=False,
-                rng=rng)
+                rng=rng, xfer_summaries=None if summaries[0] is None else np.stack(summaries))
             actions.update({i: (a.xfer, a.location) for i, a in zip(policy, chosen)})
         steps = views.step([actions[i] for i in live])
         for i, (obs, reward, done, info) in zip(live, steps):

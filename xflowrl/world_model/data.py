@@ -9,7 +9,10 @@
   fills a free slot (`grow`).
 - `Rollout`: one real episode: the graph of every state (s_0..s_T), the
   per-state valid xfers and location counts, the actions, rewards and done
-  flags, and whether the step limit cut it.
+  flags, and whether the step limit cut it; and each valid xfer's best and
+  mean cost change (`gains`, from the real observation's xfer summary),
+  which a world model with `WorldModelConfig.xfer_summaries` learns to
+  predict.
 - `collect_rollouts`: episodes of the thesis' collection policy (NO-OP with
   probability 0.2, else uniform over valid actions), counting real steps.
 - `Sequences` / `make_batch`: rollouts as latent sequences (after the frozen
@@ -18,7 +21,8 @@
 Alignment in a batch of T steps: the inputs at t are z_t and a_t; the
 targets are z_{t+1}, r_t, the done flag d_t (a real end; a step-limit cut is
 not a terminal the model should predict), and, for the mask decoder, the
-valid xfers and location counts of s_t itself.
+valid xfers and location counts of s_t itself (and, with summaries, the
+valid xfers' best and mean cost changes in s_t).
 """
 
 from __future__ import annotations
@@ -107,6 +111,14 @@ class XferVocabulary:
         compact_location[-1] = location_mask[self.num_real_xfers]
         return compact_xfer, compact_location
 
+    def compact_summary(self, summary: np.ndarray) -> np.ndarray:
+        """A real observation's xfer summary [N+1, S] -> [M+1, S] (free
+        slots zero, NO-OP's row last)."""
+        out = np.zeros((self.size + 1, summary.shape[1]), np.float32)
+        out[:self.known] = summary[self.xfer_ids]
+        out[-1] = summary[self.num_real_xfers]
+        return out
+
     def grow(self, xfer_ids: Sequence[int]) -> Tuple["XferVocabulary", List[int]]:
         """The vocabulary with the unknown ones of `xfer_ids` in its free
         slots (in the order given; known ids keep their compact ids), and
@@ -147,16 +159,60 @@ def visited_xfers(rollouts: Sequence["Rollout"]) -> List[int]:
 class Rollout(NamedTuple):
     states: List                   # T+1 numpy GraphsTuples, s_0..s_T
     valid: List[Dict[int, int]]    # T+1 dicts: real xfer id -> location count
-    actions: np.ndarray            # [T, 2] int64 real (xfer, location)
+    actions: np.ndarray            # [T, 2] int64 real (xfer, location; a rank if ranked)
     rewards: np.ndarray            # [T] float32
     dones: np.ndarray              # [T] bool; the last is True
     truncated: bool                # the step limit ended it
     final_cost: float
+    # T+1 dicts: real xfer id -> (min, mean) cost change of its candidates,
+    # in percent of the initial cost (the real observation's xfer summary);
+    # None where the observations carried no location features.
+    gains: Optional[List[Dict[int, Tuple[float, float]]]] = None
 
 
 def valid_xfers(obs: Observation) -> Dict[int, int]:
     counts = location_counts(obs.location_mask[:-1])
     return {int(x): int(counts[x]) for x in np.flatnonzero(counts)}
+
+
+def location_order(obs: Observation, xfer: int) -> np.ndarray:
+    """The positions of `xfer`'s valid locations in `obs`, cheapest
+    candidate first (by cost change; ties keep the engine's order): rank r
+    names location `location_order(obs, xfer)[r]`
+    (`WorldModelConfig.ranked_locations`)."""
+    count = int(obs.location_mask[xfer].sum())
+    deltas = obs.location_features().cost_delta_of(xfer)[:count]
+    return np.argsort(deltas, kind="stable")
+
+
+def to_rank(obs: Observation, xfer: int, location: int) -> int:
+    """The rank of a real (xfer, location) of `obs`; the location as it
+    is for NO-OP and for what is no valid location."""
+    if not 0 <= xfer < len(obs.xfer_mask) - 1 or not obs.xfer_mask[xfer]:
+        return location
+    order = location_order(obs, xfer)
+    hit = np.flatnonzero(order == location)
+    return int(hit[0]) if len(hit) else location
+
+
+def from_rank(obs: Observation, xfer: int, rank: int) -> int:
+    """The real location of rank `rank` of `xfer` in `obs`; the rank as it
+    is for NO-OP and out of range (the real environment then rejects it or
+    takes NO-OP, as it would the position)."""
+    if not 0 <= xfer < len(obs.xfer_mask) - 1 or not obs.xfer_mask[xfer]:
+        return rank
+    order = location_order(obs, xfer)
+    return int(order[rank]) if 0 <= rank < len(order) else rank
+
+
+def xfer_gains(obs: Observation) -> Optional[Dict[int, Tuple[float, float]]]:
+    """Real xfer id -> (min, mean) cost change of its valid candidates
+    (columns 1 and 2 of the real observation's `xfer_summary`); None for an
+    observation without location features."""
+    if obs.locations is None:
+        return None
+    summary = obs.locations.xfer_summary
+    return {x: (float(summary[x, 1]), float(summary[x, 2])) for x in valid_xfers(obs)}
 
 
 class RolloutRecorder:
@@ -165,6 +221,7 @@ class RolloutRecorder:
     def __init__(self, first: Observation):
         """`first`: the real observation after reset."""
         self.states, self.valid = [first.state], [valid_xfers(first)]
+        self.gains = [xfer_gains(first)]
         self.actions: List = []
         self.rewards: List[float] = []
         self.dones: List[bool] = []
@@ -174,20 +231,23 @@ class RolloutRecorder:
         the real observation it led to."""
         self.states.append(observation.state)
         self.valid.append(valid_xfers(observation))
+        self.gains.append(xfer_gains(observation))
         self.actions.append(tuple(action))
         self.rewards.append(reward)
         self.dones.append(done)
 
     def finish(self, info) -> Rollout:
         """The rollout; `info`: the last step's info (truncated, cost)."""
+        gains = None if any(g is None for g in self.gains) else self.gains
         return Rollout(self.states, self.valid,
                        np.array(self.actions, np.int64).reshape(-1, 2),
                        np.array(self.rewards, np.float32), np.array(self.dones, bool),
-                       bool(info["truncated"]), float(info.get("cost", np.nan)))
+                       bool(info["truncated"]), float(info.get("cost", np.nan)), gains)
 
 
 def collect_rollouts(env: Environment, episodes: int, agent: RandomAgent,
-                     allowed: Optional[np.ndarray] = None) -> List[Rollout]:
+                     allowed: Optional[np.ndarray] = None,
+                     ranked: bool = False) -> List[Rollout]:
     """Random-agent episodes of the real environment.
 
     Args:
@@ -196,6 +256,7 @@ def collect_rollouts(env: Environment, episodes: int, agent: RandomAgent,
       agent: the collection policy (`RandomAgent.thesis_collector`).
       allowed: [N+1] bool; when given, the agent acts only on these xfers
         (the vocabulary's), as the controller will.
+      ranked: record each location as its rank (`to_rank`).
     """
     rollouts = []
     for _ in range(episodes):
@@ -208,8 +269,9 @@ def collect_rollouts(env: Environment, episodes: int, agent: RandomAgent,
                 xfer_mask=obs.xfer_mask & allowed,
                 location_mask=obs.location_mask & allowed[:, None])
             action = agent.act(view)
+            named = (action[0], to_rank(obs, *action)) if ranked else action
             obs, reward, done, info = env.step(action)
-            recorder.add(action, reward, done, obs)
+            recorder.add(named, reward, done, obs)
         rollouts.append(recorder.finish(info))
     return rollouts
 
@@ -228,6 +290,9 @@ class Sequences(NamedTuple):
     terminals: np.ndarray    # [T] float: a real end (not a step-limit cut)
     xfer_valid: np.ndarray   # [T+1, M] float
     counts: np.ndarray       # [T+1, M] float: location counts
+    # [T+1, M, 2] float: valid xfers' (min, mean) cost change; None in
+    # buffers saved before summaries existed (a resumed run's), read as zeros.
+    gains: Optional[np.ndarray] = None
 
 
 def to_sequences(rollout: Rollout, latents: np.ndarray, vocab: XferVocabulary) -> Sequences:
@@ -242,16 +307,19 @@ def to_sequences(rollout: Rollout, latents: np.ndarray, vocab: XferVocabulary) -
     m = vocab.size
     valid = np.zeros((len(rollout.states), m), np.float32)
     counts = np.zeros((len(rollout.states), m), np.float32)
+    gains = np.zeros((len(rollout.states), m, 2), np.float32)
     for t, v in enumerate(rollout.valid):
         for real, count in v.items():
             c = vocab.to_compact(real)
             if c >= 0:
                 valid[t, c], counts[t, c] = 1.0, count
+                if rollout.gains is not None:
+                    gains[t, c] = rollout.gains[t][real]
     terminals = rollout.dones.astype(np.float32)
     if rollout.truncated:
         terminals[-1] = 0.0
     return Sequences(latents.astype(np.float32), xfers, rollout.actions[:, 1].copy(),
-                     rollout.rewards.astype(np.float32), terminals, valid, counts)
+                     rollout.rewards.astype(np.float32), terminals, valid, counts, gains)
 
 
 class Batch(NamedTuple):
@@ -264,6 +332,7 @@ class Batch(NamedTuple):
     xfer_valid: np.ndarray    # [B, T, M]  of s_t
     counts: np.ndarray        # [B, T, M]  of s_t
     weights: np.ndarray       # [B, T] 1 for real steps, 0 for padding
+    gains: np.ndarray         # [B, T, M, 2]  of s_t
 
 
 def make_batch(sequences: Sequence[Sequences]) -> Batch:
@@ -275,7 +344,7 @@ def make_batch(sequences: Sequence[Sequences]) -> Batch:
                 np.zeros((b, t), np.int32), np.zeros((b, t), np.int32),
                 np.zeros((b, t), np.float32), np.zeros((b, t), np.float32),
                 np.zeros((b, t, m), np.float32), np.zeros((b, t, m), np.float32),
-                np.zeros((b, t), np.float32))
+                np.zeros((b, t), np.float32), np.zeros((b, t, m, 2), np.float32))
     for i, s in enumerate(sequences):
         n = len(s.xfers)
         out.latents[i, :n] = s.latents[:n]
@@ -286,5 +355,7 @@ def make_batch(sequences: Sequence[Sequences]) -> Batch:
         out.terminals[i, :n] = s.terminals
         out.xfer_valid[i, :n] = s.xfer_valid[:n]
         out.counts[i, :n] = s.counts[:n]
+        if s.gains is not None:
+            out.gains[i, :n] = s.gains[:n]
         out.weights[i, :n] = 1.0
     return out

@@ -26,7 +26,10 @@ deviation is too large: the controller gains nothing from steps where the
 model is guessing.
 
 The observation state is `[z_t, h_t]` (Z + H floats); xfer ids are the
-world model's compact ones (`XferVocabulary`), N = M. With
+world model's compact ones (`XferVocabulary`), N = M. A model with
+`WorldModelConfig.xfer_summaries` also gives each imagined state a per-xfer
+summary (`decode_summaries`: log1p of the offered count, the predicted min
+and mean cost change), laid out as the real environment's. With
 `DreamConfig.lockstep` (the thesis code's mode, an ablation only), real
 environments stepped with the same actions supply the masks and terminal
 flags instead.
@@ -77,6 +80,26 @@ def decode_masks(valid_prob: np.ndarray, log_counts: np.ndarray, max_locations: 
     return xfer_mask, np.arange(max_locations) < counts[..., None]
 
 
+def decode_summaries(xfer_mask: np.ndarray, location_mask: np.ndarray,
+                     gains: np.ndarray) -> np.ndarray:
+    """The per-xfer summary a controller reads, from decoded masks and the
+    predicted gains, as the real environment lays it out: [B, M+1, 3] of
+    log1p(location count), min and mean cost change, zero for xfers not
+    offered and for NO-OP (the last row).
+
+    Args:
+      xfer_mask: [B, M+1] and location_mask: [B, M+1, L], from `decode_masks`.
+      gains: [B, M, 2] the predicted (min, mean) cost changes.
+    """
+    b, width = xfer_mask.shape
+    out = np.zeros((b, width, 3), np.float32)
+    offered = xfer_mask[:, :-1]
+    out[:, :-1, 0] = np.log1p(location_mask[:, :-1].sum(-1))
+    out[:, :-1, 1:] = gains
+    out[:, :-1] *= offered[..., None]
+    return out
+
+
 class DreamBatch(NamedTuple):
     states: np.ndarray         # [B, Z+H] float32: [z_t, h_t]
     xfer_mask: np.ndarray      # [B, M+1] bool
@@ -85,6 +108,9 @@ class DreamBatch(NamedTuple):
     dones: np.ndarray          # [B] bool: the episode has ended (at this or an earlier step)
     truncated: np.ndarray      # [B] bool: the step limit ended it at this step
     invalid: np.ndarray        # [B] bool: the action was invalid under the masks
+    # [B, M+1, 3] the per-xfer summary (`decode_summaries`); None unless the
+    # model predicts summaries.
+    xfer_summary: Optional[np.ndarray] = None
 
 
 class DreamStarts(NamedTuple):
@@ -175,6 +201,19 @@ class BatchedDream:
     def _states(self) -> np.ndarray:
         return np.concatenate([self._latent, self._hidden], axis=1)
 
+    def _summaries(self, xfer_mask, location_mask, gains, observations=None
+                   ) -> Optional[np.ndarray]:
+        """The batch's per-xfer summaries (None unless the model predicts
+        them): decoded from the masks and the predicted `gains`, or a
+        lockstep dream's real `observations`'."""
+        if not self.model.xfer_summaries:
+            return None
+        if observations is not None:
+            vocab = self._lockstep.vocab  # type: ignore[union-attr]
+            return np.stack([vocab.compact_summary(o.location_features().xfer_summary)
+                             for o in observations])
+        return decode_summaries(xfer_mask, location_mask, gains)
+
     # -- the interface, batched -----------------------------------------------
     @property
     def initial_graphs(self) -> int:
@@ -226,16 +265,19 @@ class BatchedDream:
             if batch_size > len(envs):
                 raise ValueError(f"lockstep dream has {len(envs)} real "
                                  f"environments for a batch of {batch_size}")
-            self._xfer_mask, self._location_mask = self._real_masks(
-                self._lockstep.vocab, [env.reset() for env in envs[:batch_size]])
+            reals = [env.reset() for env in envs[:batch_size]]
+            self._xfer_mask, self._location_mask = self._real_masks(self._lockstep.vocab, reals)
+            self._summary = self._summaries(None, None, None, reals)
         else:
-            valid_prob, log_counts = self._functions.masks(tf.constant(self._latent),
-                                                           tf.constant(self._hidden))
+            valid_prob, log_counts, gains = self._functions.masks(tf.constant(self._latent),
+                                                                  tf.constant(self._hidden))
             self._xfer_mask, self._location_mask = self._decode_masks(valid_prob.numpy(),
                                                                       log_counts.numpy())
+            self._summary = self._summaries(self._xfer_mask, self._location_mask,
+                                            gains.numpy())
         zeros = np.zeros(batch_size, bool)
         return DreamBatch(self._states(), self._xfer_mask, self._location_mask,
-                          np.zeros(batch_size, np.float32), zeros, zeros, zeros)
+                          np.zeros(batch_size, np.float32), zeros, zeros, zeros, self._summary)
 
     def step(self, actions: np.ndarray) -> DreamBatch:
         """Advances every episode of the batch; actions [B, 2] (compact xfer,
@@ -258,7 +300,7 @@ class BatchedDream:
             tf.constant([self._seed, self._calls], tf.int64),
             tf.constant(self.config.temperature, tf.float32))
         (latent, hidden, cell, reward, done_prob, valid_prob, log_counts,
-         disagreement) = [x.numpy() for x in out]
+         disagreement, gains) = [x.numpy() for x in out]
         self._steps += 1
         live = ~self._finished
         real_truncated = np.zeros(b, bool)  # a real step-limit cut is no terminal
@@ -276,9 +318,11 @@ class BatchedDream:
                 else:
                     observations.append(env._observation)  # pylint: disable=protected-access
             xfer_mask, location_mask = self._real_masks(vocab, observations)
+            summary = self._summaries(None, None, None, observations)
             predicted_done = real_done & ~real_truncated
         else:
             xfer_mask, location_mask = self._decode_masks(valid_prob, log_counts)
+            summary = self._summaries(xfer_mask, location_mask, gains)
             predicted_done = done_prob > self.config.done_threshold
         stuck = ~xfer_mask[:, :-1].any(axis=1)
         ended = noop | ~valid | predicted_done | stuck
@@ -304,9 +348,11 @@ class BatchedDream:
         self._cell = np.where(keep, cell, self._cell)
         self._xfer_mask = np.where(keep, xfer_mask, self._xfer_mask)
         self._location_mask = np.where(live[:, None, None], location_mask, self._location_mask)
+        if summary is not None:
+            self._summary = np.where(live[:, None, None], summary, self._summary)
         self._finished = self._finished | ended | truncated
         return DreamBatch(self._states(), self._xfer_mask, self._location_mask, rewards,
-                          self._finished.copy(), truncated, live & ~valid)
+                          self._finished.copy(), truncated, live & ~valid, self._summary)
 
 
 class DreamEnv(Environment):
@@ -327,7 +373,9 @@ class DreamEnv(Environment):
 
     def _observation(self, batch: DreamBatch) -> Observation:
         return Observation(state=batch.states[0], locations=None,
-                           location_mask=batch.location_mask[0], xfer_mask=batch.xfer_mask[0])
+                           location_mask=batch.location_mask[0], xfer_mask=batch.xfer_mask[0],
+                           xfer_summary=(None if batch.xfer_summary is None
+                                         else batch.xfer_summary[0]))
 
     def reset(self) -> Observation:
         self._done = False

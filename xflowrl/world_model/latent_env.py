@@ -6,7 +6,9 @@ graph, h_t from the MDN-RNN's LSTM fed the real trajectory) and compact xfer
 ids. Its masks are the world model's predictions (`masks="model"`, default:
 an action the real engine rejects is then a mask error of the model, counted
 in `info["invalid"]`) or the real engine's (`masks="real"`, the thesis
-code's lockstep help). Each step also reports the world model's predicted
+code's lockstep help). With `ranked` the agent's location is a rank among
+the xfer's candidates, cheapest first (`data.location_order`), which the
+view maps to the real location. Each step also reports the world model's predicted
 reward for the real transition (`info["predicted_reward"]`; NO-OP's is
 `noop_reward` where set, as in the dream), so predicted and real returns can
 be compared per episode.
@@ -21,8 +23,8 @@ import tensorflow as tf
 
 from xflowrl.env import Environment, GraphEnv, Observation, ObservationSpec, TimeStep
 from xflowrl.env.sampled import SampledGraphEnv
-from xflowrl.world_model.data import XferVocabulary
-from xflowrl.world_model.dream import decode_masks
+from xflowrl.world_model.data import XferVocabulary, from_rank
+from xflowrl.world_model.dream import decode_masks, decode_summaries
 from xflowrl.world_model.latent import LatentEncoder
 from xflowrl.world_model.networks import MDNRNN
 from xflowrl.world_model.traced import functions_of
@@ -33,18 +35,25 @@ def _observations(view, reals: Sequence[Observation], latents: np.ndarray,
     """What `view` (a `LatentEnv` or `LatentEnvBatch`) shows of real
     observations: [z_t, h_t] and compact masks, the real engine's or the
     world model's (decoded for the whole batch at once, as in the dream)."""
+    summaries: List[Optional[np.ndarray]] = [None] * len(reals)
     if view.masks == "real":
         masks = [view.vocab.compact_masks(r.xfer_mask, r.location_mask) for r in reals]
+        if view.model.xfer_summaries:  # the real observation's, as its masks
+            summaries = [view.vocab.compact_summary(r.location_features().xfer_summary)
+                         for r in reals]
     else:
-        valid_prob, log_counts = view._functions.masks(tf.constant(latents), tf.constant(hidden))
+        valid_prob, log_counts, gains = view._functions.masks(tf.constant(latents),
+                                                              tf.constant(hidden))
         xfer_masks, location_masks = decode_masks(  # the dream's decoding: both views agree
             valid_prob.numpy(), log_counts.numpy(), view.max_locations,
             view.mask_threshold, view.count_margin)
         masks = list(zip(xfer_masks, location_masks))
+        if view.model.xfer_summaries:
+            summaries = list(decode_summaries(xfer_masks, location_masks, gains.numpy()))
     states = np.concatenate([latents, hidden], axis=1).astype(np.float32)
     return [Observation(state=state, locations=None, location_mask=location_mask,
-                        xfer_mask=xfer_mask)
-            for state, (xfer_mask, location_mask) in zip(states, masks)]
+                        xfer_mask=xfer_mask, xfer_summary=summary)
+            for state, (xfer_mask, location_mask), summary in zip(states, masks, summaries)]
 
 
 class LatentEnv(Environment):
@@ -52,7 +61,8 @@ class LatentEnv(Environment):
 
     def __init__(self, env: Union[GraphEnv, SampledGraphEnv], encoder: LatentEncoder, model: MDNRNN,
                  vocab: XferVocabulary, masks: str = "model", mask_threshold: float = 0.5,
-                 noop_reward: Optional[float] = 0.0, count_margin: float = 0.0):
+                 noop_reward: Optional[float] = 0.0, count_margin: float = 0.0,
+                 ranked: bool = False):
         if masks not in ("model", "real"):
             raise ValueError(f"masks must be 'model' or 'real', got {masks!r}")
         self.env = env
@@ -63,6 +73,7 @@ class LatentEnv(Environment):
         self.mask_threshold = mask_threshold
         self.noop_reward = noop_reward
         self.count_margin = count_margin
+        self.ranked = ranked
         self._functions = functions_of(model)
         self._done = True
 
@@ -110,7 +121,8 @@ class LatentEnv(Environment):
             tf.constant(self._latent), tf.constant(self._hidden), tf.constant(self._cell),
             tf.constant([x if in_range else 0], tf.int32),
             tf.constant([min(max(l, 0), self.env.config.max_locations - 1)], tf.int32))
-        real_obs, reward, done, info = self.env.step((real_x, l))
+        real_l = from_rank(self._real, real_x, l) if self.ranked else l
+        real_obs, reward, done, info = self.env.step((real_x, real_l))
         predicted = float(predicted.numpy()[0])
         if x == self.vocab.size and self.noop_reward is not None:
             predicted = self.noop_reward  # as in the dream
@@ -138,7 +150,8 @@ class LatentEnvBatch:
 
     def __init__(self, envs: Sequence[GraphEnv], encoder: LatentEncoder, model: MDNRNN,
                  vocab: XferVocabulary, masks: str = "model", mask_threshold: float = 0.5,
-                 noop_reward: Optional[float] = 0.0, count_margin: float = 0.0):
+                 noop_reward: Optional[float] = 0.0, count_margin: float = 0.0,
+                 ranked: bool = False):
         if masks not in ("model", "real"):
             raise ValueError(f"masks must be 'model' or 'real', got {masks!r}")
         if not envs:
@@ -155,6 +168,7 @@ class LatentEnvBatch:
         self.mask_threshold = mask_threshold
         self.noop_reward = noop_reward
         self.count_margin = count_margin
+        self.ranked = ranked
         self._functions = functions_of(model)
         self.live: List[int] = []
 
@@ -208,7 +222,10 @@ class LatentEnvBatch:
         for j, i in enumerate(live):
             x = int(xfers[j])
             real_x = self.vocab.to_real(x) if in_range[j] else -1  # the env reports it invalid
-            real_obs, reward, done, info = self.envs[i].step((real_x, int(locations[j])))
+            real_l = int(locations[j])
+            if self.ranked:
+                real_l = from_rank(self._real[i], real_x, real_l)
+            real_obs, reward, done, info = self.envs[i].step((real_x, real_l))
             reward_pred = float(predicted[j])
             if x == m and self.noop_reward is not None:
                 reward_pred = self.noop_reward  # as in the dream

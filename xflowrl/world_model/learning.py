@@ -57,7 +57,8 @@ class WorldModelLearner:
         """The loss terms over the batch's real steps, the predictions and
         masks there, and those steps' targets (`MDNRNN.unroll_real`: padding
         is skipped, which leaves every masked mean as it is)."""
-        latents, _, xfers, locations, *_, weights = b
+        b = Batch(*b)
+        latents, xfers, locations, weights = b.latents, b.xfers, b.locations, b.weights
         dropout_seed = tf.stack([tf.constant(self.seed, tf.int64), self.steps])
         prediction, masks, index = self.model.unroll_real(
             latents, xfers, locations, weights, training=training, dropout_seed=dropout_seed)
@@ -70,7 +71,10 @@ class WorldModelLearner:
             done_logit=prediction.done_logit, done=real.terminals,
             xfer_logits=masks.xfer_logits, xfer_valid=real.xfer_valid,
             count_pred=masks.log_counts, count=real.counts, step_weights=real.weights,
-            reward_members=prediction.reward_members * scale)
+            reward_members=prediction.reward_members * scale,
+            # Cost changes are percent, as rewards: in the reward's units too.
+            gain_pred=masks.gains * scale if self.model.xfer_summaries else None,
+            gain=real.gains * scale, gain_weight=self.config.gain_weight)
         return terms, prediction, masks, real
 
     def _step_impl(self, b) -> Dict[str, tf.Tensor]:

@@ -201,8 +201,9 @@ class WorldModelLosses(NamedTuple):
     terminal: tf.Tensor        # BCE of the done flag
     xfer_mask: tf.Tensor       # BCE of the per-xfer valid flag
     location_count: tf.Tensor  # MSE of log1p(location count), valid xfers only
-    total: tf.Tensor           # weighted sum of the five terms above and the next
+    total: tf.Tensor           # weighted sum of the five terms above and the next two
     reward_ensemble: tf.Tensor = 0.0  # MSE of the reward ensemble's members (mean)
+    xfer_gain: tf.Tensor = 0.0  # MSE of the valid xfers' (min, mean) cost change
 
 
 def world_model_losses(*, logits: tf.Tensor, mu: tf.Tensor, log_sigma: tf.Tensor,
@@ -212,7 +213,10 @@ def world_model_losses(*, logits: tf.Tensor, mu: tf.Tensor, log_sigma: tf.Tensor
                        step_weights: tf.Tensor, terminal_weight: float = 1.0,
                        mask_weight: float = 1.0, count_weight: float = 1.0,
                        reward_weight: float = 1.0,
-                       reward_members: Optional[tf.Tensor] = None) -> WorldModelLosses:
+                       reward_members: Optional[tf.Tensor] = None,
+                       gain_pred: Optional[tf.Tensor] = None,
+                       gain: Optional[tf.Tensor] = None,
+                       gain_weight: float = 1.0) -> WorldModelLosses:
     """All loss terms of the world model over padded sequences.
 
     Every term is a masked mean over real steps (`step_weights` == 1); the
@@ -238,6 +242,10 @@ def world_model_losses(*, logits: tf.Tensor, mu: tf.Tensor, log_sigma: tf.Tensor
       reward_members: [B, T, E] the reward ensemble's predictions, each
         trained like `reward_pred` (the term is their mean MSE); None or
         E = 0: no such term.
+      gain_pred, gain: [B, T, M, 2] predicted and observed (min, mean) cost
+        change of each xfer's candidates; the term averages over valid
+        xfers at real steps, as the count term. None: no such term.
+      gain_weight: its weight in `total`.
 
     Returns:
       A `WorldModelLosses` of scalars.
@@ -267,13 +275,19 @@ def world_model_losses(*, logits: tf.Tensor, mu: tf.Tensor, log_sigma: tf.Tensor
             tf.square(members - tf.cast(reward, members.dtype)[..., None]), -1)
         ensemble_loss = masked_mean(errors, step_weights)
 
+    gain_loss = tf.zeros((), count_pred.dtype)
+    if gain_pred is not None:
+        gain_pred = tf.convert_to_tensor(gain_pred)
+        errors = tf.reduce_mean(tf.square(gain_pred - tf.cast(gain, gain_pred.dtype)), -1)
+        gain_loss = masked_mean(errors, count_weights)
+
     total = (latent_nll + reward_weight * (reward_loss + ensemble_loss)
              + terminal_weight * terminal_loss + mask_weight * xfer_mask_loss
-             + count_weight * count_loss)
+             + count_weight * count_loss + gain_weight * gain_loss)
     return WorldModelLosses(latent_nll=latent_nll, reward=reward_loss,
                             terminal=terminal_loss, xfer_mask=xfer_mask_loss,
                             location_count=count_loss, total=total,
-                            reward_ensemble=ensemble_loss)
+                            reward_ensemble=ensemble_loss, xfer_gain=gain_loss)
 
 
 def polynomial_decay(step: int, initial: float, final: float, decay_steps: int,

@@ -8,7 +8,9 @@ reward head and a done-logit head, and an ensemble of small reward heads
 whose disagreement marks what the model has not learnt. A mask decoder
 predicts, from [z_t, h_t], which of the M known xfers are valid in s_t and
 how many locations each has (location masks are prefixes, so a count per
-xfer suffices). Optionally a
+xfer suffices), and with `WorldModelConfig.xfer_summaries` each xfer's best
+and mean cost change there (the real observation's xfer summary, in percent
+of the initial cost). Optionally a
 separate reward network (thesis §4.3.4: an MLP of 5 x 32 with dropout) on
 [z_t, h_t, action embedding] replaces the reward head.
 
@@ -47,6 +49,9 @@ class Prediction(NamedTuple):
 class Masks(NamedTuple):
     xfer_logits: tf.Tensor  # [..., M]  valid known xfers of the state
     log_counts: tf.Tensor   # [..., M]  predicted log1p(location count)
+    # [..., M, 2] the (min, mean) cost change of each xfer's candidates, in
+    # percent of the initial cost; zeros unless the model predicts summaries.
+    gains: Optional[tf.Tensor] = None
 
 
 class DropoutMLP(snt.Module):
@@ -113,7 +118,9 @@ class MDNRNN(snt.Module):
                                          initializer=init.unit(), name="location_embed")
         self._head = snt.Linear(k + 2 * k * z + 2, w_init=init.fan_in(), name="mdn_head")
         m = max(num_known_xfers, 1)
-        self._mask_decoder = snt.nets.MLP([config.mask_hidden_size, 2 * m],
+        self.xfer_summaries = config.xfer_summaries
+        self._mask_decoder = snt.nets.MLP([config.mask_hidden_size,
+                                           (4 if self.xfer_summaries else 2) * m],
                                           w_init=init.fan_in(), name="mask_decoder")
         # Rewards are small (an episode's return is its total speed-up in %,
         # often well under 1): the reward outputs are in units of the reward's
@@ -168,10 +175,16 @@ class MDNRNN(snt.Module):
         return tf.concat([m(hidden) for m in self._reward_members], -1) / self.reward_scale
 
     def masks(self, latent: tf.Tensor, hidden: tf.Tensor) -> Masks:
-        """Mask decoder on [z_t, h_t]."""
+        """Mask decoder on [z_t, h_t]; the gains are predicted in the
+        reward's units (`reward_scale`), returned in the observation's."""
         m = max(self.num_known_xfers, 1)
         out = self._mask_decoder(tf.concat([latent, hidden], -1))
-        return Masks(out[..., :m], out[..., m:])
+        lead = tf.shape(out)[:-1]
+        if not self.xfer_summaries:
+            return Masks(out[..., :m], out[..., m:],
+                         tf.zeros(tf.concat([lead, [m, 2]], 0), out.dtype))
+        gains = tf.reshape(out[..., 2 * m:], tf.concat([lead, [m, 2]], 0))
+        return Masks(out[..., :m], out[..., m:2 * m], gains / self.reward_scale)
 
     def unroll(self, latents: tf.Tensor, xfers: tf.Tensor, locations: tf.Tensor,
                training: bool = False, dropout_seed: Optional[tf.Tensor] = None

@@ -25,7 +25,8 @@ from xflowrl.world_model.networks import MDNRNN
 
 
 class ModelFunctions(NamedTuple):
-    masks: TracedFunction        # (z, h) -> (valid probability [B, M], log counts [B, M])
+    masks: TracedFunction        # (z, h) -> (valid probability [B, M], log counts [B, M],
+    #                                        gains [B, M, 2])
     real_step: TracedFunction    # (z, h, c, xfer, location) -> (reward, h', c')
     dream_step: TracedFunction   # (z, h, c, xfer, location, seed, temperature) -> see below
 
@@ -36,13 +37,15 @@ _FUNCTIONS: "weakref.WeakKeyDictionary[MDNRNN, ModelFunctions]" = weakref.WeakKe
 def functions_of(model: MDNRNN) -> ModelFunctions:
     """`model`'s traced functions, made on the first call for this model:
 
-    - `masks(z, h)`: the mask decoder's valid probabilities and log counts;
+    - `masks(z, h)`: the mask decoder's valid probabilities, log counts and
+      (min, mean) cost changes (zeros unless the model predicts summaries);
     - `real_step(z, h, c, xfer, location)`: the predicted reward and the
       LSTM's next state, for views that take z_{t+1} from the real graph;
     - `dream_step(z, h, c, xfer, location, seed, temperature)`: z_{t+1}
       sampled from the temperature-scaled mixture with the stateless `seed`
       ([2] int64), then (z', h', c', reward, done probability, valid
-      probability, log counts, the reward ensemble's standard deviation).
+      probability, log counts, the reward ensemble's standard deviation,
+      gains).
     """
     functions = _FUNCTIONS.get(model)
     if functions is None:
@@ -57,7 +60,7 @@ def _trace(ref: "weakref.ref[MDNRNN]") -> ModelFunctions:
 
     def masks(latent, hidden):
         m = ref().masks(latent, hidden)
-        return tf.sigmoid(m.xfer_logits), m.log_counts
+        return tf.sigmoid(m.xfer_logits), m.log_counts, m.gains
 
     def real_step(latent, hidden, cell, xfer, location):
         prediction, state = ref().step(latent, xfer, location,
@@ -69,11 +72,11 @@ def _trace(ref: "weakref.ref[MDNRNN]") -> ModelFunctions:
                                        snt.LSTMState(hidden=hidden, cell=cell))
         next_latent = losses.sample_mixture(prediction.logits, prediction.mu,
                                             prediction.log_sigma, temperature, seed)
-        valid_prob, log_counts = masks(next_latent, state.hidden)
+        valid_prob, log_counts, gains = masks(next_latent, state.hidden)
         members = prediction.reward_members
         disagreement = (tf.math.reduce_std(members, -1) if members.shape[-1] > 1
                         else tf.zeros_like(prediction.reward))
         return (next_latent, state.hidden, state.cell, prediction.reward,
-                tf.sigmoid(prediction.done_logit), valid_prob, log_counts, disagreement)
+                tf.sigmoid(prediction.done_logit), valid_prob, log_counts, disagreement, gains)
 
     return ModelFunctions(traced_once(masks), traced_once(real_step), traced_once(dream_step))

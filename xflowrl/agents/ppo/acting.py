@@ -160,7 +160,9 @@ class Actor:
             return self.act_graphs([observation], greedy, rng)[0]
         return self.act_batch(np.asarray(observation.state, np.float32)[None],
                               observation.xfer_mask[None], observation.location_mask[None],
-                              greedy, rng)[0]
+                              greedy, rng,
+                              None if observation.xfer_summary is None
+                              else observation.xfer_summary[None])[0]
 
     def act_graphs(self, observations: Sequence[Observation], greedy: bool = False,
                    rng: Optional[np.random.Generator] = None) -> List[Action]:
@@ -172,7 +174,8 @@ class Actor:
 
     def act_batch(self, states: np.ndarray, xfer_masks: np.ndarray,
                   location_masks: np.ndarray, greedy: bool = False,
-                  rng: Optional[np.random.Generator] = None) -> List[Action]:
+                  rng: Optional[np.random.Generator] = None,
+                  xfer_summaries: Optional[np.ndarray] = None) -> List[Action]:
         """Actions for a batch of vector states.
 
         Args:
@@ -181,6 +184,9 @@ class Actor:
           location_masks: [B, N+1, L] bool.
           greedy: the argmax of each head instead of a sample.
           rng: as in `act`.
+          xfer_summaries: [B, N+1, S] float32 per-xfer summaries, where the
+            environment provides them (`Observation.xfer_summary`); None:
+            the xfer head reads the state alone.
         """
         if self.network.state_kind != "vector":
             raise ValueError("act_batch serves vector states; use act() for graphs")
@@ -189,8 +195,10 @@ class Actor:
         rows = np.broadcast_to(np.arange(width, dtype=np.int32), (batch, width))
         candidates = Candidates(np.ascontiguousarray(rows),
                                 np.asarray(location_masks, bool), None, None)
-        return self._run(np.asarray(states, np.float32), None, xfer_masks, candidates, greedy,
-                         rng)
+        summaries = (None if xfer_summaries is None
+                     else np.asarray(xfer_summaries, np.float32))
+        return self._run(np.asarray(states, np.float32), summaries, xfer_masks, candidates,
+                         greedy, rng)
 
     def value(self, observation: Observation) -> float:
         """V_x(s): the bootstrap value of a state where an episode was cut."""
@@ -198,7 +206,9 @@ class Actor:
             state = features.to_tensors(observation.state)
             summary = observation.location_features().xfer_summary[None]
         else:
-            state, summary = np.asarray(observation.state, np.float32)[None], None
+            state = np.asarray(observation.state, np.float32)[None]
+            summary = (None if observation.xfer_summary is None
+                       else np.asarray(observation.xfer_summary, np.float32)[None])
         step = self._traced_or_eager(self._value_step, self._value_step_impl)
         return float(step(state, summary, observation.xfer_mask[None]).numpy()[0])
 

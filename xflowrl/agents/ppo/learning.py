@@ -108,6 +108,7 @@ def make_batch(steps: Sequence[Step], targets: Targets, noop: int) -> Batch:
         nodes = np.where(nodes >= 0, nodes + offsets[:, None, None], -1).astype(np.int32)
         location_nodes = tf.constant(nodes)
         cost_delta = f32(_stack_present([s.cost_delta for s in steps], "cost_delta"))
+    if steps[0].xfer_summary is not None:  # graph states; vector states with summaries
         xfer_summary = f32(_stack_present([s.xfer_summary for s in steps], "xfer_summary"))
     return Batch(
         state=state,
