@@ -17,11 +17,11 @@ import tensorflow as tf
 
 from tests.world_model import fixtures
 from xflowrl.agents.ppo import PPOAgent, PPOConfig
+from xflowrl.search import RandomAgent
 from xflowrl.world_model import data, losses
 from xflowrl.world_model.config import DreamConfig
 from xflowrl.world_model.controller import imagine_batch, train_in_dream
 from xflowrl.world_model.dream import BatchedDream, DreamEnv, decode_summaries
-from xflowrl.search import RandomAgent
 from xflowrl.world_model.latent_env import LatentEnv
 from xflowrl.world_model.learning import WorldModelLearner
 

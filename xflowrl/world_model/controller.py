@@ -187,11 +187,12 @@ def collect_in_lockstep(views: LatentEnvBatch, agent: PPOAgent, explore: float,
                 policy.append(i)
         if policy:
             summaries = [observations[i].xfer_summary for i in policy]
+            present = [s for s in summaries if s is not None]
             chosen = agent.actor.act_batch(
                 np.stack([observations[i].state for i in policy]),
                 np.stack([observations[i].xfer_mask for i in policy]),
                 np.stack([observations[i].location_mask for i in policy]), greedy=False,
-                rng=rng, xfer_summaries=None if summaries[0] is None else np.stack(summaries))
+                rng=rng, xfer_summaries=np.stack(present) if present else None)
             actions.update({i: (a.xfer, a.location) for i, a in zip(policy, chosen)})
         steps = views.step([actions[i] for i in live])
         for i, (obs, reward, done, info) in zip(live, steps):

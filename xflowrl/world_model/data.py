@@ -238,11 +238,12 @@ class RolloutRecorder:
 
     def finish(self, info) -> Rollout:
         """The rollout; `info`: the last step's info (truncated, cost)."""
-        gains = None if any(g is None for g in self.gains) else self.gains
+        gains = [g for g in self.gains if g is not None]
         return Rollout(self.states, self.valid,
                        np.array(self.actions, np.int64).reshape(-1, 2),
                        np.array(self.rewards, np.float32), np.array(self.dones, bool),
-                       bool(info["truncated"]), float(info.get("cost", np.nan)), gains)
+                       bool(info["truncated"]), float(info.get("cost", np.nan)),
+                       gains if len(gains) == len(self.gains) else None)
 
 
 def collect_rollouts(env: Environment, episodes: int, agent: RandomAgent,

@@ -348,7 +348,7 @@ class BatchedDream:
         self._cell = np.where(keep, cell, self._cell)
         self._xfer_mask = np.where(keep, xfer_mask, self._xfer_mask)
         self._location_mask = np.where(live[:, None, None], location_mask, self._location_mask)
-        if summary is not None:
+        if summary is not None and self._summary is not None:
             self._summary = np.where(live[:, None, None], summary, self._summary)
         self._finished = self._finished | ended | truncated
         return DreamBatch(self._states(), self._xfer_mask, self._location_mask, rewards,

@@ -202,6 +202,7 @@ class Actor:
 
     def value(self, observation: Observation) -> float:
         """V_x(s): the bootstrap value of a state where an episode was cut."""
+        summary: Optional[np.ndarray]
         if self.network.state_kind == "graph":
             state = features.to_tensors(observation.state)
             summary = observation.location_features().xfer_summary[None]
