@@ -10,15 +10,17 @@
 
 import dataclasses
 import functools
+import tempfile
 
 from absl.testing import absltest
 import numpy as np
 import tensorflow as tf
 
-from tests.world_model import fixtures
+from tests.world_model import agent_test, fixtures
 from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.search import RandomAgent
 from xflowrl.world_model import data, losses
+from xflowrl.world_model.agent import ModelBasedAgent
 from xflowrl.world_model.config import DreamConfig
 from xflowrl.world_model.controller import imagine_batch, train_in_dream
 from xflowrl.world_model.dream import BatchedDream, DreamEnv, decode_summaries
@@ -277,6 +279,32 @@ class RankedLocationsTest(absltest.TestCase):
             for (x, l), (_, rank) in zip(a.actions, b.actions):
                 self.assertEqual(rank, data.to_rank(obs, int(x), int(l)))
                 obs, _, _, _ = replay.step((int(x), int(l)))
+
+
+class AgentTest(absltest.TestCase):
+    """The model-based agent end to end with both options, and a run resumed
+    with other options."""
+
+    def _agent(self, logdir, **inputs):
+        world = dataclasses.replace(agent_test._RESUME_WORLD,  # pylint: disable=protected-access
+                                    **inputs)
+        return ModelBasedAgent(fixtures.real_env(), logdir, world_model=world,
+                               dream=agent_test._RESUME_DREAM,  # pylint: disable=protected-access
+                               ppo=agent_test._RESUME_PPO,  # pylint: disable=protected-access
+                               seed=4, progress=lambda line: None)
+
+    def test_rounds_evaluation_and_a_resume_with_other_inputs(self):
+        logdir = tempfile.mkdtemp()
+        agent = self._agent(logdir, xfer_summaries=True, ranked_locations=True)
+        state = agent.learn_world_model()
+        self.assertEqual(state["inputs"], {"xfer_summaries": True, "ranked_locations": True})
+        self.assertGreater(state["rounds"][-1]["held_out_xfer_gain"], 0.0)
+        evaluation = agent.evaluate()
+        self.assertEqual(evaluation.invalid_actions, 0)
+        self.assertLessEqual(evaluation.best_cost, fixtures.real_env().initial_cost)
+        with self.assertRaisesRegex(ValueError, "resume it with the same settings "
+                                    r"\(--xfer_summaries --ranked_locations\)"):
+            self._agent(logdir).learn_world_model()
 
 
 if __name__ == "__main__":

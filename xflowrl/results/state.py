@@ -58,6 +58,9 @@ class WorldModelState(Record):
     reward_scale: Optional[float] = _omit()
     first_loss: Optional[float] = _omit()   # the world model's first training loss
     best_round: Optional[BestRound] = _omit()
+    # The world model's input options (WorldModelConfig.xfer_summaries,
+    # ranked_locations), set by the first round; absent: both off.
+    inputs: Optional[Dict[str, bool]] = _omit()
 
     @classmethod
     def _fields_from_json(cls, value: Any, lenient: bool, where: str) -> "WorldModelState":

@@ -270,6 +270,13 @@ class ModelBasedAgent:
                                     cfg.encoder_batch_size, cfg.encoder_learning_rate,
                                     seed=self.seed)
 
+    def _inputs(self) -> Dict[str, bool]:
+        """The input options a saved world model was trained with: a run
+        resumed with others would restore a model of another shape, or
+        (ranks) read its actions with another meaning."""
+        cfg = self.wm_config
+        return {"xfer_summaries": cfg.xfer_summaries, "ranked_locations": cfg.ranked_locations}
+
     def _save_world_model(self) -> None:
         directory = self._wm_dir()
         self._checkpoint.write(os.path.join(directory, "checkpoint"))
@@ -298,6 +305,12 @@ class ModelBasedAgent:
         if saved_state is None:
             raise FileNotFoundError(f"{directory}: no state.json to resume from")
         self.state = saved_state.to_state()
+        saved_inputs = self.state.get("inputs", {name: False for name in self._inputs()})
+        if saved_inputs != self._inputs():
+            flags = " ".join(f"--{'' if on else 'no'}{name}" for name, on in saved_inputs.items())
+            raise ValueError(f"{directory}: this run's world model was trained with "
+                             f"{saved_inputs}, not {self._inputs()}; resume it with the same "
+                             f"settings ({flags})")
         self._build_world_model(data.XferVocabulary.from_json(self.state["vocab"]))
         with open(os.path.join(directory, "buffer.pkl"), "rb") as f:
             saved = pickle.load(f)
@@ -394,6 +407,7 @@ class ModelBasedAgent:
         self._build_world_model(data.XferVocabulary.from_rollouts(
             rollouts, self.env.num_xfers, cfg.vocabulary_headroom))
         self.state["vocab"] = self._vocab.to_json()
+        self.state["inputs"] = self._inputs()
         reward_std = float(np.std(np.concatenate([r.rewards for r in rollouts])))
         self.state["reward_scale"] = 1.0 / reward_std if reward_std > 1e-9 else 1.0
         self._model.set_reward_scale(self.state["reward_scale"])
