@@ -89,6 +89,10 @@ flags.DEFINE_integer("dream_episodes", 3200, "Model-based: imagined episodes the
 flags.DEFINE_list("trace", [], "Only play the trained agent's greedy episode on these corpus "
                   "graphs and print it step by step (xfer, location, the cost after it); "
                   "trains the agent first if --results_dir has no finished run.")
+flags.DEFINE_float("disagreement_penalty", 1.0, "Model-based: imagined rewards lose this "
+                   "times the reward ensemble's standard deviation (0: off).")
+flags.DEFINE_float("disagreement_limit", None, "Model-based: cut imagined episodes where the "
+                   "ensemble's standard deviation exceeds this many first-round reward stds.")
 flags.DEFINE_bool("ranked_locations", False, "Model-based: locations named by their rank "
                   "among the xfer's candidates, cheapest first, not by the engine's order.")
 flags.DEFINE_bool("xfer_summaries", False, "Model-based: the world model predicts each xfer's "
@@ -209,7 +213,9 @@ def _train_model_based(env: SampledGraphEnv, out_dir: str, seed: int):
         "rounds", "episodes_per_round", "train_steps_per_round", "encoder_steps")})
     wm = common.world_model_config(values, xfer_summaries=FLAGS.xfer_summaries,
                                    ranked_locations=FLAGS.ranked_locations)
-    dream = DreamConfig(episodes=_value("dream_episodes"), mask_threshold=FLAGS.mask_threshold)
+    dream = DreamConfig(episodes=_value("dream_episodes"), mask_threshold=FLAGS.mask_threshold,
+                        disagreement_penalty=FLAGS.disagreement_penalty,
+                        disagreement_limit=FLAGS.disagreement_limit)
     start = time.time()
     agent = ModelBasedAgent(env, out_dir, wm, dream, controller_ppo_config(dream.batch_size),
                             seed=seed, progress=_say)
