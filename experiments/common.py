@@ -131,6 +131,17 @@ def define_world_model_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.DEFINE_integer("encoder_steps", 300, "Steps that train the latent encoder.", **fv)
 
 
+def define_disagreement_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """--disagreement_penalty, --disagreement_limit: how the dream treats the
+    reward ensemble's disagreement (`DreamConfig`; in `flag_values`)."""
+    fv = {"flag_values": flag_values}
+    flags.DEFINE_float("disagreement_penalty", 1.0, "Imagined rewards lose this times the "
+                       "reward ensemble's standard deviation (0: off).", **fv)
+    flags.DEFINE_float("disagreement_limit", None, "Cut imagined episodes where the "
+                       "ensemble's standard deviation exceeds this many first-round reward "
+                       "stds.", **fv)
+
+
 class PresetFlags:
     """Reads flags like FLAGS, with a preset (e.g. --quick's) in place of
     their defaults: a flag given on the command line keeps the user's value,

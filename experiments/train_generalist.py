@@ -89,10 +89,7 @@ flags.DEFINE_integer("dream_episodes", 3200, "Model-based: imagined episodes the
 flags.DEFINE_list("trace", [], "Only play the trained agent's greedy episode on these corpus "
                   "graphs and print it step by step (xfer, location, the cost after it); "
                   "trains the agent first if --results_dir has no finished run.")
-flags.DEFINE_float("disagreement_penalty", 1.0, "Model-based: imagined rewards lose this "
-                   "times the reward ensemble's standard deviation (0: off).")
-flags.DEFINE_float("disagreement_limit", None, "Model-based: cut imagined episodes where the "
-                   "ensemble's standard deviation exceeds this many first-round reward stds.")
+common.define_disagreement_flags()
 flags.DEFINE_bool("ranked_locations", False, "Model-based: locations named by their rank "
                   "among the xfer's candidates, cheapest first, not by the engine's order.")
 flags.DEFINE_bool("xfer_summaries", False, "Model-based: the world model predicts each xfer's "

@@ -101,10 +101,7 @@ flags.DEFINE_integer("start_horizon", 10, "Step limit of imagined episodes from 
                      "(the value function bootstraps the rest).")
 flags.DEFINE_integer("reward_ensemble", 5, "Reward heads whose disagreement measures the "
                      "world model's error (0: none).")
-flags.DEFINE_float("disagreement_penalty", 1.0, "Imagined rewards lose this times the reward "
-                   "ensemble's standard deviation (0: off).")
-flags.DEFINE_float("disagreement_limit", None, "Cut imagined episodes where the ensemble's "
-                   "standard deviation exceeds this many first-round reward stds.")
+common.define_disagreement_flags()
 flags.DEFINE_enum("eval_masks", "real", ["real", "model"], "Masks the controller acts on in "
                   "the real environment: the real environment's (part of its observation) or, "
                   "as an ablation, the world model's predictions (the thesis).")

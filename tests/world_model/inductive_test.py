@@ -150,6 +150,24 @@ class DreamTest(absltest.TestCase):
             obs = DreamEnv(dream).reset()
             np.testing.assert_allclose(obs.xfer_summary, expected, rtol=1e-5, atol=1e-6)
 
+    def test_a_lockstep_dream_shows_its_real_environments_summaries(self):
+        rollouts = fixtures.rollouts(12)
+        vocab = data.XferVocabulary.from_rollouts(rollouts, len(fixtures.xfers()))
+        encoder, model = fixtures.build_world_model(vocab, 200, xfer_summaries=True)
+        z0 = encoder.encode([fixtures.real_env().reset().state])[0]
+        dream = BatchedDream(model, z0, DreamConfig(count_margin=0.0, lockstep=True),
+                             max_steps=6, max_locations=200,
+                             lockstep=[fixtures.real_env() for _ in range(2)], vocab=vocab)
+        reference = fixtures.real_env()
+        real = reference.reset()
+        batch = dream.reset(2)
+        for _ in range(2):
+            expected = vocab.compact_summary(real.location_features().xfer_summary)
+            np.testing.assert_array_equal(batch.xfer_summary, np.stack([expected] * 2))
+            x = int(np.flatnonzero(batch.xfer_mask[0, :-1])[0])
+            batch = dream.step(np.array([[x, 0], [x, 0]]))
+            real, _, _, _ = reference.step((vocab.to_real(x), 0))
+
     def test_a_model_without_summaries_gives_none(self):
         _, _, model, z0 = fixtures.untrained_world(200)
         batch = BatchedDream(model, z0, DreamConfig(count_margin=0.0), max_steps=3,

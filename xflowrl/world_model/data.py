@@ -205,14 +205,17 @@ def from_rank(obs: Observation, xfer: int, rank: int) -> int:
     return int(order[rank]) if 0 <= rank < len(order) else rank
 
 
-def xfer_gains(obs: Observation) -> Optional[Dict[int, Tuple[float, float]]]:
+def xfer_gains(obs: Observation, valid: Optional[Dict[int, int]] = None
+               ) -> Optional[Dict[int, Tuple[float, float]]]:
     """Real xfer id -> (min, mean) cost change of its valid candidates
     (columns 1 and 2 of the real observation's `xfer_summary`); None for an
-    observation without location features."""
+    observation without location features. `valid`: `valid_xfers(obs)`,
+    where the caller has it."""
     if obs.locations is None:
         return None
     summary = obs.locations.xfer_summary
-    return {x: (float(summary[x, 1]), float(summary[x, 2])) for x in valid_xfers(obs)}
+    return {x: (float(summary[x, 1]), float(summary[x, 2]))
+            for x in (valid_xfers(obs) if valid is None else valid)}
 
 
 class RolloutRecorder:
@@ -221,7 +224,7 @@ class RolloutRecorder:
     def __init__(self, first: Observation):
         """`first`: the real observation after reset."""
         self.states, self.valid = [first.state], [valid_xfers(first)]
-        self.gains = [xfer_gains(first)]
+        self.gains = [xfer_gains(first, self.valid[0])]
         self.actions: List = []
         self.rewards: List[float] = []
         self.dones: List[bool] = []
@@ -231,7 +234,7 @@ class RolloutRecorder:
         the real observation it led to."""
         self.states.append(observation.state)
         self.valid.append(valid_xfers(observation))
-        self.gains.append(xfer_gains(observation))
+        self.gains.append(xfer_gains(observation, self.valid[-1]))
         self.actions.append(tuple(action))
         self.rewards.append(reward)
         self.dones.append(done)

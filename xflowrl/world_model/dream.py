@@ -201,18 +201,20 @@ class BatchedDream:
     def _states(self) -> np.ndarray:
         return np.concatenate([self._latent, self._hidden], axis=1)
 
-    def _summaries(self, xfer_mask, location_mask, gains, observations=None
-                   ) -> Optional[np.ndarray]:
-        """The batch's per-xfer summaries (None unless the model predicts
-        them): decoded from the masks and the predicted `gains`, or a
-        lockstep dream's real `observations`'."""
+    def _decoded_summaries(self, xfer_mask, location_mask, gains) -> Optional[np.ndarray]:
+        """The batch's per-xfer summaries from the decoded masks and the
+        predicted `gains`; None unless the model predicts summaries."""
         if not self.model.xfer_summaries:
             return None
-        if observations is not None:
-            vocab = self._lockstep.vocab  # type: ignore[union-attr]
-            return np.stack([vocab.compact_summary(o.location_features().xfer_summary)
-                             for o in observations])
         return decode_summaries(xfer_mask, location_mask, gains)
+
+    def _real_summaries(self, observations: List[Observation]) -> Optional[np.ndarray]:
+        """A lockstep dream's summaries: its real environments' (as its masks)."""
+        if not self.model.xfer_summaries:
+            return None
+        vocab = self._lockstep.vocab  # type: ignore[union-attr]
+        return np.stack([vocab.compact_summary(o.location_features().xfer_summary)
+                         for o in observations])
 
     # -- the interface, batched -----------------------------------------------
     @property
@@ -267,14 +269,14 @@ class BatchedDream:
                                  f"environments for a batch of {batch_size}")
             reals = [env.reset() for env in envs[:batch_size]]
             self._xfer_mask, self._location_mask = self._real_masks(self._lockstep.vocab, reals)
-            self._summary = self._summaries(None, None, None, reals)
+            self._summary = self._real_summaries(reals)
         else:
             valid_prob, log_counts, gains = self._functions.masks(tf.constant(self._latent),
                                                                   tf.constant(self._hidden))
             self._xfer_mask, self._location_mask = self._decode_masks(valid_prob.numpy(),
                                                                       log_counts.numpy())
-            self._summary = self._summaries(self._xfer_mask, self._location_mask,
-                                            gains.numpy())
+            self._summary = self._decoded_summaries(self._xfer_mask, self._location_mask,
+                                                    gains.numpy())
         zeros = np.zeros(batch_size, bool)
         return DreamBatch(self._states(), self._xfer_mask, self._location_mask,
                           np.zeros(batch_size, np.float32), zeros, zeros, zeros, self._summary)
@@ -318,11 +320,11 @@ class BatchedDream:
                 else:
                     observations.append(env._observation)  # pylint: disable=protected-access
             xfer_mask, location_mask = self._real_masks(vocab, observations)
-            summary = self._summaries(None, None, None, observations)
+            summary = self._real_summaries(observations)
             predicted_done = real_done & ~real_truncated
         else:
             xfer_mask, location_mask = self._decode_masks(valid_prob, log_counts)
-            summary = self._summaries(xfer_mask, location_mask, gains)
+            summary = self._decoded_summaries(xfer_mask, location_mask, gains)
             predicted_done = done_prob > self.config.done_threshold
         stuck = ~xfer_mask[:, :-1].any(axis=1)
         ended = noop | ~valid | predicted_done | stuck
