@@ -45,6 +45,7 @@ commit and the training graphs.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import os
@@ -62,13 +63,13 @@ from xflowrl.agents.ppo.training import TrainConfig, train
 from xflowrl.engine import XferSet
 from xflowrl.engine.cost import GPU_COST_SPEC
 from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS
-from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.env.replay import trace
 from xflowrl.env.sampled import SampledGraphEnv
 from xflowrl.results import WorldModelState
 from xflowrl.rules.sets import DEFAULT_RULE_SET
 from xflowrl.runs import cost_model_from_spec, save_result, write_json
-from xflowrl.search import with_equal_step_limit
+from xflowrl.search import greedy_search, with_equal_step_limit
 from xflowrl.transfer import PolicyInfo, evaluate, load_policy, measured, report, save_policy
 from xflowrl.transfer.distribution import training_env
 from xflowrl.transfer.policy import SHIPPED, current_commit
@@ -189,7 +190,10 @@ def _finetune_rows(generalist_dir, names, xfers, cost_model, config, seed, out_d
 
 def _trace(agent, names, xfers, cost_model, config) -> None:
     """The agent's greedy episode on each graph (the zero-shot evaluation's
-    episode), step by step."""
+    episode), step by step; then the rewrites one-step greedy applies there,
+    counted, and (model-based) those outside the agent's vocabulary, which
+    it can never choose."""
+    vocab = getattr(agent, "vocab", None)
     for name in names:
         env = with_equal_step_limit(GraphEnv(corpus.get(name), xfers, cost_model, config))
         episode = agent.run_episode(env, greedy=True, learn=False)
@@ -198,6 +202,14 @@ def _trace(agent, names, xfers, cost_model, config) -> None:
         for k, (xfer, location, cost) in enumerate(trace(env, episode.applied), 1):
             print(f"  {k:3d}  {xfer:<28} location {location:<4} {cost:.4f} ms "
                   f"({100.0 * (cost / initial - 1.0):+.2f}%)")
+        greedy = greedy_search(env.with_config(max_steps=NO_STEP_LIMIT))
+        used = collections.Counter(xfer for xfer, _ in greedy.applied)
+        print(f"  greedy: {100.0 * (greedy.final_cost / initial - 1.0):+.2f}% with "
+              + ", ".join(f"{xfer} x{n}" for xfer, n in used.most_common()))
+        if vocab is not None:
+            index = {n: i for i, n in enumerate(xfers.names)}
+            outside = [x for x in used if vocab.to_compact(index[x]) < 0]
+            print(f"  of those outside the agent's vocabulary: {', '.join(outside) or 'none'}")
 
 
 def _train_model_based(env: SampledGraphEnv, out_dir: str, seed: int):

@@ -119,6 +119,16 @@ class ReportTest(absltest.TestCase):
         self.assertIn("| model-based: real steps (collection and round evaluations) | 500", text)
         self.assertNotIn("model-based", report.markdown([self._result(0, 0.8)]))
 
+    def test_the_per_round_controllers_imagined_and_real_returns(self):
+        rounds = [{"controller_imagined_return": i, "controller_real_return": r}
+                  for i, r in ((50.0, 1.0), (10.0, 3.0), (30.0, 9.0))]
+        mb = [dict(self._result(0, 0.95), interactions=500, history=rounds[:2]),
+              dict(self._result(1, 1.0), interactions=500, history=rounds[2:])]
+        text = report.markdown([self._result(0, 0.8)], model_based=mb)
+        self.assertIn("| model-based: per-round controllers' return, imagined / real "
+                      "(median over 3 rounds of all seeds) | +30.0 / +3.0 |", text)
+        self.assertNotIn("per-round", report.markdown([self._result(0, 0.8)]))
+
 
 if __name__ == "__main__":
     absltest.main()

@@ -108,6 +108,16 @@ def markdown(results: Sequence[dict], model_based: Sequence[dict] = ()) -> str:
         train = [r["train_seconds"] for r in runs]
         lines.append(f"| {label}training seconds | {np.median(train):.0f} [{min(train):.0f}, "
                      f"{max(train):.0f}] |")
+        # The model-based agent's per-round controllers: what the dream
+        # promised (greedy imagined episodes) against their real return.
+        rounds = [row for r in runs for row in r.get("history", [])
+                  if "controller_imagined_return" in row]
+        if rounds:
+            imagined = [row["controller_imagined_return"] for row in rounds]
+            real = [row["controller_real_return"] for row in rounds]
+            lines.append(f"| {label}per-round controllers' return, imagined / real "
+                         f"(median over {len(rounds)} rounds of all seeds) | "
+                         f"{np.median(imagined):+.1f} / {np.median(real):+.1f} |")
         if label:
             steps = [r["interactions"] for r in runs]
             lines.append(f"| {label}real steps (collection and round evaluations) | "
