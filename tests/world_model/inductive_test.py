@@ -275,15 +275,20 @@ class RankedLocationsTest(absltest.TestCase):
         reference = fixtures.real_env()
         real = reference.reset()
         obs = view.reset()
+        reordered = 0
         for _ in range(3):
-            x = int(np.flatnonzero(obs.xfer_mask[:-1])[0])
+            # An xfer whose cheapest candidate is not its first, where there is one.
+            valid = np.flatnonzero(obs.xfer_mask[:-1])
+            orders = {int(x): data.location_order(real, vocab.to_real(int(x))) for x in valid}
+            x = next((x for x, o in orders.items() if o[0] != 0), int(valid[0]))
+            reordered += orders[x][0] != 0
             real_x = vocab.to_real(x)
-            real, _, _, expected = reference.step(
-                (real_x, int(data.location_order(real, real_x)[0])))
+            real, _, _, expected = reference.step((real_x, int(orders[x][0])))
             obs, _, _, info = view.step((x, 0))
             self.assertIsNone(info["invalid"])
             self.assertEqual(info["cost"], expected["cost"])
             self.assertEqual(view.env.graph.hash(), reference.graph.hash())
+        self.assertGreater(reordered, 0, "no step where rank 0 is not position 0")
 
     def test_ranked_rollouts_record_the_ranks_of_the_same_episodes(self):
         real = data.collect_rollouts(fixtures.real_env(), 3, RandomAgent.thesis_collector(4))
