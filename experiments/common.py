@@ -122,13 +122,17 @@ def define_baseline_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 
 def define_world_model_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-    """--rounds, --episodes_per_round, --train_steps_per_round, --encoder_steps
-    (in `flag_values`)."""
+    """--rounds, --episodes_per_round, --train_steps_per_round, --encoder_steps,
+    --real_episodes_per_round (in `flag_values`)."""
     fv = {"flag_values": flag_values}
     flags.DEFINE_integer("rounds", 8, "Online collection rounds of the world model.", **fv)
     flags.DEFINE_integer("episodes_per_round", 50, "Random-agent episodes per round.", **fv)
     flags.DEFINE_integer("train_steps_per_round", 150, "World-model steps per round.", **fv)
     flags.DEFINE_integer("encoder_steps", 300, "Steps that train the latent encoder.", **fv)
+    flags.DEFINE_integer("real_episodes_per_round", 0, "Real episodes the controller plays "
+                         "and learns from (PPO) before each round's dream stretch, as Dyna's "
+                         "controller learns from real and imagined experience; 0: the dream "
+                         "only (the thesis).", **fv)
 
 
 def define_disagreement_flags(flag_values: flags.FlagValues = FLAGS) -> None:
@@ -249,7 +253,7 @@ def world_model_config(values: Any = FLAGS, **fields: Any) -> "WorldModelConfig"
                             train_steps_per_round=values.train_steps_per_round,
                             encoder_steps=values.encoder_steps,
                             decay_steps=max(values.rounds * values.train_steps_per_round, 1),
-                            **fields)
+                            real_episodes_per_round=values.real_episodes_per_round, **fields)
 
 
 def with_full_observation(env: GraphEnv) -> GraphEnv:

@@ -219,7 +219,8 @@ def _train_model_based(env: SampledGraphEnv, out_dir: str, seed: int):
     reached the cheapest graphs on average. Returns the agent and what its
     training took."""
     values = types.SimpleNamespace(**{name: _value(name) for name in (
-        "rounds", "episodes_per_round", "train_steps_per_round", "encoder_steps")})
+        "rounds", "episodes_per_round", "train_steps_per_round", "encoder_steps",
+        "real_episodes_per_round")})
     wm = common.world_model_config(values, xfer_summaries=FLAGS.xfer_summaries,
                                    ranked_locations=FLAGS.ranked_locations)
     dream = DreamConfig(episodes=_value("dream_episodes"), mask_threshold=FLAGS.mask_threshold,
@@ -231,7 +232,8 @@ def _train_model_based(env: SampledGraphEnv, out_dir: str, seed: int):
     state = WorldModelState.from_state(agent.learn_world_model())
     agent.train_controller()
     agent.select_best_round()
-    steps = state.real_steps + state.held_out_steps + state.evaluation_steps
+    steps = (state.real_steps + state.held_out_steps + state.evaluation_steps
+             + agent.controller_real_steps)
     return agent, {"episodes": int(agent.controller.episodes.numpy()),
                    "interactions": int(steps), "seconds": time.time() - start,
                    "history": state.to_state()["rounds"]}

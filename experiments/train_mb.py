@@ -251,6 +251,7 @@ def main(argv):
                              # --lockstep only: the real engine stepped inside the "dream"
                              # (counted for this process's training, not a resumed part).
                              lockstep_dream=agent.lockstep_real_steps,
+                             controller_learning=agent.controller_real_steps,
                              model_free=_model_free_steps(settings.run.results_dir,
                                                           graph_name)),
         world_model=WorldModelSummary(
@@ -424,7 +425,9 @@ def _write_markdown(out_dir, summary: ModelBasedRun, evaluations, sampled, basel
                     f"estimated ms | measured ms |\n|---|---|---|\n{measured}\n\n")
     last = summary.world_model.rounds[-1]
     lockstep = (f" + {steps.lockstep_dream} stepped in lockstep by the dream"
-                if steps.lockstep_dream else "")
+                if steps.lockstep_dream else "") + (
+        f" + {steps.controller_learning} in the controller's own episodes it learned from"
+        if steps.controller_learning else "")
     rounds = _rounds_table(summary.world_model.rounds)
     text = (
         f"# Model-based agent on {summary.graph} ({_setting(summary.cost_model)})\n\n"

@@ -115,7 +115,7 @@ class _Interrupted(Exception):
     pass
 
 
-def _resume_run(logdir: str, stop_at=None) -> ModelBasedAgent:
+def _resume_run(logdir: str, stop_at=None, world=_RESUME_WORLD) -> ModelBasedAgent:
     """Phase 1 of a tiny agent; with `stop_at`, killed (an exception) right
     after the progress line that starts with it."""
 
@@ -123,7 +123,7 @@ def _resume_run(logdir: str, stop_at=None) -> ModelBasedAgent:
         if stop_at is not None and line.startswith(stop_at):
             raise _Interrupted(line)
 
-    agent = ModelBasedAgent(fixtures.real_env(), logdir, world_model=_RESUME_WORLD,
+    agent = ModelBasedAgent(fixtures.real_env(), logdir, world_model=world,
                             dream=_RESUME_DREAM, ppo=_RESUME_PPO, seed=4, progress=progress)
     agent.learn_world_model()
     return agent
@@ -135,15 +135,18 @@ def _outcome(agent: ModelBasedAgent):
     history = [{k: v for k, v in row.items() if not k.endswith("_seconds")}
                for row in agent.dream_history]
     actions = [r.actions.tolist() for r in agent._raw]  # pylint: disable=protected-access
-    return state, history, actions
+    real = [{k: v for k, v in row.items() if k != "seconds"} for row in agent.real_history]
+    return state, history, actions, real
 
 
 class ResumeTest(parameterized.TestCase):
 
+    WORLD = _RESUME_WORLD
+
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.whole = _resume_run(tempfile.mkdtemp())
+        cls.whole = _resume_run(tempfile.mkdtemp(), world=cls.WORLD)
 
     def setUp(self):
         super().setUp()
@@ -162,12 +165,16 @@ class ResumeTest(parameterized.TestCase):
         # from its checkpoint after episode 12, by a new dream object.
         ("inside_controller_round_2", "dream episode 12/"))
     def test_a_resumed_run_repeats_the_uninterrupted_run(self, stop_at):
+        self._check_resume(stop_at)
+
+    def _check_resume(self, stop_at):
         logdir = tempfile.mkdtemp()
         with self.assertRaises(_Interrupted):
-            _resume_run(logdir, stop_at)
-        resumed = _resume_run(logdir)  # a fresh agent, the same logdir
+            _resume_run(logdir, stop_at, self.WORLD)
+        resumed = _resume_run(logdir, world=self.WORLD)  # a fresh agent, the same logdir
         whole = self.whole
         got, want = _outcome(resumed), _outcome(whole)
+        self.assertEqual(got[3], want[3], "the controller's real episodes differ")
         self.assertEqual(got[2], want[2], "the collected real episodes differ")
         self.assertEqual(got[1], want[1], "the controller's updates differ")
         self.assertEqual(got[0], want[0], "the rounds' records differ")
@@ -182,6 +189,34 @@ class ResumeTest(parameterized.TestCase):
                          whole.controller.actor.rng.bit_generator.state)
         self.assertEqual(resumed.controller.learner.rng.bit_generator.state,
                          whole.controller.learner.rng.bit_generator.state)
+
+
+class RealEpisodesResumeTest(ResumeTest):
+    """The controller that also learns from its real episodes
+    (`real_episodes_per_round`): resumed where those episodes were learned
+    from but no imagined episode of the round's stretch was checkpointed,
+    it plays and learns from the same episodes again."""
+
+    WORLD = dataclasses.replace(_RESUME_WORLD, real_episodes_per_round=3)
+
+    def test_it_learns_from_real_episodes_every_round(self):
+        rows = self.whole.real_history
+        self.assertEqual([r["round"] for r in rows], [1, 2])
+        self.assertEqual([r["episodes"] for r in rows], [0, 8])  # before each stretch
+        self.assertEqual(self.whole.controller_real_steps, sum(r["real_steps"] for r in rows))
+        self.assertGreaterEqual(self.whole.controller_real_steps, 6)  # 3 episodes a round
+        # Two real updates besides the dream's four (16 episodes in fours).
+        self.assertEqual(int(self.whole.controller.updates.numpy()), 6)
+        self.assertEqual(int(self.whole.controller.episodes.numpy()), 16)
+
+    @parameterized.named_parameters(
+        ("after_round_1", "controller after round 1"),
+        # Round 2's real episodes learned from, its stretch's first imagined
+        # episodes not yet checkpointed.
+        ("after_real_episodes_of_round_2", "controller before round 2's dream"),
+        ("inside_controller_round_2", "dream episode 12/"))
+    def test_a_resumed_run_repeats_the_uninterrupted_run(self, stop_at):
+        self._check_resume(stop_at)
 
 
 if __name__ == "__main__":

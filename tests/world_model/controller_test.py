@@ -17,6 +17,7 @@ from xflowrl.world_model.controller import (
     collect_with_controller,
     evaluate,
     imagine_batch,
+    play_in_lockstep,
     train_in_dream,
 )
 from xflowrl.world_model.dream import BatchedDream, DreamEnv, DreamStarts
@@ -416,6 +417,82 @@ class CollectInLockstepTest(CollectWithControllerTest):
         _, other = self._collect(0.1, episodes=6, seed=4, world=world)
         self.assertFalse(all(np.array_equal(a.actions, b.actions)
                              for a, b in zip(lockstep, other)))
+
+
+class PlayInLockstepTest(absltest.TestCase):
+    """The controller's own real episodes as PPO transitions."""
+
+    def _play(self, seed=3, max_steps=6, agent=None):
+        vocab, encoder, model, _ = _world()
+        agent = agent or _agent(vocab.size, _L)
+        env = fixtures.real_env(max_steps=max_steps)
+        views = LatentEnvBatch([env.clone() for _ in range(4)], encoder, model, vocab,
+                               masks="real")
+        return vocab, agent, play_in_lockstep(views, agent, np.random.default_rng(seed))
+
+    def test_transitions_are_the_real_episodes_the_policy_played(self):
+        vocab, agent, episodes = self._play()
+        self.assertLen(episodes, 4)
+        env = fixtures.real_env(max_steps=6)
+        cut = 0
+        for steps in episodes:
+            self.assertTrue(steps[-1].done)
+            self.assertFalse(any(s.done for s in steps[:-1]))
+            env.reset()
+            info = {}
+            for s in steps:
+                # A vector state [z, h], the real masks in the vocabulary's ids.
+                self.assertEqual(s.state.ndim, 1)
+                self.assertTrue(s.xfer_mask[s.xfer])
+                if s.xfer != vocab.size:
+                    self.assertTrue(s.location_mask[s.location])
+                _, reward, done, info = env.step((vocab.to_real(s.xfer), s.location))
+                self.assertIsNone(info["invalid"])
+                self.assertAlmostEqual(s.reward, reward, places=5)
+                self.assertEqual(s.done, done)
+                self.assertLessEqual(s.xfer_log_prob, 0.0)
+            last = steps[-1]
+            if info["truncated"]:
+                cut += 1
+                self.assertNotEqual(last.bootstrap_value, 0.0)
+            else:
+                self.assertEqual(last.bootstrap_value, 0.0)
+        self.assertGreater(cut, 0, "no episode reached the step limit")
+
+    def test_log_probabilities_and_values_are_the_policys(self):
+        # The greedy action in the same state has the policy's highest
+        # log-probability; where the sample was that action, the recorded
+        # log-probability and values are the policy's own.
+        vocab, agent, episodes = self._play(seed=4)
+        same = 0
+        for steps in episodes:
+            for s in steps:
+                best = agent.actor.act_batch(s.state[None], s.xfer_mask[None],
+                                             np.ones((1, vocab.size + 1, _L), bool),
+                                             greedy=True)[0]
+                self.assertLessEqual(s.xfer_log_prob, best.xfer_log_prob + 1e-5)
+                self.assertAlmostEqual(s.xfer_value, best.xfer_value, places=4)
+                if s.xfer == best.xfer:
+                    same += 1
+                    self.assertAlmostEqual(s.xfer_log_prob, best.xfer_log_prob, places=4)
+        self.assertGreater(same, 0)
+
+    def test_a_seed_fixes_them_and_update_on_learns_without_counting_episodes(self):
+        _, agent, first = self._play(seed=5)
+        _, _, again = self._play(seed=5, agent=agent)
+        self.assertEqual([[(s.xfer, s.location) for s in e] for e in first],
+                         [[(s.xfer, s.location) for s in e] for e in again])
+        before = [v.numpy().copy() for v in agent.network.trainable_variables]
+        agent.update_on([s for e in first for s in e])
+        self.assertEqual(int(agent.episodes.numpy()), 0)
+        self.assertEqual(int(agent.updates.numpy()), 1)
+        self.assertTrue(any(not np.array_equal(b, v.numpy())
+                            for b, v in zip(before, agent.network.trainable_variables)))
+        with self.assertRaisesRegex(ValueError, "whole episodes"):
+            agent.update_on(first[0][:-1] if len(first[0]) > 1 else [])
+        agent.add_steps(first[0])
+        with self.assertRaisesRegex(ValueError, "buffered"):
+            agent.update_on(first[1])
 
 
 class LatentEnvBatchTest(absltest.TestCase):

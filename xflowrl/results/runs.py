@@ -88,13 +88,14 @@ class RealSteps:
     round_evaluations: int = 0             # absent in runs before it was counted
     evaluation: int = 0
     lockstep_dream: int = 0                # --lockstep only
+    controller_learning: int = 0           # --real_episodes_per_round: the controller's own
     model_free: Optional[Dict[str, Any]] = None   # train_mf.py's run beside it, if any
 
     @property
     def total(self) -> int:
         """Every real step the agent took (the model-free run's not counted)."""
         return (self.world_model_rollouts + self.held_out_rollouts + self.round_evaluations
-                + self.evaluation + self.lockstep_dream)
+                + self.evaluation + self.lockstep_dream + self.controller_learning)
 
 
 @dataclasses.dataclass

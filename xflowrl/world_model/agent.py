@@ -68,6 +68,7 @@ import numpy as np
 import tensorflow as tf
 
 from xflowrl.agents.ppo import PPOAgent, PPOConfig
+from xflowrl.agents.ppo.learning import Step
 from xflowrl.embedding import features
 from xflowrl.env import GraphEnv
 from xflowrl.env.sampled import SampledGraphEnv
@@ -80,6 +81,7 @@ from xflowrl.world_model.controller import (
     collect_in_lockstep,
     evaluate,
     imagine_batch,
+    play_in_lockstep,
     train_in_dream,
 )
 from xflowrl.world_model.dream import BatchedDream, DreamStarts
@@ -160,6 +162,7 @@ class ModelBasedAgent:
         self.controller: Optional[PPOAgent] = None
         self.state: Dict = {}
         self.dream_history: List[Dict[str, float]] = []  # one row per controller update
+        self.real_history: List[Dict[str, float]] = []   # one row per round's real episodes
         self.lockstep_real_steps = 0
         self._controllers: Dict[str, tuple] = {}  # subdir -> (agent, manager, history)
         self._clones: Dict[str, List[GraphEnv]] = {}  # graph ("" for one) -> lockstep envs
@@ -498,7 +501,15 @@ class ModelBasedAgent:
         its greedy episode in the real environment (real masks) beside what
         the world model predicted for it and imagines from the initial graph."""
         rounds = self.wm_config.rounds
+        start = int(np.ceil(self.dream_config.episodes * r / rounds))
         until = int(np.ceil(self.dream_config.episodes * (r + 1) / rounds))
+        if self.wm_config.real_episodes_per_round and until > start:
+            # Before the stretch's first imagined episode: a run interrupted
+            # before the stretch's first checkpoint resumes from the same
+            # controller and plays the same real episodes again.
+            controller = self._controller_of("controller", self.seed)
+            if int(controller.episodes.numpy()) == start:
+                self._learn_from_real(r, controller)
         agent = self.train_controller(until=until)
         row = self.state["rounds"][r]
         if "controller_real_return" in row:
@@ -547,6 +558,43 @@ class ModelBasedAgent:
             f"{row['controller_real_return']:+.3f} ({where}), predicted "
             f"{row['controller_predicted_return']:+.3f}, imagined "
             f"{row['controller_imagined_return']:+.3f}")
+
+    def _learn_from_real(self, r: int, agent: PPOAgent) -> None:
+        """Round r's real episodes of the controller (its own samples, real
+        masks; `WorldModelConfig.real_episodes_per_round` of them, on graphs
+        drawn for them) and its PPO updates on them, one per dream batch
+        of episodes. Every draw follows from [seed, r]. Kept in the
+        controller's real.json (written with its checkpoints)."""
+        n = self.wm_config.real_episodes_per_round
+        start = time.time()
+        self._reseed_env(r, 10)
+        rng = np.random.default_rng(self._seed_of(r, 11))
+        envs = self._lockstep_envs(n)
+        episodes: List[List[Step]] = []
+        for i in range(0, n, LOCKSTEP_EPISODES):
+            episodes += play_in_lockstep(self._views(envs[i:i + LOCKSTEP_EPISODES]), agent, rng)
+        size = self.dream_config.batch_size
+        metrics = [agent.update_on([s for e in episodes[i:i + size] for s in e])
+                   for i in range(0, n, size)]
+        row = {"round": r + 1, "episodes": int(agent.episodes.numpy()),
+               "updates": int(agent.updates.numpy()), "real_episodes": n,
+               "real_steps": sum(len(e) for e in episodes),
+               "real_return": float(np.mean([sum(s.reward for s in e) for e in episodes])),
+               "loss": float(np.mean([m["loss"] for m in metrics])),
+               "seconds": time.time() - start}
+        self.real_history.append(row)
+        with self.writer.as_default(step=r + 1):
+            tf.summary.scalar("rounds/learned_real_return", row["real_return"])
+        self.progress(f"controller before round {r + 1}'s dream: learned from {n} real "
+                      f"episodes ({row['real_steps']} steps, mean return "
+                      f"{row['real_return']:+.3f}) in {row['seconds']:.0f} s")
+
+    @property
+    def controller_real_steps(self) -> int:
+        """The real steps of the episodes the controller learned from
+        (`WorldModelConfig.real_episodes_per_round`), as far as its
+        checkpoint has them."""
+        return sum(int(row["real_steps"]) for row in self.real_history)
 
     def _evaluation_envs(self) -> List[GraphEnv]:
         """The graphs a round's controller is evaluated on: the one graph, or
@@ -695,17 +743,20 @@ class ModelBasedAgent:
         config = config or self.dream_config
         seed = self.seed if seed is None else seed
         until = config.episodes if until is None else until
-        if subdir not in self._controllers:
-            self._controllers[subdir] = self._load_controller(subdir, seed)
-        agent, manager, history = self._controllers[subdir]
-        if subdir == "controller":
-            self.controller, self.dream_history = agent, history
+        agent = self._controller_of(subdir, seed)
+        _, manager, history = self._controllers[subdir]
         if int(agent.episodes.numpy()) >= until:
             return agent
         dream = self.make_dream(config, seed)
         directory = os.path.join(self.logdir, subdir)
         history_path = os.path.join(directory, "history.json")
         start, start_episodes = time.time(), int(agent.episodes.numpy())
+
+        def save(n: int) -> None:
+            manager.save(checkpoint_number=n)
+            _save_json(history_path, history)
+            if subdir == "controller":
+                _save_json(os.path.join(directory, "real.json"), self.real_history)
 
         def on_update(m: Dict[str, float]) -> None:
             n = int(m["episodes"])
@@ -714,8 +765,7 @@ class ModelBasedAgent:
                 for k, v in m.items():
                     tf.summary.scalar(f"dream/{k}", v)
             if int(agent.updates.numpy()) % CONTROLLER_CHECKPOINT_EVERY == 0 or n >= until:
-                manager.save(checkpoint_number=n)
-                _save_json(history_path, history)
+                save(n)
             rate = (n - start_episodes) / max(time.time() - start, 1e-9)
             self.progress(
                 f"dream episode {n}/{config.episodes}  {rate:.0f} ep/s  left "
@@ -735,8 +785,17 @@ class ModelBasedAgent:
                               seed=self._seed_of(seed, 7))
         self.lockstep_real_steps += dream.real_steps  # 0 for a pure dream (this process only)
         if done:
-            manager.save(checkpoint_number=int(agent.episodes.numpy()))
-            _save_json(history_path, history)
+            save(int(agent.episodes.numpy()))
+        return agent
+
+    def _controller_of(self, subdir: str, seed: int) -> PPOAgent:
+        """The controller of `subdir` (loaded from its latest checkpoint the
+        first time); "controller" is the default one."""
+        if subdir not in self._controllers:
+            self._controllers[subdir] = self._load_controller(subdir, seed)
+        agent, _, history = self._controllers[subdir]
+        if subdir == "controller":
+            self.controller, self.dream_history = agent, history
         return agent
 
     def _load_controller(self, subdir: str, seed: int):
@@ -757,6 +816,12 @@ class ModelBasedAgent:
             if os.path.exists(path):
                 with open(path) as f:
                     history = [r for r in json.load(f) if r["episodes"] <= episodes]
+            path = os.path.join(directory, "real.json")
+            if subdir == "controller" and os.path.exists(path):
+                # A round's real episodes precede its first imagined ones:
+                # the checkpoint has them where it is past that point.
+                with open(path) as f:
+                    self.real_history = [r for r in json.load(f) if r["episodes"] < episodes]
         return agent, manager, history
 
     # -- phase 3: the real environment ----------------------------------------

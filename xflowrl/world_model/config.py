@@ -67,6 +67,17 @@ class WorldModelConfig:
         controller trains once, on the last world model).
       explore: with "controller" collection, the probability per step of
         a uniformly random valid known action instead of the policy's.
+      real_episodes_per_round: with "controller" collection, real
+        episodes the controller plays on the real environment (its own
+        samples, no exploration, real masks) and learns from with PPO at
+        the start of every round's dream stretch, one update per
+        `DreamConfig.batch_size` of them: Dyna's controller, which learns
+        from real and imagined experience (MBPO mixes them likewise). The
+        dream flatters a controller on graphs the world model knows
+        poorly; real episodes give it the true returns. Their steps are
+        real steps (`ModelBasedAgent.controller_real_steps`), and the world
+        model does not train on them. 0: the controller learns in the
+        dream only (the thesis).
       vocabulary_headroom: free compact xfer slots beyond the first round's
         xfers, which the vocabulary fills when later rounds visit states
         where other xfers apply (0: fixed after the first round).
@@ -114,6 +125,7 @@ class WorldModelConfig:
     held_out_episodes: int = 20
     collection: str = "controller"
     explore: float = 0.1
+    real_episodes_per_round: int = 0
     vocabulary_headroom: int = 16
     xfer_summaries: bool = False
     gain_weight: float = 1.0
@@ -125,6 +137,12 @@ class WorldModelConfig:
                              f"{self.collection!r}")
         if not 0.0 <= self.explore <= 1.0:
             raise ValueError(f"explore must lie in [0, 1], got {self.explore}")
+        if self.real_episodes_per_round < 0:
+            raise ValueError(f"real_episodes_per_round must be >= 0, got "
+                             f"{self.real_episodes_per_round}")
+        if self.real_episodes_per_round and self.collection != "controller":
+            raise ValueError("real_episodes_per_round needs collection='controller' (the "
+                             "controller learns from real episodes round by round)")
         if self.vocabulary_headroom < 0:
             raise ValueError(f"vocabulary_headroom must be >= 0, got "
                              f"{self.vocabulary_headroom}")

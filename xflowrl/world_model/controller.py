@@ -12,7 +12,9 @@ model's predicted return, and the actions the real engine found invalid.
 `collect_in_lockstep(views, agent, explore, rng)` plays the controller's
 real episodes for the world model together (a `LatentEnvBatch`: one
 batched policy call, graph encoding and MDN-RNN step per step);
-`collect_with_controller` plays them one at a time.
+`collect_with_controller` plays them one at a time; `play_in_lockstep`
+plays the controller's own real episodes (no exploration) as PPO
+transitions, for a controller that learns from real episodes too.
 """
 
 from __future__ import annotations
@@ -167,15 +169,35 @@ def collect_in_lockstep(views: LatentEnvBatch, agent: PPOAgent, explore: float,
     sampling noise for the rest as one batch; so a seed gives the same
     rollouts every time, though not those of `collect_with_controller`.
     """
+    return _lockstep(views, agent, explore, rng)[0]
+
+
+def play_in_lockstep(views: LatentEnvBatch, agent: PPOAgent, rng: np.random.Generator
+                     ) -> List[List[Step]]:
+    """The controller's own real episodes as PPO transitions, one in each of
+    `views`' environments, played in lockstep as `collect_in_lockstep`
+    plays them but without exploration (every action the policy's sample,
+    so PPO may learn from them as from imagined ones). An episode cut by
+    the step limit is bootstrapped from V_x of its last state."""
+    return _lockstep(views, agent, 0.0, rng)[1]
+
+
+def _lockstep(views: LatentEnvBatch, agent: PPOAgent, explore: float,
+              rng: np.random.Generator):
+    """(rollouts, PPO steps per episode) of episodes played in lockstep; the
+    steps only where nothing explores (an exploring step has no log-probability
+    under the policy)."""
     if not 0.0 <= explore <= 1.0:
         raise ValueError(f"explore must lie in [0, 1], got {explore}")
     vocab = views.vocab
     observations = dict(zip(range(len(views)), views.reset()))
     recorders = [RolloutRecorder(views.real_observation(i)) for i in range(len(views))]
     rollouts: List[Optional[Rollout]] = [None] * len(views)
+    transitions: List[List[Step]] = [[] for _ in range(len(views))]
     while views.live:
         live = list(views.live)
         actions: Dict[int, Any] = {}
+        chosen: Dict[int, Any] = {}
         policy = []
         for i in live:
             obs = observations[i]
@@ -188,20 +210,36 @@ def collect_in_lockstep(views: LatentEnvBatch, agent: PPOAgent, explore: float,
         if policy:
             summaries = [observations[i].xfer_summary for i in policy]
             present = [s for s in summaries if s is not None]
-            chosen = agent.actor.act_batch(
+            picked = agent.actor.act_batch(
                 np.stack([observations[i].state for i in policy]),
                 np.stack([observations[i].xfer_mask for i in policy]),
                 np.stack([observations[i].location_mask for i in policy]), greedy=False,
                 rng=rng, xfer_summaries=np.stack(present) if present else None)
-            actions.update({i: (a.xfer, a.location) for i, a in zip(policy, chosen)})
+            chosen = dict(zip(policy, picked))
+            actions.update({i: (a.xfer, a.location) for i, a in chosen.items()})
         steps = views.step([actions[i] for i in live])
         for i, (obs, reward, done, info) in zip(live, steps):
             x, l = actions[i]
             recorders[i].add((vocab.to_real(x), l), reward, done, views.real_observation(i))
+            if explore == 0.0:
+                transitions[i].append(_transition(agent, observations[i], chosen[i], reward,
+                                                  done, obs if info["truncated"] else None))
             observations[i] = obs
             if done:
                 rollouts[i] = recorders[i].finish(info)
-    return [r for r in rollouts if r is not None]
+    return [r for r in rollouts if r is not None], transitions
+
+
+def _transition(agent: PPOAgent, obs, a, reward: float, done: bool, cut_at) -> Step:
+    """The PPO step of action `a` in a vector observation `obs`; `cut_at`:
+    the next observation where the step limit cut the episode (its V_x is
+    the bootstrap value), else None."""
+    return Step(state=obs.state, xfer_summary=obs.xfer_summary, xfer_mask=obs.xfer_mask,
+                location_nodes=None, cost_delta=None, location_mask=obs.location_mask[a.xfer],
+                xfer=a.xfer, location=a.location, xfer_log_prob=a.xfer_log_prob,
+                location_log_prob=a.location_log_prob, xfer_value=a.xfer_value,
+                location_value=a.location_value, reward=float(reward), done=bool(done),
+                bootstrap_value=0.0 if cut_at is None else agent.actor.value(cut_at))
 
 
 class Evaluation(NamedTuple):

@@ -4,7 +4,8 @@
 its transitions (`run_episodes(envs)` one in each of several environments,
 acting for all of them in one batch); `add_steps` buffers transitions collected elsewhere (the
 batched dream). Once `config.episodes_per_update` episodes are buffered,
-`update()` runs the learner on them and clears the buffer. `checkpoint` holds everything that
+`update()` runs the learner on them and clears the buffer (`update_on`
+learns from episodes the agent does not count). `checkpoint` holds everything that
 must survive an interruption: network, both optimizers, counters, and the
 sampling generators' states (the actor's Gumbel noise, the learner's
 minibatch order), so that a run resumed from it with `restore` draws what
@@ -138,6 +139,19 @@ class PPOAgent:
             raise ValueError("update() with no buffered episodes")
         metrics = self.learner.update(self._buffer)
         self._buffer = []
+        self.updates.assign_add(1)
+        return metrics
+
+    def update_on(self, steps: Sequence[Step]) -> Dict[str, float]:
+        """A PPO update on whole episodes played outside the agent (the
+        model-based controller's real episodes, `xflowrl.world_model`),
+        which `episodes` does not count: that counter is the controller's
+        imagined episodes. The buffer must be empty."""
+        if self._buffer:
+            raise ValueError("update_on() with episodes buffered for update()")
+        if not steps or not steps[-1].done:
+            raise ValueError("update_on needs whole episodes; the last step is not done")
+        metrics = self.learner.update(list(steps))
         self.updates.assign_add(1)
         return metrics
 
