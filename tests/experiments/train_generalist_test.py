@@ -19,7 +19,7 @@ _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 _SCRIPT = os.path.join(_REPO, "experiments", "train_generalist.py")
 _TINY = ["--agent=mb", "--quick", "--rounds=1", "--episodes_per_round=2", "--dream_episodes=8",
          "--eval_limit=1", "--taso_budget=5", "--random_episodes=1", "--encoder_steps=2",
-         "--train_steps_per_round=2"]
+         "--train_steps_per_round=2", "--real_episodes_per_round=3"]
 
 
 def _run(results: str, *args: str) -> subprocess.CompletedProcess:
@@ -49,9 +49,17 @@ class TrainGeneralistTest(absltest.TestCase):
         handed_over = XferSet.default().replay(
             graph, [(x, int(loc)) for x, loc in row["policy_applied"]])
         self.assertAlmostEqual(handed_over.cost(self.cost_model), row["policy_ms"], places=9)
-        # Real steps: the rounds' collection, the held-out episodes and the
-        # per-round evaluation on 8 training graphs.
-        self.assertGreater(result["interactions"], 0)
+        # Real steps: the rounds' collection, the held-out episodes, the
+        # per-round evaluation on 8 training graphs and the controller's own
+        # real episodes (3 before the round's dream stretch).
+        with open(os.path.join(folder, "mb", "seed0", "controller", "real.json")) as f:
+            (learned,) = json.load(f)
+        self.assertEqual((learned["round"], learned["real_episodes"]), (1, 3))
+        with open(os.path.join(folder, "mb", "seed0", "world_model", "state.json")) as f:
+            state = json.load(f)
+        self.assertEqual(result["interactions"],
+                         state["real_steps"] + state["held_out_steps"]
+                         + state["evaluation_steps"] + learned["real_steps"])
 
         _run(results, "--measure", "--measure_rounds=1")
         with open(os.path.join(folder, "measured.json")) as f:
