@@ -17,7 +17,10 @@ changes `docs/world_model.md` lists), each phase checkpointed under
    (real, predicted and imagined returns per round) and collects the next
    round, its episodes in lockstep (`collect_in_lockstep`, on clones of
    the real environment); a xfer that applies in a visited state fills a
-   free slot.
+   free slot. With `WorldModelConfig.real_episodes_per_round` the
+   controller first plays that many real episodes of its own and learns
+   from them with PPO (Dyna; `_learn_from_real`), before each round's
+   share of the dream.
 2. `train_controller()`: PPO on [z_t, h_t] inside the batched dream only,
    imagined episodes starting from the initial graph and from real
    collected states (`DreamConfig.real_starts`).
