@@ -488,8 +488,12 @@ class PlayInLockstepTest(absltest.TestCase):
         self.assertEqual(int(agent.updates.numpy()), 1)
         self.assertTrue(any(not np.array_equal(b, v.numpy())
                             for b, v in zip(before, agent.network.trainable_variables)))
+        longest = max(first, key=len)
+        self.assertGreater(len(longest), 1)
         with self.assertRaisesRegex(ValueError, "whole episodes"):
-            agent.update_on(first[0][:-1] if len(first[0]) > 1 else [])
+            agent.update_on(longest[:-1])
+        with self.assertRaisesRegex(ValueError, "no episodes"):
+            agent.update_on([])
         agent.add_steps(first[0])
         with self.assertRaisesRegex(ValueError, "buffered"):
             agent.update_on(first[1])

@@ -56,18 +56,11 @@ def imagine_batch(dream: BatchedDream, agent: PPOAgent, batch_size: int,
                 xfer_summaries=None if batch.xfer_summary is None else batch.xfer_summary[cut])
             bootstrap[cut] = [v.xfer_value for v in values]
         for i in np.flatnonzero(live):
-            a = actions[i]
-            episodes[i].append(Step(
-                state=previous.states[i],
-                xfer_summary=(None if previous.xfer_summary is None
-                              else previous.xfer_summary[i]),
-                xfer_mask=previous.xfer_mask[i],
-                location_nodes=None, cost_delta=None,
-                location_mask=previous.location_mask[i, a.xfer], xfer=a.xfer,
-                location=a.location, xfer_log_prob=a.xfer_log_prob,
-                location_log_prob=a.location_log_prob, xfer_value=a.xfer_value,
-                location_value=a.location_value, reward=float(batch.rewards[i]),
-                done=bool(batch.dones[i]), bootstrap_value=float(bootstrap[i])))
+            episodes[i].append(_vector_step(
+                previous.states[i],
+                None if previous.xfer_summary is None else previous.xfer_summary[i],
+                previous.xfer_mask[i], previous.location_mask[i], actions[i],
+                batch.rewards[i], batch.dones[i], bootstrap[i]))
         live = ~batch.dones
     return episodes
 
@@ -169,7 +162,7 @@ def collect_in_lockstep(views: LatentEnvBatch, agent: PPOAgent, explore: float,
     sampling noise for the rest as one batch; so a seed gives the same
     rollouts every time, though not those of `collect_with_controller`.
     """
-    return _lockstep(views, agent, explore, rng)[0]
+    return _lockstep(views, agent, explore, rng, transitions=False)[0]
 
 
 def play_in_lockstep(views: LatentEnvBatch, agent: PPOAgent, rng: np.random.Generator
@@ -179,21 +172,23 @@ def play_in_lockstep(views: LatentEnvBatch, agent: PPOAgent, rng: np.random.Gene
     plays them but without exploration (every action the policy's sample,
     so PPO may learn from them as from imagined ones). An episode cut by
     the step limit is bootstrapped from V_x of its last state."""
-    return _lockstep(views, agent, 0.0, rng)[1]
+    return _lockstep(views, agent, 0.0, rng, transitions=True)[1]
 
 
 def _lockstep(views: LatentEnvBatch, agent: PPOAgent, explore: float,
-              rng: np.random.Generator):
-    """(rollouts, PPO steps per episode) of episodes played in lockstep; the
-    steps only where nothing explores (an exploring step has no log-probability
-    under the policy)."""
+              rng: np.random.Generator, transitions: bool):
+    """(rollouts, PPO steps per episode) of episodes played in lockstep; with
+    `transitions` the steps too (then nothing may explore: an exploring step
+    has no log-probability under the policy), else empty lists."""
     if not 0.0 <= explore <= 1.0:
         raise ValueError(f"explore must lie in [0, 1], got {explore}")
+    if transitions and explore:
+        raise ValueError("PPO transitions need the policy's own actions: explore must be 0")
     vocab = views.vocab
     observations = dict(zip(range(len(views)), views.reset()))
     recorders = [RolloutRecorder(views.real_observation(i)) for i in range(len(views))]
     rollouts: List[Optional[Rollout]] = [None] * len(views)
-    transitions: List[List[Step]] = [[] for _ in range(len(views))]
+    steps_of: List[List[Step]] = [[] for _ in range(len(views))]
     while views.live:
         live = list(views.live)
         actions: Dict[int, Any] = {}
@@ -221,25 +216,30 @@ def _lockstep(views: LatentEnvBatch, agent: PPOAgent, explore: float,
         for i, (obs, reward, done, info) in zip(live, steps):
             x, l = actions[i]
             recorders[i].add((vocab.to_real(x), l), reward, done, views.real_observation(i))
-            if explore == 0.0:
-                transitions[i].append(_transition(agent, observations[i], chosen[i], reward,
-                                                  done, obs if info["truncated"] else None))
+            if transitions:
+                o = observations[i]
+                bootstrap = agent.actor.value(obs) if info["truncated"] else 0.0
+                steps_of[i].append(_vector_step(o.state, o.xfer_summary, o.xfer_mask,
+                                                o.location_mask, chosen[i], reward, done,
+                                                bootstrap))
             observations[i] = obs
             if done:
                 rollouts[i] = recorders[i].finish(info)
-    return [r for r in rollouts if r is not None], transitions
+    return [r for r in rollouts if r is not None], steps_of
 
 
-def _transition(agent: PPOAgent, obs, a, reward: float, done: bool, cut_at) -> Step:
-    """The PPO step of action `a` in a vector observation `obs`; `cut_at`:
-    the next observation where the step limit cut the episode (its V_x is
-    the bootstrap value), else None."""
-    return Step(state=obs.state, xfer_summary=obs.xfer_summary, xfer_mask=obs.xfer_mask,
-                location_nodes=None, cost_delta=None, location_mask=obs.location_mask[a.xfer],
+def _vector_step(state, xfer_summary, xfer_mask, location_mask, a, reward, done,
+                 bootstrap) -> Step:
+    """The PPO step of action `a` in a vector state (the dream's or a latent
+    view's): `location_mask` [M+1, L] of every xfer, of which the step keeps
+    the chosen one's; `bootstrap`: V_x of the next state where the step
+    limit cut the episode there, else 0."""
+    return Step(state=state, xfer_summary=xfer_summary, xfer_mask=xfer_mask,
+                location_nodes=None, cost_delta=None, location_mask=location_mask[a.xfer],
                 xfer=a.xfer, location=a.location, xfer_log_prob=a.xfer_log_prob,
                 location_log_prob=a.location_log_prob, xfer_value=a.xfer_value,
                 location_value=a.location_value, reward=float(reward), done=bool(done),
-                bootstrap_value=0.0 if cut_at is None else agent.actor.value(cut_at))
+                bootstrap_value=float(bootstrap))
 
 
 class Evaluation(NamedTuple):

@@ -137,9 +137,8 @@ class PPOAgent:
         """A PPO update on the buffered episodes, which are then dropped."""
         if not self._buffer:
             raise ValueError("update() with no buffered episodes")
-        metrics = self.learner.update(self._buffer)
+        metrics = self._learn(self._buffer)
         self._buffer = []
-        self.updates.assign_add(1)
         return metrics
 
     def update_on(self, steps: Sequence[Step]) -> Dict[str, float]:
@@ -149,9 +148,13 @@ class PPOAgent:
         imagined episodes. The buffer must be empty."""
         if self._buffer:
             raise ValueError("update_on() with episodes buffered for update()")
-        if not steps or not steps[-1].done:
-            raise ValueError("update_on needs whole episodes; the last step is not done")
-        metrics = self.learner.update(list(steps))
+        if not steps:
+            raise ValueError("update_on() with no episodes")
+        return self._learn(list(steps))
+
+    def _learn(self, steps: List[Step]) -> Dict[str, float]:
+        """One PPO update on whole episodes (the learner refuses others)."""
+        metrics = self.learner.update(steps)
         self.updates.assign_add(1)
         return metrics
 
