@@ -1,9 +1,13 @@
-"""Featurization: an engine graph as a graph_nets `GraphsTuple` (the one data
-contract of observations, docs/agents.md).
+"""Featurization: an engine graph as a `GraphsTuple` (the one data contract
+of observations, docs/agents.md).
 
 `featurize(graph, op_costs, graph_cost, initial_cost)` returns a single-graph
-`graphs.GraphsTuple` of numpy arrays; `batch` concatenates several into one
-and `to_tensors` makes it a tensor GraphsTuple for the encoder. Every node of
+`GraphsTuple` of numpy arrays; `batch` concatenates several into one and
+`to_tensors` makes it graph_nets' tensor `GraphsTuple` for the encoder. The
+numpy tuple is this module's own, with graph_nets' fields in graph_nets'
+order, so that observing a graph imports neither graph_nets nor TensorFlow
+(the environment, the searches and `xflowrl optimize --method=greedy|taso`
+start in a fraction of a second; only `to_tensors` loads them). Every node of
 the engine graph is a node here, graph inputs and weights included, in the
 engine's topological order, so node `i` is `graph.structure()["guids"][i]`.
 
@@ -30,9 +34,8 @@ Fields:
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence, Union
+from typing import Any, Dict, NamedTuple, Optional, Sequence, Union
 
-from graph_nets import graphs
 import numpy as np
 
 from xflowrl import ops
@@ -49,13 +52,29 @@ EDGE_SIZE = 5
 GLOBAL_SIZE = 3
 
 
+class GraphsTuple(NamedTuple):
+    """A graph (or a batch of graphs) as numpy arrays: graph_nets'
+    `GraphsTuple` fields, in its order (module docstring)."""
+    nodes: np.ndarray
+    edges: np.ndarray
+    receivers: np.ndarray
+    senders: np.ndarray
+    globals: np.ndarray
+    n_node: np.ndarray
+    n_edge: np.ndarray
+
+    def replace(self, **fields: np.ndarray) -> "GraphsTuple":
+        """A copy with `fields` replaced (graph_nets' name for `_replace`)."""
+        return self._replace(**fields)
+
+
 def _dims(shapes: np.ndarray) -> np.ndarray:
     return np.log2(1.0 + shapes.astype(np.float32)) / 12.0
 
 
 def featurize(graph, op_costs: Union[Sequence[float], np.ndarray], graph_cost: float,
               initial_cost: float,
-              structure: Optional[Dict[str, np.ndarray]] = None) -> graphs.GraphsTuple:
+              structure: Optional[Dict[str, np.ndarray]] = None) -> GraphsTuple:
     """One graph as a numpy `GraphsTuple` (fields in the module docstring).
 
     Args:
@@ -93,16 +112,16 @@ def featurize(graph, op_costs: Union[Sequence[float], np.ndarray], graph_cost: f
     global_features = np.array(
         [[graph_cost / initial_cost, np.log1p(graph_cost), np.log1p(graph.num_ops()) / 8.0]],
         np.float32)
-    return graphs.GraphsTuple(
+    return GraphsTuple(
         nodes=nodes, edges=edges, globals=global_features,
         senders=s["senders"], receivers=s["receivers"],
         n_node=np.array([n], np.int32), n_edge=np.array([len(edges)], np.int32))
 
 
-def batch(tuples: Sequence[graphs.GraphsTuple]) -> graphs.GraphsTuple:
+def batch(tuples: Sequence[GraphsTuple]) -> GraphsTuple:
     """Concatenates numpy GraphsTuples into one batch (node indices offset)."""
     offsets = np.cumsum([0] + [int(t.n_node.sum()) for t in tuples[:-1]])
-    return graphs.GraphsTuple(
+    return GraphsTuple(
         nodes=np.concatenate([t.nodes for t in tuples]),
         edges=np.concatenate([t.edges for t in tuples]),
         globals=np.concatenate([t.globals for t in tuples]),
@@ -112,14 +131,17 @@ def batch(tuples: Sequence[graphs.GraphsTuple]) -> graphs.GraphsTuple:
         n_edge=np.concatenate([t.n_edge for t in tuples]))
 
 
-def node_offsets(tuples: Sequence[graphs.GraphsTuple]) -> np.ndarray:
+def node_offsets(tuples: Sequence[GraphsTuple]) -> np.ndarray:
     """[B] int32: the index of each graph's first node in `batch(tuples)`."""
     return np.cumsum([0] + [int(t.n_node.sum()) for t in tuples[:-1]]).astype(np.int32)
 
 
-def to_tensors(graph_tuple: graphs.GraphsTuple) -> graphs.GraphsTuple:
-    """A numpy GraphsTuple as tensors of the encoder's dtypes."""
-    import tensorflow as tf  # featurization itself needs no TensorFlow
+def to_tensors(graph_tuple: GraphsTuple) -> Any:
+    """A numpy GraphsTuple as graph_nets' `GraphsTuple` of tensors of the
+    encoder's dtypes."""
+    # Featurization itself needs neither graph_nets nor TensorFlow.
+    from graph_nets import graphs  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
     return graphs.GraphsTuple(
         nodes=tf.convert_to_tensor(graph_tuple.nodes, tf.float32),
         edges=tf.convert_to_tensor(graph_tuple.edges, tf.float32),

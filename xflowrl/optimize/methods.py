@@ -193,17 +193,25 @@ def _taso(graph: Graph, xfers: XferSet, cost_model: CostModel, budget: int,
 
 def _policy(graph: Graph, xfers: XferSet, cost_model: CostModel, steps: int, folder: str,
             seed: int) -> List[Tuple[str, int]]:
-    """A trained policy's greedy episode (`xflowrl.transfer.load_policy`),
-    its cheapest prefix. The episode has `steps` steps, by default the
-    budget it was trained with (`_equal_budget_environment`)."""
-    from xflowrl.transfer.policy import load_policy  # pylint: disable=import-outside-toplevel
+    """A trained policy's greedy episode, its cheapest prefix. The episode has
+    `steps` steps, by default the budget it was trained with
+    (`_equal_budget_environment`). A policy folder with `policy.npz` (the
+    shipped one, any saved since 2026-11-27) acts in NumPy
+    (`xflowrl.transfer.runtime`: the same greedy choices, no TensorFlow to
+    import); others load the network (`xflowrl.transfer.load_policy`)."""
+    from xflowrl.transfer import policy  # pylint: disable=import-outside-toplevel
     env = (make_environment(graph, xfers, cost_model, steps) if steps
            else _equal_budget_environment(graph, xfers, cost_model))
     try:
-        agent = load_policy(folder, env, seed=seed)
+        if policy.has_arrays(folder):
+            from xflowrl.transfer import runtime  # pylint: disable=import-outside-toplevel
+            applied = runtime.greedy_episode(policy.load_numpy_policy(folder, env), env).applied
+        else:
+            agent = policy.load_policy(folder, env, seed=seed)
+            applied = agent.run_episode(env, greedy=True, learn=False).applied
     except ValueError as e:
         raise BadInput(str(e)) from None
-    return cheapest_prefix(env, agent.run_episode(env, greedy=True, learn=False).applied)[1]
+    return cheapest_prefix(env, applied)[1]
 
 
 def _model_free(env: GraphEnv, episodes: int, seed: int, folder: str,

@@ -2,7 +2,8 @@
 
 A policy folder holds the network's weights (a TensorFlow checkpoint of the
 `PolicyValueNetwork` alone: no optimizer state, a third of a training
-checkpoint) and `policy.json`: what it needs to be rebuilt (the PPO config,
+checkpoint), the arrays its greedy acting needs as `policy.npz` (for
+`xflowrl.transfer.runtime`, which acts without TensorFlow) and `policy.json`: what it needs to be rebuilt (the PPO config,
 the rule set and its size, L) and where it came from (cost model, training
 graphs, episodes, seed, the commit of the code that trained it). Loading
 checks that the rule set matches: the xfer head has one output per rule.
@@ -67,10 +68,14 @@ def current_commit(path: Optional[str] = None) -> str:
 
 
 def save_policy(agent, folder: str, info: PolicyInfo) -> str:
-    """Writes `agent`'s network and `info` to `folder`; returns the checkpoint path."""
+    """Writes `agent`'s network (checkpoint and `policy.npz`) and `info` to
+    `folder`; returns the checkpoint path."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from xflowrl.transfer import runtime  # pylint: disable=import-outside-toplevel
     os.makedirs(folder, exist_ok=True)
     path = tf.train.Checkpoint(network=agent.network).write(os.path.join(folder, POLICY_PREFIX))
+    runtime.save_arrays(runtime.network_arrays(agent.network), folder)
     tmp = os.path.join(folder, POLICY_JSON + ".tmp")
     with open(tmp, "w") as f:
         json.dump(dataclasses.asdict(info), f, indent=2)
@@ -137,6 +142,58 @@ def load_policy(folder: str, env, seed: int = 0):
         raise ValueError(f"{folder}: the policy does not fit this rule set "
                          f"({spec.num_xfers} xfers): {e}") from None
     return agent
+
+
+def has_arrays(folder: str) -> bool:
+    """Whether `folder` is a policy folder with `policy.npz` (so
+    `load_numpy_policy` can load it without TensorFlow)."""
+    from xflowrl.transfer import runtime  # pylint: disable=import-outside-toplevel
+    return (read_info(folder) is not None
+            and os.path.exists(os.path.join(folder, runtime.ARRAYS_FILE)))
+
+
+def load_numpy_policy(folder: str, env):
+    """The policy of `folder` as a `runtime.NumpyPolicy` (no TensorFlow),
+    checked against `env`'s rule set as `load_policy` checks it.
+
+    Raises:
+      ValueError: no policy arrays in `folder`, or a policy for another rule set.
+    """
+    from xflowrl.transfer import runtime  # pylint: disable=import-outside-toplevel
+    info = read_info(folder)
+    if info is None or not has_arrays(folder):
+        raise ValueError(f"{folder}: no {POLICY_JSON} with {runtime.ARRAYS_FILE} beside it")
+    spec = env.observation_spec()
+    if info.num_xfers != spec.num_xfers:
+        raise ValueError(f"{folder}: the policy was trained with the {info.rules!r} rule "
+                         f"set ({info.num_xfers} xfers); this environment has "
+                         f"{spec.num_xfers}")
+    policy = runtime.NumpyPolicy.load(folder)
+    if policy.num_xfers != info.num_xfers:
+        raise ValueError(f"{folder}: {runtime.ARRAYS_FILE} has {policy.num_xfers} xfers, "
+                         f"{POLICY_JSON} says {info.num_xfers}")
+    return policy
+
+
+def export_arrays(folder: str) -> str:
+    """Writes `policy.npz` for a policy folder saved without one (before
+    2026-11-27) from its checkpoint; returns its path. Needs TensorFlow.
+
+        python -c "from xflowrl.transfer.policy import export_arrays; export_arrays('DIR')"
+    """
+    from xflowrl import corpus  # pylint: disable=import-outside-toplevel
+    from xflowrl.engine import XferSet  # pylint: disable=import-outside-toplevel
+    from xflowrl.env import EnvConfig, GraphEnv  # pylint: disable=import-outside-toplevel
+    from xflowrl.runs import cost_model_from_spec  # pylint: disable=import-outside-toplevel
+    from xflowrl.transfer import runtime  # pylint: disable=import-outside-toplevel
+    info = read_info(folder)
+    if info is None:
+        raise ValueError(f"{folder}: no {POLICY_JSON}")
+    # Any graph builds the network; the smallest of the corpus is quickest.
+    env = GraphEnv(corpus.get("mlp/s0"), XferSet.from_name(info.rules),
+                   cost_model_from_spec(info.cost_model or "analytic/v100"),
+                   EnvConfig(max_locations=info.max_locations))
+    return runtime.save_arrays(runtime.network_arrays(load_policy(folder, env).network), folder)
 
 
 def shipped_policy() -> str:

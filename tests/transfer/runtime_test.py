@@ -1,0 +1,188 @@
+"""Tests of the NumPy policy runtime (`xflowrl.transfer.runtime`) against the
+TensorFlow network it copies: the same logits to float32 rounding at every
+state of greedy episodes, for the shipped policy and for an untrained
+network of another seed and size; every action it takes is a greedy action
+of the network (near-ties among equivalent locations may fall either way);
+the arrays round-trip through a policy folder, the shipped folder's arrays
+are its checkpoint's, and the `xflowrl optimize --method=policy` path runs
+without importing TensorFlow."""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from absl.testing import absltest
+import numpy as np
+import tensorflow as tf
+
+from xflowrl import corpus
+from xflowrl.agents.ppo import PPOAgent, PPOConfig
+from xflowrl.embedding import features
+from xflowrl.engine import XferSet
+from xflowrl.engine.cost import GPU_COST_SPEC
+from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.runs import cost_model_from_spec
+from xflowrl.transfer import load_policy, policy, runtime, shipped_policy
+
+GRAPHS = ("resnet/d32w16", "nasnet/s1n2w16", "bert/l6h128a8s64", "inception/a1c1w16")
+STEPS = 12
+# float32 rounding of two orders of summation, on logits of size ~1-10.
+TOLERANCE = 2e-4
+
+
+def _env(name, xfers, cost, steps=STEPS):
+    return GraphEnv(corpus.get(name), xfers, cost, EnvConfig(max_steps=steps))
+
+
+def _network_logits(network, obs, xfer):
+    """The TensorFlow network's xfer logits [N+1] and `xfer`'s location
+    logits [L] at `obs` (as the actor computes them)."""
+    loc = obs.location_features()
+    embedding = network.encode(features.to_tensors(obs.state))
+    xfer_logits = network.xfer_head(embedding.globals, loc.xfer_summary[None],
+                                    obs.xfer_mask[None]).logits[0].numpy()
+    mask = obs.location_mask[xfer]
+    if not mask.any():
+        return xfer_logits, None
+    location_logits = network.location_head(
+        embedding, tf.constant([xfer]), loc.nodes_of(xfer)[None], loc.cost_delta_of(xfer)[None],
+        None, mask[None]).logits[0].numpy()
+    return xfer_logits, location_logits
+
+
+class ParityMixin:
+    """Checks a network against its NumPy copy along greedy episodes."""
+
+    def check_parity(self, agent, env_of, graphs):
+        numpy_policy = runtime.NumpyPolicy(runtime.network_arrays(agent.network))
+        compared = 0
+        for name in graphs:
+            env = env_of(name)
+            # Along the network's own greedy episode and along the copy's.
+            for act in (lambda o: tuple(agent.actor.act(o, greedy=True)[:2]), numpy_policy.act):
+                obs, done = env.reset(), False
+                while not done:
+                    x, location = numpy_policy.act(obs)
+                    want_x, want_l = _network_logits(agent.network, obs, x)
+                    nodes, graph_embedding = numpy_policy.encode(obs.state)
+                    got_x = numpy_policy.xfer_logits(graph_embedding,
+                                                     obs.location_features().xfer_summary,
+                                                     obs.xfer_mask)
+                    mask = obs.xfer_mask
+                    np.testing.assert_allclose(got_x[mask], want_x[mask], rtol=TOLERANCE,
+                                               atol=TOLERANCE, err_msg=name)
+                    # The copy's xfer is a greedy xfer of the network.
+                    self.assertGreaterEqual(want_x[x], want_x[mask].max() - TOLERANCE, name)
+                    if want_l is not None:
+                        loc = obs.location_features()
+                        lmask = obs.location_mask[x]
+                        got_l = numpy_policy.location_logits(
+                            nodes, graph_embedding, x, loc.nodes_of(x), loc.cost_delta_of(x),
+                            lmask)
+                        np.testing.assert_allclose(got_l[lmask], want_l[lmask], rtol=TOLERANCE,
+                                                   atol=TOLERANCE, err_msg=name)
+                        self.assertGreaterEqual(want_l[location],
+                                                want_l[lmask].max() - TOLERANCE, name)
+                    else:
+                        self.assertEqual(location, 0)
+                    compared += 1
+                    obs, _, done, _ = env.step(act(obs))
+        return compared
+
+
+class ShippedPolicyParityTest(ParityMixin, absltest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.xfers = XferSet.default()
+        cls.cost = cost_model_from_spec(GPU_COST_SPEC)
+
+    def env_of(self, name):
+        return _env(name, self.xfers, self.cost)
+
+    def test_same_logits_and_greedy_actions_as_the_network(self):
+        agent = load_policy(shipped_policy(), self.env_of(GRAPHS[0]))
+        self.assertGreater(self.check_parity(agent, self.env_of, GRAPHS), 4 * STEPS)
+
+    def test_the_shipped_arrays_are_the_shipped_checkpoints(self):
+        agent = load_policy(shipped_policy(), self.env_of("mlp/s0"))
+        want = runtime.network_arrays(agent.network)
+        got = runtime.load_arrays(shipped_policy())
+        self.assertEqual(sorted(got), sorted(want))
+        for key, value in want.items():
+            np.testing.assert_array_equal(got[key], value, err_msg=key)
+
+    def test_untrained_network_of_another_size(self):
+        env = self.env_of("squeezenet/f2w8")
+        config = PPOConfig(latent_size=16, hidden_sizes=(24,), message_passing_steps=2,
+                           xfer_embedding_size=8)
+        agent = PPOAgent(len(self.xfers), config, seed=5)
+        agent.build(env)
+        self.assertGreater(self.check_parity(agent, self.env_of,
+                                             ("squeezenet/f2w8", "transformer/s0")), STEPS)
+
+
+class FolderTest(absltest.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.dir = tempfile.mkdtemp(prefix="xflowrl-runtime-test-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.cost = cost_model_from_spec(GPU_COST_SPEC)
+
+    def test_save_policy_writes_arrays_that_load_checked(self):
+        xfers = XferSet.from_name("taso")
+        env = _env("mlp/s0", xfers, self.cost)
+        agent = PPOAgent(len(xfers), PPOConfig(latent_size=8, hidden_sizes=(8,)), seed=1)
+        agent.build(env)
+        policy.save_policy(agent, self.dir, policy.PolicyInfo(
+            ppo={"latent_size": 8, "hidden_sizes": [8]}, rules="taso",
+            num_xfers=len(xfers), max_locations=env.observation_spec().max_locations))
+        self.assertTrue(policy.has_arrays(self.dir))
+        policy.load_numpy_policy(self.dir, env)
+        want, got = runtime.network_arrays(agent.network), runtime.load_arrays(self.dir)
+        self.assertEqual(sorted(got), sorted(want))
+        for key, value in want.items():
+            np.testing.assert_array_equal(got[key], value, err_msg=key)
+        other = _env("mlp/s0", XferSet.default(), self.cost)
+        with self.assertRaisesRegex(ValueError, "rule set"):
+            policy.load_numpy_policy(self.dir, other)
+
+    def test_refuses_a_folder_without_arrays_or_of_another_format(self):
+        with self.assertRaisesRegex(ValueError, "policy.npz"):
+            policy.load_numpy_policy(self.dir, None)
+        np.savez(os.path.join(self.dir, runtime.ARRAYS_FILE), format=np.int32(99))
+        with self.assertRaisesRegex(ValueError, "format"):
+            runtime.load_arrays(self.dir)
+
+
+class WithoutTensorFlowTest(absltest.TestCase):
+
+    def test_optimize_with_the_shipped_policy_imports_no_tensorflow(self):
+        folder = tempfile.mkdtemp(prefix="xflowrl-runtime-test-")
+        self.addCleanup(shutil.rmtree, folder, True)
+        script = f"""
+import os, sys
+from xflowrl import cli, zoo
+from xflowrl.onnx_io import save_onnx
+from xflowrl.runs import zoo_weights
+graph = zoo.get_graph("small_cnn")
+path = os.path.join({folder!r}, "cnn.onnx")
+save_onnx(graph, zoo_weights("small_cnn", graph, 0), path)
+code = cli.main(["optimize", path, "-o", os.path.join({folder!r}, "out.onnx"),
+                 "--method=policy", "--cost_model=analytic/v100", "--no_timing", "--quiet"])
+loaded = sorted(m for m in ("tensorflow", "sonnet", "graph_nets") if m in sys.modules)
+print("exit", code, "loaded", loaded)
+"""
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                             timeout=300, check=False)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("exit 0 loaded []", out.stdout, out.stderr)
+        self.assertTrue(os.path.exists(os.path.join(folder, "out.onnx")))
+
+
+if __name__ == "__main__":
+    absltest.main()
