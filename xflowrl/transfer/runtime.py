@@ -31,6 +31,7 @@ import os
 from typing import Dict, List, Mapping, Tuple
 
 import numpy as np
+import threadpoolctl
 
 from xflowrl.env.interface import Action, Episode, Observation, run_episode
 
@@ -285,5 +286,23 @@ def _masked_argmax(logits: np.ndarray, mask: np.ndarray) -> int:
 
 
 def greedy_episode(policy: NumpyPolicy, env) -> Episode:
-    """Plays `policy`'s greedy episode in `env`; its `Episode`."""
-    return run_episode(env, policy.act)
+    """Plays `policy`'s greedy episode in `env`; its `Episode`.
+
+    BLAS runs on one thread meanwhile: the products are a few hundred rows
+    by 32 columns, and OpenBLAS' threads cost more than they share (a
+    ResNet-32 episode took 1.7 times as long on two cores as on one,
+    benchmarks/policy_bench.py's machine)."""
+    with _blas().limit(limits=1):
+        return run_episode(env, policy.act)
+
+
+_BLAS: List[threadpoolctl.ThreadpoolController] = []
+
+
+def _blas() -> threadpoolctl.ThreadpoolController:
+    """The BLAS libraries loaded (NumPy's), found once: looking them up
+    takes milliseconds in a process that has loaded TensorFlow's libraries,
+    limiting them afterwards microseconds."""
+    if not _BLAS:
+        _BLAS.append(threadpoolctl.ThreadpoolController().select(user_api="blas"))
+    return _BLAS[0]
