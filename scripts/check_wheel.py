@@ -48,6 +48,7 @@ from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet, xfers
 from xflowrl.rules import sets
 from xflowrl.transfer import read_info, shipped_policy
+from xflowrl.transfer.policy import has_arrays
 rule_set = XferSet.default()
 result = rule_set.search(zoo.get_graph(sys.argv[1]), CostModel("analytic"),
                          budget=int(sys.argv[2]))
@@ -59,7 +60,8 @@ print(json.dumps({"package": xflowrl.__file__, "engine": _engine.__file__,
                   "applied": result.applied,
                   "fitted_cost": zoo.get_graph(sys.argv[1]).cost(CostModel("fitted")),
                   "policy": shipped_policy(),
-                  "policy_xfers": read_info(shipped_policy()).num_xfers}))
+                  "policy_xfers": read_info(shipped_policy()).num_xfers,
+                  "policy_arrays": has_arrays(shipped_policy())}))
 """
 
 
@@ -127,6 +129,9 @@ def main() -> None:
                 sys.exit(f"rule file {path} is not installed in the fresh venv {prefix}")
         if not installed["policy"].startswith(prefix + os.sep):
             sys.exit(f"the shipped policy {installed['policy']} is not in the fresh venv")
+        if not installed["policy_arrays"]:
+            sys.exit("the shipped policy has no policy.npz: xflowrl optimize --method=policy "
+                     "would need TensorFlow")
         if installed["policy_xfers"] != installed["rules"]:
             sys.exit(f"the shipped policy has {installed['policy_xfers']} xfers, the default "
                      f"rule set {installed['rules']}: retrain it "
