@@ -21,8 +21,11 @@ greedy choice from the same weights with NumPy alone:
 
 What it computes is the network's function written a second time, so it is
 tested against the network (tests/transfer/runtime_test.py): the same
-logits to float32 rounding on many graphs, and the same actions over whole
-greedy episodes. The arrays are float32, as the network's weights are.
+logits to float32 rounding at every state along greedy episodes, and every
+action it takes a greedy action of the network. Where two locations tie to
+rounding (one rewrite at symmetric places) either may be taken, so an
+episode can name other locations than the network's. The arrays are
+float32, as the network's weights are.
 """
 
 from __future__ import annotations
