@@ -3,11 +3,12 @@ agent's result, in real steps."""
 
 from absl.testing import absltest
 
-from xflowrl.transfer.evaluate import steps_to_reach
+from xflowrl.transfer.evaluate import CHEAPEST_GRAPH_KEYS, steps_to_reach
 
-_HISTORY = [{"interactions": 100, "best_cost": 9.0},
-            {"interactions": 220, "best_cost": 8.0, "greedy_cost": 7.5},
-            {"interactions": 300, "best_cost": 7.0}]
+_HISTORY = [{"interactions": 100, "best_cost": 9.0, "best_graph_cost": 8.5},
+            {"interactions": 220, "best_cost": 8.0, "greedy_cost": 7.5,
+             "best_graph_cost": 7.2, "greedy_lowest_cost": 7.4},
+            {"interactions": 300, "best_cost": 7.0, "best_graph_cost": 6.5}]
 
 
 class StepsToReachTest(absltest.TestCase):
@@ -26,6 +27,14 @@ class StepsToReachTest(absltest.TestCase):
 
     def test_equal_costs_up_to_rounding_reach(self):
         self.assertEqual(steps_to_reach(7.0 * (1 - 1e-12), 10.0, 12, _HISTORY), 12 + 300)
+
+    def test_counting_the_cheapest_graphs_passed_through(self):
+        # Final graphs reach 8.5 only at the second update; a graph an
+        # episode passed through already at the first.
+        self.assertEqual(steps_to_reach(8.5, 10.0, 12, _HISTORY), 12 + 220)
+        self.assertEqual(steps_to_reach(8.5, 10.0, 12, _HISTORY, CHEAPEST_GRAPH_KEYS), 12 + 100)
+        self.assertEqual(steps_to_reach(6.5, 10.0, 12, _HISTORY, CHEAPEST_GRAPH_KEYS), 12 + 300)
+        self.assertIsNone(steps_to_reach(6.4, 10.0, 12, _HISTORY, CHEAPEST_GRAPH_KEYS))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from xflowrl.env.interface import (
                                    TimeStep,
                                    Transition,
                                    location_counts,
+                                   lowest_cost,
                                    prefix_mask,
                                    run_episode,
 )

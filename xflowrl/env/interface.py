@@ -177,6 +177,10 @@ class Episode(NamedTuple):
     applied: List[Tuple[str, int]]  # (xfer name, location) in order (real env)
     invalid_actions: int
     transitions: Optional[List[Transition]] = None
+    # The cheapest cost the graph had at any point of the episode, the
+    # initial graph included (what the cheapest prefix of `applied` reaches,
+    # `xflowrl.env.replay.cheapest_prefix`); NaN where there is no cost.
+    lowest_cost: float = math.nan
 
 
 def run_episode(env: Environment, act: Callable[[Observation], Action],
@@ -187,6 +191,7 @@ def run_episode(env: Environment, act: Callable[[Observation], Action],
     done, total, invalid, steps = False, 0.0, 0, 0
     transitions: List[Transition] = []
     info: Dict[str, Any] = {}
+    lowest = math.inf
     while not done:
         action = act(obs)
         next_obs, reward, done, info = env.step(action)
@@ -195,7 +200,15 @@ def run_episode(env: Environment, act: Callable[[Observation], Action],
         total += reward
         steps += 1
         invalid += info.get("invalid") is not None
+        lowest = lowest_cost(lowest, info)
         obs = next_obs
     return Episode(total, info.get("initial_cost", math.nan), info.get("cost", math.nan),
                    steps, list(info.get("history", [])), invalid,
-                   transitions if keep_transitions else None)
+                   transitions if keep_transitions else None,
+                   lowest if math.isfinite(lowest) else math.nan)
+
+
+def lowest_cost(lowest: float, info: Dict[str, Any]) -> float:
+    """`lowest` lowered to a step's initial and current cost (from `info`,
+    where the environment reports them)."""
+    return min(lowest, info.get("initial_cost", math.inf), info.get("cost", math.inf))

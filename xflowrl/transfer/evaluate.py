@@ -129,21 +129,31 @@ def markdown(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
+FINAL_GRAPH_KEYS = ("best_cost", "greedy_cost")
+CHEAPEST_GRAPH_KEYS = ("best_graph_cost", "greedy_lowest_cost")
+
+
 def steps_to_reach(target: float, zero_shot_cost: float, zero_shot_steps: int,
-                   history: Sequence[Mapping[str, float]]) -> Optional[int]:
+                   history: Sequence[Mapping[str, float]],
+                   keys: Sequence[str] = FINAL_GRAPH_KEYS) -> Optional[int]:
     """Real steps a fine-tuned policy took to reach `target` (the cost a
-    per-graph agent reached; every cost compares as that agent's does: the
-    cheapest final graph of any training episode, or a greedy evaluation's):
-    its zero-shot greedy episode's steps if that reached it, else those plus
-    the training steps up to the first update after which the cheapest
-    episode so far (`best_cost`) or that update's greedy evaluation
-    (`greedy_cost`) reached it; None if it never did. `history` is
-    `TrainResult.history`. The zero-shot episode counts, so 0 never comes."""
+    per-graph agent reached, every cost compared as that agent's is): its
+    zero-shot greedy episode's steps if that reached it, else those plus
+    the training steps up to the first update after which one of the
+    history row's `keys` reached it; None if it never did. `history` is
+    `TrainResult.history`. The zero-shot episode counts, so 0 never comes.
+
+    `keys` says how costs count: `FINAL_GRAPH_KEYS`, the cheapest final
+    graph of any training episode so far (`best_cost`) or of that update's
+    greedy evaluation (`greedy_cost`); `CHEAPEST_GRAPH_KEYS`, the cheapest
+    graph any of those episodes passed through (`best_graph_cost`,
+    `greedy_lowest_cost`), what the learned methods of `xflowrl optimize`
+    hand over; `zero_shot_cost` and `target` must count the same way."""
     reached = lambda cost: cost <= target * (1.0 + 1e-9)
     if reached(zero_shot_cost):
         return zero_shot_steps
     for row in history:
-        costs = [row[k] for k in ("best_cost", "greedy_cost") if k in row]
+        costs = [row[k] for k in keys if k in row]
         if any(reached(c) for c in costs):
             return zero_shot_steps + int(row["interactions"])
     return None

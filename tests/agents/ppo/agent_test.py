@@ -16,10 +16,12 @@ from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.agents.ppo.training import TrainConfig, replay, train
 from xflowrl.embedding import features
 from xflowrl.engine import CostModel, XferSet
-from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.env import EnvConfig, GraphEnv, run_episode
+from xflowrl.env.replay import cheapest_prefix
 from xflowrl.env.sampled import SampledGraphEnv
 from xflowrl.executor.weights import random_weights
 from xflowrl.onnx_io import load_onnx, to_onnx
+from xflowrl.search import RandomAgent
 
 _XFERS = XferSet.default()
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -194,12 +196,29 @@ class BatchedActingTest(absltest.TestCase):
         buffer = agent._buffer  # pylint: disable=protected-access
         ends = [i for i, s in enumerate(buffer) if s.done]
         self.assertEqual([e.steps for e in episodes], list(np.diff([-1] + ends)))
-        # Each episode's substitutions replay to its final cost.
+        # Each episode's substitutions replay to its final cost, and its
+        # cheapest prefix to its lowest cost.
         for env, episode in zip(envs, episodes):
             graph = replay(env, episode.applied)
             self.assertAlmostEqual(graph.cost(env.cost_model), episode.final_cost)
+            self.assertAlmostEqual(cheapest_prefix(env, episode.applied)[0],
+                                   episode.lowest_cost)
         agent.update()
         self.assertEqual(agent.buffered_episodes, 0)
+
+
+class LowestCostTest(absltest.TestCase):
+
+    def test_any_policys_episode_records_its_cheapest_graph(self):
+        for seed in range(4):
+            env = _env(max_steps=8)
+            episode = run_episode(env, RandomAgent(seed=seed).act)
+            cost, prefix = cheapest_prefix(env, episode.applied)
+            self.assertAlmostEqual(cost, episode.lowest_cost)
+            self.assertLessEqual(episode.lowest_cost, min(episode.initial_cost,
+                                                          episode.final_cost))
+            if len(prefix) < len(episode.applied):  # it passed through a cheaper graph
+                self.assertLess(episode.lowest_cost, episode.final_cost)
 
 
 class TrainingTest(absltest.TestCase):
@@ -211,6 +230,10 @@ class TrainingTest(absltest.TestCase):
                        tempfile.mkdtemp(), progress=lambda s: None)
         self.assertEqual(result.episodes, 7)
         self.assertEqual([row["episode"] for row in result.history], [3, 6, 7])
+        # The cheapest graph passed through is never above the cheapest final one.
+        self.assertLessEqual(result.best_graph_cost, result.best_cost)
+        self.assertLessEqual(result.best_graph_cost, env.initial_cost)
+        self.assertEqual(result.history[-1]["best_graph_cost"], result.best_graph_cost)
         with self.assertRaises(ValueError):
             TrainConfig(parallel_envs=0)
 

@@ -14,6 +14,7 @@ the uninterrupted run would have drawn.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -25,7 +26,7 @@ from xflowrl.agents.ppo.learning import Learner, Step
 from xflowrl.agents.ppo.networks import PolicyValueNetwork
 from xflowrl.agents.ppo.random_state import GeneratorStates
 from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS
-from xflowrl.env import Environment, Episode, Observation
+from xflowrl.env import Environment, Episode, Observation, lowest_cost
 
 
 class PPOAgent:
@@ -75,6 +76,7 @@ class PPOAgent:
         totals = [0.0] * len(envs)
         invalid = [0] * len(envs)
         infos: List[dict] = [{} for _ in envs]
+        lowest = [math.inf] * len(envs)
         live = list(range(len(envs)))
         while live:
             actions = self._act([observations[i] for i in live], greedy)
@@ -96,6 +98,7 @@ class PPOAgent:
                     reward=reward, done=done, bootstrap_value=bootstrap))
                 totals[i] += reward
                 infos[i] = info
+                lowest[i] = lowest_cost(lowest[i], info)
                 observations[i] = next_obs
                 if not done:
                     still_live.append(i)
@@ -105,7 +108,8 @@ class PPOAgent:
                 self.add_steps(episode_steps)
         return [Episode(totals[i], info.get("initial_cost", float("nan")),
                         info.get("cost", float("nan")), len(steps[i]),
-                        list(info.get("history", [])), invalid[i])
+                        list(info.get("history", [])), invalid[i], None,
+                        lowest[i] if math.isfinite(lowest[i]) else math.nan)
                 for i, info in enumerate(infos)]
 
     def _act(self, observations: Sequence[Observation], greedy: bool) -> List[Action]:

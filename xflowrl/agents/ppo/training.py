@@ -65,6 +65,10 @@ class TrainResult:
     best_cost: float           # best final cost of any episode
     best_sequence: List[Tuple[str, int]]
     history: List[Dict[str, float]]  # one row per update
+    # The cheapest graph any episode passed through (`Episode.lowest_cost`):
+    # what a user of the agent gets from its training episodes (the
+    # learned methods of `xflowrl optimize` keep it).
+    best_graph_cost: float = math.inf
 
 
 @dataclasses.dataclass
@@ -81,6 +85,9 @@ class Progress:
     environment_generators: Dict[str, dict] = dataclasses.field(default_factory=dict)
     # `RolloutActors.generator_states()`, one per actor, when actors collect.
     actor_generators: List[dict] = dataclasses.field(default_factory=list)
+    # The cheapest graph any episode passed through (absent, so infinite, in
+    # progress files written before 2026-11-27: those count from the resume).
+    best_graph_cost: float = math.inf
 
     def save(self, path: str) -> None:
         """Writes the file atomically: an interruption never leaves half a file."""
@@ -174,6 +181,8 @@ def train(env: Environment, agent: PPOAgent, config: TrainConfig, logdir: str,
             if episode.final_cost < state.best_cost:
                 state.best_cost = episode.final_cost
                 state.best_sequence = episode.applied
+            if episode.lowest_cost < state.best_graph_cost:
+                state.best_graph_cost = episode.lowest_cost
             with writer.as_default(step=done_before + i + 1):
                 tf.summary.scalar("episode/reward", episode.total_reward)
                 tf.summary.scalar("episode/final_cost", episode.final_cost)
@@ -188,9 +197,13 @@ def train(env: Environment, agent: PPOAgent, config: TrainConfig, logdir: str,
                "best_cost": state.best_cost,
                "mean_reward": float(np.mean([e.total_reward for e in recent])),
                "mean_final_cost": float(np.mean([e.final_cost for e in recent])), **metrics}
+        if math.isfinite(state.best_graph_cost):  # environments with a cost
+            row["best_graph_cost"] = state.best_graph_cost
         if updates % config.eval_every == 0:
             greedy = agent.run_episode(env, greedy=True, learn=False)
             row["greedy_cost"] = greedy.final_cost
+            if math.isfinite(greedy.lowest_cost):
+                row["greedy_lowest_cost"] = greedy.lowest_cost
         state.history.append(row)
         recent = []
         with writer.as_default(step=n):
@@ -209,4 +222,4 @@ def train(env: Environment, agent: PPOAgent, config: TrainConfig, logdir: str,
     writer.flush()
     return TrainResult(int(agent.episodes.numpy()), state.interactions, state.seconds,
                        state.best_cost, [(name, loc) for name, loc in state.best_sequence],
-                       state.history)
+                       state.history, state.best_graph_cost)
