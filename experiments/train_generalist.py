@@ -77,7 +77,7 @@ from xflowrl.runs import cost_model_from_spec, save_result, write_json
 from xflowrl.search import greedy_search, with_equal_step_limit
 from xflowrl.transfer import PolicyInfo, evaluate, load_policy, measured, report, save_policy
 from xflowrl.transfer.distribution import training_env
-from xflowrl.transfer.policy import SHIPPED, current_commit
+from xflowrl.transfer.policy import SHIPPED, current_commit, read_info
 from xflowrl.world_model import DreamConfig, ModelBasedAgent
 from xflowrl.world_model.config import controller_ppo_config
 
@@ -121,6 +121,9 @@ flags.DEFINE_list("finetune", [], "Held-out graphs on which to compare fine-tuni
 flags.DEFINE_integer("scratch_episodes", 300, "Episodes of the per-graph agent from scratch.")
 flags.DEFINE_list("finetune_fractions", ["0.1", "0.03"], "Fine-tuning episodes as "
                   "fractions of --scratch_episodes (one fine-tuning run each).")
+flags.DEFINE_float("finetune_lr_scale", 1.0, "Fine-tuning's learning rates (policy and "
+                   "value) as a multiple of those the generalist trained with; runs of "
+                   "another scale than 1 go to their own folders beside the others.")
 flags.DEFINE_bool("ship", False, "Copy the trained policy to the package's shipped folder.")
 flags.DEFINE_string("results_dir", "results", "Where results are written.")
 flags.DEFINE_bool("report", False, "Only print (and write as report.md beside the seeds) the "
@@ -160,12 +163,19 @@ def _finetune_rows(generalist_dir, names, xfers, cost_model, config, seed, out_d
     for name in names:
         env = with_equal_step_limit(GraphEnv(corpus.get(name), xfers, cost_model, config))
         out = {"graph": name, "initial_ms": env.initial_cost, "finetuned": []}
-        runs = [("scratch", scratch_episodes)] + [(f"finetuned_{n}", n) for n in tune]
+        scale = FLAGS.finetune_lr_scale
+        suffix = "" if scale == 1.0 else f"_lr{scale:g}"
+        runs = [("scratch", scratch_episodes)] + [(f"finetuned_{n}{suffix}", n) for n in tune]
         for label, episodes in runs:
             if label == "scratch":
                 agent = PPOAgent(len(xfers), ppo, seed=seed)
             else:
-                agent = load_policy(generalist_dir, env, seed=seed)
+                info = read_info(generalist_dir)
+                assert info is not None  # the generalist was saved above
+                ppo_of = PPOConfig(**info.ppo)
+                agent = load_policy(generalist_dir, env, seed=seed, config_changes=dict(
+                    policy_learning_rate=scale * ppo_of.policy_learning_rate,
+                    value_learning_rate=scale * ppo_of.value_learning_rate))
                 agent.learner.build()
                 zero_shot = agent.run_episode(env, greedy=True, learn=False)
             # Under the generalist's own folder: a resumed fine-tuning run
@@ -182,6 +192,7 @@ def _finetune_rows(generalist_dir, names, xfers, cost_model, config, seed, out_d
             # episodes passed through (what `xflowrl optimize` hands over).
             lowest = min(final.lowest_cost, result.best_graph_cost)
             run = {"episodes": episodes, "interactions": result.interactions,
+                   **({} if label == "scratch" else {"lr_scale": scale}),
                    "greedy_cost_ms": final.final_cost,
                    "best_training_cost_ms": result.best_cost,
                    "change": 100.0 * (min(final.final_cost, result.best_cost)

@@ -12,7 +12,15 @@ from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.search import greedy_search
-from xflowrl.transfer import PolicyInfo, evaluate, load_policy, read_info, report, save_policy
+from xflowrl.transfer import (
+    PolicyInfo,
+    evaluate,
+    load_policy,
+    read_info,
+    report,
+    runtime,
+    save_policy,
+)
 
 XFERS = XferSet.default()
 COST = CostModel("analytic", profile="v100")
@@ -42,13 +50,28 @@ class PolicyFolderTest(absltest.TestCase):
                           episodes=0, seed=5, commit="abc", command="test")
         save_policy(agent, self.dir, info)
         self.assertEqual(read_info(self.dir).graphs, ["small_cnn"])
-        # A checkpoint of the network alone: no optimizer state.
-        size = sum(os.path.getsize(os.path.join(self.dir, f)) for f in os.listdir(self.dir))
+        # A checkpoint of the network alone: no optimizer state (the NumPy
+        # runtime's arrays beside it are counted apart).
+        size = sum(os.path.getsize(os.path.join(self.dir, f)) for f in os.listdir(self.dir)
+                   if f != runtime.ARRAYS_FILE)
         self.assertLess(size, 1_000_000)
+        self.assertLess(os.path.getsize(os.path.join(self.dir, runtime.ARRAYS_FILE)), 1_000_000)
         for name in ("small_cnn", "squeezenet1_1"):
             loaded = load_policy(self.dir, _env(name), seed=5)
             self.assertEqual(_greedy_actions(loaded, _env(name)),
                              _greedy_actions(agent, _env(name)))
+
+    def test_config_changes_change_learning_not_the_policy(self):
+        ppo = PPOConfig.xrlflow()
+        agent = PPOAgent(len(XFERS), ppo, seed=2)
+        agent.build(_env())
+        save_policy(agent, self.dir, PolicyInfo(ppo=ppo.__dict__, rules="default",
+                                                num_xfers=len(XFERS), max_locations=200))
+        loaded = load_policy(self.dir, _env(), seed=2,
+                             config_changes={"policy_learning_rate": 1e-5})
+        self.assertEqual(loaded.config.policy_learning_rate, 1e-5)
+        self.assertEqual(loaded.config.value_learning_rate, ppo.value_learning_rate)
+        self.assertEqual(_greedy_actions(loaded, _env()), _greedy_actions(agent, _env()))
 
     def test_another_rule_set_is_refused(self):
         agent = PPOAgent(len(XFERS), PPOConfig.xrlflow(), seed=0)

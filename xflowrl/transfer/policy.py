@@ -92,7 +92,8 @@ def read_info(folder: str) -> Optional[PolicyInfo]:
         return PolicyInfo(**json.load(f))
 
 
-def load_policy(folder: str, env, seed: int = 0):
+def load_policy(folder: str, env, seed: int = 0,
+                config_changes: Optional[Dict[str, Any]] = None):
     """A `PPOAgent` with the policy of `folder`, built for `env`'s spec.
 
     Args:
@@ -100,6 +101,9 @@ def load_policy(folder: str, env, seed: int = 0):
         (or its `checkpoints/`).
       env: the environment it will act in (its rule set must be the policy's).
       seed: the agent's sampling seed.
+      config_changes: `PPOConfig` fields to change from the recorded ones
+        (e.g. the learning rates of fine-tuning); not sizes, which the
+        weights fix.
 
     Raises:
       ValueError: no policy in `folder`, or one for another rule set.
@@ -114,8 +118,8 @@ def load_policy(folder: str, env, seed: int = 0):
             raise ValueError(f"{folder}: the policy was trained with the {info.rules!r} rule "
                              f"set ({info.num_xfers} xfers); this environment has "
                              f"{spec.num_xfers}")
-        agent = PPOAgent(spec.num_xfers, PPOConfig(**info.ppo), seed=seed,
-                         max_locations=info.max_locations)
+        agent = PPOAgent(spec.num_xfers, PPOConfig(**{**info.ppo, **(config_changes or {})}),
+                         seed=seed, max_locations=info.max_locations)
         agent.actor.build(env.reset())
         status = tf.train.Checkpoint(network=agent.network).read(
             os.path.join(folder, POLICY_PREFIX))
@@ -134,6 +138,7 @@ def load_policy(folder: str, env, seed: int = 0):
             recorded = json.load(f).get("ppo")
         if recorded:
             ppo = PPOConfig(**recorded)
+    ppo = dataclasses.replace(ppo, **(config_changes or {}))
     agent = PPOAgent(spec.num_xfers, ppo, seed=seed, max_locations=spec.max_locations)
     agent.build(env)
     try:

@@ -55,6 +55,12 @@ def _verdict(changes: Sequence[float], greedy: float) -> str:
     return "no difference (range spans greedy)"
 
 
+def _lr_note(run: dict) -> str:
+    """", learning rates x0.1" for a fine-tuning run of other learning rates."""
+    scale = run.get("lr_scale", 1.0)
+    return "" if scale == 1.0 else f", learning rates x{scale:g}"
+
+
 def _by_graph(results: Sequence[dict]) -> Dict[str, List[dict]]:
     by_graph: Dict[str, List[dict]] = {}
     for result in results:
@@ -152,7 +158,8 @@ def markdown(results: Sequence[dict], model_based: Sequence[dict] = ()) -> str:
                                 f"{fraction(t['steps_to_reach_cheapest_graph'])}")
                     lines.append(f"| {row['graph']} ({result['seed']}) | {s['change']:+.2f}% "
                                  f"({s['episodes']}, {s['interactions']}) | "
-                                 f"{t['change']:+.2f}% ({t['episodes']}, {t['interactions']}) | "
+                                 f"{t['change']:+.2f}% ({t['episodes']}, {t['interactions']}"
+                                 f"{_lr_note(t)}) | "
                                  f"{t['interactions'] / scratch_steps:.2f} | {to_reach} | "
                                  f"{cheapest} |")
                 for key, pairs in reach.items():
