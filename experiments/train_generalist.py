@@ -77,7 +77,7 @@ from xflowrl.runs import cost_model_from_spec, save_result, write_json
 from xflowrl.search import greedy_search, with_equal_step_limit
 from xflowrl.transfer import PolicyInfo, evaluate, load_policy, measured, report, save_policy
 from xflowrl.transfer.distribution import training_env
-from xflowrl.transfer.policy import SHIPPED, current_commit, read_info
+from xflowrl.transfer.policy import SHIPPED, current_commit
 from xflowrl.world_model import DreamConfig, ModelBasedAgent
 from xflowrl.world_model.config import controller_ppo_config
 
@@ -170,12 +170,10 @@ def _finetune_rows(generalist_dir, names, xfers, cost_model, config, seed, out_d
             if label == "scratch":
                 agent = PPOAgent(len(xfers), ppo, seed=seed)
             else:
-                info = read_info(generalist_dir)
-                assert info is not None  # the generalist was saved above
-                ppo_of = PPOConfig(**info.ppo)
+                # The generalist trained with `ppo` too (main).
                 agent = load_policy(generalist_dir, env, seed=seed, config_changes=dict(
-                    policy_learning_rate=scale * ppo_of.policy_learning_rate,
-                    value_learning_rate=scale * ppo_of.value_learning_rate))
+                    policy_learning_rate=scale * ppo.policy_learning_rate,
+                    value_learning_rate=scale * ppo.value_learning_rate))
                 agent.learner.build()
                 zero_shot = agent.run_episode(env, greedy=True, learn=False)
             # Under the generalist's own folder: a resumed fine-tuning run

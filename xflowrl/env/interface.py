@@ -191,7 +191,7 @@ def run_episode(env: Environment, act: Callable[[Observation], Action],
     done, total, invalid, steps = False, 0.0, 0, 0
     transitions: List[Transition] = []
     info: Dict[str, Any] = {}
-    lowest = math.inf
+    lowest = math.nan
     while not done:
         action = act(obs)
         next_obs, reward, done, info = env.step(action)
@@ -204,11 +204,12 @@ def run_episode(env: Environment, act: Callable[[Observation], Action],
         obs = next_obs
     return Episode(total, info.get("initial_cost", math.nan), info.get("cost", math.nan),
                    steps, list(info.get("history", [])), invalid,
-                   transitions if keep_transitions else None,
-                   lowest if math.isfinite(lowest) else math.nan)
+                   transitions if keep_transitions else None, lowest)
 
 
 def lowest_cost(lowest: float, info: Dict[str, Any]) -> float:
-    """`lowest` lowered to a step's initial and current cost (from `info`,
-    where the environment reports them)."""
-    return min(lowest, info.get("initial_cost", math.inf), info.get("cost", math.inf))
+    """`lowest` (NaN: none yet) lowered to a step's initial and current cost,
+    where `info` reports them; NaN while no cost has been seen (the dream)."""
+    seen = [c for c in (lowest, info.get("initial_cost"), info.get("cost"))
+            if c is not None and not math.isnan(c)]
+    return min(seen) if seen else math.nan

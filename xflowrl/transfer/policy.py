@@ -3,10 +3,11 @@
 A policy folder holds the network's weights (a TensorFlow checkpoint of the
 `PolicyValueNetwork` alone: no optimizer state, a third of a training
 checkpoint), the arrays its greedy acting needs as `policy.npz` (for
-`xflowrl.transfer.runtime`, which acts without TensorFlow) and `policy.json`: what it needs to be rebuilt (the PPO config,
-the rule set and its size, L) and where it came from (cost model, training
-graphs, episodes, seed, the commit of the code that trained it). Loading
-checks that the rule set matches: the xfer head has one output per rule.
+`xflowrl.transfer.runtime`, which acts without TensorFlow) and
+`policy.json`: what it needs to be rebuilt (the PPO config, the rule set
+and its size, L) and where it came from (cost model, training graphs,
+episodes, seed, the commit of the code that trained it). Loading checks
+that the rule set matches: the xfer head has one output per rule.
 
 `load_policy(folder)` also reads a model-free training run's results folder
 (`train_mf`: `checkpoints/` and `result.json`), so `xflowrl optimize
@@ -114,10 +115,7 @@ def load_policy(folder: str, env, seed: int = 0,
     spec = env.observation_spec()
     info = read_info(folder)
     if info is not None:
-        if info.num_xfers != spec.num_xfers:
-            raise ValueError(f"{folder}: the policy was trained with the {info.rules!r} rule "
-                             f"set ({info.num_xfers} xfers); this environment has "
-                             f"{spec.num_xfers}")
+        _check_rule_set(folder, info, spec)
         agent = PPOAgent(spec.num_xfers, PPOConfig(**{**info.ppo, **(config_changes or {})}),
                          seed=seed, max_locations=info.max_locations)
         agent.actor.build(env.reset())
@@ -149,6 +147,15 @@ def load_policy(folder: str, env, seed: int = 0,
     return agent
 
 
+def _check_rule_set(folder: str, info: PolicyInfo, spec) -> None:
+    """ValueError unless the policy of `folder` has one xfer output per rule
+    of the environment whose observation spec is `spec`."""
+    if info.num_xfers != spec.num_xfers:
+        raise ValueError(f"{folder}: the policy was trained with the {info.rules!r} rule "
+                         f"set ({info.num_xfers} xfers); this environment has "
+                         f"{spec.num_xfers}")
+
+
 def has_arrays(folder: str) -> bool:
     """Whether `folder` is a policy folder with `policy.npz` (so
     `load_numpy_policy` can load it without TensorFlow)."""
@@ -166,13 +173,9 @@ def load_numpy_policy(folder: str, env):
     """
     from xflowrl.transfer import runtime  # pylint: disable=import-outside-toplevel
     info = read_info(folder)
-    if info is None or not has_arrays(folder):
+    if info is None or not os.path.exists(os.path.join(folder, runtime.ARRAYS_FILE)):
         raise ValueError(f"{folder}: no {POLICY_JSON} with {runtime.ARRAYS_FILE} beside it")
-    spec = env.observation_spec()
-    if info.num_xfers != spec.num_xfers:
-        raise ValueError(f"{folder}: the policy was trained with the {info.rules!r} rule "
-                         f"set ({info.num_xfers} xfers); this environment has "
-                         f"{spec.num_xfers}")
+    _check_rule_set(folder, info, env.observation_spec())
     policy = runtime.NumpyPolicy.load(folder)
     if policy.num_xfers != info.num_xfers:
         raise ValueError(f"{folder}: {runtime.ARRAYS_FILE} has {policy.num_xfers} xfers, "

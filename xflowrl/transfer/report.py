@@ -17,7 +17,7 @@ from __future__ import annotations
 import glob
 import json
 import os
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -53,6 +53,13 @@ def _verdict(changes: Sequence[float], greedy: float) -> str:
     if all(abs(p - greedy) <= 1e-6 for p in changes):
         return "matches"
     return "no difference (range spans greedy)"
+
+
+def _fraction(steps: Optional[int], scratch_steps: int) -> str:
+    """Steps to reach as a fraction of the per-graph agent's, and in steps."""
+    if steps is None:
+        return "not reached"
+    return f"{steps / scratch_steps:.2f} ({steps})"
 
 
 def _lr_note(run: dict) -> str:
@@ -143,19 +150,13 @@ def markdown(results: Sequence[dict], model_based: Sequence[dict] = ()) -> str:
                 runs = row["finetuned"]
                 runs = runs if isinstance(runs, list) else [runs]
                 scratch_steps = max(s["interactions"], 1)
-
-                def fraction(steps) -> str:
-                    if steps is None:
-                        return "not reached"
-                    return f"{steps / scratch_steps:.2f} ({steps})"
-
                 for t in runs:
-                    to_reach = (fraction(t["steps_to_reach"]) if "steps_to_reach" in t
-                                else "n/a")
+                    to_reach = (_fraction(t["steps_to_reach"], scratch_steps)
+                                if "steps_to_reach" in t else "n/a")
                     cheapest = ("n/a" if "steps_to_reach_cheapest_graph" not in t else
                                 f"{s['cheapest_graph_change']:+.3f}%, "
                                 f"{t['cheapest_graph_change']:+.3f}%, "
-                                f"{fraction(t['steps_to_reach_cheapest_graph'])}")
+                                f"{_fraction(t['steps_to_reach_cheapest_graph'], scratch_steps)}")
                     lines.append(f"| {row['graph']} ({result['seed']}) | {s['change']:+.2f}% "
                                  f"({s['episodes']}, {s['interactions']}) | "
                                  f"{t['change']:+.2f}% ({t['episodes']}, {t['interactions']}"

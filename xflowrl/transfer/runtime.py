@@ -2,11 +2,11 @@
 
 `xflowrl optimize --method=policy` plays one greedy episode of a trained
 policy (`xflowrl.transfer.policy`). With the TensorFlow network that costs
-two to three seconds of importing TensorFlow, Sonnet and graph_nets before
-the first step, and about 2 ms per step of calling a traced function on a
-single small graph, several times what the graph itself takes to enumerate
-and price (benchmarks/policy_bench.py). This module computes the same
-greedy choice from the same weights with NumPy alone:
+the import of TensorFlow, Sonnet and graph_nets before the first step, and
+a traced TensorFlow call per step on a single small graph
+(benchmarks/policy_bench.py times both ways, `tf_*` and `cli`). This
+module computes the same greedy choice from the same weights with NumPy
+alone:
 
 - `network_arrays(network)` reads a `PolicyValueNetwork`'s weights (graph
   states) into named arrays; `save_arrays` / `load_arrays` keep them as
@@ -292,9 +292,8 @@ def greedy_episode(policy: NumpyPolicy, env) -> Episode:
     """Plays `policy`'s greedy episode in `env`; its `Episode`.
 
     BLAS runs on one thread meanwhile: the products are a few hundred rows
-    by 32 columns, and OpenBLAS' threads cost more than they share (a
-    ResNet-32 episode took 1.7 times as long on two cores as on one,
-    benchmarks/policy_bench.py's machine)."""
+    by 32 columns, too small to share out, and on this project's two-core
+    machine OpenBLAS' threads slowed the episodes down."""
     with _blas().limit(limits=1):
         return run_episode(env, policy.act)
 

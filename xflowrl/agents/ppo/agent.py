@@ -76,7 +76,7 @@ class PPOAgent:
         totals = [0.0] * len(envs)
         invalid = [0] * len(envs)
         infos: List[dict] = [{} for _ in envs]
-        lowest = [math.inf] * len(envs)
+        lowest = [math.nan] * len(envs)
         live = list(range(len(envs)))
         while live:
             actions = self._act([observations[i] for i in live], greedy)
@@ -108,8 +108,7 @@ class PPOAgent:
                 self.add_steps(episode_steps)
         return [Episode(totals[i], info.get("initial_cost", float("nan")),
                         info.get("cost", float("nan")), len(steps[i]),
-                        list(info.get("history", [])), invalid[i], None,
-                        lowest[i] if math.isfinite(lowest[i]) else math.nan)
+                        list(info.get("history", [])), invalid[i], None, lowest[i])
                 for i, info in enumerate(infos)]
 
     def _act(self, observations: Sequence[Observation], greedy: bool) -> List[Action]:
