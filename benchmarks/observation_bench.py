@@ -73,7 +73,7 @@ def bench_graph(name, xfers, cost):
     for _ in _states(env, agent):
         holder = []
         times["enumerate_ms"].append(_cpu_ms(lambda: holder.append(env.xfers.locations(
-            env.graph, env.config.max_locations, env._max_ops))))  # pylint: disable=protected-access,cell-var-from-loop
+            env.graph, env.config.max_locations, env.max_ops))))  # pylint: disable=cell-var-from-loop
         locs = holder[0]
         times["costs_ms"].append(_cpu_ms(lambda: locs.costs(cost)))  # pylint: disable=cell-var-from-loop
         for _ in range(FLAGS.repeats):

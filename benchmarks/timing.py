@@ -7,12 +7,16 @@ import time
 from typing import Any, Callable, Dict, List
 
 
-def pin_cores(cores: int) -> None:
-    """Pins this process to its first `cores` CPUs and TensorFlow to as many
-    threads of each kind; call before TensorFlow runs anything. 0: no change."""
+def pin_cores(cores: int, tensorflow: bool = True) -> None:
+    """Pins this process to its first `cores` CPUs and (unless `tensorflow`
+    is False: a benchmark of what runs without it, which should not import
+    it) TensorFlow to as many threads of each kind; call before TensorFlow
+    runs anything. 0: no change."""
     if not cores:
         return
     os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:cores]))
+    if not tensorflow:
+        return
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     tf.config.threading.set_intra_op_parallelism_threads(cores)
     tf.config.threading.set_inter_op_parallelism_threads(cores)

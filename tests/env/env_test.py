@@ -7,6 +7,7 @@ from tests.env.conformance import EnvironmentConformance
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT, rewards
+from xflowrl.env.replay import cheapest_prefix, replay, trace
 from xflowrl.search import greedy_search
 
 _XFERS = XferSet.default()
@@ -142,6 +143,34 @@ class EnvTest(parameterized.TestCase):
         self.assertIn("has no location", info["invalid"])
         self.assertEqual(env.graph.hash(), env.initial_graph.hash())
         env.step(_first_valid(obs2))  # the episode goes on
+
+    def test_cheapest_is_the_replayed_cheapest_prefix(self):
+        # Random episodes (some with invalid actions ignored) pass through
+        # costlier and cheaper graphs; what the environment kept as it went
+        # is what replaying the episode finds.
+        rng = np.random.default_rng(0)
+        env = GraphEnv(zoo.get_graph("small_cnn"), _XFERS, _COST,
+                       EnvConfig(max_steps=12, invalid_action="ignore"))
+        prefix_lengths = set()
+        for _ in range(8):
+            obs, done = env.reset(), False
+            self.assertEqual(env.cheapest.applied, [])
+            self.assertIs(env.cheapest.graph, env.initial_graph)
+            while not done:
+                valid = np.flatnonzero(obs.xfer_mask[:-1])
+                x = int(rng.choice(valid)) if rng.random() < 0.9 else int(np.flatnonzero(
+                    ~obs.xfer_mask)[0])
+                obs, _, done, _ = env.step((x, int(rng.integers(max(1, obs.location_mask[x].sum())))))
+            cheapest = env.cheapest
+            cost, prefix = cheapest_prefix(env.clone(), env.history)
+            self.assertEqual(cheapest.applied, prefix)
+            self.assertEqual(cheapest.cost, cost)
+            self.assertEqual(cheapest.graph.hash(), replay(env.clone(), prefix).hash())
+            self.assertEqual(cheapest.cost, min([env.initial_cost] + [
+                c for _, _, c in trace(env.clone(), env.history)]))
+            prefix_lengths.add(len(prefix))
+        # Not all episodes end at their cheapest graph or at the initial one.
+        self.assertGreater(len(prefix_lengths), 2)
 
     def test_bad_config(self):
         with self.assertRaisesRegex(ValueError, "unknown reward 'speed'"):

@@ -8,7 +8,8 @@ import numpy as np
 
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet
-from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
+from xflowrl.env.replay import replay
 from xflowrl.search import (
     EQUAL_BUDGET_FACTOR,
     GreedyAgent,
@@ -16,6 +17,7 @@ from xflowrl.search import (
     equal_step_limit,
     greedy_search,
     greedy_steps,
+    greedy_walk,
     run_baselines,
     with_equal_step_limit,
 )
@@ -50,6 +52,35 @@ class GreedyTest(absltest.TestCase):
             for l in range(locs.counts[x]):
                 self.assertGreaterEqual(locs.apply(x, l).cost(_COST), cost - 1e-9)
         self.assertAlmostEqual(cost, episode.final_cost, places=6)
+
+    def test_walk_takes_greedy_searchs_steps(self):
+        # Without observations, the same steps, graph and cost as the
+        # episode on the same environment without a step limit: over graphs
+        # of several families, two cost models, a small L (candidates past
+        # it unseen) and a tight size cap (larger candidates dropped).
+        v100 = CostModel("analytic", profile="v100")
+        cases = [("small_cnn", _COST, EnvConfig()), ("resnet18", v100, EnvConfig()),
+                 ("bert", _COST, EnvConfig()), ("squeezenet1_1", v100, EnvConfig(max_locations=2)),
+                 ("inception_v3", _COST, EnvConfig(max_ops_factor=1.0)),
+                 ("nasnet_a", v100, EnvConfig(max_locations=1, max_steps=3))]
+        for name, cost_model, config in cases:
+            env = GraphEnv(zoo.get_graph(name), _XFERS, cost_model, config)
+            episode = greedy_search(env.with_config(max_steps=NO_STEP_LIMIT))
+            walk = greedy_walk(env)
+            self.assertGreater(len(walk.applied), 1, name)
+            self.assertEqual(walk.applied, episode.applied, name)
+            self.assertEqual(walk.cost, episode.final_cost, name)
+            self.assertEqual(walk.graph.hash(), replay(env.with_config(max_steps=NO_STEP_LIMIT),
+                                                     walk.applied).hash(), name)
+            self.assertEqual(greedy_steps(env), len(walk.applied), name)
+        # A step limit: the episode's first steps.
+        env = _env(max_steps=4)
+        self.assertEqual(greedy_walk(env, max_steps=4).applied, greedy_search(env).applied)
+        self.assertLen(greedy_walk(env, max_steps=4).applied, 4)
+        steps = []
+        greedy_walk(_env(), on_step=lambda k, cost: steps.append((k, cost)))
+        self.assertEqual([k for k, _ in steps], list(range(1, len(steps) + 1)))
+        self.assertEqual([c for _, c in steps], sorted((c for _, c in steps), reverse=True))
 
     def test_needs_location_features(self):
         obs = _env().reset()._replace(locations=None)

@@ -2,6 +2,8 @@
 
 from xflowrl.env import rewards
 from xflowrl.env.environment import (
+    CHEAPER,
+    Cheapest,
     DEFAULT_MAX_STEPS,
     EnvConfig,
     GraphEnv,

@@ -32,7 +32,7 @@ step limit ended the episode; `info` also holds `cost`, `initial_cost`,
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Optional, Tuple, TypedDict, cast
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple, TypedDict, cast
 
 import numpy as np
 
@@ -62,6 +62,11 @@ DEFAULT_MAX_STEPS = 50
 # before it; `info["truncated"]` still works as for any limit.
 NO_STEP_LIMIT = 100_000
 
+# How much cheaper (ms) a graph must be to count as cheaper than the
+# cheapest one before it (`GraphEnv.cheapest`, `replay.cheapest_prefix`):
+# a float's rounding apart is the same cost.
+CHEAPER = 1e-12
+
 # What cost information the observation carries (`EnvConfig.cost_features`):
 #   "full":      everything (default): each candidate's cost change
 #                (`LocationFeatures.cost_delta`, the min and mean of
@@ -75,6 +80,15 @@ NO_STEP_LIMIT = 100_000
 # the cost. An ablation of the observation (docs/agents.md,
 # experiments/observation_ablation.py).
 COST_FEATURES = ("full", "no_deltas", "none")
+
+
+class Cheapest(NamedTuple):
+    """The cheapest graph an episode has passed through so far
+    (`GraphEnv.cheapest`), the initial graph included: what an optimiser
+    hands over, not where the episode happens to end."""
+    graph: Graph
+    cost: float                     # ms
+    applied: List[Tuple[str, int]]  # the shortest prefix of the episode's substitutions that builds it
 
 
 class _StepInfoAlways(TypedDict):
@@ -142,12 +156,14 @@ class GraphEnv(Environment):
         self._reward_fn = rewards.get(self.config.reward)
         self._num_xfers = len(xfers)
         self.max_pattern_ops = max(len(r.src) for r in xfers.rules)
-        self._max_ops = int(self.config.max_ops_factor * graph.num_ops())
+        # Candidates with more ops than this are dropped (`EnvConfig.max_ops_factor`).
+        self.max_ops = int(self.config.max_ops_factor * graph.num_ops())
         self.initial_cost = graph.cost(cost_model)
         self.graph: Graph = graph
         self.cost = self.initial_cost
         self.steps = 0
         self.history: List[Tuple[str, int]] = []
+        self._cheapest = (graph, self.initial_cost, 0)
         self._locations: Optional[Locations] = None
         self._done = True
 
@@ -178,8 +194,18 @@ class GraphEnv(Environment):
         self.cost = self.initial_cost
         self.steps = 0
         self.history = []
+        self._cheapest = (self.graph, self.cost, 0)
         self._done = False
         return self._observe()
+
+    @property
+    def cheapest(self) -> Cheapest:
+        """The cheapest graph of the current (or last) episode so far, and
+        the shortest prefix of its substitutions that builds it: what
+        `xflowrl.env.replay.cheapest_prefix` finds by replaying the episode,
+        kept as the episode goes, so that no replay is needed."""
+        graph, cost, length = self._cheapest
+        return Cheapest(graph, cost, self.history[:length])
 
     def step(self, action: Action) -> TimeStep:
         if self._done:
@@ -205,6 +231,8 @@ class GraphEnv(Environment):
             self.graph = locations.apply(xfer, location)
             self.cost = self.graph.cost(self.cost_model)
             self.history.append((self.xfers.names[xfer], location))
+            if self.cost < self._cheapest[1] - CHEAPER:
+                self._cheapest = (self.graph, self.cost, len(self.history))
             done, applied = False, self.xfers.names[xfer]
         observation = self._observation if done else self._observe()
         if not done:
@@ -240,7 +268,7 @@ class GraphEnv(Environment):
     def _observe(self) -> Observation:
         """Enumerates the current graph's locations and builds the observation."""
         self._locations = self.xfers.locations(self.graph, self.config.max_locations,
-                                               self._max_ops)
+                                               self.max_ops)
         self._observation = self._assemble(self._locations)
         return self._observation
 
@@ -276,9 +304,8 @@ class GraphEnv(Environment):
         counts = locs.count_array[active]
         summary[active, 0] = np.log1p(counts)
         if self.config.cost_features == "full":
-            costs = locs.active_costs(self.cost_model)
-            valid = location_mask[active]
-            delta, low, mean = _delta_stats(costs, valid, counts, self.cost, self.initial_cost)
+            delta, low, mean = candidate_deltas(locs, self.cost_model, self.cost,
+                                                self.initial_cost, location_mask[active])
             cost_delta[:] = delta
             summary[active, 1] = low
             summary[active, 2] = mean
@@ -300,6 +327,27 @@ def _node_of(guids: np.ndarray) -> np.ndarray:
     node_of = np.full(int(guids.max()) + 1, -1, np.int32)
     node_of[guids] = np.arange(len(guids), dtype=np.int32)
     return node_of
+
+
+def candidate_deltas(locs: Locations, cost_model: CostModel, cost: float, initial_cost: float,
+                     valid: Optional[np.ndarray] = None
+                     ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The candidates' cost changes of `locs` (rows: `locs.active_xfers()`)
+    as an observation carries them (`LocationFeatures.cost_delta`, float32,
+    in percent of `initial_cost`, 0 at missing locations), with each row's
+    min and mean (float64). What one-step greedy reads, whether from an
+    observation (`GreedyAgent`) or from `locs` alone (`greedy_walk`).
+
+    Args:
+      valid: [A, L] bool, the active rows of `locs.location_mask()` (computed
+        when not given).
+    """
+    active = locs.active_xfers()
+    if valid is None:
+        valid = locs.location_mask()[active]
+    delta, low, mean = _delta_stats(locs.active_costs(cost_model), valid,
+                                    locs.count_array[active], cost, initial_cost)
+    return delta.astype(np.float32), low, mean
 
 
 def _delta_stats(costs: np.ndarray, valid: np.ndarray, counts: np.ndarray, cost: float,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import List, Sequence, Tuple
 
 from xflowrl.engine import Graph
-from xflowrl.env.environment import GraphEnv
+from xflowrl.env.environment import CHEAPER, GraphEnv
 
 Sequence_ = Sequence[Tuple[str, int]]
 
@@ -59,10 +59,11 @@ def cheapest_prefix(env: GraphEnv, sequence: Sequence_) -> Tuple[float, List[Tup
     """(cost, prefix): the cheapest graph `sequence` passes through from
     `env`'s initial graph (the initial graph included) and the shortest
     prefix of `sequence` that builds it. Replay stops at the first step the
-    environment rejects or at the end of its episode."""
+    environment rejects or at the end of its episode. (An episode played
+    in a `GraphEnv` has this without a replay: `GraphEnv.cheapest`.)"""
     steps = trace(env, sequence)
     best, length = env.initial_cost, 0
     for k, (_, _, cost) in enumerate(steps, 1):
-        if cost < best - 1e-12:
+        if cost < best - CHEAPER:
             best, length = cost, k
     return best, [(name, loc) for name, loc, _ in steps[:length]]

@@ -26,7 +26,7 @@ import os
 import tempfile
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from xflowrl.engine import CostModel, Graph, XferSet
 from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS, TASO_ALPHA, TASO_BUDGET
@@ -116,17 +116,16 @@ def optimise(graph: Graph, method: str, xfers: XferSet, cost_model: CostModel, *
     start = time.time()
     if kind == "taso":
         best, applied = _taso(graph, xfers, cost_model, budget, progress)
+    elif kind == "greedy":
+        best, applied = _greedy(make_environment(graph, xfers, cost_model, budget), progress)
+    elif kind == "policy":
+        best, applied = _policy(graph, xfers, cost_model, budget, arg, seed)
     else:
-        if kind == "greedy":
-            sequence = _greedy(make_environment(graph, xfers, cost_model, budget), progress)
-        elif kind == "policy":
-            sequence = _policy(graph, xfers, cost_model, budget, arg, seed)
-        else:
-            with _workdir(workdir) as folder:
-                learn = _model_free if kind == "mf" else _model_based
-                sequence = learn(_equal_budget_environment(graph, xfers, cost_model), budget,
-                                 seed, folder, progress)
-        best, applied = replay(make_environment(graph, xfers, cost_model), sequence), sequence
+        with _workdir(workdir) as folder:
+            learn = _model_free if kind == "mf" else _model_based
+            applied = learn(_equal_budget_environment(graph, xfers, cost_model), budget,
+                            seed, folder, progress)
+        best = replay(make_environment(graph, xfers, cost_model), applied)
     if best.cost(cost_model) > graph.cost(cost_model):
         best, applied = graph, []
     return MethodResult(method, best, best.cost(cost_model), list(applied), time.time() - start)
@@ -154,17 +153,18 @@ def _equal_budget_environment(graph: Graph, xfers: XferSet,
     return make_environment(graph, xfers, cost_model, equal_step_limit(10, steps))
 
 
-def _greedy(env: GraphEnv, progress: Progress) -> List[Tuple[str, int]]:
-    """One-step greedy, a progress line per step."""
-    from xflowrl.search import GreedyAgent  # pylint: disable=import-outside-toplevel
-    agent, obs, done = GreedyAgent(), env.reset(), False
-    info: Dict[str, Any] = {}
-    while not done:
-        obs, _, done, info = env.step(agent.act(obs))
-        if not done:
-            progress(f"greedy: step {info['steps']}, cost {info['cost']:.4f} ms "
-                     f"({100 * (info['cost'] / info['initial_cost'] - 1):+.2f}%)")
-    return [tuple(step) for step in info.get("history", [])]
+def _greedy(env: GraphEnv, progress: Progress) -> Tuple[Graph, List[Tuple[str, int]]]:
+    """One-step greedy (`xflowrl.search.greedy_walk`: no observations) for
+    at most `env`'s step limit, a progress line per step; its last graph
+    (its cheapest) and substitutions."""
+    from xflowrl.search import greedy_walk  # pylint: disable=import-outside-toplevel
+
+    def on_step(steps: int, cost: float) -> None:
+        progress(f"greedy: step {steps}, cost {cost:.4f} ms "
+                 f"({100 * (cost / env.initial_cost - 1):+.2f}%)")
+
+    walk = greedy_walk(env, max_steps=env.config.max_steps, on_step=on_step)
+    return walk.graph, walk.applied
 
 
 def _taso(graph: Graph, xfers: XferSet, cost_model: CostModel, budget: int,
@@ -192,8 +192,10 @@ def _taso(graph: Graph, xfers: XferSet, cost_model: CostModel, budget: int,
 
 
 def _policy(graph: Graph, xfers: XferSet, cost_model: CostModel, steps: int, folder: str,
-            seed: int) -> List[Tuple[str, int]]:
-    """A trained policy's greedy episode, its cheapest prefix. The episode has
+            seed: int) -> Tuple[Graph, List[Tuple[str, int]]]:
+    """A trained policy's greedy episode; the cheapest graph it passed
+    through and the shortest prefix that builds it (kept by the environment
+    as the episode goes, `GraphEnv.cheapest`: no replay). The episode has
     `steps` steps, by default the budget it was trained with
     (`_equal_budget_environment`). A policy folder with `policy.npz` (the
     shipped one, any saved since 2026-11-27) acts in NumPy
@@ -205,13 +207,14 @@ def _policy(graph: Graph, xfers: XferSet, cost_model: CostModel, steps: int, fol
     try:
         if policy.has_arrays(folder):
             from xflowrl.transfer import runtime  # pylint: disable=import-outside-toplevel
-            applied = runtime.greedy_episode(policy.load_numpy_policy(folder, env), env).applied
+            runtime.greedy_episode(policy.load_numpy_policy(folder, env), env)
         else:
             agent = policy.load_policy(folder, env, seed=seed)
-            applied = agent.run_episode(env, greedy=True, learn=False).applied
+            agent.run_episode(env, greedy=True, learn=False)
     except ValueError as e:
         raise BadInput(str(e)) from None
-    return cheapest_prefix(env, applied)[1]
+    cheapest = env.cheapest
+    return cheapest.graph, cheapest.applied
 
 
 def _model_free(env: GraphEnv, episodes: int, seed: int, folder: str,

@@ -15,7 +15,7 @@ from xflowrl.search.baselines import (
                                      versus_greedy,
                                      with_equal_step_limit,
 )
-from xflowrl.search.greedy import GreedyAgent, greedy_search
+from xflowrl.search.greedy import GreedyAgent, GreedyWalk, greedy_search, greedy_walk
 from xflowrl.search.random_agent import RandomAgent
 from xflowrl.search.record import (
                                      Baselines,

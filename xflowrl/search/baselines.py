@@ -18,7 +18,7 @@ import numpy as np
 from xflowrl.engine import Graph
 from xflowrl.engine.xfers import TASO_ALPHA, TASO_BUDGET
 from xflowrl.env import GraphEnv, NO_STEP_LIMIT
-from xflowrl.search.greedy import greedy_search
+from xflowrl.search.greedy import greedy_search, greedy_walk
 from xflowrl.search.random_agent import RandomAgent
 from xflowrl.search.record import (
     Baselines,
@@ -38,9 +38,9 @@ def greedy_steps(env: GraphEnv) -> int:
     """The substitutions one-step greedy applies to `env`'s initial graph
     (without the environment's step limit, and with every cost feature: an
     observation ablation, `EnvConfig.cost_features`, hides from the agent
-    what greedy reads, but the setting and so greedy's steps are the same)."""
-    unlimited = env.with_config(max_steps=NO_STEP_LIMIT, cost_features="full")
-    return len(greedy_search(unlimited).applied)
+    what greedy reads, but the setting and so greedy's steps are the same).
+    Walked without observations (`greedy_walk`)."""
+    return len(greedy_walk(env).applied)
 
 
 def equal_step_limit(requested: int, steps_of_greedy: int,

@@ -4,14 +4,30 @@ that search needed.
 
 `GreedyAgent` acts on any environment whose observations carry per-location
 cost changes (`Observation.locations.cost_delta`, the real environment's);
-`greedy_search(env)` plays its one (deterministic) episode.
+`greedy_search(env)` plays its one (deterministic) episode. `greedy_walk(env)`
+takes the same steps on a real environment's graph without building
+observations (no graph features, no matched nodes): what only needs
+greedy's steps or graph (the step limit of the learned methods, `xflowrl
+optimize --method=greedy`) pays for enumeration and costs alone.
 """
 
 from __future__ import annotations
 
+from typing import Callable, List, NamedTuple, Optional, Tuple
+
 import numpy as np
 
-from xflowrl.env import Action, Environment, Episode, Observation, run_episode
+from xflowrl.engine import Graph
+from xflowrl.env import (
+    Action,
+    Environment,
+    Episode,
+    GraphEnv,
+    NO_STEP_LIMIT,
+    Observation,
+    run_episode,
+)
+from xflowrl.env.environment import candidate_deltas
 
 
 class GreedyAgent:
@@ -33,12 +49,22 @@ class GreedyAgent:
         # the lowest xfer id, then location.
         delta = np.where(observation.location_mask[locations.active], locations.cost_delta,
                          np.inf)
-        if not np.isfinite(delta).any():
+        choice = _cheapest(delta, self.min_improvement)
+        if choice is None:
             return noop, 0
-        row, location = np.unravel_index(int(np.argmin(delta)), delta.shape)
-        if delta[row, location] >= -self.min_improvement:
-            return noop, 0
-        return int(locations.active[row]), int(location)
+        return int(locations.active[choice[0]]), choice[1]
+
+
+def _cheapest(delta: np.ndarray, min_improvement: float) -> Optional[Tuple[int, int]]:
+    """(row, location) of the lowest entry of `delta` (inf where masked;
+    ties to the first, row-major), or None when it does not improve by more
+    than `min_improvement`."""
+    if not np.isfinite(delta).any():
+        return None
+    row, location = np.unravel_index(int(np.argmin(delta)), delta.shape)
+    if delta[row, location] >= -min_improvement:
+        return None
+    return int(row), int(location)
 
 
 def greedy_search(env: Environment, min_improvement: float = 1e-9) -> Episode:
@@ -54,3 +80,46 @@ def greedy_search(env: Environment, min_improvement: float = 1e-9) -> Episode:
         raise ValueError(f"greedy needs candidate costs; this environment's observations "
                          f"carry cost_features={cost_features!r} (use 'full')")
     return run_episode(env, GreedyAgent(min_improvement).act)
+
+
+class GreedyWalk(NamedTuple):
+    """What `greedy_walk` returns: greedy's last graph (its cheapest: every
+    step lowers the cost), its cost and its substitutions."""
+    graph: Graph
+    cost: float                     # ms
+    applied: List[Tuple[str, int]]  # (xfer name, location) in order
+
+
+def greedy_walk(env: GraphEnv, min_improvement: float = 1e-9, max_steps: int = NO_STEP_LIMIT,
+                on_step: Optional[Callable[[int, float], None]] = None) -> GreedyWalk:
+    """One-step greedy from `env`'s initial graph under its rules, cost
+    model, L and size cap, for at most `max_steps` substitutions (not
+    `env`'s step limit): the substitutions `greedy_search` takes on the same
+    environment with that step limit (tests/search/baselines_test.py checks
+    that they are the same), computed from each graph's locations and
+    candidate costs alone, with no observation built. `env` itself is not
+    stepped.
+
+    Args:
+      on_step: called after each substitution with the steps so far and the
+        cost (ms), e.g. for a progress line.
+    """
+    names = env.xfers.names
+    graph, cost, applied = env.initial_graph, env.initial_cost, []
+    while len(applied) < max_steps:
+        locs = env.xfers.locations(graph, env.config.max_locations, env.max_ops)
+        active = locs.active_xfers()
+        if len(active) == 0:
+            break
+        valid = locs.location_mask()[active]
+        delta = candidate_deltas(locs, env.cost_model, cost, env.initial_cost, valid)[0]
+        choice = _cheapest(np.where(valid, delta, np.inf), min_improvement)
+        if choice is None:
+            break
+        xfer, location = int(active[choice[0]]), choice[1]
+        graph = locs.apply(xfer, location)
+        cost = graph.cost(env.cost_model)
+        applied.append((names[xfer], location))
+        if on_step is not None:
+            on_step(len(applied), cost)
+    return GreedyWalk(graph, cost, applied)
