@@ -124,6 +124,10 @@ flags.DEFINE_list("finetune_fractions", ["0.1", "0.03"], "Fine-tuning episodes a
 flags.DEFINE_float("finetune_lr_scale", 1.0, "Fine-tuning's learning rates (policy and "
                    "value) as a multiple of those the generalist trained with; runs of "
                    "another scale than 1 go to their own folders beside the others.")
+flags.DEFINE_bool("relative_location_cost", False, "Model-free: the location head also reads "
+                  "where each candidate's cost change lies between its xfer's cheapest and "
+                  "costliest (PPOConfig.relative_location_cost), for the generalist and the "
+                  "per-graph agents of --finetune alike.")
 flags.DEFINE_bool("ship", False, "Copy the trained policy to the package's shipped folder.")
 flags.DEFINE_string("results_dir", "results", "Where results are written.")
 flags.DEFINE_bool("report", False, "Only print (and write as report.md beside the seeds) the "
@@ -159,7 +163,7 @@ def _finetune_rows(generalist_dir, names, xfers, cost_model, config, seed, out_d
     scratch_episodes = FLAGS.scratch_episodes
     tune = sorted({max(1, int(round(float(f) * scratch_episodes)))
                    for f in FLAGS.finetune_fractions}, reverse=True)
-    ppo = PPOConfig.xrlflow()
+    ppo = _ppo_config()
     for name in names:
         env = with_equal_step_limit(GraphEnv(corpus.get(name), xfers, cost_model, config))
         out = {"graph": name, "initial_ms": env.initial_cost, "finetuned": []}
@@ -268,6 +272,13 @@ def _train_model_based(env: SampledGraphEnv, out_dir: str, seed: int):
                    "history": state.to_state()["rounds"]}
 
 
+def _ppo_config() -> PPOConfig:
+    """The model-free agents' PPO settings (X-RLflow's), the generalist's and
+    the per-graph agents' of --finetune alike."""
+    return dataclasses.replace(PPOConfig.xrlflow(),
+                               relative_location_cost=FLAGS.relative_location_cost)
+
+
 def _report_folder() -> str:
     """--results_dir/generalist/<cost model>[-<rules>] (the rule set named
     where it is not the default)."""
@@ -324,7 +335,7 @@ def main(argv):
         agent, trained = _train_model_based(env, out_dir, seed)
         policy_dir = out_dir
     else:
-        ppo = PPOConfig.xrlflow()
+        ppo = _ppo_config()
         agent = PPOAgent(len(xfers), ppo, seed=seed, max_locations=FLAGS.max_locations)
         result = train(env, agent, TrainConfig(episodes=episodes,
                                                parallel_envs=ppo.episodes_per_update), out_dir)

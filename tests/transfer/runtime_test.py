@@ -124,6 +124,41 @@ class ShippedPolicyParityTest(ParityMixin, absltest.TestCase):
         self.assertGreater(self.check_parity(agent, self.env_of,
                                              ("squeezenet/f2w8", "transformer/s0")), STEPS)
 
+    def test_untrained_network_reading_relative_location_costs(self):
+        env = self.env_of("nasnet/s1n2w16")
+        config = PPOConfig(latent_size=16, hidden_sizes=(24,), relative_location_cost=True)
+        agent = PPOAgent(len(self.xfers), config, seed=3)
+        agent.build(env)
+        arrays = runtime.network_arrays(agent.network)
+        self.assertTrue(runtime.NumpyPolicy(arrays).relative_location_cost)
+        # The scorer reads one column more than without the option.
+        self.assertEqual(arrays["location_scorer/0/w"].shape[0], 16 + 2 + 16 + 16)
+        self.assertGreater(self.check_parity(agent, self.env_of,
+                                             ("nasnet/s1n2w16", "resnet/d32w16")), STEPS)
+
+
+class RelativeCostTest(absltest.TestCase):
+
+    def test_numpy_equals_the_network_row_by_row(self):
+        from xflowrl.agents.ppo.networks import relative_cost  # pylint: disable=import-outside-toplevel
+        rng = np.random.default_rng(0)
+        cost_delta = rng.normal(size=(6, 5)).astype(np.float32)
+        cost_delta[1] = 0.25                     # all equal
+        cost_delta[2, :2] = cost_delta[2].min() - 1.0  # a tie for the cheapest
+        mask = np.ones((6, 5), bool)
+        mask[3, 1:] = False                      # one location
+        mask[4, 3:] = False                      # padding beyond the prefix
+        want = relative_cost(tf.constant(cost_delta), tf.constant(mask)).numpy()
+        for row in range(6):
+            valid = mask[row]
+            got = runtime.relative_cost(cost_delta[row, valid])
+            np.testing.assert_allclose(got, want[row, valid], rtol=1e-6, atol=1e-7)
+            np.testing.assert_array_equal(want[row, ~valid], 0.0)
+            self.assertEqual(got.min(), 0.0)
+        np.testing.assert_array_equal(want[1], 0.0)
+        np.testing.assert_array_equal(want[2, :2], 0.0)
+        self.assertEqual(want[0].max(), 1.0)
+
 
 class FolderTest(absltest.TestCase):
 

@@ -91,6 +91,8 @@ def network_arrays(network) -> Dict[str, np.ndarray]:
     arrays.update(_mlp_arrays("xfer_scorer", network._xfer_scorer))
     arrays["xfer_embed"] = network._xfer_embed.embeddings.numpy()
     arrays.update(_mlp_arrays("location_scorer", network._location_scorer))
+    # Absent from files written before the option: False.
+    arrays["relative_location_cost"] = np.asarray(network.relative_location_cost, bool)
     return arrays
 
 
@@ -186,6 +188,7 @@ class NumpyPolicy:
         self._xfer_scorer = _MLP(arrays, "xfer_scorer", activate_final=False)
         self._xfer_embed = arrays["xfer_embed"]
         self._location_scorer = _MLP(arrays, "location_scorer", activate_final=False)
+        self.relative_location_cost = bool(arrays.get("relative_location_cost", False))
         self.num_xfers = self._xfer_embed.shape[0] - 1
 
     @classmethod
@@ -255,7 +258,10 @@ class NumpyPolicy:
         valid = (matched_ids >= 0)[..., None].astype(np.float32)
         matched = (nodes[np.maximum(matched_ids, 0)] * valid).sum(axis=1) / np.maximum(
             valid.sum(axis=1), 1.0)
-        rows = np.concatenate([matched, cost_delta[valid_locations, None],
+        costs = [cost_delta[valid_locations, None]]
+        if self.relative_location_cost:
+            costs.append(relative_cost(cost_delta[valid_locations])[:, None])
+        rows = np.concatenate([matched, *costs,
                                np.broadcast_to(context, (len(valid_locations), len(context)))],
                               axis=1)
         logits = np.zeros(len(location_mask), np.float32)
@@ -280,6 +286,20 @@ class NumpyPolicy:
                                                 locations.nodes_of(xfer),
                                                 locations.cost_delta_of(xfer), mask)
         return xfer, int(_masked_argmax(location_logits, mask))
+
+
+def relative_cost(cost_delta: np.ndarray) -> np.ndarray:
+    """Where each of one xfer's valid candidates lies between the cheapest
+    and the costliest, (delta - min) / (max - min), 0 where all are equal:
+    `PPOConfig.relative_location_cost`, as the network computes it
+    (`xflowrl.agents.ppo.networks.relative_cost`), float32."""
+    if len(cost_delta) == 0:
+        return cost_delta
+    low = cost_delta.min()
+    spread = cost_delta.max() - low
+    if spread <= 0:
+        return np.zeros_like(cost_delta)
+    return ((cost_delta - low) / spread).astype(np.float32)
 
 
 class _SegmentSum:

@@ -40,6 +40,12 @@ class PPOConfig:
       entropy_coef: weight of the entropy bonus (masked entropies of both heads).
       normalize_advantages: normalise advantages per minibatch.
       max_grad_norm: global-norm gradient clip (None: none).
+      relative_location_cost: the location head also reads, per candidate,
+        where its cost change lies between its xfer's cheapest and
+        costliest candidates, (delta - min) / (max - min) over the valid
+        locations (0 where they are all equal): which location is the
+        cheapest, whatever the scale of the differences (graph states
+        only; docs/agents.md, "The relative location cost").
     """
     latent_size: int = 32
     message_passing_steps: int = 3
@@ -58,6 +64,7 @@ class PPOConfig:
     entropy_coef: float = 0.0
     normalize_advantages: bool = False
     max_grad_norm: Optional[float] = None
+    relative_location_cost: bool = False
 
     @classmethod
     def thesis(cls) -> "PPOConfig":

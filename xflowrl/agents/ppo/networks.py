@@ -73,6 +73,7 @@ class PolicyValueNetwork(snt.Module):
             raise ValueError(f"state must be 'graph' or 'vector', got {state!r}")
         self.num_xfers = num_xfers
         self.state_kind = state
+        self.relative_location_cost = config.relative_location_cost
         self.max_locations = max_locations
         hidden = config.hidden_sizes
         init = SeededInitializers(seed)
@@ -154,8 +155,12 @@ class PolicyValueNetwork(snt.Module):
             matched = tf.gather(embedding.nodes, tf.maximum(nodes, 0)) * valid
             matched = (tf.reduce_sum(matched, axis=1)
                        / tf.maximum(tf.reduce_sum(valid, axis=1), 1.0))    # [M, D]
-            rows = tf.concat([matched, tf.gather_nd(cost_delta, index)[:, None],
-                              tf.gather(context, index[:, 0])], -1)       # [M, D+1+D+E]
+            costs = [tf.gather_nd(cost_delta, index)[:, None]]
+            if self.relative_location_cost:
+                costs.append(tf.gather_nd(relative_cost(cost_delta, location_mask),
+                                          index)[:, None])
+            rows = tf.concat([matched] + costs + [tf.gather(context, index[:, 0])],
+                             -1)                                          # [M, D+C+D+E]
             scores = self._location_scorer(rows)[:, 0]
             logits = tf.scatter_nd(index, scores, tf.shape(location_mask, out_type=tf.int64))
             return LocationOutput(logits, self._location_value(context)[:, 0])
@@ -164,7 +169,10 @@ class PolicyValueNetwork(snt.Module):
             matched = tf.gather(embedding.nodes, tf.maximum(location_nodes, 0)) * valid
             matched = (tf.reduce_sum(matched, axis=2)
                        / tf.maximum(tf.reduce_sum(valid, axis=2), 1.0))    # [B, L, D]
-            features = tf.concat([matched, cost_delta[..., None]], -1)     # [B, L, D+1]
+            costs = [cost_delta[..., None]]
+            if self.relative_location_cost:
+                costs.append(relative_cost(cost_delta, tf.ones_like(cost_delta, tf.bool))[..., None])
+            features = tf.concat([matched] + costs, -1)                    # [B, L, D+C]
         else:
             if self.state_kind != "vector" or num_locations is None:
                 raise ValueError("location_head needs location_nodes and cost_delta for "
@@ -183,3 +191,16 @@ class PolicyValueNetwork(snt.Module):
     def policy_variables(self):
         value_ids = {id(v) for v in self.value_variables()}
         return [v for v in self.trainable_variables if id(v) not in value_ids]
+
+
+def relative_cost(cost_delta: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+    """[B, L]: where each valid candidate's cost change lies between its
+    row's cheapest and costliest valid ones, (delta - min) / (max - min),
+    0 where they are all equal and at invalid locations
+    (`PPOConfig.relative_location_cost`; `xflowrl.transfer.runtime`
+    computes the same in NumPy)."""
+    low = tf.reduce_min(tf.where(mask, cost_delta, float("inf")), axis=-1, keepdims=True)
+    high = tf.reduce_max(tf.where(mask, cost_delta, float("-inf")), axis=-1, keepdims=True)
+    spread = high - low
+    wide = mask & (spread > 0)
+    return tf.where(wide, (cost_delta - low) / tf.where(wide, spread, 1.0), 0.0)
