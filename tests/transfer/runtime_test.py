@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from xflowrl import corpus
 from xflowrl.agents.ppo import PPOAgent, PPOConfig
+from xflowrl.agents.ppo.networks import relative_cost
 from xflowrl.embedding import features
 from xflowrl.engine import XferSet
 from xflowrl.engine.cost import GPU_COST_SPEC
@@ -140,7 +141,6 @@ class ShippedPolicyParityTest(ParityMixin, absltest.TestCase):
 class RelativeCostTest(absltest.TestCase):
 
     def test_numpy_equals_the_network_row_by_row(self):
-        from xflowrl.agents.ppo.networks import relative_cost  # pylint: disable=import-outside-toplevel
         rng = np.random.default_rng(0)
         cost_delta = rng.normal(size=(6, 5)).astype(np.float32)
         cost_delta[1] = 0.25                     # all equal
