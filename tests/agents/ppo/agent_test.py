@@ -6,7 +6,7 @@ import subprocess
 import sys
 import tempfile
 
-from absl.testing import absltest
+from absl.testing import absltest, parameterized
 import numpy as np
 import onnx
 import tensorflow as tf
@@ -52,12 +52,13 @@ def _env(max_steps=6):
                     EnvConfig(max_steps=max_steps))
 
 
-class NetworkTest(absltest.TestCase):
+class NetworkTest(parameterized.TestCase):
 
-    def test_permuting_candidates_permutes_location_logits(self):
+    @parameterized.parameters(False, True)
+    def test_permuting_candidates_permutes_location_logits(self, relative):
         env = _env()
         obs = env.reset()
-        agent = PPOAgent(len(_XFERS), PPOConfig(), seed=0)
+        agent = PPOAgent(len(_XFERS), PPOConfig(relative_location_cost=relative), seed=0)
         net = agent.network
         x = int(np.argmax(obs.location_mask.sum(axis=1)))  # the xfer with most locations
         count = int(obs.location_mask[x].sum())
@@ -72,10 +73,17 @@ class NetworkTest(absltest.TestCase):
                               tf.constant(delta[perm][None])).logits.numpy()[0]
         np.testing.assert_allclose(b, a[perm], rtol=1e-5)
         self.assertGreater(np.ptp(a), 0)  # and the candidates are told apart
+        # With the option the scorer reads one column more: the relative cost.
+        first, = [v for v in net._location_scorer.trainable_variables  # pylint: disable=protected-access
+                  if v.name.endswith("linear_0/w:0")]
+        width = first.shape[0]
+        self.assertEqual(width, 32 + 1 + relative + 32 + 16)
 
-    def test_a_training_step_changes_every_variable_group(self):
+    @parameterized.parameters(False, True)
+    def test_a_training_step_changes_every_variable_group(self, relative):
         env = _env()
-        agent = PPOAgent(len(_XFERS), PPOConfig(episodes_per_update=2), seed=0)
+        agent = PPOAgent(len(_XFERS), PPOConfig(episodes_per_update=2,
+                                                relative_location_cost=relative), seed=0)
         for _ in range(2):
             agent.run_episode(env)
         before = {v.name: v.numpy().copy() for v in agent.network.trainable_variables}
