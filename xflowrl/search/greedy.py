@@ -105,7 +105,8 @@ def greedy_walk(env: GraphEnv, min_improvement: float = 1e-9, max_steps: int = N
         cost (ms), e.g. for a progress line.
     """
     names = env.xfers.names
-    graph, cost, applied = env.initial_graph, env.initial_cost, []
+    graph, cost = env.initial_graph, env.initial_cost
+    applied: List[Tuple[str, int]] = []
     while len(applied) < max_steps:
         locs = env.xfers.locations(graph, env.config.max_locations, env.max_ops)
         active = locs.active_xfers()
