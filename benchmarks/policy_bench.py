@@ -12,7 +12,9 @@ rounds, each in a fresh random order:
   acting greedily in NumPy (`xflowrl.transfer.runtime`) for its step
   limit (1.5 x one-step greedy's steps, at least 10, so greedy walks
   first, `step_limit_s`), handing over the cheapest graph the episode
-  passed through (kept by the environment, `GraphEnv.cheapest`);
+  passed through (kept by the environment, `GraphEnv.cheapest`), or
+  greedy's walk's graph where that is cheaper (`found_by`, since
+  2026-11-27 afternoon);
 - `replayed`: the same episode as the command played it before
   2026-11-27 (afternoon), beside it for the speed-up: greedy's step limit
   from its episode in the environment (observations built), the policy's
@@ -27,8 +29,8 @@ median seconds of each, the step limit's and the environment's
 observations' (locations, features) shares of `policy`, and their ratios
 to TASO's time (`observe_ratio` is a floor under `ratio` that no faster
 network can go below: the policy needs one observation per step), the
-steps, the costs reached (`policy` and `replayed` must hand over the same
-cost) and the step at which the episode reached its cheapest graph;
+steps, the costs reached (`policy` hands over `replayed`'s cost, or
+greedy's where `found_by` says so) and the length of the prefix handed over;
 overall: medians and ranges. Before 2026-11-27 (afternoon) this
 benchmark timed the step limit and the episode without the replays
 (`episode_*` keys) and the TensorFlow network beside the NumPy runtime
@@ -59,7 +61,10 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from xflowrl import corpus  # noqa: E402  pylint: disable=wrong-import-position
+from xflowrl import (
+    corpus,  # noqa: E402  pylint: disable=wrong-import-position
+    search,  # noqa: E402  pylint: disable=wrong-import-position
+)
 from xflowrl.engine import XferSet  # noqa: E402  pylint: disable=wrong-import-position
 from xflowrl.engine.cost import GPU_COST_SPEC  # noqa: E402  pylint: disable=wrong-import-position
 from xflowrl.engine.xfers import (  # noqa: E402  pylint: disable=wrong-import-position
@@ -78,7 +83,6 @@ from xflowrl.env.replay import (  # noqa: E402  pylint: disable=wrong-import-pos
 from xflowrl.optimize import methods  # noqa: E402  pylint: disable=wrong-import-position
 from xflowrl.runs import cost_model_from_spec  # noqa: E402  pylint: disable=wrong-import-position
 from xflowrl.search import (  # noqa: E402  pylint: disable=wrong-import-position
-    baselines,
     equal_step_limit,
     greedy_search,
     greedy_walk,
@@ -119,7 +123,7 @@ def main(argv):
     clock = timing.Clock()
     # The step limit's greedy walk and the environment's observations, timed
     # inside `optimise` wherever they are called.
-    baselines.greedy_walk = clock.wrap("step_limit", greedy_walk)
+    search.greedy_walk = clock.wrap("step_limit", greedy_walk)
     GraphEnv._observe = clock.wrap("observe", GraphEnv._observe)  # pylint: disable=protected-access
     methods.optimise(corpus.get(_names()[0]), "policy", xfers, cost)  # loads the libraries
     rows = []
@@ -134,13 +138,14 @@ def main(argv):
                 start = time.perf_counter()
                 if which == "policy":
                     result = methods.optimise(graph, "policy", xfers, cost)
-                    found.update(policy_ms=result.cost, policy_best_step=len(result.applied))
+                    found.update(policy_ms=result.cost, policy_best_step=len(result.applied),
+                                 found_by=result.found_by)
                 elif which == "replayed":
                     found["replayed_ms"], steps = _replayed(graph, xfers, cost)
                     found["policy_steps"] = steps
                 else:
-                    search = xfers.search(graph, cost, alpha=TASO_ALPHA, budget=FLAGS.taso_budget)
-                    found.update(taso_ms=search.best_cost, taso_expansions=search.expansions)
+                    searched = xfers.search(graph, cost, alpha=TASO_ALPHA, budget=FLAGS.taso_budget)
+                    found.update(taso_ms=searched.best_cost, taso_expansions=searched.expansions)
                 times[which].append(time.perf_counter() - start)
                 if which == "policy":
                     after = clock.seconds
@@ -193,7 +198,8 @@ def _summary(rows: List[dict]) -> dict:
             "share_observe_above_tenth": sum(r["observe_ratio"] > 0.1 for r in rows) / len(rows),
             "share_same_cost_as_replayed": sum(
                 abs(r["policy_ms"] - r["replayed_ms"]) <= 1e-9 * r["initial_ms"]
-                for r in rows) / len(rows)}
+                for r in rows) / len(rows),
+            "share_found_by_greedy": sum(r["found_by"] == "greedy" for r in rows) / len(rows)}
 
 
 def _cli_times(rng: np.random.Generator) -> dict:

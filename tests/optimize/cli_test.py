@@ -89,6 +89,7 @@ class OptimizeTest(absltest.TestCase):
         report = json.load(open(os.path.join(self.dir, "out.report.json")))
         self.assertEqual(report["version"], pipeline.REPORT_VERSION)
         self.assertGreater(len(report["applied"]), 0)
+        self.assertEqual(report["found_by"], "greedy")
         self.assertTrue(report["written"].startswith("optimized"))
         self.assertLess(report["estimated"]["after_ms"], report["estimated"]["before_ms"])
         self.assertTrue(report["outputs"]["same"])

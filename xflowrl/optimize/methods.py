@@ -15,7 +15,11 @@ substitutions that build it. What `budget` counts depends on the method:
 | policy:DIR | a trained policy (a policy folder, `xflowrl.transfer`, or a `train_mf` results folder) acting greedily, no training | steps (1.5 x greedy's, at least 10) |
 
 The learned methods keep the cheapest graph any of their episodes passed
-through, as the entry points do.
+through, as the entry points do. Where their step limit is greedy's (the
+default), one-step greedy has walked to its end first to set it; should its
+graph be cheaper than the method's, that graph is handed over instead
+(`MethodResult.found_by` says so): a learned method never hands back worse
+than greedy's graph, which it computed anyway.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from typing import Callable, List, Optional, Tuple
 
 from xflowrl.engine import CostModel, Graph, XferSet
 from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS, TASO_ALPHA, TASO_BUDGET
-from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
+from xflowrl.env import CHEAPER, EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.env.replay import cheapest_prefix, replay
 from xflowrl.optimize.model_io import BadInput
 
@@ -52,12 +56,16 @@ class MethodResult:
         (TASO's search: -1 for a step past the first L locations of its
         xfer, which no environment of that L can take).
       seconds: the method's wall time.
+      found_by: who found `graph`: the method's kind ("greedy", "taso",
+        "mf", "mb", "policy"), or "greedy" where a learned method's
+        step-limit walk found a cheaper graph than the method did.
     """
     method: str
     graph: Graph
     cost: float
     applied: List[Tuple[str, int]]
     seconds: float
+    found_by: str = ""
 
 
 def parse_method(method: str) -> Tuple[str, str]:
@@ -114,21 +122,33 @@ def optimise(graph: Graph, method: str, xfers: XferSet, cost_model: CostModel, *
     progress = progress or (lambda line: None)
     budget = budget or DEFAULT_BUDGET[kind]
     start = time.time()
+    walk = None  # greedy's walk, where it set a learned method's step limit
     if kind == "taso":
         best, applied = _taso(graph, xfers, cost_model, budget, progress)
     elif kind == "greedy":
         best, applied = _greedy(make_environment(graph, xfers, cost_model, budget), progress)
     elif kind == "policy":
-        best, applied = _policy(graph, xfers, cost_model, budget, arg, seed)
+        if budget:
+            env = make_environment(graph, xfers, cost_model, budget)
+        else:
+            env, walk = _equal_budget_environment(graph, xfers, cost_model)
+        best, applied = _policy(env, arg, seed)
     else:
+        env, walk = _equal_budget_environment(graph, xfers, cost_model)
         with _workdir(workdir) as folder:
             learn = _model_free if kind == "mf" else _model_based
-            applied = learn(_equal_budget_environment(graph, xfers, cost_model), budget,
-                            seed, folder, progress)
+            applied = learn(env, budget, seed, folder, progress)
         best = replay(make_environment(graph, xfers, cost_model), applied)
+    found_by = kind
+    if walk is not None and walk.cost < best.cost(cost_model) - CHEAPER:
+        progress(f"{kind}: {100 * (best.cost(cost_model) / graph.cost(cost_model) - 1):+.2f}%; "
+                 f"greedy's walk for the step limit found "
+                 f"{100 * (walk.cost / graph.cost(cost_model) - 1):+.2f}%: handing that over")
+        best, applied, found_by = walk.graph, walk.applied, "greedy"
     if best.cost(cost_model) > graph.cost(cost_model):
         best, applied = graph, []
-    return MethodResult(method, best, best.cost(cost_model), list(applied), time.time() - start)
+    return MethodResult(method, best, best.cost(cost_model), list(applied), time.time() - start,
+                        found_by)
 
 
 def _workdir(folder: Optional[str]):
@@ -139,18 +159,19 @@ def _workdir(folder: Optional[str]):
     return tempfile.TemporaryDirectory(prefix="xflowrl-")
 
 
-def _equal_budget_environment(graph: Graph, xfers: XferSet,
-                              cost_model: CostModel) -> GraphEnv:
-    """The real environment with the step limit the learned methods train and
-    act with: 1.5 x one-step greedy's steps on `graph`, at least 10
-    (`xflowrl.search.equal_step_limit`), so that a policy that never picks
-    NO-OP does not wander until `NO_STEP_LIMIT`."""
+def _equal_budget_environment(graph: Graph, xfers: XferSet, cost_model: CostModel):
+    """(environment, greedy's walk): the real environment with the step limit
+    the learned methods train and act with, 1.5 x one-step greedy's steps on
+    `graph`, at least 10 (`xflowrl.search.equal_step_limit`), so that a
+    policy that never picks NO-OP does not wander until `NO_STEP_LIMIT`;
+    and greedy's walk that set it (`xflowrl.search.GreedyWalk`)."""
     from xflowrl.search import (  # pylint: disable=import-outside-toplevel
         equal_step_limit,
-        greedy_steps,
+        greedy_walk,
     )
-    steps = greedy_steps(make_environment(graph, xfers, cost_model))
-    return make_environment(graph, xfers, cost_model, equal_step_limit(10, steps))
+    walk = greedy_walk(make_environment(graph, xfers, cost_model))
+    limit = equal_step_limit(10, len(walk.applied))
+    return make_environment(graph, xfers, cost_model, limit), walk
 
 
 def _greedy(env: GraphEnv, progress: Progress) -> Tuple[Graph, List[Tuple[str, int]]]:
@@ -191,19 +212,16 @@ def _taso(graph: Graph, xfers: XferSet, cost_model: CostModel, budget: int,
     return result.graph, list(result.applied)
 
 
-def _policy(graph: Graph, xfers: XferSet, cost_model: CostModel, steps: int, folder: str,
-            seed: int) -> Tuple[Graph, List[Tuple[str, int]]]:
-    """A trained policy's greedy episode; the cheapest graph it passed
-    through and the shortest prefix that builds it (kept by the environment
-    as the episode goes, `GraphEnv.cheapest`: no replay). The episode has
-    `steps` steps, by default the budget it was trained with
-    (`_equal_budget_environment`). A policy folder with `policy.npz` (the
+def _policy(env: GraphEnv, folder: str, seed: int) -> Tuple[Graph, List[Tuple[str, int]]]:
+    """A trained policy's greedy episode in `env` (its step limit: by default
+    the budget the policy was trained with, `_equal_budget_environment`);
+    the cheapest graph it passed through and the shortest prefix that
+    builds it (kept by the environment as the episode goes,
+    `GraphEnv.cheapest`: no replay). A policy folder with `policy.npz` (the
     shipped one, any saved since 2026-11-27) acts in NumPy
     (`xflowrl.transfer.runtime`: the same greedy choices, no TensorFlow to
     import); others load the network (`xflowrl.transfer.load_policy`)."""
     from xflowrl.transfer import policy  # pylint: disable=import-outside-toplevel
-    env = (make_environment(graph, xfers, cost_model, steps) if steps
-           else _equal_budget_environment(graph, xfers, cost_model))
     try:
         if policy.has_arrays(folder):
             from xflowrl.transfer import runtime  # pylint: disable=import-outside-toplevel

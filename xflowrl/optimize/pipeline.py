@@ -33,7 +33,7 @@ from xflowrl.optimize import methods, model_io, verify
 from xflowrl.optimize.model_io import BadInput
 from xflowrl.rules.sets import DEFAULT_RULE_SET
 
-REPORT_VERSION = 1
+REPORT_VERSION = 2
 DEFAULT_COST_MODEL = "fitted/cpu"
 
 
@@ -105,6 +105,9 @@ class OptimizeReport:
       outputs: the output check (`verify.OutputCheck` as a dict).
       applied: the substitutions the method found, [xfer name, location]
         (also when the original was written).
+      found_by: who found them: the method, or "greedy" where a learned
+        method's step-limit walk found the cheaper graph
+        (`methods.MethodResult.found_by`; since version 2).
       ops: {"before", "after"} op counts of the engine graph.
       fixed_inputs: inputs whose dynamic dimensions were fixed: the written
         model has these static shapes.
@@ -125,6 +128,7 @@ class OptimizeReport:
     ops: dict
     fixed_inputs: Dict[str, List[int]]
     seconds: Dict[str, float]
+    found_by: str = ""
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, default=float)
@@ -195,7 +199,8 @@ def optimize_file(options: OptimizeOptions,
     def report(written: str, reason: str, measured=None, outputs=None) -> OptimizeReport:
         return OptimizeReport(REPORT_VERSION, options.model, options.output, options.method,
                               cost_model.name, options.rules, written, reason, estimated,
-                              measured, outputs, found.applied, ops, fixed, seconds)
+                              measured, outputs, found.applied, ops, fixed, seconds,
+                              found.found_by)
 
     if not found.applied:
         say("no substitution lowers the estimated cost: writing the original unchanged")
@@ -205,7 +210,9 @@ def optimize_file(options: OptimizeOptions,
                      options)
 
     clock = time.time()
-    provenance = (f"{len(found.applied)} substitutions by {options.method} under "
+    by = (options.method if found.found_by in ("", methods.parse_method(options.method)[0])
+          else f"{found.found_by} (cheaper than {options.method})")
+    provenance = (f"{len(found.applied)} substitutions by {by} under "
                   f"{cost_model.name} ({options.rules} rules)")
     optimized = model_io.to_model(user, found.graph, provenance)
     say("checking outputs in onnxruntime")
