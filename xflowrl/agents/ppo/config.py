@@ -45,7 +45,8 @@ class PPOConfig:
         costliest candidates, (delta - min) / (max - min) over the valid
         locations (0 where they are all equal): which location is the
         cheapest, whatever the scale of the differences (graph states
-        only; docs/agents.md, "The relative location cost").
+        only; docs/agents.md, "The relative location cost": tried, no
+        difference, off by default).
     """
     latent_size: int = 32
     message_passing_steps: int = 3
