@@ -26,9 +26,12 @@ all from the same initial graph under `--cost_model` (analytic/v100, what
 the policy was trained under). The target of issue 28: `policy` takes at
 most 1/10 of TASO's time on the same graph (`ratio`). Reported per graph:
 median seconds of each, the step limit's and the environment's
-observations' (locations, features) shares of `policy`, and their ratios
+observations' (locations, features) and the network's encoder's
+(`NumpyPolicy.encode`, one per step) shares of `policy`, and their ratios
 to TASO's time (`observe_ratio` is a floor under `ratio` that no faster
-network can go below: the policy needs one observation per step), the
+network can go below: the policy needs one observation per step;
+`floor_ratio`, observations and encoder together, one that neither a
+faster step limit nor leaner acting code can go below), the
 steps, the costs reached (`policy` hands over `replayed`'s cost, or
 greedy's where `found_by` says so) and the length of the prefix handed over;
 overall: medians and ranges. Before 2026-11-27 (afternoon) this
@@ -125,12 +128,13 @@ def main(argv):
     # inside `optimise` wherever they are called.
     search.greedy_walk = clock.wrap("step_limit", greedy_walk)
     GraphEnv._observe = clock.wrap("observe", GraphEnv._observe)  # pylint: disable=protected-access
+    runtime.NumpyPolicy.encode = clock.wrap("encode", runtime.NumpyPolicy.encode)
     methods.optimise(corpus.get(_names()[0]), "policy", xfers, cost)  # loads the libraries
     rows = []
     for name in _names():
         graph = corpus.get(name)
         times: Dict[str, List[float]] = {key: [] for key in (
-            "policy", "step_limit", "observe", "replayed", "taso")}
+            "policy", "step_limit", "observe", "encode", "replayed", "taso")}
         found: Dict[str, float] = {}
         for _ in range(FLAGS.rounds):
             for which in rng.permutation(["policy", "replayed", "taso"]):
@@ -149,7 +153,7 @@ def main(argv):
                 times[which].append(time.perf_counter() - start)
                 if which == "policy":
                     after = clock.seconds
-                    for label in ("step_limit", "observe"):
+                    for label in ("step_limit", "observe", "encode"):
                         times[label].append(after.get(label, 0.0) - before.get(label, 0.0))
         median = {key: statistics.median(values) for key, values in times.items()}
         taso = median["taso"]
@@ -159,6 +163,8 @@ def main(argv):
                "replayed_ratio": round(median["replayed"] / taso, 4),
                "step_limit_ratio": round(median["step_limit"] / taso, 4),
                "observe_ratio": round(median["observe"] / taso, 4),
+               "encode_ratio": round(median["encode"] / taso, 4),
+               "floor_ratio": round((median["observe"] + median["encode"]) / taso, 4),
                "speedup": round(median["replayed"] / median["policy"], 3), **found}
         print(f"{name}: policy {row['policy_s']:.3f} s ({row['step_limit_s']:.3f} s for the "
               f"step limit, {row['observe_s']:.3f} s observing, {row['policy_steps']} steps), "
@@ -195,7 +201,9 @@ def _summary(rows: List[dict]) -> dict:
             "share_at_most_tenth": sum(r["ratio"] <= 0.1 for r in rows) / len(rows),
             "replayed_share_at_most_tenth": sum(
                 r["replayed_ratio"] <= 0.1 for r in rows) / len(rows),
+            "encode_ratio": spread("encode_ratio"), "floor_ratio": spread("floor_ratio"),
             "share_observe_above_tenth": sum(r["observe_ratio"] > 0.1 for r in rows) / len(rows),
+            "share_floor_above_tenth": sum(r["floor_ratio"] > 0.1 for r in rows) / len(rows),
             "share_same_cost_as_replayed": sum(
                 abs(r["policy_ms"] - r["replayed_ms"]) <= 1e-9 * r["initial_ms"]
                 for r in rows) / len(rows),
