@@ -53,6 +53,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
+import math
 import os
 import shutil
 import sys
@@ -201,16 +202,22 @@ def _finetune_rows(generalist_dir, names, xfers, cost_model, config, seed, out_d
                                       / env.initial_cost - 1.0),
                    "cheapest_graph_ms": lowest,
                    "cheapest_graph_change": 100.0 * (lowest / env.initial_cost - 1.0)}
+            # The run's updates, then its final greedy evaluation.
+            history = result.history + [{"interactions": result.interactions + final.steps,
+                                         "greedy_cost": final.final_cost,
+                                         "greedy_lowest_cost": final.lowest_cost}]
             if label == "scratch":
                 out["scratch"] = run
                 target = min(final.final_cost, result.best_cost)
                 target_lowest = lowest
+                # When the per-graph agent itself first reached its result:
+                # how much of its run the target's tenth would have to match.
+                run["steps_to_own_result"] = evaluate.steps_to_reach(
+                    target, math.inf, 0, history)
+                run["steps_to_own_cheapest_graph"] = evaluate.steps_to_reach(
+                    target_lowest, math.inf, 0, history, evaluate.CHEAPEST_GRAPH_KEYS)
             else:
                 # When it first reached the per-graph agent's result.
-                last = {"interactions": result.interactions + final.steps,
-                        "greedy_cost": final.final_cost,
-                        "greedy_lowest_cost": final.lowest_cost}
-                history = result.history + [last]
                 run["steps_to_reach"] = evaluate.steps_to_reach(
                     target, zero_shot.final_cost, zero_shot.steps, history)
                 run["steps_to_reach_cheapest_graph"] = evaluate.steps_to_reach(

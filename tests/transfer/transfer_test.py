@@ -152,6 +152,31 @@ class ReportTest(absltest.TestCase):
                       "(median over 3 rounds of all seeds) | +30.0 / +3.0 |", text)
         self.assertNotIn("per-round", report.markdown([self._result(0, 0.8)]))
 
+    def test_fine_tuning_pairs_and_when_scratch_reached_its_own_result(self):
+        def tuned(steps, cheapest_steps):
+            return {"episodes": 3, "interactions": 30, "change": -9.0,
+                    "cheapest_graph_change": -9.5, "steps_to_reach": steps,
+                    "steps_to_reach_cheapest_graph": cheapest_steps}
+
+        scratch = {"episodes": 30, "interactions": 400, "change": -10.0,
+                   "cheapest_graph_change": -10.0, "steps_to_own_result": 250,
+                   "steps_to_own_cheapest_graph": 200}
+        results = []
+        for seed, (steps, cheapest) in enumerate(((40, 30), (None, 41))):
+            result = self._result(seed, 0.8)
+            result["finetune"] = [{"graph": "g", "scratch": scratch,
+                                   "finetuned": [tuned(steps, cheapest)]}]
+            results.append(result)
+        text = report.markdown(results)
+        self.assertIn("within 10% of its real steps in 1 of 2 (graph, seed) pairs, counting "
+                      "final graphs", text)
+        self.assertIn("in 1 of 2 (graph, seed) pairs, counting the cheapest graphs", text)
+        self.assertIn("after this share of their real steps, per seed: g 0: 0.62 (250), "
+                      "1: 0.62 (250).", text)
+        # Runs from before the field: no such line.
+        del scratch["steps_to_own_result"]
+        self.assertNotIn("share of their real steps", report.markdown(results))
+
 
 if __name__ == "__main__":
     absltest.main()

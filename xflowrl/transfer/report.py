@@ -174,4 +174,25 @@ def markdown(results: Sequence[dict], model_based: Sequence[dict] = ()) -> str:
                 lines += ["", f"Fine-tuning reached the per-graph agent's result within 10% of "
                               f"its real steps in {sum(reach[key])} of {len(reach[key])} "
                               f"(graph, seed) pairs, counting {how}."]
+        lines += _own_result_lines(results)
     return "\n".join(lines)
+
+
+def _own_result_lines(results: Sequence[dict]) -> List[str]:
+    """When the per-graph agents from scratch first reached their own result,
+    as a fraction of their steps, per graph over seeds (runs since
+    2026-11-27 afternoon record it): the share of its run that the target's
+    tenth asks fine-tuning to beat."""
+    fractions: Dict[str, List[str]] = {}
+    for result in results:
+        for row in result.get("finetune", []):
+            s = row["scratch"]
+            if "steps_to_own_result" not in s:
+                continue
+            fractions.setdefault(row["graph"], []).append(
+                f"{result['seed']}: {_fraction(s['steps_to_own_result'], s['interactions'])}")
+    if not fractions:
+        return []
+    return ["", "From scratch, the per-graph agents first reached their own result (final "
+                "graphs) after this share of their real steps, per seed: " + "; ".join(
+                    f"{graph} {', '.join(values)}" for graph, values in fractions.items()) + "."]
