@@ -38,7 +38,13 @@ class OptimiseTest(absltest.TestCase):
             env = _env(graph, limit)
             episode = runtime.greedy_episode(load_numpy_policy(shipped_policy(), env), env)
             cost, prefix = cheapest_prefix(env, episode.applied)
-            result = methods.optimise(graph, "policy", _XFERS, _V100)
+            lines = []
+            result = methods.optimise(graph, "policy", _XFERS, _V100, progress=lines.append)
+            # A progress line for every step but the last, in order.
+            steps = [line for line in lines if line.startswith("policy: step ")]
+            self.assertEqual([int(line.split()[2]) for line in steps],
+                             list(range(1, episode.steps)), name)
+            self.assertIn(f"of at most {limit}, cost ", steps[0])
             if greedy.final_cost < cost - CHEAPER:
                 want = ("greedy", greedy.applied, greedy.final_cost)
             else:

@@ -132,7 +132,7 @@ def optimise(graph: Graph, method: str, xfers: XferSet, cost_model: CostModel, *
             env = make_environment(graph, xfers, cost_model, budget)
         else:
             env, walk = _equal_budget_environment(graph, xfers, cost_model)
-        best, applied = _policy(env, arg, seed)
+        best, applied = _policy(env, arg, seed, progress)
     else:
         env, walk = _equal_budget_environment(graph, xfers, cost_model)
         with _workdir(workdir) as folder:
@@ -212,7 +212,8 @@ def _taso(graph: Graph, xfers: XferSet, cost_model: CostModel, budget: int,
     return result.graph, list(result.applied)
 
 
-def _policy(env: GraphEnv, folder: str, seed: int) -> Tuple[Graph, List[Tuple[str, int]]]:
+def _policy(env: GraphEnv, folder: str, seed: int,
+            progress: Progress) -> Tuple[Graph, List[Tuple[str, int]]]:
     """A trained policy's greedy episode in `env` (its step limit: by default
     the budget the policy was trained with, `_equal_budget_environment`);
     the cheapest graph it passed through and the shortest prefix that
@@ -220,12 +221,19 @@ def _policy(env: GraphEnv, folder: str, seed: int) -> Tuple[Graph, List[Tuple[st
     `GraphEnv.cheapest`: no replay). A policy folder with `policy.npz` (the
     shipped one, any saved since 2026-11-27) acts in NumPy
     (`xflowrl.transfer.runtime`: the same greedy choices, no TensorFlow to
-    import); others load the network (`xflowrl.transfer.load_policy`)."""
+    import; a progress line per step); others load the network
+    (`xflowrl.transfer.load_policy`)."""
     from xflowrl.transfer import policy  # pylint: disable=import-outside-toplevel
     try:
         if policy.has_arrays(folder):
             from xflowrl.transfer import runtime  # pylint: disable=import-outside-toplevel
-            runtime.greedy_episode(policy.load_numpy_policy(folder, env), env)
+            limit = env.config.max_steps
+
+            def on_step(steps: int, cost: float) -> None:
+                progress(f"policy: step {steps} of at most {limit}, cost {cost:.4f} ms "
+                         f"({100 * (cost / env.initial_cost - 1):+.2f}%)")
+
+            runtime.greedy_episode(policy.load_numpy_policy(folder, env), env, on_step)
         else:
             agent = policy.load_policy(folder, env, seed=seed)
             agent.run_episode(env, greedy=True, learn=False)

@@ -31,7 +31,7 @@ float32, as the network's weights are.
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Mapping, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 import threadpoolctl
@@ -331,14 +331,27 @@ def _masked_argmax(logits: np.ndarray, mask: np.ndarray) -> int:
     return int(np.argmax(np.where(mask, logits, -np.inf)))
 
 
-def greedy_episode(policy: NumpyPolicy, env) -> Episode:
+def greedy_episode(policy: NumpyPolicy, env,
+                   on_step: Optional[Callable[[int, float], None]] = None) -> Episode:
     """Plays `policy`'s greedy episode in `env`; its `Episode`.
 
     BLAS runs on one thread meanwhile: the products are a few hundred rows
     by 32 columns, too small to share out, and on this project's two-core
-    machine OpenBLAS' threads slowed the episodes down."""
+    machine OpenBLAS' threads slowed the episodes down.
+
+    Args:
+      on_step: called before each action after the first with the steps
+        taken so far and the current cost (ms) (`env.steps`, `env.cost`:
+        a real environment's), e.g. for a progress line.
+    """
+    act = policy.act
+    if on_step is not None:
+        def act(observation: Observation) -> Action:
+            if env.steps:
+                on_step(env.steps, env.cost)
+            return policy.act(observation)
     with _blas().limit(limits=1):
-        return run_episode(env, policy.act)
+        return run_episode(env, act)
 
 
 _BLAS: List[threadpoolctl.ThreadpoolController] = []
