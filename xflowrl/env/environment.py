@@ -305,7 +305,7 @@ class GraphEnv(Environment):
         summary[active, 0] = np.log1p(counts)
         if self.config.cost_features == "full":
             delta, low, mean = candidate_deltas(locs, self.cost_model, self.cost,
-                                                self.initial_cost, location_mask[active])
+                                                self.initial_cost, active, location_mask[active])
             cost_delta[:] = delta
             summary[active, 1] = low
             summary[active, 2] = mean
@@ -330,21 +330,18 @@ def _node_of(guids: np.ndarray) -> np.ndarray:
 
 
 def candidate_deltas(locs: Locations, cost_model: CostModel, cost: float, initial_cost: float,
-                     valid: Optional[np.ndarray] = None
+                     active: np.ndarray, valid: np.ndarray
                      ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The candidates' cost changes of `locs` (rows: `locs.active_xfers()`)
-    as an observation carries them (`LocationFeatures.cost_delta`, float32,
-    in percent of `initial_cost`, 0 at missing locations), with each row's
-    min and mean (float64). What one-step greedy reads, whether from an
+    """The candidates' cost changes of `locs` (rows: `active`) as an
+    observation carries them (`LocationFeatures.cost_delta`, float32, in
+    percent of `initial_cost`, 0 at missing locations), with each row's min
+    and mean (float64). What one-step greedy reads, whether from an
     observation (`GreedyAgent`) or from `locs` alone (`greedy_walk`).
 
     Args:
-      valid: [A, L] bool, the active rows of `locs.location_mask()` (computed
-        when not given).
+      active: `locs.active_xfers()`.
+      valid: [A, L] bool, those rows of `locs.location_mask()`.
     """
-    active = locs.active_xfers()
-    if valid is None:
-        valid = locs.location_mask()[active]
     delta, low, mean = _delta_stats(locs.active_costs(cost_model), valid,
                                     locs.count_array[active], cost, initial_cost)
     return delta.astype(np.float32), low, mean

@@ -65,7 +65,7 @@ class MethodResult:
     cost: float
     applied: List[Tuple[str, int]]
     seconds: float
-    found_by: str = ""
+    found_by: str
 
 
 def parse_method(method: str) -> Tuple[str, str]:

@@ -128,7 +128,7 @@ class OptimizeReport:
     ops: dict
     fixed_inputs: Dict[str, List[int]]
     seconds: Dict[str, float]
-    found_by: str = ""
+    found_by: str
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, default=float)
@@ -210,8 +210,8 @@ def optimize_file(options: OptimizeOptions,
                      options)
 
     clock = time.time()
-    by = (options.method if found.found_by in ("", methods.parse_method(options.method)[0])
-          else f"{found.found_by} (cheaper than {options.method})")
+    by = (f"greedy (cheaper than {options.method})"
+          if found.found_by == "greedy" and options.method != "greedy" else options.method)
     provenance = (f"{len(found.applied)} substitutions by {by} under "
                   f"{cost_model.name} ({options.rules} rules)")
     optimized = model_io.to_model(user, found.graph, provenance)

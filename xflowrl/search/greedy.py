@@ -113,7 +113,7 @@ def greedy_walk(env: GraphEnv, min_improvement: float = 1e-9, max_steps: int = N
         if len(active) == 0:
             break
         valid = locs.location_mask()[active]
-        delta = candidate_deltas(locs, env.cost_model, cost, env.initial_cost, valid)[0]
+        delta = candidate_deltas(locs, env.cost_model, cost, env.initial_cost, active, valid)[0]
         choice = _cheapest(np.where(valid, delta, np.inf), min_improvement)
         if choice is None:
             break

@@ -292,9 +292,8 @@ def relative_cost(cost_delta: np.ndarray) -> np.ndarray:
     """Where each of one xfer's valid candidates lies between the cheapest
     and the costliest, (delta - min) / (max - min), 0 where all are equal:
     `PPOConfig.relative_location_cost`, as the network computes it
-    (`xflowrl.agents.ppo.networks.relative_cost`), float32."""
-    if len(cost_delta) == 0:
-        return cost_delta
+    (`xflowrl.agents.ppo.networks.relative_cost`), float32; at least one
+    candidate."""
     low = cost_delta.min()
     spread = cost_delta.max() - low
     if spread <= 0:
@@ -306,16 +305,14 @@ class _SegmentSum:
     """Sums of edge rows per receiving node, as graph_nets'
     `received_edges_to_nodes_aggregator` (an unsorted segment sum): the
     edges sorted by receiver once per graph, then one `np.add.reduceat`
-    per sum. A dense [nodes, edges] incidence product did the same with
-    a matrix of hundreds of thousands of entries, most of the encoder's
-    time on the larger graphs."""
+    per sum, where a dense [nodes, edges] incidence product would build a
+    matrix of hundreds of thousands of entries on the larger graphs."""
 
     def __init__(self, receivers: np.ndarray, num_nodes: int):
         self._order = np.argsort(receivers, kind="stable")
         ordered = receivers[self._order]
-        starts = np.flatnonzero(np.diff(ordered, prepend=-1)) if len(ordered) else ordered
-        self._starts = starts
-        self._targets = ordered[starts]
+        self._starts = np.flatnonzero(np.diff(ordered, prepend=-1))
+        self._targets = ordered[self._starts]
         self._num_nodes = num_nodes
 
     def __call__(self, edges: np.ndarray) -> np.ndarray:
