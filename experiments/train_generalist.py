@@ -78,7 +78,7 @@ from xflowrl.runs import cost_model_from_spec, save_result, write_json
 from xflowrl.search import greedy_search, with_equal_step_limit
 from xflowrl.transfer import PolicyInfo, evaluate, load_policy, measured, report, save_policy
 from xflowrl.transfer.distribution import training_env
-from xflowrl.transfer.policy import SHIPPED, current_commit
+from xflowrl.transfer.policy import SHIPPED, current_commit, has_arrays, load_numpy_policy
 from xflowrl.world_model import DreamConfig, ModelBasedAgent
 from xflowrl.world_model.config import controller_ppo_config
 
@@ -216,6 +216,13 @@ def _finetune_rows(generalist_dir, names, xfers, cost_model, config, seed, out_d
                     target, math.inf, 0, history)
                 run["steps_to_own_cheapest_graph"] = evaluate.steps_to_reach(
                     target_lowest, math.inf, 0, history, evaluate.CHEAPEST_GRAPH_KEYS)
+                # How likely the generalist's sampling is to follow the route
+                # to that result, which fine-tuning from it has to find.
+                route = _route_under(generalist_dir, env, final.applied
+                                     if final.final_cost <= result.best_cost
+                                     else result.best_sequence)
+                if route is not None:
+                    run["generalist_route"] = route
             else:
                 # When it first reached the per-graph agent's result.
                 run["steps_to_reach"] = evaluate.steps_to_reach(
@@ -226,6 +233,14 @@ def _finetune_rows(generalist_dir, names, xfers, cost_model, config, seed, out_d
                 out["finetuned"].append(run)
         rows.append(out)
     return rows
+
+
+def _route_under(generalist_dir, env, applied):
+    """`evaluate.route_against` under the generalist of `generalist_dir`;
+    None for one saved without its NumPy arrays (before 2026-11-27)."""
+    if not has_arrays(generalist_dir):
+        return None
+    return evaluate.route_against(load_numpy_policy(generalist_dir, env), env, applied)
 
 
 def _trace(agent, names, xfers, cost_model, config) -> None:

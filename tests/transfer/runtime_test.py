@@ -24,8 +24,9 @@ from xflowrl.embedding import features
 from xflowrl.engine import XferSet
 from xflowrl.engine.cost import GPU_COST_SPEC
 from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.env.replay import cheapest_prefix
 from xflowrl.runs import cost_model_from_spec
-from xflowrl.transfer import load_policy, policy, runtime, shipped_policy
+from xflowrl.transfer import evaluate, load_policy, policy, runtime, shipped_policy
 
 GRAPHS = ("resnet/d32w16", "nasnet/s1n2w16", "bert/l6h128a8s64", "inception/a1c1w16")
 STEPS = 12
@@ -136,6 +137,74 @@ class ShippedPolicyParityTest(ParityMixin, absltest.TestCase):
         self.assertEqual(arrays["location_scorer/0/w"].shape[0], 16 + 2 + 16 + 16)
         self.assertGreater(self.check_parity(agent, self.env_of,
                                              ("nasnet/s1n2w16", "resnet/d32w16")), STEPS)
+
+
+class LogProbsTest(absltest.TestCase):
+    """`NumpyPolicy.log_probs` and `evaluate.route_log_probs` against the
+    log-probabilities the TensorFlow actor records for the actions it samples."""
+
+    def test_a_sampled_episode_has_the_log_probs_the_actor_recorded(self):
+        xfers, cost = XferSet.default(), cost_model_from_spec(GPU_COST_SPEC)
+        checked, off_greedy = 0, 0
+        for name in ("nasnet/s1n2w16", "bert/l6h128a8s64"):
+            env = _env(name, xfers, cost)
+            agent = load_policy(shipped_policy(), env, seed=3)
+            numpy_policy = runtime.NumpyPolicy(runtime.network_arrays(agent.network))
+            obs, done, sampled, applied = env.reset(), False, [], []
+            while not done:
+                action = agent.actor.act(obs, greedy=False)
+                x, location = action.xfer, action.location
+                got = numpy_policy.log_probs(obs, (x, location))
+                np.testing.assert_allclose(got[:2], (action.xfer_log_prob,
+                                                     action.location_log_prob),
+                                           atol=TOLERANCE, err_msg=name)
+                self.assertEqual(got[2], numpy_policy.act(obs) == (x, location))
+                off_greedy += not got[2]
+                sampled.append(action)
+                obs, _, done, info = env.step((x, location))
+                self.assertFalse(info["invalid"])  # real masks: only valid actions
+                if x != len(xfers):
+                    applied.append((xfers.names[x], location))
+            # The route through the same substitutions, replayed.
+            route = evaluate.route_log_probs(numpy_policy, env, applied)
+            self.assertEqual([(s.xfer, s.location) for s in route], applied)
+            kept = [a for a in sampled if a.xfer != len(xfers)]
+            np.testing.assert_allclose([s.xfer_log_prob for s in route],
+                                       [a.xfer_log_prob for a in kept], atol=TOLERANCE)
+            np.testing.assert_allclose([s.location_log_prob for s in route],
+                                       [a.location_log_prob for a in kept], atol=TOLERANCE)
+            self.assertAlmostEqual(route[-1].cost_ms, env.cost)
+            checked += len(route)
+            # Summed up over the route to its cheapest graph.
+            summary = evaluate.route_against(numpy_policy, env, applied)
+            prefix = cheapest_prefix(env, applied)[1]
+            own = {x for x, _ in runtime.greedy_episode(numpy_policy, env).applied}
+            self.assertEqual(summary["steps"], len(prefix))
+            self.assertAlmostEqual(summary["log_prob"], sum(
+                s.xfer_log_prob + s.location_log_prob for s in route[:len(prefix)]), places=4)
+            self.assertEqual([x for x, _ in summary["new_xfers"]],
+                             [x for x, _ in prefix if x not in own])
+            mine = evaluate.route_against(
+                numpy_policy, env, runtime.greedy_episode(numpy_policy, env).applied)
+            self.assertEqual((mine["off_greedy"], mine["new_xfers"]), (0, []))
+            self.assertGreater(mine["steps"], 0)
+        self.assertGreater(checked, 10)
+        self.assertGreater(off_greedy, 0)  # the flag was seen both ways
+
+    def test_refuses_masked_actions(self):
+        xfers, cost = XferSet.default(), cost_model_from_spec(GPU_COST_SPEC)
+        env = _env("nasnet/s1n2w16", xfers, cost)
+        numpy_policy = runtime.NumpyPolicy.load(shipped_policy())
+        obs = env.reset()
+        masked = int(np.flatnonzero(~obs.xfer_mask)[0])
+        with self.assertRaisesRegex(ValueError, "masked out"):
+            numpy_policy.log_probs(obs, (masked, 0))
+        x = int(np.flatnonzero(obs.xfer_mask[:-1])[0])
+        beyond = int(obs.location_mask[x].sum())
+        with self.assertRaisesRegex(ValueError, "masked out"):
+            numpy_policy.log_probs(obs, (x, beyond))
+        with self.assertRaisesRegex(ValueError, "unknown xfer"):
+            evaluate.route_log_probs(numpy_policy, env, [("no_such_rule", 0)])
 
 
 class RelativeCostTest(absltest.TestCase):

@@ -176,6 +176,18 @@ class ReportTest(absltest.TestCase):
         # Runs from before the field: no such line.
         del scratch["steps_to_own_result"]
         self.assertNotIn("share of their real steps", report.markdown(results))
+        self.assertNotIn("route", report.markdown(results))
+        scratch["generalist_route"] = {"steps": 9, "log_prob": -19.81, "off_greedy": 4,
+                                       "new_xfers": [["a", -4.49], ["b", -2.17],
+                                                     ["a", -0.04]]}
+        text = report.markdown(results)
+        self.assertIn("natural log-probabilities of taking exactly those steps: g (0): 9 steps, "
+                      "4 of them not its greedy action, log-probability -19.8; 3 with xfers its "
+                      "own greedy episode never applies, log-probability -6.7 (a x2 (-4.5 to -0.0), "
+                      "b -2.2); g (1): 9 steps", text)
+        scratch["generalist_route"]["new_xfers"] = []
+        self.assertIn("-19.8; 0 with xfers its own greedy episode never applies; g (1)",
+                      report.markdown(results))
 
 
 if __name__ == "__main__":

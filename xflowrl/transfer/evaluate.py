@@ -10,13 +10,22 @@ policy's cheapest graph on the way, the baselines' costs, and the time
 each took to optimise the graph. `summary(rows)` says how the policy
 compares: the share of graphs within 2 points of greedy, above the initial
 cost, better than greedy.
+
+`route_log_probs(policy, env, applied)` says how likely a policy's
+sampling is to follow a given substitution sequence, step by step;
+`route_against(policy, env, applied)` sums that up for the route to the
+cheapest graph of a sequence, e.g. the per-graph agent's result, which
+fine-tuning from the generalist has to find
+(`experiments/train_generalist.py --finetune`): the rewrites of the route
+that the policy's own greedy episode never applies are where its sampling
+must leave its habits.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from xflowrl.engine import CostModel, Graph, XferSet
 from xflowrl.engine.xfers import TASO_BUDGET
@@ -157,3 +166,60 @@ def steps_to_reach(target: float, zero_shot_cost: float, zero_shot_steps: int,
         if any(reached(c) for c in costs):
             return zero_shot_steps + int(row["interactions"])
     return None
+
+
+class RouteStep(NamedTuple):
+    """One step of a route under a policy (`route_log_probs`)."""
+    xfer: str
+    location: int
+    xfer_log_prob: float
+    location_log_prob: float  # given the xfer; 0 for an xfer without locations
+    greedy: bool              # the policy's greedy action at that state
+    cost_ms: float            # the graph's cost after the step
+
+
+def route_log_probs(policy, env: GraphEnv,
+                    applied: Sequence[Tuple[str, int]]) -> List[RouteStep]:
+    """Each step of `applied` (xfer names, locations, from `env`'s initial
+    graph) under `policy` (a `runtime.NumpyPolicy`): the log-probabilities
+    with which its sampling takes that xfer and that location, and whether
+    it is its greedy action. Their sum over the route is the log-probability
+    of one sampled episode following it.
+
+    Raises:
+      ValueError: an unknown xfer, or a step `env` rejects.
+    """
+    index = {name: x for x, name in enumerate(env.xfers.names)}
+    observation = env.reset()
+    steps = []
+    for name, location in applied:
+        if name not in index:
+            raise ValueError(f"route: unknown xfer {name!r}")
+        action = (index[name], int(location))
+        xfer_lp, location_lp, greedy = policy.log_probs(observation, action)
+        observation, _, _, info = env.step(action)
+        if info["invalid"]:
+            raise ValueError(f"route: step ({name}, {location}) is invalid: {info['invalid']}")
+        steps.append(RouteStep(name, int(location), xfer_lp, location_lp, greedy, env.cost))
+    return steps
+
+
+def route_against(policy, env: GraphEnv, applied: Sequence[Tuple[str, int]]) -> dict:
+    """`route_log_probs` of the shortest prefix of `applied` that reaches
+    its cheapest graph (`cheapest_prefix`), summed up: its steps, the
+    natural log-probability of a sampled episode taking exactly them, how
+    many are not `policy`'s greedy action, and the steps whose xfer
+    `policy`'s own greedy episode (`runtime.greedy_episode`) never applies,
+    with their log-probabilities. Orders differ freely between routes to one
+    graph (the same rewrites at other places first), so the total is that
+    of this route, not of reaching its graph; the steps with xfers of its
+    own are the ones no reordering of the policy's greedy episode contains."""
+    from xflowrl.transfer import runtime  # pylint: disable=import-outside-toplevel
+    _, prefix = cheapest_prefix(env, applied)
+    steps = route_log_probs(policy, env, prefix)
+    own = {name for name, _ in runtime.greedy_episode(policy, env).applied}
+    per_step = [s.xfer_log_prob + s.location_log_prob for s in steps]
+    return {"steps": len(steps), "log_prob": float(sum(per_step)),
+            "off_greedy": sum(not s.greedy for s in steps),
+            "new_xfers": [[s.xfer, p] for s, p in zip(steps, per_step) if s.xfer not in own],
+            "route": [list(s) for s in steps]}

@@ -175,6 +175,7 @@ def markdown(results: Sequence[dict], model_based: Sequence[dict] = ()) -> str:
                               f"its real steps in {sum(reach[key])} of {len(reach[key])} "
                               f"(graph, seed) pairs, counting {how}."]
         lines += _own_result_lines(results)
+        lines += _route_lines(results)
     return "\n".join(lines)
 
 
@@ -196,3 +197,39 @@ def _own_result_lines(results: Sequence[dict]) -> List[str]:
     return ["", "From scratch, the per-graph agents first reached their own result (final "
                 "graphs) after this share of their real steps, per seed: " + "; ".join(
                     f"{graph} {', '.join(values)}" for graph, values in fractions.items()) + "."]
+
+
+def _route_lines(results: Sequence[dict]) -> List[str]:
+    """How likely the generalist's sampling is to follow the route of each
+    per-graph agent's result, and which of its steps use xfers the
+    generalist's greedy episode never applies (runs since 2026-11-27
+    evening record it, `evaluate.route_against`): fine-tuning starts from
+    that sampling."""
+    routes = []
+    for result in results:
+        for row in result.get("finetune", []):
+            route = row["scratch"].get("generalist_route")
+            if route is not None:
+                new = route["new_xfers"]
+                routes.append(
+                    f"{row['graph']} ({result['seed']}): {route['steps']} steps, "
+                    f"{route['off_greedy']} of them not its greedy action, log-probability "
+                    f"{route['log_prob']:.1f}; {len(new)} with xfers its own greedy episode "
+                    f"never applies" + (
+                        f", log-probability {sum(p for _, p in new):.1f} ("
+                        + _grouped(new) + ")" if new else ""))
+    if not routes:
+        return []
+    return ["", "The per-graph agent's route to its result (the shortest prefix reaching its "
+                "cheapest graph) under the generalist's sampling, natural log-probabilities "
+                "of taking exactly those steps: " + "; ".join(routes) + "."]
+
+
+def _grouped(steps: Sequence[Sequence]) -> str:
+    """(xfer, log-probability) steps grouped by xfer in order of first use:
+    "a -4.5, b x3 (-5.6 to -4.9)"."""
+    by_xfer: Dict[str, List[float]] = {}
+    for xfer, log_prob in steps:
+        by_xfer.setdefault(xfer, []).append(log_prob)
+    return ", ".join(f"{x} {p[0]:.1f}" if len(p) == 1 else
+                     f"{x} x{len(p)} ({min(p):.1f} to {max(p):.1f})" for x, p in by_xfer.items())

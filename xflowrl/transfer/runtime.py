@@ -272,6 +272,37 @@ class NumpyPolicy:
 
     def act(self, observation: Observation) -> Action:
         """The greedy (xfer, location) of a real-environment observation."""
+        return self._choose(observation)[0]
+
+    def log_probs(self, observation: Observation, action: Action) -> Tuple[float, float, bool]:
+        """How likely the sampling policy (the network's masked softmaxes,
+        `xflowrl.agents.ppo.acting`) is to take `action` at `observation`:
+        the log-probability of its xfer, that of its location given the
+        xfer (0 for NO-OP or an xfer without locations, as the actor records
+        it), and whether it is the greedy action.
+
+        Raises:
+          ValueError: `action` is masked out.
+        """
+        xfer, location = (int(a) for a in action)
+        greedy, nodes, graph_embedding, logits = self._choose(observation)
+        if not observation.xfer_mask[xfer]:
+            raise ValueError(f"xfer {xfer} is masked out")
+        mask = observation.location_mask[xfer]
+        location_log_p = 0.0
+        if xfer != self.num_xfers and mask.any():
+            if not mask[location]:
+                raise ValueError(f"location {location} of xfer {xfer} is masked out")
+            locations = observation.location_features()
+            location_log_p = float(_masked_log_softmax(self.location_logits(
+                nodes, graph_embedding, xfer, locations.nodes_of(xfer),
+                locations.cost_delta_of(xfer), mask), mask)[location])
+        return (float(_masked_log_softmax(logits, observation.xfer_mask)[xfer]), location_log_p,
+                greedy == (xfer, location))
+
+    def _choose(self, observation: Observation
+                ) -> Tuple[Action, np.ndarray, np.ndarray, np.ndarray]:
+        """The greedy action, the node and graph embeddings and the xfer logits."""
         locations = observation.location_features()
         if len(observation.xfer_mask) != self.num_xfers + 1:
             raise ValueError(f"the policy has {self.num_xfers} xfers, the environment "
@@ -281,11 +312,12 @@ class NumpyPolicy:
         xfer = int(_masked_argmax(logits, observation.xfer_mask))
         mask = observation.location_mask[xfer]
         if xfer == self.num_xfers or not mask.any():
-            return xfer, 0
+            return (xfer, 0), nodes, graph_embedding, logits
         location_logits = self.location_logits(nodes, graph_embedding, xfer,
                                                 locations.nodes_of(xfer),
                                                 locations.cost_delta_of(xfer), mask)
-        return xfer, int(_masked_argmax(location_logits, mask))
+        return ((xfer, int(_masked_argmax(location_logits, mask))), nodes, graph_embedding,
+                logits)
 
 
 def relative_cost(cost_delta: np.ndarray) -> np.ndarray:
@@ -326,6 +358,13 @@ def _masked_argmax(logits: np.ndarray, mask: np.ndarray) -> int:
     """The first index of the largest unmasked logit (as `tf.argmax` of
     the masked log-softmax)."""
     return int(np.argmax(np.where(mask, logits, -np.inf)))
+
+
+def _masked_log_softmax(logits: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Log-probabilities over the unmasked entries (-inf elsewhere), in
+    float64."""
+    masked = np.where(mask, logits.astype(np.float64), -np.inf)
+    return masked - np.logaddexp.reduce(masked[mask])
 
 
 def greedy_episode(policy: NumpyPolicy, env,
