@@ -34,7 +34,11 @@ network can go below: the policy needs one observation per step;
 faster step limit nor leaner acting code can go below), the
 steps, the costs reached (`policy` hands over `replayed`'s cost, or
 greedy's where `found_by` says so) and the length of the prefix handed over;
-overall: medians and ranges. Before 2026-11-27 (afternoon) this
+overall: medians and ranges. `step_in_expansions` is the command's time
+per step of the policy's episode in TASO's time per expansion (so `ratio`
+= step_in_expansions x steps / expansions): at a few expansions a step,
+the tenth holds only for episodes of a few dozen steps at most
+(`most_steps_at_most_tenth`, `fewest_steps_above_tenth`). Before 2026-11-27 (afternoon) this
 benchmark timed the step limit and the episode without the replays
 (`episode_*` keys) and the TensorFlow network beside the NumPy runtime
 (`tf_*`: docs/data/policy_bench_2026-11-27_numpy.json).
@@ -166,6 +170,11 @@ def main(argv):
                "encode_ratio": round(median["encode"] / taso, 4),
                "floor_ratio": round((median["observe"] + median["encode"]) / taso, 4),
                "speedup": round(median["replayed"] / median["policy"], 3), **found}
+        # The command's seconds per step of the policy's episode, in TASO's
+        # seconds per expansion: `ratio` is this times steps / expansions.
+        row["step_in_expansions"] = round(
+            (median["policy"] / max(row["policy_steps"], 1))
+            / (taso / max(row["taso_expansions"], 1)), 3)
         print(f"{name}: policy {row['policy_s']:.3f} s ({row['step_limit_s']:.3f} s for the "
               f"step limit, {row['observe_s']:.3f} s observing, {row['policy_steps']} steps), "
               f"replayed {row['replayed_s']:.3f} s, TASO {taso:.3f} s, ratio {row['ratio']:.3f}",
@@ -207,7 +216,12 @@ def _summary(rows: List[dict]) -> dict:
             "share_same_cost_as_replayed": sum(
                 abs(r["policy_ms"] - r["replayed_ms"]) <= 1e-9 * r["initial_ms"]
                 for r in rows) / len(rows),
-            "share_found_by_greedy": sum(r["found_by"] == "greedy" for r in rows) / len(rows)}
+            "share_found_by_greedy": sum(r["found_by"] == "greedy" for r in rows) / len(rows),
+            "step_in_expansions": spread("step_in_expansions"),
+            "most_steps_at_most_tenth": max(
+                (r["policy_steps"] for r in rows if r["ratio"] <= 0.1), default=None),
+            "fewest_steps_above_tenth": min(
+                (r["policy_steps"] for r in rows if r["ratio"] > 0.1), default=None)}
 
 
 def _cli_times(rng: np.random.Generator) -> dict:
