@@ -274,6 +274,14 @@ class NumpyPolicy:
         """The greedy (xfer, location) of a real-environment observation."""
         return self._choose(observation)[0]
 
+    def run_episode(self, env, greedy: bool = True, learn: bool = False) -> Episode:
+        """`greedy_episode(self, env)`, in the call a `PPOAgent` answers, so
+        that `xflowrl.transfer.evaluate` can evaluate the NumPy policy; it
+        only acts greedily and never learns (ValueError otherwise)."""
+        if not greedy or learn:
+            raise ValueError("a NumpyPolicy only plays greedy episodes and does not learn")
+        return greedy_episode(self, env)
+
     def log_probs(self, observation: Observation, action: Action) -> Tuple[float, float, bool]:
         """How likely the sampling policy (the network's masked softmaxes,
         `xflowrl.agents.ppo.acting`) is to take `action` at `observation`:

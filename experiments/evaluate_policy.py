@@ -1,0 +1,120 @@
+"""A trained policy, zero-shot, on graphs of your choice: beside one-step
+greedy, TASO's search and a random agent, estimated and measured.
+
+    python experiments/evaluate_policy.py                        # the shipped policy on the zoo's models
+    python experiments/evaluate_policy.py --graphs=held_out      # ... on the corpus' held-out graphs
+    python experiments/evaluate_policy.py --policy=DIR --graphs=bert,inception/a1c1w16
+    python experiments/evaluate_policy.py --nomeasure            # estimated changes only
+
+The generalist's own evaluation (`experiments/train_generalist.py`) plays
+the corpus' held-out graphs, each small enough to train on; this plays a
+policy folder (default: the shipped generalist, `xflowrl.transfer.
+shipped_policy()`) on any graphs: the zoo's models at their published
+sizes (`zoo`, the default, or zoo names), a corpus split (`held_out`,
+`train`) or corpus names. The policy acts as `xflowrl optimize
+--method=policy` has it act (its greedy episode, in NumPy where the
+folder has `policy.npz`, for at least 1.5 x one-step greedy's steps) and
+is credited with the cheapest graph it passes through; unlike the
+command, this does not hand over greedy's graph where that is cheaper:
+the table compares the policy itself with greedy (`xflowrl.transfer.
+evaluate`: TASO's search at --taso_budget, the random agent's mean over
+--random_episodes). With --measure (the default) every graph's initial,
+greedy and policy variants are also timed end to end in onnxruntime
+(one thread, CPU time, random weights, interleaved rounds;
+`xflowrl.transfer.measured`), beside the estimated changes.
+
+Writes --out (default results/evaluate_policy/<cost model>.json, and the
+tables as .md beside it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+
+from absl import app, flags
+
+from xflowrl import corpus, zoo
+from xflowrl.engine import XferSet
+from xflowrl.engine.cost import GPU_COST_SPEC
+from xflowrl.engine.xfers import TASO_BUDGET
+from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.runs import cost_model_from_spec, write_json
+from xflowrl.transfer import evaluate, load_policy, measured, shipped_policy
+from xflowrl.transfer.policy import has_arrays, load_numpy_policy, read_info
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("policy", "", "Policy folder (default: the shipped generalist).")
+flags.DEFINE_list("graphs", ["zoo"], "zoo, held_out, train, or zoo / corpus graph names.")
+flags.DEFINE_string("cost_model", GPU_COST_SPEC, "Cost model (the policy's training one).")
+flags.DEFINE_integer("taso_budget", TASO_BUDGET, "TASO's budget.")
+flags.DEFINE_integer("random_episodes", 5, "Random-agent episodes per graph.")
+flags.DEFINE_integer("seed", 0, "Seed of the random agent and of the measured weights.")
+flags.DEFINE_bool("measure", True, "Also time the graphs end to end in onnxruntime.")
+flags.DEFINE_integer("measure_rounds", 5, "Interleaved timing rounds of --measure.")
+flags.DEFINE_string("out", "", "JSON to write (default results/evaluate_policy/<cost model>.json).")
+
+
+def graph_sources(items):
+    """name -> builder for `--graphs` items: "zoo" (every zoo model), a
+    corpus split, or zoo / corpus graph names. ValueError for an unknown one."""
+    out = {}
+    for item in items:
+        if item == "zoo":
+            out.update({name: (lambda n=name: zoo.get_graph(n)) for name in zoo.GRAPHS})
+        elif item in ("held_out", "train"):
+            out.update({s.name: s.build for s in corpus.specs(item)})
+        elif item in zoo.GRAPHS:
+            out[item] = lambda n=item: zoo.get_graph(n)
+        elif item in corpus.CORPUS.names("all"):
+            out[item] = lambda n=item: corpus.get(n)
+        else:
+            raise ValueError(f"--graphs: {item!r} is neither 'zoo', a corpus split, a zoo "
+                             f"model ({', '.join(zoo.GRAPHS)}) nor a corpus graph")
+    return out
+
+
+def main(argv):
+    del argv
+    folder = FLAGS.policy or shipped_policy()
+    if read_info(folder) is None:
+        sys.exit(f"--policy: {folder} is not a policy folder (no policy.json)")
+    try:
+        graphs = graph_sources(FLAGS.graphs)
+    except ValueError as e:
+        sys.exit(str(e))
+    xfers, cost_model = XferSet.default(), cost_model_from_spec(FLAGS.cost_model)
+    config = EnvConfig(max_locations=read_info(folder).max_locations)
+    probe = GraphEnv(next(iter(graphs.values()))(), xfers, cost_model, config)
+    agent = (load_numpy_policy(folder, probe) if has_arrays(folder)
+             else load_policy(folder, probe, seed=FLAGS.seed))
+    rows = evaluate.zero_shot(agent, graphs, xfers, cost_model, config,
+                              taso_budget=FLAGS.taso_budget,
+                              random_episodes=FLAGS.random_episodes, seed=FLAGS.seed,
+                              progress=lambda line: print(line, file=sys.stderr, flush=True))
+    summary = evaluate.summary(rows)
+    text = [f"Policy {folder} on {len(rows)} graphs under {FLAGS.cost_model}, zero-shot.", "",
+            evaluate.markdown(rows), "", "| summary | |", "|---|---|"]
+    text += [f"| {key} | {value:.3f} |" for key, value in summary.items()]
+    out = {"policy": folder, "cost_model": FLAGS.cost_model, "taso_budget": FLAGS.taso_budget,
+           "rows": [dataclasses.asdict(r) for r in rows], "summary": summary}
+    if FLAGS.measure:
+        runs = {"policy": [{"seed": 0, "held_out": out["rows"]}]}
+        out["measured"] = measured.measure_held_out(
+            runs, graphs, xfers, cost_model, rounds=FLAGS.measure_rounds, seed=FLAGS.seed,
+            progress=lambda line: print(line, file=sys.stderr, flush=True),
+            max_locations=config.max_locations)
+        text += ["", measured.markdown(out["measured"], agents=("policy",))]
+    path = FLAGS.out or os.path.join("results", "evaluate_policy",
+                                     FLAGS.cost_model.replace("/", "_") + ".json")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    write_json(path, out)
+    with open(os.path.splitext(path)[0] + ".md", "w") as f:
+        f.write("\n".join(text) + "\n")
+    print("\n".join(text))
+    print(f"\nwrote {path}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    app.run(main)
