@@ -4,6 +4,7 @@ greedy, TASO's search and a random agent, estimated and measured.
     python experiments/evaluate_policy.py                        # the shipped policy on the zoo's models
     python experiments/evaluate_policy.py --graphs=held_out      # ... on the corpus' held-out graphs
     python experiments/evaluate_policy.py --policy=DIR --graphs=bert,inception/a1c1w16
+    python experiments/evaluate_policy.py --policy=DIR1,DIR2     # several policies, side by side
     python experiments/evaluate_policy.py --nomeasure            # estimated changes only
 
 The generalist's own evaluation (`experiments/train_generalist.py`) plays
@@ -21,7 +22,10 @@ evaluate`: TASO's search at --taso_budget, the random agent's mean over
 --random_episodes). With --measure (the default) every graph's initial,
 greedy and policy variants are also timed end to end in onnxruntime
 (one thread, CPU time, random weights, interleaved rounds;
-`xflowrl.transfer.measured`), beside the estimated changes.
+`xflowrl.transfer.measured`), beside the estimated changes. Several
+policies (`--policy=DIR1,DIR2,...`) get a table each, named p1, p2, ...,
+and one measured table with a column each (distinct graphs timed once,
+all in the same interleaved rounds).
 
 Writes --out (default results/evaluate_policy/<cost model>.json, and the
 tables as .md beside it).
@@ -45,7 +49,7 @@ from xflowrl.transfer import evaluate, load_policy, measured, shipped_policy
 from xflowrl.transfer.policy import has_arrays, load_numpy_policy, read_info
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("policy", "", "Policy folder (default: the shipped generalist).")
+flags.DEFINE_list("policy", [], "Policy folders (default: the shipped generalist).")
 flags.DEFINE_list("graphs", ["zoo"], "zoo, held_out, train, or zoo / corpus graph names.")
 flags.DEFINE_string("cost_model", GPU_COST_SPEC, "Cost model (the policy's training one).")
 flags.DEFINE_integer("taso_budget", TASO_BUDGET, "TASO's budget.")
@@ -75,37 +79,52 @@ def graph_sources(items):
     return out
 
 
+def _agent(folder, env):
+    """The policy of `folder`: in NumPy where it has `policy.npz` (as
+    `xflowrl optimize` acts), else the TensorFlow network."""
+    return (load_numpy_policy(folder, env) if has_arrays(folder)
+            else load_policy(folder, env, seed=FLAGS.seed))
+
+
 def main(argv):
     del argv
-    folder = FLAGS.policy or shipped_policy()
-    if read_info(folder) is None:
-        sys.exit(f"--policy: {folder} is not a policy folder (no policy.json)")
+    folders = FLAGS.policy or [shipped_policy()]
+    for folder in folders:
+        if read_info(folder) is None:
+            sys.exit(f"--policy: {folder} is not a policy folder (no policy.json)")
     try:
         graphs = graph_sources(FLAGS.graphs)
     except ValueError as e:
         sys.exit(str(e))
     xfers, cost_model = XferSet.default(), cost_model_from_spec(FLAGS.cost_model)
-    config = EnvConfig(max_locations=read_info(folder).max_locations)
-    probe = GraphEnv(next(iter(graphs.values()))(), xfers, cost_model, config)
-    agent = (load_numpy_policy(folder, probe) if has_arrays(folder)
-             else load_policy(folder, probe, seed=FLAGS.seed))
-    rows = evaluate.zero_shot(agent, graphs, xfers, cost_model, config,
-                              taso_budget=FLAGS.taso_budget,
-                              random_episodes=FLAGS.random_episodes, seed=FLAGS.seed,
-                              progress=lambda line: print(line, file=sys.stderr, flush=True))
-    summary = evaluate.summary(rows)
-    text = [f"Policy {folder} on {len(rows)} graphs under {FLAGS.cost_model}, zero-shot.", "",
-            evaluate.markdown(rows), "", "| summary | |", "|---|---|"]
-    text += [f"| {key} | {value:.3f} |" for key, value in summary.items()]
-    out = {"policy": folder, "cost_model": FLAGS.cost_model, "taso_budget": FLAGS.taso_budget,
-           "rows": [dataclasses.asdict(r) for r in rows], "summary": summary}
+    labels = ["policy"] if len(folders) == 1 else [f"p{i}" for i in range(1, len(folders) + 1)]
+    text, runs, out = [], {}, {"cost_model": FLAGS.cost_model, "taso_budget": FLAGS.taso_budget,
+                               "policies": {}}
+    config = None
+    for label, folder in zip(labels, folders):
+        config = EnvConfig(max_locations=read_info(folder).max_locations)
+        probe = GraphEnv(next(iter(graphs.values()))(), xfers, cost_model, config)
+        rows = evaluate.zero_shot(_agent(folder, probe), graphs, xfers, cost_model, config,
+                                  taso_budget=FLAGS.taso_budget,
+                                  random_episodes=FLAGS.random_episodes, seed=FLAGS.seed,
+                                  progress=lambda line, lab=label: print(
+                                      f"{lab}: {line}", file=sys.stderr, flush=True))
+        summary = evaluate.summary(rows)
+        text += [f"{label}: policy {folder} on {len(rows)} graphs under {FLAGS.cost_model}, "
+                 "zero-shot.", "", evaluate.markdown(rows), "", "| summary | |", "|---|---|"]
+        text += [f"| {key} | {value:.3f} |" for key, value in summary.items()] + [""]
+        info = read_info(folder)
+        out["policies"][label] = {"folder": folder, "seed": info.seed, "commit": info.commit,
+                                  "command": info.command, "episodes": info.episodes,
+                                  "rows": [dataclasses.asdict(r) for r in rows],
+                                  "summary": summary}
+        runs[label] = [{"seed": 0, "held_out": out["policies"][label]["rows"]}]
     if FLAGS.measure:
-        runs = {"policy": [{"seed": 0, "held_out": out["rows"]}]}
         out["measured"] = measured.measure_held_out(
             runs, graphs, xfers, cost_model, rounds=FLAGS.measure_rounds, seed=FLAGS.seed,
             progress=lambda line: print(line, file=sys.stderr, flush=True),
             max_locations=config.max_locations)
-        text += ["", measured.markdown(out["measured"], agents=("policy",))]
+        text += [measured.markdown(out["measured"], agents=labels)]
     path = FLAGS.out or os.path.join("results", "evaluate_policy",
                                      FLAGS.cost_model.replace("/", "_") + ".json")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

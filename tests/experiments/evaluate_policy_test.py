@@ -33,10 +33,11 @@ class EvaluatePolicyScriptTest(absltest.TestCase):
         self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
         with open(out) as f:
             result = json.load(f)
-        self.assertEqual([r["graph"] for r in result["rows"]], ["small_cnn", "vit/l1h64p16"])
+        rows = result["policies"]["policy"]["rows"]
+        self.assertEqual([r["graph"] for r in rows], ["small_cnn", "vit/l1h64p16"])
         xfers, cost = XferSet.default(), cost_model_from_spec(GPU_COST_SPEC)
         policy = runtime.NumpyPolicy.load(shipped_policy())
-        for row, graph in zip(result["rows"], (zoo.get_graph("small_cnn"),
+        for row, graph in zip(rows, (zoo.get_graph("small_cnn"),
                                                corpus.get("vit/l1h64p16"))):
             env = with_equal_step_limit(GraphEnv(graph, xfers, cost, EnvConfig()))
             # The policy's own cheapest graph (greedy's is not handed over here).
@@ -52,6 +53,27 @@ class EvaluatePolicyScriptTest(absltest.TestCase):
             text = f.read()
         self.assertIn("| small_cnn | 27 |", text)
         self.assertIn("greedy: estimated / measured", text)
+
+    def test_two_policies_side_by_side(self):
+        out = os.path.join(tempfile.mkdtemp(), "eval.json")
+        folder = shipped_policy()
+        proc = subprocess.run(
+            [sys.executable, _SCRIPT, "--graphs=small_cnn", f"--policy={folder},{folder}",
+             "--random_episodes=1", "--taso_budget=5", "--measure_rounds=1", f"--out={out}"],
+            capture_output=True, text=True, timeout=600)
+        self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+        with open(out) as f:
+            result = json.load(f)
+        self.assertEqual(sorted(result["policies"]), ["p1", "p2"])
+        costs = [{k: v for k, v in r.items() if not k.endswith("seconds")}
+                 for label in ("p1", "p2") for r in result["policies"][label]["rows"]]
+        self.assertEqual(costs[0], costs[1])  # the same policy twice
+        self.assertEqual(set(result["measured"][0]["variants"]),
+                         {"initial", "greedy", "p1/0", "p2/0"})
+        with open(os.path.splitext(out)[0] + ".md") as f:
+            text = f.read()
+        self.assertIn("p1: estimated / measured | p2: estimated / measured |", text)
+        self.assertIn(f"p2: policy {folder} on 1 graphs", text)
 
     def test_refuses_unknown_graphs_and_folders(self):
         for flag, message in (("--graphs=no_such_graph", "neither 'zoo'"),
