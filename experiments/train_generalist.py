@@ -40,7 +40,9 @@ Writes to --results_dir/generalist/<cost model>/seed<seed>/ (<cost
 model>-<rules> with another rule set than the default): checkpoints and
 progress.json of the training (rerun with the same flags to resume),
 policy/ (the trained policy: `xflowrl.transfer.save_policy`, loadable by
-`xflowrl optimize --method=policy:DIR`), result.json and result.md; the
+`xflowrl optimize --method=policy:DIR`; its policy.json names the commit
+and command that trained it, which a resumed finished run keeps),
+result.json and result.md; the
 model-based agent's under <profile>/mb/seed<seed>/ (its checkpoints, which
 resume, in place of policy/). --ship
 also copies the policy to the package's shipped folder
@@ -78,7 +80,13 @@ from xflowrl.runs import cost_model_from_spec, save_result, write_json
 from xflowrl.search import greedy_search, with_equal_step_limit
 from xflowrl.transfer import PolicyInfo, evaluate, load_policy, measured, report, save_policy
 from xflowrl.transfer.distribution import training_env
-from xflowrl.transfer.policy import SHIPPED, current_commit, has_arrays, load_numpy_policy
+from xflowrl.transfer.policy import (
+    SHIPPED,
+    current_commit,
+    has_arrays,
+    load_numpy_policy,
+    read_info,
+)
 from xflowrl.world_model import DreamConfig, ModelBasedAgent
 from xflowrl.world_model.config import controller_ppo_config
 
@@ -364,11 +372,17 @@ def main(argv):
         trained = {"episodes": result.episodes, "interactions": result.interactions,
                    "seconds": result.seconds, "history": result.history}
         policy_dir = os.path.join(out_dir, "policy")
+        commit = current_commit()
         command = "python experiments/train_generalist.py " + " ".join(sys.argv[1:])
+        previous = read_info(policy_dir)
+        if previous is not None and (previous.seed, previous.episodes) == (seed, result.episodes):
+            # A finished run resumed (to evaluate or fine-tune again): the
+            # policy is the one trained then, by that commit and command.
+            commit, command = previous.commit, previous.command
         info = PolicyInfo(ppo=dataclasses.asdict(ppo), rules=FLAGS.rules,
                           num_xfers=len(xfers), max_locations=FLAGS.max_locations,
                           cost_model=cost_model.name, graphs=[s.name for s in train_specs],
-                          episodes=result.episodes, seed=seed, commit=current_commit(),
+                          episodes=result.episodes, seed=seed, commit=commit,
                           command=command)
         save_policy(agent, policy_dir, info)
 

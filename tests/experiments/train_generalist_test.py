@@ -71,6 +71,27 @@ class TrainGeneralistTest(absltest.TestCase):
         self.assertIn("| resnet/d32w16 |", report)
         self.assertIn("## Estimated and measured", report)
 
+    def test_a_resumed_finished_run_keeps_the_policy_s_training_commit_and_command(self):
+        results = tempfile.mkdtemp()
+        tiny = ["--episodes=10", "--eval_limit=1", "--taso_budget=5", "--random_episodes=1"]
+        policy = os.path.join(results, "generalist", "analytic_v100", "seed0", "policy",
+                              "policy.json")
+
+        def recorded():
+            with open(policy) as f:
+                info = json.load(f)
+            return info["episodes"], info["command"].split()[2:]
+
+        _run(results, *tiny)
+        self.assertEqual(recorded(), (10, [f"--results_dir={results}", *tiny]))
+        # Resumed with other evaluation flags: nothing trained, the record stays.
+        _run(results, *tiny[:-1], "--random_episodes=2")
+        self.assertEqual(recorded(), (10, [f"--results_dir={results}", *tiny]))
+        # Trained further: the policy is this run's.
+        _run(results, "--episodes=20", *tiny[1:])
+        self.assertEqual(recorded(), (20, [f"--results_dir={results}", "--episodes=20",
+                                           *tiny[1:]]))
+
     def test_ship_and_finetune_are_for_the_model_free_agent(self):
         proc = subprocess.run([sys.executable, _SCRIPT, "--agent=mb", "--ship"],
                               capture_output=True, text=True, timeout=300, cwd=_REPO)
