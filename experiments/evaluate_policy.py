@@ -110,9 +110,14 @@ def main(argv):
                                   progress=lambda line, lab=label: print(
                                       f"{lab}: {line}", file=sys.stderr, flush=True))
         summary = evaluate.summary(rows)
+        # The policy's and greedy's cost reached, as a share of the initial
+        # cost, averaged over the graphs (a ranking of policies on them).
+        summary["mean_cost_vs_initial"] = sum(r.policy_ms / r.initial_ms for r in rows) / len(rows)
+        summary["greedy_mean_cost_vs_initial"] = sum(
+            r.greedy_ms / r.initial_ms for r in rows) / len(rows)
         text += [f"{label}: policy {folder} on {len(rows)} graphs under {FLAGS.cost_model}, "
                  "zero-shot.", "", evaluate.markdown(rows), "", "| summary | |", "|---|---|"]
-        text += [f"| {key} | {value:.3f} |" for key, value in summary.items()] + [""]
+        text += [f"| {key} | {value:.4f} |" for key, value in summary.items()] + [""]
         info = read_info(folder)
         out["policies"][label] = {"folder": folder, "seed": info.seed, "commit": info.commit,
                                   "command": info.command, "episodes": info.episodes,

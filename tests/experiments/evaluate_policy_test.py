@@ -46,6 +46,11 @@ class EvaluatePolicyScriptTest(absltest.TestCase):
             self.assertAlmostEqual(row["greedy_ms"], greedy_search(env).final_cost, places=9)
             self.assertIsNotNone(row["taso_ms"])
             self.assertIsNotNone(row["random_ms"])
+        summary = result["policies"]["policy"]["summary"]
+        self.assertAlmostEqual(summary["mean_cost_vs_initial"],
+                               sum(r["policy_ms"] / r["initial_ms"] for r in rows) / 2)
+        self.assertAlmostEqual(summary["greedy_mean_cost_vs_initial"],
+                               sum(r["greedy_ms"] / r["initial_ms"] for r in rows) / 2)
         self.assertEqual([m["graph"] for m in result["measured"]],
                          ["small_cnn", "vit/l1h64p16"])
         self.assertEqual(set(result["measured"][0]["variants"]), {"initial", "greedy", "policy/0"})
