@@ -11,6 +11,7 @@ from xflowrl.engine import CostModel, XferSet
 from xflowrl.env import CHEAPER, EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.env.replay import cheapest_prefix, replay
 from xflowrl.optimize import methods
+from xflowrl.runs import cost_model_from_spec
 from xflowrl.search import equal_step_limit, greedy_search
 from xflowrl.transfer import runtime, shipped_policy
 from xflowrl.transfer.policy import load_numpy_policy
@@ -57,6 +58,14 @@ class OptimiseTest(absltest.TestCase):
                 self.assertLessEqual(result.cost, greedy.final_cost + CHEAPER, name)
         self.assertGreater(ends_past, 0)
         self.assertEqual(found_by, {"policy", "greedy"})
+        self.assertFalse([line for line in lines if "trained under" in line])
+
+    def test_says_when_the_policy_acts_under_another_cost_model(self):
+        lines = []
+        methods.optimise(corpus.get("vit/l1h64p16"), "policy", _XFERS,
+                         cost_model_from_spec("analytic/cpu"), progress=lines.append)
+        self.assertIn("policy: trained under analytic/v100, acting under analytic/cpu",
+                      lines[0])
 
     def test_greedy_hands_over_its_episodes_graph(self):
         graph = zoo.get_graph("squeezenet1_1")

@@ -224,6 +224,11 @@ def _policy(env: GraphEnv, folder: str, seed: int,
     import; a progress line per step); others load the network
     (`xflowrl.transfer.load_policy`)."""
     from xflowrl.transfer import policy  # pylint: disable=import-outside-toplevel
+    info = policy.read_info(folder)
+    if info is not None and info.cost_model and info.cost_model != env.cost_model.name:
+        progress(f"policy: trained under {info.cost_model}, acting under "
+                 f"{env.cost_model.name} (its candidates' costs, and so its choices, may "
+                 f"differ from what it learnt; --cost_model={info.cost_model} is its own)")
     try:
         if policy.has_arrays(folder):
             from xflowrl.transfer import runtime  # pylint: disable=import-outside-toplevel
