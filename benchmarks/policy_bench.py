@@ -38,7 +38,16 @@ overall: medians and ranges. `step_in_expansions` is the command's time
 per step of the policy's episode in TASO's time per expansion (so `ratio`
 = step_in_expansions x steps / expansions): at a few expansions a step,
 the tenth holds only for episodes of a few dozen steps at most
-(`most_steps_at_most_tenth`, `fewest_steps_above_tenth`). Before 2026-11-27 (afternoon) this
+(`most_steps_at_most_tenth`, `fewest_steps_above_tenth`).
+`handed_over_xfer_runs` counts the runs of one xfer applied step after
+step in the substitutions handed over (`policy_best_step` of them): the
+steps an episode would take if a step applied its xfer at every location
+the run goes on to take, a measure of what several rewrites a step could
+save (`handed_over_runs_per_step`, their ratio). `runs_projection_ratio`
+is a rough bound built on it, not a result: the ratio if the route handed
+over took one step per run, each at today's cost of a step (no such
+policy exists; it leaves out the steps an episode takes past its
+cheapest graph and supposes greedy's walk batched alike). Before 2026-11-27 (afternoon) this
 benchmark timed the step limit and the episode without the replays
 (`episode_*` keys) and the TensorFlow network beside the NumPy runtime
 (`tf_*`: docs/data/policy_bench_2026-11-27_numpy.json).
@@ -147,7 +156,8 @@ def main(argv):
                 if which == "policy":
                     result = methods.optimise(graph, "policy", xfers, cost)
                     found.update(policy_ms=result.cost, policy_best_step=len(result.applied),
-                                 found_by=result.found_by)
+                                 found_by=result.found_by,
+                                 handed_over_xfer_runs=xfer_runs(result.applied))
                 elif which == "replayed":
                     found["replayed_ms"], steps = _replayed(graph, xfers, cost)
                     found["policy_steps"] = steps
@@ -175,6 +185,11 @@ def main(argv):
         row["step_in_expansions"] = round(
             (median["policy"] / max(row["policy_steps"], 1))
             / (taso / max(row["taso_expansions"], 1)), 3)
+        # A rough bound, not a result: the ratio if the route handed over
+        # took one step per run of an xfer, each at today's cost of a step.
+        row["runs_projection_ratio"] = round(
+            row["step_in_expansions"] * row["handed_over_xfer_runs"]
+            / max(row["taso_expansions"], 1), 4)
         print(f"{name}: policy {row['policy_s']:.3f} s ({row['step_limit_s']:.3f} s for the "
               f"step limit, {row['observe_s']:.3f} s observing, {row['policy_steps']} steps), "
               f"replayed {row['replayed_s']:.3f} s, TASO {taso:.3f} s, ratio {row['ratio']:.3f}",
@@ -183,6 +198,14 @@ def main(argv):
     print(json.dumps({"cost_model": FLAGS.cost_model, "taso_budget": FLAGS.taso_budget,
                       "rounds": FLAGS.rounds, "cores": FLAGS.cores, "rows": rows,
                       **_summary(rows), "cli": _cli_times(rng)}, indent=2))
+
+
+def xfer_runs(applied) -> int:
+    """How many runs of one xfer applied step after step `applied` has
+    (("a", 0), ("a", 3), ("b", 1)) has 2): the steps it would take if a
+    step applied its xfer at every location that the run goes on to take."""
+    names = [name for name, _ in applied]
+    return sum(1 for k, name in enumerate(names) if k == 0 or name != names[k - 1])
 
 
 def _replayed(graph, xfers, cost) -> Tuple[float, int]:
@@ -218,6 +241,15 @@ def _summary(rows: List[dict]) -> dict:
                 for r in rows) / len(rows),
             "share_found_by_greedy": sum(r["found_by"] == "greedy" for r in rows) / len(rows),
             "step_in_expansions": spread("step_in_expansions"),
+            "handed_over_runs_per_step": {
+                "median": statistics.median(r["handed_over_xfer_runs"] / r["policy_best_step"]
+                                            for r in rows if r["policy_best_step"]),
+                "min": min(r["handed_over_xfer_runs"] / r["policy_best_step"]
+                           for r in rows if r["policy_best_step"]),
+                "max": max(r["handed_over_xfer_runs"] / r["policy_best_step"]
+                           for r in rows if r["policy_best_step"])},
+            "share_runs_projection_at_most_tenth": sum(
+                r["runs_projection_ratio"] <= 0.1 for r in rows) / len(rows),
             "most_steps_at_most_tenth": max(
                 (r["policy_steps"] for r in rows if r["ratio"] <= 0.1), default=None),
             "fewest_steps_above_tenth": min(
