@@ -25,7 +25,8 @@ greedy and policy variants are also timed end to end in onnxruntime
 `xflowrl.transfer.measured`), beside the estimated changes. Several
 policies (`--policy=DIR1,DIR2,...`) get a table each, named p1, p2, ...,
 and one measured table with a column each (distinct graphs timed once,
-all in the same interleaved rounds).
+all in the same interleaved rounds); the baselines run once per graph
+for all of them, so the policies must share L (`max_locations`).
 
 Writes --out (default results/evaluate_policy/<cost model>.json, and the
 tables as .md beside it).
@@ -89,26 +90,31 @@ def _agent(folder, env):
 def main(argv):
     del argv
     folders = FLAGS.policy or [shipped_policy()]
-    for folder in folders:
-        if read_info(folder) is None:
+    infos = [read_info(folder) for folder in folders]
+    for folder, info in zip(folders, infos):
+        if info is None:
             sys.exit(f"--policy: {folder} is not a policy folder (no policy.json)")
+    if len({info.max_locations for info in infos}) > 1:
+        sys.exit("--policy: the policies have different L (max_locations); evaluate them "
+                 "separately")
     try:
         graphs = graph_sources(FLAGS.graphs)
     except ValueError as e:
         sys.exit(str(e))
     xfers, cost_model = XferSet.default(), cost_model_from_spec(FLAGS.cost_model)
+    config = EnvConfig(max_locations=infos[0].max_locations)
+    probe = GraphEnv(next(iter(graphs.values()))(), xfers, cost_model, config)
     labels = ["policy"] if len(folders) == 1 else [f"p{i}" for i in range(1, len(folders) + 1)]
-    text, runs, out = [], {}, {"cost_model": FLAGS.cost_model, "taso_budget": FLAGS.taso_budget,
-                               "policies": {}}
-    config = None
-    for label, folder in zip(labels, folders):
-        config = EnvConfig(max_locations=read_info(folder).max_locations)
-        probe = GraphEnv(next(iter(graphs.values()))(), xfers, cost_model, config)
-        rows = evaluate.zero_shot(_agent(folder, probe), graphs, xfers, cost_model, config,
-                                  taso_budget=FLAGS.taso_budget,
-                                  random_episodes=FLAGS.random_episodes, seed=FLAGS.seed,
-                                  progress=lambda line, lab=label: print(
-                                      f"{lab}: {line}", file=sys.stderr, flush=True))
+    # The baselines once per graph, for every policy.
+    rows_of = evaluate.compare(
+        {label: _agent(folder, probe) for label, folder in zip(labels, folders)}, graphs,
+        xfers, cost_model, config, taso_budget=FLAGS.taso_budget,
+        random_episodes=FLAGS.random_episodes, seed=FLAGS.seed,
+        progress=lambda line: print(line, file=sys.stderr, flush=True))
+    text, out = [], {"cost_model": FLAGS.cost_model, "taso_budget": FLAGS.taso_budget,
+                     "policies": {}}
+    for label, folder, info in zip(labels, folders, infos):
+        rows = rows_of[label]
         summary = evaluate.summary(rows)
         # The policy's and greedy's cost reached, as a share of the initial
         # cost, averaged over the graphs (a ranking of policies on them).
@@ -118,13 +124,13 @@ def main(argv):
         text += [f"{label}: policy {folder} on {len(rows)} graphs under {FLAGS.cost_model}, "
                  "zero-shot.", "", evaluate.markdown(rows), "", "| summary | |", "|---|---|"]
         text += [f"| {key} | {value:.4f} |" for key, value in summary.items()] + [""]
-        info = read_info(folder)
         out["policies"][label] = {"folder": folder, "seed": info.seed, "commit": info.commit,
                                   "command": info.command, "episodes": info.episodes,
                                   "rows": [dataclasses.asdict(r) for r in rows],
                                   "summary": summary}
-        runs[label] = [{"seed": 0, "held_out": out["policies"][label]["rows"]}]
     if FLAGS.measure:
+        runs = {label: [{"seed": 0, "held_out": out["policies"][label]["rows"]}]
+                for label in labels}
         out["measured"] = measured.measure_held_out(
             runs, graphs, xfers, cost_model, rounds=FLAGS.measure_rounds, seed=FLAGS.seed,
             progress=lambda line: print(line, file=sys.stderr, flush=True),

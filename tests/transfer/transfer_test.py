@@ -112,6 +112,32 @@ class ZeroShotTest(absltest.TestCase):
         self.assertEqual(s["above_initial"], 0.0)
         self.assertIn("| small |", evaluate.markdown(rows))
 
+    def test_compare_runs_the_baselines_once_for_all_agents(self):
+        agents = {"a": PPOAgent(len(XFERS), PPOConfig.xrlflow(), seed=0),
+                  "b": PPOAgent(len(XFERS), PPOConfig.xrlflow(), seed=1)}
+        graphs = {"small": zoo.get_graph("small_cnn")}
+        calls = []
+        real = evaluate.run_baselines
+
+        def counted(env, **kwargs):
+            calls.append(env.initial_graph.hash())
+            return real(env, **kwargs)
+
+        evaluate.run_baselines = counted
+        try:
+            rows = evaluate.compare(agents, graphs, XFERS, COST, EnvConfig(max_steps=5),
+                                    taso_budget=5, random_episodes=2)
+        finally:
+            evaluate.run_baselines = real
+        self.assertLen(calls, 1)
+        for label, agent in agents.items():
+            (alone,) = evaluate.zero_shot(agent, graphs, XFERS, COST, EnvConfig(max_steps=5),
+                                          taso_budget=5, random_episodes=2)
+            (row,) = rows[label]
+            for field in ("initial_ms", "policy_ms", "greedy_ms", "taso_ms", "random_ms",
+                          "steps", "policy_applied"):
+                self.assertEqual(getattr(row, field), getattr(alone, field), (label, field))
+
 
 class ReportTest(absltest.TestCase):
 

@@ -1,6 +1,7 @@
 """A policy on graphs it was not trained on, beside the baselines.
 
-`zero_shot(agent, graphs, xfers, cost_model, ...)` plays the policy's
+`zero_shot(agent, graphs, xfers, cost_model, ...)` (`compare` for
+several agents, the baselines run once) plays the policy's
 greedy episode on every graph (real environment, real masks, the step
 limit of the entry points' equal budgets: at least 1.5 x one-step
 greedy's steps on that graph) and runs the baselines under the same rules
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from xflowrl.engine import CostModel, Graph, XferSet
 from xflowrl.engine.xfers import TASO_BUDGET
@@ -71,40 +72,46 @@ class Row:
         return self._percent(self.greedy_ms)
 
 
-def evaluate_graph(agent, name: str, graph: Graph, xfers: XferSet, cost_model: CostModel,
-                   config: EnvConfig, taso_budget: int = TASO_BUDGET, random_episodes: int = 5,
-                   seed: int = 0) -> Row:
-    """The policy and the baselines on one graph (see module docstring)."""
-    env = with_equal_step_limit(GraphEnv(graph, xfers, cost_model, config))
-    start = time.time()
-    episode = agent.run_episode(env, greedy=True, learn=False)
-    policy_seconds = time.time() - start
-    cost, applied = cheapest_prefix(env, episode.applied)
-    base = run_baselines(env, taso_budget=taso_budget, random_episodes=random_episodes,
-                         seed=seed)
-    taso, rand = base.taso, base.random
-    return Row(name, graph.num_ops(), env.initial_cost, cost, base.greedy.cost_ms,
-               taso.cost_ms if taso else None, rand.cost_ms if rand else None,
-               policy_seconds, base.greedy.seconds, taso.seconds if taso else None,
-               env.config.max_steps, applied)
+def compare(agents: Mapping[str, Any], graphs: Mapping[str, GraphOrBuilder],
+            xfers: XferSet, cost_model: CostModel, config: Optional[EnvConfig] = None,
+            taso_budget: int = TASO_BUDGET, random_episodes: int = 5, seed: int = 0,
+            progress: Optional[Callable[[str], None]] = None) -> Dict[str, List[Row]]:
+    """Every agent of `agents` (label -> agent) on every graph of `graphs`
+    (name -> graph or builder) beside the baselines, which are run once per
+    graph for all the agents (see module docstring); label -> its rows.
+    Each agent is credited with the cheapest graph of its greedy episode
+    (`GraphEnv.cheapest`)."""
+    config = config or EnvConfig()
+    rows: Dict[str, List[Row]] = {label: [] for label in agents}
+    for name, source in graphs.items():
+        graph = source if isinstance(source, Graph) else source()
+        env = with_equal_step_limit(GraphEnv(graph, xfers, cost_model, config))
+        base = run_baselines(env, taso_budget=taso_budget, random_episodes=random_episodes,
+                             seed=seed)
+        taso, rand = base.taso, base.random
+        for label, agent in agents.items():
+            start = time.time()
+            agent.run_episode(env, greedy=True, learn=False)
+            policy_seconds = time.time() - start
+            cheapest = env.cheapest
+            row = Row(name, graph.num_ops(), env.initial_cost, cheapest.cost,
+                      base.greedy.cost_ms, taso.cost_ms if taso else None,
+                      rand.cost_ms if rand else None, policy_seconds, base.greedy.seconds,
+                      taso.seconds if taso else None, env.config.max_steps, cheapest.applied)
+            if progress:
+                progress(f"{label}: {name}: policy {row.policy_change:+.2f}%, greedy "
+                         f"{row.greedy_change:+.2f}%")
+            rows[label].append(row)
+    return rows
 
 
 def zero_shot(agent, graphs: Mapping[str, GraphOrBuilder], xfers: XferSet,
               cost_model: CostModel, config: Optional[EnvConfig] = None,
               taso_budget: int = TASO_BUDGET, random_episodes: int = 5, seed: int = 0,
               progress: Optional[Callable[[str], None]] = None) -> List[Row]:
-    """`evaluate_graph` on every graph of `graphs` (name -> graph or builder)."""
-    config = config or EnvConfig()
-    rows = []
-    for name, source in graphs.items():
-        graph = source if isinstance(source, Graph) else source()
-        row = evaluate_graph(agent, name, graph, xfers, cost_model, config, taso_budget,
-                             random_episodes, seed)
-        if progress:
-            progress(f"{name}: policy {row.policy_change:+.2f}%, greedy "
-                     f"{row.greedy_change:+.2f}%")
-        rows.append(row)
-    return rows
+    """`compare` for one agent: its rows."""
+    return compare({"policy": agent}, graphs, xfers, cost_model, config, taso_budget,
+                   random_episodes, seed, progress)["policy"]
 
 
 def summary(rows: Sequence[Row], margin: float = 2.0) -> Dict[str, float]:
