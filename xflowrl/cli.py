@@ -1,6 +1,6 @@
 """The `xflowrl` command: optimise, inspect and time your own ONNX models.
 
-    xflowrl optimize model.onnx -o out.onnx [--method=greedy|taso|mf|mb|policy:DIR]
+    xflowrl optimize model.onnx -o out.onnx [--method=greedy|taso|eqsat|mf|mb|policy:DIR]
                      [--cost_model=fitted/cpu] [--budget=N] [--input_shape NAME=D1,D2,...]
     xflowrl inspect model.onnx
     xflowrl measure a.onnx b.onnx
@@ -91,7 +91,8 @@ def _parser() -> argparse.ArgumentParser:
     budgets = methods.DEFAULT_BUDGET
     opt.add_argument("--budget", type=int, default=0,
                      help=f"the method's budget: greedy/policy steps (no limit), TASO graphs "
-                          f"expanded ({budgets['taso']}), mf training episodes "
+                          f"expanded ({budgets['taso']}), eqsat e-nodes "
+                          f"({budgets['eqsat']}), mf training episodes "
                           f"({budgets['mf']}), mb rounds ({budgets['mb']})")
     _add_input_options(opt)
     opt.add_argument("--allow_slower", action="store_true",

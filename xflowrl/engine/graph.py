@@ -271,6 +271,14 @@ class GraphBuilder:
                               opaque_shapes=[tuple(s) for s in output_shapes],
                               opaque_flops=int(flops))
 
+    def add_op(self, op_type: str, inputs: Sequence[Tensor],
+               params: Dict[str, Any]) -> List[Tensor]:
+        """Any compute op by its type name and raw parameters (the engine's
+        field names, enums as numbers: what `Graph.handle.ops()` reports);
+        its outputs. For code that rebuilds graphs it holds as data (e.g.
+        the e-graph extraction of `xflowrl.search.eqsat`)."""
+        return self._op_multi(op_type, list(inputs), **params)
+
     def build(self, outputs: Optional[Sequence[Tensor]] = None) -> Graph:
         """Freezes the graph; outputs default to every unconsumed op output."""
         ids = [t.id for t in outputs] if outputs else []

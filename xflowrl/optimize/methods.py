@@ -38,8 +38,10 @@ from xflowrl.env import CHEAPER, EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.env.replay import cheapest_prefix, replay
 from xflowrl.optimize.model_io import BadInput
 
-METHODS = ("greedy", "taso", "mf", "mb", "policy", "policy:DIR")
-DEFAULT_BUDGET = {"greedy": 0, "taso": TASO_BUDGET, "mf": 200, "mb": 2, "policy": 0}
+METHODS = ("greedy", "taso", "eqsat", "mf", "mb", "policy", "policy:DIR")
+# eqsat's budget is its e-graph's node limit (TENSAT's 50,000).
+DEFAULT_BUDGET = {"greedy": 0, "taso": TASO_BUDGET, "eqsat": 50_000, "mf": 200, "mb": 2,
+                  "policy": 0}
 
 Progress = Callable[[str], None]
 
@@ -54,10 +56,12 @@ class MethodResult:
       cost: its estimated cost (ms).
       applied: the substitutions, (xfer name, location), that build `graph`
         (TASO's search: -1 for a step past the first L locations of its
-        xfer, which no environment of that L can take).
+        xfer, which no environment of that L can take); empty for
+        equality saturation, whose graph is extracted from an e-graph, not
+        stepped to.
       seconds: the method's wall time.
       found_by: who found `graph`: the method's kind ("greedy", "taso",
-        "mf", "mb", "policy"), or "greedy" where a learned method's
+        "eqsat", "mf", "mb", "policy"), or "greedy" where a learned method's
         step-limit walk found a cheaper graph than the method did.
     """
     method: str
@@ -125,6 +129,8 @@ def optimise(graph: Graph, method: str, xfers: XferSet, cost_model: CostModel, *
     walk = None  # greedy's walk, where it set a learned method's step limit
     if kind == "taso":
         best, applied = _taso(graph, xfers, cost_model, budget, progress)
+    elif kind == "eqsat":
+        best, applied = _eqsat(graph, xfers, cost_model, budget, progress), []
     elif kind == "greedy":
         best, applied = _greedy(make_environment(graph, xfers, cost_model, budget), progress)
     elif kind == "policy":
@@ -210,6 +216,26 @@ def _taso(graph: Graph, xfers: XferSet, cost_model: CostModel, budget: int,
         ticker.join()
     progress(f"taso: done in {time.time() - start:.1f} s, {len(result.applied)} substitutions")
     return result.graph, list(result.applied)
+
+
+def _eqsat(graph: Graph, xfers: XferSet, cost_model: CostModel, node_limit: int,
+           progress: Progress) -> Graph:
+    """Equality saturation (`xflowrl.search.eqsat`) with `node_limit` e-nodes
+    and its default limits otherwise; its graph (never costlier than
+    `graph`, its outputs checked on random values)."""
+    from xflowrl.search.eqsat import (  # pylint: disable=import-outside-toplevel
+        EqsatConfig,
+        equality_saturation,
+    )
+    progress(f"eqsat: saturating (at most {node_limit} e-nodes, "
+             f"{EqsatConfig.time_limit_s:.0f} s), then extracting")
+    result = equality_saturation(graph, xfers, cost_model, EqsatConfig(node_limit=node_limit))
+    progress(f"eqsat: {result.stop_reason} after {result.iterations} iterations "
+             f"({result.e_nodes} e-nodes, {result.saturation_seconds:.1f} s); "
+             f"{result.handed_over} extraction's graph "
+             f"{100 * (result.best_cost / result.initial_cost - 1):+.2f}% "
+             f"(ILP {result.ilp_status}, {result.extraction_seconds:.1f} s)")
+    return result.graph
 
 
 def _policy(env: GraphEnv, folder: str, seed: int,

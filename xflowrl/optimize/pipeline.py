@@ -144,10 +144,16 @@ class OptimizeReport:
                          _spread_text(before), _spread_text(after),
                          f"{self.measured['change']:+.2f}%"))
         rows.append(("engine ops", str(self.ops["before"]), str(self.ops["after"]),
-                     f"{len(self.applied)} substitutions"))
+                     _what(self.applied)))
         lines = ["| | original | optimised | change |", "|---|---|---|---|"]
         lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
         return "\n".join(lines)
+
+
+def _what(applied) -> str:
+    """What a method changed: its substitutions, or an extracted graph
+    (equality saturation names none)."""
+    return f"{len(applied)} substitutions" if applied else "an extracted graph"
 
 
 def _spread_text(s: dict) -> str:
@@ -202,7 +208,7 @@ def optimize_file(options: OptimizeOptions,
                               measured, outputs, found.applied, ops, fixed, seconds,
                               found.found_by)
 
-    if not found.applied:
+    if found.graph == user.graph:
         say("no substitution lowers the estimated cost: writing the original unchanged")
         model_io.copy_model_file(options.model, options.output, user.external_data)
         return _save(report("original", f"{options.method} found no substitution that "
@@ -212,7 +218,7 @@ def optimize_file(options: OptimizeOptions,
     clock = time.time()
     by = (f"greedy (cheaper than {options.method})"
           if found.found_by == "greedy" and options.method != "greedy" else options.method)
-    provenance = (f"{len(found.applied)} substitutions by {by} under "
+    provenance = (f"{_what(found.applied)} by {by} under "
                   f"{cost_model.name} ({options.rules} rules)")
     optimized = model_io.to_model(user, found.graph, provenance)
     say("checking outputs in onnxruntime")

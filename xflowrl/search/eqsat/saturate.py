@@ -1,0 +1,272 @@
+"""Equality saturation over the engine's IR (TENSAT's method, MLSys'21).
+
+`equality_saturation(graph, xfers, cost_model)` puts the graph in an e-graph,
+applies every rule of `xfers` at every match at once, iteration after
+iteration, until nothing new appears or a limit is reached (e-nodes,
+iterations, seconds), then extracts the cheapest graph the e-graph holds:
+by TENSAT's integer linear program, with greedy extraction as the fast
+fallback, the gap between the two reported. The graph handed over is the
+cheapest by the engine's own cost of the whole graph among the ILP's, the
+greedy extraction's and the original, so it is never costlier than the
+input; it is rebuilt by the engine (shapes checked) and, unless switched
+off, checked to compute the original's outputs on random values (the
+numpy reference executor, float64).
+
+Multi-pattern rules (several source outputs) are applied in the first
+`multi_pattern_iterations` iterations only, as TENSAT's `k_multi`: they
+match pairs of ops anywhere in the graph and grow the e-graph fastest. A
+rule whose matches in one iteration reach `match_limit` sits out the next
+iterations (twice as many each time it happens again), as egg's back-off
+scheduler does, so that one prolific rule cannot starve the others.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from typing import Dict, List, NamedTuple, Optional, Tuple
+
+import numpy as np
+
+from xflowrl import _engine
+from xflowrl.engine import CostModel, Graph, XferSet
+from xflowrl.search.eqsat import extract
+from xflowrl.search.eqsat.egraph import EGraph, EGraphError, multi_output
+from xflowrl.search.eqsat.rewrites import Rewrite, Unsupported, canonical, compile_rule
+
+_LOG = logging.getLogger(__name__)
+
+EXTRACTIONS = ("ilp", "greedy")
+
+
+@dataclasses.dataclass(frozen=True)
+class EqsatConfig:
+    """Limits and choices of one run. The defaults are TENSAT's (node limit
+    50k, 15 iterations, k_multi 1) but for the time: 30 s of saturation and
+    15 s for the ILP, so that a run stays within a minute on this 2-core
+    machine."""
+    node_limit: int = 50_000
+    iteration_limit: int = 15
+    time_limit_s: float = 30.0
+    multi_pattern_iterations: int = 1
+    match_limit: int = 2_000
+    extraction: str = "ilp"          # "ilp" (greedy as the fallback) | "greedy"
+    ilp_time_limit_s: float = 15.0
+    check_outputs: bool = True
+
+    def __post_init__(self):
+        if self.extraction not in EXTRACTIONS:
+            raise ValueError(f"extraction must be one of {EXTRACTIONS}, got "
+                             f"{self.extraction!r}")
+        for name in ("node_limit", "iteration_limit", "match_limit"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.time_limit_s <= 0 or self.ilp_time_limit_s <= 0:
+            raise ValueError("time limits must be positive")
+        if self.multi_pattern_iterations < 0:
+            raise ValueError("multi_pattern_iterations must be >= 0")
+
+
+class IterationStats(NamedTuple):
+    """The e-graph after one iteration."""
+    iteration: int
+    matches: int       # new matches applied
+    e_nodes: int
+    e_classes: int
+    seconds: float     # since the start
+
+
+class EqsatResult(NamedTuple):
+    """What `equality_saturation` returns (costs in ms of the engine's cost
+    of the whole graph under the run's cost model)."""
+    graph: Graph                  # the graph handed over
+    initial_cost: float
+    best_cost: float              # graph's cost
+    handed_over: str              # "ilp" | "greedy" | "original": whose graph it is
+    greedy_cost: float            # greedy extraction's graph
+    ilp_cost: Optional[float]     # the ILP's graph; None where it found none or did not run
+    ilp_status: str               # "optimal" | "time_limit" | "failed" | "off"
+    stop_reason: str              # "saturated" | "node_limit" | "iteration_limit" | "time_limit"
+    iterations: int
+    e_nodes: int
+    e_classes: int
+    saturation_seconds: float
+    extraction_seconds: float
+    seconds: float
+    outputs_checked: Optional[bool]  # True: equal outputs; None: not checked (opaque ops, off)
+    skipped_rules: List[Tuple[str, str]]  # (rule, why) the e-graph cannot express
+    trace: List[IterationStats]
+
+    @property
+    def ilp_gap_percent(self) -> Optional[float]:
+        """How much cheaper the ILP's graph is than greedy extraction's, in %
+        of the initial cost (positive: the ILP found a cheaper graph)."""
+        if self.ilp_cost is None:
+            return None
+        return 100.0 * (self.greedy_cost - self.ilp_cost) / self.initial_cost
+
+
+def graph_to_egraph(graph: Graph) -> Tuple[EGraph, List[int]]:
+    """An e-graph holding `graph`, and the classes of its outputs in order."""
+    eg = EGraph()
+    tensor_class: Dict[Tuple[int, int], int] = {}
+    for guid, type_id, raw, inputs, shapes, name in graph.handle.ops():
+        op = _engine.op_type_str(type_id)
+        if op in ("input", "weight"):
+            c = eg.add(op, (("name", name), ("shape", tuple(shapes[0]))), ())
+        else:
+            c = eg.add(op, canonical(op, raw), [tensor_class[(t[0], t[1])] for t in inputs])
+        if multi_output(op, ()):
+            for i in range(len(shapes)):
+                tensor_class[(guid, i)] = eg.add_output(c, i)
+        else:
+            tensor_class[(guid, 0)] = c
+        for i, shape in enumerate(shapes):
+            if eg.shape(tensor_class[(guid, i)]) != tuple(shape):
+                raise EGraphError(f"{op} op {guid}: e-graph shape "
+                                  f"{eg.shape(tensor_class[(guid, i)])} != engine's {shape}")
+    return eg, [tensor_class[(t[0], t[1])] for t in graph.outputs()]
+
+
+def compile_rules(xfers: XferSet) -> Tuple[List[Rewrite], List[Tuple[str, str]]]:
+    """Every rule of `xfers` the e-graph can express, and (name, why) for
+    each it cannot (logged as a warning naming it)."""
+    rewrites, skipped = [], []
+    for x, rule in enumerate(xfers.rules):
+        try:
+            rewrites.append(compile_rule(rule, x))
+        except Unsupported as e:
+            _LOG.warning("equality saturation skips %s", e)
+            skipped.append((rule.name, str(e)))
+    return rewrites, skipped
+
+
+def _parents(eg: EGraph) -> Dict[int, List[int]]:
+    parents: Dict[int, List[int]] = {}
+    for c in eg.classes():
+        for n in eg.live_nodes(c):
+            for child in set(eg.nodes[n][2]):
+                parents.setdefault(child, []).append(n)
+    return parents
+
+
+def saturate(eg: EGraph, rewrites: List[Rewrite], config: EqsatConfig,
+             start: Optional[float] = None) -> Tuple[str, List[IterationStats]]:
+    """Applies `rewrites` to `eg` until saturation or a limit; returns the
+    reason it stopped and the per-iteration trace."""
+    start = time.time() if start is None else start
+    deadline = start + config.time_limit_s
+    banned_until: Dict[int, int] = {}
+    bans: Dict[int, int] = {}
+    applied = set()
+    trace: List[IterationStats] = []
+    for it in range(config.iteration_limit):
+        parents = _parents(eg)
+        param_memo: Dict[tuple, bool] = {}
+        matches = []
+        for r, rw in enumerate(rewrites):
+            if rw.multi_pattern and it >= config.multi_pattern_iterations:
+                continue
+            if banned_until.get(r, -1) > it:
+                continue
+            found = list(rw.matches(eg, parents, param_memo, config.match_limit))
+            if len(found) >= config.match_limit:
+                bans[r] = bans.get(r, 0) + 1
+                banned_until[r] = it + 1 + 2 ** (bans[r] - 1)
+            matches.extend(found)
+            if time.time() > deadline:
+                break
+        new = 0
+        stop = None
+        nodes_before, unions_before = eg.num_nodes(), eg.unions
+        for m in matches:
+            key = (m.rewrite.xfer, m.nodes)
+            if key in applied:
+                continue
+            applied.add(key)
+            try:
+                m.rewrite.apply(eg, m)
+            except EGraphError:
+                continue
+            new += 1
+            if eg.num_nodes() >= config.node_limit:
+                stop = "node_limit"
+                break
+            if new % 256 == 0 and time.time() > deadline:
+                stop = "time_limit"
+                break
+        eg.rebuild()
+        trace.append(IterationStats(it + 1, new, eg.num_nodes(), eg.num_classes(),
+                                    time.time() - start))
+        if stop is not None:
+            return stop, trace
+        if eg.num_nodes() == nodes_before and eg.unions == unions_before:
+            return "saturated", trace
+        if time.time() > deadline:
+            return "time_limit", trace
+    return "iteration_limit", trace
+
+
+def same_outputs(original: Graph, rewritten: Graph, seed: int = 0) -> Optional[bool]:
+    """Whether two graphs compute equal outputs on random values (float64,
+    the reference executor); None where it cannot run them (opaque ops)."""
+    from xflowrl.executor import reference
+    try:
+        feeds = reference.random_feeds(original, seed=seed)
+        want = reference.execute(original, feeds)
+        got = reference.execute(rewritten, feeds)
+    except NotImplementedError:
+        return None
+    if len(want) != len(got):
+        return False
+    return all(a.shape == b.shape and np.allclose(a, b, rtol=1e-6, atol=1e-8)
+               for a, b in zip(want, got))
+
+
+def equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
+                        config: EqsatConfig = EqsatConfig()) -> EqsatResult:
+    """Optimises `graph` by equality saturation; see the module docstring.
+
+    Raises:
+      RuntimeError: the extracted graph computes something else than the
+        original (a defect of a rule or of this module; never handed over).
+    """
+    start = time.time()
+    initial_cost = graph.cost(cost_model)
+    rewrites, skipped = compile_rules(xfers)
+    eg, roots = graph_to_egraph(graph)
+    stop, trace = saturate(eg, rewrites, config, start)
+    saturated_at = time.time()
+
+    costs = extract.node_costs(eg, cost_model)
+    candidates: List[Tuple[float, str, Graph]] = [(initial_cost, "original", graph)]
+    greedy = extract.greedy_extract(eg, roots, costs)
+    greedy_graph = extract.build_graph(eg, greedy.choice, roots)
+    greedy_cost = greedy_graph.cost(cost_model)
+    candidates.append((greedy_cost, "greedy", greedy_graph))
+    ilp_cost, ilp_status = None, "off"
+    if config.extraction == "ilp":
+        ilp = extract.ilp_extract(eg, roots, costs, config.ilp_time_limit_s)
+        ilp_status = ilp.status
+        if ilp.choice:
+            ilp_graph = extract.build_graph(eg, ilp.choice, roots)
+            ilp_cost = ilp_graph.cost(cost_model)
+            candidates.append((ilp_cost, "ilp", ilp_graph))
+    # The cheapest whole graph; ties go to the earlier (original first).
+    best_cost, handed_over, best = min(candidates, key=lambda t: t[0])
+    extracted_at = time.time()
+
+    checked: Optional[bool] = None
+    if config.check_outputs and handed_over != "original":
+        checked = same_outputs(graph, best)
+        if checked is False:
+            raise RuntimeError(f"equality saturation's {handed_over} graph computes other "
+                               f"outputs than the original")
+    return EqsatResult(
+        graph=best, initial_cost=initial_cost, best_cost=best_cost, handed_over=handed_over,
+        greedy_cost=greedy_cost, ilp_cost=ilp_cost, ilp_status=ilp_status,
+        stop_reason=stop, iterations=len(trace), e_nodes=eg.num_nodes(),
+        e_classes=eg.num_classes(), saturation_seconds=saturated_at - start,
+        extraction_seconds=extracted_at - saturated_at, seconds=time.time() - start,
+        outputs_checked=checked, skipped_rules=skipped, trace=trace)
