@@ -1,7 +1,7 @@
 """Every rewrite the engine performs preserves what the graph computes.
 
-For every shipped xfer (built-ins, the generated rules of the default set and
-TASO's collection), its source
+For every shipped xfer (built-ins, the generated rules of the default set,
+TASO's collection and the primitive steps of primitive.json), its source
 pattern is instantiated as a small graph with concrete shapes, and every
 location of every xfer on that graph is applied; small networks with the
 structures of the zoo (conv/BN/ReLU blocks, sibling convs, grouped convs,
@@ -25,7 +25,8 @@ from xflowrl.engine import Graph, GraphBuilder, XferSet
 from xflowrl.executor import reference as executor
 from xflowrl.generator import symbolic
 from xflowrl.ops import ACTIVATIONS, PADDINGS
-from xflowrl.rules.sets import load_rule_set
+from xflowrl.rules import rules_io
+from xflowrl.rules.sets import PRIMITIVE_RULES, load_rule_set
 
 RTOL = 1e-4
 
@@ -277,8 +278,9 @@ class SemanticsTest(absltest.TestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        # Every shipped rule file: built-ins, generated, TASO's.
-        cls.xfers = XferSet(load_rule_set("default") + load_rule_set("taso"))
+        # Every shipped rule file: built-ins, generated, TASO's, primitive.
+        cls.xfers = XferSet(load_rule_set("default") + load_rule_set("taso")
+                            + rules_io.load_rules(PRIMITIVE_RULES))
 
     def test_every_rule_preserves_semantics_where_it_fires(self):
         untestable = []

@@ -5,6 +5,9 @@
   pruned (`experiments/generate_rules.py`; docs/generator.md).
 - `taso_rules.json`: TASO's shipped collection, converted
   (`experiments/convert_taso_rules.py`).
+- `primitive.json`: primitive steps in place of the compound built-in
+  enlarge-and-merge: kernel enlargement on its own and the merge of two
+  sibling convs with equal kernels.
 
 They are found with `importlib.resources` relative to this package, never
 relative to a source checkout, so an installed copy (`pip install .`, a
@@ -20,6 +23,7 @@ import os
 BUILTIN = "builtin.json"
 GENERATED = "generated.json"
 TASO = "taso_rules.json"
+PRIMITIVE = "primitive.json"
 
 
 def path(name: str) -> str:
