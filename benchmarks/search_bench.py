@@ -1,30 +1,79 @@
-"""Where search matters: one-step greedy against TASO's backtracking search.
+"""Where search matters: one-step greedy, TASO's search, equality saturation
+and random descents, on equal terms.
 
-For every graph x cost model x rule set: the initial cost, one-step greedy
-(`xflowrl.search.greedy_search`, no step limit), TASO's search
-(`XferSet.search`) at every alpha x budget, the candidate locations at reset
-(`GraphEnv.reset()`'s location mask) and the gap
+For every graph x batch x cost model x rule set (a setting, one row) it runs
+the methods named by --methods (default all four):
 
-    gap % = 100 * (greedy cost - best search cost) / initial cost
+- `greedy`: one-step greedy (`xflowrl.search.greedy_search`, no step limit),
+  with the candidate locations at reset (`GraphEnv.reset()`'s location mask);
+- `taso`: TASO's backtracking search (`XferSet.search`) at every alpha x
+  budget (--alphas, --budgets), each run stopped after --time_limit seconds;
+- `eqsat`: equality saturation (`xflowrl.search.eqsat`, TENSAT's method):
+  saturation up to --eqsat_time_limit seconds and --eqsat_node_limit
+  e-nodes, then extraction by ILP (--eqsat_ilp_time_limit seconds, greedy
+  extraction as the fallback); the graph handed over is checked to compute
+  the original's outputs (numpy reference executor) on graphs of at most
+  --eqsat_check_max_ops ops, the reference being too slow on bigger ones;
+- `random`: --descents random descents (`landscape.random_descent`: a
+  uniformly drawn cost-lowering candidate each step until none is left),
+  episode i seeded with --descent_seed + i; the best and the median end cost.
 
-(positive: search beats greedy). Prints one JSON line per setting, writes all
-of them to --out_json and a markdown table to --out_md (docs/benchmark.md).
+Each row then names the lowest cost any of them reached and who reached it:
+
+    best_known_ms = min(greedy, best TASO run, eqsat, best descent)
+    winners       = the methods whose cost is within 1e-6 x initial of it
+    gap_pct       = 100 * (greedy - best_known_ms) / initial cost
+    taso_gap_pct  = 100 * (greedy - best TASO run) / initial cost
+
+over the methods that ran (positive gap: something beats greedy;
+`taso_gap_pct` is what `gap_pct` meant before the other methods came in), and
+each method's `<method>_change_pct` from the initial cost. It prints one JSON
+line per setting, writes all of them to --out_json and the markdown tables to
+--out_md (docs/benchmark.md):
+
+- a matrix graph x (rule set, cost model) of gap %, bold where >= 1;
+- per rule set, one row per (graph, cost model): ops, initial cost (ms), each
+  method's cost change from the initial graph in % (negative: faster), with
+  the best TASO run's alpha and budget, eqsat's stop reason, e-nodes,
+  seconds and ILP status, and the descents' median; the best known change,
+  the winner(s) and the gap; "—" where a method did not run (rows of older
+  runs have no eqsat or descents);
+- per rule set, TASO's runs at every alpha x budget (expansions, seconds).
 
     python benchmarks/search_bench.py                      # docs/benchmark.md's tables
-    python benchmarks/search_bench.py --quick              # small_cnn, small budgets
+    python benchmarks/search_bench.py --quick              # smoke test (~20 s on 2 cores)
     python benchmarks/search_bench.py --graphs=bert --cost_models=onednn \
         --cost_cache=results/cost_cache.tsv
+    python benchmarks/search_bench.py --methods=eqsat,random   # add methods to old rows
+    python benchmarks/search_bench.py --graphs=resnet18,vgg19 --batches=1,8
+    python benchmarks/search_bench.py --workers=2          # settings as Ray tasks
+
+--quick runs small_cnn x analytic/cpu x the --rules sets and squeezenet1_1 x
+analytic/v100 x generated, the setting where looking ahead pays (greedy
+-10.8%, TASO's search and eqsat -36.7%), with small limits (alpha 1.0/1.2,
+budgets 50/200, eqsat 3,000 e-nodes (10 s at most) and ILP 2 s, 5
+descents).
 
 Settings already in --out_json are kept and skipped (`--resume`, default on),
-so a long run can be split into several commands that fill one file; the
-markdown table is always written from the whole file.
+so a long run can be split into several commands that fill one file; a kept
+row that lacks a method of --methods gets that method run and added (the
+others are not rerun). The markdown is always written from the whole file.
 
 Cost models are named `backend/profile` for the analytic roofline
 (`analytic/cpu`, `analytic/v100`) and by backend for the measured ones
 (`onednn`, `cudnn`), which use --cost_cache.
 
-Search runs carry a wall-clock limit (--time_limit); a run that stopped on it
+TASO's runs carry a wall-clock limit (--time_limit); a run that stopped on it
 before its budget is marked `time_limit_hit` (its cost is what it had found).
+
+--batches builds each zoo graph at those batch sizes (every builder but bert's
+and vit's takes `batch_size`; those two, and ONNX files, run at batch 1 only).
+A setting's key gains `|batch=N` when N is not 1, so rows of earlier runs
+(batch 1) stay valid.
+
+--workers N > 1 runs the settings as Ray tasks, N at a time (a local Ray
+started here, or the cluster at --ray_address); each row is saved as its task
+finishes, so an interrupted run resumes as one run in-process does.
 
 `--onnx` adds ONNX files, each one more graph named by its file name without
 .onnx (with `--onnx` and no `--graphs`, only those; `--input_shape`
@@ -40,12 +89,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import statistics
 import time
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence
 
 from absl import app, flags
 import numpy as np
 
+from landscape import Landscape, random_descent
 from xflowrl import zoo
 from xflowrl.engine import CostModel, Graph, XferSet
 from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS
@@ -54,11 +105,19 @@ from xflowrl.optimize import parse_input_shapes
 from xflowrl.rules.sets import RULE_SETS
 from xflowrl.runs import cost_model_from_spec, exit_on_bad_input, model_name, model_source
 from xflowrl.search import greedy_search
+from xflowrl.search.eqsat import EqsatConfig, equality_saturation
+
+METHODS = ("greedy", "taso", "eqsat", "random")
+# Where each method's results live in a row ("search": TASO's runs, the
+# name rows had before the other methods came in).
+METHOD_KEYS = {"greedy": "greedy", "taso": "search", "eqsat": "eqsat", "random": "descent"}
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("graphs", [g for g in zoo.GRAPHS if g != "small_cnn"],
                   "Zoo graphs (default: every graph of zoo.GRAPHS but small_cnn; with --onnx "
                   "and no --graphs: none).")
+flags.DEFINE_list("batches", ["1"], "Batch sizes of the zoo graphs (builders that take "
+                  "batch_size; bert, vit and --onnx files: 1 only).")
 flags.DEFINE_list("onnx", [], "Your own ONNX files, each one more graph named by its file name "
                   "without .onnx.")
 flags.DEFINE_multi_string("input_shape", [], "NAME=D1,D2,...: the static shape of an --onnx "
@@ -69,22 +128,51 @@ flags.DEFINE_list("rules", ["default", "builtin+taso", "generated", "taso"],
                   f"Rule sets, names of xflowrl.rules.sets.RULE_SETS {list(RULE_SETS)}: "
                   "default and builtin+taso (the thesis') are the faithful ones; generated "
                   "and taso alone lack the compound built-ins (docs/benchmark.md).")
+flags.DEFINE_list("methods", list(METHODS), f"Methods to run, of {list(METHODS)} "
+                  "(random: the random descents).")
 flags.DEFINE_list("alphas", ["1.0", "1.05", "1.2"], "TASO search alphas.")
 flags.DEFINE_list("budgets", ["1000", "10000"], "TASO search budgets (expansions).")
-flags.DEFINE_float("time_limit", 30.0, "Seconds per search run (0: none).")
+flags.DEFINE_float("time_limit", 30.0, "Seconds per TASO search run (0: none).")
+flags.DEFINE_float("eqsat_time_limit", 30.0, "Equality saturation: seconds of saturation.")
+flags.DEFINE_integer("eqsat_node_limit", EqsatConfig.node_limit, "Equality saturation: e-nodes at most.")
+flags.DEFINE_float("eqsat_ilp_time_limit", 15.0, "Equality saturation: seconds for the ILP.")
+flags.DEFINE_integer("eqsat_multi_pattern_iterations", None,
+                     "Equality saturation: iterations that apply multi-pattern rules "
+                     "(default: EqsatConfig's).")
+flags.DEFINE_integer("eqsat_check_max_ops", 150,
+                     "Equality saturation: check the outputs of graphs up to this many ops.")
+flags.DEFINE_integer("descents", 10, "Random descents per setting.")
+flags.DEFINE_integer("descent_seed", 0, "Random descent i is seeded with this + i.")
 flags.DEFINE_integer("max_locations", DEFAULT_MAX_LOCATIONS,
-                     "L, locations per xfer of the environment.")
+                     "L, locations per xfer of the environment (greedy, descents).")
 flags.DEFINE_string("cost_cache", "results/cost_cache.tsv",
                     "Cache of measured op costs (onednn, cudnn).")
 flags.DEFINE_string("out_json", "results/search_bench/search_bench.json",
                     "All settings' results (a JSON list).")
-flags.DEFINE_string("out_md", "results/search_bench/search_bench.md", "The markdown table.")
+flags.DEFINE_string("out_md", "results/search_bench/search_bench.md", "The markdown tables.")
 flags.DEFINE_bool("resume", True, "Keep settings already in --out_json and skip them.")
 flags.DEFINE_bool("report_only", False, "Only rewrite --out_md from --out_json (no runs).")
-flags.DEFINE_bool("quick", False, "small_cnn, analytic/cpu, the --rules sets, alpha 1.0/1.2, "
-                  "budgets 50/200: a smoke test of the script (seconds).")
+flags.DEFINE_integer("workers", 1, "Settings run at a time; > 1: as Ray tasks (memory: a "
+                     "TASO search on a large graph can hold several GB).")
+flags.DEFINE_string("ray_address", "", "With --workers > 1: the Ray cluster to join "
+                    "(empty: start one here, or $RAY_ADDRESS).")
+flags.DEFINE_bool("quick", False, "A smoke test (~20 s): small_cnn x analytic/cpu x "
+                  "the --rules sets and squeezenet1_1 x analytic/v100 x generated (where "
+                  "looking ahead pays), alpha 1.0/1.2, budgets 50/200, eqsat and descents with "
+                  "small limits; writes quick.json/quick.md beside --out_json/--out_md.")
 
 GAP_THRESHOLD = 1.0  # % of the initial cost: "search matters" from here (issue 14)
+WINNER_TOLERANCE = 1e-6  # of the initial cost: costs this close reach best_known together
+MISSING = "—"  # a method that did not run (or rows of older runs)
+
+# --quick: the settings and the small limits.
+QUICK_SETTINGS = (("small_cnn", "analytic/cpu", None),  # None: every --rules set
+                  ("squeezenet1_1", "analytic/v100", "generated"))
+QUICK_ALPHAS, QUICK_BUDGETS = (1.0, 1.2), (50, 200)
+# 3,000 e-nodes: squeezenet1_1's detour is in the e-graph from the second
+# iteration on (2,892 e-nodes); the node limit, not the clock, ends saturation.
+QUICK_EQSAT = dict(time_limit_s=10.0, node_limit=3_000, ilp_time_limit_s=2.0)
+QUICK_DESCENTS = 5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,11 +181,65 @@ class Setting:
     graph: str
     cost_model: str
     rules: str
+    batch: int = 1
 
     @property
     def key(self) -> str:
-        return f"{self.graph}|{self.cost_model}|{self.rules}"
+        key = f"{self.graph}|{self.cost_model}|{self.rules}"
+        return key if self.batch == 1 else f"{key}|batch={self.batch}"
 
+
+@dataclasses.dataclass(frozen=True)
+class BenchConfig:
+    """What every setting runs (the flags, or --quick's limits).
+
+    Attributes:
+      methods: of METHODS, the ones to run.
+      alphas, budgets: TASO's search, every alpha x budget.
+      time_limit: seconds per TASO search run (0: none).
+      max_locations: L of the environment (greedy's location counts, descents).
+      cost_cache: measured backends' cache of op costs.
+      eqsat: equality saturation's limits (`check_outputs` is set per graph).
+      eqsat_check_max_ops: check eqsat's outputs on graphs of at most this
+        many ops.
+      descent_seeds: one random descent per seed.
+    """
+    methods: Sequence[str] = METHODS
+    alphas: Sequence[float] = (1.0, 1.05, 1.2)
+    budgets: Sequence[int] = (1000, 10000)
+    time_limit: float = 30.0
+    max_locations: int = DEFAULT_MAX_LOCATIONS
+    cost_cache: Optional[str] = None
+    eqsat: EqsatConfig = EqsatConfig()
+    eqsat_check_max_ops: int = 150
+    descent_seeds: Sequence[int] = tuple(range(10))
+
+
+def config_from_flags() -> BenchConfig:
+    """The BenchConfig of the command line (--quick's limits where set)."""
+    for method in FLAGS.methods:
+        if method not in METHODS:
+            raise app.UsageError(f"unknown method {method!r}; choose from {list(METHODS)}")
+    eqsat = dict(time_limit_s=FLAGS.eqsat_time_limit, node_limit=FLAGS.eqsat_node_limit,
+                 ilp_time_limit_s=FLAGS.eqsat_ilp_time_limit)
+    if FLAGS.eqsat_multi_pattern_iterations is not None:
+        eqsat["multi_pattern_iterations"] = FLAGS.eqsat_multi_pattern_iterations
+    alphas = [float(a) for a in FLAGS.alphas]
+    budgets = [int(b) for b in FLAGS.budgets]
+    descents = FLAGS.descents
+    if FLAGS.quick:
+        alphas, budgets, descents = list(QUICK_ALPHAS), list(QUICK_BUDGETS), QUICK_DESCENTS
+        eqsat.update(QUICK_EQSAT)
+    return BenchConfig(
+        methods=tuple(m for m in METHODS if m in FLAGS.methods), alphas=tuple(alphas),
+        budgets=tuple(budgets), time_limit=FLAGS.time_limit, max_locations=FLAGS.max_locations,
+        cost_cache=FLAGS.cost_cache, eqsat=EqsatConfig(**eqsat),
+        eqsat_check_max_ops=FLAGS.eqsat_check_max_ops,
+        descent_seeds=tuple(FLAGS.descent_seed + i for i in range(descents)))
+
+
+# ---------------------------------------------------------------------------
+# The methods.
 
 def location_counts(env: GraphEnv) -> Dict[str, int]:
     """Candidates at reset: locations in the mask, xfers with one, and how many
@@ -134,16 +276,10 @@ def run_search(graph: Graph, xfers: XferSet, cost_model: CostModel, alpha: float
             "steps": len(r.applied), "applied": list(r.applied), "repeated": False}
 
 
-def run_setting(setting: Setting, alphas: Sequence[float], budgets: Sequence[int],
-                time_limit: float, max_locations: int, cost_cache: Optional[str],
-                graph: Optional[Graph] = None) -> dict:
-    """Greedy and every search of one (graph, cost model, rule set); `graph`:
-    the graph named `setting.graph` (None: the zoo graph of that name)."""
-    graph = zoo.get_graph(setting.graph) if graph is None else graph
-    cost_model = cost_model_from_spec(setting.cost_model, cost_cache)
-    xfers = XferSet.from_name(setting.rules)
-    initial = graph.cost(cost_model)
-    greedy = run_greedy(graph, xfers, cost_model, max_locations)
+def run_searches(graph: Graph, xfers: XferSet, cost_model: CostModel,
+                 alphas: Sequence[float], budgets: Sequence[int], time_limit: float
+                 ) -> List[dict]:
+    """TASO's search at every alpha x budget."""
     searches = []
     for alpha in alphas:
         previous = None
@@ -155,50 +291,279 @@ def run_setting(setting: Setting, alphas: Sequence[float], budgets: Sequence[int
                 continue
             previous = run_search(graph, xfers, cost_model, alpha, budget, time_limit)
             searches.append(previous)
-    best = min(searches, key=lambda s: (s["cost_ms"], s["budget"], s["alpha"]))
-    return {"graph": setting.graph, "cost_model": setting.cost_model, "rules": setting.rules,
-            "ops": graph.num_ops(), "xfers": len(xfers), "initial_cost_ms": initial,
-            "greedy": greedy, "search": searches,
-            "best_search": {k: best[k] for k in ("alpha", "budget", "cost_ms")},
-            "greedy_change_pct": 100 * (greedy["cost_ms"] - initial) / initial,
-            "search_change_pct": 100 * (best["cost_ms"] - initial) / initial,
-            "gap_pct": 100 * (greedy["cost_ms"] - best["cost_ms"]) / initial}
+    return searches
 
+
+def run_eqsat(graph: Graph, xfers: XferSet, cost_model: CostModel, config: EqsatConfig,
+              check_max_ops: int) -> dict:
+    """Equality saturation; the outputs checked where the graph has at most
+    `check_max_ops` ops. A run that raises is recorded as {"error": ...}."""
+    config = dataclasses.replace(config, check_outputs=graph.num_ops() <= check_max_ops)
+    out: dict = {"config": dataclasses.asdict(config), "check_outputs": config.check_outputs}
+    try:
+        r = equality_saturation(graph, xfers, cost_model, config)
+    except Exception as error:  # pylint: disable=broad-except
+        # One setting's defect must not end a matrix of hours; the row says it.
+        print(f"equality saturation failed: {type(error).__name__}: {error}", flush=True)
+        return out | {"error": f"{type(error).__name__}: {error}"}
+    return out | {
+        "cost_ms": r.best_cost, "handed_over": r.handed_over,
+        "greedy_extraction_cost_ms": r.greedy_cost, "ilp_cost_ms": r.ilp_cost,
+        "ilp_status": r.ilp_status, "ilp_gap_pct": r.ilp_gap_percent,
+        "stop_reason": r.stop_reason, "iterations": r.iterations, "e_nodes": r.e_nodes,
+        "e_classes": r.e_classes, "saturation_seconds": r.saturation_seconds,
+        "extraction_seconds": r.extraction_seconds, "seconds": r.seconds,
+        "outputs_checked": r.outputs_checked, "skipped_rules": len(r.skipped_rules)}
+
+
+def run_descents(graph: Graph, xfers: XferSet, cost_model: CostModel, max_locations: int,
+                 seeds: Sequence[int]) -> dict:
+    """One random descent per seed (its own generator): every end cost, the
+    best and the median."""
+    start = time.time()
+    land = Landscape(graph, xfers, cost_model, max_locations)
+    ends = [random_descent(land, graph, np.random.default_rng(seed)) for seed in seeds]
+    costs = [c for c, _ in ends]
+    return {"episodes": len(seeds), "seeds": list(seeds), "costs_ms": costs,
+            "steps": [s for _, s in ends], "best_cost_ms": min(costs),
+            "median_cost_ms": statistics.median(costs), "worst_cost_ms": max(costs),
+            "seconds": time.time() - start}
+
+
+# ---------------------------------------------------------------------------
+# One setting.
+
+def method_cost(row: dict, method: str) -> Optional[float]:
+    """The cost (ms) `method` reached in `row`; None where it did not run
+    (or failed)."""
+    if method == "greedy":
+        return row["greedy"]["cost_ms"] if "greedy" in row else None
+    if method == "taso":
+        return row["best_search"]["cost_ms"] if row.get("search") else None
+    if method == "eqsat":
+        return row.get("eqsat", {}).get("cost_ms")
+    if method == "random":
+        return row["descent"]["best_cost_ms"] if "descent" in row else None
+    raise ValueError(f"unknown method {method!r}")
+
+
+def summarize(row: dict) -> dict:
+    """The comparison of a row's methods (rows of older runs too: then over
+    the methods they have): best_known_ms, winners, each method's change
+    from the initial cost in %, gap_pct and taso_gap_pct (None where greedy,
+    or TASO, did not run)."""
+    initial = row["initial_cost_ms"]
+    costs = {m: method_cost(row, m) for m in METHODS}
+    costs = {m: c for m, c in costs.items() if c is not None}
+    out: dict = {f"{m}_change_pct": 100 * (c - initial) / initial for m, c in costs.items()}
+    best = min(costs.values()) if costs else None
+    out["best_known_ms"] = best
+    out["best_known_change_pct"] = None if best is None else 100 * (best - initial) / initial
+    out["winners"] = [m for m, c in costs.items()
+                      if best is not None and c <= best + WINNER_TOLERANCE * initial]
+    greedy = costs.get("greedy")
+    out["gap_pct"] = None if greedy is None else 100 * (greedy - best) / initial
+    out["taso_gap_pct"] = (None if greedy is None or "taso" not in costs
+                           else 100 * (greedy - costs["taso"]) / initial)
+    return out
+
+
+def pending_methods(row: Optional[dict], methods: Sequence[str]) -> List[str]:
+    """The methods of `methods` that `row` (None: no row yet) lacks."""
+    return [m for m in methods if row is None or METHOD_KEYS[m] not in row]
+
+
+def run_setting(setting: Setting, config: BenchConfig, graph: Optional[Graph] = None,
+                previous: Optional[dict] = None) -> dict:
+    """Runs the methods of `config` on one setting; `graph`: the graph named
+    `setting.graph` (None: the zoo graph of that name at `setting.batch`);
+    `previous`: a row of this setting whose methods are kept, not rerun."""
+    graph = zoo_graph(setting.graph, setting.batch) if graph is None else graph
+    cost_model = cost_model_from_spec(setting.cost_model, config.cost_cache)
+    xfers = XferSet.from_name(setting.rules)
+    row = dict(previous) if previous is not None else {
+        "graph": setting.graph, "cost_model": setting.cost_model, "rules": setting.rules,
+        "ops": graph.num_ops(), "xfers": len(xfers), "initial_cost_ms": graph.cost(cost_model)}
+    if setting.batch != 1:
+        row["batch"] = setting.batch
+    todo = pending_methods(previous, config.methods)
+    if "greedy" in todo:
+        row["greedy"] = run_greedy(graph, xfers, cost_model, config.max_locations)
+    if "taso" in todo:
+        searches = run_searches(graph, xfers, cost_model, config.alphas, config.budgets,
+                                config.time_limit)
+        best = min(searches, key=lambda s: (s["cost_ms"], s["budget"], s["alpha"]))
+        row["search"] = searches
+        row["best_search"] = {k: best[k] for k in ("alpha", "budget", "cost_ms")}
+    if "eqsat" in todo:
+        row["eqsat"] = run_eqsat(graph, xfers, cost_model, config.eqsat,
+                                 config.eqsat_check_max_ops)
+    if "random" in todo:
+        row["descent"] = run_descents(graph, xfers, cost_model, config.max_locations,
+                                      config.descent_seeds)
+    row.pop("search_change_pct", None)  # older rows' name of taso_change_pct
+    return row | summarize(row)
+
+
+def zoo_graph(name: str, batch: int = 1) -> Graph:
+    """The zoo graph `name` at `batch` (ValueError: its builder takes no batch)."""
+    if batch == 1:
+        return zoo.get_graph(name)
+    try:
+        return zoo.get_graph(name, batch_size=batch)
+    except TypeError as error:
+        if "batch_size" not in str(error):
+            raise
+        raise ValueError(f"zoo graph {name!r} has no batch size") from error
+
+
+class Task(NamedTuple):
+    """One setting to run: where its graph comes from and the row it extends."""
+    setting: Setting
+    onnx: Optional[str]           # the model file; None: the zoo graph
+    previous: Optional[dict]      # a kept row lacking some methods
+
+
+def run_task(task: Task, config: BenchConfig,
+             input_shapes: Optional[Mapping[str, Sequence[int]]] = None) -> dict:
+    """Builds the task's graph and runs its setting (in-process or as a Ray
+    task: graphs do not travel, names and paths do)."""
+    graph = model_source(task.onnx, input_shapes).graph if task.onnx else None
+    row = run_setting(task.setting, config, graph, task.previous)
+    if task.onnx:
+        row["onnx"] = task.onnx
+    return row
+
+
+def row_key(row: dict) -> str:
+    return Setting(row["graph"], row["cost_model"], row["rules"], row.get("batch", 1)).key
+
+
+def run_tasks(tasks: Sequence[Task], config: BenchConfig, on_row: Callable[[dict], None],
+              input_shapes: Optional[Mapping[str, Sequence[int]]] = None, workers: int = 1,
+              ray_address: str = "") -> None:
+    """Runs `tasks`, calling `on_row` with each row as it is done: one after
+    the other here (`workers` 1), or as Ray tasks `workers` at a time."""
+    if workers <= 1:
+        for task in tasks:
+            on_row(run_task(task, config, input_shapes))
+        return
+    import ray  # pylint: disable=import-outside-toplevel
+
+    from xflowrl.jobs.runner import _init_ray  # pylint: disable=import-outside-toplevel
+    shut_down = _init_ray(ray_address, workers)
+    try:
+        remote = ray.remote(num_cpus=1, max_retries=0)(run_task)
+        waiting, running = list(tasks), {}
+        while waiting or running:
+            while waiting and len(running) < workers:
+                task = waiting.pop(0)
+                running[remote.remote(task, config, input_shapes)] = task
+            finished, _ = ray.wait(list(running), num_returns=1)
+            running.pop(finished[0])
+            on_row(ray.get(finished[0]))
+    finally:
+        if shut_down:
+            ray.shutdown()
+
+
+def run_matrix(settings: Sequence[Setting], config: BenchConfig, rows: List[dict],
+               out_json: str, out_md: str, onnx: Optional[Mapping[str, str]] = None,
+               input_shapes: Optional[Mapping[str, Sequence[int]]] = None, workers: int = 1,
+               ray_address: str = "") -> List[dict]:
+    """Runs every setting that `rows` lacks, or whose row lacks a method of
+    `config`, saving all rows (JSON and markdown) as each one is done.
+
+    Args:
+      settings: the settings, in order.
+      config: what each runs.
+      rows: rows kept from an earlier run (updated in place).
+      out_json, out_md: where the rows and their tables go.
+      onnx: graph name -> model file for the graphs that are ONNX files.
+      input_shapes, workers, ray_address: see `run_tasks`.
+
+    Returns:
+      `rows`, the new ones appended in the order they finished.
+    """
+    onnx = onnx or {}
+    index = {row_key(r): i for i, r in enumerate(rows)}
+    tasks = []
+    for setting in settings:
+        previous = rows[index[setting.key]] if setting.key in index else None
+        if pending_methods(previous, config.methods):
+            tasks.append(Task(setting, onnx.get(setting.graph), previous))
+
+    def on_row(row: dict) -> None:
+        key = row_key(row)
+        if key in index:
+            rows[index[key]] = row
+        else:
+            index[key] = len(rows)
+            rows.append(row)
+        print(json.dumps(_headline(row)), flush=True)
+        save(rows, out_json, out_md)
+
+    run_tasks(tasks, config, on_row, input_shapes, workers, ray_address)
+    save(rows, out_json, out_md)
+    return rows
+
+
+def _headline(row: dict) -> dict:
+    """A row without its per-method details, for the log line."""
+    out = {k: v for k, v in row.items() if k not in METHOD_KEYS.values()}
+    if "eqsat" in row:
+        out["eqsat_stop"] = row["eqsat"].get("stop_reason", row["eqsat"].get("error"))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Markdown.
 
 def markdown_table(rows: Iterable[dict]) -> str:
-    """A gap matrix (graph x cost model/rule set), then one table per rule set:
-    costs as % change from the initial graph."""
+    """A gap matrix (graph x rule set/cost model), then per rule set the
+    methods side by side and TASO's runs; costs as % change from the initial
+    graph."""
     rows = list(rows)
     rule_sets = sorted({r["rules"] for r in rows}, key=_rules_order)
     columns = sorted({(r["rules"], r["cost_model"]) for r in rows},
                      key=lambda c: (_rules_order(c[0]), c[1]))
-    graphs = sorted({r["graph"] for r in rows})
-    by_key = {(r["graph"], r["rules"], r["cost_model"]): r for r in rows}
-    lines = ["Gap % = 100 * (greedy - best search) / initial cost; bold where >= "
-             f"{GAP_THRESHOLD:g} (search beats greedy); `t`: some search run stopped on "
-             "its time limit.", "",
+    graphs = sorted({(r["graph"], r.get("batch", 1)) for r in rows})
+    by_key = {(r["graph"], r.get("batch", 1), r["rules"], r["cost_model"]): r for r in rows}
+    lines = ["Gap % = 100 * (greedy - best known) / initial cost, the best known being the "
+             "lowest cost of greedy, TASO's search, equality saturation and random descents; "
+             f"bold where >= {GAP_THRESHOLD:g} (something beats greedy); `t`: some TASO run "
+             "stopped on its time limit.", "",
              "| graph | " + " | ".join(f"{r} {c}" for r, c in columns) + " |",
              "|---|" + "---|" * len(columns)]
-    for g in graphs:
+    for g, batch in graphs:
         cells = []
         for rule_set, cost_model in columns:
-            r = by_key.get((g, rule_set, cost_model))
+            r = by_key.get((g, batch, rule_set, cost_model))
             if r is None:
                 cells.append("")
                 continue
-            mark = "t" if any(s["time_limit_hit"] for s in r["search"]) else ""
-            gap = r["gap_pct"]
-            cells.append(f"**{gap:+.2f}**{mark}" if gap >= GAP_THRESHOLD else f"{gap:+.2f}{mark}")
-        lines.append(f"| {g} | " + " | ".join(cells) + " |")
+            mark = "t" if any(s["time_limit_hit"] for s in r.get("search", [])) else ""
+            cells.append(_gap_cell(summarize(r)["gap_pct"]) + mark)
+        lines.append(f"| {_graph_label(g, batch)} | " + " | ".join(cells) + " |")
     for rule_set in rule_sets:
+        in_set = [r for r in rows if r["rules"] == rule_set]
         lines += ["", f"### Rule set `{rule_set}`", ""]
-        lines += _detail_table([r for r in rows if r["rules"] == rule_set])
-    lines += ["", "Cells: cost change from the initial graph in % (negative: faster); "
-              "greedy adds (steps, seconds), search cells (expansions, seconds) with "
-              "`*` = stopped by the time limit (the cost is what it had found), `e` = the "
-              "queue emptied (every graph within alpha of the best was expanded; a larger "
-              "budget repeats the run, which is then not rerun). Locations: candidates at "
-              "reset (`GraphEnv.reset()`), in brackets those that lower the cost."]
+        lines += _methods_table(in_set)
+        if any(r.get("search") for r in in_set):
+            lines += ["", f"TASO's search under `{rule_set}`, every alpha x budget:", ""]
+            lines += _taso_table(in_set)
+    lines += ["", "Methods' cells: cost change from the initial graph in % (negative: faster). "
+              "Best TASO: its cheapest run (alpha, budget; `*` = that run stopped on its time "
+              "limit). Eqsat: equality saturation's graph (why saturation stopped, e-nodes, "
+              "seconds of the whole run, the ILP's status). Best descent: the best of the "
+              "random descents (their median). Winner: the methods that reached the best "
+              f"known cost (all: every one that ran). `{MISSING}`: not run.",
+              "",
+              "TASO's cells: (expansions, seconds) with `*` = stopped by the time limit (the "
+              "cost is what it had found), `e` = the queue emptied (every graph within alpha "
+              "of the best was expanded; a larger budget repeats the run, which is then not "
+              "rerun). Locations: candidates at reset (`GraphEnv.reset()`), in brackets those "
+              "that lower the cost."]
     return "\n".join(lines) + "\n"
 
 
@@ -207,19 +572,88 @@ def _rules_order(name: str) -> tuple:
     return (order.index(name) if name in order else len(order), name)
 
 
-def _detail_table(rows: List[dict]) -> List[str]:
-    rows = sorted(rows, key=lambda r: (r["cost_model"], r["graph"]))
+def _graph_label(graph: str, batch: int) -> str:
+    return graph if batch == 1 else f"{graph} (batch {batch})"
+
+
+def _sorted(rows: List[dict]) -> List[dict]:
+    return sorted(rows, key=lambda r: (r["cost_model"], r["graph"], r.get("batch", 1)))
+
+
+def _gap_cell(gap: Optional[float]) -> str:
+    if gap is None:
+        return MISSING
+    return f"**{gap:+.2f}**" if gap >= GAP_THRESHOLD else f"{gap:+.2f}"
+
+
+def _methods_table(rows: List[dict]) -> List[str]:
+    head = ["graph", "cost model", "ops", "initial ms", "greedy %",
+            "best TASO % (alpha, budget)", "eqsat % (stop, e-nodes, s, ILP)",
+            "best descent % (median)", "best known %", "winner", "gap %"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in _sorted(rows):
+        init, s = r["initial_cost_ms"], summarize(r)
+        cells = [_graph_label(r["graph"], r.get("batch", 1)), r["cost_model"], str(r["ops"]),
+                 f"{init:.4g}",
+                 _pct(r["greedy"]["cost_ms"], init) if "greedy" in r else MISSING,
+                 _taso_cell(r), _eqsat_cell(r), _descent_cell(r),
+                 MISSING if s["best_known_ms"] is None else _pct(s["best_known_ms"], init),
+                 _winner_cell(r, s["winners"]), _gap_cell(s["gap_pct"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _taso_cell(row: dict) -> str:
+    if not row.get("search"):
+        return MISSING
+    best = row["best_search"]
+    run = next((s for s in row["search"] if s["alpha"] == best["alpha"]
+                and s["budget"] == best["budget"]), {})
+    mark = "*" if run.get("time_limit_hit") else ""
+    return (f"{_pct(best['cost_ms'], row['initial_cost_ms'])} "
+            f"(a{best['alpha']:g}, b{best['budget']}{mark})")
+
+
+def _eqsat_cell(row: dict) -> str:
+    e = row.get("eqsat")
+    if e is None:
+        return MISSING
+    if "error" in e:
+        return f"error ({e['error'][:60]})"
+    return (f"{_pct(e['cost_ms'], row['initial_cost_ms'])} ({e['stop_reason']}, "
+            f"{e['e_nodes']}, {e['seconds']:.0f}, {e['ilp_status']})")
+
+
+def _descent_cell(row: dict) -> str:
+    d = row.get("descent")
+    if d is None:
+        return MISSING
+    init = row["initial_cost_ms"]
+    return f"{_pct(d['best_cost_ms'], init)} ({_pct(d['median_cost_ms'], init)})"
+
+
+def _winner_cell(row: dict, winners: List[str]) -> str:
+    ran = [m for m in METHODS if method_cost(row, m) is not None]
+    if len(ran) > 1 and winners == ran:
+        return "all"
+    return ", ".join(winners) or MISSING
+
+
+def _taso_table(rows: List[dict]) -> List[str]:
+    rows = [r for r in _sorted(rows) if r.get("search")]
     configs = sorted({(s["budget"], s["alpha"]) for r in rows for s in r["search"]})
-    head = ["graph", "cost model", "ops", "initial ms", "locations (improving)",
-            "greedy % (steps, s)"]
+    head = ["graph", "cost model", "locations (improving)", "greedy % (steps, s)"]
     head += [f"a{a:g} b{b}" for b, a in configs]
-    head += ["gap %"]
+    head += ["TASO gap %"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        init, g = r["initial_cost_ms"], r["greedy"]
-        cells = [r["graph"], r["cost_model"], str(r["ops"]), f"{init:.4g}",
-                 f"{g['locations']} ({g['improving_locations']})",
-                 f"{_pct(g['cost_ms'], init)} ({g['steps']}, {g['seconds']:.1f})"]
+        init, g = r["initial_cost_ms"], r.get("greedy")
+        cells = [_graph_label(r["graph"], r.get("batch", 1)), r["cost_model"]]
+        if g is None:
+            cells += [MISSING, MISSING]
+        else:
+            cells += [f"{g['locations']} ({g['improving_locations']})",
+                      f"{_pct(g['cost_ms'], init)} ({g['steps']}, {g['seconds']:.1f})"]
         by_config = {(s["budget"], s["alpha"]): s for s in r["search"]}
         for c in configs:
             s = by_config.get(c)
@@ -229,8 +663,7 @@ def _detail_table(rows: List[dict]) -> List[str]:
             mark = "*" if s["time_limit_hit"] else ("e" if s["queue_emptied"] else "")
             cells.append(f"{_pct(s['cost_ms'], init)} ({s['expansions']}{mark}, "
                          f"{s['seconds']:.0f})")
-        gap = r["gap_pct"]
-        cells.append(f"**{gap:+.2f}**" if gap >= GAP_THRESHOLD else f"{gap:+.2f}")
+        cells.append(_gap_cell(summarize(r)["taso_gap_pct"]))
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -238,6 +671,9 @@ def _detail_table(rows: List[dict]) -> List[str]:
 def _pct(cost: float, initial: float) -> str:
     return f"{100 * (cost - initial) / initial:+.2f}"
 
+
+# ---------------------------------------------------------------------------
+# Files and the command line.
 
 def load_rows(path: str) -> List[dict]:
     if not os.path.exists(path):
@@ -255,48 +691,61 @@ def save(rows: List[dict], out_json: str, out_md: str) -> None:
         f.write(markdown_table(rows))
 
 
+def plan_settings(graphs: Sequence[str], onnx_graphs: Sequence[str], batches: Sequence[int],
+                  cost_models: Sequence[str], rules: Sequence[str]) -> List[Setting]:
+    """Every graph x batch x cost model x rule set; batches other than 1
+    only for zoo graphs whose builder takes one (the others are named once
+    on stdout)."""
+    settings = []
+    for graph in list(graphs) + list(onnx_graphs):
+        for batch in batches:
+            if batch != 1:
+                try:
+                    if graph in onnx_graphs:
+                        raise ValueError(f"{graph}: an ONNX file's shapes are its own "
+                                         "(--input_shape)")
+                    zoo_graph(graph, batch)
+                except ValueError as error:
+                    print(f"skipping batch {batch}: {error}", flush=True)
+                    continue
+            settings += [Setting(graph, cost_model, rule_set, batch)
+                         for cost_model in cost_models for rule_set in rules]
+    return settings
+
+
 def main(argv):
     del argv
-    graphs, cost_models, rules = FLAGS.graphs, FLAGS.cost_models, FLAGS.rules
-    alphas = [float(a) for a in FLAGS.alphas]
-    budgets = [int(b) for b in FLAGS.budgets]
     out_json, out_md = FLAGS.out_json, FLAGS.out_md
     if FLAGS.quick:
-        graphs, cost_models, alphas, budgets = ["small_cnn"], ["analytic/cpu"], [1.0, 1.2], [50, 200]
         out_json = os.path.join(os.path.dirname(out_json), "quick.json")
         out_md = os.path.join(os.path.dirname(out_md), "quick.md")
-    for name in rules:
-        if name not in RULE_SETS:
-            raise app.UsageError(f"unknown rule set {name!r}; choose from {list(RULE_SETS)}")
-    rows = load_rows(out_json) if FLAGS.resume and not FLAGS.quick else []
     if FLAGS.report_only:
         save(load_rows(out_json), out_json, out_md)
         print(markdown_table(load_rows(out_json)))
         return
-    done = {Setting(r["graph"], r["cost_model"], r["rules"]).key for r in rows}
-    if FLAGS.onnx and not FLAGS["graphs"].present:
-        graphs = []  # only the model files (--quick: with its budgets)
+    for name in FLAGS.rules:
+        if name not in RULE_SETS:
+            raise app.UsageError(f"unknown rule set {name!r}; choose from {list(RULE_SETS)}")
+    config = config_from_flags()
+    batches = [int(b) for b in FLAGS.batches]
+    if any(b < 1 for b in batches):
+        raise app.UsageError(f"--batches must be >= 1, got {FLAGS.batches}")
     shapes = parse_input_shapes(FLAGS.input_shape)
     files = {model_name(path): path for path in FLAGS.onnx}  # graph name -> model file
     for path in files.values():
         model_source(path, shapes)  # read now: a bad file fails before any run
-    for graph in list(graphs) + list(files):
-        for cost_model in cost_models:
-            for rule_set in rules:
-                setting = Setting(graph, cost_model, rule_set)
-                if setting.key in done:
-                    continue
-                path = files.get(graph)
-                row = run_setting(setting, alphas, budgets, FLAGS.time_limit,
-                                  FLAGS.max_locations, FLAGS.cost_cache,
-                                  model_source(path, shapes).graph if path else None)
-                if path:
-                    row["onnx"] = path
-                rows.append(row)
-                print(json.dumps({k: v for k, v in row.items() if k not in ("greedy", "search")}
-                                 | {"greedy_steps": row["greedy"]["steps"]}), flush=True)
-                save(rows, out_json, out_md)
-    save(rows, out_json, out_md)
+    only_files = bool(FLAGS.onnx and not FLAGS["graphs"].present)
+    if FLAGS.quick:  # its zoo settings, or the model files under analytic/cpu
+        settings = plan_settings([], list(files), [1], ["analytic/cpu"], FLAGS.rules)
+        for graph, cost_model, rule_set in [] if only_files else QUICK_SETTINGS:
+            settings += plan_settings([graph], [], batches, [cost_model],
+                                      FLAGS.rules if rule_set is None else [rule_set])
+    else:
+        graphs = [] if only_files else FLAGS.graphs
+        settings = plan_settings(graphs, list(files), batches, FLAGS.cost_models, FLAGS.rules)
+    rows = load_rows(out_json) if FLAGS.resume and not FLAGS.quick else []
+    rows = run_matrix(settings, config, rows, out_json, out_md, files, shapes,
+                      FLAGS.workers, FLAGS.ray_address)
     print(markdown_table(rows))
 
 

@@ -4,7 +4,8 @@ Each probe runs on one graph under one rule set and cost model and prints one
 JSON line (docs/benchmark.md, "Why"):
 
 - `descent`: `--episodes` random descents (a uniformly drawn cost-lowering
-  candidate each step until none is left). If every descent ends at greedy's
+  candidate each step until none is left; `landscape.py`, which
+  search_bench.py runs too). If every descent ends at greedy's
   cost, the order of the improving rewrites does not matter (they commute or
   their conflicts cost nothing), so a search over orders has nothing to find.
 - `escape`: from greedy's local optimum G*, every candidate G1 (uphill ones
@@ -28,17 +29,16 @@ from __future__ import annotations
 import heapq
 import json
 import time
-from typing import Dict, List, Tuple
+from typing import Dict, List
 
 from absl import app, flags
 import numpy as np
 
+from landscape import EPS, Landscape, probe_descent
 from xflowrl import zoo
 from xflowrl.engine import CostModel, Graph, XferSet
-from xflowrl.engine import xfers as xfers_lib
 from xflowrl.engine.cost import DEFAULT_COST_SPEC
 from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS, TASO_ALPHA, TASO_BUDGET
-from xflowrl.env import NO_STEP_LIMIT
 from xflowrl.rules import sets as rule_sets
 from xflowrl.rules.sets import DEFAULT_RULE_SET
 from xflowrl.runs import cost_model_from_spec
@@ -61,66 +61,6 @@ flags.DEFINE_integer("budget", TASO_BUDGET, "trace / step_costs / rule_ablation:
 flags.DEFINE_integer("max_locations", DEFAULT_MAX_LOCATIONS,
                      "Locations per xfer (the environment's L).")
 flags.DEFINE_float("time_limit", 300.0, "escape / trace: stop after this many seconds.")
-
-EPS = 1e-9
-
-
-class Landscape:
-    """Candidates of a graph under one rule set and cost model, with the
-    environment's caps (L locations per xfer, twice the initial op count)."""
-
-    def __init__(self, graph: Graph, xfers: XferSet, cost_model: CostModel, max_locations: int):
-        self.xfers, self.cost_model = xfers, cost_model
-        self.max_locations = max_locations
-        self.max_ops = 2 * graph.num_ops()
-
-    def candidates(self, graph: Graph) -> Tuple[np.ndarray, "xfers_lib.Locations"]:
-        """[N, L] candidate costs (NaN: none) and the `Locations`."""
-        locs = self.xfers.locations(graph, self.max_locations, self.max_ops)
-        return locs.costs(self.cost_model), locs
-
-    def greedy(self, graph: Graph, max_steps: int = NO_STEP_LIMIT
-               ) -> Tuple[Graph, float, List[str]]:
-        """One-step greedy (the cheapest candidate; ties to the lowest xfer, then
-        location, as `GreedyAgent`), from `graph` until nothing improves."""
-        cost = graph.cost(self.cost_model)
-        applied: List[str] = []
-        for _ in range(max_steps):
-            costs, locs = self.candidates(graph)
-            if np.isnan(costs).all():
-                break
-            flat = int(np.nanargmin(costs))
-            x, l = np.unravel_index(flat, costs.shape)
-            if costs[x, l] >= cost - EPS:
-                break
-            graph, cost = locs.apply(int(x), int(l)), float(costs[x, l])
-            applied.append(self.xfers.names[x])
-        return graph, cost, applied
-
-
-def probe_descent(land: Landscape, graph: Graph, episodes: int, seed: int) -> dict:
-    rng = np.random.default_rng(seed)
-    g_graph, g_cost, g_applied = land.greedy(graph)
-    ends = []
-    for _ in range(episodes):
-        cur, cost, steps = graph, graph.cost(land.cost_model), 0
-        while True:
-            costs, locs = land.candidates(cur)
-            better = np.argwhere(costs < cost - EPS)
-            if len(better) == 0:
-                break
-            x, l = better[rng.integers(len(better))]
-            cur, cost = locs.apply(int(x), int(l)), float(costs[x, l])
-            steps += 1
-        ends.append((cost, steps))
-    costs_ = np.array([c for c, _ in ends])
-    return {"greedy_cost_ms": g_cost, "greedy_steps": len(g_applied),
-            "descent_min_ms": float(costs_.min()), "descent_max_ms": float(costs_.max()),
-            "descent_mean_ms": float(costs_.mean()),
-            "descents_below_greedy": int((costs_ < g_cost - EPS).sum()),
-            "descents_above_greedy": int((costs_ > g_cost + EPS).sum()),
-            "descent_steps": [s for _, s in ends]}
-
 
 def probe_escape(land: Landscape, graph: Graph, depth: int, time_limit: float) -> dict:
     start = time.time()

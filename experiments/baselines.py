@@ -8,14 +8,19 @@ Per graph of `--graphs` (default: the thesis' six; with `--onnx` and no
 by its file name without .onnx; `--input_shape` NAME=D1,D2,... applies to
 every file, for inputs of dynamic dimensions):
 
-- one-step greedy (no step limit: it stops when no candidate improves)
-  and TASO's backtracking search (`--taso_alpha`, `--taso_budget`) under
-  the environment's rules, cost model and location cap (`--rules`,
-  `--cost_model`, `--profile`, `--max_locations`), run by the baseline
-  runner (`xflowrl.search.run_greedy`, `run_taso`) into its record
-  (`xflowrl.search.Baselines`), with the search's trace (best cost against
-  expansions and seconds) and every step's location;
-- the end-to-end runtime of the original, greedy's and TASO's graphs (same
+- one-step greedy (no step limit: it stops when no candidate improves),
+  TASO's backtracking search (`--taso_alpha`, `--taso_budget`; 0 skips it)
+  and equality saturation (TENSAT's method, `xflowrl.search.eqsat`:
+  `--eqsat_time_limit` seconds of saturation, then ILP extraction of up to
+  15 s more; 0 skips it) under the environment's rules, cost model and
+  location cap (`--rules`, `--cost_model`, `--profile`, `--max_locations`),
+  run by the baseline runner (`xflowrl.search.run_greedy`, `run_taso`,
+  `run_eqsat`) into its record (`xflowrl.search.Baselines`), with the
+  search's trace (best cost against expansions and seconds), every step's
+  location and equality saturation's graph itself (extracted from the
+  e-graph, not reached by steps: `xflowrl.search.replay_result` builds it);
+- the end-to-end runtime of the original, greedy's, TASO's and equality
+  saturation's graphs (variant "eqsat"; each beside its estimated cost; same
   weights: a zoo graph's random `random_weights(graph, --seed,
   gain=zoo.weight_gain(graph))`, an ONNX file's own; exported by `to_onnx`;
   same inputs, random, of the model's input types) in TensorFlow through onnx-tf
@@ -34,8 +39,9 @@ Writes --results_dir/<graph>/baselines/result.json per graph (the record's
 keys, `Baselines.to_json`, beside the timings; reused when present with the
 same settings and the record's current version; `--rerun` redoes it) and,
 over all graphs, --results_dir/baselines/: baselines.md (the table, with the thesis' GPU
-figures beside ours), baselines.json (the table's data), fig4_1_runtimes.png
-(original vs greedy vs TASO, measured;
+figures beside ours and equality saturation's columns where it ran),
+baselines.json (the table's data), fig4_1_runtimes.png (original vs greedy
+vs TASO vs equality saturation, measured;
 `xflowrl.results.figures.figure_baseline_runtimes`) and
 fig4_2_taso_search.png (the search's best cost against expansions and
 seconds, normalised to the initial cost; `xflowrl.results.figures.figure_taso`,
@@ -52,6 +58,11 @@ Memory: TASO's search at budget 1000 on Inception-v3 grew past 20 GB on
 this box (docs/runtime.md), so `--taso_budget_for` gives it 100 by default
 (`--taso_budget_for=` to use `--taso_budget` everywhere); the table and
 each graph's result.json record the budget used.
+
+Results written before equality saturation was a baseline (no "eqsat" in
+their record or variants) still load and render: the table leaves its
+columns out and the figure its bars. Their settings lack
+`eqsat_time_limit`, so they are not reused: the next run redoes them.
 """
 
 from __future__ import annotations
@@ -73,6 +84,7 @@ from xflowrl.onnx_io import to_onnx
 from xflowrl.optimize.model_io import BadInput
 from xflowrl.results.figures import figure_baseline_runtimes, figure_taso
 from xflowrl.results.layout import (
+    EQSAT,
     baseline_costs,
     baseline_runtimes,
 )
@@ -87,7 +99,7 @@ from xflowrl.runs import (
     write_json,
     write_text,
 )
-from xflowrl.search import Baselines, run_greedy, run_taso
+from xflowrl.search import Baselines, replay_result, run_eqsat, run_greedy, run_taso
 from xflowrl.search.record import OLD_VERSION_KEY, RECORD_VERSION, record_version
 
 FLAGS = flags.FLAGS
@@ -106,8 +118,8 @@ flags.DEFINE_list("taso_budget_for", ["inception_v3=100"],
                   "1000 the search on Inception-v3 grew past 20 GB on this machine.")
 
 # The flags a saved result's settings record, in their order.
-_SETTINGS_FLAGS = ("rules", "cost_model", "profile", "max_locations", "taso_alpha", "runtimes",
-                   "rounds", "warmup", "repeats", "seed")
+_SETTINGS_FLAGS = ("rules", "cost_model", "profile", "max_locations", "taso_alpha",
+                   "eqsat_time_limit", "runtimes", "rounds", "warmup", "repeats", "seed")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,13 +128,15 @@ class Config:
     graphs to run (`runs`, in order, names unique: `graph_fields`, with the
     environment's flags), where results go, whether saved ones are redone,
     the searches' and the timing's settings (`settings`: the flags a saved
-    result must match, by name, as the flags hold them)."""
+    result must match, by name, as the flags hold them; equality
+    saturation's time limit among them, 0: skipped)."""
     runs: Tuple[RunSettings, ...]
     results_dir: str
     rerun: bool
     taso_alpha: float
     taso_budget: int
     taso_budget_for: Tuple[str, ...]
+    eqsat_time_limit: float
     runtimes: Tuple[str, ...]
     rounds: int
     warmup: int
@@ -140,7 +154,7 @@ class Variant(NamedTuple):
     name: str
     graph: Graph
     cost_ms: float           # estimated, under the environment's cost model
-    steps: Optional[int]     # substitutions applied
+    steps: Optional[int]     # substitutions applied (None: the original, equality saturation)
     seconds: Optional[float]  # search time
 
 
@@ -194,11 +208,12 @@ def settings(run: RunSettings, config: Config) -> dict:
     return out
 
 
-def search_graph(run: RunSettings, alpha: float, budget: int
+def search_graph(run: RunSettings, alpha: float, budget: int, eqsat_time_limit: float
                  ) -> Tuple[List[Variant], Baselines, str]:
-    """Greedy's and TASO's results on the graph `run` names (the baseline
-    runner's; TASO skipped at budget 0): (variants to time, their record,
-    the cost model's name)."""
+    """Greedy's, TASO's and equality saturation's results on the graph `run`
+    names (the baseline runner's; TASO skipped at budget 0, equality
+    saturation at time limit 0): (variants to time, their record, the cost
+    model's name)."""
     env = dataclasses.replace(run, max_steps=NO_STEP_LIMIT).make_env()
     original = env.initial_graph
     variants = [Variant("original", original, env.initial_cost, None, None)]
@@ -209,10 +224,18 @@ def search_graph(run: RunSettings, alpha: float, budget: int
     if budget > 0:
         taso, taso_graph = run_taso(env, alpha, budget)
         variants.append(Variant("taso", taso_graph, taso.cost_ms, taso.steps, taso.seconds))
-    logging.info("%s: %d ops, cost %.4f ms; greedy %.4f ms (%d steps); TASO %s", run.graph,
-                 original.num_ops(), env.initial_cost, greedy.cost_ms, greedy.steps,
-                 f"{taso.cost_ms:.4f} ms" if taso else "skipped")
-    record = Baselines(greedy=greedy, taso=taso, max_locations=env.config.max_locations)
+    eqsat = None
+    if eqsat_time_limit > 0:
+        eqsat = run_eqsat(env, eqsat_time_limit)
+        variants.append(Variant(EQSAT, replay_result(env, eqsat), eqsat.cost_ms, None,
+                                eqsat.seconds))
+    logging.info("%s: %d ops, cost %.4f ms; greedy %.4f ms (%d steps); TASO %s; "
+                 "equality saturation %s", run.graph, original.num_ops(), env.initial_cost,
+                 greedy.cost_ms, greedy.steps, f"{taso.cost_ms:.4f} ms" if taso else "skipped",
+                 f"{eqsat.cost_ms:.4f} ms ({eqsat.stop_reason}, {eqsat.handed_over} "
+                 f"extraction)" if eqsat else "skipped")
+    record = Baselines(greedy=greedy, taso=taso, max_locations=env.config.max_locations,
+                       eqsat=eqsat)
     return variants, record, env.cost_model.name
 
 
@@ -242,9 +265,10 @@ def run_graph(run: RunSettings, config: Config) -> dict:
     start = time.time()
     name = run.graph
     variants, record, cost_model = search_graph(
-        run, config.taso_alpha, taso_budget(name, config.taso_budget, config.taso_budget_for))
+        run, config.taso_alpha, taso_budget(name, config.taso_budget, config.taso_budget_for),
+        config.eqsat_time_limit)
     measured = time_variants(run, variants, config)
-    # The record's keys ("greedy", "taso", ...) at the top level, beside the
+    # The record's keys ("greedy", "taso", "eqsat", ...) at the top level, beside the
     # timings: `Baselines.from_json` reads them back.
     result = {
         "graph": name, "settings": settings(run, config), "cost_model": cost_model,
@@ -315,7 +339,7 @@ def main(argv):
                     results_dir=FLAGS.results_dir, rerun=FLAGS.rerun,
                     taso_alpha=FLAGS.taso_alpha, taso_budget=FLAGS.taso_budget,
                     taso_budget_for=tuple(FLAGS.taso_budget_for),
-                    runtimes=tuple(FLAGS.runtimes), rounds=FLAGS.rounds, warmup=FLAGS.warmup,
+                    eqsat_time_limit=FLAGS.eqsat_time_limit, runtimes=tuple(FLAGS.runtimes), rounds=FLAGS.rounds, warmup=FLAGS.warmup,
                     repeats=FLAGS.repeats, seed=FLAGS.seed,
                     settings=tuple((k, FLAGS[k].value) for k in _SETTINGS_FLAGS))
     results = run_all(config)

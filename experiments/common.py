@@ -29,8 +29,6 @@ from xflowrl.engine.xfers import (
 from xflowrl.env import DEFAULT_MAX_STEPS, GraphEnv, rewards
 from xflowrl.optimize.model_io import BadInput, parse_input_shapes
 from xflowrl.rules.sets import DEFAULT_RULE_SET, RULE_SETS
-
-# Re-exported: the entry points call common.exit_on_bad_input.
 from xflowrl.runs import (
     BaselineSettings,
     RunSettings,
@@ -38,6 +36,9 @@ from xflowrl.runs import (
     input_shapes_key,
     model_name,
 )
+
+# Re-exported: the entry points call common.exit_on_bad_input.
+from xflowrl.search import EQSAT_TIME_LIMIT
 
 if TYPE_CHECKING:
     from xflowrl.world_model import WorldModelConfig
@@ -115,10 +116,15 @@ def define_env_flags(default_graph: str, flag_values: flags.FlagValues = FLAGS,
 
 
 def define_baseline_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-    """--taso_budget, --taso_alpha, --random_episodes (in `flag_values`)."""
+    """--taso_budget, --taso_alpha, --random_episodes, --eqsat_time_limit (in
+    `flag_values`)."""
     define_taso_flags(flag_values)
     flags.DEFINE_integer("random_episodes", 20, "Episodes of the random-agent baseline.",
                          flag_values=flag_values)
+    flags.DEFINE_float("eqsat_time_limit", EQSAT_TIME_LIMIT,
+                       "Seconds of saturation of the equality-saturation baseline "
+                       "(xflowrl.search.eqsat; its ILP extraction adds up to 15 s); 0 skips it.",
+                       flag_values=flag_values)
 
 
 def define_world_model_flags(flag_values: flags.FlagValues = FLAGS) -> None:
@@ -240,7 +246,8 @@ def run_settings(values: Any = FLAGS, cost_features: str = "full",
 def baseline_settings(values: Any = FLAGS) -> BaselineSettings:
     """The typed settings of the flags `define_baseline_flags` defines."""
     return BaselineSettings(taso_alpha=values.taso_alpha, taso_budget=values.taso_budget,
-                            random_episodes=values.random_episodes)
+                            random_episodes=values.random_episodes,
+                            eqsat_time_limit=values.eqsat_time_limit)
 
 
 def world_model_config(values: Any = FLAGS, **fields: Any) -> "WorldModelConfig":

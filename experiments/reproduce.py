@@ -200,7 +200,7 @@ def setting_jobs(setting: Setting, graphs: Sequence[str], b: Budget,
         suffix = "" if seed == seeds[0] else f" seed {seed}"
         # --max_steps is a floor: the agents raise it to greedy's budget themselves.
         agent = env_flags(setting, seed_dir, seed) + [
-            f"--max_steps={b.max_steps}", "--taso_budget=0",
+            f"--max_steps={b.max_steps}", "--taso_budget=0", "--eqsat_time_limit=0",
             f"--random_episodes={b.random_episodes}"]
         mb = agent + [f"--rounds={b.mb_rounds}",
                       f"--episodes_per_round={b.mb_episodes_per_round}",

@@ -1,5 +1,6 @@
 """Tests of the native engine through its Python API: graphs, hash, xfers."""
 
+import json
 import os
 import subprocess
 import sys
@@ -9,7 +10,7 @@ from absl.testing import absltest
 import numpy as np
 
 from xflowrl import _engine, zoo
-from xflowrl.engine import CostModel, GraphBuilder, XferSet
+from xflowrl.engine import CostModel, GraphBuilder, XferSet, graph_from_data
 from xflowrl.rules.rules_io import PatternOp, PatternTensor, Rule
 
 X, W1, W2 = PatternTensor(-1, 0), PatternTensor(-2, 0), PatternTensor(-3, 0)
@@ -124,6 +125,16 @@ class GraphTest(absltest.TestCase):
 
 
 class HashTest(absltest.TestCase):
+
+    def test_graph_data_round_trip(self):
+        for name in zoo.GRAPHS:
+            graph = zoo.get_graph(name)
+            back = graph_from_data(json.loads(json.dumps(graph.to_data())))
+            self.assertEqual(back.hash(), graph.hash(), name)
+            self.assertEqual([(o.type, o.name) for o in back.ops()],
+                             [(o.type, o.name) for o in graph.ops()], name)
+        with self.assertRaisesRegex(ValueError, "malformed graph data"):
+            graph_from_data({"ops": [["relu", {}, [[3, 0]], "", None]], "outputs": [[0, 0]]})
 
     def test_hash_ignores_creation_order(self):
         self.assertEqual(two_branch_graph("ab").hash(), two_branch_graph("ba").hash())

@@ -48,9 +48,10 @@ def _result(variants, thesis=None):
     return dict(fixtures.baselines(), variants=variants, thesis_gpu_ms=thesis)
 
 
-# bert: all three variants on both clocks (TASO found greedy's graph), the
-# thesis' figures; tiny: a model file (no thesis figures), TASO not run,
-# timed in onnxruntime only.
+# bert: the original, greedy's and TASO's graphs on both clocks (TASO found
+# greedy's graph), the thesis' figures, no equality saturation (a result
+# written before it was a baseline); tiny: a model file (no thesis figures),
+# TASO not run, timed in onnxruntime only.
 RESULTS = {
     "bert": _result({
         "original": _variant("a", 100.0, tf_wall=(20.0, 19.0, 22.0), ort_cpu=(10.0, 9.0, 11.0)),
@@ -122,6 +123,40 @@ class FiguresTest(absltest.TestCase):
         self.assertTrue(math.isnan(ort.heights["taso"][1]))
         self.assertEqual(ort.original_ms, [10.0, 2.0])
         self.assertIsNone(ort.thesis)
+
+    def test_figure_4_1_without_equality_saturation_has_no_bars_of_it(self):
+        runtimes = {n: layout.baseline_runtimes(r) for n, r in RESULTS.items()}
+        for panel in runtime_bars(runtimes):
+            self.assertEqual(list(panel.heights), ["original", "greedy", "taso"])
+        # Nor TASO's where no graph ran it.
+        panels = runtime_bars({"tiny": layout.baseline_runtimes(RESULTS["tiny"])})
+        self.assertEqual(list(panels[0].heights), ["original", "greedy"])
+
+    def test_figure_4_1_equality_saturation_beside_the_others(self):
+        # small: all four on onnxruntime, equality saturation's graph faster
+        # than greedy's; bert (an older result) has none: no bar of it.
+        small = dict(_result({
+            "original": _variant("a", 10.0, ort_cpu=(10.0, 9.0, 11.0)),
+            "greedy": _variant("b", 9.0, ort_cpu=(9.0, 8.5, 9.5)),
+            "taso": _variant("b", 9.0, ort_cpu=(9.0, 8.5, 9.5)),
+            "eqsat": _variant("e", 8.0, ort_cpu=(8.0, 7.0, 8.5)),
+        }), eqsat=fixtures.eqsat(8.0))
+        runtimes = {"small": layout.baseline_runtimes(small),
+                    "bert": layout.baseline_runtimes(RESULTS["bert"])}
+        self.assertEqual(list(runtimes["small"].variants),
+                         ["original", "greedy", "taso", "eqsat"])
+        path = os.path.join(self.out, "fig4_1.png")
+        panels = figure_baseline_runtimes(runtimes, path)
+        self.assert_png(path)
+        tf, ort = panels
+        self.assertEqual(list(ort.heights), ["original", "greedy", "taso", "eqsat"])
+        self.assertEqual(ort.heights["eqsat"][0], 0.8)
+        self.assertAlmostEqual(ort.below["eqsat"][0], 0.1)
+        self.assertAlmostEqual(ort.above["eqsat"][0], 0.05)
+        self.assertTrue(math.isnan(ort.heights["eqsat"][1]))
+        self.assertEqual((ort.below["eqsat"][1], ort.above["eqsat"][1]), (0, 0))
+        # small was not timed in TensorFlow: its bars there are NaN.
+        self.assertTrue(math.isnan(tf.heights["eqsat"][0]))
 
     def test_figure_4_1_only_the_clocks_timed_and_no_thesis_without_figures(self):
         runtimes = {"tiny": layout.baseline_runtimes(RESULTS["tiny"])}

@@ -42,6 +42,15 @@ def baselines(greedy_ms=90.0, initial_ms=100.0):
                                {"expansions": 5, "seconds": 0.5, "best_cost_ms": greedy_ms}]}}
 
 
+def eqsat(cost_ms=85.0):
+    """Equality saturation's record in a baseline run's result
+    (`xflowrl.search.EqsatResult` as JSON; its graph left empty: not read)."""
+    return {"cost_ms": cost_ms, "seconds": 17.0, "handed_over": "ilp",
+            "greedy_extraction_ms": cost_ms + 1.0, "ilp_ms": cost_ms, "ilp_status": "optimal",
+            "stop_reason": "time_limit", "iterations": 3, "e_nodes": 7288, "time_limit_s": 1.0,
+            "graph": {}}
+
+
 def agent_baselines(greedy_ms=90.0):
     """The baselines inside an agent's run (xflowrl.search.run_baselines)."""
     return {"greedy": {"cost_ms": greedy_ms, "seconds": 0.1, "steps": 4,

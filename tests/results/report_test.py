@@ -228,6 +228,17 @@ class BaselineCostsTest(absltest.TestCase):
         self.assertIsNone(layout.random_cost_ms({"random": None}))
         self.assertEqual(layout.greedy_cost_ms(fixtures.agent_baselines(70.0)), 70.0)
 
+    def test_equality_saturation_where_it_ran(self):
+        b = layout.baseline_costs(dict(fixtures.baselines(), eqsat=fixtures.eqsat(85.0)))
+        self.assertEqual((b.eqsat_ms, b.eqsat_seconds, b.eqsat_time_limit_s,
+                          b.eqsat_stop_reason, b.eqsat_e_nodes, b.eqsat_handed_over),
+                         (85.0, 17.0, 1.0, "time_limit", 7288, "ilp"))
+        # Skipped (None), or a result written before it was a baseline (no key).
+        for result in (dict(fixtures.baselines(), eqsat=None), fixtures.baselines()):
+            b = layout.baseline_costs(result)
+            self.assertIsNone(b.eqsat_ms)
+            self.assertIsNone(b.eqsat_stop_reason)
+
     def test_a_row_shares_the_summary_fields(self):
         b = layout.baseline_costs(fixtures.baselines(greedy_ms=80.0))
         row = rows.graph_row("gpu", GRAPH, layout.Runs(

@@ -140,6 +140,48 @@ class BaselinesTableTest(absltest.TestCase):
         self.assertIn("| mine | greedy | - | - | - | - | - | - | - (not reported) |  |", lines)
         self.assertFalse(any(line.startswith("| mine | taso") for line in lines))
         self.assertIn("Thesis speed-up of TASO's graph over TensorFlow (GPU): bert 1.50x.", lines)
+        # Neither graph ran equality saturation (or was written before it
+        # was a baseline): no columns or rows of it.
+        self.assertIn("# Baselines: original, one-step greedy and TASO's search "
+                      "(Figures 4.1, 4.2)", lines)
+        self.assertNotIn("eqsat", text)
+        self.assertIn("|---|---|---|---|---|---|---|", lines)
+
+    def test_equality_saturation_where_it_ran(self):
+        eqsat = dict(eqsat_ms=8.55, eqsat_seconds=16.94, eqsat_time_limit_s=1.0,
+                     eqsat_stop_reason="time_limit", eqsat_e_nodes=7288,
+                     eqsat_handed_over="ilp")
+        costs = {"bert": _baseline(taso_ms=8.1, **eqsat), "old": _baseline()}
+        timed = {"ort/cpu": _timing(10.0, 9.5, 10.5)}
+        runtimes = {
+            "bert": BaselineRuntimes(
+                variants={"original": TimedGraph("a", 40, 10.0, timed),
+                          "greedy": TimedGraph("b", 38, 9.0, timed),
+                          "taso": TimedGraph("c", 38, 8.1, timed),
+                          "eqsat": TimedGraph("b", 38, 8.55, timed)},
+                thesis_gpu_ms={"tf": 3.0, "taso": 2.0, "trt": 1.0}),
+            "old": BaselineRuntimes(
+                variants={"original": TimedGraph("d", 40, 10.0, timed),
+                          "greedy": TimedGraph("e", 39, 9.0, timed)},
+                thesis_gpu_ms=None)}
+        lines = tables.baselines_markdown(costs, runtimes, "not here").splitlines()
+        self.assertIn("# Baselines: original, one-step greedy, TASO's search and equality "
+                      "saturation (Figures 4.1, 4.2)", lines)
+        self.assertIn("| graph | ops | cost model | initial est. ms | greedy est. ms (steps, s) "
+                      "| TASO est. ms (budget, expansions, s) | TASO vs greedy | eqsat est. ms "
+                      "(time limit, stop, e-nodes, extraction, s) | eqsat vs greedy |", lines)
+        self.assertIn("|---|---|---|---|---|---|---|---|---|", lines)
+        self.assertIn("| bert | 40 | analytic/cpu | 10.0000 | 9.0000 (3, 0.2) | "
+                      "8.1000 (100, 57, 1.5) | -10.00% | "
+                      "8.5500 (1 s, time_limit, 7288, ilp, 16.9) | -5.00% |", lines)
+        # A graph without it (skipped, or an older result): dashes.
+        self.assertIn("| old | 40 | analytic/cpu | 10.0000 | 9.0000 (3, 0.2) | skipped | - "
+                      "| - | - |", lines)
+        # Its graph timed, named as greedy's where it is greedy's; the
+        # thesis has no figure of it.
+        self.assertIn("| bert | eqsat (= greedy) | - | - | - | 10.00 (9.50-10.50) | - | "
+                      "+0.0% | - (not in the thesis) |  |", lines)
+        self.assertFalse(any(line.startswith("| old | eqsat") for line in lines))
 
 
 class ThesisTest(absltest.TestCase):

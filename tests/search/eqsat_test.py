@@ -131,8 +131,7 @@ class SaturationTest(parameterized.TestCase):
         graph = zoo.get_graph("squeezenet1_1")
         result = equality_saturation(graph, XferSet.from_name("generated"), _COST, _FAST)
         self.assertLess(result.best_cost / result.initial_cost - 1, -0.36)
-        self.assertTrue(result.outputs_checked is None or result.outputs_checked)
-        self.assertEqual(result.stop_reason, "saturated")
+        self.assertTrue(result.outputs_checked)
 
     @parameterized.parameters("small_cnn", "bert", "vit", "resnext50", "nasrnn", "vgg19",
                               "nasnet_a")

@@ -5,15 +5,22 @@ import json
 
 from absl.testing import absltest
 
+from xflowrl import zoo
+from xflowrl.engine import XferSet
+from xflowrl.engine.cost import cost_model_from_spec
+from xflowrl.env import GraphEnv
 from xflowrl.results import Record, RecordError
 from xflowrl.search import (
     Baselines,
+    EqsatResult,
     GreedyResult,
     NO_LOCATION,
     RECORD_VERSION,
     RandomResult,
     TasoResult,
     TracePoint,
+    replay_result,
+    run_eqsat,
 )
 from xflowrl.search.record import OLD_VERSION_KEY, VERSION_KEY, record_version
 
@@ -48,6 +55,23 @@ class RoundTripTest(absltest.TestCase):
                 if record.taso is None:
                     self.assertIsNone(data["taso"])
                     self.assertIsNone(data["random"])
+
+    def test_equality_saturation_keeps_its_graph(self):
+        env = GraphEnv(zoo.get_graph("small_cnn"), XferSet.default(),
+                       cost_model_from_spec("analytic/v100"))
+        eqsat = run_eqsat(env, time_limit_s=5)
+        self.assertIsInstance(eqsat, EqsatResult)
+        record = Baselines(_GREEDY, _TASO, _RANDOM, max_locations=200, eqsat=eqsat)
+        back = Baselines.from_json(_through_a_file(record.to_json()))
+        self.assertEqual(back, record)
+        graph = replay_result(env, back.eqsat)
+        self.assertAlmostEqual(graph.cost(env.cost_model), eqsat.cost_ms, places=9)
+        self.assertLess(eqsat.cost_ms, env.initial_cost)
+        self.assertEqual(back.rows()[-1][1], eqsat.cost_ms)
+        # A record without it (every file written before) reads as None.
+        old = _through_a_file(Baselines(_GREEDY, max_locations=50).to_json())
+        del old["eqsat"]
+        self.assertIsNone(Baselines.from_json(old).eqsat)
 
     def test_the_json_keeps_the_keys_readers_of_the_files_use(self):
         data = Baselines(_GREEDY, _TASO, _RANDOM, max_locations=200).to_json()
@@ -127,7 +151,7 @@ class RecordLayoutTest(absltest.TestCase):
         self.assertIsInstance(record, Record)
         data = record.to_json()
         self.assertEqual(list(data), ["schema", VERSION_KEY, "max_locations", "greedy", "taso",
-                                      "random"])
+                                      "random", "eqsat"])
         self.assertEqual((data["schema"], data[VERSION_KEY]), ("baselines", RECORD_VERSION))
         self.assertEqual(record_version(data), RECORD_VERSION)
 

@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and IDEs
         OpInfo,
         PADDINGS,
         Tensor,
+        graph_from_data,
     )
     from xflowrl.engine.xfers import (
         DEFAULT_MAX_LOCATIONS,
@@ -70,6 +71,7 @@ _EXPORTS: Dict[str, str] = {
     "OpInfo": "xflowrl.engine.graph",
     "PADDINGS": "xflowrl.engine.graph",
     "Tensor": "xflowrl.engine.graph",
+    "graph_from_data": "xflowrl.engine.graph",
     "DEFAULT_MAX_LOCATIONS": "xflowrl.engine.xfers",
     "DEFAULT_RULE_SET": "xflowrl.rules.sets",
     "TASO_ALPHA": "xflowrl.engine.xfers",

@@ -121,6 +121,26 @@ class Graph:
     def weights(self) -> Dict[str, Shape]:
         return {op.name: op.output_shapes[0] for op in self.ops() if op.type == "weight"}
 
+    def to_data(self) -> Dict[str, Any]:
+        """The graph as JSON-able data (`graph_from_data` builds it again):
+        its ops in topological order, each [type, parameters (those of its
+        type, enums as numbers), inputs as [op position, output], name,
+        output shape for a leaf], and its outputs as [op position, output].
+        For results that hold a graph no steps replay (equality
+        saturation's extracted graph)."""
+        position: Dict[int, int] = {}
+        ops_data = []
+        for k, (guid, type_id, raw, inputs, shapes, name) in enumerate(self._handle.ops()):
+            position[guid] = k
+            type_name = _engine.op_type_str(type_id)
+            params = {key: (list(raw[key]) if isinstance(raw[key], (list, tuple)) else raw[key])
+                      for key in PARAMS_OF_TYPE.get(type_name, ())}
+            leaf_shape = list(shapes[0]) if type_name in LEAF_TYPES else None
+            ops_data.append([type_name, params, [[position[g], i] for g, i in inputs],
+                             name, leaf_shape])
+        return {"ops": ops_data,
+                "outputs": [[position[g], i] for g, i in self.outputs()]}
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Graph) and self.hash() == other.hash()
 
@@ -129,6 +149,29 @@ class Graph:
 
     def __repr__(self) -> str:
         return f"Graph(ops={self.num_ops()}, hash={self.hash():016x})"
+
+
+def graph_from_data(data: Dict[str, Any]) -> Graph:
+    """The graph `Graph.to_data` described.
+
+    Raises:
+      ValueError: the data is malformed or the engine rejects an op.
+    """
+    builder = GraphBuilder()
+    tensors: List[List["Tensor"]] = []
+    try:
+        for type_name, params, inputs, name, leaf_shape in data["ops"]:
+            if type_name == "input":
+                tensors.append([builder.input(name=name, shape=leaf_shape)])
+            elif type_name == "weight":
+                tensors.append([builder.weight(name=name, shape=leaf_shape)])
+            else:
+                tensors.append(builder.add_op(type_name, [tensors[k][i] for k, i in inputs],
+                                              params))
+        outputs = [tensors[k][i] for k, i in data["outputs"]]
+    except (KeyError, IndexError, TypeError) as e:
+        raise ValueError(f"malformed graph data: {e!r}") from None
+    return builder.build(outputs=outputs)
 
 
 @dataclasses.dataclass(frozen=True)

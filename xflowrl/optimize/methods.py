@@ -39,8 +39,8 @@ from xflowrl.env.replay import cheapest_prefix, replay
 from xflowrl.optimize.model_io import BadInput
 
 METHODS = ("greedy", "taso", "eqsat", "mf", "mb", "policy", "policy:DIR")
-# eqsat's budget is its e-graph's node limit (TENSAT's 50,000).
-DEFAULT_BUDGET = {"greedy": 0, "taso": TASO_BUDGET, "eqsat": 50_000, "mf": 200, "mb": 2,
+# eqsat's budget is its e-graph's node limit (EqsatConfig's default).
+DEFAULT_BUDGET = {"greedy": 0, "taso": TASO_BUDGET, "eqsat": 10_000, "mf": 200, "mb": 2,
                   "policy": 0}
 
 Progress = Callable[[str], None]

@@ -154,7 +154,9 @@ RUNTIME_CLOCKS = ("tf/wall", "ort/cpu")
 @dataclasses.dataclass(frozen=True)
 class RuntimeBars:
     """One panel of `figure_baseline_runtimes`: one clock, the graphs in
-    order. Per variant (`BASELINE_VARIANTS`) and graph: the bar's height,
+    order. Per variant (those of `BASELINE_VARIANTS` that some graph has,
+    in its order: no equality saturation in results written before it was
+    a baseline) and graph: the bar's height,
     the variant's median / the original's (NaN where either was not timed
     on this clock), and its error bar below and above (the interquartile
     range of the round medians / the original's median; 0 without a bar).
@@ -177,12 +179,13 @@ def runtime_bars(runtimes: Mapping[str, BaselineRuntimes]) -> List[RuntimeBars]:
     some graph's original was timed on."""
     names = list(runtimes)
     originals = [runtimes[n].variants["original"].measured for n in names]
+    variants = [v for v in BASELINE_VARIANTS if any(v in r.variants for r in runtimes.values())]
     panels = []
     for clock in (c for c in RUNTIME_CLOCKS if any(c in m for m in originals)):
         heights: Dict[str, List[float]] = {}
         below: Dict[str, List[float]] = {}
         above: Dict[str, List[float]] = {}
-        for vname in BASELINE_VARIANTS:
+        for vname in variants:
             h: List[float] = []
             lo: List[float] = []
             hi: List[float] = []
@@ -216,12 +219,13 @@ def runtime_bars(runtimes: Mapping[str, BaselineRuntimes]) -> List[RuntimeBars]:
 def figure_baseline_runtimes(runtimes: Mapping[str, BaselineRuntimes],
                              path: str) -> List[RuntimeBars]:
     """experiments/baselines.py's Figure 4.1: per graph, the measured
-    runtime of the original, greedy's and TASO's graphs (medians over
-    rounds, interquartile ranges as error bars; `runtime_bars`) normalised
-    to the original's, so graphs of every size share an axis, with the
-    original's ms written in its bar; one panel per clock (TensorFlow's wall
-    time, the thesis', and onnxruntime's CPU time), the thesis' TASO / TF
-    ratio (its GPU) as black diamonds on TensorFlow's.
+    runtime of the original, greedy's, TASO's and equality saturation's
+    graphs (those that ran; medians over rounds, interquartile ranges as
+    error bars; `runtime_bars`) normalised to the original's, so graphs of
+    every size share an axis, with the original's ms written in its bar; one
+    panel per clock (TensorFlow's wall time, the thesis', and onnxruntime's
+    CPU time), the thesis' TASO / TF ratio (its GPU) as black diamonds on
+    TensorFlow's, over TASO's bar.
 
     Not the report's Figure 4.1 (`figure_runtimes`): that one plots, per
     cost setting, the estimated and measured changes (%) of every variant,
@@ -235,18 +239,21 @@ def figure_baseline_runtimes(runtimes: Mapping[str, BaselineRuntimes],
     panels = runtime_bars(runtimes)
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4), squeeze=False)
     x = np.arange(len(runtimes))
-    width = 0.27
     for ax, panel in zip(axes[0], panels):
-        for i, vname in enumerate(BASELINE_VARIANTS):
-            ax.bar(x + (i - 1) * width, panel.heights[vname], width,
+        # The variants' bars side by side, 0.8 of a graph's slot in all.
+        width = 0.8 / len(panel.heights)
+        offset = {v: (i - (len(panel.heights) - 1) / 2) * width
+                  for i, v in enumerate(panel.heights)}
+        for vname in panel.heights:
+            ax.bar(x + offset[vname], panel.heights[vname], width,
                    yerr=[panel.below[vname], panel.above[vname]], capsize=3, label=vname)
         for j, ms in enumerate(panel.original_ms):
             if ms is not None:
-                ax.text(j - width, 0.02, f"{ms:.1f} ms", rotation=90, ha="center",
-                        va="bottom", fontsize=7, color="white")
+                ax.text(j + offset["original"], 0.02, f"{ms:.1f} ms", rotation=90,
+                        ha="center", va="bottom", fontsize=7, color="white")
         if panel.thesis is not None:
-            ax.scatter(x + width, panel.thesis, marker="D", color="black", zorder=3,
-                       label="thesis TASO / TF (GPU)")
+            ax.scatter(x + offset.get("taso", 0.0), panel.thesis, marker="D", color="black",
+                       zorder=3, label="thesis TASO / TF (GPU)")
         ax.axhline(1.0, color="grey", linewidth=0.8)
         ax.set_xticks(x)
         ax.set_xticklabels(panel.graphs, rotation=20)

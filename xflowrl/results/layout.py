@@ -59,7 +59,9 @@ SETTINGS: Dict[str, Setting] = {
 
 VARIANTS = ("original", "greedy", "taso", "model-free", "model-based",
             "model-based, separate reward")
-BASELINE_VARIANTS = VARIANTS[:3]   # what baselines.py times: original, greedy, taso
+EQSAT = "eqsat"   # equality saturation's graph: timed by baselines.py, not by the report
+# What baselines.py times: original, greedy, taso, eqsat (each where it ran).
+BASELINE_VARIANTS = VARIANTS[:3] + (EQSAT,)
 SEPARATE = "model-based, separate reward"   # timed only on --separate_reward_graphs
 CLOCKS = ("ort/cpu", "tf/cpu", "tf/wall")
 
@@ -91,12 +93,21 @@ class BaselineSummary:
 
 @dataclasses.dataclass
 class BaselineCosts(BaselineSummary):
-    """What the report reads of a baseline run (baselines.py's result.json):
-    its summary, the searches' steps and TASO's trace."""
+    """What the report and baselines.py's table read of a baseline run
+    (baselines.py's result.json): its summary, the searches' steps, TASO's
+    trace and equality saturation's run (`xflowrl.search.EqsatResult`; its
+    fields None where it did not run: time limit 0, or a result written
+    before it was a baseline)."""
     greedy_applied: List[Any]
     taso_applied: List[Any]
     taso_initial_ms: Optional[float]
     taso_trace: List[Dict[str, float]]      # expansions, seconds, best_cost_ms
+    eqsat_ms: Optional[float] = None
+    eqsat_seconds: Optional[float] = None
+    eqsat_time_limit_s: Optional[float] = None
+    eqsat_stop_reason: Optional[str] = None  # "saturated", "time_limit", "node_limit", ...
+    eqsat_e_nodes: Optional[int] = None
+    eqsat_handed_over: Optional[str] = None  # whose graph: "ilp", "greedy" or "original"
 
     def summary(self) -> Dict[str, Any]:
         """The `BaselineSummary` fields, by name (a row's keyword arguments)."""
@@ -106,6 +117,7 @@ class BaselineCosts(BaselineSummary):
 def baseline_costs(result: Mapping[str, Any]) -> BaselineCosts:
     """The report's view of a baseline run's result."""
     greedy, taso = result["greedy"], result.get("taso") or {}
+    eqsat = result.get("eqsat") or {}
     return BaselineCosts(
         cost_model=result["cost_model"], ops=result["ops"],
         initial_ms=result["initial_cost_ms"], greedy_ms=greedy["cost_ms"],
@@ -113,15 +125,20 @@ def baseline_costs(result: Mapping[str, Any]) -> BaselineCosts:
         greedy_applied=greedy["applied"], taso_ms=taso.get("cost_ms"),
         taso_budget=taso.get("budget"), taso_expansions=taso.get("expansions"),
         taso_seconds=taso.get("seconds"), taso_applied=taso.get("applied", []),
-        taso_initial_ms=taso.get("initial_cost_ms"), taso_trace=taso.get("trace") or [])
+        taso_initial_ms=taso.get("initial_cost_ms"), taso_trace=taso.get("trace") or [],
+        eqsat_ms=eqsat.get("cost_ms"), eqsat_seconds=eqsat.get("seconds"),
+        eqsat_time_limit_s=eqsat.get("time_limit_s"),
+        eqsat_stop_reason=eqsat.get("stop_reason"), eqsat_e_nodes=eqsat.get("e_nodes"),
+        eqsat_handed_over=eqsat.get("handed_over"))
 
 
 @dataclasses.dataclass
 class BaselineRuntimes:
     """What baselines.py's Figure 4.1 reads of a baseline run (its
-    result.json): each variant's timing (`BASELINE_VARIANTS`, TASO's only
-    where its search ran; greedy's and TASO's share a `graph_key` where they
-    found the same graph) and the thesis' GPU ms of the graph's baselines
+    result.json): each variant's timing (`BASELINE_VARIANTS`, TASO's and
+    equality saturation's only where they ran, so not in results written
+    before equality saturation was a baseline; variants share a `graph_key`
+    where they found the same graph) and the thesis' GPU ms of the graph's baselines
     (`xflowrl.results.thesis.thesis_baseline_ms`: "tf", "trt", "taso"; None
     for a model file or a graph the thesis did not evaluate)."""
     variants: Dict[str, TimedGraph]

@@ -16,6 +16,7 @@ from xflowrl.results.layout import (
     BaselineCosts,
     BaselineRuntimes,
     CLOCKS,
+    EQSAT,
     SEPARATE,
     VARIANTS,
     greedy_cost_ms,
@@ -306,14 +307,31 @@ def _timing_change(m: Optional[ClockTiming], base: Optional[ClockTiming]) -> str
     return f"{100 * (m.median_ms / base.median_ms - 1):+.1f}%" if m and base else "-"
 
 
+def _eqsat_cells(c: BaselineCosts) -> List[str]:
+    """The estimated-cost table's equality-saturation cells of one graph:
+    its cost (time limit, why saturation stopped, e-nodes, whose
+    extraction, seconds) and its change against greedy; dashes where it did
+    not run."""
+    if c.eqsat_ms is None:
+        return ["-", "-"]
+    return [f"{c.eqsat_ms:.4f} ({c.eqsat_time_limit_s:g} s, {c.eqsat_stop_reason}, "
+            f"{c.eqsat_e_nodes}, {c.eqsat_handed_over}, {c.eqsat_seconds:.1f})",
+            f"{100 * (c.eqsat_ms / c.greedy_ms - 1):+.2f}%"]
+
+
 def baselines_markdown(costs: Mapping[str, BaselineCosts],
                        runtimes: Mapping[str, BaselineRuntimes], tensorrt: str) -> str:
     """baselines.py's summary (baselines.md): per graph (in the order of
     `costs`) the estimated costs and searches, then each variant's measured
     runtimes on this CPU with the thesis' GPU figures beside them;
-    `tensorrt` says why TensorRT was not run."""
+    `tensorrt` says why TensorRT was not run. Equality saturation's columns
+    and rows appear where some graph ran it (results written before it was
+    a baseline have none: their table is as it was)."""
+    eqsat = any(c.eqsat_ms is not None for c in costs.values())
+    searches = ("one-step greedy, TASO's search and equality saturation" if eqsat
+                else "one-step greedy and TASO's search")
     lines = [
-        "# Baselines: original, one-step greedy and TASO's search (Figures 4.1, 4.2)",
+        f"# Baselines: original, {searches} (Figures 4.1, 4.2)",
         "",
         "Ours: this machine's CPU (no GPU). Theirs (thesis, arXiv 2205.01435): "
         "mean inference ms on the thesis' GPU. Absolute times are not comparable across "
@@ -325,10 +343,18 @@ def baselines_markdown(costs: Mapping[str, BaselineCosts],
         "",
         "## Estimated cost and searches",
         "",
-        "| graph | ops | cost model | initial est. ms | greedy est. ms (steps, s) | "
-        "TASO est. ms (budget, expansions, s) | TASO vs greedy |",
-        "|---|---|---|---|---|---|---|",
     ]
+    header = ("| graph | ops | cost model | initial est. ms | greedy est. ms (steps, s) | "
+              "TASO est. ms (budget, expansions, s) | TASO vs greedy |")
+    columns = 7
+    if eqsat:
+        lines += ["Equality saturation (TENSAT's method, `xflowrl.search.eqsat`): the "
+                  "e-graph grown under the rules for the time limit, then the cheaper of a "
+                  "greedy and an ILP extraction; its graph is extracted, not stepped to.", ""]
+        header += (" eqsat est. ms (time limit, stop, e-nodes, extraction, s) | "
+                   "eqsat vs greedy |")
+        columns += 2
+    lines += [header, "|" + "---|" * columns]
     for name, c in costs.items():
         taso, vs = "skipped", "-"
         if c.taso_ms is not None:
@@ -337,7 +363,8 @@ def baselines_markdown(costs: Mapping[str, BaselineCosts],
             vs = f"{100 * (c.taso_ms / c.greedy_ms - 1):+.2f}%"
         lines.append(f"| {name} | {c.ops} | {c.cost_model} | {c.initial_ms:.4f}"
                      f" | {c.greedy_ms:.4f} ({c.greedy_steps}, {c.greedy_seconds:.1f})"
-                     f" | {taso} | {vs} |")
+                     f" | {taso} | {vs} |"
+                     + "".join(f" {cell} |" for cell in (_eqsat_cells(c) if eqsat else [])))
     clocks = [f"{rt}/{clock}" for rt in ("tf", "ort") for clock in ("wall", "cpu")]
     lines += ["", "## Measured runtimes, ms (this CPU), with the thesis' (GPU)", "",
               "| graph | variant | " + " | ".join(clocks) + " | change tf/wall | "
@@ -353,7 +380,8 @@ def baselines_markdown(costs: Mapping[str, BaselineCosts],
                 continue
             ref = {"original": f"TF {thesis['tf']}" if "tf" in thesis else "-",
                    "greedy": "- (not reported)",
-                   "taso": f"TASO {thesis['taso']}" if "taso" in thesis else "-"}[vname]
+                   "taso": f"TASO {thesis['taso']}" if "taso" in thesis else "-",
+                   EQSAT: "- (not in the thesis)"}[vname]
             trt = ("not run" + (f" (thesis: {thesis['trt']})" if "trt" in thesis else "")
                    if vname == "original" else "")
             earlier = BASELINE_VARIANTS[:BASELINE_VARIANTS.index(vname)]

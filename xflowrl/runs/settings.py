@@ -21,7 +21,7 @@ from xflowrl.engine.xfers import (
 from xflowrl.env import DEFAULT_MAX_STEPS, EnvConfig, GraphEnv
 from xflowrl.rules.sets import DEFAULT_RULE_SET
 from xflowrl.runs.source import GraphSource, InputShapes, model_source, zoo_source
-from xflowrl.search import Baselines, run_baselines
+from xflowrl.search import Baselines, EQSAT_TIME_LIMIT, run_baselines
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,11 +96,16 @@ class BaselineSettings:
       taso_alpha: relaxation of TASO's search.
       taso_budget: graphs the search expands (0: skip it).
       random_episodes: episodes of the random agent (0: skip it).
+      eqsat_time_limit: seconds of saturation of equality saturation (0:
+        skip it).
     """
     taso_alpha: float = TASO_ALPHA
     taso_budget: int = TASO_BUDGET
     random_episodes: int = 20
+    eqsat_time_limit: float = EQSAT_TIME_LIMIT
 
     def run(self, env: GraphEnv, seed: int) -> Baselines:
-        """Greedy, TASO's search and the random agent on `env`'s initial graph."""
-        return run_baselines(env, self.taso_alpha, self.taso_budget, self.random_episodes, seed)
+        """Greedy, TASO's search, the random agent and equality saturation on
+        `env`'s initial graph."""
+        return run_baselines(env, self.taso_alpha, self.taso_budget, self.random_episodes, seed,
+                             self.eqsat_time_limit)

@@ -1,10 +1,12 @@
 """Every baseline of a results table, under one environment's rules, cost
 model and location cap (docs/agents.md): one-step greedy, TASO's
-backtracking search and the random agent, run by one runner
-(`run_baselines`, or one at a time: `run_greedy`, `run_taso`,
-`run_random`) into one record (`xflowrl.search.record.Baselines`). Every
-result keeps its steps with their locations, so its graph is replayed
-(`replay_result`), never searched again.
+backtracking search, the random agent and equality saturation, run by one
+runner (`run_baselines`, or one at a time: `run_greedy`, `run_taso`,
+`run_random`, `run_eqsat`) into one record
+(`xflowrl.search.record.Baselines`). Every result keeps its steps with
+their locations, so its graph is replayed (`replay_result`), never
+searched again; equality saturation's graph, extracted rather than
+stepped to, is kept whole.
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ from typing import List, Tuple, Union
 
 import numpy as np
 
-from xflowrl.engine import Graph
+from xflowrl.engine import Graph, graph_from_data
 from xflowrl.engine.xfers import TASO_ALPHA, TASO_BUDGET
 from xflowrl.env import GraphEnv, NO_STEP_LIMIT
 from xflowrl.search.greedy import greedy_search, greedy_walk
 from xflowrl.search.random_agent import RandomAgent
 from xflowrl.search.record import (
     Baselines,
+    EqsatResult,
     GreedyResult,
     NO_LOCATION,
     RandomResult,
@@ -32,6 +35,10 @@ from xflowrl.search.record import (
 # An agent compared with greedy gets at least this many times greedy's steps
 # on the same graph and setting, so that a row never compares unequal budgets.
 EQUAL_BUDGET_FACTOR = 1.5
+
+# Seconds of saturation of the equality-saturation baseline (its
+# extraction adds up to `EqsatConfig.ilp_time_limit_s`).
+EQSAT_TIME_LIMIT = 30.0
 
 
 def greedy_steps(env: GraphEnv) -> int:
@@ -128,22 +135,46 @@ def run_random(env: GraphEnv, episodes: int = 20, seed: int = 0) -> RandomResult
                         steps=len(best.applied), applied=list(best.applied))
 
 
+def run_eqsat(env: GraphEnv, time_limit_s: float = EQSAT_TIME_LIMIT) -> EqsatResult:
+    """Equality saturation (`xflowrl.search.eqsat`, its default limits but
+    `time_limit_s` of saturation) on `env`'s initial graph under its rules
+    and cost model. Its graph's outputs are not checked here (as no
+    baseline's are; `xflowrl optimize` checks what it writes)."""
+    from xflowrl.search.eqsat import (  # pylint: disable=import-outside-toplevel
+        EqsatConfig,
+        equality_saturation,
+    )
+    result = equality_saturation(env.initial_graph, env.xfers, env.cost_model,
+                                 EqsatConfig(time_limit_s=time_limit_s, check_outputs=False))
+    return EqsatResult(
+        cost_ms=result.best_cost, seconds=result.seconds, handed_over=result.handed_over,
+        greedy_extraction_ms=result.greedy_cost, ilp_ms=result.ilp_cost,
+        ilp_status=result.ilp_status, stop_reason=result.stop_reason,
+        iterations=result.iterations, e_nodes=result.e_nodes, time_limit_s=time_limit_s,
+        graph=result.graph.to_data())
+
+
 def run_baselines(env: GraphEnv, taso_alpha: float = TASO_ALPHA, taso_budget: int = TASO_BUDGET,
-                  random_episodes: int = 20, seed: int = 0) -> Baselines:
+                  random_episodes: int = 20, seed: int = 0,
+                  eqsat_time_limit: float = EQSAT_TIME_LIMIT) -> Baselines:
     """The baselines on `env`'s initial graph: one-step greedy
-    (`run_greedy`), TASO's search (`run_taso`; None when `taso_budget` is 0)
-    and the random agent (`run_random`; None when `random_episodes` is 0)."""
+    (`run_greedy`), TASO's search (`run_taso`; None when `taso_budget` is 0),
+    the random agent (`run_random`; None when `random_episodes` is 0) and
+    equality saturation (`run_eqsat`; None when `eqsat_time_limit` is 0)."""
     greedy, _ = run_greedy(env)
     taso = run_taso(env, taso_alpha, taso_budget)[0] if taso_budget > 0 else None
     random = run_random(env, random_episodes, seed) if random_episodes > 0 else None
+    eqsat = run_eqsat(env, eqsat_time_limit) if eqsat_time_limit > 0 else None
     return Baselines(greedy=greedy, taso=taso, random=random,
-                     max_locations=env.config.max_locations)
+                     max_locations=env.config.max_locations, eqsat=eqsat)
 
 
-def replay_result(env: GraphEnv, result: Union[GreedyResult, TasoResult, RandomResult]) -> Graph:
+def replay_result(env: GraphEnv,
+                  result: Union[GreedyResult, TasoResult, RandomResult, EqsatResult]) -> Graph:
     """The graph a baseline's steps build from `env`'s initial graph (its
     rules and size cap; locations under the result's cap, TASO's own where
-    it has one, else `env`'s L). Nothing is searched again.
+    it has one, else `env`'s L); equality saturation's graph from the
+    record itself. Nothing is searched again.
 
     Raises:
       ValueError: the result has no steps to replay (a random agent's of an
@@ -151,6 +182,8 @@ def replay_result(env: GraphEnv, result: Union[GreedyResult, TasoResult, RandomR
         steps in a record written before they were kept; run the baselines
         again) or one the graph does not have.
     """
+    if isinstance(result, EqsatResult):
+        return graph_from_data(result.graph)
     if result.applied is None:
         raise ValueError("this baseline result records no steps (a record written before "
                          "they were kept): run the baselines again")

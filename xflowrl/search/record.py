@@ -1,19 +1,22 @@
 """The record of the baselines on one graph: what `run_baselines` returns and
 what the entry points write, typed, and read back by the same code.
 
-`Baselines` holds one-step greedy's, TASO's search's and the random agent's
-results (`GreedyResult`, `TasoResult`, `RandomResult`) under one
-environment's rules, cost model and location cap. Each carries its cost,
-its seconds, its steps and the substitutions it applied as (xfer name,
-location) pairs, the form `xflowrl.env.replay` takes, so every graph is
-rebuilt by replaying them (`xflowrl.search.baselines.replay_result`), never
-by searching again.
+`Baselines` holds one-step greedy's, TASO's search's, the random agent's
+and equality saturation's results (`GreedyResult`, `TasoResult`,
+`RandomResult`, `EqsatResult`) under one environment's rules, cost model
+and location cap. Each carries its cost and its seconds; the first three
+their steps and the substitutions they applied as (xfer name, location)
+pairs, the form `xflowrl.env.replay` takes, so every graph is rebuilt by
+replaying them (`xflowrl.search.baselines.replay_result`), never by
+searching again; equality saturation, whose graph is extracted rather than
+stepped to, the graph itself.
 
 On disk a record is JSON (`to_json`, `from_json`): a
 `xflowrl.results.records.Record` of the schema "baselines", an object with
 "schema" and "schema_version" (`VERSION_KEY`), the location cap
-"max_locations" and the keys "greedy", "taso" and "random" (null for a
-baseline that did not run). A file may hold more keys beside them
+"max_locations" and the keys "greedy", "taso", "random" and "eqsat" (null
+for a baseline that did not run; "eqsat" is absent from files written
+before it was a baseline, and reads as null). A file may hold more keys beside them
 (experiments/baselines.py writes its runtimes in the same object);
 `from_json` reads only the record's. Files of version 1 written before the
 record was a `Record` name their version under `OLD_VERSION_KEY`
@@ -37,7 +40,7 @@ RECORD_VERSION = 1
 # of several graphs' records, names the version of those it holds).
 OLD_VERSION_KEY = "baselines_version"
 # The record's own keys in a file (in the order `to_json` writes them).
-_KEYS = ("max_locations", "greedy", "taso", "random")
+_KEYS = ("max_locations", "greedy", "taso", "random", "eqsat")
 
 # A step's location when it has none to replay: a record written before
 # locations were kept, or a TASO step past the first `max_locations`
@@ -106,6 +109,31 @@ class RandomResult:
     applied: Optional[List[Step]] = None
 
 
+@dataclasses.dataclass(frozen=True)
+class EqsatResult:
+    """Equality saturation (`xflowrl.search.eqsat`): its graph is extracted
+    from an e-graph, not stepped to, so the record holds the graph itself
+    (`graph`, `Graph.to_data`; `xflowrl.engine.graph_from_data` builds it).
+
+    `cost_ms` is that graph's cost (never above the initial cost);
+    `handed_over` says whose graph it is ("ilp", "greedy" extraction or the
+    "original"); `greedy_extraction_ms` and `ilp_ms` are the two
+    extractions' (`ilp_ms` None where the ILP found none); `stop_reason`,
+    `iterations` and `e_nodes` describe the saturation, under
+    `time_limit_s`; `seconds` is the whole run."""
+    cost_ms: float
+    seconds: float
+    handed_over: str
+    greedy_extraction_ms: float
+    ilp_ms: Optional[float]
+    ilp_status: str
+    stop_reason: str
+    iterations: int
+    e_nodes: int
+    time_limit_s: float
+    graph: Dict[str, Any]
+
+
 @dataclasses.dataclass
 class Baselines(Record):
     """The baselines on one graph under one environment (`run_baselines`).
@@ -114,6 +142,8 @@ class Baselines(Record):
       greedy: one-step greedy (always run).
       taso: TASO's search; None when it did not run (budget 0).
       random: the random agent; None when it did not run (no episodes).
+      eqsat: equality saturation; None when it did not run (or in files
+        written before it was a baseline).
       max_locations: the environment's L, under which greedy's and the
         random agent's locations are numbered (None in files written before
         `RECORD_VERSION` 1).
@@ -126,6 +156,7 @@ class Baselines(Record):
     taso: Optional[TasoResult] = None
     random: Optional[RandomResult] = None
     max_locations: Optional[int] = None
+    eqsat: Optional[EqsatResult] = None
 
     def rows(self) -> List[Tuple[str, float]]:
         """(row name, cost) for a results table."""
@@ -135,11 +166,15 @@ class Baselines(Record):
                          self.taso.cost_ms))
         if self.random:
             rows.append((f"random agent (mean of {self.random.episodes})", self.random.cost_ms))
+        if self.eqsat:
+            rows.append((f"equality saturation ({self.eqsat.stop_reason}, "
+                         f"{self.eqsat.e_nodes} e-nodes)", self.eqsat.cost_ms))
         return rows
 
     def _fields_to_json(self) -> Dict[str, Any]:
         return {"max_locations": self.max_locations, "greedy": _result_json(self.greedy),
-                "taso": _result_json(self.taso), "random": _result_json(self.random)}
+                "taso": _result_json(self.taso), "random": _result_json(self.random),
+                "eqsat": None if self.eqsat is None else dataclasses.asdict(self.eqsat)}
 
     @classmethod
     def _fields_from_json(cls: Type["Baselines"], value: Any, lenient: bool,
@@ -155,11 +190,12 @@ class Baselines(Record):
             except KeyError as e:
                 raise RecordError(f"baselines record (written before version 1) lacks "
                                   f"the field {e}") from None
-        taso, random = value.get("taso"), value.get("random")
+        taso, random, eqsat = value.get("taso"), value.get("random"), value.get("eqsat")
         return cls(greedy=_typed(GreedyResult, value["greedy"], "greedy"),
                    taso=None if taso is None else _typed(TasoResult, taso, "taso"),
                    random=None if random is None else _typed(RandomResult, random, "random"),
-                   max_locations=value.get("max_locations"))
+                   max_locations=value.get("max_locations"),
+                   eqsat=None if eqsat is None else _eqsat(eqsat))
 
     @classmethod
     def from_json(cls: Type["Baselines"], value: Mapping[str, Any],
@@ -225,6 +261,15 @@ def _typed(kind: Any, fields: Mapping[str, Any], name: str) -> Any:
     if values.get("trace") is not None:
         values["trace"] = [TracePoint(**p) for p in values["trace"]]
     return kind(**values)
+
+
+def _eqsat(fields: Mapping[str, Any]) -> EqsatResult:
+    names = {f.name for f in dataclasses.fields(EqsatResult)}
+    if not isinstance(fields, Mapping) or set(fields) != names:
+        raise RecordError(f"baselines record: 'eqsat' has fields "
+                          f"{sorted(fields) if isinstance(fields, Mapping) else fields!r}, "
+                          f"expected {sorted(names)}")
+    return EqsatResult(**fields)
 
 
 def _from_unversioned(data: Mapping[str, Any]) -> Baselines:

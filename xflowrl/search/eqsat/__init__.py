@@ -12,10 +12,10 @@ from xflowrl.search.eqsat.extract import (
     node_costs,
 )
 from xflowrl.search.eqsat.rewrites import Rewrite, Unsupported, compile_rule
-from xflowrl.search.eqsat.saturate import (
+from xflowrl.search.eqsat.saturation import (
     EqsatConfig,
-    EqsatResult,
     IterationStats,
+    SaturationResult,
     compile_rules,
     equality_saturation,
     graph_to_egraph,

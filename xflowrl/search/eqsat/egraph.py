@@ -69,6 +69,10 @@ class EGraph:
         self.nodes: List[ENode] = []            # as added; children may be stale ids
         self.node_class: List[int] = []
         self.alive: List[bool] = []
+        # Filtered by `filter_cycles`: kept for congruence (so that adding it
+        # again finds it) but out of its class's e-nodes, never matched or
+        # extracted.
+        self.filtered: List[bool] = []
         self._memo: Dict[ENode, int] = {}       # canonical e-node -> node id
         self.by_type: Dict[str, List[int]] = {}  # op type -> node ids (dead ones too)
         self._shape_cache: Dict[tuple, Optional[Tuple[Shape, ...]]] = {}
@@ -125,6 +129,7 @@ class EGraph:
         self.nodes.append(key)
         self.node_class.append(c)
         self.alive.append(True)
+        self.filtered.append(False)
         self._memo[key] = n
         self.class_nodes[c] = [n]
         self.by_type.setdefault(op_type, []).append(n)
@@ -133,6 +138,11 @@ class EGraph:
     def add_output(self, tuple_class: int, index: int) -> int:
         """The class of output `index` of a multi-output op's tuple class."""
         return self.add(OUT, (("index", index),), (tuple_class,))
+
+    def lookup_node(self, op_type: str, params: Params,
+                    children: Sequence[int]) -> Optional[int]:
+        """The e-node (op_type, params, children), or None (nothing is added)."""
+        return self._memo.get((op_type, params, tuple(self.find(c) for c in children)))
 
     def lookup(self, op_type: str, params: Params, children: Sequence[int]) -> Optional[int]:
         """The class holding this e-node, or None (nothing is added)."""
@@ -209,12 +219,15 @@ class EGraph:
                 if other is None:
                     memo[key] = n
                     continue
+                if self.filtered[other] and not self.filtered[n]:
+                    memo[key], other, n = n, n, other  # the usable one stays
                 self.alive[n] = False
                 if self.union(self.node_class[other], self.node_class[n]):
                     merged = True
             self._memo = memo
             for c in list(self.class_nodes):
-                self.class_nodes[c] = [n for n in self.class_nodes[c] if self.alive[n]]
+                self.class_nodes[c] = [n for n in self.class_nodes[c]
+                                       if self.alive[n] and not self.filtered[n]]
             changed = self._propagate_weight_side()
             if not merged and not changed:
                 return
@@ -229,6 +242,54 @@ class EGraph:
                 self.class_weight_side[c] = True
                 changed = True
         return changed
+
+    def filter_cycles(self, roots: Sequence[int]) -> int:
+        """Removes the e-nodes that close a cycle, TENSAT's cycle filtering:
+        a depth-first walk from `roots` over classes, each class's e-nodes
+        in the order they were added (the input graph's first), drops an
+        e-node that reads a class on the walk's path (a back edge). What is
+        left reachable from `roots` is acyclic, so extraction needs no
+        cycle constraints. A class never loses its last e-node (then the
+        cycle stays, for the extractors to avoid). Returns how many e-nodes
+        it removed."""
+        removed = 0
+        state: Dict[int, int] = {}   # class -> 1 on the path, 2 done
+        for root in roots:
+            root = self.find(root)
+            if root in state:
+                continue
+            # Frames: (class, its e-nodes, e-node position, child position).
+            state[root] = 1
+            work: List[List[Any]] = [[root, sorted(self.class_nodes[root]), 0, 0]]
+            while work:
+                frame = work[-1]
+                c, nodes, k, i = frame
+                if k == len(nodes):
+                    state[c] = 2
+                    work.pop()
+                    continue
+                n = nodes[k]
+                children = self.nodes[n][2]
+                if i == len(children):
+                    frame[2], frame[3] = k + 1, 0
+                    continue
+                d = self.find(children[i])
+                frame[3] = i + 1
+                if state.get(d) == 1:
+                    if len(self.class_nodes[c]) > 1:
+                        self.filtered[n] = True
+                        self.class_nodes[c].remove(n)
+                        removed += 1
+                    frame[2], frame[3] = k + 1, 0
+                elif d not in state:
+                    state[d] = 1
+                    work.append([d, sorted(self.class_nodes[d]), 0, 0])
+        return removed
+
+    def usable(self, n: int) -> bool:
+        """Whether e-node `n` may be matched and extracted (neither merged
+        into an equal one nor filtered)."""
+        return self.alive[n] and not self.filtered[n]
 
     def class_of_node(self, n: int) -> int:
         return self.find(self.node_class[n])

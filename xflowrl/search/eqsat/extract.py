@@ -12,10 +12,11 @@ engine's cost backend, 0 for leaves, projections and weight-side ops):
 - `ilp_extract`: TENSAT's integer linear program (arXiv 2101.01332, §4): a
   0/1 variable per e-node, the output classes selected, a selected e-node
   selects an e-node in each child class, cost = the sum of selected
-  e-nodes' costs (shared sub-graphs counted once). TENSAT rules out cycles
-  with topological-order variables; here a cycle of a solution becomes a
-  cut and the program is solved again (lazy constraints: most e-graphs
-  need a few). Solved by HiGHS (`scipy.optimize.milp`) under a time limit.
+  e-nodes' costs (shared sub-graphs counted once). Saturation filters
+  cycles as TENSAT does (`EGraph.filter_cycles`); a cycle left in a
+  solution becomes a cut and the program is solved again (lazy
+  constraints). Solved by HiGHS (highspy) under a time limit, started from
+  greedy extraction's choice, so that it never returns a costlier one.
 
 `build_graph` turns a choice (class -> e-node) into an engine `Graph`
 (shape-checked by the engine as it is built).
@@ -24,6 +25,7 @@ engine's cost backend, 0 for leaves, projections and weight-side ops):
 from __future__ import annotations
 
 import heapq
+import os
 import time
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -56,9 +58,9 @@ def node_costs(eg: EGraph, cost_model: CostModel,
     cache = {} if cache is None else cache
     backend = cost_model.handle
     costs: Dict[int, float] = {}
-    for c in list(eg.classes()):
-        for n in eg.live_nodes(c):
-            op, params, children = eg.nodes[n]
+    for n, alive in enumerate(eg.alive):  # filtered e-nodes too (`_Program`'s start)
+        if alive:
+            op, params, children = eg.node(n)
             if op in ("input", "weight", OUT):
                 costs[n] = 0.0
                 continue
@@ -72,8 +74,10 @@ def node_costs(eg: EGraph, cost_model: CostModel,
     return costs
 
 
-def _reachable(eg: EGraph, roots: Sequence[int]) -> List[int]:
-    """Classes reachable from `roots` through live e-nodes."""
+def _reachable(eg: EGraph, roots: Sequence[int],
+               extra: Optional[Dict[int, List[int]]] = None) -> List[int]:
+    """Classes reachable from `roots` through live e-nodes (and the e-nodes
+    `extra` adds to a class)."""
     seen = set()
     stack = [eg.find(r) for r in roots]
     while stack:
@@ -81,8 +85,8 @@ def _reachable(eg: EGraph, roots: Sequence[int]) -> List[int]:
         if c in seen:
             continue
         seen.add(c)
-        for n in eg.live_nodes(c):
-            stack.extend(ch for ch in eg.nodes[n][2] if ch not in seen)
+        for n in list(eg.live_nodes(c)) + (extra or {}).get(c, []):
+            stack.extend(eg.find(ch) for ch in eg.nodes[n][2] if eg.find(ch) not in seen)
     return sorted(seen)
 
 
@@ -200,93 +204,203 @@ def _short_cycles(eg: EGraph, classes: Sequence[int]) -> List[List[int]]:
     return cycles
 
 
-def ilp_extract(eg: EGraph, roots: Sequence[int], costs: Dict[int, float],
-                time_limit_s: float = 30.0) -> Extraction:
-    """TENSAT's ILP; see the module docstring. Acyclicity is enforced
-    lazily: the program is solved without it, and each cycle of the
-    solution becomes a cut (not all of its e-nodes at once) before solving
-    again, until a solution is acyclic or the time is up. A cut names the
-    cycle's classes: of the e-nodes that read the next class on it, fewer
-    than one per class may be chosen. `status` is
-    "optimal", "time_limit" (the best acyclic solution found in time), or
-    "failed" (none: `choice` is empty)."""
-    from scipy import sparse
-    from scipy.optimize import LinearConstraint, milp
+def _undominated(eg: EGraph, nodes: Sequence[int], costs: Dict[int, float]) -> List[int]:
+    """The e-nodes of one class that no other e-node of it dominates: costs
+    no more and reads a subset of its children classes (ties: the older
+    e-node stays). Replacing a dominated e-node by its dominator never
+    costs more, needs no other class and closes no cycle, so an optimal
+    extraction never needs one."""
+    kept = []
+    for b in nodes:
+        kids_b = set(eg.nodes[b][2])
+        dominated = False
+        for a in nodes:
+            if a == b or costs[a] > costs[b]:
+                continue
+            kids_a = set(eg.nodes[a][2])
+            if kids_a <= kids_b and (costs[a] < costs[b] or kids_a < kids_b or a < b):
+                dominated = True
+                break
+        if not dominated:
+            kept.append(b)
+    return kept
 
-    start = time.time()
-    classes = _reachable(eg, roots)
-    nodes = [n for c in classes for n in eg.live_nodes(c) if c not in eg.nodes[n][2]]
-    var = {n: i for i, n in enumerate(nodes)}
-    members: Dict[int, List[int]] = {c: [] for c in classes}
-    for n in nodes:
-        members[eg.class_of_node(n)].append(var[n])
 
-    rows: List[int] = []
-    cols: List[int] = []
-    vals: List[float] = []
-    lower: List[float] = []
-    upper: List[float] = []
+class _Program:
+    """TENSAT's extraction program over the classes reachable from the
+    roots: a 0/1 variable per undominated e-node (`nodes`) and one per
+    class (the sum of its e-nodes'), rows kept in coordinate form so that
+    cuts can be added between solves."""
 
-    def row(entries, lo, hi):
-        r = len(lower)
+    def __init__(self, eg: EGraph, roots: Sequence[int], costs: Dict[int, float],
+                 start: Optional[Choice] = None):
+        self.eg, self.roots = eg, [eg.find(r) for r in roots]
+        # The start's e-nodes are in the program even where cycle filtering
+        # took them out of their class (then a cycle they close is cut
+        # lazily), so that the start is always a solution.
+        extra: Dict[int, List[int]] = {}
+        for c, n in (start or {}).items():
+            if not eg.usable(n):
+                extra.setdefault(eg.find(c), []).append(n)
+        self.classes = _reachable(eg, roots, extra)
+        self.nodes = [n for c in self.classes
+                      for n in _undominated(eg, [m for m in eg.live_nodes(c)
+                                                 if c not in eg.nodes[m][2]], costs)
+                      + extra.get(c, [])]
+        var = {n: i for i, n in enumerate(self.nodes)}
+        self.class_var = {c: len(self.nodes) + k for k, c in enumerate(self.classes)}
+        self.num_vars = len(self.nodes) + len(self.classes)
+        self.members: Dict[int, List[int]] = {c: [] for c in self.classes}
+        for n in self.nodes:
+            self.members[eg.class_of_node(n)].append(var[n])
+        self.rows: List[int] = []
+        self.cols: List[int] = []
+        self.vals: List[float] = []
+        self.lower: List[float] = []
+        self.upper: List[float] = []
+        for c in self.classes:  # y_c = the sum of its e-nodes' x (so at most one)
+            self.row([(i, 1.0) for i in self.members[c]] + [(self.class_var[c], -1.0)],
+                     0.0, 0.0)
+        for n in self.nodes:  # x_n <= y_d for each child class d
+            for d in set(eg.nodes[n][2]):
+                self.row([(var[n], 1.0), (self.class_var[d], -1.0)], -np.inf, 0.0)
+        for cycle in _short_cycles(eg, self.classes):
+            self.cut(cycle)
+        self.objective = np.zeros(self.num_vars)
+        self.objective[:len(self.nodes)] = [costs[n] * 1e3 for n in self.nodes]  # µs
+        self.lb, self.ub = np.zeros(self.num_vars), np.ones(self.num_vars)
+        for r in self.roots:
+            self.lb[self.class_var[r]] = 1.0
+
+    def row(self, entries, lo: float, hi: float) -> None:
+        r = len(self.lower)
         for col, val in entries:
-            rows.append(r)
-            cols.append(col)
-            vals.append(val)
-        lower.append(lo)
-        upper.append(hi)
+            self.rows.append(r)
+            self.cols.append(col)
+            self.vals.append(val)
+        self.lower.append(lo)
+        self.upper.append(hi)
 
-    for c in {eg.find(r) for r in roots}:
-        row([(i, 1.0) for i in members[c]], 1.0, np.inf)
-    for c in classes:
-        if len(members[c]) > 1:
-            row([(i, 1.0) for i in members[c]], -np.inf, 1.0)
-    for n in nodes:
-        for d in set(eg.nodes[n][2]):
-            row([(var[n], 1.0)] + [(i, -1.0) for i in members[d]], -np.inf, 0.0)
+    def cut(self, cycle: List[int]) -> None:
+        """Every e-node of the cycle's classes that reads the next class on
+        the cycle: fewer than one per class may be chosen (with one e-node
+        per class, choosing such an e-node in every class is this cycle,
+        whichever e-nodes they are)."""
+        edges = [i for k, c in enumerate(cycle) for i in self.members[c]
+                 if cycle[(k + 1) % len(cycle)] in self.eg.nodes[self.nodes[i]][2]]
+        self.row([(i, 1.0) for i in edges], -np.inf, len(cycle) - 1.0)
 
-    def cut(cycle: List[int]) -> None:
-        # Every e-node of the cycle's classes that reads the next class on
-        # the cycle: fewer than one per class may be chosen (with one
-        # e-node per class, choosing such an e-node in every class is this
-        # cycle, whichever e-nodes they are).
-        edges = [i for k, c in enumerate(cycle) for i in members[c]
-                 if cycle[(k + 1) % len(cycle)] in eg.nodes[nodes[i]][2]]
-        row([(i, 1.0) for i in edges], -np.inf, len(cycle) - 1.0)
+    def matrix(self):
+        from scipy import sparse
+        return sparse.csr_array((self.vals, (self.rows, self.cols)),
+                                shape=(len(self.lower), self.num_vars))
 
-    for cycle in _short_cycles(eg, classes):
-        cut(cycle)
-    objective = np.array([costs[n] * 1e3 for n in nodes])  # in µs: better scaled
-    integrality = np.ones(len(nodes))
-    bounds = (np.zeros(len(nodes)), np.ones(len(nodes)))
-    status = "failed"
-    while True:
-        left = time_limit_s - (time.time() - start)
-        if left <= 0:
-            break
-        matrix = sparse.csr_array((vals, (rows, cols)), shape=(len(lower), len(nodes)))
-        result = milp(objective, integrality=integrality, bounds=bounds,
-                      constraints=LinearConstraint(matrix, lower, upper),
-                      options={"time_limit": left, "mip_rel_gap": 1e-4, "disp": False})
-        if result.x is None:
-            break
+    def solution_of(self, choice: Choice) -> np.ndarray:
+        """The 0/1 vector of an acyclic choice: its e-nodes reachable from
+        the roots and their classes (a dominated e-node is replaced by an
+        undominated one of its class that reads a subset of its classes)."""
+        x = np.zeros(self.num_vars)
+        index = {n: i for i, n in enumerate(self.nodes)}
+        seen: set = set()
+        stack = list(self.roots)
+        while stack:
+            c = stack.pop()
+            if c in seen:
+                continue
+            seen.add(c)
+            n = choice[c]
+            if n not in index:
+                kids = set(self.eg.nodes[n][2])
+                n = next(self.nodes[i] for i in self.members[c]
+                         if set(self.eg.nodes[self.nodes[i]][2]) <= kids)
+            x[index[n]] = 1.0
+            x[self.class_var[c]] = 1.0
+            stack.extend(self.eg.nodes[n][2])
+        return x
+
+    def choice(self, x: np.ndarray) -> Choice:
+        """The e-node chosen in each class by a solution `x`."""
         choice: Choice = {}
-        for c in classes:
-            picked = [nodes[i] for i in members[c] if result.x[i] > 0.5]
+        for c in self.classes:
+            picked = [self.nodes[i] for i in self.members[c] if x[i] > 0.5]
             if picked:
                 choice[c] = picked[0]
-        if any(eg.find(r) not in choice for r in roots):
+        return choice
+
+
+def _solve(program: _Program, start_choice: Optional[Choice], time_limit_s: float):
+    """Solves `program` with HiGHS (highspy), from `start_choice` where one is
+    given (an acyclic choice: a feasible solution HiGHS improves on, so the
+    result is never costlier); (x or None, optimal, dual bound in ms)."""
+    import highspy  # pylint: disable=import-outside-toplevel
+
+    matrix = program.matrix().tocsc()
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = program.num_vars, len(program.lower)
+    lp.col_cost_ = program.objective
+    lp.col_lower_, lp.col_upper_ = program.lb, program.ub
+    lp.row_lower_ = np.where(np.isinf(program.lower), -highspy.kHighsInf, program.lower)
+    lp.row_upper_ = np.where(np.isinf(program.upper), highspy.kHighsInf, program.upper)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = matrix.indptr
+    lp.a_matrix_.index_ = matrix.indices
+    lp.a_matrix_.value_ = matrix.data
+    lp.integrality_ = [highspy.HighsVarType.kInteger] * program.num_vars
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", bool(os.environ.get("XFLOWRL_ILP_LOG")))
+    h.setOptionValue("time_limit", float(max(time_limit_s, 0.1)))
+    h.setOptionValue("mip_rel_gap", 1e-4)
+    h.setOptionValue("threads", 1)
+    h.passModel(lp)
+    if start_choice is not None:
+        solution = highspy.HighsSolution()
+        solution.col_value = list(program.solution_of(start_choice))
+        solution.value_valid = True
+        h.setSolution(solution)
+    h.run()
+    info = h.getInfo()
+    if info.primal_solution_status != 2:  # kSolutionStatusFeasible
+        return None, False, 0.0
+    optimal = h.getModelStatus() == highspy.HighsModelStatus.kOptimal
+    bound = info.mip_dual_bound
+    return (np.asarray(h.getSolution().col_value), optimal,
+            float(bound) / 1e3 if np.isfinite(bound) else 0.0)
+
+
+def ilp_extract(eg: EGraph, roots: Sequence[int], costs: Dict[int, float],
+                time_limit_s: float = 30.0, start: Optional[Choice] = None) -> Extraction:
+    """TENSAT's ILP; see the module docstring. The program (`_Program`) has
+    a 0/1 variable per e-node and one per class, so that "a chosen e-node's
+    child class is chosen" is one two-term row per edge, and leaves out
+    dominated e-nodes (`_undominated`). HiGHS starts from `start` (e.g.
+    greedy extraction's choice) where given. Acyclicity is enforced
+    lazily: every cycle of two or three classes is cut before the first
+    solve, and each cycle of a solution becomes a cut before solving
+    again, until a solution is acyclic or the time is up (after cycle
+    filtering, `EGraph.filter_cycles`, there are none). `status` is
+    "optimal", "time_limit" (the best acyclic solution found in time), or
+    "failed" (none: `choice` is empty)."""
+    clock = time.time()
+    program = _Program(eg, roots, costs, start)
+    status = "failed"
+    while True:
+        left = time_limit_s - (time.time() - clock)
+        if left <= 0:
+            break
+        x, optimal, bound = _solve(program, start, left)
+        if x is None:
+            break
+        choice = program.choice(x)
+        if any(r not in choice for r in program.roots):
             break
         cycles = _find_cycles(eg, choice, roots)
         if not cycles:
-            status = "optimal" if result.status == 0 else "time_limit"
-            bound = getattr(result, "mip_dual_bound", None)
-            bound = 0.0 if bound is None or not np.isfinite(bound) else bound / 1e3
-            return Extraction(choice, dag_cost(eg, choice, roots, costs), "ilp", status,
-                              time.time() - start, bound)
+            return Extraction(choice, dag_cost(eg, choice, roots, costs), "ilp",
+                              "optimal" if optimal else "time_limit",
+                              time.time() - clock, bound)
         for cycle in cycles:
-            cut(cycle)
-    return Extraction({}, float("inf"), "ilp", status, time.time() - start)
+            program.cut(cycle)
+    return Extraction({}, float("inf"), "ilp", status, time.time() - clock)
 
 
 def build_graph(eg: EGraph, choice: Choice, roots: Sequence[int]) -> Graph:

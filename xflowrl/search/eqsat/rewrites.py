@@ -247,7 +247,7 @@ class Rewrite:
             """The variables node `n` newly binds as source op `j`, or None."""
             op_type, params, children = eg.node(n)
             pop = self.rule.src[j]
-            if op_type != pop.type or len(children) != len(pop.inputs) or not eg.alive[n]:
+            if op_type != pop.type or len(children) != len(pop.inputs) or not eg.usable(n):
                 return None
             if n in nodes:
                 return None

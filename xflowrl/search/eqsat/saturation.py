@@ -16,8 +16,10 @@ Multi-pattern rules (several source outputs) are applied in the first
 `multi_pattern_iterations` iterations only, as TENSAT's `k_multi`: they
 match pairs of ops anywhere in the graph and grow the e-graph fastest. A
 rule whose matches in one iteration reach `match_limit` sits out the next
-iterations (twice as many each time it happens again), as egg's back-off
-scheduler does, so that one prolific rule cannot starve the others.
+`ban_length` iterations (twice as many each time it happens again), as
+egg's back-off scheduler does (its defaults: 1,000 matches, 5 iterations),
+so that one prolific rule (associativity and commutativity of `add` on a
+transformer's residual chains) cannot starve the others.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import numpy as np
 from xflowrl import _engine
 from xflowrl.engine import CostModel, Graph, XferSet
 from xflowrl.search.eqsat import extract
-from xflowrl.search.eqsat.egraph import EGraph, EGraphError, multi_output
+from xflowrl.search.eqsat.egraph import EGraph, EGraphError, Params, multi_output
 from xflowrl.search.eqsat.rewrites import Rewrite, Unsupported, canonical, compile_rule
 
 _LOG = logging.getLogger(__name__)
@@ -42,15 +44,21 @@ EXTRACTIONS = ("ilp", "greedy")
 
 @dataclasses.dataclass(frozen=True)
 class EqsatConfig:
-    """Limits and choices of one run. The defaults are TENSAT's (node limit
-    50k, 15 iterations, k_multi 1) but for the time: 30 s of saturation and
-    15 s for the ILP, so that a run stays within a minute on this 2-core
-    machine."""
-    node_limit: int = 50_000
+    """Limits and choices of one run. The iteration limit is TENSAT's (15);
+    multi-pattern rules run in 2 iterations (TENSAT's k_multi of 2: chains
+    of merges, e.g. BERT's three attention matmuls merged by a pairwise
+    rule applied twice, need the second). TENSAT's node limit is 50k with
+    an hour for extraction; here 10k e-nodes, 30 s of saturation and 15 s
+    for the ILP keep a run within a minute on this 2-core machine: the ILP
+    finds less on a larger e-graph in the same time (BERT, default rules:
+    -10.6% from 10k e-nodes, -6.3% from 21k with 90 s; docs/benchmark.md)."""
+    node_limit: int = 10_000
     iteration_limit: int = 15
     time_limit_s: float = 30.0
-    multi_pattern_iterations: int = 1
-    match_limit: int = 2_000
+    multi_pattern_iterations: int = 2
+    match_limit: int = 1_000
+    ban_length: int = 5
+    filter_cycles: bool = True       # TENSAT's cycle filtering after each iteration
     extraction: str = "ilp"          # "ilp" (greedy as the fallback) | "greedy"
     ilp_time_limit_s: float = 15.0
     check_outputs: bool = True
@@ -77,7 +85,7 @@ class IterationStats(NamedTuple):
     seconds: float     # since the start
 
 
-class EqsatResult(NamedTuple):
+class SaturationResult(NamedTuple):
     """What `equality_saturation` returns (costs in ms of the engine's cost
     of the whole graph under the run's cost model)."""
     graph: Graph                  # the graph handed over
@@ -129,6 +137,37 @@ def graph_to_egraph(graph: Graph) -> Tuple[EGraph, List[int]]:
     return eg, [tensor_class[(t[0], t[1])] for t in graph.outputs()]
 
 
+def choice_of_graph(eg: EGraph, graph: Graph) -> Optional[extract.Choice]:
+    """The choice (class -> e-node) that extracts `graph` from `eg`, or None
+    where the e-graph does not hold it. Its e-nodes may include ones cycle
+    filtering took out of their classes (`EGraph.filter_cycles`):
+    `extract.ilp_extract` takes them back for its start."""
+    choice: extract.Choice = {}
+    tensor_class: Dict[Tuple[int, int], int] = {}
+    for guid, type_id, raw, inputs, shapes, name in graph.handle.ops():
+        op = _engine.op_type_str(type_id)
+        params: Params
+        if op in ("input", "weight"):
+            params, children = (("name", name), ("shape", tuple(shapes[0]))), []
+        else:
+            params, children = canonical(op, raw), [tensor_class[(t[0], t[1])] for t in inputs]
+        n = eg.lookup_node(op, params, children)
+        if n is None:
+            return None
+        c = eg.class_of_node(n)
+        choice[c] = n
+        if multi_output(op, ()):
+            for i in range(len(shapes)):
+                out = eg.lookup_node("out", (("index", i),), (c,))
+                if out is None:
+                    return None
+                tensor_class[(guid, i)] = eg.class_of_node(out)
+                choice[tensor_class[(guid, i)]] = out
+        else:
+            tensor_class[(guid, 0)] = c
+    return choice
+
+
 def compile_rules(xfers: XferSet) -> Tuple[List[Rewrite], List[Tuple[str, str]]]:
     """Every rule of `xfers` the e-graph can express, and (name, why) for
     each it cannot (logged as a warning naming it)."""
@@ -152,9 +191,13 @@ def _parents(eg: EGraph) -> Dict[int, List[int]]:
 
 
 def saturate(eg: EGraph, rewrites: List[Rewrite], config: EqsatConfig,
-             start: Optional[float] = None) -> Tuple[str, List[IterationStats]]:
+             start: Optional[float] = None,
+             roots: Optional[List[int]] = None) -> Tuple[str, List[IterationStats]]:
     """Applies `rewrites` to `eg` until saturation or a limit; returns the
-    reason it stopped and the per-iteration trace."""
+    reason it stopped and the per-iteration trace. With
+    `config.filter_cycles`, the e-nodes that close a cycle on the way down
+    from `roots` (every class when None) are removed after each
+    iteration."""
     start = time.time() if start is None else start
     deadline = start + config.time_limit_s
     banned_until: Dict[int, int] = {}
@@ -165,6 +208,7 @@ def saturate(eg: EGraph, rewrites: List[Rewrite], config: EqsatConfig,
         parents = _parents(eg)
         param_memo: Dict[tuple, bool] = {}
         matches = []
+        out_of_time = False
         for r, rw in enumerate(rewrites):
             if rw.multi_pattern and it >= config.multi_pattern_iterations:
                 continue
@@ -173,9 +217,10 @@ def saturate(eg: EGraph, rewrites: List[Rewrite], config: EqsatConfig,
             found = list(rw.matches(eg, parents, param_memo, config.match_limit))
             if len(found) >= config.match_limit:
                 bans[r] = bans.get(r, 0) + 1
-                banned_until[r] = it + 1 + 2 ** (bans[r] - 1)
+                banned_until[r] = it + 1 + config.ban_length * 2 ** (bans[r] - 1)
             matches.extend(found)
             if time.time() > deadline:
+                out_of_time = True  # the rules after this one were not matched
                 break
         new = 0
         stop = None
@@ -197,10 +242,14 @@ def saturate(eg: EGraph, rewrites: List[Rewrite], config: EqsatConfig,
                 stop = "time_limit"
                 break
         eg.rebuild()
+        if config.filter_cycles:
+            eg.filter_cycles(list(eg.classes()) if roots is None else roots)
         trace.append(IterationStats(it + 1, new, eg.num_nodes(), eg.num_classes(),
                                     time.time() - start))
         if stop is not None:
             return stop, trace
+        if out_of_time:
+            return "time_limit", trace
         if eg.num_nodes() == nodes_before and eg.unions == unions_before:
             return "saturated", trace
         if time.time() > deadline:
@@ -225,7 +274,7 @@ def same_outputs(original: Graph, rewritten: Graph, seed: int = 0) -> Optional[b
 
 
 def equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
-                        config: EqsatConfig = EqsatConfig()) -> EqsatResult:
+                        config: EqsatConfig = EqsatConfig()) -> SaturationResult:
     """Optimises `graph` by equality saturation; see the module docstring.
 
     Raises:
@@ -236,7 +285,7 @@ def equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
     initial_cost = graph.cost(cost_model)
     rewrites, skipped = compile_rules(xfers)
     eg, roots = graph_to_egraph(graph)
-    stop, trace = saturate(eg, rewrites, config, start)
+    stop, trace = saturate(eg, rewrites, config, start, roots)
     saturated_at = time.time()
 
     costs = extract.node_costs(eg, cost_model)
@@ -247,7 +296,16 @@ def equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
     candidates.append((greedy_cost, "greedy", greedy_graph))
     ilp_cost, ilp_status = None, "off"
     if config.extraction == "ilp":
-        ilp = extract.ilp_extract(eg, roots, costs, config.ilp_time_limit_s)
+        # HiGHS starts from the cheaper of greedy extraction's choice and
+        # the input graph's (tree cost can prefer a graph costlier than
+        # the input, e.g. on attention blocks).
+        start_choice = greedy.choice
+        original = choice_of_graph(eg, graph)
+        if original is not None and (extract.dag_cost(eg, original, roots, costs)
+                                     < greedy.dag_cost):
+            start_choice = original
+        ilp = extract.ilp_extract(eg, roots, costs, config.ilp_time_limit_s,
+                                  start=start_choice)
         ilp_status = ilp.status
         if ilp.choice:
             ilp_graph = extract.build_graph(eg, ilp.choice, roots)
@@ -263,7 +321,7 @@ def equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
         if checked is False:
             raise RuntimeError(f"equality saturation's {handed_over} graph computes other "
                                f"outputs than the original")
-    return EqsatResult(
+    return SaturationResult(
         graph=best, initial_cost=initial_cost, best_cost=best_cost, handed_over=handed_over,
         greedy_cost=greedy_cost, ilp_cost=ilp_cost, ilp_status=ilp_status,
         stop_reason=stop, iterations=len(trace), e_nodes=eg.num_nodes(),
