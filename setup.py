@@ -236,6 +236,8 @@ setup(
     # (docs/rules.md) and the shipped policy.
     package_data={"xflowrl.engine": ["data/*.tsv", "data/*.json"],
                   "xflowrl.rules.files": ["*.json"],
+                  # The settings where looking ahead pays (xflowrl.search.settings).
+                  "xflowrl.search": ["data/*.json"],
                   # The shipped generalist policy (docs/agents.md).
                   "xflowrl.transfer": ["shipped/generalist/*"]},
     ext_modules=_cythonize(_extension()),

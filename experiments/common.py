@@ -39,6 +39,7 @@ from xflowrl.runs import (
 
 # Re-exported: the entry points call common.exit_on_bad_input.
 from xflowrl.search import EQSAT_TIME_LIMIT
+from xflowrl.search.settings import get_setting
 
 if TYPE_CHECKING:
     from xflowrl.world_model import WorldModelConfig
@@ -98,12 +99,17 @@ def define_taso_flags(flag_values: flags.FlagValues = FLAGS, alpha: bool = True,
 
 def define_env_flags(default_graph: str, flag_values: flags.FlagValues = FLAGS,
                      default_profile: str = DEFAULT_PROFILE, several_models: bool = False) -> None:
-    """--graph, --onnx, --input_shape, --rules, --cost_model, --profile,
-    --cost_cache, --max_steps, --max_locations, --reward, --results_dir (in
-    `flag_values`; `several_models`: --onnx is a list, `define_model_flags`)."""
+    """--graph, --onnx, --input_shape, --setting, --rules, --cost_model,
+    --profile, --cost_cache, --max_steps, --max_locations, --reward,
+    --results_dir (in `flag_values`; `several_models`: --onnx is a list,
+    `define_model_flags`)."""
     fv = {"flag_values": flag_values}
     flags.DEFINE_string("graph", default_graph, f"Graph to optimise; one of {zoo.GRAPHS}.",
                         **fv)
+    flags.DEFINE_string("setting", "", "A setting where looking ahead pays, by name "
+                        "(xflowrl.search.settings, e.g. squeezenet1_1/generated/analytic-v100): "
+                        "sets --graph, --rules, --cost_model and --profile, which are then not "
+                        "to be given.", **fv)
     define_model_flags(flag_values, several_models)
     define_rules_flag(flag_values)
     define_cost_model_flags(flag_values, default_profile)
@@ -235,9 +241,26 @@ def run_settings(values: Any = FLAGS, cost_features: str = "full",
     Raises:
       BadInput: see `graph_fields`.
     """
+    rules, cost_model, profile = values.rules, values.cost_model, values.profile
+    setting = getattr(values, "setting", "")
+    if setting:
+        given = [f"--{k}" for k in ("graph", "onnx", "rules", "cost_model", "profile")
+                 if values[k].present]
+        if given:
+            raise BadInput(f"--setting={setting} sets the graph, rules and cost model; "
+                           f"{', '.join(given)} cannot be given with it")
+        try:
+            chosen = get_setting(setting)
+        except ValueError as e:
+            raise BadInput(str(e)) from None
+        if chosen.batch != 1:
+            raise BadInput(f"--setting={setting}: the entry points run batch 1 only")
+        graph = {"graph": chosen.graph}
+        rules = chosen.rules
+        cost_model, _, profile = chosen.cost_model.partition("/")
     graph = graph_fields(values) if graph is None else graph
-    return RunSettings(**graph, rules=values.rules, cost_model=values.cost_model,
-                       profile=values.profile, cost_cache=values.cost_cache,
+    return RunSettings(**graph, rules=rules, cost_model=cost_model,
+                       profile=profile, cost_cache=values.cost_cache,
                        max_steps=values.max_steps, max_locations=values.max_locations,
                        reward=values.reward, cost_features=cost_features,
                        results_dir=values.results_dir)

@@ -243,15 +243,22 @@ class EGraph:
                 changed = True
         return changed
 
-    def filter_cycles(self, roots: Sequence[int]) -> int:
+    def filter_cycles(self, roots: Sequence[int],
+                      order: Optional[Dict[int, float]] = None) -> int:
         """Removes the e-nodes that close a cycle, TENSAT's cycle filtering:
         a depth-first walk from `roots` over classes, each class's e-nodes
-        in the order they were added (the input graph's first), drops an
-        e-node that reads a class on the walk's path (a back edge). What is
-        left reachable from `roots` is acyclic, so extraction needs no
-        cycle constraints. A class never loses its last e-node (then the
-        cycle stays, for the extractors to avoid). Returns how many e-nodes
-        it removed."""
+        in increasing `order` (e.g. their tree costs, so that the cheapest
+        ways down are the walk's tree and kept; default: the order they
+        were added), drops an e-node that reads a class on the walk's path
+        (a back edge). What is left reachable from `roots` is acyclic, so
+        extraction needs no cycle constraints. A class never loses its
+        last e-node (then the cycle stays, for the extractors to avoid).
+        Returns how many e-nodes it removed."""
+        def ordered(c: int) -> List[int]:
+            nodes = self.class_nodes[c]
+            if order is None:
+                return sorted(nodes)
+            return sorted(nodes, key=lambda n: (order.get(n, float("inf")), n))
         removed = 0
         state: Dict[int, int] = {}   # class -> 1 on the path, 2 done
         for root in roots:
@@ -260,7 +267,7 @@ class EGraph:
                 continue
             # Frames: (class, its e-nodes, e-node position, child position).
             state[root] = 1
-            work: List[List[Any]] = [[root, sorted(self.class_nodes[root]), 0, 0]]
+            work: List[List[Any]] = [[root, ordered(root), 0, 0]]
             while work:
                 frame = work[-1]
                 c, nodes, k, i = frame
@@ -283,7 +290,7 @@ class EGraph:
                     frame[2], frame[3] = k + 1, 0
                 elif d not in state:
                     state[d] = 1
-                    work.append([d, sorted(self.class_nodes[d]), 0, 0])
+                    work.append([d, ordered(d), 0, 0])
         return removed
 
     def usable(self, n: int) -> bool:

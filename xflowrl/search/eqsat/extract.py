@@ -114,6 +114,26 @@ def greedy_extract(eg: EGraph, roots: Sequence[int], costs: Dict[int, float]) ->
         an e-graph built from a graph: the graph itself is one).
     """
     start = time.time()
+    choice, _ = _tree_costs(eg, roots, costs)
+    missing = [r for r in roots if eg.find(r) not in choice]
+    if missing:
+        raise ValueError(f"no acyclic choice for output classes {missing}")
+    return Extraction(choice, dag_cost(eg, choice, roots, costs), "greedy", "ok",
+                      time.time() - start)
+
+
+def tree_costs(eg: EGraph, roots: Sequence[int], costs: Dict[int, float]) -> Dict[int, float]:
+    """Per live e-node reachable from `roots`: its tree cost (its own cost
+    plus its children classes' least tree costs; inf where a child has
+    none, i.e. only through a cycle)."""
+    _, node_tree = _tree_costs(eg, roots, costs)
+    return node_tree
+
+
+def _tree_costs(eg: EGraph, roots: Sequence[int],
+                costs: Dict[int, float]) -> Tuple[Choice, Dict[int, float]]:
+    """Knuth's algorithm: (per class the e-node of least tree cost, per
+    e-node its tree cost)."""
     classes = _reachable(eg, roots)
     readers: Dict[int, List[int]] = {}
     pending: Dict[int, int] = {}
@@ -130,8 +150,10 @@ def greedy_extract(eg: EGraph, roots: Sequence[int], costs: Dict[int, float]) ->
                 heapq.heappush(heap, (costs[n], n))
     best: Dict[int, float] = {}
     choice: Choice = {}
+    node_tree: Dict[int, float] = {n: float("inf") for c in classes for n in eg.live_nodes(c)}
     while heap:
         cost, n = heapq.heappop(heap)
+        node_tree[n] = cost
         c = eg.class_of_node(n)
         if c in choice:
             continue
@@ -141,11 +163,7 @@ def greedy_extract(eg: EGraph, roots: Sequence[int], costs: Dict[int, float]) ->
             if pending[r] == 0:
                 tree = costs[r] + sum(best[k] for k in set(eg.nodes[r][2]))
                 heapq.heappush(heap, (tree, r))
-    missing = [r for r in roots if eg.find(r) not in choice]
-    if missing:
-        raise ValueError(f"no acyclic choice for output classes {missing}")
-    return Extraction(choice, dag_cost(eg, choice, roots, costs), "greedy", "ok",
-                      time.time() - start)
+    return choice, node_tree
 
 
 def _find_cycles(eg: EGraph, choice: Choice, roots: Sequence[int]) -> List[List[int]]:
@@ -181,29 +199,6 @@ def _find_cycles(eg: EGraph, choice: Choice, roots: Sequence[int]) -> List[List[
     return cycles
 
 
-def _short_cycles(eg: EGraph, classes: Sequence[int]) -> List[List[int]]:
-    """Every cycle of two or three classes in the class graph (an edge c ->
-    d where an e-node of c reads d), each once. An e-graph over the
-    project's rules is full of them (`x = split(concat(x, y))[0]` is one of
-    three), and cutting them all before the first solve saves one solve
-    per few cycles."""
-    succ = {c: {ch for n in eg.live_nodes(c) for ch in eg.nodes[n][2]} - {c}
-            for c in classes}
-    cycles = []
-    for a in classes:
-        for b in succ[a]:
-            if b <= a:
-                continue
-            if a in succ.get(b, ()):
-                cycles.append([a, b])
-            for c in succ.get(b, ()):
-                if c > a and c != b and a in succ.get(c, ()):
-                    cycles.append([a, b, c])
-    # a -> c -> b -> a is found from a too (as [a, c, b]) when c > b: keep
-    # both, they are different cycles.
-    return cycles
-
-
 def _undominated(eg: EGraph, nodes: Sequence[int], costs: Dict[int, float]) -> List[int]:
     """The e-nodes of one class that no other e-node of it dominates: costs
     no more and reads a subset of its children classes (ties: the older
@@ -226,6 +221,54 @@ def _undominated(eg: EGraph, nodes: Sequence[int], costs: Dict[int, float]) -> L
     return kept
 
 
+def _cyclic_components(classes: Sequence[int], succ: Dict[int, set]) -> Dict[int, int]:
+    """Class -> its strongly connected component (a representative class),
+    for the classes of components that hold a cycle (Tarjan's algorithm,
+    iterative)."""
+    index: Dict[int, int] = {}
+    low: Dict[int, int] = {}
+    stack: List[int] = []
+    on_stack: set = set()
+    component: Dict[int, int] = {}
+    for start in classes:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(succ.get(start, ()))))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            v, children = work[-1]
+            advanced = False
+            for w in children:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(succ.get(w, ())))))
+                    advanced = True
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                members = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    members.append(w)
+                    if w == v:
+                        break
+                if len(members) > 1 or v in succ.get(v, ()):
+                    for w in members:
+                        component[w] = v
+    return component
+
+
 class _Program:
     """TENSAT's extraction program over the classes reachable from the
     roots: a 0/1 variable per undominated e-node (`nodes`) and one per
@@ -236,8 +279,8 @@ class _Program:
                  start: Optional[Choice] = None):
         self.eg, self.roots = eg, [eg.find(r) for r in roots]
         # The start's e-nodes are in the program even where cycle filtering
-        # took them out of their class (then a cycle they close is cut
-        # lazily), so that the start is always a solution.
+        # took them out of their class, so that the start is always a
+        # solution.
         extra: Dict[int, List[int]] = {}
         for c, n in (start or {}).items():
             if not eg.usable(n):
@@ -264,11 +307,34 @@ class _Program:
         for n in self.nodes:  # x_n <= y_d for each child class d
             for d in set(eg.nodes[n][2]):
                 self.row([(var[n], 1.0), (self.class_var[d], -1.0)], -np.inf, 0.0)
-        for cycle in _short_cycles(eg, self.classes):
-            self.cut(cycle)
+        # Acyclicity, as TENSAT's ILP: an order variable t_c per class of a
+        # strongly connected component of the program's class graph (after
+        # cycle filtering, few), and for a chosen e-node of c reading d in
+        # the same component t_c >= t_d + 1. Edges between components never
+        # close a cycle.
+        succ: Dict[int, set] = {c: set() for c in self.classes}
+        for n in self.nodes:
+            succ[eg.class_of_node(n)].update(eg.nodes[n][2])
+        self.component = _cyclic_components(self.classes, succ)
+        ordered = sorted(self.component)
+        first_order = self.num_vars
+        self.order_var = {c: first_order + k for k, c in enumerate(ordered)}
+        self.num_vars += len(ordered)
+        self.big = float(len(ordered) + 1)
+        for n in self.nodes:
+            c = eg.class_of_node(n)
+            if c not in self.component:
+                continue
+            for d in set(eg.nodes[n][2]):
+                if self.component.get(d) == self.component[c]:
+                    self.row([(self.order_var[c], 1.0), (self.order_var[d], -1.0),
+                              (var[n], -self.big)], 1.0 - self.big, np.inf)
         self.objective = np.zeros(self.num_vars)
         self.objective[:len(self.nodes)] = [costs[n] * 1e3 for n in self.nodes]  # µs
         self.lb, self.ub = np.zeros(self.num_vars), np.ones(self.num_vars)
+        self.ub[first_order:] = self.big - 1
+        self.integrality = np.ones(self.num_vars)
+        self.integrality[first_order:] = 0
         for r in self.roots:
             self.lb[self.class_var[r]] = 1.0
 
@@ -316,6 +382,33 @@ class _Program:
             x[index[n]] = 1.0
             x[self.class_var[c]] = 1.0
             stack.extend(self.eg.nodes[n][2])
+        # Order variables: the chosen classes of components ranked children
+        # first (a depth-first post-order of the acyclic choice).
+        rank: Dict[int, int] = {}
+        done: set = set()
+
+        def visit(c: int) -> None:
+            work = [(c, False)]
+            while work:
+                k, expanded = work.pop()
+                if expanded:
+                    rank[k] = len(rank)
+                    continue
+                if k in done:
+                    continue
+                done.add(k)
+                work.append((k, True))
+                n = choice[k]
+                if n not in index:
+                    kids = set(self.eg.nodes[n][2])
+                    n = next(self.nodes[i] for i in self.members[k]
+                             if set(self.eg.nodes[self.nodes[i]][2]) <= kids)
+                work.extend((d, False) for d in self.eg.nodes[n][2] if d not in done)
+        for r in self.roots:
+            visit(r)
+        in_components = sorted((rank[c], c) for c in self.component if c in rank)
+        for position, (_, c) in enumerate(in_components):
+            x[self.order_var[c]] = position + 1
         return x
 
     def choice(self, x: np.ndarray) -> Choice:
@@ -345,7 +438,8 @@ def _solve(program: _Program, start_choice: Optional[Choice], time_limit_s: floa
     lp.a_matrix_.start_ = matrix.indptr
     lp.a_matrix_.index_ = matrix.indices
     lp.a_matrix_.value_ = matrix.data
-    lp.integrality_ = [highspy.HighsVarType.kInteger] * program.num_vars
+    lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
+                       for i in program.integrality]
     h = highspy.Highs()
     h.setOptionValue("output_flag", bool(os.environ.get("XFLOWRL_ILP_LOG")))
     h.setOptionValue("time_limit", float(max(time_limit_s, 0.1)))

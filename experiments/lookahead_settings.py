@@ -1,0 +1,88 @@
+"""Writes the list of settings where looking ahead pays (xflowrl.search.settings)
+from runs of benchmarks/search_bench.py.
+
+    python benchmarks/search_bench.py --cost_models=analytic/v100 \
+        --rules=tensat,taso,default,generated,primitive --budgets=1000 --workers=2 \
+        --out_json=results/search_bench/wave4_v100.json --out_md=results/search_bench/wave4_v100.md
+    python experiments/lookahead_settings.py --bench_json=results/search_bench/wave4_v100.json
+
+Every row whose best known method beats one-step greedy by at least
+--threshold points of the initial cost becomes a setting; the list goes to
+--out (the package's shipped list by default) with its source: the
+benchmark files, the command that made them (--bench_command), this
+checkout's commit and the date. It prints the list as a Markdown table.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import subprocess
+from typing import List
+
+from absl import app, flags
+
+from xflowrl.search.settings import (
+    GAP_THRESHOLD,
+    LookaheadSetting,
+    save_settings,
+    settings_from_rows,
+)
+
+FLAGS = flags.FLAGS
+_PACKAGE_LIST = os.path.join(os.path.dirname(__file__), "..", "xflowrl", "search", "data",
+                             "lookahead_settings.json")
+
+flags.DEFINE_list("bench_json", ["results/search_bench/wave4_v100.json"],
+                  "search_bench.py result files (their rows are joined).")
+flags.DEFINE_string("bench_command", "", "The command that wrote --bench_json (recorded).")
+flags.DEFINE_float("threshold", GAP_THRESHOLD, "Points of the initial cost by which the best "
+                   "known method must beat greedy.")
+flags.DEFINE_string("out", _PACKAGE_LIST, "Where the list goes (default: the shipped list).")
+
+
+def _commit() -> str:
+    root = os.path.dirname(os.path.abspath(__file__))
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root,
+                              capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=root, capture_output=True, text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+local changes" if dirty else "")
+
+
+def markdown(settings: List[LookaheadSetting]) -> str:
+    """The list as a table: each method's change, the winner and the gap."""
+    lines = ["| setting | initial ms | greedy | TASO | eqsat | random descent | best | gap (points) |",
+             "|---|---|---|---|---|---|---|---|"]
+
+    def cell(s: LookaheadSetting, method: str) -> str:
+        return f"{s.change_pct(method):+.2f}%" if method in s.costs_ms else "—"
+    for s in settings:
+        lines.append(f"| `{s.name}` | {s.initial_ms:.4g} | {cell(s, 'greedy')} | "
+                     f"{cell(s, 'taso')} | {cell(s, 'eqsat')} | {cell(s, 'random')} | "
+                     f"{', '.join(s.best_methods)} | {s.gap_pct:.2f} |")
+    return "\n".join(lines)
+
+
+def main(argv):
+    del argv
+    rows = []
+    for path in FLAGS.bench_json:
+        with open(path) as f:
+            rows.extend(json.load(f))
+    settings = settings_from_rows(rows, FLAGS.threshold)
+    source = {"benchmark_json": list(FLAGS.bench_json), "command": FLAGS.bench_command,
+              "commit": _commit(), "date": datetime.date.today().isoformat(),
+              "rows": len(rows)}
+    os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
+    save_settings(settings, FLAGS.out, source)
+    print(markdown(settings))
+    print(f"{len(settings)} settings of {len(rows)} rows -> {FLAGS.out}")
+
+
+if __name__ == "__main__":
+    app.run(main)
