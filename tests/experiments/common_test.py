@@ -23,6 +23,7 @@ from xflowrl.optimize.methods import DEFAULT_BUDGET, make_environment
 from xflowrl.rules.sets import DEFAULT_RULE_SET
 from xflowrl.runs import BaselineSettings, RunSettings
 from xflowrl.search import run_baselines, run_taso
+from xflowrl.search.settings import load_settings
 from xflowrl.world_model import WorldModelConfig
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -75,6 +76,18 @@ class RunSettingsFromFlagsTest(absltest.TestCase):
         wm = common.world_model_config(values, replay=False)
         self.assertEqual((wm.rounds, wm.train_steps_per_round, wm.decay_steps, wm.replay),
                          (3, 10, 30, False))
+
+
+    def test_a_lookahead_setting_names_graph_rules_and_cost_model(self):
+        setting = load_settings()[0]
+        got = common.run_settings(_flag_values(f"--setting={setting.name}", "--max_steps=7"))
+        self.assertEqual((got.graph, got.rules, f"{got.cost_model}/{got.profile}",
+                          got.max_steps),
+                         (setting.graph, setting.rules, setting.cost_model, 7))
+        with self.assertRaisesRegex(BadInput, "--graph cannot be given"):
+            common.run_settings(_flag_values(f"--setting={setting.name}", "--graph=bert"))
+        with self.assertRaisesRegex(BadInput, "no lookahead setting 'nope'"):
+            common.run_settings(_flag_values("--setting=nope"))
 
 
 class DefaultsTest(absltest.TestCase):

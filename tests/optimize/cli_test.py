@@ -114,6 +114,20 @@ class OptimizeTest(absltest.TestCase):
         self.assertEqual(props["author"], "tests")
         self.assertIn("substitutions by greedy", props["xflowrl.optimized"])
 
+    def test_equality_saturation_writes_an_extracted_graph(self):
+        code, stdout, stderr = run_cli("optimize", self.model_path, "-o", self.out,
+                                       "--method=eqsat", "--cost_model=analytic/cpu",
+                                       "--allow_slower", "--rounds=1", "--quiet")
+        self.assertEqual(code, 0, stderr)
+        report = json.load(open(os.path.join(self.dir, "out.report.json")))
+        self.assertEqual((report["method"], report["found_by"]), ("eqsat", "eqsat"))
+        self.assertEqual(report["applied"], [])  # extracted, not stepped to
+        self.assertTrue(report["written"].startswith("optimized"))
+        self.assertLess(report["estimated"]["after_ms"], report["estimated"]["before_ms"])
+        self.assertTrue(report["outputs"]["same"])
+        self.assertIn("an extracted graph", stdout)
+        same_function(self, self.original, onnx.load(self.out))
+
     def test_not_faster_writes_the_original_unchanged(self):
         slower = verify.SpeedCheck("ort", {"median_ms": 1.0, "min_ms": 0.9, "max_ms": 1.1},
                                    {"median_ms": 1.0, "min_ms": 0.95, "max_ms": 1.2},
@@ -184,7 +198,7 @@ class OptimizeTest(absltest.TestCase):
             opset_imports=[helper.make_opsetid("", 13)])
         path = os.path.join(self.dir, "relu.onnx")
         onnx.save(model, path)
-        for method in ("greedy", "taso"):
+        for method in ("greedy", "taso", "eqsat"):
             with self.subTest(method):
                 code, _, stderr = run_cli("optimize", path, "-o", self.out, "--quiet",
                                           f"--method={method}", "--cost_model=analytic/cpu")

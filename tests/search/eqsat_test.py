@@ -139,7 +139,7 @@ class SaturationTest(parameterized.TestCase):
         graph = zoo.get_graph(name, **zoo.REDUCED[name])
         for rules in ("default", "taso"):
             result = equality_saturation(graph, XferSet.from_name(rules), _COST,
-                                         EqsatConfig(time_limit_s=4, ilp_time_limit_s=2,
+                                         EqsatConfig(time_limit_s=3, ilp_time_limit_s=1,
                                                      check_outputs=False))
             self.assertLessEqual(result.best_cost, result.initial_cost)
             self.assertAlmostEqual(result.graph.cost(_COST), result.best_cost, places=9)
