@@ -207,12 +207,13 @@ class Rewrite:
         return steps
 
     # ------------------------------------------------------------ matching
-    def matches(self, eg: EGraph, parents: Dict[int, List[int]],
+    def matches(self, eg: EGraph, parents: Dict[Tuple[int, str], List[int]],
                 param_memo: Dict[tuple, bool], limit: int) -> Iterator["Match"]:
         """The rule's matches on `eg` (after a rebuild), at most `limit`.
 
         Args:
-          parents: class -> live e-nodes reading it (this iteration's).
+          parents: (class, op type) -> the live e-nodes of that type reading
+            the class (this iteration's).
           param_memo: (node, op type, constraints) -> whether the node meets
             them, shared by every rule in an iteration.
         """
@@ -231,21 +232,25 @@ class Rewrite:
             if step.kind == "scan":
                 return eg.by_type.get(self.types[step.op], [])
             if step.kind == "down":
-                child = eg.node(nodes[step.via_op])[2][step.slot]
+                child = eg.nodes[nodes[step.via_op]][2][step.slot]
                 if self.types[step.op] == "split":
                     tuples = [eg.nodes[n][2][0] for n in eg.live_nodes(child)
                               if eg.nodes[n][0] == OUT and eg.nodes[n][1][0][1] == step.index]
-                    return [n for c in tuples for n in eg.live_nodes(c)]
-                return eg.live_nodes(child)
+                    return [n for c in tuples for n in eg.live_nodes(c)
+                            if eg.nodes[n][0] == "split"]
+                wanted = self.types[step.op]
+                return [n for n in eg.live_nodes(child) if eg.nodes[n][0] == wanted]
             source: Optional[int] = (var_class[step.var] if step.via_op < 0
                                      else out_class(step.via_op, step.index))
             if source is None:
                 return []
-            return parents.get(eg.find(source), [])
+            return parents.get((eg.find(source), self.types[step.op]), [])
 
         def fits(j: int, n: int) -> Optional[List[int]]:
             """The variables node `n` newly binds as source op `j`, or None."""
-            op_type, params, children = eg.node(n)
+            # After a rebuild (matching runs on a rebuilt e-graph) every
+            # e-node's children are representatives: no find needed.
+            op_type, params, children = eg.nodes[n]
             pop = self.rule.src[j]
             if op_type != pop.type or len(children) != len(pop.inputs) or not eg.usable(n):
                 return None
@@ -281,7 +286,7 @@ class Rewrite:
             else:
                 # Placed consumers of op j must read this node's output.
                 for p, k, index in self.consumers[j]:
-                    if nodes[p] >= 0 and eg.node(nodes[p])[2][k] != out_class(j, index):
+                    if nodes[p] >= 0 and eg.nodes[nodes[p]][2][k] != out_class(j, index):
                         break
                 else:
                     return newly

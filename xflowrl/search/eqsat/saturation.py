@@ -181,12 +181,14 @@ def compile_rules(xfers: XferSet) -> Tuple[List[Rewrite], List[Tuple[str, str]]]
     return rewrites, skipped
 
 
-def _parents(eg: EGraph) -> Dict[int, List[int]]:
-    parents: Dict[int, List[int]] = {}
+def _parents(eg: EGraph) -> Dict[Tuple[int, str], List[int]]:
+    """(class, op type) -> the live e-nodes of that type reading the class."""
+    parents: Dict[Tuple[int, str], List[int]] = {}
     for c in eg.classes():
         for n in eg.live_nodes(c):
+            op = eg.nodes[n][0]
             for child in set(eg.nodes[n][2]):
-                parents.setdefault(child, []).append(n)
+                parents.setdefault((child, op), []).append(n)
     return parents
 
 
@@ -245,7 +247,9 @@ def saturate(eg: EGraph, rewrites: List[Rewrite], config: EqsatConfig,
         if out_of_time:
             return "time_limit", trace
         if eg.num_nodes() == nodes_before and eg.unions == unions_before:
-            return "saturated", trace
+            if not any(until > it + 1 for until in banned_until.values()):
+                return "saturated", trace
+            banned_until.clear()  # nothing new without them: let them run (as egg does)
         if time.time() > deadline:
             return "time_limit", trace
     return "iteration_limit", trace
