@@ -54,9 +54,10 @@ class BaselineSettingsTest(absltest.TestCase):
 
     def test_runs_the_baselines_with_its_values(self):
         env = RunSettings(graph="small_cnn", max_steps=10).make_env()
-        settings = BaselineSettings(taso_alpha=1.0, taso_budget=5, random_episodes=2)
+        settings = BaselineSettings(taso_alpha=1.0, taso_budget=5, random_episodes=2,
+                                    eqsat_time_limit=0)
         got = settings.run(env, seed=3)
-        want = run_baselines(env, 1.0, 5, 2, 3)
+        want = run_baselines(env, 1.0, 5, 2, 3, eqsat_time_limit=0)
         self.assertEqual(got.greedy.cost_ms, want.greedy.cost_ms)
         self.assertEqual(got.taso.budget, 5)
         self.assertEqual(got.taso.cost_ms, want.taso.cost_ms)
@@ -64,7 +65,7 @@ class BaselineSettingsTest(absltest.TestCase):
 
     def test_zero_budget_skips_taso(self):
         env = RunSettings(graph="small_cnn", max_steps=10).make_env()
-        got = BaselineSettings(taso_budget=0, random_episodes=0).run(env, seed=0)
+        got = BaselineSettings(taso_budget=0, random_episodes=0, eqsat_time_limit=0).run(env, seed=0)
         self.assertIsNone(got.taso)
         self.assertIsNone(got.random)
 

@@ -143,7 +143,8 @@ class EqualBudgetTest(absltest.TestCase):
 
     def test_greedy_steps_are_run_baselines_greedy_steps(self):
         env = _env()
-        steps = len(run_baselines(env, taso_budget=0, random_episodes=0).greedy.applied)
+        steps = len(run_baselines(env, taso_budget=0, random_episodes=0,
+                                  eqsat_time_limit=0).greedy.applied)
         self.assertGreater(steps, 2)
         self.assertEqual(greedy_steps(env), steps)
         # Neither the environment's step limit nor an observation ablation

@@ -60,7 +60,7 @@ def _env(name="small_cnn", rules=_XFERS, max_steps=50, max_locations=200):
 class SameNumbersTest(absltest.TestCase):
 
     def test_a_fixed_seed_gives_the_numbers_of_before(self):
-        got = run_baselines(_env(), 1.05, 100, 5, 3)
+        got = run_baselines(_env(), 1.05, 100, 5, 3, eqsat_time_limit=0)
         greedy, taso, random = got.greedy, got.taso, got.random
         assert taso is not None and random is not None
         want = _BEFORE["greedy"]
@@ -84,7 +84,8 @@ class SameNumbersTest(absltest.TestCase):
         self.assertEqual((result.cost_ms, result.steps, result.applied),
                          (episode.final_cost, len(episode.applied), episode.applied))
         self.assertEqual(graph.cost(_COST), episode.final_cost)
-        self.assertEqual(run_baselines(env, taso_budget=0, random_episodes=0).greedy.applied,
+        self.assertEqual(run_baselines(env, taso_budget=0, random_episodes=0,
+                                       eqsat_time_limit=0).greedy.applied,
                          episode.applied)
 
     def test_taso_is_the_engine_search(self):
@@ -114,9 +115,10 @@ class SameNumbersTest(absltest.TestCase):
             run_random(env, 0)
 
     def test_skipped_baselines_are_none(self):
-        got = run_baselines(_env(), taso_budget=0, random_episodes=0)
+        got = run_baselines(_env(), taso_budget=0, random_episodes=0, eqsat_time_limit=0)
         self.assertIsNone(got.taso)
         self.assertIsNone(got.random)
+        self.assertIsNone(got.eqsat)
         self.assertEqual(got.rows(), [("one-step greedy", got.greedy.cost_ms)])
 
 
@@ -165,7 +167,7 @@ class ReplayTest(absltest.TestCase):
 
     def test_the_record_replays_after_a_round_trip_through_json(self):
         env = _env("resnet18")
-        record = run_baselines(env, 1.05, 60, 2, 0)
+        record = run_baselines(env, 1.05, 60, 2, 0, eqsat_time_limit=0)
         back = Baselines.from_json(json.loads(json.dumps(record.to_json())))
         self.assertEqual(back, record)
         assert back.taso is not None
