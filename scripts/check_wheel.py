@@ -47,6 +47,7 @@ from xflowrl import _engine
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet, xfers
 from xflowrl.rules import sets
+from xflowrl.search.settings import load_settings
 from xflowrl.transfer import read_info, shipped_policy
 from xflowrl.transfer.policy import has_arrays
 rule_set = XferSet.default()
@@ -54,7 +55,8 @@ result = rule_set.search(zoo.get_graph(sys.argv[1]), CostModel("analytic"),
                          budget=int(sys.argv[2]))
 print(json.dumps({"package": xflowrl.__file__, "engine": _engine.__file__,
                   "rule_files": [sets.BUILTIN_RULES, sets.GENERATED_RULES,
-                                 sets.TASO_RULES_JSON],
+                                 sets.TASO_RULES_JSON, sets.PRIMITIVE_RULES],
+                  "lookahead_settings": len(load_settings()),
                   "prefix": sys.prefix, "rules": len(rule_set),
                   "initial_cost": result.initial_cost, "best_cost": result.best_cost,
                   "applied": result.applied,
@@ -138,7 +140,8 @@ def main() -> None:
                      f"(experiments/train_generalist.py --ship)")
         checkout = probe(sys.executable, REPO)
         same = {k: installed[k] == checkout[k]
-                for k in ("rules", "initial_cost", "best_cost", "applied", "fitted_cost")}
+                for k in ("rules", "initial_cost", "best_cost", "applied", "fitted_cost",
+                          "lookahead_settings")}
         report = {"wheel": os.path.basename(wheels[0]), "graph": GRAPH, "budget": BUDGET,
                   "rules": installed["rules"], "initial_cost": installed["initial_cost"],
                   "best_cost": installed["best_cost"], "same_as_checkout": same,

@@ -24,7 +24,7 @@ _BENCHMARKS = os.path.join(_ROOT, "benchmarks")
 sys.path.insert(0, _BENCHMARKS)
 
 import landscape  # noqa: E402  pylint: disable=wrong-import-position
-import search_bench  # noqa: E402  pylint: disable=wrong-import-position
+import search_matrix as search_bench  # noqa: E402  pylint: disable=wrong-import-position
 
 # A row as search_bench.py wrote it before eqsat and descents (docs/benchmark.md's
 # run): greedy and TASO only, `gap_pct` meaning TASO's gap. `seconds` are
@@ -246,7 +246,7 @@ class RayTest(LocalRayTestCase):
 
     @classmethod
     def setUpClass(cls):
-        # The workers import search_bench by reference: from this folder (a
+        # The workers import search_matrix by reference: from this folder (a
         # command-line run has it as the script's, which Ray passes on).
         cls._pythonpath = os.environ.get("PYTHONPATH")
         os.environ["PYTHONPATH"] = os.pathsep.join(

@@ -16,6 +16,7 @@ from xflowrl.search.eqsat import (
     EGraph,
     EqsatConfig,
     build_graph,
+    choice_of_graph,
     compile_rules,
     equality_saturation,
     graph_to_egraph,
@@ -35,28 +36,7 @@ _FAST = EqsatConfig(time_limit_s=20, ilp_time_limit_s=5)
 def _represented(eg: EGraph, graph) -> bool:
     """Whether every op of `graph` is an e-node of `eg` (over the classes of
     its inputs): the e-graph holds the graph."""
-    tensor_class = {}
-    for guid, type_id, raw, inputs, shapes, name in graph.handle.ops():
-        from xflowrl import _engine
-        op = _engine.op_type_str(type_id)
-        if op in ("input", "weight"):
-            c = eg.lookup(op, (("name", name), ("shape", tuple(shapes[0]))), ())
-        else:
-            children = [tensor_class.get(tuple(t)) for t in inputs]
-            if None in children:
-                return False
-            c = eg.lookup(op, canonical(op, raw), children)
-        if c is None:
-            return False
-        if op == "split":
-            for i in range(len(shapes)):
-                out = eg.lookup("out", (("index", i),), (c,))
-                if out is None:
-                    return False
-                tensor_class[(guid, i)] = out
-        else:
-            tensor_class[(guid, 0)] = c
-    return True
+    return choice_of_graph(eg, graph) is not None
 
 
 def _relu_pair():

@@ -16,6 +16,7 @@ from xflowrl.search.eqsat.saturation import (
     EqsatConfig,
     IterationStats,
     SaturationResult,
+    choice_of_graph,
     compile_rules,
     equality_saturation,
     graph_to_egraph,
