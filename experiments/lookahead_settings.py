@@ -11,6 +11,13 @@ Every row whose best known method beats one-step greedy by at least
 --out (the package's shipped list by default) with its source: the
 benchmark files, the command that made them (--bench_command), this
 checkout's commit and the date. It prints the list as a Markdown table.
+
+`--export_graphs=DIR` also writes, per setting, the graphs a GPU check times
+(`DIR/<setting name with / as __>.json`): the original, greedy's, TASO's
+(the benchmark row's best alpha and budget) and equality saturation's
+(its default limits), each as `Graph.to_data` with its estimated cost, so
+that a machine without the solvers can rebuild and time them
+(`xflowrl.engine.graph_from_data`).
 """
 
 from __future__ import annotations
@@ -40,6 +47,8 @@ flags.DEFINE_string("bench_command", "", "The command that wrote --bench_json (r
 flags.DEFINE_float("threshold", GAP_THRESHOLD, "Points of the initial cost by which the best "
                    "known method must beat greedy.")
 flags.DEFINE_string("out", _PACKAGE_LIST, "Where the list goes (default: the shipped list).")
+flags.DEFINE_string("export_graphs", "", "A folder: write each setting's original, greedy, "
+                    "TASO and eqsat graphs there (for a GPU check).")
 
 
 def _commit() -> str:
@@ -68,6 +77,41 @@ def markdown(settings: List[LookaheadSetting]) -> str:
     return "\n".join(lines)
 
 
+def export_graphs(settings: List[LookaheadSetting], rows: List[dict], folder: str) -> None:
+    """Writes each setting's graphs (see the module docstring)."""
+    from xflowrl import zoo  # pylint: disable=import-outside-toplevel
+    from xflowrl.engine import XferSet  # pylint: disable=import-outside-toplevel
+    from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT  # pylint: disable=C0415
+    from xflowrl.runs import cost_model_from_spec  # pylint: disable=import-outside-toplevel
+    from xflowrl.search import greedy_walk  # pylint: disable=import-outside-toplevel
+    from xflowrl.search.eqsat import (  # pylint: disable=import-outside-toplevel
+        EqsatConfig,
+        equality_saturation,
+    )
+    os.makedirs(folder, exist_ok=True)
+    by_key = {(r["graph"], r["rules"], r["cost_model"], r.get("batch", 1)): r for r in rows}
+    for s in settings:
+        row = by_key[(s.graph, s.rules, s.cost_model, s.batch)]
+        graph = zoo.get_graph(s.graph)
+        xfers = XferSet.from_name(s.rules)
+        cost_model = cost_model_from_spec(s.cost_model, None)
+        env = GraphEnv(graph, xfers, cost_model, EnvConfig(max_steps=NO_STEP_LIMIT))
+        best = row["best_search"]
+        graphs = {"original": graph, "greedy": greedy_walk(env).graph,
+                  "taso": xfers.search(graph, cost_model, alpha=best["alpha"],
+                                       budget=best["budget"], time_limit_s=60).graph,
+                  "eqsat": equality_saturation(graph, xfers, cost_model,
+                                               EqsatConfig(check_outputs=False)).graph}
+        data = {"setting": s.name, "cost_model": s.cost_model,
+                "graphs": {k: {"estimated_ms": g.cost(cost_model), "graph": g.to_data()}
+                           for k, g in graphs.items()}}
+        path = os.path.join(folder, s.name.replace("/", "__") + ".json")
+        with open(path, "w") as f:
+            json.dump(data, f)
+        print(f"{s.name}: " + ", ".join(f"{k} {v['estimated_ms']:.4f} ms"
+                                        for k, v in data["graphs"].items()), flush=True)
+
+
 def main(argv):
     del argv
     rows = []
@@ -82,6 +126,8 @@ def main(argv):
     save_settings(settings, FLAGS.out, source)
     print(markdown(settings))
     print(f"{len(settings)} settings of {len(rows)} rows -> {FLAGS.out}")
+    if FLAGS.export_graphs:
+        export_graphs(settings, rows, FLAGS.export_graphs)
 
 
 if __name__ == "__main__":

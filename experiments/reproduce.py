@@ -191,7 +191,8 @@ def setting_jobs(setting: Setting, graphs: Sequence[str], b: Budget,
     jobs = [job(f"{setting.key}/baselines", "baselines.py",
                 env_flags(setting, root, FLAGS.seed) + [
                     f"--graphs={','.join(graphs)}", f"--taso_budget={b.taso_budget}",
-                    f"--taso_budget_for={b.taso_budget_for}", "--runtimes=ort",
+                    f"--taso_budget_for={b.taso_budget_for}",
+                    f"--eqsat_time_limit={b.eqsat_time_limit:g}", "--runtimes=ort",
                     "--rounds=1", "--warmup=0", "--repeats=1"],
                 os.path.join(root, "baselines"), "baselines.json", result_keys=(OLD_VERSION_KEY,))]
     ordered = sorted(graphs, key=lambda g: _ORDER.index(g) if g in _ORDER else -1)

@@ -23,6 +23,7 @@ class Budget:
     random_episodes: int         # random-agent baseline episodes
     taso_budget: int
     taso_budget_for: str         # baselines.py --taso_budget_for
+    eqsat_time_limit: float      # baselines.py --eqsat_time_limit (saturation seconds)
     measure_runtimes: str        # "ort,tf"
     measure_rounds: int
     measure_warmup: int
@@ -38,14 +39,16 @@ class Budget:
 QUICK = Budget(max_steps=10, mf_episodes=10, mb_rounds=1, mb_episodes_per_round=8,
                mb_train_steps=20, mb_encoder_steps=20, mb_dream_episodes=64,
                mb_eval_episodes=1, random_episodes=3, taso_budget=20,
-               taso_budget_for="inception_v3=10", measure_runtimes="ort", measure_rounds=1,
+               taso_budget_for="inception_v3=10", eqsat_time_limit=4, measure_runtimes="ort",
+               measure_rounds=1,
                measure_warmup=1, measure_repeats=2, props_repeats=1, sweep_seeds=1,
                sweep_temperatures="0.5,1.5", sweep_rounds=1, sweep_episodes_per_round=8,
                sweep_dream_episodes=64)
 FULL = Budget(max_steps=50, mf_episodes=50, mb_rounds=3, mb_episodes_per_round=20,
               mb_train_steps=100, mb_encoder_steps=150, mb_dream_episodes=1000,
               mb_eval_episodes=3, random_episodes=10, taso_budget=1000,
-              taso_budget_for="inception_v3=100", measure_runtimes="ort,tf", measure_rounds=2,
+              taso_budget_for="inception_v3=100", eqsat_time_limit=30,
+              measure_runtimes="ort,tf", measure_rounds=2,
               measure_warmup=2, measure_repeats=10, props_repeats=5, sweep_seeds=2,
               sweep_temperatures="0.5,1.0,1.5,2.0", sweep_rounds=3,
               sweep_episodes_per_round=30, sweep_dream_episodes=800)
@@ -61,7 +64,7 @@ FULL = Budget(max_steps=50, mf_episodes=50, mb_rounds=3, mb_episodes_per_round=2
 THESIS = Budget(max_steps=50, mf_episodes=2000, mb_rounds=5, mb_episodes_per_round=1000,
                 mb_train_steps=5000, mb_encoder_steps=1000, mb_dream_episodes=2200,
                 mb_eval_episodes=3, random_episodes=20, taso_budget=1000,
-                taso_budget_for="inception_v3=100", measure_runtimes="ort,tf",
+                taso_budget_for="inception_v3=100", eqsat_time_limit=30, measure_runtimes="ort,tf",
                 measure_rounds=2, measure_warmup=2, measure_repeats=10, props_repeats=5,
                 sweep_seeds=5,
                 sweep_temperatures="0.1,0.5,0.75,1.0,1.2,1.5,1.75,2.0,2.5,3.0",

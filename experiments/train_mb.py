@@ -128,6 +128,7 @@ flags.DEFINE_integer("eval_episodes", 10, "Sampled evaluation episodes in the re
 # --quick's values for the flags the user does not give (and, always under
 # --quick, 10 held-out episodes instead of WorldModelConfig's default).
 QUICK = {"graph": "small_cnn", "max_steps": 20, "rounds": 2, "episodes_per_round": 30,
+         "eqsat_time_limit": 4,
          "train_steps_per_round": 100, "encoder_steps": 150, "dream_episodes": 512}
 common.define_quick_flag("small_cnn, 20-step episodes, 2 rounds of 30 episodes, 512 "
                          "imagined episodes: end to end in about a minute.")

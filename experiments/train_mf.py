@@ -79,6 +79,7 @@ flags.DEFINE_string("ray_address", "", "With --rollout_actors: a Ray cluster's a
                     "local Ray instance of --rollout_actors CPUs.")
 # --quick's values for the flags the user does not give.
 QUICK = {"graph": "small_cnn", "episodes": 100, "ppo": "xrlflow", "episodes_per_update": 5,
+         "eqsat_time_limit": 4,
          "max_steps": 20}
 common.define_quick_flag("small_cnn, 100 episodes, X-RLflow PPO, 5 episodes per update, "
                          "20 steps: trains in about a minute.")

@@ -97,7 +97,7 @@ class OnnxFlagTest(absltest.TestCase):
         results = tempfile.mkdtemp()
         proc = _run("train_mf.py", "--quick", f"--onnx={self.model_path}",
                     "--input_shape=input=1,3,16,16", "--episodes=4", "--episodes_per_update=2",
-                    "--max_steps=4", "--noequal_budget", "--taso_budget=5",
+                    "--max_steps=4", "--noequal_budget", "--taso_budget=5", "--eqsat_time_limit=2",
                     "--random_episodes=1", f"--results_dir={results}")
         self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
         out = os.path.join(results, "tiny_cnn", "train_mf")
@@ -108,7 +108,7 @@ class OnnxFlagTest(absltest.TestCase):
     def test_baselines_time_only_the_model_file(self):
         results = tempfile.mkdtemp()
         proc = _run("baselines.py", f"--onnx={self.model_path}", "--input_shape=input=1,3,16,16",
-                    "--taso_budget=5", "--runtimes=ort", "--rounds=1", "--warmup=1",
+                    "--taso_budget=5", "--eqsat_time_limit=2", "--runtimes=ort", "--rounds=1", "--warmup=1",
                     "--repeats=1", f"--results_dir={results}")
         self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
         self.assertEqual(sorted(os.listdir(results)), ["baselines", "tiny_cnn"])

@@ -24,7 +24,7 @@ _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 def _run(results):
     return subprocess.run(
         [sys.executable, os.path.join(_REPO, "experiments", "train_mb.py"), "--quick",
-         f"--results_dir={results}", "--taso_budget=100", "--random_episodes=5",
+         f"--results_dir={results}", "--taso_budget=100", "--random_episodes=5", "--eqsat_time_limit=2",
          "--eval_episodes=4", "--measure_rounds=1"],
         capture_output=True, text=True, timeout=900)
 

@@ -137,15 +137,17 @@ def run_random(env: GraphEnv, episodes: int = 20, seed: int = 0) -> RandomResult
 
 def run_eqsat(env: GraphEnv, time_limit_s: float = EQSAT_TIME_LIMIT) -> EqsatResult:
     """Equality saturation (`xflowrl.search.eqsat`, its default limits but
-    `time_limit_s` of saturation) on `env`'s initial graph under its rules
-    and cost model. Its graph's outputs are not checked here (as no
-    baseline's are; `xflowrl optimize` checks what it writes)."""
+    `time_limit_s` of saturation and at most half that for the ILP) on
+    `env`'s initial graph under its rules and cost model. Its graph's
+    outputs are not checked here (as no baseline's are; `xflowrl optimize`
+    checks what it writes)."""
     from xflowrl.search.eqsat import (  # pylint: disable=import-outside-toplevel
         EqsatConfig,
         equality_saturation,
     )
-    result = equality_saturation(env.initial_graph, env.xfers, env.cost_model,
-                                 EqsatConfig(time_limit_s=time_limit_s, check_outputs=False))
+    config = EqsatConfig(time_limit_s=time_limit_s, check_outputs=False,
+                         ilp_time_limit_s=min(EqsatConfig.ilp_time_limit_s, time_limit_s / 2))
+    result = equality_saturation(env.initial_graph, env.xfers, env.cost_model, config)
     return EqsatResult(
         cost_ms=result.best_cost, seconds=result.seconds, handed_over=result.handed_over,
         greedy_extraction_ms=result.greedy_cost, ilp_ms=result.ilp_cost,

@@ -333,7 +333,7 @@ class TrainingTest(absltest.TestCase):
         results = tempfile.mkdtemp()
         proc = subprocess.run(
             [sys.executable, os.path.join(_REPO, "experiments", "train_mf.py"), "--quick",
-             f"--results_dir={results}", "--taso_budget=100"],
+             f"--results_dir={results}", "--taso_budget=100", "--eqsat_time_limit=2"],
             capture_output=True, text=True, timeout=600)
         self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
         self.assertIn("episode 100/100", proc.stderr)

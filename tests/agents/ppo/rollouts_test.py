@@ -97,7 +97,7 @@ class TrainMfActorsTest(absltest.TestCase):
         proc = subprocess.run(
             [sys.executable, os.path.join(root, "experiments", "train_mf.py"), "--quick",
              "--episodes=6", "--episodes_per_update=3", "--rollout_actors=2",
-             "--taso_budget=0", "--random_episodes=1", f"--results_dir={results}"],
+             "--taso_budget=0", "--random_episodes=1", "--eqsat_time_limit=0", f"--results_dir={results}"],
             capture_output=True, text=True, timeout=600, check=False)
         self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
         self.assertIn("episode 6/6", proc.stderr)
