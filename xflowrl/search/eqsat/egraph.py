@@ -37,21 +37,6 @@ class EGraphError(ValueError):
     """An e-graph operation that the engine's shapes rule out."""
 
 
-def canonical_params(op_type: str, raw: Dict[str, object]) -> Params:
-    """The parameters that apply to `op_type` (the op table's), as sorted
-    hashable pairs: equal ops have equal keys whoever built them."""
-    names = ops.PARAMS_OF_TYPE.get(op_type, ())
-    out = []
-    for name in names:
-        if name not in raw:
-            continue
-        value = raw[name]
-        if isinstance(value, list):
-            value = tuple(tuple(v) if isinstance(v, list) else v for v in value)
-        out.append((name, value))
-    return tuple(sorted(out))
-
-
 class EGraph:
     """E-classes of tensors, e-nodes of ops; see the module docstring.
 
@@ -174,7 +159,7 @@ class EGraph:
             if isinstance(s, list):
                 raise EGraphError(f"{op} reads a multi-output op's tuple, not a tensor")
         outs = infer_shapes(op, params, in_shapes, self._shape_cache)
-        if multi_output(op, params):
+        if multi_output(op):
             return list(outs)
         if len(outs) != 1:
             raise EGraphError(f"{op} made {len(outs)} outputs, expected 1")
@@ -305,7 +290,7 @@ class EGraph:
         return self.class_nodes[self.find(c)]
 
 
-def multi_output(op_type: str, params: Params) -> bool:
+def multi_output(op_type: str) -> bool:
     """Whether an op of this type has a tuple of outputs (split, opaque)."""
     return ops.BY_NAME[op_type].num_outputs is None if op_type in ops.BY_NAME else False
 

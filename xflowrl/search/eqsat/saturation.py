@@ -50,8 +50,7 @@ class EqsatConfig:
     rule applied twice, need the second). TENSAT's node limit is 50k with
     an hour for extraction; here 10k e-nodes, 30 s of saturation and 15 s
     for the ILP keep a run within a minute on this 2-core machine: the ILP
-    finds less on a larger e-graph in the same time (BERT, default rules:
-    -10.6% from 10k e-nodes, -6.3% from 21k with 90 s; docs/benchmark.md)."""
+    finds less on a larger e-graph in the same time (docs/benchmark.md)."""
     node_limit: int = 10_000
     iteration_limit: int = 15
     time_limit_s: float = 30.0
@@ -125,7 +124,7 @@ def graph_to_egraph(graph: Graph) -> Tuple[EGraph, List[int]]:
             c = eg.add(op, (("name", name), ("shape", tuple(shapes[0]))), ())
         else:
             c = eg.add(op, canonical(op, raw), [tensor_class[(t[0], t[1])] for t in inputs])
-        if multi_output(op, ()):
+        if multi_output(op):
             for i in range(len(shapes)):
                 tensor_class[(guid, i)] = eg.add_output(c, i)
         else:
@@ -156,7 +155,7 @@ def choice_of_graph(eg: EGraph, graph: Graph) -> Optional[extract.Choice]:
             return None
         c = eg.class_of_node(n)
         choice[c] = n
-        if multi_output(op, ()):
+        if multi_output(op):
             for i in range(len(shapes)):
                 out = eg.lookup_node("out", (("index", i),), (c,))
                 if out is None:
@@ -321,8 +320,7 @@ def equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
             start_choice = original
         if config.filter_cycles:
             # After saturation (TENSAT filters after every iteration, which
-            # here dropped e-nodes later rewrites needed: squeezenet1_1,
-            # taso rules, -24.9% where greedy extraction reaches -32.7%),
+            # here dropped e-nodes later rewrites needed; docs/benchmark.md),
             # each class's e-nodes walked cheapest tree cost first. The
             # start's e-nodes stay in the program whatever it drops.
             eg.filter_cycles(roots, extract.tree_costs(eg, roots, costs))
