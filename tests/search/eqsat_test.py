@@ -11,6 +11,7 @@ import numpy as np
 from xflowrl import zoo
 from xflowrl.engine import GraphBuilder, XferSet
 from xflowrl.engine.cost import cost_model_from_spec
+from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.rules import rules_io
 from xflowrl.search.eqsat import (
     EGraph,
@@ -26,7 +27,9 @@ from xflowrl.search.eqsat import (
     same_outputs,
     saturate,
 )
+from xflowrl.search.eqsat.extract import tree_costs, used
 from xflowrl.search.eqsat.rewrites import canonical
+from xflowrl.search.greedy import greedy_walk
 
 _COST = cost_model_from_spec("analytic/v100")
 _DEFAULT = XferSet.default()
@@ -126,6 +129,40 @@ class SaturationTest(parameterized.TestCase):
             self.assertTrue(same_outputs(graph, result.graph), f"{name}, {rules}")
             self.assertLessEqual(result.best_cost, min(result.greedy_cost,
                                                        result.ilp_cost or np.inf))
+
+    def test_cycle_filtering_keeps_the_ilps_start_whole(self):
+        # small_cnn, TASO's rules, two iterations: filtering walked by tree
+        # cost alone takes out two e-nodes of greedy extraction's graph
+        # (the ILP's start would then bring their cycles back).
+        graph = zoo.get_graph("small_cnn")
+        rewrites, _ = compile_rules(XferSet.from_name("taso"))
+        lost = {}
+        for keep in (False, True):
+            eg, roots = graph_to_egraph(graph)
+            saturate(eg, rewrites, EqsatConfig(iteration_limit=2, time_limit_s=60))
+            costs = node_costs(eg, _COST)
+            start = used(eg, greedy_extract(eg, roots, costs).choice, roots)
+            eg.filter_cycles(roots, tree_costs(eg, roots, costs),
+                             keep=start if keep else None)
+            lost[keep] = sum(not eg.usable(n) for n in start.values())
+        self.assertGreater(lost[False], 0)  # the case the keeping is for
+        self.assertEqual(lost[True], 0)
+
+    def test_the_ilp_starts_from_the_descent_where_it_is_cheapest(self):
+        # A reduced ViT under TASO's rules: greedy merges the attention
+        # projections (-16.7%); tree cost never prefers the merged matmul,
+        # and HiGHS, started from the input, ends at the input's cost in
+        # its second. Started from the descent's graph, which the e-graph
+        # holds, it hands over at least as cheap a graph.
+        graph = zoo.get_graph("vit", **zoo.REDUCED["vit"])
+        xfers = XferSet.from_name("taso")
+        walk = greedy_walk(GraphEnv(graph, xfers, _COST, EnvConfig(max_steps=NO_STEP_LIMIT)))
+        config = EqsatConfig(iteration_limit=4, time_limit_s=60, ilp_time_limit_s=1,
+                             check_outputs=False)
+        result = equality_saturation(graph, xfers, _COST, config)
+        self.assertLess(walk.cost, result.initial_cost)
+        self.assertEqual(result.ilp_start, "descent")
+        self.assertLessEqual(result.best_cost, walk.cost + 1e-12)
 
     def test_the_output_check_compares_finite_values(self):
         # He-gain weights overflow the full BERT's eight layers of matmuls

@@ -90,20 +90,24 @@ def _reachable(eg: EGraph, roots: Sequence[int],
     return sorted(seen)
 
 
-def dag_cost(eg: EGraph, choice: Choice, roots: Sequence[int],
-             costs: Dict[int, float]) -> float:
-    """The cost of a choice: each chosen e-node reachable from `roots` once."""
-    total, seen = 0.0, set()
+def used(eg: EGraph, choice: Choice, roots: Sequence[int]) -> Choice:
+    """The part of `choice` the graph it extracts uses: the classes reached
+    from `roots` through the chosen e-nodes."""
+    out: Choice = {}
     stack = [eg.find(r) for r in roots]
     while stack:
         c = stack.pop()
-        if c in seen:
+        if c in out:
             continue
-        seen.add(c)
-        n = choice[c]
-        total += costs[n]
-        stack.extend(eg.nodes[n][2])
-    return total
+        out[c] = choice[c]
+        stack.extend(eg.find(d) for d in eg.nodes[choice[c]][2])
+    return out
+
+
+def dag_cost(eg: EGraph, choice: Choice, roots: Sequence[int],
+             costs: Dict[int, float]) -> float:
+    """The cost of a choice: each chosen e-node reachable from `roots` once."""
+    return sum(costs[n] for n in used(eg, choice, roots).values())
 
 
 def greedy_extract(eg: EGraph, roots: Sequence[int], costs: Dict[int, float]) -> Extraction:
@@ -280,9 +284,11 @@ class _Program:
         self.eg, self.roots = eg, [eg.find(r) for r in roots]
         # The start's e-nodes are in the program even where cycle filtering
         # took them out of their class, so that the start is always a
-        # solution.
+        # solution; only those its graph uses (a greedy extraction chooses
+        # in every class, and the filtered e-nodes of classes the graph
+        # does not read would bring their cycles into the program).
         extra: Dict[int, List[int]] = {}
-        for c, n in (start or {}).items():
+        for c, n in used(eg, start or {}, roots if start else []).items():
             if not eg.usable(n):
                 extra.setdefault(eg.find(c), []).append(n)
         self.classes = _reachable(eg, roots, extra)
