@@ -76,6 +76,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -404,6 +405,12 @@ def machine() -> str:
             f"CPU(s)")
 
 
+def command_line() -> str:
+    """This invocation as a command, for the report (and the report file
+    `experiments/publish_results.py` writes from it)."""
+    return " ".join(["python", *(shlex.quote(a) for a in sys.argv)])
+
+
 def commit() -> str:
     """The project's git commit, "+local changes" when its tree differs."""
     def git(*args):
@@ -467,6 +474,7 @@ def report_so_far() -> None:
                        FLAGS.sweep_settings,
                        meta={"mode": mode, "budget_scale": FLAGS.budget_scale, "seeds": seeds,
                              "machine": machine(), "commit": commit(),
+                             "command": command_line(),
                              "jobs": max(1, int(FLAGS.jobs // FLAGS.cpus_per_job)),
                              "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
                              "budget": dataclasses.asdict(b),
@@ -508,6 +516,7 @@ def run_all():
                                     "ray_address": FLAGS.ray_address or None,
                                     "ray_nodes": nodes,
                                     "commit": commit(),
+                                    "command": command_line(),
                                     "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
                                     "budget": dataclasses.asdict(b),
                                     "step_seconds": steps,

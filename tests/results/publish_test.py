@@ -1,4 +1,4 @@
-"""xflowrl.results.publish: the README's blocks from a report."""
+"""xflowrl.results.publish: dated report files under reports/ from a reproduction report."""
 
 import os
 import shutil
@@ -38,8 +38,8 @@ class PublishResultsTest(absltest.TestCase):
     def test_block_takes_the_tables_and_demotes_headings(self):
         block = publish.report_block(REPORT)
         self.assertTrue(block.startswith("Measured on Some CPU"))
-        self.assertIn("#### Summary", block)
-        self.assertIn("#### Table 4.1: graph properties\n\n| a | b |", block)
+        self.assertIn("### Summary", block)
+        self.assertIn("### Table 4.1: graph properties\n\n| a | b |", block)
         self.assertNotIn("Figures", block)
         self.assertNotIn("\n## ", block)
 
@@ -56,45 +56,94 @@ class PublishResultsTest(absltest.TestCase):
             publish.splice("no markers", "x")
         with self.assertRaisesRegex(ValueError, "not a reproduce.py report"):
             publish.report_block("# something else\n")
+        with self.assertRaisesRegex(ValueError, "records no date"):
+            publish.report_path({}, "topic")
 
-    def test_publish_writes_readme_and_figures(self):
-        tmp = tempfile.mkdtemp(prefix="publish_results_test_")
-        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
-        report_dir = os.path.join(tmp, "report")
+    def _report_dir(self, tmp, name="report", **meta):
+        """A report folder: report.md, report.json with `meta`, the figures."""
+        report_dir = os.path.join(tmp, name)
         os.makedirs(report_dir)
         with open(os.path.join(report_dir, "report.md"), "w") as f:
             f.write(REPORT)
-        for name in publish.README_FIGURES:
-            with open(os.path.join(report_dir, name), "wb") as f:
-                f.write(name.encode())
-        readme = os.path.join(tmp, "README.md")
-        with open(readme, "w") as f:
-            f.write(f"x\n{publish.BEGIN}\n{publish.END}\ny\n")
-        publish.publish(report_dir, readme, os.path.join(tmp, "figures"))
-        with open(readme) as f:
-            self.assertIn("#### Table 4.1", f.read())
-        for name in publish.README_FIGURES:
-            with open(os.path.join(tmp, "figures", name), "rb") as f:
-                self.assertEqual(f.read(), name.encode())
+        fixtures.report({"gpu": {"bert": fixtures.graph_row()}}, **meta).save(
+            os.path.join(report_dir, "report.json"))
+        for figure in publish.REPORT_FIGURES:
+            with open(os.path.join(report_dir, figure), "wb") as f:
+                f.write(figure.encode())
+        return report_dir
 
-    def test_publish_agents_and_scaled_read_report_json(self):
+    def test_report_path_is_dated(self):
+        self.assertEqual(publish.report_path({"date_utc": "2026-11-23 23:11"}, "topic", "r"),
+                         os.path.join("r", "2026-11-23_topic.md"))
+
+    def test_publish_writes_a_dated_report_with_its_run_and_figures(self):
+        tmp = tempfile.mkdtemp(prefix="publish_results_test_")
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        report_dir = self._report_dir(
+            tmp, date_utc="2026-11-23 22:09", commit="abc", mode="full",
+            machine="Some CPU, 2 CPU(s)", command="python experiments/reproduce.py --jobs=2",
+            wall_seconds=1200)
+        reports = os.path.join(tmp, "reports")
+        path = publish.publish(report_dir, reports_dir=reports)
+        self.assertEqual(path, os.path.join(reports, "2026-11-23_thesis_chapter4.md"))
+        with open(path) as f:
+            text = f.read()
+        self.assertTrue(text.startswith("# The thesis' Chapter 4 reproduced (full mode)\n"))
+        for line in ("- Date: 2026-11-23 22:09 UTC", "- Commit: abc",
+                     "- Command: `python experiments/reproduce.py --jobs=2`",
+                     "- Machine: Some CPU, 2 CPU(s)", "- Wall time: 20 min"):
+            self.assertIn(line + "\n", text)
+        self.assertIn("### Table 4.1: graph properties", text)
+        figures = os.path.join(reports, "figures", "2026-11-23_thesis_chapter4")
+        for name in publish.REPORT_FIGURES:
+            with open(os.path.join(figures, name), "rb") as f:
+                self.assertEqual(f.read(), name.encode())
+            self.assertIn(f"(figures/2026-11-23_thesis_chapter4/{name})", text)
+
+    def test_publishing_again_keeps_the_prose_around_the_block(self):
+        tmp = tempfile.mkdtemp(prefix="publish_results_test_")
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        report_dir = self._report_dir(tmp, date_utc="2026-11-23 22:09")
+        path = os.path.join(tmp, "run.md")
+        with open(path, "w") as f:
+            f.write(f"# A run\n\nWhat it says.\n\n{publish.BEGIN}\nold\n{publish.END}\n"
+                    "More prose.\n")
+        self.assertEqual(publish.publish(report_dir, path), path)
+        with open(path) as f:
+            text = f.read()
+        self.assertTrue(text.startswith("# A run\n\nWhat it says.\n\n"))
+        self.assertTrue(text.endswith(f"{publish.END}\nMore prose.\n"))
+        self.assertNotIn("old", text)
+        self.assertIn("### Summary", text)
+        # Idempotent: the same report twice gives the same file.
+        publish.publish(report_dir, path)
+        with open(path) as f:
+            self.assertEqual(f.read(), text)
+
+    def test_publish_agents_and_scaled_write_reports_of_their_own(self):
         tmp = tempfile.mkdtemp(prefix="publish_results_test_")
         self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
         budget = {"mf_episodes": 50, "mb_episodes_per_round": 2, "mb_dream_episodes": 3}
-        for name, scale in (("base", 1.0), ("x4", 4.0)):
+        for name, scale, date in (("base", 1.0, "2026-11-23 23:11"),
+                                  ("x4", 4.0, "2026-11-24 00:05")):
             fixtures.report({"gpu": {"bert": fixtures.graph_row()}}, commit=name,
-                            budget_scale=scale, budget=budget).save(
+                            budget_scale=scale, budget=budget, date_utc=date).save(
                 os.path.join(tmp, name, "report.json"))
-        readme = os.path.join(tmp, "README.md")
-        with open(readme, "w") as f:
-            f.write(f"{publish.AGENTS_BEGIN}\n{publish.AGENTS_END}\n"
-                    f"{publish.SCALED_BEGIN}\n{publish.SCALED_END}\n")
-        publish.publish_agents(os.path.join(tmp, "base"), readme)
-        publish.publish_scaled(os.path.join(tmp, "base"), os.path.join(tmp, "x4"), readme)
-        with open(readme) as f:
+        reports = os.path.join(tmp, "reports")
+        agents = publish.publish_agents(os.path.join(tmp, "base"), reports_dir=reports)
+        scaled = publish.publish_scaled(os.path.join(tmp, "base"), os.path.join(tmp, "x4"),
+                                        reports_dir=reports)
+        self.assertEqual(agents, os.path.join(reports, "2026-11-23_model_based_agents.md"))
+        self.assertEqual(scaled, os.path.join(reports, "2026-11-24_agents_x4_budget.md"))
+        with open(agents) as f:
             text = f.read()
-        self.assertIn("Run at commit base", text)
+        self.assertIn("- Commit: base", text)
+        self.assertIn(f"{publish.AGENTS_BEGIN}\n\nRun at commit base", text)
+        with open(scaled) as f:
+            text = f.read()
+        self.assertIn("- Commit: x4", text)
         self.assertIn("Agents' training budgets x4 (model-free episodes 50 -> 50", text)
+        self.assertIn(publish.SCALED_END, text)
 
     def test_scaled_block_puts_the_agents_side_by_side(self):
         def report(scale, mf_ms, mb_ms, episodes):
@@ -155,14 +204,23 @@ class PublishResultsTest(absltest.TestCase):
         self.assertAlmostEqual(spread["largest_difference_points"], 5.0)
         self.assertEqual(spread["changes_pct"]["gpu/bert/greedy"], [0.0, 0.0])
 
-    def test_readme_has_the_markers(self):
+    def test_readme_test_command_is_the_one_ci_runs(self):
+        # The README's test command is what .ci/run runs, verbatim.
+        with open(os.path.join(_ROOT, ".ci", "run")) as f:
+            ci = [line for line in f.read().splitlines() if "pytest" in line]
         with open(os.path.join(_ROOT, "README.md")) as f:
-            text = f.read()
-        for begin, end in ((publish.BEGIN, publish.END),
-                           (publish.AGENTS_BEGIN, publish.AGENTS_END),
-                           (publish.SCALED_BEGIN, publish.SCALED_END)):
-            self.assertEqual(text.count(begin), 1, begin)
-            self.assertLess(text.index(begin), text.index(end))
+            readme = f.read().splitlines()
+        self.assertLen(ci, 1)
+        self.assertTrue(ci[0] in readme, f"README.md has no line {ci[0]!r}")
+
+    def test_every_report_is_indexed(self):
+        reports = os.path.join(_ROOT, publish.REPORTS_DIR)
+        with open(os.path.join(reports, "README.md")) as f:
+            index = f.read()
+        for name in sorted(os.listdir(reports)):
+            if name.endswith(".md") and name != "README.md":
+                self.assertRegex(name, r"^\d{4}-\d\d-\d\d_[a-z0-9_]+\.md$")
+                self.assertIn(f"({name})", index, name)
 
 
 if __name__ == "__main__":

@@ -15,8 +15,8 @@ training state, state.json; `state`) and `ReproductionReport` (report.json;
 run lies, `Runs`, `load_runs`): its rows (`rows`: `GraphRow`, `graph_row`,
 the comparisons over seeds), tables (`tables`), Figures 4.1-4.8 (`figures`;
 matplotlib on use), report.md and report.json (`report.write_report`),
-and publishing it into the README (`publish`). The thesis' own numbers and
-graphs are defined once, in `thesis`. numpy only (no TensorFlow, no engine).
+and publishing it as a dated report under reports/ (`publish`). The
+thesis' own numbers and graphs are defined once, in `thesis`. numpy only (no TensorFlow, no engine).
 """
 
 from xflowrl.results.ablation import (

@@ -1,19 +1,23 @@
-"""Publishing a reproduction report into the README.
+"""Publishing a reproduction report as a dated report under reports/.
 
-The README's "Results" section shows a full run: `publish` replaces the
-part of README.md between the markers
+experiments/reproduce.py writes its report (report.md, report.json and the
+figures) into a results folder that git ignores. `publish` turns it into
+one Markdown file per run, `reports/<date>_<topic>.md` by default: a header
+with the run's date, commit, command and machine (from report.json's
+`meta`), then the report's run line and tables (report.md from "## Summary"
+up to its figure list, headings moved down one level) between the markers
 
     <!-- reproduce-report:begin -->
     <!-- reproduce-report:end -->
 
-with the report's run line and tables (report.md from "## Summary" up to its
-figure list, headings moved down to the README's level) and copies the
-figures the README shows into docs/figures/. `publish_agents` fills the
-agents block (both agents against the baselines, per graph) and
-`publish_scaled` the block of a run at scaled training budgets beside the
-base run; `measured_spread` says how the measured changes moved between two
-runs of the same graphs. The discussion around the markers is the README's
-own prose: reread it against the new tables.
+followed by links to the figures, which are copied beside the file. When the
+file exists, only the marked block is replaced, so whatever was written
+around it (what the run says, read against its tables) stays; reread it
+against the new tables. `publish_agents` writes the agents' block (both
+agents against the baselines, per graph) and `publish_scaled` the block of
+a run at scaled training budgets beside the base run, each into a report
+of its own; `measured_spread` says how the measured changes moved between
+two runs of the same graphs. Nothing here writes the README.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Mapping, Optional, Sequence
 
 from xflowrl.results.figures import FIGURES
 from xflowrl.results.layout import pct
@@ -35,31 +39,83 @@ AGENTS_BEGIN = "<!-- reproduce-agents:begin -->"
 AGENTS_END = "<!-- reproduce-agents:end -->"
 SCALED_BEGIN = "<!-- reproduce-scaled:begin -->"
 SCALED_END = "<!-- reproduce-scaled:end -->"
-# The figures the README shows.
-README_FIGURES = tuple(FIGURES[k] for k in ("fig4_1", "fig4_5", "fig4_6", "fig4_8"))
+# Where the reports live, relative to the repository root.
+REPORTS_DIR = "reports"
+# The figures a published report links to (copied beside it).
+REPORT_FIGURES = tuple(FIGURES[k] for k in ("fig4_1", "fig4_5", "fig4_6", "fig4_8"))
+# What each kind of report is named after (`reports/<date>_<topic>.md`).
+TOPIC = "thesis_chapter4"
+AGENTS_TOPIC = "model_based_agents"
 
 
 def report_block(report_md: str) -> str:
-    """The README's block from a report.md: its "Measured on ..." line, then
+    """The published block from a report.md: its "Measured on ..." line, then
     every section from "## Summary" up to "## Figures", with "##" headings
-    made "####" (the README's Results section is "##", its parts "###")."""
+    made "###" (a report file's own sections are "##")."""
     start = report_md.find("## Summary")
     stop = report_md.find("## Figures")
     if start < 0 or stop < start:
         raise ValueError("not a reproduce.py report: no '## Summary' ... '## Figures'")
     run_line = next((line for line in report_md.splitlines()
                      if line.startswith("Measured on ")), "")
-    body = re.sub(r"^## ", "#### ", report_md[start:stop].rstrip() + "\n", flags=re.M)
+    body = re.sub(r"^## ", "### ", report_md[start:stop].rstrip() + "\n", flags=re.M)
     return (run_line + "\n\n" if run_line else "") + body
 
 
-def splice(readme: str, block: str, begin: str = BEGIN, end: str = END) -> str:
-    """`readme` with the text between `begin` and `end` replaced by `block`."""
-    head, sep, rest = readme.partition(begin)
+def splice(text: str, block: str, begin: str = BEGIN, end: str = END) -> str:
+    """`text` with what lies between `begin` and `end` replaced by `block`.
+
+    Raises:
+      ValueError: `text` lacks either marker.
+    """
+    head, sep, rest = text.partition(begin)
     _, sep2, tail = rest.partition(end)
     if not sep or not sep2:
-        raise ValueError(f"the README has no {begin} ... {end} block")
+        raise ValueError(f"the file has no {begin} ... {end} block")
     return f"{head}{begin}\n\n{block.strip()}\n\n{end}{tail}"
+
+
+def report_path(meta: Mapping[str, Any], topic: str, reports_dir: str = REPORTS_DIR) -> str:
+    """`reports_dir/<date>_<topic>.md`, the date being the run's (UTC).
+
+    Raises:
+      ValueError: `meta` has no date.
+    """
+    date = str(meta.get("date_utc", ""))[:10]
+    if not re.fullmatch(r"\d{4}-\d\d-\d\d", date):
+        raise ValueError(f"the report records no date ({meta.get('date_utc')!r}): "
+                         "give the report's path")
+    return os.path.join(reports_dir, f"{date}_{topic}.md")
+
+
+def run_header(title: str, meta: Mapping[str, Any]) -> str:
+    """A report file's title and the run it comes from: date, commit,
+    command, machine and wall time, as report.json's `meta` records them."""
+    command = meta.get("command")
+    lines = [f"# {title}", "",
+             f"- Date: {meta.get('date_utc', 'not recorded')} UTC",
+             f"- Commit: {meta.get('commit', 'not recorded')}",
+             f"- Command: `{command}`" if command else "- Command: not recorded in the report",
+             f"- Machine: {meta.get('machine', 'not recorded')}"]
+    if meta.get("wall_seconds"):
+        lines.append(f"- Wall time: {meta['wall_seconds'] / 60:.0f} min")
+    return "\n".join(lines) + "\n"
+
+
+def write_block(path: str, block: str, begin: str, end: str, header: str) -> None:
+    """Puts `block` between `begin` and `end` in the file at `path`: replaces
+    the marked block of an existing file, or writes a new file of `header`
+    and the marked block."""
+    if os.path.exists(path):
+        with open(path) as f:
+            text = splice(f.read(), block, begin, end)
+    else:
+        text = f"{header}\n{begin}\n\n{block.strip()}\n\n{end}\n"
+    folder = os.path.dirname(path)
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
 
 
 def _ort(row: GraphRow, variant: str) -> Optional[float]:
@@ -177,32 +233,69 @@ def measured_spread(a: ReproductionReport, b: ReproductionReport) -> Dict[str, A
             "largest_at": worst[0] if worst else None}
 
 
-def _replace_block(readme_path: str, block: str, begin: str, end: str) -> None:
-    with open(readme_path) as f:
-        readme = f.read()
-    with open(readme_path, "w") as f:
-        f.write(splice(readme, block, begin, end))
+def _title(meta: Mapping[str, Any]) -> str:
+    scale = meta.get("budget_scale", 1.0)
+    return (f"The thesis' Chapter 4 reproduced ({meta.get('mode', '?')} mode"
+            + (f", agents' training budgets x{scale:g}" if scale != 1.0 else "") + ")")
 
 
-def publish(report_dir: str, readme_path: str, figures_dir: str,
-            figures: Sequence[str] = README_FIGURES) -> None:
-    """Updates `readme_path` and `figures_dir` from the report in `report_dir`."""
-    with open(os.path.join(report_dir, REPORT_MD)) as f:
-        block = report_block(f.read())
-    _replace_block(readme_path, block, BEGIN, END)
+def publish(report_dir: str, path: Optional[str] = None, reports_dir: str = REPORTS_DIR,
+            figures_dir: Optional[str] = None,
+            figures: Sequence[str] = REPORT_FIGURES) -> str:
+    """Writes (or updates) the report file of the run in `report_dir`.
+
+    Args:
+      report_dir: reproduce.py's report folder (report.md, report.json, the
+        figures).
+      path: the report file; None: `report_path(meta, TOPIC, reports_dir)`.
+      reports_dir: where the report file goes when `path` is None.
+      figures_dir: where `figures` are copied; None: `figures/<file's
+        stem>/` beside the report file.
+      figures: the figures' file names in `report_dir`.
+
+    Returns:
+      The report file's path.
+    """
+    run = ReproductionReport.load_dir(report_dir)
+    path = path or report_path(run.meta, TOPIC, reports_dir)
+    stem = os.path.splitext(os.path.basename(path))[0]
+    figures_dir = figures_dir or os.path.join(os.path.dirname(path), "figures", stem)
     os.makedirs(figures_dir, exist_ok=True)
+    links = []
     for name in figures:
         shutil.copyfile(os.path.join(report_dir, name), os.path.join(figures_dir, name))
+        target = os.path.relpath(os.path.join(figures_dir, name), os.path.dirname(path) or ".")
+        links.append(f"![{os.path.splitext(name)[0]}]({target})")
+    with open(os.path.join(report_dir, REPORT_MD)) as f:
+        block = report_block(f.read())
+    if links:
+        block += "\n### Figures\n\n" + "\n".join(links) + "\n"
+    write_block(path, block, BEGIN, END, run_header(_title(run.meta), run.meta))
+    return path
 
 
-def publish_agents(agents_report_dir: str, readme_path: str) -> None:
-    """Updates the README's agents block from a report."""
-    _replace_block(readme_path, agents_block(ReproductionReport.load_dir(agents_report_dir)),
-                   AGENTS_BEGIN, AGENTS_END)
+def publish_agents(agents_report_dir: str, path: Optional[str] = None,
+                   reports_dir: str = REPORTS_DIR) -> str:
+    """Writes (or updates) the agents' block of a report into its own report
+    file (default `reports_dir/<date>_model_based_agents.md`); returns its
+    path."""
+    run = ReproductionReport.load_dir(agents_report_dir)
+    path = path or report_path(run.meta, AGENTS_TOPIC, reports_dir)
+    write_block(path, agents_block(run), AGENTS_BEGIN, AGENTS_END,
+                run_header("Both agents against the baselines", run.meta))
+    return path
 
 
-def publish_scaled(report_dir: str, scaled_report_dir: str, readme_path: str) -> None:
-    """Updates the README's second block from a base and a scaled report."""
-    _replace_block(readme_path, scaled_block(ReproductionReport.load_dir(report_dir),
-                                             ReproductionReport.load_dir(scaled_report_dir)),
-                   SCALED_BEGIN, SCALED_END)
+def publish_scaled(report_dir: str, scaled_report_dir: str, path: Optional[str] = None,
+                   reports_dir: str = REPORTS_DIR) -> str:
+    """Writes (or updates) the report file of a run at scaled training
+    budgets, its agents beside the base run's (default
+    `reports_dir/<date>_agents_x<k>_budget.md`, the scaled run's date);
+    returns its path."""
+    base = ReproductionReport.load_dir(report_dir)
+    scaled = ReproductionReport.load_dir(scaled_report_dir)
+    k = scaled.meta.get("budget_scale", 1.0)
+    path = path or report_path(scaled.meta, f"agents_x{k:g}_budget", reports_dir)
+    write_block(path, scaled_block(base, scaled), SCALED_BEGIN, SCALED_END,
+                run_header(f"The agents at {k:g} times the training budget", scaled.meta))
+    return path
