@@ -17,7 +17,9 @@ checkout's commit and the date. It prints the list as a Markdown table.
 (the benchmark row's best alpha and budget) and equality saturation's
 (its default limits), each as `Graph.to_data` with its estimated cost, so
 that a machine without the solvers can rebuild and time them
-(`xflowrl.engine.graph_from_data`).
+(`xflowrl.engine.graph_from_data`; benchmarks/gpu_settings_bench.py times
+them). `--only=NAME,...` exports those settings alone (the list written to
+--out is still the whole list).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import datetime
 import json
 import os
 import subprocess
-from typing import List
+from typing import Any, Dict, List
 
 from absl import app, flags
 
@@ -49,6 +51,8 @@ flags.DEFINE_float("threshold", GAP_THRESHOLD, "Points of the initial cost by wh
 flags.DEFINE_string("out", _PACKAGE_LIST, "Where the list goes (default: the shipped list).")
 flags.DEFINE_string("export_graphs", "", "A folder: write each setting's original, greedy, "
                     "TASO and eqsat graphs there (for a GPU check).")
+flags.DEFINE_list("only", [], "--export_graphs: export these settings alone (names as "
+                  "the list writes them, e.g. squeezenet1_1/tensat/analytic-v100).")
 
 
 def _commit() -> str:
@@ -77,6 +81,21 @@ def markdown(settings: List[LookaheadSetting]) -> str:
     return "\n".join(lines)
 
 
+def select(settings: List[LookaheadSetting], names: List[str]) -> List[LookaheadSetting]:
+    """The settings named in `names` (all of them when `names` is empty).
+
+    Raises:
+      ValueError: a name is not in the list (the message lists the names).
+    """
+    if not names:
+        return settings
+    known = {s.name for s in settings}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"--only: no setting {unknown}; the list has {sorted(known)}")
+    return [s for s in settings if s.name in set(names)]
+
+
 def export_graphs(settings: List[LookaheadSetting], rows: List[dict], folder: str) -> None:
     """Writes each setting's graphs (see the module docstring)."""
     from xflowrl import zoo  # pylint: disable=import-outside-toplevel
@@ -102,9 +121,10 @@ def export_graphs(settings: List[LookaheadSetting], rows: List[dict], folder: st
                                        budget=best["budget"], time_limit_s=60).graph,
                   "eqsat": equality_saturation(graph, xfers, cost_model,
                                                EqsatConfig(check_outputs=False)).graph}
-        data = {"setting": s.name, "cost_model": s.cost_model,
-                "graphs": {k: {"estimated_ms": g.cost(cost_model), "graph": g.to_data()}
-                           for k, g in graphs.items()}}
+        data: Dict[str, Any] = {
+            "setting": s.name, "cost_model": s.cost_model,
+            "graphs": {k: {"estimated_ms": g.cost(cost_model), "graph": g.to_data()}
+                       for k, g in graphs.items()}}
         path = os.path.join(folder, s.name.replace("/", "__") + ".json")
         with open(path, "w") as f:
             json.dump(data, f)
@@ -119,6 +139,7 @@ def main(argv):
         with open(path) as f:
             rows.extend(json.load(f))
     settings = settings_from_rows(rows, FLAGS.threshold)
+    exported = select(settings, FLAGS.only)  # unknown names fail before anything is written
     source = {"benchmark_json": list(FLAGS.bench_json), "command": FLAGS.bench_command,
               "commit": _commit(), "date": datetime.date.today().isoformat(),
               "rows": len(rows)}
@@ -127,7 +148,7 @@ def main(argv):
     print(markdown(settings))
     print(f"{len(settings)} settings of {len(rows)} rows -> {FLAGS.out}")
     if FLAGS.export_graphs:
-        export_graphs(settings, rows, FLAGS.export_graphs)
+        export_graphs(exported, rows, FLAGS.export_graphs)
 
 
 if __name__ == "__main__":
