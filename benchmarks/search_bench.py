@@ -99,6 +99,7 @@ from search_matrix import (
     QUICK_DESCENTS,
     QUICK_EQSAT,
     QUICK_SETTINGS,
+    drop_methods,
     load_rows,
     markdown_table,
     plan_settings,
@@ -130,6 +131,8 @@ flags.DEFINE_list("rules", ["default", "builtin+taso", "generated", "taso"],
                   "and taso alone lack the compound built-ins (docs/benchmark.md).")
 flags.DEFINE_list("methods", list(METHODS), f"Methods to run, of {list(METHODS)} "
                   "(random: the random descents).")
+flags.DEFINE_list("rerun", [], "Methods whose results the resumed rows drop and run again "
+                  "(after a change to a method; of --methods).")
 flags.DEFINE_list("alphas", ["1.0", "1.05", "1.2"], "TASO search alphas.")
 flags.DEFINE_list("budgets", ["1000", "10000"], "TASO search budgets (expansions).")
 flags.DEFINE_float("time_limit", 30.0, "Seconds per TASO search run (0: none).")
@@ -216,6 +219,10 @@ def main(argv):
         graphs = [] if only_files else FLAGS.graphs
         settings = plan_settings(graphs, list(files), batches, FLAGS.cost_models, FLAGS.rules)
     rows = load_rows(out_json) if FLAGS.resume and not FLAGS.quick else []
+    for method in FLAGS.rerun:
+        if method not in config.methods:
+            raise app.UsageError(f"--rerun={method} is not one of --methods {list(config.methods)}")
+    rows = [drop_methods(r, FLAGS.rerun) for r in rows]
     rows = run_matrix(settings, config, rows, out_json, out_md, files, shapes,
                       FLAGS.workers, FLAGS.ray_address)
     print(markdown_table(rows))

@@ -220,6 +220,15 @@ def pending_methods(row: Optional[dict], methods: Sequence[str]) -> List[str]:
     return [m for m in methods if row is None or METHOD_KEYS[m] not in row]
 
 
+def drop_methods(row: dict, methods: Sequence[str]) -> dict:
+    """`row` without the results of `methods` (so that they run again), its
+    summary recomputed over what is left."""
+    keys = ({METHOD_KEYS[m] for m in methods} | {f"{m}_change_pct" for m in methods}
+            | ({"best_search"} if "taso" in methods else set()))
+    kept = {k: v for k, v in row.items() if k not in keys}
+    return kept | summarize(kept)
+
+
 def run_setting(setting: Setting, config: BenchConfig, graph: Optional[Graph] = None,
                 previous: Optional[dict] = None) -> dict:
     """Runs the methods of `config` on one setting; `graph`: the graph named

@@ -202,6 +202,15 @@ class MatrixTest(absltest.TestCase):
         rows = self._run([old, new], rows, ("greedy", "random"))  # nothing left to run
         self.assertEqual(rows[1]["greedy"]["seconds"], greedy_seconds)
 
+        # --rerun: a dropped method runs again; the others stay.
+        dropped = search_bench.drop_methods(rows[0], ["taso"])
+        self.assertNotIn("search", dropped)
+        self.assertNotIn("taso_change_pct", dropped)
+        self.assertEqual(dropped["winners"], ["greedy", "random"])
+        rows = self._run([old, new], [dropped, rows[1]], ("greedy", "taso"))
+        self.assertEqual(rows[0]["greedy"], OLD_ROW["greedy"])
+        self.assertNotEqual(rows[0]["search"][0]["seconds"], OLD_ROW["search"][0]["seconds"])
+
     def test_an_old_row_renders(self):
         markdown = search_bench.markdown_table([OLD_ROW])
         line = next(l for l in markdown.splitlines()

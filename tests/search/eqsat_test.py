@@ -282,6 +282,13 @@ class ExtractionTest(absltest.TestCase):
         for ext in (greedy_extract(eg, [root], costs), ilp_extract(eg, [root], costs, 10)):
             graph = build_graph(eg, ext.choice, [root])
             self.assertEqual(graph.op_counts(), {"relu": 1, "tanh": 1}, ext.method)
+        # Cycle filtering: the concat's only e-node closes the cycle, so
+        # the classes above it are left empty and x's projection goes too
+        # (keeping a class's last e-node would leave the cycle in place).
+        start = greedy_extract(eg, [root], costs).choice
+        self.assertEqual(eg.filter_cycles([root], keep=used(eg, start, [root])), 3)
+        self.assertEqual([eg.nodes[n][0] for n in eg.live_nodes(x)], ["relu"])
+        self.assertEqual(eg.live_nodes(cat), [])
 
 
 if __name__ == "__main__":

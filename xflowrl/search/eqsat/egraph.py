@@ -235,9 +235,17 @@ class EGraph:
         in increasing `order` (e.g. their tree costs, so that the cheapest
         ways down are the walk's tree and kept; default: the order they
         were added), drops an e-node that reads a class on the walk's path
-        (a back edge). What is left reachable from `roots` is acyclic, so
-        extraction needs no cycle constraints. A class never loses its
-        last e-node (then the cycle stays, for the extractors to avoid).
+        (a back edge), and an e-node that reads a class left without
+        e-nodes (every one of which was dropped: a class whose only way
+        down closes a cycle, such as the projection of a split of a concat
+        of the class itself). What is left reachable from `roots` is
+        acyclic, so extraction needs no cycle constraints. (Keeping a
+        class's last e-node instead left 2,518 classes in cycles on nasrnn
+        with TASO's rules, and the order variables that rule them out made
+        the ILP's relaxation so weak that HiGHS ran out of its 15 s; this
+        way the program is acyclic and solved to optimality in about a
+        second, at the price of e-nodes a walk from another side would have
+        kept: docs/benchmark.md.)
 
         `keep` (class -> e-node, an acyclic choice such as the extraction
         program's start) survives whole: the walk starts from its classes
@@ -247,7 +255,8 @@ class EGraph:
         the cycles they closed left the program a weak relaxation (on
         resnet50_taso with the default rules HiGHS ran out of its 15 s with
         the original's cost where, the start kept, it proves the optimum in
-        under a second). Returns how many e-nodes it removed."""
+        under a second). Without `keep`, a root may be left without
+        e-nodes. Returns how many e-nodes it removed."""
         def ordered(c: int) -> List[int]:
             nodes = self.class_nodes[c]
             if order is None:
@@ -256,18 +265,19 @@ class EGraph:
         kept = self._choice_post_order(roots, keep) if keep else []
         pending = set(kept)   # keep's classes the walk has not finished
         removed = 0
-        state: Dict[int, int] = {}   # class -> 1 on the path, 2 done
+        on_path, done, empty = 1, 2, 3
+        state: Dict[int, int] = {}   # class -> on_path | done | empty
         for first in kept + [self.find(r) for r in roots]:
             if first in state:
                 continue
-            # Frames: (class, its e-nodes, e-node position, child position).
-            state[first] = 1
+            # Frames: [class, its e-nodes, e-node position, child position].
+            state[first] = on_path
             work: List[List[Any]] = [[first, ordered(first), 0, 0]]
             while work:
                 frame = work[-1]
                 c, nodes, k, i = frame
                 if k == len(nodes):
-                    state[c] = 2
+                    state[c] = done if self.class_nodes[c] else empty
                     pending.discard(c)
                     work.pop()
                     continue
@@ -277,16 +287,17 @@ class EGraph:
                     frame[2], frame[3] = k + 1, 0
                     continue
                 d = self.find(children[i])
-                frame[3] = i + 1
-                if state.get(d) == 1 or d in pending:
-                    if len(self.class_nodes[c]) > 1:
-                        self.filtered[n] = True
-                        self.class_nodes[c].remove(n)
-                        removed += 1
+                seen = state.get(d)
+                if seen is None and d not in pending:
+                    state[d] = on_path
+                    work.append([d, ordered(d), 0, 0])  # d is looked at again when done
+                elif seen == done:
+                    frame[3] = i + 1
+                else:  # on the path, left empty, or a kept class not finished
+                    self.filtered[n] = True
+                    self.class_nodes[c].remove(n)
+                    removed += 1
                     frame[2], frame[3] = k + 1, 0
-                elif d not in state:
-                    state[d] = 1
-                    work.append([d, ordered(d), 0, 0])
         return removed
 
     def _choice_post_order(self, roots: Sequence[int], choice: Dict[int, int]) -> List[int]:
