@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from xflowrl import _engine
 from xflowrl.rules import rules_io
@@ -208,7 +208,7 @@ class Rewrite:
 
     # ------------------------------------------------------------ matching
     def matches(self, eg: EGraph, parents: Dict[Tuple[int, str], List[int]],
-                param_memo: Dict[tuple, bool], limit: int) -> Iterator["Match"]:
+                param_memo: Dict[tuple, Any], limit: int) -> Iterator["Match"]:
         """The rule's matches on `eg` (after a rebuild), at most `limit`.
 
         Args:
@@ -230,7 +230,7 @@ class Rewrite:
 
         def candidates(step: _Step) -> List[int]:
             if step.kind == "scan":
-                return eg.by_type.get(self.types[step.op], [])
+                return scan(step.op)
             if step.kind == "down":
                 child = eg.nodes[nodes[step.via_op]][2][step.slot]
                 if self.types[step.op] == "split":
@@ -246,6 +246,42 @@ class Rewrite:
                 return []
             return parents.get((eg.find(source), self.types[step.op]), [])
 
+        def scan(j: int) -> List[int]:
+            """The usable e-nodes that can be source op `j` by themselves
+            (type, arity, constraints, equal element-wise shapes): shared
+            through `param_memo` by every rule whose op has the same type,
+            arity and constraints in this iteration (the default set's
+            1,678 rules start from a few such ops; checking each e-node
+            once per rule was most of saturation's time)."""
+            pop = self.rule.src[j]
+            key = ("scan", pop.type, len(pop.inputs), self.constraints[j])
+            found_nodes = param_memo.get(key)
+            if found_nodes is None:
+                found_nodes = [n for n in eg.by_type.get(pop.type, [])
+                               if len(eg.nodes[n][2]) == len(pop.inputs) and eg.usable(n)
+                               and fits_alone(j, n)]
+                param_memo[key] = found_nodes
+            return found_nodes
+
+        def fits_alone(j: int, n: int) -> bool:
+            """Whether e-node `n` (of source op `j`'s type and arity) meets
+            the op's own conditions: equal element-wise operand shapes and
+            its parameter constraints."""
+            op_type, params, children = eg.nodes[n]
+            if op_type in _ELEMENTWISE and eg.shape(children[0]) != eg.shape(children[1]):
+                return False
+            if self.constraints[j]:
+                key = (n, op_type, self.constraints[j])
+                ok = param_memo.get(key)
+                if ok is None:
+                    shapes = [eg.shape(c) for c in children]
+                    raw = dict(params)
+                    ok = all(param_value(k, op_type, raw, shapes) == v
+                             for k, v in self.constraints[j])
+                    param_memo[key] = ok
+                return ok
+            return True
+
         def fits(j: int, n: int) -> Optional[List[int]]:
             """The variables node `n` newly binds as source op `j`, or None."""
             # After a rebuild (matching runs on a rebuilt e-graph) every
@@ -256,19 +292,8 @@ class Rewrite:
                 return None
             if n in nodes:
                 return None
-            if op_type in _ELEMENTWISE and eg.shape(children[0]) != eg.shape(children[1]):
+            if not fits_alone(j, n):
                 return None
-            if self.constraints[j]:
-                key = (n, op_type, self.constraints[j])
-                ok = param_memo.get(key)
-                if ok is None:
-                    shapes = [eg.shape(c) for c in children]
-                    raw = dict(params)
-                    ok = all(param_value(k, op_type, raw, shapes) == v
-                             for k, v in self.constraints[j])
-                    param_memo[key] = ok
-                if not ok:
-                    return None
             newly: List[int] = []
             nodes[j] = n
             for k, t in enumerate(pop.inputs):

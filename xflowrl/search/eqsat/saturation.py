@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -210,7 +210,7 @@ def saturate(eg: EGraph, rewrites: List[Rewrite], config: EqsatConfig,
     trace: List[IterationStats] = []
     for it in range(config.iteration_limit):
         parents = _parents(eg)
-        param_memo: Dict[tuple, bool] = {}
+        param_memo: Dict[tuple, Any] = {}  # shared by the rules of an iteration
         matches = []
         out_of_time = False
         for r, rw in enumerate(rewrites):
