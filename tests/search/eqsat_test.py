@@ -292,6 +292,12 @@ class ExtractionTest(absltest.TestCase):
         self.assertEqual(eg.filter_cycles([root], keep=used(eg, start, [root])), 3)
         self.assertEqual([eg.nodes[n][0] for n in eg.live_nodes(x)], ["relu"])
         self.assertEqual(eg.live_nodes(cat), [])
+        # Not strict: the concat's only e-node stays, and with it the cycle
+        # (for the ILP's order variables); unfilter restores every class.
+        eg.unfilter()
+        self.assertEqual(eg.filter_cycles([root], keep=used(eg, start, [root]), strict=False), 0)
+        self.assertLen(eg.live_nodes(x), 2)
+        self.assertLen(eg.live_nodes(cat), 1)
 
 
 if __name__ == "__main__":

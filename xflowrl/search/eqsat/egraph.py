@@ -229,7 +229,7 @@ class EGraph:
         return changed
 
     def filter_cycles(self, roots: Sequence[int], order: Optional[Dict[int, float]] = None,
-                      keep: Optional[Dict[int, int]] = None) -> int:
+                      keep: Optional[Dict[int, int]] = None, strict: bool = True) -> int:
         """Removes the e-nodes that close a cycle, TENSAT's cycle filtering:
         a depth-first walk from `roots` over classes, each class's e-nodes
         in increasing `order` (e.g. their tree costs, so that the cheapest
@@ -256,7 +256,12 @@ class EGraph:
         resnet50_taso with the default rules HiGHS ran out of its 15 s with
         the original's cost where, the start kept, it proves the optimum in
         under a second). Without `keep`, a root may be left without
-        e-nodes. Returns how many e-nodes it removed."""
+        e-nodes.
+
+        `strict=False` never takes a class's last e-node: the cycles through
+        such classes stay (for the ILP's order variables), and e-nodes a
+        strict walk loses with them stay too. Returns how many e-nodes it
+        removed."""
         def ordered(c: int) -> List[int]:
             nodes = self.class_nodes[c]
             if order is None:
@@ -293,12 +298,22 @@ class EGraph:
                     work.append([d, ordered(d), 0, 0])  # d is looked at again when done
                 elif seen == done:
                     frame[3] = i + 1
+                elif not strict and len(self.class_nodes[c]) == 1:
+                    frame[3] = i + 1  # the cycle stays
                 else:  # on the path, left empty, or a kept class not finished
                     self.filtered[n] = True
                     self.class_nodes[c].remove(n)
                     removed += 1
                     frame[2], frame[3] = k + 1, 0
         return removed
+
+    def unfilter(self) -> None:
+        """Puts every e-node cycle filtering removed back into its class."""
+        for n, out in enumerate(self.filtered):
+            if out:
+                self.filtered[n] = False
+                if self.alive[n]:
+                    self.class_nodes[self.class_of_node(n)].append(n)
 
     def _choice_post_order(self, roots: Sequence[int], choice: Dict[int, int]) -> List[int]:
         """The classes of an acyclic `choice` reachable from `roots`, each
