@@ -156,7 +156,7 @@ def run_eqsat(graph: Graph, xfers: XferSet, cost_model: CostModel, config: Eqsat
     return out | {
         "cost_ms": r.best_cost, "handed_over": r.handed_over,
         "greedy_extraction_cost_ms": r.greedy_cost, "ilp_cost_ms": r.ilp_cost,
-        "ilp_status": r.ilp_status, "ilp_start": r.ilp_start, "ilp_gap_pct": r.ilp_gap_percent,
+        "ilp_status": r.ilp_status, "ilp_programs": r.ilp_programs, "ilp_start": r.ilp_start, "ilp_gap_pct": r.ilp_gap_percent,
         "stop_reason": r.stop_reason, "iterations": r.iterations, "e_nodes": r.e_nodes,
         "e_classes": r.e_classes, "saturation_seconds": r.saturation_seconds,
         "extraction_seconds": r.extraction_seconds, "seconds": r.seconds,
