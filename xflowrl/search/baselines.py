@@ -37,7 +37,7 @@ from xflowrl.search.record import (
 EQUAL_BUDGET_FACTOR = 1.5
 
 # Seconds of saturation of the equality-saturation baseline (its
-# extraction adds up to `EqsatConfig.ilp_time_limit_s`).
+# extraction adds up to `EqsatConfig.ilp_time_limit_s` per ILP program).
 EQSAT_TIME_LIMIT = 30.0
 
 
