@@ -103,6 +103,7 @@ from search_matrix import (
     load_rows,
     markdown_table,
     plan_settings,
+    row_key,
     run_matrix,
     save,
 )
@@ -222,7 +223,8 @@ def main(argv):
     for method in FLAGS.rerun:
         if method not in config.methods:
             raise app.UsageError(f"--rerun={method} is not one of --methods {list(config.methods)}")
-    rows = [drop_methods(r, FLAGS.rerun) for r in rows]
+    planned = {setting.key for setting in settings}
+    rows = [drop_methods(r, FLAGS.rerun) if row_key(r) in planned else r for r in rows]
     rows = run_matrix(settings, config, rows, out_json, out_md, files, shapes,
                       FLAGS.workers, FLAGS.ray_address)
     print(markdown_table(rows))
