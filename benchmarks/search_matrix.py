@@ -18,11 +18,10 @@ from typing import Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional
 import numpy as np
 
 from landscape import Landscape, random_descent
-from xflowrl import zoo
 from xflowrl.engine import CostModel, Graph, XferSet
 from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS
 from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
-from xflowrl.runs import cost_model_from_spec, model_source
+from xflowrl.runs import cost_model_from_spec, model_source, zoo_source
 from xflowrl.search import greedy_search
 from xflowrl.search.eqsat import EqsatConfig, equality_saturation
 
@@ -263,14 +262,7 @@ def run_setting(setting: Setting, config: BenchConfig, graph: Optional[Graph] = 
 
 def zoo_graph(name: str, batch: int = 1) -> Graph:
     """The zoo graph `name` at `batch` (ValueError: its builder takes no batch)."""
-    if batch == 1:
-        return zoo.get_graph(name)
-    try:
-        return zoo.get_graph(name, batch_size=batch)
-    except TypeError as error:
-        if "batch_size" not in str(error):
-            raise
-        raise ValueError(f"zoo graph {name!r} has no batch size") from error
+    return zoo_source(name, batch).graph
 
 
 class Task(NamedTuple):

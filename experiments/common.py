@@ -253,9 +253,7 @@ def run_settings(values: Any = FLAGS, cost_features: str = "full",
             chosen = get_setting(setting)
         except ValueError as e:
             raise BadInput(str(e)) from None
-        if chosen.batch != 1:
-            raise BadInput(f"--setting={setting}: the entry points run batch 1 only")
-        graph = {"graph": chosen.graph}
+        graph = {"graph": chosen.graph, "batch": chosen.batch}
         rules = chosen.rules
         cost_model, _, profile = chosen.cost_model.partition("/")
     graph = graph_fields(values) if graph is None else graph

@@ -8,7 +8,7 @@ import os
 from absl import flags
 from absl.testing import absltest
 
-from xflowrl import cli
+from xflowrl import cli, zoo
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.engine.cost import DEFAULT_BACKEND, DEFAULT_PROFILE
 from xflowrl.engine.xfers import (
@@ -88,6 +88,18 @@ class RunSettingsFromFlagsTest(absltest.TestCase):
             common.run_settings(_flag_values(f"--setting={setting.name}", "--graph=bert"))
         with self.assertRaisesRegex(BadInput, "no lookahead setting 'nope'"):
             common.run_settings(_flag_values("--setting=nope"))
+
+    def test_a_setting_at_another_batch_runs_its_graph_at_that_batch(self):
+        batched = [s for s in load_settings() if s.batch != 1]
+        if not batched:
+            self.skipTest("the shipped list has no setting at a batch other than 1")
+        setting = batched[0]
+        got = common.run_settings(_flag_values(f"--setting={setting.name}"))
+        self.assertEqual(got.batch, setting.batch)
+        self.assertEqual(got.source().graph.hash(),
+                         zoo.get_graph(setting.graph, batch_size=setting.batch).hash())
+        self.assertTrue(got.results_folder("train_mb").endswith(
+            f"{setting.graph}@b{setting.batch}/train_mb"))
 
 
 class DefaultsTest(absltest.TestCase):

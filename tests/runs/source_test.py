@@ -35,6 +35,13 @@ def _write_model(folder: str, name: str = "tiny_cnn.onnx", size: int = 16) -> st
 
 class ZooSourceTest(absltest.TestCase):
 
+    def test_a_batch_size(self):
+        source = zoo_source("small_cnn", batch=4)
+        self.assertEqual(source.graph.hash(), zoo.get_graph("small_cnn", batch_size=4).hash())
+        self.assertNotEqual(source.graph.hash(), zoo_source("small_cnn").graph.hash())
+        with self.assertRaisesRegex(ValueError, "'bert' has no batch size"):
+            zoo_source("bert", batch=4)
+
     def test_random_weights_and_inputs(self):
         source = zoo_source("small_cnn")
         self.assertEqual((source.name, source.graph.hash()),

@@ -45,6 +45,9 @@ class RunSettings:
         zoo graph `graph`).
       input_shapes: with `onnx`, static shapes for its inputs declared with
         dynamic dimensions, as ((name, shape), ...) (`source.input_shapes_key`).
+      batch: the zoo graph's batch size (its builder's `batch_size`; 1: the
+        zoo's default graph); a batch other than 1 names the results folder
+        `<graph>@b<batch>`.
     """
     graph: str
     rules: str = DEFAULT_RULE_SET
@@ -58,6 +61,7 @@ class RunSettings:
     results_dir: str = "results"
     onnx: Optional[str] = None
     input_shapes: InputShapes = ()
+    batch: int = 1
 
     def source(self) -> GraphSource:
         """The graph to optimise: the model file `onnx` (read once per
@@ -69,7 +73,7 @@ class RunSettings:
         """
         if self.onnx:
             return model_source(self.onnx, dict(self.input_shapes))
-        return zoo_source(self.graph)
+        return zoo_source(self.graph, self.batch)
 
     def env_config(self) -> EnvConfig:
         """The environment's settings (other `EnvConfig` fields at their defaults)."""
@@ -85,7 +89,8 @@ class RunSettings:
 
     def results_folder(self, entry_point: str) -> str:
         """results_dir/<graph>/<entry_point>: where that entry point writes (not created)."""
-        return os.path.join(self.results_dir, self.graph, entry_point)
+        name = self.graph if self.batch == 1 else f"{self.graph}@b{self.batch}"
+        return os.path.join(self.results_dir, name, entry_point)
 
 
 @dataclasses.dataclass(frozen=True)

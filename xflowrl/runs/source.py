@@ -86,9 +86,17 @@ class GraphSource:
         save_graph(out_dir, graph, self.weights(seed), model=self.model, provenance=provenance)
 
 
-def zoo_source(name: str) -> GraphSource:
-    """The zoo graph `name` (`xflowrl.zoo.GRAPHS`)."""
-    return GraphSource(name, zoo.get_graph(name))
+def zoo_source(name: str, batch: int = 1) -> GraphSource:
+    """The zoo graph `name` (`xflowrl.zoo.GRAPHS`), at `batch` where it is
+    not 1 (ValueError: its builder takes no batch size)."""
+    if batch == 1:
+        return GraphSource(name, zoo.get_graph(name))
+    try:
+        return GraphSource(name, zoo.get_graph(name, batch_size=batch))
+    except TypeError as error:
+        if "batch_size" not in str(error):
+            raise
+        raise ValueError(f"zoo graph {name!r} has no batch size") from error
 
 
 def model_source(path: str, input_shapes: Optional[Mapping[str, Sequence[int]]] = None
