@@ -98,10 +98,12 @@ def select(settings: List[LookaheadSetting], names: List[str]) -> List[Lookahead
 
 def export_graphs(settings: List[LookaheadSetting], rows: List[dict], folder: str) -> None:
     """Writes each setting's graphs (see the module docstring)."""
-    from xflowrl import zoo  # pylint: disable=import-outside-toplevel
     from xflowrl.engine import XferSet  # pylint: disable=import-outside-toplevel
     from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT  # pylint: disable=C0415
-    from xflowrl.runs import cost_model_from_spec  # pylint: disable=import-outside-toplevel
+    from xflowrl.runs import (  # pylint: disable=import-outside-toplevel
+        cost_model_from_spec,
+        zoo_source,
+    )
     from xflowrl.search import greedy_walk  # pylint: disable=import-outside-toplevel
     from xflowrl.search.eqsat import (  # pylint: disable=import-outside-toplevel
         EqsatConfig,
@@ -111,7 +113,7 @@ def export_graphs(settings: List[LookaheadSetting], rows: List[dict], folder: st
     by_key = {(r["graph"], r["rules"], r["cost_model"], r.get("batch", 1)): r for r in rows}
     for s in settings:
         row = by_key[(s.graph, s.rules, s.cost_model, s.batch)]
-        graph = zoo.get_graph(s.graph)
+        graph = zoo_source(s.graph, s.batch).graph
         xfers = XferSet.from_name(s.rules)
         cost_model = cost_model_from_spec(s.cost_model, None)
         env = GraphEnv(graph, xfers, cost_model, EnvConfig(max_steps=NO_STEP_LIMIT))
@@ -122,7 +124,7 @@ def export_graphs(settings: List[LookaheadSetting], rows: List[dict], folder: st
                   "eqsat": equality_saturation(graph, xfers, cost_model,
                                                EqsatConfig(check_outputs=False)).graph}
         data: Dict[str, Any] = {
-            "setting": s.name, "cost_model": s.cost_model,
+            "setting": s.name, "cost_model": s.cost_model, "batch": s.batch,
             "graphs": {k: {"estimated_ms": g.cost(cost_model), "graph": g.to_data()}
                        for k, g in graphs.items()}}
         path = os.path.join(folder, s.name.replace("/", "__") + ".json")
