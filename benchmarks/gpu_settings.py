@@ -370,7 +370,8 @@ def markdown(report: Dict[str, Any]) -> str:
     c = report["config"]
     how = ("dry run: outputs checked by the reference executor, nothing timed"
            if c["dry_run"] else f"up to {c['rounds']} rounds x {c['repeats']} runs per graph")
-    lines = [f"Device: {report['environment']['device']}; batch {c['batch']}; {how}; "
+    batches = f"batch {c['batch']}" if c["batch"] else "every batch"
+    lines = [f"Device: {report['environment']['device']}; {batches}; {how}; "
              f"commit {report['environment']['commit']}.", "",
              "| setting | method | estimated % | measured % (graph) | spread | outputs | "
              "confirmed |", "|---|---|---|---|---|---|---|"]
@@ -416,12 +417,12 @@ def write(report: Dict[str, Any], path: str) -> None:
 
 
 def load_exports(folder: str, only: Sequence[str] = (),
-                 batch: int = 1) -> List[Tuple[str, Dict[str, Any]]]:
+                 batch: int = 0) -> List[Tuple[str, Dict[str, Any]]]:
     """The exported settings of `folder` as (path, data), sorted by file name.
 
     Raises:
       ValueError: no exported setting there, a name of `only` has no file, or
-        no file is at `batch`.
+        no file is at `batch` (0: every batch).
     """
     exports = [(path, read_export(path)) for path in export_files(folder)]
     known = {data["setting"] for _, data in exports}
@@ -429,19 +430,19 @@ def load_exports(folder: str, only: Sequence[str] = (),
     if unknown:
         raise ValueError(f"no file for the settings {unknown}; {folder} has {sorted(known)}")
     batches = sorted({setting_batch(data) for _, data in exports})
-    if batch not in batches:
+    if batch and batch not in batches:
         raise ValueError(f"the exported graphs are at batch {batches}, none at {batch} "
                          "(they are timed as exported)")
     return exports
 
 
 def check_all(exports: List[Tuple[str, Dict[str, Any]]], config: CheckConfig, *,
-              only: Sequence[str] = (), batch: int = 1, max_seconds: float = 400.0,
+              only: Sequence[str] = (), batch: int = 0, max_seconds: float = 400.0,
               out: str = "", graphs_dir: str = "",
               environment_info: Optional[Dict[str, Any]] = None,
               make_program: Callable[[Any, Dict[str, np.ndarray]], Any] = torch_program,
               after_setting: Optional[Callable[[], None]] = None) -> Dict[str, Any]:
-    """Every exported setting of `batch` (of `only`, where given), one after
+    """Every exported setting of `batch` (0: every batch; of `only`, where given), one after
     the other: the report (and `out`, rewritten after each setting).
     `environment_info`: what `environment` says (default: asked here);
     `after_setting`: called after each setting (e.g. to free GPU memory)."""
@@ -461,7 +462,7 @@ def check_all(exports: List[Tuple[str, Dict[str, Any]]], config: CheckConfig, *,
             print(f"[gpu_settings] note: {path} holds setting {name}", file=sys.stderr)
         if only and name not in only:
             continue
-        if setting_batch(data) != batch:
+        if batch and setting_batch(data) != batch:
             report["skipped"][name] = f"batch {setting_batch(data)}"
             continue
         if time.monotonic() > deadline:

@@ -46,8 +46,8 @@ the original, float64, seed `--seed`, the zoo's weight gain):
   graph, or where a check failed.
 
 `--batch` selects the settings of that batch (from the file's `batch`,
-else the name's `@bN`, else 1); the graphs are timed as exported, so a
-batch no file has is an error. `--max_seconds` starts no new setting (and
+else the name's `@bN`, else 1; default 0: every batch); the graphs are
+timed as exported, so a batch no file has is an error. `--max_seconds` starts no new setting (and
 no new round after the second) once that much time has passed; settings
 left out are listed under `skipped`. The report records the card, driver,
 CUDA, cuDNN and torch versions, the date, the commit (`$XFLOWRL_COMMIT`,
@@ -73,8 +73,8 @@ flags.DEFINE_string("out", "", "Also write the JSON report here (rewritten after
                     "setting).")
 flags.DEFINE_list("settings", [], "Only these settings (names, e.g. "
                   "squeezenet1_1/tensat/analytic-v100); default: every file.")
-flags.DEFINE_integer("batch", 1, "Check the settings of this batch (the graphs are timed "
-                     "as exported; no rebatching).")
+flags.DEFINE_integer("batch", 0, "Check the settings of this batch (0: every batch; the "
+                     "graphs are timed as exported, no rebatching).")
 flags.DEFINE_bool("dry_run", False, "No CUDA: rebuild every graph and check its outputs "
                   "against the original's with the numpy reference executor; time nothing.")
 flags.DEFINE_float("max_seconds", 400.0, "Start no new setting (and no round after the "

@@ -150,7 +150,7 @@ class DryRunTest(absltest.TestCase):
         self.assertEqual((r["format"], r["version"], r["mode"]),
                          ("xflowrl-gpu-settings-check", 1, "dry_run"))
         self.assertContainsSubset({"device", "date", "commit"}, r["environment"])
-        self.assertEqual(r["config"]["batch"], 1)
+        self.assertEqual(r["config"]["batch"], 0)  # every batch
         self.assertEqual(set(r["settings"]), {GOOD, BROKEN})
         self.assertEqual(set(r["files"]), {GOOD, BROKEN})
         self.assertLen(r["files"][GOOD]["sha256"], 64)
