@@ -44,7 +44,7 @@ import common
 from xflowrl.results import ModelFreeRun, RecordError
 from xflowrl.results.ablation import BaselineMs, EpisodeLog, ObservationAblation, summarize_run
 from xflowrl.runs import RESULT_JSON, RESULT_MD, result_path, results_folder, write_text
-from xflowrl.search import Baselines
+from xflowrl.search import Baselines, EQSAT_TIME_LIMIT
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("graphs", ["squeezenet1_1", "resnet18"], "Zoo graphs.")
@@ -54,6 +54,8 @@ flags.DEFINE_list("seeds", ["0", "1"], "Agent seeds (the same for every variant)
 flags.DEFINE_integer("episodes", 200, "Training episodes per run.")
 common.define_taso_flags(alpha=False, budget_help="TASO search baseline budget (train_mf.py).")
 flags.DEFINE_integer("random_episodes", 20, "Random-agent baseline episodes (train_mf.py).")
+flags.DEFINE_float("eqsat_time_limit", EQSAT_TIME_LIMIT, "Saturation seconds of the "
+                   "equality-saturation baseline (train_mf.py); 0 skips it.")
 flags.DEFINE_string("results_dir", "results", "Where results are written.")
 flags.DEFINE_bool("rerun", False, "Train again even where a run's result.json exists.")
 
@@ -88,7 +90,8 @@ def train_one(graph: str, variant: str, seed: int) -> ModelFreeRun:
             return result
     cmd = [sys.executable, _TRAIN_MF, f"--graph={graph}", f"--episodes={FLAGS.episodes}",
            f"--seed={seed}", f"--cost_features={variant}", f"--results_dir={base}",
-           f"--taso_budget={FLAGS.taso_budget}", f"--random_episodes={FLAGS.random_episodes}"]
+           f"--taso_budget={FLAGS.taso_budget}", f"--random_episodes={FLAGS.random_episodes}",
+           f"--eqsat_time_limit={FLAGS.eqsat_time_limit:g}"]
     logging.info("running %s", " ".join(cmd))
     start = time.time()
     proc = subprocess.run(cmd, capture_output=True, text=True)

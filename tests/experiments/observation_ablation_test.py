@@ -4,8 +4,8 @@ A finished run is written here as train_mf.py leaves it (its record,
 `ModelFreeRun`, and a TensorBoard log of every episode's final cost and
 steps), so the script reuses it and only reads: no training. A saved run
 the strict reader refuses is not reused (the script says why) but trained
-again, here by a real train_mf.py run of two episodes on SmallCNN (about
-10 s of CPU).
+again, here by a real train_mf.py run of two episodes on SmallCNN without
+the equality-saturation baseline (about 10 s of CPU).
 """
 
 import dataclasses
@@ -67,6 +67,7 @@ class ObservationAblationTest(absltest.TestCase):
         return subprocess.run(
             [sys.executable, _SCRIPT, f"--graphs={GRAPH}", f"--variants={variants}",
              "--seeds=0", f"--episodes={episodes}", "--taso_budget=0", "--random_episodes=1",
+             "--eqsat_time_limit=0",
              f"--results_dir={self.results}"],
             cwd=_ROOT, capture_output=True, text=True, timeout=600,
             env=dict(os.environ, PYTHONPATH=_ROOT))
@@ -121,6 +122,7 @@ class ObservationAblationTest(absltest.TestCase):
         run = ModelFreeRun.load(path)   # train_mf.py's own record, read strictly
         self.assertEqual((run.cost_features, run.episodes, run.seed), ("none", 2, 0))
         self.assertIsNotNone(run.wall_seconds)
+        self.assertIsNone(run.baselines["eqsat"])  # --eqsat_time_limit=0 reached train_mf.py
         with open(os.path.join(self.results, GRAPH, "observation_ablation", "result.json")) as f:
             [row] = json.load(f)["runs"]
         self.assertEqual(row["agent_cost_ms"], run.agent_cost_ms)

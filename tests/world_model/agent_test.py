@@ -6,6 +6,8 @@ and a run interrupted and resumed repeats the uninterrupted run.
 
 import dataclasses
 import json
+import os
+import shutil
 import tempfile
 from unittest import mock
 
@@ -111,21 +113,27 @@ class NotBuiltTest(absltest.TestCase):
             _built(seed=0).evaluate()
 
 
-class _Interrupted(Exception):
-    pass
+def _resume_run(logdir: str, world=_RESUME_WORLD, snapshots=None,
+                lines=None) -> ModelBasedAgent:
+    """Phase 1 of a tiny agent in `logdir` (resumed where it holds a run);
+    its progress lines go to `lines`.
 
-
-def _resume_run(logdir: str, stop_at=None, world=_RESUME_WORLD) -> ModelBasedAgent:
-    """Phase 1 of a tiny agent; with `stop_at`, killed (an exception) right
-    after the progress line that starts with it."""
+    `snapshots` maps progress lines to folders: right after the first line
+    that starts with a key, the logdir is copied to its folder, as killing
+    the run there would leave it (every file is written before its line,
+    and nothing is saved on the way out of a killed run)."""
+    pending = dict(snapshots or {})
+    lines = [] if lines is None else lines
 
     def progress(line):
-        if stop_at is not None and line.startswith(stop_at):
-            raise _Interrupted(line)
+        lines.append(line)
+        for stop in [s for s in pending if line.startswith(s)]:
+            shutil.copytree(logdir, pending.pop(stop))
 
     agent = ModelBasedAgent(fixtures.real_env(), logdir, world_model=world,
                             dream=_RESUME_DREAM, ppo=_RESUME_PPO, seed=4, progress=progress)
     agent.learn_world_model()
+    assert not pending, f"the run never printed {sorted(pending)}"
     return agent
 
 
@@ -140,18 +148,33 @@ def _outcome(agent: ModelBasedAgent):
 
 
 class ResumeTest(parameterized.TestCase):
+    """A run killed at a stop and resumed by a fresh agent in its logdir
+    repeats the uninterrupted run to the bit. The uninterrupted run (one,
+    in setUpClass) leaves a copy of its logdir at every stop, as a kill
+    there would; each test resumes one copy to the end."""
 
     WORLD = _RESUME_WORLD
+    # Progress lines a run is killed right after (the tests' parameters).
+    STOPS = ("controller after round 1", "world model round 2/", "dream episode 12/")
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.whole = _resume_run(tempfile.mkdtemp(), world=cls.WORLD)
+        cls.tmp = tempfile.mkdtemp()
+        cls.killed = {stop: os.path.join(cls.tmp, f"killed_{i}") for i, stop in
+                      enumerate(cls.STOPS)}
+        # A controller checkpoint after every update, so that a stretch can
+        # be resumed from its middle (the resumed runs' setting too).
+        with mock.patch.object(agent_module, "CONTROLLER_CHECKPOINT_EVERY", 1):
+            cls.whole = _resume_run(os.path.join(cls.tmp, "whole"), cls.WORLD, cls.killed)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+        super().tearDownClass()
 
     def setUp(self):
         super().setUp()
-        # A controller checkpoint after every update, so that a stretch can
-        # be resumed from its middle.
         patch = mock.patch.object(agent_module, "CONTROLLER_CHECKPOINT_EVERY", 1)
         patch.start()
         self.addCleanup(patch.stop)
@@ -168,10 +191,10 @@ class ResumeTest(parameterized.TestCase):
         self._check_resume(stop_at)
 
     def _check_resume(self, stop_at):
-        logdir = tempfile.mkdtemp()
-        with self.assertRaises(_Interrupted):
-            _resume_run(logdir, stop_at, self.WORLD)
-        resumed = _resume_run(logdir, world=self.WORLD)  # a fresh agent, the same logdir
+        lines = []
+        resumed = _resume_run(self.killed[stop_at], self.WORLD, lines=lines)  # a fresh agent
+        # It resumed (a run started afresh would end the same way).
+        self.assertTrue(any(": resumed " in line for line in lines), lines)
         whole = self.whole
         got, want = _outcome(resumed), _outcome(whole)
         self.assertEqual(got[3], want[3], "the controller's real episodes differ")
@@ -198,6 +221,7 @@ class RealEpisodesResumeTest(ResumeTest):
     it plays and learns from the same episodes again."""
 
     WORLD = dataclasses.replace(_RESUME_WORLD, real_episodes_per_round=3)
+    STOPS = ResumeTest.STOPS + ("controller before round 2's dream",)
 
     def test_it_learns_from_real_episodes_every_round(self):
         rows = self.whole.real_history

@@ -21,11 +21,18 @@ from xflowrl.onnx_io import to_onnx
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _run(results):
+# The evaluation after training: baselines, sampled episodes, timing.
+_EVALUATION = ("--taso_budget=100", "--random_episodes=5", "--eqsat_time_limit=2",
+               "--eval_episodes=4", "--measure_rounds=1")
+# None of it: a rerun is asked only to resume the trained phases.
+_NO_EVALUATION = ("--taso_budget=0", "--random_episodes=0", "--eqsat_time_limit=0",
+                  "--eval_episodes=0", "--measure_rounds=0")
+
+
+def _run(results, evaluation=_EVALUATION):
     return subprocess.run(
         [sys.executable, os.path.join(_REPO, "experiments", "train_mb.py"), "--quick",
-         f"--results_dir={results}", "--taso_budget=100", "--random_episodes=5", "--eqsat_time_limit=2",
-         "--eval_episodes=4", "--measure_rounds=1"],
+         f"--results_dir={results}", *evaluation],
         capture_output=True, text=True, timeout=900)
 
 
@@ -100,8 +107,9 @@ class QuickRunTest(absltest.TestCase):
         want = to_onnx(graph, random_weights(zoo.get_graph("small_cnn")))
         self.assertEqual([n.op_type for n in model.graph.node],
                          [n.op_type for n in want.graph.node])
-        # Rerunning resumes both phases instead of starting over.
-        again = _run(results)
+        # Rerunning resumes both phases instead of starting over (whatever
+        # the evaluation flags: they are not the run's).
+        again = _run(results, _NO_EVALUATION)
         self.assertEqual(again.returncode, 0, again.stderr[-3000:])
         self.assertIn("world model: resumed after round 2", again.stderr)
         self.assertIn("controller (controller): resumed at episode 512", again.stderr)

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -297,23 +298,33 @@ class TrainingTest(absltest.TestCase):
         self.maxDiff = None
         # Minibatches in two epochs: the learner's generator is drawn from too.
         config = PPOConfig(episodes_per_update=2, epochs=2, minibatch_size=3)
-        quiet = lambda line: None
 
-        def run(episodes, logdir):
+        def run(episodes, logdir, killed_after=None, killed_dir=None):
+            """A run; with `killed_after`, its logdir is copied to `killed_dir`
+            right after that episode's progress line, as killing the run
+            there would leave it (the checkpoint and progress file are
+            written before the line); returns the actions taken until then."""
             # Episodes on two graphs drawn at random: the environment's
             # generator is drawn from too.
             env = _RecordingEnv({"small": zoo.get_graph("small_cnn"),
                                  "wide": zoo.get_graph("small_cnn", width=48)}, _XFERS,
                                 CostModel("analytic"), EnvConfig(max_steps=4), seed=5)
             agent = PPOAgent(len(_XFERS), config, seed=3)
-            result = train(env, agent, TrainConfig(episodes=episodes, checkpoint_every=1,
-                                                   eval_every=2), logdir, progress=quiet)
-            return agent, result, env.actions
+            killed = []
 
-        interrupted = tempfile.mkdtemp()
-        _, _, before = run(4, interrupted)
-        resumed, resumed_result, after = run(8, interrupted)  # a fresh agent resumes
-        whole, whole_result, actions = run(8, tempfile.mkdtemp())
+            def progress(line):
+                if killed_after is not None and line.startswith(f"episode {killed_after}/"):
+                    shutil.copytree(logdir, killed_dir)
+                    killed.append(len(env.actions))
+            result = train(env, agent, TrainConfig(episodes=episodes, checkpoint_every=1,
+                                                   eval_every=2), logdir, progress=progress)
+            return agent, result, env.actions, killed
+
+        # The uninterrupted run, killed (a copy of its logdir) after episode 4.
+        interrupted = os.path.join(tempfile.mkdtemp(), "killed")
+        whole, whole_result, actions, [killed_at] = run(8, tempfile.mkdtemp(), 4, interrupted)
+        before = actions[:killed_at]
+        resumed, resumed_result, after, _ = run(8, interrupted)  # a fresh agent resumes
         # Every step's (graph, xfer, location), greedy episodes' too.
         self.assertEqual(before + after, actions)
         self.assertEqual({graph for graph, _, _ in actions}, {"small", "wide"})

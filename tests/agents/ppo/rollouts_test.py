@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,27 +26,40 @@ def _weights(agent):
 
 class RolloutActorsTest(LocalRayTestCase):
 
-    def _run(self, episodes, logdir):
-        """Trains a fresh agent (seed 3) with two actors for `episodes`."""
+    def _run(self, episodes, logdir, killed_after=None, killed_dir=None):
+        """Trains a fresh agent (seed 3) with two actors for `episodes`; with
+        `killed_after`, copies the logdir to `killed_dir` right after that
+        episode's progress line, as killing the run there would leave it
+        (the checkpoint and progress file, the actors' generators in it, are
+        written before the line), and returns the weights it had then."""
         config = PPOConfig(episodes_per_update=3, epochs=2, minibatch_size=3)
         env = _RUN.make_env()
         agent = PPOAgent(env.num_xfers, config, seed=3)
         agent.build(env)
         actors = RolloutActors(_RUN.make_env, agent, 2, seed=3)
+        killed, self.lines = [], []
+
+        def progress(line):
+            self.lines.append(line)
+            if killed_after is not None and line.startswith(f"episode {killed_after}/"):
+                shutil.copytree(logdir, killed_dir)
+                killed.append(_weights(agent))
         try:
             result = train(env, agent, TrainConfig(episodes=episodes, checkpoint_every=1,
                                                    eval_every=2), logdir,
-                           progress=lambda line: None, actors=actors)
+                           progress=progress, actors=actors)
         finally:
             actors.close()
-        return agent, result
+        return agent, result, killed
 
     def test_a_resumed_run_repeats_the_uninterrupted_run(self):
-        interrupted = tempfile.mkdtemp()
-        before, _ = self._run(6, interrupted)
-        # The actors' generators moved on from their seeds and are in the file.
-        resumed, resumed_result = self._run(12, interrupted)
-        whole, whole_result = self._run(12, tempfile.mkdtemp())
+        # The uninterrupted run, killed (a copy of its logdir) after episode 6;
+        # the actors' generators moved on from their seeds and are in the file.
+        interrupted = os.path.join(tempfile.mkdtemp(), "killed")
+        whole, whole_result, [before] = self._run(12, tempfile.mkdtemp(), 6, interrupted)
+        resumed, resumed_result, _ = self._run(12, interrupted)
+        self.assertStartsWith(self.lines[0], "resumed from ")
+        self.assertEndsWith(self.lines[0], " at episode 6")
         self.assertEqual(int(whole.episodes.numpy()), 12)
         self.assertEqual(int(whole.updates.numpy()), 4)
         self.assertGreater(whole_result.interactions, 12)  # actors played them
@@ -58,7 +72,7 @@ class RolloutActorsTest(LocalRayTestCase):
             np.testing.assert_array_equal(got, want)
         # Training changed the policy (the updates used the actors' episodes).
         self.assertTrue(any(not np.array_equal(a, b) for a, b in
-                            zip(_weights(before), _weights(whole), strict=True)))
+                            zip(before, _weights(whole), strict=True)))
 
     def test_the_agent_must_be_built(self):
         env = _RUN.make_env()
