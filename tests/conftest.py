@@ -1,17 +1,101 @@
-"""Suite-wide settings, applied before any test touches TensorFlow.
+"""Suite-wide settings, applied before any test touches TensorFlow; the two
+tiers; the order the two processes take the tests in.
 
-TensorFlow runs the independent ops of one graph concurrently (inter-op
-parallelism), and under load the order they finish in can change which of
-two equal-precision float sums is rounded first: the same seed's first PPO
-update then differs in the last bit of a loss, and sampled actions may part
-later (CI saw it in `agent_test`'s resume test, about one run in three on a
-loaded machine; with one inter-op thread it passed every time). The tests
-that promise "to the bit" (resumed runs of the agents and the world model)
-are about what a checkpoint restores, not TensorFlow's scheduling, so the
-suite runs ops one graph node at a time. Intra-op threads (the cores one
-op's kernel uses) stay at TensorFlow's default.
+One inter-op thread. TensorFlow runs the independent ops of one graph
+concurrently (inter-op parallelism), and under load the order they finish in
+can change which of two equal-precision float sums is rounded first: the
+same seed's first PPO update then differs in the last bit of a loss, and
+sampled actions may part later (CI saw it in `agent_test`'s resume test,
+about one run in three on a loaded machine; with one inter-op thread it
+passed every time). The tests that promise "to the bit" (resumed runs of the
+agents and the world model) are about what a checkpoint restores, not
+TensorFlow's scheduling, so the suite runs ops one graph node at a time.
+Intra-op threads (the cores one op's kernel uses) stay at TensorFlow's
+default.
+
+Tiers. A test is `e2e` (end to end) when it runs an entry point
+(experiments/, benchmarks/, the `xflowrl` command) or a whole training run
+(a subprocess, Ray actors or clusters, the agent's full loop); `E2E` below
+lists them by node id prefix. Everything else is the unit tier:
+
+    .venv/bin/python -m pytest tests -m "not e2e"   # the unit tier
+    .venv/bin/python -m pytest tests -m e2e         # the end-to-end tier
+
+The README's command runs both, in two worker processes (pyproject.toml's
+`addopts`: pytest-xdist, `-n 2 --dist=loadscope`: a class's tests run in one
+worker, so its setUpClass runs once); `-n 0` runs in this process (one
+file, a debugger, `-s`).
+
+Order. The workers take classes in the order collected here, one at a time
+as they run out of work: the end-to-end classes first, longest first (the
+order of `E2E`), so that no long class starts last and leaves one worker
+idle at the end. A class stays whole (its setUpClass runs once).
+
+Ray. Each process of the suite (each worker) gets its own Ray temporary
+folder ($RAY_TMPDIR, inherited by the entry points it starts): a local Ray
+instance writes its address there, and `ray.init()` in one worker must not
+find and join the instance or cluster another worker started.
 """
 
+import os
+import shutil
+import tempfile
+
+import pytest
 import tensorflow as tf
 
 tf.config.threading.set_inter_op_parallelism_threads(1)
+
+_RAY_TMPDIR = os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="xflowrl-test-ray-")
+
+# The end-to-end tier, by node id prefix (a folder, a file, a class or one
+# test), longest first (as measured with two workers on this 2-core machine).
+E2E = (
+    # experiments/reproduce.py: locally, and on a two-node Ray cluster.
+    "tests/experiments/reproduce_test.py::ReproduceQuickTest",
+    "tests/experiments/reproduce_cluster_test.py",
+    "tests/agents/ppo/rollouts_test.py",                 # Ray actors; train_mf.py on them
+    "tests/experiments/train_generalist_test.py",
+    # experiments/generate_rules.py --max_ops=3: the shipped rule set.
+    "tests/generator/generator_test.py::GeneratorTest::test_shipped_rules_are_the_k3_run",
+    "tests/world_model/quick_run_test.py",               # train_mb.py --quick, resumed
+    "tests/agents/ppo/agent_test.py::TrainingTest",      # training runs; train_mf.py --quick
+    "tests/world_model/agent_test.py::RealEpisodesResumeTest",  # the agent's loop, resumed
+    "tests/world_model/agent_test.py::ResumeTest",
+    "tests/experiments/",                                # every other entry point
+    "tests/optimize/cli_test.py",                        # the xflowrl command
+    "tests/benchmarks/",                                 # the benchmarks' quick runs
+    "tests/jobs/runner_test.py::RunJobsTest",            # Ray tasks
+    "tests/generator/without_z3_test.py",                # generate_rules.py without z3
+)
+
+
+def _rank(nodeid: str):
+    """The index of the first `E2E` prefix of `nodeid`, or None (unit tier)."""
+    for rank, prefix in enumerate(E2E):
+        if nodeid.startswith(prefix):
+            return rank
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Marks the end-to-end tier (before `-m` selects) and puts its classes
+    first, in `E2E`'s order; the rest keep their order."""
+    del config
+    scope_rank = {}
+    for item in items:
+        rank = _rank(item.nodeid)
+        if rank is not None:
+            item.add_marker(pytest.mark.e2e)
+        scope = item.nodeid.rsplit("::", 1)[0]  # the class (or module), as loadscope groups
+        scope_rank[scope] = min(scope_rank.get(scope, len(E2E)),
+                                len(E2E) if rank is None else rank)
+    items.sort(key=lambda item: scope_rank[item.nodeid.rsplit("::", 1)[0]])
+
+
+def pytest_unconfigure(config):
+    """Removes this process's Ray temporary folder (every Ray instance of
+    the suite has shut down by now)."""
+    del config
+    shutil.rmtree(_RAY_TMPDIR, ignore_errors=True)
