@@ -240,23 +240,17 @@ class EGraph:
         down closes a cycle, such as the projection of a split of a concat
         of the class itself). What is left reachable from `roots` is
         acyclic, so extraction needs no cycle constraints. (Keeping a
-        class's last e-node instead left 2,518 classes in cycles on nasrnn
-        with TASO's rules, and the order variables that rule them out made
-        the ILP's relaxation so weak that HiGHS ran out of its 15 s; this
-        way the program is acyclic and solved to optimality in about a
-        second, at the price of e-nodes a walk from another side would have
+        class's last e-node instead leaves its cycles for the ILP's order
+        variables, whose weak relaxation ran HiGHS out of time on the large
+        e-graphs; this way costs e-nodes a walk from another side would have
         kept: docs/benchmark.md.)
 
         `keep` (class -> e-node, an acyclic choice such as the extraction
         program's start) survives whole: the walk starts from its classes
         children first, and an e-node reading one of its classes the walk
-        has not finished is dropped as a back edge would be. Without it the
-        start of the ILP lost e-nodes here and had to bring them back, and
-        the cycles they closed left the program a weak relaxation (on
-        resnet50_taso with the default rules HiGHS ran out of its 15 s with
-        the original's cost where, the start kept, it proves the optimum in
-        under a second). Without `keep`, a root may be left without
-        e-nodes.
+        has not finished is dropped as a back edge would be, so the ILP's
+        start never brings the cycles of dropped e-nodes back into the
+        program. Without `keep`, a root may be left without e-nodes.
 
         `strict=False` never takes a class's last e-node: the cycles through
         such classes stay (for the ILP's order variables), and e-nodes a
