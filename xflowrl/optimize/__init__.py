@@ -9,7 +9,9 @@ The library behind the `xflowrl` command (`xflowrl/cli.py`; docs/cli.md):
 
 `model_io` reads and writes model files (the model's own weights, interface,
 metadata and external data; atomic writes), `methods` rewrites a graph
-(greedy, TASO's search, the learned agents, a trained policy), `verify`
+(greedy, TASO's search, the learned agents, a trained policy), `handover`
+hands over what a learned agent found (train, select the best round, the
+cheapest graph of its episodes: the entry points' path too), `verify`
 compares outputs and times models, `pipeline` puts them together and
 `inspection` describes a model and times models side by side.
 """

@@ -10,15 +10,17 @@ substitutions that build it. What `budget` counts depends on the method:
 | greedy | one-step greedy: the cheapest candidate each step until none improves | steps (no limit) |
 | taso | TASO's backtracking search (`XferSet.search`, alpha 1.05) | graphs expanded (1000) |
 | mf | model-free PPO trained on this graph, then its greedy episode | training episodes (200) |
-| mb | the model-based agent: world model, controller trained in the dream | world-model rounds (2) |
+| mb | the model-based agent: world model, controller trained in the dream, its best round deployed; its greedy and sampled episodes | world-model rounds (2) |
 | policy | the shipped generalist policy acting greedily, no training | steps (1.5 x greedy's, at least 10) |
 | policy:DIR | a trained policy (a policy folder, `xflowrl.transfer`, or a `train_mf` results folder) acting greedily, no training | steps (1.5 x greedy's, at least 10) |
 
-The learned methods keep the cheapest graph any of their episodes passed
-through, as the entry points do. Where their step limit is greedy's (the
-default), one-step greedy has walked to its end first to set it; should its
-graph be cheaper than the method's, that graph is handed over instead
-(`MethodResult.found_by` says so): a learned method never hands back worse
+The learned methods hand over what the entry points do, through the same
+functions (`xflowrl.optimize.handover`): the cheapest graph any of their
+episodes passed through; the model-based agent's of its best round. Where
+their step limit is greedy's (the default), one-step greedy has walked to
+its end first to set it; should its graph be cheaper than the method's,
+that graph is handed over instead (`handover.no_worse_than_greedy`;
+`MethodResult.found_by` says so): a learned method never hands back worse
 than greedy's graph, which it computed anyway.
 """
 
@@ -34,8 +36,14 @@ from typing import Callable, List, Optional, Tuple
 
 from xflowrl.engine import CostModel, Graph, XferSet
 from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS, TASO_ALPHA, TASO_BUDGET
-from xflowrl.env import CHEAPER, EnvConfig, GraphEnv, NO_STEP_LIMIT
-from xflowrl.env.replay import cheapest_prefix, replay
+from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
+from xflowrl.optimize.handover import (
+    HandOver,
+    hand_over_model_based,
+    hand_over_model_free,
+    no_worse_than_greedy,
+    train_model_based,
+)
 from xflowrl.optimize.model_io import BadInput
 
 METHODS = ("greedy", "taso", "eqsat", "mf", "mb", "policy", "policy:DIR")
@@ -143,18 +151,21 @@ def optimise(graph: Graph, method: str, xfers: XferSet, cost_model: CostModel, *
         env, walk = _equal_budget_environment(graph, xfers, cost_model)
         with _workdir(workdir) as folder:
             learn = _model_free if kind == "mf" else _model_based
-            applied = learn(env, budget, seed, folder, progress)
-        best = replay(make_environment(graph, xfers, cost_model), applied)
-    found_by = kind
-    if walk is not None and walk.cost < best.cost(cost_model) - CHEAPER:
-        progress(f"{kind}: {100 * (best.cost(cost_model) / graph.cost(cost_model) - 1):+.2f}%; "
-                 f"greedy's walk for the step limit found "
-                 f"{100 * (walk.cost / graph.cost(cost_model) - 1):+.2f}%: handing that over")
-        best, applied, found_by = walk.graph, walk.applied, "greedy"
+            learned = learn(env, budget, seed, folder, progress)
+        best, applied = learned.graph, learned.applied
+    found = HandOver(best, best.cost(cost_model), list(applied), kind)
+    if walk is not None:
+        floored = no_worse_than_greedy(found, walk)
+        if floored is not found:
+            progress(f"{kind}: {100 * (found.cost / graph.cost(cost_model) - 1):+.2f}%; "
+                     f"greedy's walk for the step limit found "
+                     f"{100 * (walk.cost / graph.cost(cost_model) - 1):+.2f}%: handing that over")
+        found = floored
+    best, applied = found.graph, found.applied
     if best.cost(cost_model) > graph.cost(cost_model):
         best, applied = graph, []
     return MethodResult(method, best, best.cost(cost_model), list(applied), time.time() - start,
-                        found_by)
+                        found.found_by)
 
 
 def _workdir(folder: Optional[str]):
@@ -275,9 +286,10 @@ def _policy(env: GraphEnv, folder: str, seed: int,
 
 
 def _model_free(env: GraphEnv, episodes: int, seed: int, folder: str,
-                progress: Progress) -> List[Tuple[str, int]]:
-    """PPO (X-RLflow's settings) trained for `episodes` in `env`; the cheaper
-    of its greedy episode and its best training episode (cheapest prefixes)."""
+                progress: Progress) -> HandOver:
+    """PPO (X-RLflow's settings) trained for `episodes` in `env`; the
+    cheapest graph its greedy episode or its best training episode passed
+    through (`handover.hand_over_model_free`)."""
     from xflowrl.agents.ppo import PPOAgent, PPOConfig  # pylint: disable=import-outside-toplevel
     from xflowrl.agents.ppo.training import (  # pylint: disable=import-outside-toplevel
         TrainConfig,
@@ -288,22 +300,21 @@ def _model_free(env: GraphEnv, episodes: int, seed: int, folder: str,
     result = train(env, agent, TrainConfig(episodes=episodes,
                                            parallel_envs=ppo.episodes_per_update),
                    folder, progress=lambda line: progress(f"mf: {line}"))
-    final = agent.run_episode(env, greedy=True, learn=False).applied
-    return min(cheapest_prefix(env, final), cheapest_prefix(env, result.best_sequence),
-               key=lambda found: found[0])[1]
+    greedy = agent.run_episode(env, greedy=True, learn=False)
+    return hand_over_model_free(env, greedy, result)
 
 
 def _model_based(env: GraphEnv, rounds: int, seed: int, folder: str,
-                 progress: Progress) -> List[Tuple[str, int]]:
+                 progress: Progress) -> HandOver:
     """The model-based agent with `rounds` world-model rounds (the other
-    settings at their defaults); its greedy evaluation's cheapest prefix."""
+    settings at their defaults), its best round deployed; the cheapest graph
+    its greedy and sampled evaluation episodes passed through
+    (`handover.train_model_based`, `handover.hand_over_model_based`)."""
     from xflowrl.world_model import (  # pylint: disable=import-outside-toplevel
         ModelBasedAgent,
         WorldModelConfig,
     )
     agent = ModelBasedAgent(env, folder, WorldModelConfig(rounds=rounds), seed=seed,
                             progress=lambda line: progress(f"mb: {line}"))
-    agent.learn_world_model()
-    agent.train_controller()
-    evaluation = agent.evaluate(masks="real", greedy=True)
-    return [tuple(s) for s in evaluation.applied[:evaluation.best_prefix]]
+    train_model_based(agent)
+    return hand_over_model_based(agent, env)
