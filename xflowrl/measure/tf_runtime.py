@@ -10,6 +10,10 @@ Time: `warmup` untimed calls (the first traces the function), then the
 median wall time (`time.perf_counter`) of `repeats` calls, each including
 the copy of the outputs to numpy.
 
+`interleaved_graph_times` times several graphs of one model in
+interleaved rounds (experiments/train_mb.py's initial, controller's and
+greedy's graphs).
+
 Memory: TensorFlow's own CPU allocator statistics. TensorFlow reports no
 statistics for its default CPU allocator; they need
 `TF_CPU_ALLOCATOR_USE_BFC=true` before TensorFlow is first imported.
@@ -39,9 +43,12 @@ import os
 import statistics
 import sys
 import time
-from typing import Callable, Dict, List, Mapping, NamedTuple, Optional
+from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from xflowrl.engine import CostModel, Graph
 
 BFC_ENV = "TF_CPU_ALLOCATOR_USE_BFC"
 
@@ -167,3 +174,35 @@ def measure_graph(graph, weights: Optional[Mapping[str, np.ndarray]] = None,
     from xflowrl.measure.export import export_with_values  # pylint: disable=g-import-not-at-top
     model, feeds = export_with_values(graph, weights, feeds, seed)
     return measure_onnx(model, feeds, **kwargs)
+
+
+def interleaved_graph_times(graphs: Mapping[str, "Graph"], cost_model: "CostModel",
+                            weights: Optional[Mapping[str, np.ndarray]] = None,
+                            feeds: Optional[Mapping[str, np.ndarray]] = None, *,
+                            rounds: int, seed: int = 0) -> Dict[str, object]:
+    """End-to-end times (ms) of several graphs of one model, the same weights
+    and inputs for all, measured in `rounds` interleaved rounds (each: one
+    `measure_graph` per graph, the median of 10 calls after 2 warm-up
+    calls), so that the machine's drift falls on all of them alike.
+
+    Args:
+      graphs: name -> `Graph`, timed in this order every round.
+      cost_model: the `CostModel` whose estimate goes beside each time.
+      weights, feeds, seed: as `measure_graph`'s.
+      rounds: how many rounds.
+
+    Returns:
+      name -> {"median_ms", "min_ms", "max_ms" (over the rounds),
+      "estimated_ms"}, and "rounds".
+    """
+    times: Dict[str, List[float]] = {name: [] for name in graphs}
+    for _ in range(rounds):
+        for name, graph in graphs.items():
+            times[name].append(measure_graph(graph, weights, feeds, seed=seed, warmup=2,
+                                             repeats=10).median_ms)
+    out: Dict[str, object] = {
+        name: {"median_ms": float(np.median(t)), "min_ms": min(t), "max_ms": max(t),
+               "estimated_ms": graphs[name].cost(cost_model)}
+        for name, t in times.items()}
+    out["rounds"] = rounds
+    return out

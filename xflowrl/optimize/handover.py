@@ -31,6 +31,7 @@ the agent's graph instead.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from typing import List, NamedTuple, Optional, TYPE_CHECKING, Tuple
 
@@ -145,9 +146,9 @@ def evaluate_model_based(agent: "ModelBasedAgent", masks: str = "real",
 
     In this order: with `warm_up`, a greedy episode that traces the real
     environment's path (timed apart: optimising a graph is timed on the
-    next); the greedy episode on `masks` (timed); with `ablation_masks`, a
-    greedy episode on those; then `sampled_episodes` sampled episodes on
-    `masks`.
+    next; a warning where the two greedy episodes differ); the greedy
+    episode on `masks` (timed); with `ablation_masks`, a greedy episode on
+    those; then `sampled_episodes` sampled episodes on `masks`.
 
     Args:
       agent: a trained model-based agent (`train_model_based`).
@@ -167,6 +168,10 @@ def evaluate_model_based(agent: "ModelBasedAgent", masks: str = "real",
     start = time.time()
     greedy = agent.evaluate(masks=masks, greedy=True)
     seconds = time.time() - start
+    if first is not None and first.applied != greedy.applied:
+        logging.getLogger(__name__).warning(
+            "two greedy episodes of the controller differ: %s vs %s", first.applied,
+            greedy.applied)
     ablation = (agent.evaluate(masks=ablation_masks, greedy=True)
                 if ablation_masks is not None else None)
     sampled = [agent.evaluate(masks=masks, greedy=False) for _ in range(sampled_episodes)]

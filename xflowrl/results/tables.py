@@ -2,12 +2,13 @@
 steps' and separate reward network's), as Markdown, from its rows
 (`xflowrl.results.rows.GraphRow`), with the thesis' figures beside ours;
 and the summary lines that state where the agents beat, match or trail
-greedy and each other; and baselines.py's summary (`baselines_markdown`)."""
+greedy and each other; and baselines.py's summary (`baselines_markdown`);
+`change_table`, the cost-and-change rows of the entry points' own tables."""
 
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -48,6 +49,19 @@ def change(v: Optional[float], base: Optional[float], digits: int = 2) -> str:
     """The change of `v` against `base` as "+1.23%", "-" where either is None."""
     p = pct(v, base)
     return "-" if p is None else f"{p:+.{digits}f}%"
+
+
+def change_table(rows: Sequence[Sequence[Any]], initial_cost: float,
+                 change_digits: int = 2) -> str:
+    """Markdown table rows, without a header: per row of `rows`, (name, cost
+    in ms, further cells...), the line `| name | cost | change | further
+    cells... |`, the change being the cost's relative to `initial_cost`."""
+    lines = []
+    for name, cost, *cells in rows:
+        delta = f"{100 * (cost / initial_cost - 1):+.{change_digits}f}%"
+        lines.append("| " + " | ".join([str(name), f"{cost:.4f}", delta]
+                                       + [str(c) for c in cells]) + " |")
+    return "\n".join(lines)
 
 
 def change_over_seeds(median: Optional[float], span: Optional[Sequence[float]], seeds: int,

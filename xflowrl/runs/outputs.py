@@ -9,11 +9,12 @@ original weight names (zoo graphs carry no trained weights).
 
 import json
 import os
-from typing import Any, Mapping, Optional, Sequence, TYPE_CHECKING
+from typing import Any, Mapping, Optional, TYPE_CHECKING
 
 from xflowrl import zoo
 from xflowrl.engine import Graph
 from xflowrl.executor.weights import random_weights
+from xflowrl.results.tables import change_table  # noqa: F401  (re-exported for the entry points)
 
 if TYPE_CHECKING:
     from xflowrl.optimize.model_io import UserModel
@@ -99,16 +100,3 @@ def save_graph(out_dir: str, graph: Graph, weights: Optional[Mapping] = None,
     elif weights is not None:
         from xflowrl.onnx_io import save_onnx  # pylint: disable=import-outside-toplevel
         save_onnx(graph, weights, path)
-
-
-def change_table(rows: Sequence[Sequence[Any]], initial_cost: float,
-                 change_digits: int = 2) -> str:
-    """Markdown table rows, without a header: per row of `rows`, (name, cost
-    in ms, further cells...), the line `| name | cost | change | further
-    cells... |`, the change being the cost's relative to `initial_cost`."""
-    lines = []
-    for name, cost, *cells in rows:
-        change = f"{100 * (cost / initial_cost - 1):+.{change_digits}f}%"
-        lines.append("| " + " | ".join([str(name), f"{cost:.4f}", change]
-                                       + [str(c) for c in cells]) + " |")
-    return "\n".join(lines)

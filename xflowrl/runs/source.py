@@ -19,12 +19,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from typing import Dict, Mapping, Optional, Sequence, TYPE_CHECKING, Tuple
+from typing import Any, Dict, Mapping, Optional, Sequence, TYPE_CHECKING, Tuple
 
 import numpy as np
 
 from xflowrl import zoo
-from xflowrl.engine import Graph
+from xflowrl.engine import CostModel, Graph
 from xflowrl.executor.weights import random_inputs
 from xflowrl.runs.outputs import save_graph, zoo_weights
 
@@ -84,6 +84,21 @@ class GraphSource:
         weights, interface and metadata (`provenance` recorded in it), or a
         zoo graph's random weights of `seed` (`outputs.save_graph`)."""
         save_graph(out_dir, graph, self.weights(seed), model=self.model, provenance=provenance)
+
+    def time_in_tensorflow(self, graphs: Mapping[str, Graph], cost_model: CostModel,
+                           rounds: int, seed: int) -> Dict[str, Any]:
+        """End-to-end TensorFlow times (onnx-tf) of graphs optimised from this
+        source's, the same weights and inputs for all, in `rounds`
+        interleaved rounds (`xflowrl.measure.tf_runtime.interleaved_graph_times`):
+        the weights of `weights(seed)` (a zoo graph's random ones, scaled so
+        values stay finite), a model's `inputs(seed)` (its inputs' element
+        types and names), a zoo graph's `measure_graph`'s own random inputs."""
+        # pylint: disable-next=import-outside-toplevel
+        from xflowrl.measure.tf_runtime import interleaved_graph_times
+        weights = self.weights(seed)
+        feeds = None if self.model is None else self.inputs(seed)
+        return interleaved_graph_times(graphs, cost_model, weights, feeds, rounds=rounds,
+                                       seed=seed)
 
 
 def zoo_source(name: str, batch: int = 1) -> GraphSource:

@@ -1,0 +1,216 @@
+"""A model-based run's own report: experiments/train_mb.py's result.md
+(`model_based_markdown`) and training.png (`figure_model_based_training`),
+both from its `ModelBasedRun` record; `model_free_beside`, the model-free
+run on the same graph that the record names beside it.
+
+The tables: the controller's costs (greedy episode, best of greedy and
+sampled, greedy on the other masks) beside the baselines' and the
+model-free run's where one lies beside it; estimated against measured end
+to end where measured; the real environment steps by use; the controller
+after each world-model round; every evaluation episode. matplotlib is
+imported on use.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from xflowrl.results.layout import SETTINGS
+from xflowrl.results.records import RecordError
+from xflowrl.results.runs import EvaluationEpisode, ModelBasedRun, ModelFreeRun, WorldModelRound
+from xflowrl.results.tables import change_table
+
+# The masks of the evaluation beside the chosen one (train_mb.py --eval_masks).
+OTHER_MASKS = {"real": "model", "model": "real"}
+
+
+def figure_model_based_training(path: str, run: ModelBasedRun,
+                                dream_history: Sequence[Dict[str, Any]]) -> None:
+    """Writes training.png: the world model's held-out and training latent
+    NLL and its held-out reward MSE and xfer-mask error per round, against
+    real steps; the controller's imagined return per update in the dream
+    (`dream_history`: rows with "episodes" and "dream_return"), beside the
+    real speed-up of its greedy episode."""
+    import matplotlib  # pylint: disable=import-outside-toplevel
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+    rounds = run.world_model.rounds
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.2))
+    steps = [r.real_steps for r in rounds]
+    axes[0].plot(steps, [r.held_out["latent_nll"] for r in rounds], marker="o", label="held out")
+    axes[0].plot(steps, [r.train_latent_nll for r in rounds], marker="s", label="train")
+    axes[0].set(xlabel="real environment steps", ylabel="latent NLL / (Z+2)",
+                title="world model")
+    axes[0].legend()
+    axes[1].semilogy(steps, [r.held_out["reward_mse"] for r in rounds], marker="o",
+                     label="reward MSE")
+    axes[1].plot(steps, [1 - r.held_out["xfer_mask_accuracy"] for r in rounds], marker="s",
+                 label="xfer-mask error")
+    axes[1].set(xlabel="real environment steps", title="held-out errors")
+    axes[1].legend()
+    if dream_history:
+        axes[2].plot([r["episodes"] for r in dream_history],
+                     [r["dream_return"] for r in dream_history])
+    # The real speed-up, not the real return: that includes the penalty of a
+    # final invalid action (a mask error), which the graph does not pay.
+    real = 100.0 * (1.0 - run.controller_cost_ms / run.initial_cost_ms)
+    axes[2].axhline(real, color="C1", linestyle="--", label=f"real speed-up (greedy) {real:+.3f}")
+    axes[2].set(xlabel="imagined episodes", ylabel="return (% speed-up)",
+                title="controller in the dream")
+    axes[2].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def model_based_markdown(run: ModelBasedRun,
+                         baseline_rows: Sequence[Tuple[str, float]]) -> str:
+    """result.md of a model-based run.
+
+    Args:
+      run: the run's record; its `controller` holds the greedy episodes
+        "greedy" and "greedy_<other>_masks" (`OTHER_MASKS`).
+      baseline_rows: (row name, cost in ms) of the baselines, in table
+        order (`xflowrl.search.Baselines.rows`).
+    """
+    initial = run.initial_cost_ms
+    masks = run.eval_masks
+    ablation = OTHER_MASKS[masks]
+    greedy, other = run.controller["greedy"], run.controller[f"greedy_{ablation}_masks"]
+    note = "" if masks == "real" else ", the world model's masks: ablation"
+    rows: List[Tuple[str, float]] = [
+        ("initial", initial),
+        (f"model-based (greedy episode{note})", greedy.final_cost),
+        (f"model-based (best of greedy + {len(run.sampled)} sampled{note})",
+         run.controller_best_cost_ms),
+        (f"model-based, greedy on the {ablation} masks"
+         f"{' (ablation: the thesis)' if ablation == 'model' else ''}", other.final_cost)]
+    rows += baseline_rows
+    mf = run.real_steps.model_free
+    if mf and mf.get("agent_cost_ms") is not None:
+        rows.append(("model-free PPO (from train_mf.py)", mf["agent_cost_ms"]))
+    table = change_table(rows, initial, change_digits=3)
+    steps = run.real_steps
+    episodes = [(f"greedy, {masks} masks", greedy), (f"greedy, {ablation} masks", other)] + [
+        (f"sampled {i + 1}", e) for i, e in enumerate(run.sampled)]
+    last = run.world_model.rounds[-1]
+    lockstep = (f" + {steps.lockstep_dream} stepped in lockstep by the dream"
+                if steps.lockstep_dream else "") + (
+        f" + {steps.controller_learning} in the controller's own episodes it learned from"
+        if steps.controller_learning else "")
+    return (
+        f"# Model-based agent on {run.graph} ({_setting(run.cost_model)})\n\n"
+        f"World model: {len(run.world_model.rounds)} rounds, vocabulary of "
+        f"{run.world_model.vocabulary_known} xfers (of "
+        f"{run.world_model.vocabulary} slots), held-out latent NLL "
+        f"{last.held_out['latent_nll']:.3f}, reward MSE {last.held_out['reward_mse']:.3e}, "
+        f"xfer-mask accuracy {last.held_out['xfer_mask_accuracy']:.3f}, location-mask accuracy "
+        f"{last.held_out['location_mask_accuracy']:.3f}. Controller: "
+        f"{run.dream_episodes} imagined episodes at temperature "
+        f"{run.dream['temperature']}. {run.seconds.total:.0f} s in all.\n\n"
+        f"Step limit {run.max_steps} (one-step greedy takes "
+        f"{run.greedy_steps} steps; --max_steps={run.requested_max_steps}). The "
+        f"controller acts on the {masks} environment's masks"
+        f"{'' if masks == 'real' else ' as predicted by the world model'}"
+        f"{_selected(run)}.\n\n"
+        f"| | cost (ms) | change |\n|---|---|---|\n{table}\n\n"
+        f"The controller (best episode) {run.controller_vs_greedy}.\n\n"
+        f"{_measured_table(run)}"
+        f"Real environment steps: {steps.world_model_rollouts} for the world model's "
+        f"rollouts + {steps.held_out_rollouts} held out + {steps.evaluation} in "
+        f"evaluation{lockstep}; model-free agent: "
+        f"{mf['interactions'] if mf else 'not run (train_mf.py writes it)'}.\n\n"
+        f"{_rounds_table(run.world_model.rounds)}"
+        f"| evaluation episode | final cost | best cost (after k rewrites) | real return | "
+        f"predicted return | invalid actions | steps |\n|---|---|---|---|---|---|---|\n"
+        f"{_episodes_table(episodes)}\n\n"
+        f"Controller's substitutions (best episode): "
+        f"{', '.join(f'{n}@{l}' for n, l in run.controller_best_applied) or 'none'}\n")
+
+
+def _setting(cost_model: str) -> str:
+    """The cost model's name, saying which stands for a GPU."""
+    gpu = SETTINGS["gpu"]
+    if cost_model == f"{gpu.cost_model}/{gpu.profile}":
+        return f"GPU-like profile: {cost_model} cost"
+    return f"{cost_model} cost"
+
+
+def _selected(run: ModelBasedRun) -> str:
+    """Which round's agent was deployed, when one was chosen."""
+    chosen = run.selected_round
+    if not chosen:
+        return ""
+    return (f"; the deployed agent is round {chosen['round']}'s of "
+            f"{len(run.world_model.rounds)} (its greedy real episode reached the "
+            f"cheapest graph, {chosen['cost_ms']:.4f} ms)")
+
+
+def _measured_table(run: ModelBasedRun) -> str:
+    """Estimated against measured (TensorFlow) times of the initial, the
+    controller's and greedy's graphs, where the run measured them."""
+    m: Optional[Dict[str, Any]] = run.measured
+    if not m:
+        return ""
+    base_ms, base_est = m["initial"]["median_ms"], m["initial"]["estimated_ms"]
+    lines = "\n".join(
+        f"| {name} | {m[name]['estimated_ms']:.4f} "
+        f"({100 * (m[name]['estimated_ms'] / base_est - 1):+.3f}%) | "
+        f"{m[name]['median_ms']:.2f} [{m[name]['min_ms']:.2f}, {m[name]['max_ms']:.2f}] "
+        f"({100 * (m[name]['median_ms'] / base_ms - 1):+.2f}%) |"
+        for name in ("initial", "controller", "greedy"))
+    weights = "the model's own weights" if run.onnx else "random weights"
+    return (f"Estimated vs measured end to end in TensorFlow (onnx-tf, 1 process, "
+            f"{weights}; median of {m['rounds']} interleaved rounds [min, max]; "
+            f"the controller's graph is its best evaluation episode's):\n\n| graph | "
+            f"estimated ms | measured ms |\n|---|---|---|\n{lines}\n\n")
+
+
+def _rounds_table(rounds: List[WorldModelRound]) -> str:
+    """Per round: who collected, real steps, held-out accuracy, and (with
+    controller collection) the controller's imagined, predicted and real
+    returns: the gap between them should shrink over rounds."""
+    if not rounds or rounds[0].controller is None:
+        return ""
+    lines = ["| round | collected by | real steps | held-out NLL | location-mask acc | "
+             "imagined return | predicted return | real return | gap |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rounds:
+        c = r.controller
+        if c is None:
+            continue
+        gap = c.imagined_return - c.real_return
+        lines.append(
+            f"| {r.round} | {r.collection} | {r.real_steps} | "
+            f"{r.held_out['latent_nll']:.3f} | {r.held_out['location_mask_accuracy']:.3f} | "
+            f"{c.imagined_return:+.3f} | {c.predicted_return:+.3f} | "
+            f"{c.real_return:+.3f} | {gap:+.3f} |")
+    return ("The controller after each round (greedy; imagined: from the initial graph in "
+            "the dream; predicted: the world model's rewards along its real episode):\n\n"
+            + "\n".join(lines) + "\n\n")
+
+
+def _episodes_table(episodes: Sequence[Tuple[str, EvaluationEpisode]]) -> str:
+    """A row per evaluation episode: where it ended, the cheapest graph it
+    passed through (after how many rewrites), returns, invalid actions, steps."""
+    return "\n".join(f"| {n} | {e.final_cost:.4f} | {e.best_cost:.4f} ({e.best_prefix}) | "
+                     f"{e.real_return:+.4f} | "
+                     f"{e.predicted_return:+.4f} | {e.invalid_actions} | {e.steps} |"
+                     for n, e in episodes)
+
+
+def model_free_beside(path: str) -> Optional[Dict[str, Any]]:
+    """What a model-based run's report says of the model-free run on the
+    same graph (train_mf.py's result.json at `path`): its real steps, cost
+    and episodes, and `path`; None where there is none, or (with a warning)
+    where the file is not a model-free run this code reads."""
+    try:
+        mf = ModelFreeRun.load(path)
+    except RecordError as e:
+        logging.getLogger(__name__).warning("not beside the model-free run: %s", e)
+        return None
+    if mf is None:
+        return None
+    return {"interactions": mf.interactions, "agent_cost_ms": mf.agent_cost_ms,
+            "episodes": mf.episodes, "source": path}
