@@ -74,7 +74,7 @@ from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS
 from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.env.replay import trace
 from xflowrl.env.sampled import SampledGraphEnv
-from xflowrl.results import WorldModelState
+from xflowrl.optimize.handover import train_model_based
 from xflowrl.rules.sets import DEFAULT_RULE_SET
 from xflowrl.runs import cost_model_from_spec, save_result, write_json
 from xflowrl.search import greedy_search, with_equal_step_limit
@@ -277,10 +277,11 @@ def _trace(agent, names, xfers, cost_model, config) -> None:
 
 def _train_model_based(env: SampledGraphEnv, out_dir: str, seed: int):
     """The model-based agent over the training graphs (resumes from
-    `out_dir`): world-model rounds with the controller in the dream after
-    each, then the round whose greedy real episodes on the training graphs
-    reached the cheapest graphs on average. Returns the agent and what its
-    training took."""
+    `out_dir`), trained and selected as every entry point does
+    (`xflowrl.optimize.handover.train_model_based`): world-model rounds
+    with the controller in the dream after each, then the round whose
+    greedy real episodes on the training graphs reached the cheapest graphs
+    on average. Returns the agent and what its training took."""
     values = types.SimpleNamespace(**{name: _value(name) for name in (
         "rounds", "episodes_per_round", "train_steps_per_round", "encoder_steps",
         "real_episodes_per_round")})
@@ -292,9 +293,7 @@ def _train_model_based(env: SampledGraphEnv, out_dir: str, seed: int):
     start = time.time()
     agent = ModelBasedAgent(env, out_dir, wm, dream, controller_ppo_config(dream.batch_size),
                             seed=seed, progress=_say)
-    state = WorldModelState.from_state(agent.learn_world_model())
-    agent.train_controller()
-    agent.select_best_round()
+    state = train_model_based(agent).world_model
     steps = (state.real_steps + state.held_out_steps + state.evaluation_steps
              + agent.controller_real_steps)
     return agent, {"episodes": int(agent.controller.episodes.numpy()),

@@ -26,9 +26,11 @@ its substitution sequence and estimated cost; the best episode seen in
 training; one-step greedy, TASO's search and a random agent's average under
 the same cost model; the step limit used and greedy's steps; the real
 environment steps taken until the agent's greedy evaluation first reached
-its final cost)
-and the optimised graph (graph.json, and graph.onnx: a zoo graph with random
-weights, a --onnx model with its own).
+its final cost) and the graph handed over (graph.json, and graph.onnx: a
+zoo graph with random weights, a --onnx model with its own): the cheapest
+graph the greedy or the best training episode passed through, by its
+shortest prefix (`xflowrl.optimize.handover.hand_over_model_free`, as
+`xflowrl optimize --method=mf` hands over).
 
 --rollout_actors=K has K Ray actors (one CPU each) play the training
 episodes, each with its own environment and policy copy (xflowrl.agents.
@@ -47,6 +49,7 @@ import common
 from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.agents.ppo.training import TrainConfig, replay, train
 from xflowrl.env.environment import COST_FEATURES
+from xflowrl.optimize.handover import hand_over_model_free
 from xflowrl.results import ModelFreeRun
 from xflowrl.runs import BaselineSettings, RunSettings, change_table, save_result
 from xflowrl.search import EQUAL_BUDGET_FACTOR, versus_greedy, with_equal_step_limit
@@ -163,9 +166,11 @@ def main(argv):
     start = time.time()  # optimising a graph with the trained policy (vs TASO's search time)
     greedy = agent.run_episode(env, greedy=True, learn=False)
     optimize_seconds = time.time() - start
-    final_graph = env.graph
     baselines = settings.baselines.run(common.with_full_observation(env), seed)
     best_graph = replay(env, result.best_sequence)
+    # The graph handed over: the cheapest the greedy or the best training
+    # episode passed through (its shortest prefix), not where one ended.
+    handed = hand_over_model_free(env, greedy, result)
     # Sample efficiency: real steps until a greedy evaluation first reached
     # the final greedy cost (evaluations run every few updates).
     reached = [row["interactions"] for row in result.history
@@ -196,15 +201,17 @@ def main(argv):
         agent_vs_greedy=versus_greedy(greedy.final_cost, baselines.greedy.cost_ms),
         random_mean_cost_ms=baselines.random.cost_ms if baselines.random else None,
         taso=baselines.to_json()["taso"], baselines=baselines.to_json(), history=result.history,
-        onnx=source.model.path if source.model is not None else None)
+        onnx=source.model.path if source.model is not None else None,
+        handed_over_cost_ms=handed.cost, handed_over_applied=handed.applied)
     # Zoo graphs carry no trained weights: the ONNX file holds random ones
     # under the original weight names (folded weights precomputed); a user's
     # model keeps its own.
-    source.save_graph(out_dir, final_graph, seed, provenance=(
-        f"{len(greedy.applied)} substitutions by the model-free PPO agent under "
+    source.save_graph(out_dir, handed.graph, seed, provenance=(
+        f"{len(handed.applied)} substitutions by the model-free PPO agent under "
         f"{cost_model.name} ({settings.run.rules} rules)"))
     rows = [("initial", env.initial_cost), ("PPO agent (greedy)", greedy.final_cost),
-            ("best episode in training", summary.best_training_cost_ms)]
+            ("best episode in training", summary.best_training_cost_ms),
+            ("handed over (the cheapest graph of the two)", handed.cost)]
     rows += baselines.rows()
     table = change_table(rows, env.initial_cost)
     save_result(out_dir, summary.to_json(), markdown=(
@@ -216,7 +223,9 @@ def main(argv):
         f"final cost after {steps_to_final} steps.\n\n| | cost (ms) | change |\n"
         f"|---|---|---|\n{table}\n\nThe agent {summary.agent_vs_greedy}.\n\n"
         f"Agent's substitutions: "
-        f"{', '.join(f'{n}@{l}' for n, l in greedy.applied) or 'none'}\n"))
+        f"{', '.join(f'{n}@{l}' for n, l in greedy.applied) or 'none'}\n\n"
+        f"Handed over (graph.json, graph.onnx): "
+        f"{', '.join(f'{n}@{l}' for n, l in handed.applied) or 'none'}\n"))
     print(table)
     print(f"results in {out_dir}")
 

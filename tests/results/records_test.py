@@ -64,8 +64,10 @@ class RecordTest(absltest.TestCase):
         with self.assertRaisesRegex(RecordError, "a 'model_free_run' record, not "
                                                  "'model_based_run'"):
             ModelBasedRun.from_json(value)
-        with self.assertRaisesRegex(RecordError, "version 2; this code reads up to version 1"):
-            ModelFreeRun.from_json(dict(value, schema_version=2))
+        newer = ModelFreeRun.VERSION + 1
+        with self.assertRaisesRegex(RecordError, f"version {newer}; this code reads up to "
+                                                 f"version {ModelFreeRun.VERSION}"):
+            ModelFreeRun.from_json(dict(value, schema_version=newer))
         with self.assertRaisesRegex(RecordError, r"has no fields \['surprise'\]"):
             ModelFreeRun.from_json(dict(value, surprise=1))
         del value["agent_cost_ms"]

@@ -27,12 +27,12 @@ def _omit() -> Any:
 
 @dataclasses.dataclass
 class ModelFreeRun(Record):
-    """experiments/train_mf.py's result: the trained agent's greedy episode
-    and the best training episode, beside the baselines on the same graph
-    and setting, with the training's history."""
+    """experiments/train_mf.py's result: the trained agent's greedy episode,
+    the best training episode and the graph handed over, beside the
+    baselines on the same graph and setting, with the training's history."""
 
     SCHEMA = "model_free_run"
-    VERSION = 1
+    VERSION = 2
 
     graph: str
     cost_model: str
@@ -64,6 +64,11 @@ class ModelFreeRun(Record):
     # The whole run's wall seconds, where a driver that ran train_mf.py
     # recorded them (experiments/observation_ablation.py).
     wall_seconds: Optional[float] = _omit()
+    # The graph handed over (graph.json, graph.onnx): the cheapest the greedy
+    # or the best training episode passed through, by its shortest prefix
+    # (`xflowrl.optimize.handover.hand_over_model_free`; version 2 on).
+    handed_over_cost_ms: Optional[float] = _omit()
+    handed_over_applied: Optional[Applied] = _omit()
 
 
 @dataclasses.dataclass
