@@ -6,7 +6,8 @@ prints JSON.
 
 Needs an engine built with the cudnn backend on a machine with a CUDA device
 (docs/engine.md, "The cudnn backend"); it imports nothing but the engine, the
-zoo and numpy, so it runs where TensorFlow is not installed. Per graph:
+zoo, the environment (for greedy) and numpy, so it runs where TensorFlow is
+not installed. Per graph:
 
 - **costs**: the graph's total under cudnn (measured here), the analytic
   `v100` profile (the GPU-like setting of the reproduction) and the
@@ -15,9 +16,10 @@ zoo and numpy, so it runs where TensorFlow is not installed. Per graph:
   memo shared): `spread` is max/min - 1 of the two totals.
 - **measuring time**: seconds for the first (cold) and a second (memoized)
   costing of the graph, and how many op configurations were measured.
-- **search under cudnn**: one-step greedy (the environment's rule: the
-  cheapest candidate among the first L locations of each xfer, ties to the
-  lowest xfer then location; stop when none is cheaper) and TASO's search
+- **search under cudnn**: one-step greedy (`xflowrl.search.greedy_walk`, the
+  environment's rule: the cheapest candidate among the first L locations of
+  each xfer, ties to the lowest xfer then location; stop when none is
+  cheaper) and TASO's search
   at `--taso_budget`, each optimising the measured cudnn cost.
 - **do the GPU-like profile's gains hold on a GPU**: greedy and TASO's
   search optimising the analytic v100 cost, their final graphs re-costed
@@ -55,7 +57,9 @@ from xflowrl.engine import (
     available_backends,
 )
 from xflowrl.engine.cost import cost_model_from_spec
+from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.results.thesis import THESIS_GRAPHS
+from xflowrl.search.greedy import greedy_walk
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("graphs", list(THESIS_GRAPHS), "Zoo graphs to measure.")
@@ -90,28 +94,13 @@ def change_pct(initial: float, final: float) -> float:
 
 
 def greedy(graph: Graph, xfers: XferSet, model: CostModel, max_locations: int) -> Dict:
-    """One-step greedy on the engine alone: the environment's rule, without
-    its observation (which needs TensorFlow)."""
+    """One-step greedy (`xflowrl.search.greedy_walk`: the environment's rule,
+    without its observations, which need TensorFlow)."""
     start = time.perf_counter()
-    initial = current = graph.cost(model)
-    cap = 2 * graph.num_ops()
-    steps = 0
-    while True:
-        locations = xfers.locations(graph, max_locations, cap)
-        costs = locations.costs(model)
-        if not np.isfinite(costs).any():
-            break
-        # argmin over the row-major [N, L] array: lowest xfer, then location.
-        flat = int(np.nanargmin(costs))
-        best = float(costs.flat[flat])
-        if change_pct(initial, best) - change_pct(initial, current) >= -1e-9:
-            break
-        xfer, location = np.unravel_index(flat, costs.shape)
-        graph = locations.apply(int(xfer), int(location))
-        current = best
-        steps += 1
-    return {"graph": graph, "steps": steps, "initial_ms": initial, "final_ms": current,
-            "change_pct": change_pct(initial, current),
+    env = GraphEnv(graph, xfers, model, EnvConfig(max_locations=max_locations))
+    walk = greedy_walk(env)
+    return {"graph": walk.graph, "steps": len(walk.applied), "initial_ms": env.initial_cost,
+            "final_ms": walk.cost, "change_pct": change_pct(env.initial_cost, walk.cost),
             "seconds": time.perf_counter() - start}
 
 

@@ -17,7 +17,8 @@ import numpy as np
 
 from xflowrl.engine import CostModel, Graph, XferSet
 from xflowrl.engine import xfers as xfers_lib
-from xflowrl.env import NO_STEP_LIMIT
+from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
+from xflowrl.search.greedy import greedy_walk
 
 EPS = 1e-9  # ms: a candidate lowers the cost when it is this much cheaper
 
@@ -29,7 +30,9 @@ class Landscape:
     def __init__(self, graph: Graph, xfers: XferSet, cost_model: CostModel, max_locations: int):
         self.xfers, self.cost_model = xfers, cost_model
         self.max_locations = max_locations
-        self.max_ops = 2 * graph.num_ops()
+        # The environment of `graph`, for its caps and greedy; never stepped.
+        self.env = GraphEnv(graph, xfers, cost_model, EnvConfig(max_locations=max_locations))
+        self.max_ops = self.env.max_ops
 
     def candidates(self, graph: Graph) -> Tuple[np.ndarray, "xfers_lib.Locations"]:
         """[N, L] candidate costs (NaN: none) and the `Locations`."""
@@ -38,21 +41,10 @@ class Landscape:
 
     def greedy(self, graph: Graph, max_steps: int = NO_STEP_LIMIT
                ) -> Tuple[Graph, float, List[str]]:
-        """One-step greedy (the cheapest candidate; ties to the lowest xfer, then
-        location, as `GreedyAgent`), from `graph` until nothing improves."""
-        cost = graph.cost(self.cost_model)
-        applied: List[str] = []
-        for _ in range(max_steps):
-            costs, locs = self.candidates(graph)
-            if np.isnan(costs).all():
-                break
-            flat = int(np.nanargmin(costs))
-            x, l = np.unravel_index(flat, costs.shape)
-            if costs[x, l] >= cost - EPS:
-                break
-            graph, cost = locs.apply(int(x), int(l)), float(costs[x, l])
-            applied.append(self.xfers.names[x])
-        return graph, cost, applied
+        """One-step greedy (`xflowrl.search.greedy_walk`) from `graph` under
+        this landscape's caps: its last graph, cost and xfer names."""
+        walk = greedy_walk(self.env, max_steps=max_steps, start=graph)
+        return walk.graph, walk.cost, [name for name, _ in walk.applied]
 
 
 def random_descent(land: Landscape, graph: Graph, rng: np.random.Generator

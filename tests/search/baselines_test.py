@@ -82,6 +82,29 @@ class GreedyTest(absltest.TestCase):
         self.assertEqual([k for k, _ in steps], list(range(1, len(steps) + 1)))
         self.assertEqual([c for _, c in steps], sorted((c for _, c in steps), reverse=True))
 
+    def test_walk_from_another_start_keeps_the_environment_s_caps(self):
+        # From the graph after greedy's first two steps: the rest of its
+        # steps. From a neighbour with more ops than the initial graph, under
+        # a cap of the initial graph's ops: nothing, though the neighbour's
+        # own environment (the same factor of its own ops) walks on.
+        env = _env()
+        walk = greedy_walk(env)
+        second = replay(env.with_config(max_steps=NO_STEP_LIMIT), walk.applied[:2])
+        rest = greedy_walk(env, start=second)
+        self.assertEqual(rest.applied, walk.applied[2:])
+        self.assertEqual((rest.cost, rest.graph.hash()), (walk.cost, walk.graph.hash()))
+        tight = env.with_config(max_ops_factor=1.0)
+        locs = _XFERS.locations(env.initial_graph, tight.config.max_locations, env.max_ops)
+        costs = locs.costs(_COST)
+        grown = [(x, l) for x, l in np.argwhere(~np.isnan(costs))
+                 if locs.apply(int(x), int(l)).num_ops() > tight.max_ops]
+        self.assertNotEmpty(grown)
+        start = locs.apply(int(grown[0][0]), int(grown[0][1]))
+        self.assertEqual(greedy_walk(tight, start=start).applied, [])
+        self.assertEqual(greedy_walk(tight, start=start).cost, start.cost(_COST))
+        own = GraphEnv(start, _XFERS, _COST, EnvConfig(max_ops_factor=1.0))
+        self.assertNotEmpty(greedy_walk(own).applied)
+
     def test_needs_location_features(self):
         obs = _env().reset()._replace(locations=None)
         with self.assertRaisesRegex(ValueError, "per-location cost changes"):

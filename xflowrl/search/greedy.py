@@ -91,7 +91,8 @@ class GreedyWalk(NamedTuple):
 
 
 def greedy_walk(env: GraphEnv, min_improvement: float = 1e-9, max_steps: int = NO_STEP_LIMIT,
-                on_step: Optional[Callable[[int, float], None]] = None) -> GreedyWalk:
+                on_step: Optional[Callable[[int, float], None]] = None,
+                start: Optional[Graph] = None) -> GreedyWalk:
     """One-step greedy from `env`'s initial graph under its rules, cost
     model, L and size cap, for at most `max_steps` substitutions (not
     `env`'s step limit): the substitutions `greedy_search` takes on the same
@@ -103,9 +104,16 @@ def greedy_walk(env: GraphEnv, min_improvement: float = 1e-9, max_steps: int = N
     Args:
       on_step: called after each substitution with the steps so far and the
         cost (ms), e.g. for a progress line.
+      start: walk from this graph instead of `env`'s initial one, under the
+        same caps (`env.max_ops` comes from the initial graph) and with
+        `min_improvement` still in % of the initial cost: greedy from a
+        neighbour of the initial graph (benchmarks/search_probe.py's escapes).
     """
     names = env.xfers.names
-    graph, cost = env.initial_graph, env.initial_cost
+    if start is None:
+        graph, cost = env.initial_graph, env.initial_cost
+    else:
+        graph, cost = start, start.cost(env.cost_model)
     applied: List[Tuple[str, int]] = []
     while len(applied) < max_steps:
         locs = env.xfers.locations(graph, env.config.max_locations, env.max_ops)
