@@ -60,7 +60,6 @@ import os
 import shutil
 import sys
 import time
-import types
 
 from absl import app, flags, logging
 import common
@@ -69,7 +68,7 @@ from xflowrl import corpus
 from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.agents.ppo.training import TrainConfig, train
 from xflowrl.engine import XferSet
-from xflowrl.engine.cost import GPU_COST_SPEC
+from xflowrl.engine.cost import GPU_PROFILE
 from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS
 from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.env.replay import trace
@@ -91,8 +90,8 @@ from xflowrl.world_model import DreamConfig, ModelBasedAgent
 from xflowrl.world_model.config import controller_ppo_config
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("cost_model", GPU_COST_SPEC, "Cost model (backend/profile) of training "
-                    "and evaluation.")
+common.define_cost_model_flags(default_profile=GPU_PROFILE,
+                               cost_model_help="Cost backend of training and evaluation.")
 common.define_rules_flag()
 flags.DEFINE_enum("agent", "mf", ["mf", "mb"], "The model-free PPO agent or the model-based "
                   "agent (world model + dream-trained controller).")
@@ -146,19 +145,16 @@ flags.DEFINE_bool("measure", False, "Only time end to end (onnxruntime, interlea
                   "greedy's graphs; writes measured.json beside the seeds, which --report adds "
                   "as a table of estimated and measured changes.")
 flags.DEFINE_integer("measure_rounds", 5, "Interleaved timing rounds of --measure.")
-flags.DEFINE_bool("quick", False, "300 episodes (model-based: 2 rounds of 30), 8 held-out "
-                  "graphs, TASO budget 100: a first look in a few "
-                  "minutes. Replaces only defaults.")
-
+# --quick's values for the flags the user does not give.
 QUICK = {"episodes": 300, "eval_limit": 8, "taso_budget": 100, "rounds": 2,
          "episodes_per_round": 30, "train_steps_per_round": 100, "encoder_steps": 150}
+common.define_quick_flag("300 episodes (model-based: 2 rounds of 30), 8 held-out graphs, "
+                         "TASO budget 100: a first look in a few minutes.")
 
 
-def _value(name: str):
-    flag = FLAGS[name]
-    if FLAGS.quick and name in QUICK and not flag.present:
-        return QUICK[name]
-    return flag.value
+def _cost_spec() -> str:
+    """The cost model as one string, backend/profile (--cost_model, --profile)."""
+    return f"{FLAGS.cost_model}/{FLAGS.profile}"
 
 
 def _say(line: str) -> None:
@@ -282,12 +278,10 @@ def _train_model_based(env: SampledGraphEnv, out_dir: str, seed: int):
     with the controller in the dream after each, then the round whose
     greedy real episodes on the training graphs reached the cheapest graphs
     on average. Returns the agent and what its training took."""
-    values = types.SimpleNamespace(**{name: _value(name) for name in (
-        "rounds", "episodes_per_round", "train_steps_per_round", "encoder_steps",
-        "real_episodes_per_round")})
-    wm = common.world_model_config(values, xfer_summaries=FLAGS.xfer_summaries,
+    wm = common.world_model_config(common.quick_values(QUICK),
+                                   xfer_summaries=FLAGS.xfer_summaries,
                                    ranked_locations=FLAGS.ranked_locations)
-    dream = DreamConfig(episodes=_value("dream_episodes"), mask_threshold=FLAGS.mask_threshold,
+    dream = DreamConfig(episodes=FLAGS.dream_episodes, mask_threshold=FLAGS.mask_threshold,
                         disagreement_penalty=FLAGS.disagreement_penalty,
                         disagreement_limit=FLAGS.disagreement_limit)
     start = time.time()
@@ -311,7 +305,7 @@ def _ppo_config() -> PPOConfig:
 def _report_folder() -> str:
     """--results_dir/generalist/<cost model>[-<rules>] (the rule set named
     where it is not the default)."""
-    setting = FLAGS.cost_model.replace("/", "_")
+    setting = _cost_spec().replace("/", "_")
     if FLAGS.rules != DEFAULT_RULE_SET:
         setting += f"-{FLAGS.rules}"
     return os.path.join(FLAGS.results_dir, "generalist", setting)
@@ -326,7 +320,7 @@ def main(argv):
     if FLAGS.measure:
         rows = measured.measure_held_out(runs, {s.name: s.build for s in corpus.specs("all")},
                                          XferSet.from_name(FLAGS.rules),
-                                         cost_model_from_spec(FLAGS.cost_model),
+                                         cost_model_from_spec(_cost_spec()),
                                          rounds=FLAGS.measure_rounds, seed=FLAGS.seed,
                                          progress=_say)
         write_json(measured_path, rows)
@@ -348,15 +342,16 @@ def main(argv):
     model_based = FLAGS.agent == "mb"
     if model_based and (FLAGS.ship or FLAGS.finetune):
         raise app.UsageError("--ship and --finetune are for the model-free agent (--agent=mf)")
-    seed, episodes = FLAGS.seed, _value("episodes")
-    cost_model = cost_model_from_spec(FLAGS.cost_model)
+    values = common.quick_values(QUICK)
+    seed, episodes = FLAGS.seed, values.episodes
+    cost_model = cost_model_from_spec(_cost_spec())
     xfers = XferSet.from_name(FLAGS.rules)
     config = EnvConfig(max_steps=FLAGS.max_steps, max_locations=FLAGS.max_locations)
     out_dir = os.path.join(_report_folder(), *(["mb"] if model_based else []), f"seed{seed}")
     train_specs = corpus.specs("train")
     held_out = corpus.specs("held_out")
-    if _value("eval_limit"):
-        held_out = held_out[:_value("eval_limit")]
+    if values.eval_limit:
+        held_out = held_out[:values.eval_limit]
     logging.info("%d training graphs, %d held-out graphs; results in %s", len(train_specs),
                  len(held_out), out_dir)
     env = training_env(xfers, cost_model, config, seed)
@@ -390,7 +385,7 @@ def main(argv):
         return
     start = time.time()
     rows = evaluate.zero_shot(agent, {s.name: s.build for s in held_out}, xfers, cost_model,
-                              config, taso_budget=_value("taso_budget"),
+                              config, taso_budget=values.taso_budget,
                               random_episodes=FLAGS.random_episodes, seed=seed, progress=_say)
     eval_seconds = time.time() - start
     finetune = (_finetune_rows(policy_dir, FLAGS.finetune, xfers, cost_model, config, seed,
