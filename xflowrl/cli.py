@@ -1,6 +1,6 @@
 """The `xflowrl` command: optimise, inspect and time your own ONNX models.
 
-    xflowrl optimize model.onnx -o out.onnx [--method=greedy|taso|eqsat|mf|mb|policy:DIR]
+    xflowrl optimize model.onnx -o out.onnx [--method=greedy|taso|eqsat|mf|mb|policy:DIR|plan[:DIR]]
                      [--cost_model=fitted/cpu] [--budget=N] [--input_shape NAME=D1,D2,...]
     xflowrl inspect model.onnx
     xflowrl measure a.onnx b.onnx
@@ -93,7 +93,8 @@ def _parser() -> argparse.ArgumentParser:
                      help=f"the method's budget: greedy/policy steps (no limit), TASO graphs "
                           f"expanded ({budgets['taso']}), eqsat e-nodes "
                           f"({budgets['eqsat']}), mf training episodes "
-                          f"({budgets['mf']}), mb rounds ({budgets['mb']})")
+                          f"({budgets['mf']}), mb rounds ({budgets['mb']}), plan real steps "
+                          f"({budgets['plan']})")
     _add_input_options(opt)
     opt.add_argument("--allow_slower", action="store_true",
                      help="write the optimised model even if it is not measurably faster")

@@ -128,6 +128,18 @@ class OptimizeTest(absltest.TestCase):
         self.assertIn("an extracted graph", stdout)
         same_function(self, self.original, onnx.load(self.out))
 
+    def test_planning_writes_a_model_that_computes_the_same(self):
+        code, _, stderr = run_cli("optimize", self.model_path, "-o", self.out, "--method=plan",
+                                  "--budget=200", "--cost_model=analytic/cpu", "--allow_slower",
+                                  "--rounds=1", "--quiet")
+        self.assertEqual(code, 0, stderr)
+        report = json.load(open(os.path.join(self.dir, "out.report.json")))
+        self.assertEqual((report["method"], report["found_by"]), ("plan", "plan"))
+        self.assertGreater(len(report["applied"]), 0)
+        self.assertLess(report["estimated"]["after_ms"], report["estimated"]["before_ms"])
+        self.assertTrue(report["outputs"]["same"])
+        same_function(self, self.original, onnx.load(self.out))
+
     def test_not_faster_writes_the_original_unchanged(self):
         slower = verify.SpeedCheck("ort", {"median_ms": 1.0, "min_ms": 0.9, "max_ms": 1.1},
                                    {"median_ms": 1.0, "min_ms": 0.95, "max_ms": 1.2},

@@ -78,6 +78,24 @@ class OptimiseTest(absltest.TestCase):
                              replay(_env(graph), episode.applied[:steps]).hash())
             self.assertEqual(result.cost, result.graph.cost(_V100))
 
+    def test_plan_hands_over_its_route_never_above_greedy(self):
+        graph = zoo.get_graph("squeezenet1_1")
+        greedy = greedy_search(_env(graph))
+        for method in ("plan", f"plan:{shipped_policy()}"):
+            lines = []
+            result = methods.optimise(graph, method, _XFERS, _V100, budget=300,
+                                      progress=lines.append)
+            self.assertEqual(result.found_by, "plan", method)
+            self.assertLessEqual(result.cost, greedy.final_cost + CHEAPER, method)
+            self.assertEqual(result.graph.hash(), replay(_env(graph), result.applied).hash())
+            self.assertEqual(result.cost, result.graph.cost(_V100))
+            self.assertTrue(lines[-1].startswith("plan: "), lines[-1])
+            self.assertIn("real steps", lines[-1])
+
+    def test_plan_refuses_a_folder_without_a_numpy_policy(self):
+        with self.assertRaises(methods.BadInput):
+            methods.optimise(zoo.get_graph("small_cnn"), "plan:/nonexistent", _XFERS, _V100)
+
 
 if __name__ == "__main__":
     absltest.main()

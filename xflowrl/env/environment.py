@@ -272,21 +272,32 @@ class GraphEnv(Environment):
         self._observation = self._assemble(self._locations)
         return self._observation
 
-    def _assemble(self, locs: Locations) -> Observation:
-        """The observation of the current graph from its enumerated `locs`
-        (apart from enumeration so that benchmarks/observation_bench.py can
-        time it alone); `structure()` is read once and shared by the state's
-        features and the location features."""
-        structure = self.graph.structure()
+    def observation_of(self, locs: Locations, cost: float) -> Observation:
+        """The observation an episode at `locs.graph` (of cost `cost`, ms)
+        would see, from its enumerated `locs`, without stepping or touching
+        the episode: for planners that hold graphs of their own
+        (`xflowrl.planning`)."""
+        return self._assemble(locs, locs.graph, cost)
+
+    def _assemble(self, locs: Locations, graph: Optional[Graph] = None,
+                  cost: Optional[float] = None) -> Observation:
+        """The observation of the current graph (or `graph` of cost `cost`)
+        from its enumerated `locs` (apart from enumeration so that
+        benchmarks/observation_bench.py can time it alone); `structure()` is
+        read once and shared by the state's features and the location
+        features."""
+        graph = self.graph if graph is None else graph
+        cost = self.cost if cost is None else cost
+        structure = graph.structure()
         location_mask = locs.location_mask()
         return Observation(
-            state=self._featurize(structure),
-            locations=self._location_features(locs, structure["guids"], location_mask),
+            state=self._featurize(structure, graph, cost),
+            locations=self._location_features(locs, structure["guids"], location_mask, cost),
             location_mask=location_mask,
             xfer_mask=locs.xfer_mask())
 
     def _location_features(self, locs: Locations, guids: np.ndarray,
-                           location_mask: np.ndarray) -> LocationFeatures:
+                           location_mask: np.ndarray, cost: float) -> LocationFeatures:
         """The `LocationFeatures` of `locs`, without a Python loop over xfers
         or locations, for the xfers that have locations only (a handful of
         ~1,700): node indices in one native call, costs with numpy.
@@ -304,22 +315,22 @@ class GraphEnv(Environment):
         counts = locs.count_array[active]
         summary[active, 0] = np.log1p(counts)
         if self.config.cost_features == "full":
-            delta, low, mean = candidate_deltas(locs, self.cost_model, self.cost,
+            delta, low, mean = candidate_deltas(locs, self.cost_model, cost,
                                                 self.initial_cost, active, location_mask[active])
             cost_delta[:] = delta
             summary[active, 1] = low
             summary[active, 2] = mean
         return LocationFeatures(active, nodes, cost_delta, summary)
 
-    def _featurize(self, structure: Dict[str, np.ndarray]):
-        """The state's GraphsTuple; under `cost_features="none"` featurized
+    def _featurize(self, structure: Dict[str, np.ndarray], graph: Graph, cost: float):
+        """`graph`'s GraphsTuple; under `cost_features="none"` featurized
         with zero op costs and graph cost 0 of 1, which zeroes the node cost
         column and the two cost globals (`xflowrl.embedding.features`)."""
         if self.config.cost_features == "none":
             no_costs = np.zeros(len(structure["types"]), np.float32)
-            return features.featurize(self.graph, no_costs, 0.0, 1.0, structure=structure)
-        return features.featurize(self.graph, self.graph.op_costs(self.cost_model),
-                                  self.cost, self.initial_cost, structure=structure)
+            return features.featurize(graph, no_costs, 0.0, 1.0, structure=structure)
+        return features.featurize(graph, graph.op_costs(self.cost_model),
+                                  cost, self.initial_cost, structure=structure)
 
 
 def _node_of(guids: np.ndarray) -> np.ndarray:

@@ -13,6 +13,8 @@ substitutions that build it. What `budget` counts depends on the method:
 | mb | the model-based agent: world model, controller trained in the dream, its best round deployed; its greedy and sampled episodes | world-model rounds (2) |
 | policy | the shipped generalist policy acting greedily, no training | steps (1.5 x greedy's, at least 10) |
 | policy:DIR | a trained policy (a policy folder, `xflowrl.transfer`, or a `train_mf` results folder) acting greedily, no training | steps (1.5 x greedy's, at least 10) |
+| plan | decision-time planning with the engine (`xflowrl.planning`: Gumbel root, pUCT, the candidates' costs as prior), from greedy's descent | real steps, expansions (5000) |
+| plan:DIR | the same with a trained policy's prior (a policy folder with `policy.npz`) | real steps (5000) |
 
 The learned methods hand over what the entry points do, through the same
 functions (`xflowrl.optimize.handover`): the cheapest graph any of their
@@ -45,11 +47,12 @@ from xflowrl.optimize.handover import (
     train_model_based,
 )
 from xflowrl.optimize.model_io import BadInput
+from xflowrl.planning.search import PlanConfig
 
-METHODS = ("greedy", "taso", "eqsat", "mf", "mb", "policy", "policy:DIR")
+METHODS = ("greedy", "taso", "eqsat", "mf", "mb", "policy", "policy:DIR", "plan", "plan:DIR")
 # eqsat's budget is its e-graph's node limit (EqsatConfig's default).
 DEFAULT_BUDGET = {"greedy": 0, "taso": TASO_BUDGET, "eqsat": 10_000, "mf": 200, "mb": 2,
-                  "policy": 0}
+                  "policy": 0, "plan": PlanConfig.max_real_steps}
 
 Progress = Callable[[str], None]
 
@@ -69,7 +72,7 @@ class MethodResult:
         stepped to.
       seconds: the method's wall time.
       found_by: who found `graph`: the method's kind ("greedy", "taso",
-        "eqsat", "mf", "mb", "policy"), or "greedy" where a learned method's
+        "eqsat", "mf", "mb", "policy", "plan"), or "greedy" where a learned method's
         step-limit walk found a cheaper graph than the method did.
     """
     method: str
@@ -97,6 +100,12 @@ def parse_method(method: str) -> Tuple[str, str]:
         if not os.path.isdir(arg):
             raise BadInput(f"{arg}: no such policy folder (--method=policy:DIR takes a policy "
                            f"folder or a train_mf results folder)")
+        return kind, arg
+    if kind == "plan" and arg:
+        from xflowrl.transfer.policy import has_arrays  # pylint: disable=import-outside-toplevel
+        if not has_arrays(arg):
+            raise BadInput(f"{arg}: no policy.npz there (--method=plan:DIR takes a policy "
+                           f"folder that acts in NumPy, such as the shipped generalist's)")
         return kind, arg
     if kind not in DEFAULT_BUDGET or arg:
         raise BadInput(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
@@ -141,6 +150,9 @@ def optimise(graph: Graph, method: str, xfers: XferSet, cost_model: CostModel, *
         best, applied = _eqsat(graph, xfers, cost_model, budget, progress), []
     elif kind == "greedy":
         best, applied = _greedy(make_environment(graph, xfers, cost_model, budget), progress)
+    elif kind == "plan":
+        best, applied = _plan(make_environment(graph, xfers, cost_model), arg, budget, seed,
+                              progress)
     elif kind == "policy":
         if budget:
             env = make_environment(graph, xfers, cost_model, budget)
@@ -247,6 +259,24 @@ def _eqsat(graph: Graph, xfers: XferSet, cost_model: CostModel, node_limit: int,
              f"{100 * (result.best_cost / result.initial_cost - 1):+.2f}% "
              f"(ILP {result.ilp_status}, {result.extraction_seconds:.1f} s)")
     return result.graph
+
+
+def _plan(env: GraphEnv, folder: str, real_steps: int, seed: int,
+          progress: Progress) -> Tuple[Graph, List[Tuple[str, int]]]:
+    """The engine planner (`xflowrl.planning.plan`, its defaults but for
+    `real_steps` and the prior: a policy's where `folder` names one, the
+    candidates' costs otherwise) from greedy's descent, so never above
+    greedy's graph; its graph and route."""
+    from xflowrl.planning import plan  # pylint: disable=import-outside-toplevel
+    config = PlanConfig(prior=f"policy:{folder}" if folder else "cost",
+                        max_real_steps=real_steps, seed=seed)
+    try:
+        result = plan(env, config, progress=progress)
+    except ValueError as e:
+        raise BadInput(str(e)) from None
+    progress(f"plan: {result.change_pct:+.2f}% after {result.real_steps} real steps, "
+             f"{result.decisions} decisions, {result.seconds:.1f} s ({result.stopped})")
+    return result.graph, result.applied
 
 
 def _policy(env: GraphEnv, folder: str, seed: int,

@@ -1,0 +1,116 @@
+"""Where a planner looks first: prior logits over a graph's candidates.
+
+A prior gives one logit per candidate of an `Expansion` (its `actions`, in
+order). The search turns them into probabilities for pUCT and samples its
+root candidates from them (Gumbel-top-k), so a prior decides which of a
+graph's hundreds of candidates get simulations at all.
+
+- `CostPrior`: the candidates' own cost changes, `-delta / temperature`
+  with delta in points of the initial cost: a candidate one point cheaper
+  is e times likelier than a cost-neutral one at temperature 1. Needs no
+  training; what one-step greedy knows, as a distribution.
+- `PolicyPrior`: a trained graph policy's joint distribution, the xfer
+  head's masked softmax times the location head's given that xfer
+  (`xflowrl.transfer.runtime.NumpyPolicy`, NumPy only: the shipped
+  generalist or any policy folder with `policy.npz`).
+- `UniformPrior`: all equal; the ablation that shows what a prior adds.
+
+`make_prior(spec, env)` builds one from its name: "cost", "cost:0.5",
+"uniform" or "policy:FOLDER".
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+from xflowrl.env import GraphEnv
+from xflowrl.planning.simulator import Expansion
+
+
+class Prior(Protocol):
+    """Logits over an expansion's candidates."""
+
+    name: str
+
+    def logits(self, expansion: Expansion) -> np.ndarray:
+        """[M] float64 logits, one per candidate of `expansion`."""
+
+
+class CostPrior:
+    """Logits `-delta / temperature` (module docstring)."""
+
+    def __init__(self, initial_cost: float, temperature: float = 1.0):
+        if temperature <= 0:
+            raise ValueError(f"the cost prior's temperature must be > 0, got {temperature}")
+        self.initial_cost = initial_cost
+        self.temperature = temperature
+        self.name = f"cost:{temperature:g}"
+
+    def logits(self, expansion: Expansion) -> np.ndarray:
+        delta = 100.0 * (expansion.costs - expansion.cost) / self.initial_cost
+        return -delta / self.temperature
+
+
+class UniformPrior:
+    """Equal logits for every candidate."""
+
+    name = "uniform"
+
+    def logits(self, expansion: Expansion) -> np.ndarray:
+        return np.zeros(len(expansion.actions))
+
+
+class PolicyPrior:
+    """A trained graph policy's log-probabilities of each candidate."""
+
+    def __init__(self, folder: str, env: GraphEnv):
+        # Imported here: the runtime loads threadpoolctl and the policy's arrays.
+        from xflowrl.transfer import runtime  # pylint: disable=import-outside-toplevel
+        self._runtime = runtime
+        self.policy = runtime.NumpyPolicy.load(folder)
+        if self.policy.num_xfers != len(env.xfers):
+            raise ValueError(f"the policy in {folder} has {self.policy.num_xfers} xfers, the "
+                             f"rule set {len(env.xfers)}: plan with the rules it was trained on")
+        self.env = env
+        self.name = f"policy:{folder}"
+
+    def logits(self, expansion: Expansion) -> np.ndarray:
+        if len(expansion.actions) == 0:
+            return np.zeros(0)
+        observation = self.env.observation_of(expansion.locations, expansion.cost)
+        locations = observation.location_features()
+        policy, masked_log_softmax = self.policy, self._runtime._masked_log_softmax  # pylint: disable=protected-access
+        nodes, graph_embedding = policy.encode(observation.state)
+        xfer_mask = observation.xfer_mask.copy()
+        xfer_mask[-1] = False  # NO-OP is no candidate: stopping is the search's decision
+        xfer_log_p = masked_log_softmax(
+            policy.xfer_logits(graph_embedding, locations.xfer_summary, xfer_mask), xfer_mask)
+        out = np.empty(len(expansion.actions))
+        xfers = expansion.actions[:, 0]
+        for xfer in np.unique(xfers):
+            rows = np.flatnonzero(xfers == xfer)
+            mask = observation.location_mask[xfer]
+            location_log_p = masked_log_softmax(policy.location_logits(
+                nodes, graph_embedding, int(xfer), locations.nodes_of(int(xfer)),
+                locations.cost_delta_of(int(xfer)), mask), mask)
+            out[rows] = xfer_log_p[xfer] + location_log_p[expansion.actions[rows, 1]]
+        return out
+
+
+def make_prior(spec: str, env: GraphEnv) -> Prior:
+    """The prior named `spec` for planning in `env` (module docstring).
+
+    Raises:
+      ValueError: an unknown name or a bad temperature.
+    """
+    kind, _, argument = spec.partition(":")
+    if kind == "cost":
+        return CostPrior(env.initial_cost, float(argument) if argument else 1.0)
+    if kind == "uniform" and not argument:
+        return UniformPrior()
+    if kind == "policy" and argument:
+        return PolicyPrior(argument, env)
+    raise ValueError(f"unknown prior {spec!r}: use 'cost', 'cost:TEMPERATURE', 'uniform' "
+                     f"or 'policy:FOLDER'")

@@ -1,0 +1,357 @@
+"""Decision-time planning with the engine: Gumbel root, pUCT below, max backups.
+
+`plan(env, config)` optimises `env`'s initial graph the way an agent that
+plans would act: at each decision it runs `simulations` simulations from
+the current graph, takes one action, keeps the subtree below it, and
+stops once no simulation has found anything cheaper below the current
+graph (or a budget runs out). It hands over the cheapest graph any
+simulation reached, with the shortest known route to it: every node is a
+real graph, built by the engine (`xflowrl.planning.simulator`).
+
+- **Root**: Gumbel MuZero's selection (Danihelka et al., ICLR 2022):
+  `root_actions` candidates drawn without replacement by Gumbel-top-k on
+  the prior's logits, then sequential halving: the simulations are shared
+  out over ceil(log2 k) phases, each phase gives the survivors equal
+  visits and keeps the better half by `g + logits + sigma(q)`, with
+  `sigma(q) = (c_visit + max visits) * c_scale * q` and q normalised to
+  [0, 1] over the node's actions (`_normalise`). The action taken is
+  the one towards the cheapest graph known below, the last survivor
+  among equals. The last survivor is the action taken.
+- **Below the root**: pUCT (AlphaZero, MuZero: c = `c_puct`), over every
+  candidate of the node, q normalised as at the root.
+- **Values** (`xflowrl.planning.tree`): the cheapest cost known below a
+  node. A leaf's value is what its expansion shows (its cheapest
+  candidate, exactly: the candidates are costed), or, with
+  `rollout_steps` > 0, the cheapest graph of a one-step-greedy rollout of
+  that many steps from it (each a real step, each graph a node).
+- **Greedy start** (default): before the first decision, one-step
+  greedy's descent from the input is put into the tree, so that planning
+  starts from greedy's route and hands over nothing worse than greedy's
+  graph; its real steps are counted like any others.
+
+Real steps (expansions) are counted as an agent's steps in the real
+environment are; the budget `max_real_steps` bounds them, `time_limit_s`
+the wall time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Callable, List, NamedTuple, Optional, Tuple
+
+import numpy as np
+
+from xflowrl.engine import Graph
+from xflowrl.env import CHEAPER, GraphEnv
+from xflowrl.planning.priors import Prior, make_prior
+from xflowrl.planning.simulator import EngineSimulator
+from xflowrl.planning.tree import Node, Tree
+
+# Why planning ended (`PlanResult.stopped`).
+STOPS = ("no_improvement", "no_candidates", "step_limit", "real_steps", "time_limit")
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanConfig:
+    """Settings of the engine planner (module docstring).
+
+    Attributes:
+      prior: `xflowrl.planning.priors.make_prior`'s spec.
+      simulations: per decision.
+      root_actions: k of the Gumbel-top-k sample at the root.
+      c_puct: pUCT's exploration constant below the root.
+      c_visit, c_scale: Gumbel MuZero's sigma (its paper's 50 and 1.0 with
+        q in [0, 1]).
+      rollout_steps: one-step-greedy rollout length at leaves (0: none).
+      greedy_start: first descend from the input as one-step greedy would
+        (its graphs become nodes, its real steps count), so that the search
+        starts out knowing greedy's route and can only end at or below it.
+      max_decisions: actions taken at most (the environment's step limit
+        by default, `plan`'s `env.config.max_steps`).
+      max_real_steps: expansions at most, rollouts included.
+      time_limit_s: wall time at most.
+      seed: of the Gumbel noise.
+    """
+    prior: str = "cost"
+    simulations: int = 16
+    root_actions: int = 16
+    c_puct: float = 1.25
+    c_visit: float = 50.0
+    c_scale: float = 1.0
+    rollout_steps: int = 0
+    max_decisions: Optional[int] = None
+    max_real_steps: int = 5_000
+    time_limit_s: float = 60.0
+    greedy_start: bool = True
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.simulations < 1 or self.root_actions < 1:
+            raise ValueError("simulations and root_actions must be >= 1")
+        if self.rollout_steps < 0 or self.max_real_steps < 1 or self.time_limit_s <= 0:
+            raise ValueError("rollout_steps must be >= 0, max_real_steps >= 1 and "
+                             "time_limit_s > 0")
+
+
+class PlanResult(NamedTuple):
+    """What `plan` hands over and what it took."""
+    graph: Graph
+    cost: float                       # ms
+    applied: List[Tuple[str, int]]    # (xfer name, location) from the original
+    initial_cost: float               # ms
+    real_steps: int                   # expansions, rollouts included
+    applies: int                      # candidate graphs built
+    decisions: int                    # actions taken
+    nodes: int                        # graphs in the tree
+    seconds: float
+    stopped: str                      # one of STOPS
+    prior: str
+
+    @property
+    def change_pct(self) -> float:
+        return 100.0 * (self.cost / self.initial_cost - 1.0)
+
+
+class _Best(NamedTuple):
+    """The cheapest graph seen: reached from `node` by `suffix` (empty:
+    `node` itself); `graph` where it was built."""
+    cost: float
+    node: Node
+    suffix: Tuple[Tuple[int, int], ...]
+    graph: Optional[Graph]
+
+
+class Planner:
+    """One planning run over one graph (`plan` is the usual way in)."""
+
+    def __init__(self, env: GraphEnv, config: PlanConfig, prior: Optional[Prior] = None,
+                 progress: Optional[Callable[[str], None]] = None):
+        self.env = env
+        self.config = config
+        self.sim = EngineSimulator.of(env)
+        self.prior = prior if prior is not None else make_prior(config.prior, env)
+        self.tree = Tree()
+        self.rng = np.random.default_rng(config.seed)
+        self.progress = progress
+        self._start = time.monotonic()
+        self.root = self.tree.node_of(env.initial_graph, env.initial_cost, None, None)
+        self.best = _Best(env.initial_cost, self.root, (), env.initial_graph)
+        self._expand(self.root, rollout=False)
+        if config.greedy_start:
+            self._descend(self.root, self.env.config.max_steps)
+
+    # -- budgets -------------------------------------------------------------
+
+    def _out_of(self) -> Optional[str]:
+        """The budget that has run out, if any."""
+        if self.sim.real_steps >= self.config.max_real_steps:
+            return "real_steps"
+        if time.monotonic() - self._start >= self.config.time_limit_s:
+            return "time_limit"
+        return None
+
+    # -- expansion and leaf values ------------------------------------------
+
+    def _expand(self, node: Node, rollout: bool = True) -> None:
+        """Expands `node` (a real step), sets its prior and its leaf value
+        (and rolls out from it, where `rollout_steps` asks)."""
+        expansion = self.sim.expand(node.graph, node.cost)
+        node.attach(expansion, self.prior.logits(expansion))
+        if len(expansion.actions):
+            index = int(np.argmin(expansion.costs))
+            xfer, location = (int(a) for a in expansion.actions[index])
+            self._offer(float(expansion.costs[index]), node, ((xfer, location),), None)
+            if rollout and self.config.rollout_steps:
+                self._descend(node, self.config.rollout_steps)
+
+    def _descend(self, node: Node, steps: int) -> None:
+        """One-step greedy from `node` for at most `steps` steps, each graph
+        a node of the tree (expanded: a real step each), and its cheapest
+        cost backed up to `node`: the greedy rollout of a leaf, or, from the
+        root, greedy's whole descent (`PlanConfig.greedy_start`)."""
+        path = [node]
+        for _ in range(steps):
+            expansion = path[-1].expansion
+            assert expansion is not None
+            if not len(expansion.actions) or self._out_of():
+                break
+            index = int(np.argmin(expansion.costs))
+            if expansion.costs[index] >= expansion.cost - CHEAPER:
+                break
+            child = self._child(path[-1], index)
+            if child in path:
+                break
+            path[-1].edge_visits[index] += 1
+            path.append(child)
+            if not child.expanded:
+                self._expand(child, rollout=False)
+        for parent, below in zip(path[-2::-1], path[:0:-1]):
+            below.visits += 1
+            parent.best_cost = min(parent.best_cost, below.best_cost)
+
+    def _offer(self, cost: float, node: Node, suffix: Tuple[Tuple[int, int], ...],
+               graph: Optional[Graph]) -> None:
+        if cost < self.best.cost - CHEAPER:
+            self.best = _Best(cost, node, suffix, graph)
+
+    # -- simulations ---------------------------------------------------------
+
+    def _child(self, node: Node, index: int) -> Node:
+        child = node.children.get(index)
+        if child is None:
+            assert node.expansion is not None
+            graph = self.sim.child(node.expansion, index)
+            action = tuple(int(a) for a in node.expansion.actions[index])
+            child = self.tree.node_of(graph, float(node.expansion.costs[index]), node,
+                                      (action[0], action[1]))
+            node.children[index] = child
+        return child
+
+    def _select(self, node: Node) -> Optional[int]:
+        """pUCT's action at an interior node; None if every action is dead."""
+        alive = ~node.dead
+        if not alive.any():
+            return None
+        q = _normalise(node.action_values(), alive)
+        u = self.config.c_puct * node.prior * math.sqrt(node.visits + 1) / (1 + node.edge_visits)
+        return int(np.argmax(np.where(alive, q + u, -np.inf)))
+
+    def _simulate(self, root: Node, first: int) -> None:
+        """One simulation from `root` starting with action `first`."""
+        path, on_path = [root], {id(root)}
+        node, index = root, first
+        while True:
+            child = self._child(node, index)
+            if id(child) in on_path:
+                node.dead[index] = True   # a cycle: back to a graph on this path
+                break
+            node.edge_visits[index] += 1
+            path.append(child)
+            on_path.add(id(child))
+            if not child.expanded:
+                self._expand(child)
+                break
+            node = child
+            assert node.expansion is not None
+            if not len(node.expansion.actions) or self._out_of():
+                break
+            next_index = self._select(node)
+            if next_index is None:
+                break
+            index = next_index
+        for parent, below in zip(path[-2::-1], path[:0:-1]):
+            below.visits += 1
+            parent.best_cost = min(parent.best_cost, below.best_cost)
+        root.visits += 1
+
+    def _sigma(self, node: Node, q: np.ndarray) -> np.ndarray:
+        visits = node.edge_visits.max() if len(node.edge_visits) else 0
+        return (self.config.c_visit + visits) * self.config.c_scale * q
+
+    def decide(self, root: Node) -> Optional[int]:
+        """Gumbel-top-k and sequential halving at `root` (module docstring);
+        the action to take, or None when a budget ran out before any
+        simulation or every action is dead."""
+        expansion = root.expansion
+        assert expansion is not None
+        logits = np.log(np.maximum(root.prior, 1e-30))
+        gumbel = self.rng.gumbel(size=len(logits))
+        alive = np.flatnonzero(~root.dead)
+        k = min(self.config.root_actions, len(alive))
+        if k == 0:
+            return None
+        order = alive[np.argsort(-(gumbel + logits)[alive], kind="stable")]
+        survivors = list(order[:k])
+        phases = max(1, math.ceil(math.log2(k))) if k > 1 else 1
+        for _ in range(phases):
+            per = max(1, self.config.simulations // (phases * len(survivors)))
+            for index in survivors:
+                for _ in range(per):
+                    if self._out_of() or root.dead[index]:
+                        break
+                    self._simulate(root, index)
+            survivors = [i for i in survivors if not root.dead[i]]
+            if not survivors:
+                return None
+            values = root.action_values()
+            score = gumbel + logits + self._sigma(root, _normalise(values, ~root.dead))
+            survivors.sort(key=lambda i: -score[i])
+            if len(survivors) > 1:
+                survivors = survivors[:math.ceil(len(survivors) / 2)]
+            if self._out_of():
+                break
+        # The simulator is exact and every value a graph it built, so the
+        # action taken is the one towards the cheapest graph known below
+        # (the halving's winner among equals).
+        values = np.where(root.dead, -np.inf, root.action_values())
+        best = np.flatnonzero(values >= values.max() - CHEAPER)
+        return int(survivors[0]) if survivors[0] in best else int(best[0])
+
+    # -- the run -------------------------------------------------------------
+
+    def run(self) -> PlanResult:
+        """Decides, acts and moves down until a stop (module docstring)."""
+        limit = (self.config.max_decisions if self.config.max_decisions is not None
+                 else self.env.config.max_steps)
+        root, decisions, stopped = self.root, 0, "step_limit"
+        while decisions < limit:
+            assert root.expansion is not None
+            if not len(root.expansion.actions):
+                stopped = "no_candidates"
+                break
+            out = self._out_of()
+            if out:
+                stopped = out
+                break
+            index = self.decide(root)
+            if index is None:
+                stopped = self._out_of() or "no_candidates"
+                break
+            if root.best_cost >= root.cost - CHEAPER:
+                stopped = "no_improvement"   # nothing cheaper known below
+                break
+            root = self._child(root, index)
+            if not root.expanded:
+                self._expand(root)
+            decisions += 1
+            if self.progress is not None:
+                self.progress(f"plan: decision {decisions}, real steps {self.sim.real_steps}, "
+                              f"best {self.sim.points(self.best.cost) - 100:+.2f}%")
+        return self._result(decisions, stopped)
+
+    def _result(self, decisions: int, stopped: str) -> PlanResult:
+        best = self.best
+        actions = best.node.path() + list(best.suffix)
+        graph = best.graph
+        if graph is None:   # the cheapest candidate of an expanded node: build it
+            expansion = best.node.expansion
+            assert expansion is not None and len(best.suffix) == 1
+            xfer, location = best.suffix[0]
+            graph = expansion.locations.apply(xfer, location)
+            self.sim.applies += 1
+        names = self.env.xfers.names
+        return PlanResult(graph=graph, cost=best.cost,
+                          applied=[(names[x], int(loc)) for x, loc in actions],
+                          initial_cost=self.env.initial_cost, real_steps=self.sim.real_steps,
+                          applies=self.sim.applies, decisions=decisions, nodes=len(self.tree),
+                          seconds=time.monotonic() - self._start, stopped=stopped,
+                          prior=self.prior.name)
+
+
+def _normalise(values: np.ndarray, alive: np.ndarray) -> np.ndarray:
+    """`values` scaled to [0, 1] by the range of the `alive` ones (per
+    node, as mctx's completed Q-values are); 0.5 where they are all equal."""
+    live = values[alive]
+    if not len(live) or not live.max() > live.min():
+        return np.full(values.shape, 0.5)
+    low, high = live.min(), live.max()
+    return np.clip((values - low) / (high - low), 0.0, 1.0)
+
+
+def plan(env: GraphEnv, config: Optional[PlanConfig] = None, prior: Optional[Prior] = None,
+         progress: Optional[Callable[[str], None]] = None) -> PlanResult:
+    """Plans from `env`'s initial graph under its rules, cost model, L and
+    size cap (module docstring); `env` itself is not stepped."""
+    return Planner(env, config or PlanConfig(), prior, progress).run()

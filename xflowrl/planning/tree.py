@@ -1,0 +1,99 @@
+"""The search tree: graphs the engine has built, and what lies below them.
+
+Every node is a real graph (the engine's simulator is exact), reached from
+the original by the actions on its parent links. The objective is the
+cheapest graph, and stopping is always allowed, so a node's value is the
+cheapest cost known to be reachable from it (`best_cost`, itself
+included): a max backup, not a mean, since transitions and costs are
+deterministic. An action's value in points of the initial cost is
+`node.cost - child.best_cost`; an action no simulation has taken yet is
+valued by its exact immediate change (`Expansion.costs`).
+
+Graphs reached twice (by two orders of commuting rewrites) are one node:
+`Tree.node_of` finds them by the graph's canonical hash, so that no graph
+is expanded twice. An action that leads back to a node on the current
+simulation's path closes a cycle and is marked dead in that node.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from xflowrl.engine import Graph
+from xflowrl.planning.simulator import Expansion
+
+
+class Node:
+    """One graph of the tree."""
+
+    __slots__ = ("graph", "cost", "parent", "action", "expansion", "prior", "children",
+                 "edge_visits", "dead", "visits", "best_cost")
+
+    def __init__(self, graph: Graph, cost: float, parent: Optional["Node"],
+                 action: Optional[Tuple[int, int]]):
+        self.graph = graph
+        self.cost = cost
+        self.parent = parent      # the node it was first reached from
+        self.action = action      # (xfer, location) from `parent`
+        self.expansion: Optional[Expansion] = None
+        self.prior = np.zeros(0)  # [M] probabilities, set on expansion
+        self.children: Dict[int, "Node"] = {}
+        self.edge_visits = np.zeros(0, np.int64)
+        self.dead = np.zeros(0, bool)
+        self.visits = 0
+        self.best_cost = cost
+
+    @property
+    def expanded(self) -> bool:
+        return self.expansion is not None
+
+    def attach(self, expansion: Expansion, logits: np.ndarray) -> None:
+        """Records the node's expansion and its prior (a softmax of `logits`)."""
+        self.expansion = expansion
+        count = len(expansion.actions)
+        if count:
+            shifted = np.exp(logits - logits.max())
+            self.prior = shifted / shifted.sum()
+            self.best_cost = min(self.best_cost, float(expansion.costs.min()))
+        self.edge_visits = np.zeros(count, np.int64)
+        self.dead = np.zeros(count, bool)
+
+    def action_values(self) -> np.ndarray:
+        """[M] the cost change (ms, positive is cheaper) each action is known
+        to lead to: the child's best cost where it has a node, the candidate's
+        own cost elsewhere."""
+        assert self.expansion is not None
+        below = self.expansion.costs.copy()
+        for index, child in self.children.items():
+            below[index] = min(below[index], child.best_cost)
+        return self.cost - below
+
+    def path(self) -> List[Tuple[int, int]]:
+        """The (xfer, location) actions from the tree's first root to here."""
+        actions: List[Tuple[int, int]] = []
+        node: Optional[Node] = self
+        while node is not None and node.action is not None:
+            actions.append(node.action)
+            node = node.parent
+        return actions[::-1]
+
+
+class Tree:
+    """The nodes by graph hash."""
+
+    def __init__(self):
+        self._nodes: Dict[int, Node] = {}
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def node_of(self, graph: Graph, cost: float, parent: Optional[Node],
+                action: Optional[Tuple[int, int]]) -> Node:
+        """The node of `graph`, made if the tree has none."""
+        key = graph.hash()
+        node = self._nodes.get(key)
+        if node is None:
+            node = self._nodes[key] = Node(graph, cost, parent, action)
+        return node
