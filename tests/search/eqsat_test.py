@@ -4,6 +4,7 @@ so, limits are honoured, bad rules are skipped, and every graph handed
 over computes the original's outputs."""
 
 import logging
+from unittest import mock
 
 from absl.testing import absltest, parameterized
 import numpy as np
@@ -27,7 +28,8 @@ from xflowrl.search.eqsat import (
     same_outputs,
     saturate,
 )
-from xflowrl.search.eqsat.extract import tree_costs, used
+from xflowrl.search.eqsat import saturation
+from xflowrl.search.eqsat.extract import Extraction, _cyclic_components, dag_cost, tree_costs, used
 from xflowrl.search.eqsat.rewrites import canonical
 from xflowrl.search.greedy import greedy_walk
 
@@ -164,6 +166,42 @@ class SaturationTest(parameterized.TestCase):
         self.assertEqual(result.ilp_start, "descent")
         self.assertLessEqual(result.best_cost, walk.cost + 1e-12)
 
+    def test_the_descent_is_the_floor_whatever_the_ilp_returns(self):
+        # A time-limited program may end with nothing (or, its start
+        # rejected, something costlier): the graph handed over is never
+        # costlier than the ILP's start, here the descent's graph.
+        graph = zoo.get_graph("vit", **zoo.REDUCED["vit"])
+        xfers = XferSet.from_name("taso")
+        walk = greedy_walk(GraphEnv(graph, xfers, _COST, EnvConfig(max_steps=NO_STEP_LIMIT)))
+        config = EqsatConfig(iteration_limit=4, time_limit_s=60, ilp_time_limit_s=1,
+                             check_outputs=False)
+
+        def nothing_found(*args, **kwargs):
+            return Extraction({}, float("inf"), "ilp", "time_limit", 0.0)
+        with mock.patch.object(saturation.extract, "ilp_extract", nothing_found):
+            result = equality_saturation(graph, xfers, _COST, config)
+        self.assertEqual(result.ilp_start, "descent")
+        self.assertIsNone(result.ilp_cost)
+        self.assertEqual(result.handed_over, "descent")
+        self.assertAlmostEqual(result.best_cost, walk.cost, places=12)
+
+    def test_incremental_matching_finds_what_matching_everything_finds(self):
+        # Semi-naive matching looks only near the classes changed since a
+        # rule last matched: the same matches in the same order, so the same
+        # e-graph, iteration by iteration.
+        graph = zoo.get_graph("squeezenet1_1")
+        rewrites, _ = compile_rules(XferSet.from_name("taso"))
+        grown = {}
+        for incremental in (False, True):
+            eg, _ = graph_to_egraph(graph)
+            _, trace = saturate(eg, rewrites, EqsatConfig(incremental=incremental,
+                                                          time_limit_s=300))
+            grown[incremental] = ([(t.matches, t.e_nodes, t.e_classes) for t in trace],
+                                  sorted(eg.node(n) for c in eg.classes()
+                                         for n in eg.live_nodes(c)))
+        self.assertGreater(len(grown[True][0]), 2)  # several iterations compared
+        self.assertEqual(grown[True], grown[False])
+
     def test_the_output_check_compares_finite_values(self):
         # He-gain weights overflow the full BERT's eight layers of matmuls
         # without a softmax: the check must pick weights that keep the
@@ -298,6 +336,33 @@ class ExtractionTest(absltest.TestCase):
         self.assertEqual(eg.filter_cycles([root], keep=used(eg, start, [root]), strict=False), 0)
         self.assertLen(eg.live_nodes(x), 2)
         self.assertLen(eg.live_nodes(cat), 1)
+        # By age: only the projection, the youngest e-node of the cycle, goes;
+        # the concat and the split stay (the depth-first walk lost both).
+        eg.unfilter()
+        self.assertEqual(eg.filter_cycles_by_age(used(eg, start, [root])), 1)
+        self.assertEqual([eg.nodes[n][0] for n in eg.live_nodes(x)], ["relu"])
+        self.assertLen(eg.live_nodes(cat), 1)
+
+    def test_filtering_by_age_leaves_no_cycle_and_keeps_the_start(self):
+        # small_cnn, TASO's rules, two iterations: cycles through split and
+        # concat. After filtering by age the classes reachable from the
+        # outputs form no cycle, greedy extraction's graph survives whole,
+        # and the ILP over what is left is never costlier than it.
+        graph = zoo.get_graph("small_cnn")
+        rewrites, _ = compile_rules(XferSet.from_name("taso"))
+        eg, roots = graph_to_egraph(graph)
+        saturate(eg, rewrites, EqsatConfig(iteration_limit=2, time_limit_s=60))
+        costs = node_costs(eg, _COST)
+        start = used(eg, greedy_extract(eg, roots, costs).choice, roots)
+        removed = eg.filter_cycles_by_age(start)
+        self.assertGreater(removed, 0)
+        self.assertTrue(all(eg.usable(n) for n in start.values()))
+        succ = {c: {eg.find(d) for n in eg.live_nodes(c) for d in eg.nodes[n][2]}
+                for c in eg.classes()}
+        self.assertEqual(_cyclic_components(sorted(succ), succ), {})
+        ilp = ilp_extract(eg, roots, costs, 10, start=start)
+        self.assertEqual(ilp.status, "optimal")
+        self.assertLessEqual(ilp.dag_cost, dag_cost(eg, start, roots, costs) + 1e-12)
 
 
 if __name__ == "__main__":

@@ -62,6 +62,10 @@ class EGraph:
         self.by_type: Dict[str, List[int]] = {}  # op type -> node ids (dead ones too)
         self._shape_cache: Dict[tuple, Optional[Tuple[Shape, ...]]] = {}
         self.unions = 0
+        # Classes whose e-nodes changed other than by an e-node added: a
+        # union's surviving class, an e-node merged into an equal one's
+        # class, in order (incremental matching's delta, `touched_since`).
+        self.touched: List[int] = []
 
     # ---------------------------------------------------------------- classes
     def find(self, c: int) -> int:
@@ -182,6 +186,7 @@ class EGraph:
         if len(self.class_nodes[a]) < len(self.class_nodes[b]):
             a, b = b, a
         self._parent[b] = a
+        self.touched.append(a)
         self.class_nodes[a].extend(self.class_nodes.pop(b))
         self.class_weight_side[a] = self.class_weight_side[a] or self.class_weight_side[b]
         self.unions += 1
@@ -207,6 +212,7 @@ class EGraph:
                 if self.filtered[other] and not self.filtered[n]:
                     memo[key], other, n = n, n, other  # the usable one stays
                 self.alive[n] = False
+                self.touched.append(self.node_class[other])
                 if self.union(self.node_class[other], self.node_class[n]):
                     merged = True
             self._memo = memo
@@ -301,6 +307,126 @@ class EGraph:
                     frame[2], frame[3] = k + 1, 0
         return removed
 
+    def filter_cycles_by_age(self, keep: Optional[Dict[int, int]] = None,
+                             search_limit: int = 64) -> int:
+        """Removes the e-nodes that close a cycle with older ones: every
+        e-node in the order saturation added it (the input graph's first),
+        `keep`'s e-nodes (an acyclic choice, e.g. the extraction program's
+        start) before all others, is kept unless its class is reachable from
+        one of its children through the e-nodes kept before it. TENSAT
+        filters so as it adds e-nodes (its "efficient" cycle filtering);
+        here it runs after saturation, so that rewrites still match the
+        e-nodes it drops. What is left is acyclic, and an e-node is dropped
+        only for a cycle (or a long search, below), never because a class
+        went empty, as the depth-first walk (`filter_cycles`) drops them: on
+        squeezenet1_1 at batch 16 with the generated rules the walk took
+        TASO's graph out of the e-graph, the age order kept it
+        (reports/2026-11-28_search_benchmark_eqsat3.md).
+
+        Reachability is kept by an incremental topological order of the
+        classes (Pearce and Kelly, JEA 2006), started from a depth-first
+        post-order: an edge from a child class to its reader that agrees
+        with the order costs nothing; one that does not searches only the
+        classes between the two; where that search would pass
+        `search_limit` classes, the e-node is dropped as if it closed a
+        cycle (what is left stays acyclic; unbounded, the searches took
+        most of the extraction's time on BERT's 10k e-nodes). Returns how
+        many e-nodes it removed."""
+        # The order starts as a depth-first post-order of the classes over
+        # all their e-nodes, oldest first, so that most edges agree with it.
+        rank: Dict[int, int] = {}        # class -> position (children lower)
+        finished = 0
+        for first in sorted(self.class_nodes):
+            if first in rank:
+                continue
+            rank[first] = -1   # on the walk
+            work = [(first, iter([d for n in sorted(self.class_nodes[first])
+                                  for d in self.nodes[n][2]]))]
+            while work:
+                c, children = work[-1]
+                for d in children:
+                    d = self.find(d)
+                    if d not in rank:
+                        rank[d] = -1
+                        work.append((d, iter([e for n in sorted(self.class_nodes[d])
+                                              for e in self.nodes[n][2]])))
+                        break
+                else:
+                    work.pop()
+                    rank[c] = finished
+                    finished += 1
+        readers: Dict[int, Dict[int, int]] = {}   # class -> {reading class: e-nodes}
+        reads: Dict[int, Dict[int, int]] = {}     # class -> {child class: e-nodes}
+
+        def rank_of(c: int) -> int:
+            r = rank.get(c)
+            if r is None:
+                r = rank[c] = len(rank) + len(self.nodes)  # after every ranked one
+            return r
+
+        def link(d: int, c: int) -> bool:
+            """Adds the edge d -> c (c reads d); False where it closes a cycle."""
+            upper, lower = rank_of(d), rank_of(c)  # a new child ranks below a new reader
+            if upper >= lower:  # the order disagrees: search between the two
+                forward, stack, seen = [], [c], {c}
+                while stack:   # classes reading c, ranked up to d's
+                    w = stack.pop()
+                    forward.append(w)
+                    for v in readers.get(w, ()):
+                        if v == d or len(seen) > search_limit:
+                            return False
+                        if v not in seen and rank[v] < upper:
+                            seen.add(v)
+                            stack.append(v)
+                backward, stack, seen = [], [d], {d}
+                while stack:   # classes d reads, ranked from c's
+                    w = stack.pop()
+                    backward.append(w)
+                    for v in reads.get(w, ()):
+                        if len(seen) > search_limit:
+                            return False
+                        if v not in seen and rank[v] > lower:
+                            seen.add(v)
+                            stack.append(v)
+                moved = sorted(backward, key=rank.__getitem__) + \
+                    sorted(forward, key=rank.__getitem__)
+                for w, r in zip(moved, sorted(rank[w] for w in moved)):
+                    rank[w] = r
+            readers.setdefault(d, {})
+            readers[d][c] = readers[d].get(c, 0) + 1
+            reads.setdefault(c, {})
+            reads[c][d] = reads[c].get(d, 0) + 1
+            return True
+
+        def unlink(d: int, c: int) -> None:
+            for table, a, b in ((readers, d, c), (reads, c, d)):
+                table[a][b] -= 1
+                if not table[a][b]:
+                    del table[a][b]
+
+        first = [keep[c] for c in self._choice_post_order(list(keep), keep)
+                 if self.usable(keep[c])] if keep else []
+        firsts = set(first)
+        removed = 0
+        for n in first + [n for n in range(len(self.nodes)) if n not in firsts]:
+            if not self.usable(n):
+                continue
+            c = self.find(self.node_class[n])
+            children = {self.find(d) for d in self.nodes[n][2]}
+            done = []
+            for d in sorted(children):
+                if d == c or not link(d, c):
+                    break
+                done.append(d)
+            else:
+                continue
+            for d in done:
+                unlink(d, c)
+            self.filtered[n] = True
+            self.class_nodes[c].remove(n)
+            removed += 1
+        return removed
+
     def unfilter(self) -> None:
         """Puts every e-node cycle filtering removed back into its class."""
         for n, out in enumerate(self.filtered):
@@ -329,6 +455,16 @@ class EGraph:
                 work.extend((self.find(d), False) for d in self.nodes[choice[c]][2]
                             if self.find(d) not in done)
         return order
+
+    def touched_since(self, node_mark: int, touched_mark: int) -> set:
+        """The classes that changed since the e-graph had `node_mark` e-nodes
+        and `touched_mark` entries in `touched`: those of the e-nodes added
+        since and those touched since (current representatives). A match
+        that was not one then holds an e-node or a class of these (unions
+        only add equalities; shapes and parameters never change)."""
+        out = {self.find(self.node_class[n]) for n in range(node_mark, len(self.nodes))}
+        out.update(self.find(c) for c in self.touched[touched_mark:])
+        return out
 
     def usable(self, n: int) -> bool:
         """Whether e-node `n` may be matched and extracted (neither merged

@@ -13,7 +13,7 @@ engine's cost backend, 0 for leaves, projections and weight-side ops):
   0/1 variable per e-node, the output classes selected, a selected e-node
   selects an e-node in each child class, cost = the sum of selected
   e-nodes' costs (shared sub-graphs counted once). Saturation filters
-  cycles as TENSAT does (`EGraph.filter_cycles`); a cycle left in a
+  cycles (`EGraph.filter_cycles`, `filter_cycles_by_age`); a cycle left in a
   solution becomes a cut and the program is solved again (lazy
   constraints). Solved by HiGHS (highspy) under a time limit, started from
   greedy extraction's choice, so that it never returns a costlier one.

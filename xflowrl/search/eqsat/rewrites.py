@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from xflowrl import _engine
 from xflowrl.rules import rules_io
@@ -158,6 +158,24 @@ class Rewrite:
         self.steps = self._plan()
         self.types = [op.type for op in src]
         self.constraints = [tuple(op.params) for op in src]
+        self.height = self._height()
+
+    def _height(self) -> int:
+        """How many e-node-to-child-class steps a match reaches below its
+        root's class at most (a split source op's outputs are one more step:
+        its `out` e-nodes' classes): a match holding a given class has its
+        root within this many steps above it."""
+        src = self.rule.src
+        depth: Dict[int, int] = {}
+
+        def op_depth(j: int) -> int:
+            if j not in depth:
+                step = 2 if src[j].type == "split" else 1
+                depth[j] = max((op_depth(p) + step for p, _, _ in self.consumers[j]),
+                               default=0)
+            return depth[j]
+        return max(op_depth(j) + (1 if any(t.op < 0 for t in op.inputs) else 0)
+                   for j, op in enumerate(src))
 
     # ------------------------------------------------------------ planning
     def _plan(self) -> List[_Step]:
@@ -208,14 +226,25 @@ class Rewrite:
 
     # ------------------------------------------------------------ matching
     def matches(self, eg: EGraph, parents: Dict[Tuple[int, str], List[int]],
-                param_memo: Dict[tuple, Any], limit: int) -> Iterator["Match"]:
+                param_memo: Dict[tuple, Any], limit: int,
+                root_classes: Optional[Tuple[Any, set]] = None,
+                skip: Optional[Callable[[int, Tuple[int, ...]], bool]] = None
+                ) -> Iterator["Match"]:
         """The rule's matches on `eg` (after a rebuild), at most `limit`.
 
         Args:
           parents: (class, op type) -> the live e-nodes of that type reading
             the class (this iteration's).
           param_memo: (node, op type, constraints) -> whether the node meets
-            them, shared by every rule in an iteration.
+            them, and the e-nodes that can be a source op by themselves:
+            shared by every rule, kept across iterations (neither changes
+            as the e-graph grows; matching runs on a rebuilt e-graph).
+          root_classes: (a key naming it, a set of classes): a single-pattern
+            rule's root e-node is looked for in these classes only
+            (incremental matching: the classes within `height` steps above
+            those changed since the rule last matched).
+          skip: (xfer, e-nodes) -> whether to leave a match out (e.g. one
+            applied before); those left out do not count towards `limit`.
         """
         nsrc = len(self.rule.src)
         nodes: List[int] = [-1] * nsrc
@@ -230,6 +259,16 @@ class Rewrite:
 
         def candidates(step: _Step) -> List[int]:
             if step.kind == "scan":
+                if root_classes is not None and not self.multi_pattern:
+                    key = ("scan in", self.types[step.op], root_classes[0],
+                           len(self.rule.src[step.op].inputs), self.constraints[step.op])
+                    found_nodes = param_memo.get(key)
+                    if found_nodes is None:
+                        found_nodes = [n for n in scan(step.op)
+                                       if eg.node_class[n] in root_classes[1]
+                                       or eg.class_of_node(n) in root_classes[1]]
+                        param_memo[key] = found_nodes
+                    return found_nodes
                 return scan(step.op)
             if step.kind == "down":
                 child = eg.nodes[nodes[step.via_op]][2][step.slot]
@@ -255,13 +294,20 @@ class Rewrite:
             once per rule was most of saturation's time)."""
             pop = self.rule.src[j]
             key = ("scan", pop.type, len(pop.inputs), self.constraints[j])
-            found_nodes = param_memo.get(key)
-            if found_nodes is None:
-                found_nodes = [n for n in eg.by_type.get(pop.type, [])
-                               if len(eg.nodes[n][2]) == len(pop.inputs) and eg.usable(n)
-                               and fits_alone(j, n)]
-                param_memo[key] = found_nodes
-            return found_nodes
+            entry = param_memo.get(key)
+            # [e-nodes of the type looked at, those that fit, e-graph size
+            # when last brought up to date]: a memo kept across iterations
+            # looks only at e-nodes added since, and drops unusable ones.
+            if entry is None:
+                entry = param_memo[key] = [0, [], -1]
+            if entry[2] != len(eg.nodes):
+                of_type = eg.by_type.get(pop.type, [])
+                entry[1] = [n for n in entry[1] if eg.usable(n)] + [
+                    n for n in of_type[entry[0]:]
+                    if len(eg.nodes[n][2]) == len(pop.inputs) and eg.usable(n)
+                    and fits_alone(j, n)]
+                entry[0], entry[2] = len(of_type), len(eg.nodes)
+            return entry[1]
 
         def fits_alone(j: int, n: int) -> bool:
             """Whether e-node `n` (of source op `j`'s type and arity) meets
@@ -326,6 +372,8 @@ class Rewrite:
                 matched = {eg.class_of_node(n) for n in nodes}
                 if any(c in matched for c in var_class.values()):
                     return  # a variable is a matched op's output: a cycle
+                if skip is not None and skip(self.xfer, tuple(nodes)):
+                    return
                 found += 1
                 yield Match(self, tuple(nodes), dict(var_class))
                 return

@@ -5,12 +5,23 @@ applies every rule of `xfers` at every match at once, iteration after
 iteration, until nothing new appears or a limit is reached (e-nodes,
 iterations, seconds), then extracts the cheapest graph the e-graph holds:
 by TENSAT's integer linear program, with greedy extraction as the fast
-fallback, the gap between the two reported. The graph handed over is the
-cheapest by the engine's own cost of the whole graph among the ILP's, the
-greedy extraction's and the original, so it is never costlier than the
-input; it is rebuilt by the engine (shapes checked) and, unless switched
-off, checked to compute the original's outputs on random values (the
-numpy reference executor, float64).
+fallback, the gap between the two reported. The ILP is solved over
+acyclic restrictions of the e-graph (a depth-first walk, then the age
+order: `EGraph.filter_cycles`, `EGraph.filter_cycles_by_age`), and over
+the loose program with order variables only where both end above one-step
+greedy's cost. The graph handed over is the cheapest by the engine's own
+cost of the whole graph among the ILP's, the greedy extraction's, the
+ILP's start (the descent's graph where that is the start) and the
+original, so it is never costlier than the input nor than the best choice
+the e-graph was known to hold; it is rebuilt by the engine (shapes
+checked) and, unless switched off, checked to compute the original's
+outputs on random values (the numpy reference executor, float64).
+
+Matching is semi-naive (`EqsatConfig.incremental`): after its first full
+pass a rule looks for its root e-node only within its pattern's height
+above the classes changed since it last found all its matches, and a
+match applied before neither counts towards `match_limit` nor is applied
+again.
 
 Multi-pattern rules (several source outputs) are applied in the first
 `multi_pattern_iterations` iterations only, as TENSAT's `k_multi`: they
@@ -50,10 +61,11 @@ class EqsatConfig:
     multi-pattern rules run in 2 iterations (TENSAT's k_multi of 2: chains
     of merges, e.g. BERT's three attention matmuls merged by a pairwise
     rule applied twice, need the second). TENSAT's node limit is 50k with
-    an hour for extraction; here 10k e-nodes, 30 s of saturation and 15 s
-    per ILP program (a second runs only where the first ends above one-step
-    greedy's cost) keep a run within a minute on this 2-core machine: the
-    ILP finds less on a larger e-graph in the same time (docs/benchmark.md)."""
+    an hour for extraction; here 10k e-nodes, 30 s of saturation, 15 s for
+    the two acyclic ILP programs together and 15 s more for the loose one
+    (only where both end above one-step greedy's cost) keep a run within a
+    minute on this 2-core machine: the ILP finds less on a larger e-graph
+    in the same time (docs/benchmark.md)."""
     node_limit: int = 10_000
     iteration_limit: int = 15
     time_limit_s: float = 30.0
@@ -62,11 +74,20 @@ class EqsatConfig:
     ban_length: int = 5
     filter_cycles: bool = True       # TENSAT's cycle filtering before the ILP
     extraction: str = "ilp"          # "ilp" (greedy as the fallback) | "greedy"
-    ilp_time_limit_s: float = 15.0   # per program (a second one runs at most)
+    ilp_time_limit_s: float = 15.0   # the acyclic programs together; the loose one again
+    # The age-ordered program, the second acyclic one, at most this long:
+    # on a large e-graph HiGHS can spend the whole limit proving the walk's
+    # graph optimal there, and where it finds better it mostly does so soon.
+    age_time_limit_s: float = 5.0
     # The ILP's start may be one-step greedy's graph (the engine's descent
     # under the same rules) where the e-graph holds it and it is the
     # cheapest known choice; see `equality_saturation`.
     start_from_descent: bool = True
+    # Semi-naive matching: a rule looks for matches only among e-nodes
+    # within its pattern's height above the classes changed since it last
+    # found all its matches (the same matches, in the same order, as
+    # matching the whole e-graph again: tests/search/eqsat_test.py).
+    incremental: bool = True
     check_outputs: bool = True
 
     def __post_init__(self):
@@ -76,7 +97,7 @@ class EqsatConfig:
         for name in ("node_limit", "iteration_limit", "match_limit"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.time_limit_s <= 0 or self.ilp_time_limit_s <= 0:
+        if self.time_limit_s <= 0 or self.ilp_time_limit_s <= 0 or self.age_time_limit_s <= 0:
             raise ValueError("time limits must be positive")
         if self.multi_pattern_iterations < 0:
             raise ValueError("multi_pattern_iterations must be >= 0")
@@ -97,7 +118,7 @@ class SaturationResult(NamedTuple):
     graph: Graph                  # the graph handed over
     initial_cost: float
     best_cost: float              # graph's cost
-    handed_over: str              # "ilp" | "greedy" | "original": whose graph it is
+    handed_over: str              # "ilp" | "greedy" | "descent" (the ILP's start) | "original"
     greedy_cost: float            # greedy extraction's graph
     ilp_cost: Optional[float]     # the ILP's graph; None where it found none or did not run
     # "optimal" | "time_limit" | "failed" | "off"; where the second program
@@ -202,6 +223,25 @@ def _parents(eg: EGraph) -> Dict[Tuple[int, str], List[int]]:
     return parents
 
 
+def _readers(eg: EGraph, parents: Dict[Tuple[int, str], List[int]]) -> Dict[int, set]:
+    """Class -> the classes of the live e-nodes reading it."""
+    readers: Dict[int, set] = {}
+    for (child, _), nodes in parents.items():
+        readers.setdefault(child, set()).update(eg.class_of_node(n) for n in nodes)
+    return readers
+
+
+def _above(classes: set, readers: Dict[int, set], steps: int) -> set:
+    """`classes` and the classes at most `steps` reader steps above them."""
+    out, level = set(classes), set(classes)
+    for _ in range(steps):
+        level = {p for c in level for p in readers.get(c, ()) if p not in out}
+        if not level:
+            break
+        out |= level
+    return out
+
+
 def saturate(eg: EGraph, rewrites: List[Rewrite], config: EqsatConfig,
              start: Optional[float] = None) -> Tuple[str, List[IterationStats]]:
     """Applies `rewrites` to `eg` until saturation or a limit; returns the
@@ -211,22 +251,53 @@ def saturate(eg: EGraph, rewrites: List[Rewrite], config: EqsatConfig,
     banned_until: Dict[int, int] = {}
     bans: Dict[int, int] = {}
     applied = set()
+    # Incremental (semi-naive) matching: per rule, the e-graph's marks
+    # (e-nodes, touched classes) when it last found all its matches.
+    marks: Dict[int, Tuple[int, int]] = {}
+
+    def was_applied(xfer: int, nodes: Tuple[int, ...]) -> bool:
+        return (xfer, nodes) in applied
     trace: List[IterationStats] = []
+    param_memo: Dict[tuple, Any] = {}  # shared by the rules, kept across iterations
     for it in range(config.iteration_limit):
         parents = _parents(eg)
-        param_memo: Dict[tuple, Any] = {}  # shared by the rules of an iteration
+        now = (len(eg.nodes), len(eg.touched))
+        readers: Optional[Dict[int, set]] = None
+        near_changes: Dict[Tuple[int, int, int], set] = {}
         matches = []
-        out_of_time = False
+        out_of_time = cut_short = False
         for r, rw in enumerate(rewrites):
             if rw.multi_pattern and it >= config.multi_pattern_iterations:
                 continue
             if banned_until.get(r, -1) > it:
                 continue
-            found = list(rw.matches(eg, parents, param_memo, config.match_limit))
+            root_classes = None
+            if config.incremental and not rw.multi_pattern and r in marks:
+                key = marks[r] + (rw.height,) + now
+                if key not in near_changes:
+                    if readers is None:
+                        readers = _readers(eg, parents)
+                    near_changes[key] = _above(eg.touched_since(*marks[r]), readers,
+                                               rw.height)
+                root_classes = (key, near_changes[key])
+            # Matches past the e-graph's room for new e-nodes are not looked
+            # for: those found first are applied first, and the node limit
+            # ends saturation within them where each adds an e-node (on
+            # BERT, matching the whole 10k-e-node e-graph took most of the
+            # run for the 100 matches applied). A rule cut short keeps its
+            # marks and finds the rest in the next iteration, if any.
+            room = config.node_limit - eg.num_nodes() - len(matches)
+            cap = min(config.match_limit, max(room, 1))
+            found = list(rw.matches(eg, parents, param_memo, cap, root_classes, was_applied))
             if len(found) >= config.match_limit:
                 bans[r] = bans.get(r, 0) + 1
                 banned_until[r] = it + 1 + config.ban_length * 2 ** (bans[r] - 1)
+            elif len(found) < cap:
+                marks[r] = now  # every match of the e-graph as it is now found
             matches.extend(found)
+            if len(found) >= cap and cap < config.match_limit:
+                cut_short = True  # the rules after this one were not matched
+                break
             if time.time() > deadline:
                 out_of_time = True  # the rules after this one were not matched
                 break
@@ -256,7 +327,7 @@ def saturate(eg: EGraph, rewrites: List[Rewrite], config: EqsatConfig,
             return stop, trace
         if out_of_time:
             return "time_limit", trace
-        if eg.num_nodes() == nodes_before and eg.unions == unions_before:
+        if eg.num_nodes() == nodes_before and eg.unions == unions_before and not cut_short:
             if not any(until > it + 1 for until in banned_until.values()):
                 return "saturated", trace
             banned_until.clear()  # nothing new without them: let them run (as egg does)
@@ -354,19 +425,43 @@ def equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
     if config.extraction == "ilp":
         ilp_start, start_choice, descent_cost = _ilp_start(eg, roots, costs, graph, greedy,
                                                            xfers, cost_model, config)
+        if ilp_start == "descent":
+            # The floor: never hand over worse than the best choice held,
+            # whatever a time-limited program returns.
+            descent_graph = extract.build_graph(eg, start_choice, roots)
+            candidates.append((descent_graph.cost(cost_model), "descent", descent_graph))
         statuses = []
         order = extract.tree_costs(eg, roots, costs) if config.filter_cycles else {}
-        for strict in (True, False) if config.filter_cycles else (None,):
-            if strict is not None:
+        # Two acyclic restrictions of the e-graph, each solved exactly (the
+        # cheaper one wins): the depth-first walk (`EGraph.filter_cycles`,
+        # cheap; it can empty classes and lose their readers), then the age
+        # order (`EGraph.filter_cycles_by_age`, drops an e-node only for a
+        # cycle), started from the walk's graph. They share one time limit.
+        # Then, as a last resort, the loose program.
+        programs = ("walk", "age", "loose") if config.filter_cycles else ("none",)
+        acyclic_seconds = 0.0
+        for program in programs:
+            if program == "loose" and ilp_cost is not None and \
+                    ilp_cost <= descent_cost + 1e-9 * initial_cost:
+                break  # see below
+            keep = extract.used(eg, start_choice, roots)
+            eg.unfilter()
+            if program == "age":
+                eg.filter_cycles_by_age(keep)
+            elif program != "none":
                 # After saturation (TENSAT filters after every iteration,
                 # which here dropped e-nodes later rewrites needed;
                 # docs/benchmark.md), each class's e-nodes walked cheapest
                 # tree cost first, the start's kept whole.
-                eg.unfilter()
-                eg.filter_cycles(roots, order, keep=extract.used(eg, start_choice, roots),
-                                 strict=strict)
-            ilp = extract.ilp_extract(eg, roots, costs, config.ilp_time_limit_s,
-                                      start=start_choice)
+                eg.filter_cycles(roots, order, keep=keep, strict=program == "walk")
+            left = config.ilp_time_limit_s
+            if program != "loose":
+                left = max(left - acyclic_seconds, 1.0)
+            if program == "age":
+                left = min(left, config.age_time_limit_s)
+            ilp = extract.ilp_extract(eg, roots, costs, left, start=start_choice)
+            if program != "loose":
+                acyclic_seconds += ilp.seconds
             ilp_programs += 1
             statuses.append(ilp.status)
             if ilp.choice:
@@ -375,15 +470,14 @@ def equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
                 if ilp_cost is None or cost < ilp_cost:
                     ilp_cost = cost
                     candidates.append((cost, "ilp", ilp_graph))
-                    start_choice = ilp.choice
-            # A second chance: the strict walk can empty classes a walk
-            # from another side would keep (on BERT with the default rules
-            # it left only the input's graph); where the ILP ends above
-            # the descent's cost, the program that keeps each class's last
-            # e-node (cycles ruled out by order variables) is solved too,
-            # from the first one's graph, with a time limit of its own.
-            if ilp_cost is not None and ilp_cost <= descent_cost + 1e-9 * initial_cost:
-                break
+                if extract.dag_cost(eg, ilp.choice, roots, costs) <= \
+                        extract.dag_cost(eg, start_choice, roots, costs):
+                    start_choice = ilp.choice  # the next program starts from it
+            # The loose program: where both acyclic programs end above the
+            # descent's cost, the program that keeps each class's last
+            # e-node (cycles ruled out by order variables; a weak
+            # relaxation, so slow) is solved too, from the best graph so
+            # far, with a time limit of its own.
         ilp_status = "+".join(statuses)
     # The cheapest whole graph; ties go to the earlier (original first).
     best_cost, handed_over, best = min(candidates, key=lambda t: t[0])
