@@ -56,8 +56,6 @@ E2E = (
     "tests/experiments/reproduce_cluster_test.py",
     "tests/agents/ppo/rollouts_test.py",                 # Ray actors; train_mf.py on them
     "tests/experiments/train_generalist_test.py",
-    # experiments/generate_rules.py --max_ops=3: the shipped rule set.
-    "tests/generator/generator_test.py::GeneratorTest::test_shipped_rules_are_the_k3_run",
     "tests/world_model/quick_run_test.py",               # train_mb.py --quick, resumed
     "tests/agents/ppo/agent_test.py::TrainingTest",      # training runs; train_mf.py --quick
     "tests/world_model/agent_test.py::RealEpisodesResumeTest",  # the agent's loop, resumed

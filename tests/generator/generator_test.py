@@ -1,10 +1,7 @@
 """Tests of the substitution generator."""
 
-import json
+import importlib.util
 import os
-import subprocess
-import sys
-import tempfile
 from unittest import mock
 
 from absl.testing import absltest
@@ -179,33 +176,53 @@ class GeneratorTest(absltest.TestCase):
         with self.assertRaisesRegex(ValueError, "unknown rule set 'best'"):
             XferSet.from_name("best")
 
-    def test_shipped_rules_are_the_k3_run(self):
-        # The shipped default rule set is what `generate_rules.py --max_ops=3`
-        # writes (its semantics are checked rule by rule in
-        # tests/rules/semantics_test.py).
-        with tempfile.TemporaryDirectory() as tmp:
-            out, report = os.path.join(tmp, "rules.json"), os.path.join(tmp, "report.json")
-            subprocess.run([sys.executable, os.path.join(REPO, "experiments/generate_rules.py"),
-                            "--max_ops=3", "--z3_timeout_ms=0", f"--output={out}",
-                            f"--report={report}"],
-                           check=True, cwd=REPO, capture_output=True)
-            self.assertEqual(rules_io.load_rules(out), rules_io.load_rules(GENERATED_RULES))
-            with open(report) as f:
-                summary = json.load(f)
-        self.assertEqual(summary["kept"], len(rules_io.load_rules(GENERATED_RULES)))
-        self.assertGreater(summary["kept_two_output"], 0)
-        self.assertGreaterEqual(summary["taso_rules_rediscovered"], 85)
-        # With four matrix inputs: TASO's x1 w1 + x2 w2 -> concat(x1, x2) concat(w1, w2).
+    def test_shipped_rules_hold_taso_s_matrix_merge(self):
+        # That the shipped default set is what `generate_rules.py --max_ops=3`
+        # writes is checked by scripts/check_generated_rules.py (.ci/run: a
+        # minute of generation); its semantics rule by rule in
+        # tests/rules/semantics_test.py. With four matrix inputs: TASO's
+        # x1 w1 + x2 w2 -> concat(x1, x2) concat(w1, w2).
         merge = next(r for r in rules_io.load_rules(TASO_RULES_JSON) if r.name == "taso_73")
         self.assertIn(emit.canonical(merge),
                       {emit.canonical(r) for r in rules_io.load_rules(GENERATED_RULES)})
-        # Found on 4x4 matrices, true only for a square x0: dropped, with the
-        # sizes that refute it.
-        self.assertEqual(summary["rejected_other_sizes"],
-                         len(summary["rejected_other_sizes_rules"]))
-        self.assertTrue(any(line.startswith("matmul_relu(concat1(x0, x1), concat0(x0, x2)) -> ")
-                            for line in summary["rejected_other_sizes_rules"]),
-                        summary["rejected_other_sizes_rules"])
+
+
+class CheckGeneratedRulesTest(absltest.TestCase):
+    """scripts/check_generated_rules.py (run by .ci/run) fails on each
+    difference it is there to catch."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        spec = importlib.util.spec_from_file_location(
+            "check_generated_rules", os.path.join(REPO, "scripts", "check_generated_rules.py"))
+        cls.check = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(cls.check)
+        cls.shipped = rules_io.load_rules(GENERATED_RULES)
+        square_only = cls.check.SQUARE_ONLY_RULE + "concat1(matmul_relu(x0, x0), ...)"
+        cls.report = {"kept": len(cls.shipped), "kept_two_output": 54,
+                      "taso_rules_rediscovered": 85, "rejected_other_sizes": 2,
+                      "rejected_other_sizes_rules": ["a(x) -> b(x)", square_only]}
+
+    def failures(self, rules=None, **report):
+        return self.check.failures(self.shipped if rules is None else rules,
+                                   dict(self.report, **report), self.shipped)
+
+    def test_the_shipped_rules_and_their_report_pass(self):
+        self.assertEqual(self.failures(), [])
+
+    def test_each_difference_fails(self):
+        self.assertRegex(" ".join(self.failures(rules=self.shipped[:-1])),
+                         f"wrote {len(self.shipped) - 1} rules, not the {len(self.shipped)}")
+        self.assertLen(self.failures(rules=self.shipped[1:] + self.shipped[:1]), 1)
+        self.assertRegex(" ".join(self.failures(kept=1)), "kept 1")
+        self.assertRegex(" ".join(self.failures(kept_two_output=0)), "two outputs")
+        self.assertRegex(" ".join(self.failures(taso_rules_rediscovered=84)),
+                         "84 of TASO's rules")
+        self.assertRegex(" ".join(self.failures(rejected_other_sizes=3)), "3 but 2 listed")
+        self.assertRegex(" ".join(self.failures(rejected_other_sizes=1,
+                                                rejected_other_sizes_rules=["a(x) -> b(x)"])),
+                         "square x0")
 
 
 class ScalarRulesTest(absltest.TestCase):
