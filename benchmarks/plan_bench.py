@@ -27,7 +27,12 @@ one-step greedy from the graph with identical ops merged
 (`xflowrl.engine.dedupe`, which equality saturation does to its input by
 storing each e-node once), with `gap_is_merging` where that alone reaches
 the best known: a setting whose gap no amount of looking ahead under the
-rules can close. Then the counts over the settings.
+rules can close; TASO's search's seconds and expansions (alpha 1.05,
+budget 1,000) in the benchmark run the list comes from, and whether the
+planner's median real steps stay within those expansions (the same unit:
+one enumeration and costing of a graph's candidates; seconds of two runs
+on a shared machine compare less well). Then the counts over the
+settings.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ import json
 import os
 import statistics
 import sys
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from absl import app, flags
 
@@ -115,7 +120,28 @@ def merged_then_greedy(setting: LookaheadSetting) -> float:
     return 100.0 * (walk.cost / env.initial_cost - 1.0)
 
 
-def summarise(setting: LookaheadSetting, rows: List[dict]) -> dict:
+def taso_runs() -> Dict[str, dict]:
+    """TASO's search at alpha 1.05, budget 1,000, per setting name, from the
+    benchmark rows the list was made from (`settings_source()`): its
+    seconds and expansions there."""
+    out: Dict[str, dict] = {}
+    for path in settings_source().get("benchmark_json", []):
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            for row in json.load(f):
+                batch = int(row.get("batch") or 1)
+                name = (f"{row['graph']}/{row['rules']}/{row['cost_model'].replace('/', '-')}"
+                        + (f"@b{batch}" if batch != 1 else ""))
+                for search in row.get("search", []):
+                    if search["alpha"] == 1.05 and search["budget"] == 1000:
+                        out[name] = {"seconds": search["seconds"],
+                                     "expansions": search["expansions"]}
+    return out
+
+
+def summarise(setting: LookaheadSetting, rows: List[dict],
+              taso: Optional[dict] = None) -> dict:
     """The setting's line of the printed JSON (module docstring)."""
     changes = [r["change_pct"] for r in rows]
     median = statistics.median(changes)
@@ -137,6 +163,11 @@ def summarise(setting: LookaheadSetting, rows: List[dict]) -> dict:
         "not_worse_than_greedy": max(changes) <= methods["greedy"] + 1e-9,
         "beyond_best_known": median < best - 1e-9,
     }
+    if taso is not None:
+        out["taso_seconds"] = round(taso["seconds"], 2)
+        out["taso_expansions"] = taso["expansions"]
+        out["real_steps_within_taso_expansions"] = (out["real_steps_median"]
+                                                    <= taso["expansions"])
     if "taso" in methods and methods["taso"] - best >= WITHIN_PT:
         out["beats_taso"] = median < methods["taso"] - 1e-9
     return out
@@ -167,13 +198,17 @@ def main(argv):
             print(f"{setting.name} seed {seed}: {row['change_pct']:+.2f}% "
                   f"(greedy {setting.change_pct('greedy'):+.2f}%), {row['real_steps']} real "
                   f"steps, {row['seconds']:.1f} s, {row['stopped']}", file=sys.stderr, flush=True)
-    lines = [summarise(s, [done[(s.name, seed)] for seed in seeds]) for s in settings]
+    taso = taso_runs()
+    lines = [summarise(s, [done[(s.name, seed)] for seed in seeds], taso.get(s.name))
+             for s in settings]
     counts = {
         "settings": len(lines),
         "within_1pt_of_best": sum(line["within_1pt_of_best"] for line in lines),
         "not_worse_than_greedy": sum(line["not_worse_than_greedy"] for line in lines),
         "beyond_best_known": sum(line["beyond_best_known"] for line in lines),
         "gap_is_merging": sum(line["gap_is_merging"] for line in lines),
+        "real_steps_within_taso_expansions": sum(
+            line.get("real_steps_within_taso_expansions", False) for line in lines),
         "beats_taso": f"{sum(line.get('beats_taso', False) for line in lines)} of "
                       f"{sum('beats_taso' in line for line in lines)}",
         "graphs_beyond_greedy_by_1pt": sorted({
