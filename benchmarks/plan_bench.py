@@ -65,6 +65,7 @@ flags.DEFINE_integer("max_real_steps", PlanConfig.max_real_steps, "expansions pe
 flags.DEFINE_float("time_limit_s", PlanConfig.time_limit_s, "seconds per run")
 flags.DEFINE_bool("greedy_start", PlanConfig.greedy_start, "start from greedy's descent")
 flags.DEFINE_string("rows", "results/plan_bench/rows.jsonl", "the rows, appended (resume)")
+flags.DEFINE_string("markdown", None, "also write the table of the settings as Markdown here")
 
 # Points by which the planner may trail the best known method and still
 # count as reaching it (issue 44's first target).
@@ -217,6 +218,33 @@ def main(argv):
     }
     print(json.dumps({"config": key, "seeds": seeds, "settings_source": settings_source(),
                       "counts": counts, "settings": lines}, indent=1))
+    if FLAGS.markdown:
+        with open(FLAGS.markdown, "w") as f:
+            f.write(markdown_table(lines))
+
+
+def _pct(value: Optional[float]) -> str:
+    return "" if value is None else f"{value:+.2f}%"
+
+
+def markdown_table(lines: List[dict]) -> str:
+    """The settings' lines as a Markdown table (changes in % of the initial
+    cost; the planner's median [min, max] over the seeds)."""
+    out = ["| setting | greedy | TASO | eqsat | random | merged + greedy | best known "
+           "| planner, median [range] | real steps | TASO expansions | within 1 pt "
+           "| beats TASO |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for line in lines:
+        low, high = line["plan_range"]
+        beats = {True: "yes", False: "no"}.get(line.get("beats_taso"), "")
+        out.append(
+            f"| `{line['setting']}` | {_pct(line.get('greedy'))} | {_pct(line.get('taso'))} "
+            f"| {_pct(line.get('eqsat'))} | {_pct(line.get('random'))} "
+            f"| {_pct(line['merged_then_greedy'])} | {_pct(line['best_known'])} "
+            f"| {_pct(line['plan_median'])} [{low:+.2f}, {high:+.2f}] "
+            f"| {line['real_steps_median']:.0f} | {line.get('taso_expansions', '')} "
+            f"| {'yes' if line['within_1pt_of_best'] else 'no'} | {beats} |")
+    return "\n".join(out) + "\n"
 
 
 if __name__ == "__main__":

@@ -1,0 +1,66 @@
+"""benchmarks/plan_bench.py as a user runs it (a subprocess, one setting,
+one seed, a small budget): the row appended, the JSON summary and the
+Markdown table, and a second run resuming from the rows without planning
+again."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from absl.testing import absltest
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_SETTING = "squeezenet1_1/generated/analytic-v100"
+
+
+def _run(folder, *extra):
+    rows = os.path.join(folder, "rows.jsonl")
+    done = subprocess.run(
+        [sys.executable, os.path.join(_ROOT, "benchmarks", "plan_bench.py"),
+         f"--settings={_SETTING}", "--seeds=0", "--simulations=4", "--root_actions=4",
+         "--max_real_steps=300", f"--rows={rows}",
+         f"--markdown={os.path.join(folder, 'table.md')}", *extra],
+        capture_output=True, text=True, cwd=_ROOT, timeout=600)
+    return done, rows
+
+
+class PlanBenchTest(absltest.TestCase):
+
+    def test_plans_summarises_and_resumes(self):
+        with tempfile.TemporaryDirectory() as folder:
+            done, rows = _run(folder)
+            self.assertEqual(done.returncode, 0, done.stderr[-2000:])
+            summary = json.loads(done.stdout)
+            line = summary["settings"][0]
+            self.assertEqual(line["setting"], _SETTING)
+            self.assertLessEqual(line["plan_median"], line["greedy"] + 1e-9)
+            self.assertTrue(line["not_worse_than_greedy"])
+            self.assertLessEqual(line["real_steps_median"], 300 + 1)
+            self.assertFalse(line["gap_is_merging"])  # squeezenet repeats no op
+            self.assertEqual(summary["counts"]["settings"], 1)
+            with open(rows) as f:
+                self.assertLen(f.readlines(), 1)
+            with open(os.path.join(folder, "table.md")) as f:
+                self.assertIn(f"| `{_SETTING}` |", f.read())
+            again, _ = _run(folder)
+            self.assertEqual(again.returncode, 0, again.stderr[-2000:])
+            self.assertNotIn("seed 0:", again.stderr)   # nothing planned again
+            with open(rows) as f:
+                self.assertLen(f.readlines(), 1)
+            self.assertEqual(json.loads(again.stdout)["settings"][0]["plan_median"],
+                             line["plan_median"])
+
+    def test_unknown_setting_is_refused(self):
+        with tempfile.TemporaryDirectory() as folder:
+            done = subprocess.run(
+                [sys.executable, os.path.join(_ROOT, "benchmarks", "plan_bench.py"),
+                 "--settings=nothing/here", f"--rows={os.path.join(folder, 'r.jsonl')}"],
+                capture_output=True, text=True, cwd=_ROOT, timeout=300)
+            self.assertNotEqual(done.returncode, 0)
+            self.assertIn("unknown settings", done.stderr)
+
+
+if __name__ == "__main__":
+    absltest.main()
