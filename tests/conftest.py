@@ -10,8 +10,18 @@ about one run in three on a loaded machine; with one inter-op thread it
 passed every time). The tests that promise "to the bit" (resumed runs of the
 agents and the world model) are about what a checkpoint restores, not
 TensorFlow's scheduling, so the suite runs ops one graph node at a time.
-Intra-op threads (the cores one op's kernel uses) stay at TensorFlow's
-default.
+
+One intra-op thread, and no graph optimiser (grappler). The suite's
+networks are small: an op's kernel split over both cores, beside the other
+worker's process on the same two cores, waits more than it computes, and
+grappler's rewriting of each newly traced tf.function costs more than it
+saves on a few calls. Both, in this process only (the entry points a test
+starts run as a user runs them), took TensorFlow-heavy unit tests
+(tests/agents/ppo/learning_test.py, tests/world_model/controller_test.py,
+tests/transfer/runtime_test.py) from 197-312 s to 127-173 s on this 2-core
+machine under load, and change nothing a test asserts: what tests compare
+bit for bit they compute twice in this process, and what they compare with
+a NumPy reference they compare with a tolerance.
 
 Tiers. A test is `e2e` (end to end) when it runs an entry point
 (experiments/, benchmarks/, the `xflowrl` command) or a whole training run
@@ -45,6 +55,8 @@ import pytest
 import tensorflow as tf
 
 tf.config.threading.set_inter_op_parallelism_threads(1)
+tf.config.threading.set_intra_op_parallelism_threads(1)
+tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
 
 _RAY_TMPDIR = os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="xflowrl-test-ray-")
 
