@@ -6,11 +6,13 @@ root candidates from them (Gumbel-top-k), so a prior decides which of a
 graph's hundreds of candidates get simulations at all.
 
 - `CostPrior`: the candidates' own cost changes, `-delta / temperature`
-  with delta in points of the initial cost: a candidate one point cheaper
+  with delta in points of the initial cost (a multi-location action's:
+  its estimate, `xflowrl.planning.simulator.Expansion`): a candidate one point cheaper
   is e times likelier than a cost-neutral one at temperature 1. Needs no
   training; what one-step greedy knows, as a distribution.
 - `PolicyPrior`: a trained graph policy's joint distribution, the xfer
-  head's masked softmax times the location head's given that xfer
+  head's masked softmax times the location head's given that xfer (a
+  multi-location action: the xfer's probability alone)
   (`xflowrl.transfer.runtime.NumpyPolicy`, NumPy only: the shipped
   generalist or any policy folder with `policy.npz`).
 - `UniformPrior`: all equal; the ablation that shows what a prior adds.
@@ -91,11 +93,14 @@ class PolicyPrior:
         xfers = expansion.actions[:, 0]
         for xfer in np.unique(xfers):
             rows = np.flatnonzero(xfers == xfer)
+            singles = rows[rows < expansion.singles]
+            # A multi-location action: the xfer's probability.
+            out[rows[rows >= expansion.singles]] = xfer_log_p[xfer]
             mask = observation.location_mask[xfer]
             location_log_p = masked_log_softmax(policy.location_logits(
                 nodes, graph_embedding, int(xfer), locations.nodes_of(int(xfer)),
                 locations.cost_delta_of(int(xfer)), mask), mask)
-            out[rows] = xfer_log_p[xfer] + location_log_p[expansion.actions[rows, 1]]
+            out[singles] = xfer_log_p[xfer] + location_log_p[expansion.actions[singles, 1]]
         return out
 
 

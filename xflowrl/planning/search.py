@@ -24,6 +24,9 @@ real graph, built by the engine (`xflowrl.planning.simulator`).
   candidate, exactly: the candidates are costed), or, with
   `rollout_steps` > 0, the cheapest graph of a one-step-greedy rollout of
   that many steps from it (each a real step, each graph a node).
+- **Stopping**: where nothing cheaper than the current graph is known
+  below it, the root is searched again, with new Gumbel draws, up to
+  `patience` times before planning stops there.
 - **Greedy start** (default): before the first decision, one-step
   greedy's descent from the input is put into the tree, so that planning
   starts from greedy's route and hands over nothing worse than greedy's
@@ -46,7 +49,7 @@ import numpy as np
 from xflowrl.engine import Graph
 from xflowrl.env import CHEAPER, GraphEnv
 from xflowrl.planning.priors import Prior, make_prior
-from xflowrl.planning.simulator import EngineSimulator
+from xflowrl.planning.simulator import EngineSimulator, MERGE, MERGE_NAME, Step
 from xflowrl.planning.tree import Node, Tree
 
 # Why planning ended (`PlanResult.stopped`).
@@ -68,10 +71,17 @@ class PlanConfig:
       greedy_start: first descend from the input as one-step greedy would
         (its graphs become nodes, its real steps count), so that the search
         starts out knowing greedy's route and can only end at or below it.
+      everywhere: offer multi-location actions too, an xfer at all its
+        locations in one step (`xflowrl.planning.simulator`).
+      merge_identical: merge identical ops in the input and in every graph
+        built (`xflowrl.engine.dedupe`), as an e-graph does; the route then
+        holds merge steps (`xflowrl.planning.simulator.replay_route`).
       max_decisions: actions taken at most (the environment's step limit
         by default, `plan`'s `env.config.max_steps`).
       max_real_steps: expansions at most, rollouts included.
       time_limit_s: wall time at most.
+      patience: searches from a graph below which nothing cheaper is known
+        before planning stops there (each draws other root actions).
       seed: of the Gumbel noise.
     """
     prior: str = "cost"
@@ -85,11 +95,16 @@ class PlanConfig:
     max_real_steps: int = 5_000
     time_limit_s: float = 60.0
     greedy_start: bool = True
+    everywhere: bool = False
+    merge_identical: bool = False
+    patience: int = 2
     seed: int = 0
 
     def __post_init__(self):
         if self.simulations < 1 or self.root_actions < 1:
             raise ValueError("simulations and root_actions must be >= 1")
+        if self.patience < 0:
+            raise ValueError("patience must be >= 0")
         if self.rollout_steps < 0 or self.max_real_steps < 1 or self.time_limit_s <= 0:
             raise ValueError("rollout_steps must be >= 0, max_real_steps >= 1 and "
                              "time_limit_s > 0")
@@ -103,6 +118,7 @@ class PlanResult(NamedTuple):
     initial_cost: float               # ms
     real_steps: int                   # expansions, rollouts included
     applies: int                      # candidate graphs built
+    rule_enumerations: int            # single-rule enumerations (multi-location actions)
     decisions: int                    # actions taken
     nodes: int                        # graphs in the tree
     seconds: float
@@ -119,7 +135,7 @@ class _Best(NamedTuple):
     `node` itself); `graph` where it was built."""
     cost: float
     node: Node
-    suffix: Tuple[Tuple[int, int], ...]
+    suffix: Tuple[Step, ...]
     graph: Optional[Graph]
 
 
@@ -130,14 +146,16 @@ class Planner:
                  progress: Optional[Callable[[str], None]] = None):
         self.env = env
         self.config = config
-        self.sim = EngineSimulator.of(env)
+        self.sim = EngineSimulator.of(env, config.merge_identical)
         self.prior = prior if prior is not None else make_prior(config.prior, env)
         self.tree = Tree()
         self.rng = np.random.default_rng(config.seed)
         self.progress = progress
         self._start = time.monotonic()
-        self.root = self.tree.node_of(env.initial_graph, env.initial_cost, None, None)
-        self.best = _Best(env.initial_cost, self.root, (), env.initial_graph)
+        start, self._prefix = self.sim.canonical(env.initial_graph)
+        cost = start.cost(env.cost_model) if self._prefix else env.initial_cost
+        self.root = self.tree.node_of(start, cost, None)
+        self.best = _Best(cost, self.root, (), start)
         self._expand(self.root, rollout=False)
         if config.greedy_start:
             self._descend(self.root, self.env.config.max_steps)
@@ -157,12 +175,12 @@ class Planner:
     def _expand(self, node: Node, rollout: bool = True) -> None:
         """Expands `node` (a real step), sets its prior and its leaf value
         (and rolls out from it, where `rollout_steps` asks)."""
-        expansion = self.sim.expand(node.graph, node.cost)
+        expansion = self.sim.expand(node.graph, node.cost, self.config.everywhere)
         node.attach(expansion, self.prior.logits(expansion))
-        if len(expansion.actions):
-            index = int(np.argmin(expansion.costs))
+        if expansion.singles:
+            index = int(np.argmin(expansion.candidate_costs))
             xfer, location = (int(a) for a in expansion.actions[index])
-            self._offer(float(expansion.costs[index]), node, ((xfer, location),), None)
+            self._offer(float(expansion.costs[index]), node, (Step(xfer, location),), None)
             if rollout and self.config.rollout_steps:
                 self._descend(node, self.config.rollout_steps)
 
@@ -175,9 +193,9 @@ class Planner:
         for _ in range(steps):
             expansion = path[-1].expansion
             assert expansion is not None
-            if not len(expansion.actions) or self._out_of():
+            if not expansion.singles or self._out_of():
                 break
-            index = int(np.argmin(expansion.costs))
+            index = int(np.argmin(expansion.candidate_costs))
             if expansion.costs[index] >= expansion.cost - CHEAPER:
                 break
             child = self._child(path[-1], index)
@@ -191,7 +209,7 @@ class Planner:
             below.visits += 1
             parent.best_cost = min(parent.best_cost, below.best_cost)
 
-    def _offer(self, cost: float, node: Node, suffix: Tuple[Tuple[int, int], ...],
+    def _offer(self, cost: float, node: Node, suffix: Tuple[Step, ...],
                graph: Optional[Graph]) -> None:
         if cost < self.best.cost - CHEAPER:
             self.best = _Best(cost, node, suffix, graph)
@@ -201,11 +219,17 @@ class Planner:
     def _child(self, node: Node, index: int) -> Node:
         child = node.children.get(index)
         if child is None:
-            assert node.expansion is not None
-            graph = self.sim.child(node.expansion, index)
-            action = tuple(int(a) for a in node.expansion.actions[index])
-            child = self.tree.node_of(graph, float(node.expansion.costs[index]), node,
-                                      (action[0], action[1]))
+            expansion = node.expansion
+            assert expansion is not None
+            graph, steps = self.sim.child(expansion, index)
+            # A candidate's cost is exact, and offered already; not a
+            # multi-location action's, nor a graph's once ops were merged.
+            known = index < expansion.singles and steps[-1].xfer != MERGE
+            cost = (float(expansion.costs[index]) if known
+                    else graph.cost(self.sim.cost_model))
+            child = self.tree.node_of(graph, cost, node, steps)
+            if not known:
+                self._offer(cost, child, (), graph)
             node.children[index] = child
         return child
 
@@ -295,7 +319,7 @@ class Planner:
         """Decides, acts and moves down until a stop (module docstring)."""
         limit = (self.config.max_decisions if self.config.max_decisions is not None
                  else self.env.config.max_steps)
-        root, decisions, stopped = self.root, 0, "step_limit"
+        root, decisions, stopped, fruitless = self.root, 0, "step_limit", 0
         while decisions < limit:
             assert root.expansion is not None
             if not len(root.expansion.actions):
@@ -310,8 +334,14 @@ class Planner:
                 stopped = self._out_of() or "no_candidates"
                 break
             if root.best_cost >= root.cost - CHEAPER:
-                stopped = "no_improvement"   # nothing cheaper known below
-                break
+                # Nothing cheaper known below: search again from here (other
+                # Gumbel draws, other actions) up to `patience` times.
+                fruitless += 1
+                if fruitless > self.config.patience:
+                    stopped = "no_improvement"
+                    break
+                continue
+            fruitless = 0
             root = self._child(root, index)
             if not root.expanded:
                 self._expand(root)
@@ -323,19 +353,22 @@ class Planner:
 
     def _result(self, decisions: int, stopped: str) -> PlanResult:
         best = self.best
-        actions = best.node.path() + list(best.suffix)
+        route = self.sim.full_route(self.env.initial_graph, list(self._prefix)
+                                    + best.node.path() + list(best.suffix))
         graph = best.graph
         if graph is None:   # the cheapest candidate of an expanded node: build it
             expansion = best.node.expansion
             assert expansion is not None and len(best.suffix) == 1
-            xfer, location = best.suffix[0]
-            graph = expansion.locations.apply(xfer, location)
+            graph = expansion.locations.apply(best.suffix[0].xfer, best.suffix[0].location)
             self.sim.applies += 1
         names = self.env.xfers.names
         return PlanResult(graph=graph, cost=best.cost,
-                          applied=[(names[x], int(loc)) for x, loc in actions],
+                          applied=[(names[x] if x != MERGE else MERGE_NAME, int(loc))
+                                   for x, loc in route],
                           initial_cost=self.env.initial_cost, real_steps=self.sim.real_steps,
-                          applies=self.sim.applies, decisions=decisions, nodes=len(self.tree),
+                          applies=self.sim.applies,
+                          rule_enumerations=self.sim.rule_enumerations,
+                          decisions=decisions, nodes=len(self.tree),
                           seconds=time.monotonic() - self._start, stopped=stopped,
                           prior=self.prior.name)
 

@@ -10,30 +10,71 @@ action) is one real step, whether the planner expands a node of its tree
 or takes a step of a rollout. Building a candidate graph (`child`) is
 counted apart (`applies`); the candidates' costs and hashes come without
 building them (`xflowrl.engine.xfers.Locations`).
+
+**Multi-location actions** (`expand(..., everywhere=True)`): besides its
+candidates, a graph then offers, for every xfer with two or more
+locations, the action "this xfer everywhere": the xfer applied again and
+again, each time at its cheapest location, as many times as it had
+locations (or until it has none), in one step of the planner. Its steps
+enumerate that one rule only (`rule_enumerations`, an engine call far
+cheaper than a real step, counted apart), and are named by the graph they
+lead to (`Step.after`), since a single rule's locations are numbered
+without the other rules' duplicates; `full_route` turns a route into the
+rule set's own locations with one real step per step.
+
+**Merging identical ops** (`merge_identical=True`): every graph the
+simulator builds is then canonicalised by `xflowrl.engine.dedupe`
+(common-subexpression elimination), as an e-graph stores each e-node
+once. A route then holds `MERGE` steps where merging changed the graph;
+`replay_route` replays such a route.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
 from xflowrl.engine import CostModel, Graph, XferSet
+from xflowrl.engine.dedupe import merge_identical_ops
 from xflowrl.engine.xfers import Locations
 from xflowrl.env import GraphEnv
 
+EVERYWHERE = -1  # the location of a multi-location action
+MERGE = -1       # the xfer of a step that merged identical ops
+MERGE_NAME = "merge_identical_ops"  # its name in a route of (name, location)
+
+
+class Step(NamedTuple):
+    """One substitution of a route: xfer `xfer` at `location` of the rule
+    set's enumeration, or, where `location` is -1, at the location that
+    leads to the graph of hash `after` (a multi-location action's step)."""
+    xfer: int
+    location: int
+    after: int = 0
+
 
 class Expansion(NamedTuple):
-    """A graph's candidates: what one real step tells about it.
+    """A graph's actions: what one real step tells about it.
 
-    Candidates are listed xfer by xfer, location by location (the order of
-    `Locations.active_costs`' valid entries), so that index i is always
-    the same action of this graph."""
+    The first `singles` actions are its candidates, listed xfer by xfer,
+    location by location (the order of `Locations.active_costs`' valid
+    entries), with their exact costs; the rest, where asked for, are
+    multi-location actions `(xfer, EVERYWHERE)`, whose cost is estimated,
+    until one is built, as if the gains of their xfer's cheaper candidates
+    added up (the graph's cost plus the sum of its candidates' negative
+    changes)."""
     graph: Graph
     cost: float               # ms
     locations: Locations
-    actions: np.ndarray       # [M, 2] int64: (xfer, location) of each candidate
-    costs: np.ndarray         # [M] float64: each candidate graph's cost (ms), exact
+    actions: np.ndarray       # [M, 2] int64: (xfer, location or EVERYWHERE)
+    costs: np.ndarray         # [M] float64: each candidate graph's cost (ms)
+    singles: int              # the candidates come first, then the multi-location actions
+
+    @property
+    def candidate_costs(self) -> np.ndarray:
+        """The candidates' exact costs (the multi-location actions' left out)."""
+        return self.costs[:self.singles]
 
 
 class EngineSimulator:
@@ -42,47 +83,157 @@ class EngineSimulator:
     Attributes:
       real_steps: expansions so far (the unit of an agent's real steps).
       applies: candidate graphs built so far.
+      rule_enumerations: single-rule enumerations of multi-location actions.
     """
 
     def __init__(self, xfers: XferSet, cost_model: CostModel, max_locations: int,
-                 max_ops: int, initial_cost: float):
+                 max_ops: int, initial_cost: float, merge_identical: bool = False):
         self.xfers = xfers
+        self.merge_identical = merge_identical
         self.cost_model = cost_model
         self.max_locations = max_locations
         self.max_ops = max_ops
         self.initial_cost = initial_cost
         self.real_steps = 0
         self.applies = 0
+        self.rule_enumerations = 0
+        self._single_rules: Dict[int, XferSet] = {}
 
     @classmethod
-    def of(cls, env: GraphEnv) -> "EngineSimulator":
+    def of(cls, env: GraphEnv, merge_identical: bool = False) -> "EngineSimulator":
         """The simulator of `env`'s initial graph under its rules, cost
         model, L and size cap."""
         return cls(env.xfers, env.cost_model, env.config.max_locations, env.max_ops,
-                   env.initial_cost)
+                   env.initial_cost, merge_identical)
 
-    def expand(self, graph: Graph, cost: Optional[float] = None) -> Expansion:
-        """Every candidate of `graph` with its exact cost: one real step."""
+    def canonical(self, graph: Graph) -> Tuple[Graph, Tuple[Step, ...]]:
+        """`graph` with identical ops merged where the simulator merges
+        them, and the `MERGE` step where that changed it."""
+        if not self.merge_identical:
+            return graph, ()
+        merged = merge_identical_ops(graph)
+        return (graph, ()) if merged is graph else (merged, (Step(MERGE, EVERYWHERE),))
+
+    def expand(self, graph: Graph, cost: Optional[float] = None,
+               everywhere: bool = False) -> Expansion:
+        """Every candidate of `graph` with its exact cost (and, with
+        `everywhere`, the multi-location actions): one real step."""
         self.real_steps += 1
         cost = graph.cost(self.cost_model) if cost is None else cost
         locs = self.xfers.locations(graph, self.max_locations, self.max_ops)
         active = locs.active_xfers()
         if len(active) == 0:
-            return Expansion(graph, cost, locs, np.zeros((0, 2), np.int64), np.zeros(0))
+            return Expansion(graph, cost, locs, np.zeros((0, 2), np.int64), np.zeros(0), 0)
         counts = locs.count_array[active]
         valid = np.arange(self.max_locations) < counts[:, None]
         rows, columns = np.nonzero(valid)
         actions = np.stack([active[rows], columns], axis=1).astype(np.int64)
-        costs = locs.active_costs(self.cost_model)[valid]
-        return Expansion(graph, cost, locs, actions, costs)
+        per_xfer = locs.active_costs(self.cost_model)
+        costs = per_xfer[valid]
+        singles = len(actions)
+        if everywhere:
+            several = counts >= 2
+            if several.any():
+                macro = np.stack([active[several], np.full(several.sum(), EVERYWHERE)], axis=1)
+                actions = np.concatenate([actions, macro.astype(np.int64)])
+                gains = np.minimum(np.nan_to_num(per_xfer[several] - cost, nan=0.0), 0.0)
+                costs = np.concatenate([costs, cost + gains.sum(axis=1)])
+        return Expansion(graph, cost, locs, actions, costs, singles)
 
-    def child(self, expansion: Expansion, index: int) -> Graph:
-        """The graph that candidate `index` of `expansion` builds."""
-        self.applies += 1
-        xfer, location = expansion.actions[index]
-        return expansion.locations.apply(int(xfer), int(location))
+    def child(self, expansion: Expansion, index: int) -> Tuple[Graph, Tuple[Step, ...]]:
+        """The graph that action `index` of `expansion` builds (identical
+        ops merged, where the simulator merges them), and its steps."""
+        xfer, location = (int(a) for a in expansion.actions[index])
+        if location != EVERYWHERE:
+            self.applies += 1
+            graph, steps = expansion.locations.apply(xfer, location), (Step(xfer, location),)
+        else:
+            graph, steps = self._everywhere(expansion.graph, xfer,
+                                            expansion.locations.counts[xfer])
+        graph, merged = self.canonical(graph)
+        return graph, steps + merged
+
+    def _everywhere(self, graph: Graph, xfer: int, times: int
+                    ) -> Tuple[Graph, Tuple[Step, ...]]:
+        """`xfer` applied `times` times (or until it has no location), each
+        time at its cheapest location (the first among equals)."""
+        rule = self._single_rules.get(xfer)
+        if rule is None:
+            rule = self._single_rules[xfer] = XferSet([self.xfers.rules[xfer]])
+        steps: List[Step] = []
+        for _ in range(times):
+            locs = rule.locations(graph, self.max_locations, self.max_ops)
+            self.rule_enumerations += 1
+            if not locs.counts[0]:
+                break
+            costs = locs.active_costs(self.cost_model)[0, :locs.counts[0]]
+            graph = locs.apply(0, int(np.argmin(costs)))
+            self.applies += 1
+            steps.append(Step(xfer, EVERYWHERE, graph.hash()))
+        return graph, tuple(steps)
+
+    def full_route(self, graph: Graph, route: Sequence[Step]) -> List[Tuple[int, int]]:
+        """`route` from `graph` as (xfer, location) of the rule set's own
+        enumeration; a multi-location action's steps are looked up by the
+        graph they lead to (one real step each), and `MERGE` steps are
+        kept as `(MERGE, EVERYWHERE)`. Routes without multi-location or
+        merge steps are returned as they are, without any engine call.
+
+        Raises:
+          RuntimeError: a step leads to no candidate of its graph (a bug).
+        """
+        if all(step.location != EVERYWHERE for step in route):
+            return [(step.xfer, step.location) for step in route]
+        out: List[Tuple[int, int]] = []
+        for step in route:
+            if step.xfer == MERGE:
+                graph = merge_identical_ops(graph)
+                out.append((MERGE, EVERYWHERE))
+                continue
+            locs = self.xfers.locations(graph, self.max_locations, self.max_ops)
+            self.real_steps += 1
+            xfer, location = step.xfer, step.location
+            if location == EVERYWHERE:
+                xfer, location = _by_hash(locs, step)
+            graph = locs.apply(xfer, location)
+            out.append((xfer, location))
+        return out
 
     def points(self, cost_ms: float) -> float:
         """`cost_ms` in points (%) of the initial cost: the unit of rewards
         and of every value the planner compares."""
         return 100.0 * cost_ms / self.initial_cost
+
+
+def _by_hash(locs: Locations, step: Step) -> Tuple[int, int]:
+    """The (xfer, location) of `locs` whose candidate has hash `step.after`,
+    `step.xfer`'s first; another xfer's where the rule set's enumeration
+    kept that graph under an earlier rule only (duplicates are dropped)."""
+    hashes = locs.hashes()
+    if step.after in hashes[step.xfer]:
+        return step.xfer, hashes[step.xfer].index(step.after)
+    for xfer in locs.active_xfers():
+        if step.after in hashes[xfer]:
+            return int(xfer), hashes[xfer].index(step.after)
+    raise RuntimeError(f"no candidate leads to the graph of a step of xfer {step.xfer}")
+
+
+def replay_route(env: GraphEnv, applied: Sequence[Tuple[str, int]]) -> Graph:
+    """The graph a route of (xfer name, location) builds from `env`'s
+    initial graph, `MERGE_NAME` steps merging identical ops
+    (`xflowrl.env.replay.replay` for routes without them).
+
+    Raises:
+      ValueError: an unknown name or a location the graph lacks.
+    """
+    index = {name: i for i, name in enumerate(env.xfers.names)}
+    graph = env.initial_graph
+    for name, location in applied:
+        if name == MERGE_NAME:
+            graph = merge_identical_ops(graph)
+            continue
+        if name not in index:
+            raise ValueError(f"unknown xfer {name!r}")
+        graph = env.xfers.locations(graph, env.config.max_locations,
+                                    env.max_ops).apply(index[name], location)
+    return graph

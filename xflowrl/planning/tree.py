@@ -22,7 +22,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from xflowrl.engine import Graph
-from xflowrl.planning.simulator import Expansion
+from xflowrl.planning.simulator import Expansion, Step
 
 
 class Node:
@@ -32,11 +32,11 @@ class Node:
                  "edge_visits", "dead", "visits", "best_cost")
 
     def __init__(self, graph: Graph, cost: float, parent: Optional["Node"],
-                 action: Optional[Tuple[int, int]]):
+                 action: Tuple[Step, ...] = ()):
         self.graph = graph
         self.cost = cost
         self.parent = parent      # the node it was first reached from
-        self.action = action      # (xfer, location) from `parent`
+        self.action = action      # the steps from `parent` (several: a multi-location action)
         self.expansion: Optional[Expansion] = None
         self.prior = np.zeros(0)  # [M] probabilities, set on expansion
         self.children: Dict[int, "Node"] = {}
@@ -56,28 +56,33 @@ class Node:
         if count:
             shifted = np.exp(logits - logits.max())
             self.prior = shifted / shifted.sum()
-            self.best_cost = min(self.best_cost, float(expansion.costs.min()))
+            if expansion.singles:
+                self.best_cost = min(self.best_cost, float(expansion.candidate_costs.min()))
         self.edge_visits = np.zeros(count, np.int64)
         self.dead = np.zeros(count, bool)
 
     def action_values(self) -> np.ndarray:
         """[M] the cost change (ms, positive is cheaper) each action is known
         to lead to: the child's best cost where it has a node, the candidate's
-        own cost elsewhere."""
+        own cost elsewhere.
+        A multi-location action's estimate gives way to its child's value
+        once it is built."""
         assert self.expansion is not None
         below = self.expansion.costs.copy()
+        singles = self.expansion.singles
         for index, child in self.children.items():
-            below[index] = min(below[index], child.best_cost)
+            below[index] = (min(below[index], child.best_cost) if index < singles
+                            else child.best_cost)
         return self.cost - below
 
-    def path(self) -> List[Tuple[int, int]]:
-        """The (xfer, location) actions from the tree's first root to here."""
-        actions: List[Tuple[int, int]] = []
+    def path(self) -> List[Step]:
+        """The steps from the tree's first root to here."""
+        parts: List[Tuple[Step, ...]] = []
         node: Optional[Node] = self
-        while node is not None and node.action is not None:
-            actions.append(node.action)
+        while node is not None and node.parent is not None:
+            parts.append(node.action)
             node = node.parent
-        return actions[::-1]
+        return [step for part in reversed(parts) for step in part]
 
 
 class Tree:
@@ -90,7 +95,7 @@ class Tree:
         return len(self._nodes)
 
     def node_of(self, graph: Graph, cost: float, parent: Optional[Node],
-                action: Optional[Tuple[int, int]]) -> Node:
+                action: Tuple[Step, ...] = ()) -> Node:
         """The node of `graph`, made if the tree has none."""
         key = graph.hash()
         node = self._nodes.get(key)
