@@ -11,6 +11,7 @@ from xflowrl.engine import CostModel, XferSet
 from xflowrl.env import CHEAPER, EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.env.replay import cheapest_prefix, replay
 from xflowrl.optimize import methods
+from xflowrl.planning.simulator import replay_route
 from xflowrl.runs import cost_model_from_spec
 from xflowrl.search import equal_step_limit, greedy_search
 from xflowrl.transfer import runtime, shipped_policy
@@ -87,7 +88,8 @@ class OptimiseTest(absltest.TestCase):
                                       progress=lines.append)
             self.assertEqual(result.found_by, "plan", method)
             self.assertLessEqual(result.cost, greedy.final_cost + CHEAPER, method)
-            self.assertEqual(result.graph.hash(), replay(_env(graph), result.applied).hash())
+            self.assertEqual(result.graph.hash(),
+                             replay_route(_env(graph), result.applied).hash())
             self.assertEqual(result.cost, result.graph.cost(_V100))
             self.assertTrue(lines[-1].startswith("plan: "), lines[-1])
             self.assertIn("real steps", lines[-1])

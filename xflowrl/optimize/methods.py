@@ -13,8 +13,8 @@ substitutions that build it. What `budget` counts depends on the method:
 | mb | the model-based agent: world model, controller trained in the dream, its best round deployed; its greedy and sampled episodes | world-model rounds (2) |
 | policy | the shipped generalist policy acting greedily, no training | steps (1.5 x greedy's, at least 10) |
 | policy:DIR | a trained policy (a policy folder, `xflowrl.transfer`, or a `train_mf` results folder) acting greedily, no training | steps (1.5 x greedy's, at least 10) |
-| plan | decision-time planning with the engine (`xflowrl.planning`: Gumbel root, pUCT, the candidates' costs as prior), from greedy's descent | real steps, expansions (5000) |
-| plan:DIR | the same with a trained policy's prior (a policy folder with `policy.npz`) | real steps (5000) |
+| plan | decision-time planning with the engine (`xflowrl.planning`: Gumbel root, pUCT, the candidates' costs as prior), from greedy's descent, with multi-location actions and identical ops merged | real steps, expansions (1000) |
+| plan:DIR | the same with a trained policy's prior (a policy folder with `policy.npz`) | real steps (1000) |
 
 The learned methods hand over what the entry points do, through the same
 functions (`xflowrl.optimize.handover`): the cheapest graph any of their
@@ -52,7 +52,7 @@ from xflowrl.planning.search import PlanConfig
 METHODS = ("greedy", "taso", "eqsat", "mf", "mb", "policy", "policy:DIR", "plan", "plan:DIR")
 # eqsat's budget is its e-graph's node limit (EqsatConfig's default).
 DEFAULT_BUDGET = {"greedy": 0, "taso": TASO_BUDGET, "eqsat": 10_000, "mf": 200, "mb": 2,
-                  "policy": 0, "plan": PlanConfig.max_real_steps}
+                  "policy": 0, "plan": 1000}
 
 Progress = Callable[[str], None]
 
@@ -264,12 +264,15 @@ def _eqsat(graph: Graph, xfers: XferSet, cost_model: CostModel, node_limit: int,
 def _plan(env: GraphEnv, folder: str, real_steps: int, seed: int,
           progress: Progress) -> Tuple[Graph, List[Tuple[str, int]]]:
     """The engine planner (`xflowrl.planning.plan`, its defaults but for
-    `real_steps` and the prior: a policy's where `folder` names one, the
-    candidates' costs otherwise) from greedy's descent, so never above
-    greedy's graph; its graph and route."""
+    `real_steps`, multi-location actions and merging identical ops on, and
+    the prior: a policy's where `folder` names one, the candidates' costs
+    otherwise) from greedy's descent, so never above greedy's graph; its
+    graph and route (with merge steps where merging changed a graph:
+    `xflowrl.planning.simulator.replay_route` replays it)."""
     from xflowrl.planning import plan  # pylint: disable=import-outside-toplevel
     config = PlanConfig(prior=f"policy:{folder}" if folder else "cost",
-                        max_real_steps=real_steps, seed=seed)
+                        max_real_steps=real_steps, everywhere=True, merge_identical=True,
+                        seed=seed)
     try:
         result = plan(env, config, progress=progress)
     except ValueError as e:

@@ -104,7 +104,8 @@ class OptimizeReport:
         found it faster), or None when not timed.
       outputs: the output check (`verify.OutputCheck` as a dict).
       applied: the substitutions the method found, [xfer name, location]
-        (also when the original was written).
+        (also when the original was written); the planner's routes hold
+        ["merge_identical_ops", -1] where identical ops were merged.
       found_by: who found them: the method, or "greedy" where a learned
         method's step-limit walk found the cheaper graph
         (`methods.MethodResult.found_by`; since version 2).
