@@ -23,8 +23,10 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 FORMAT = "xflowrl-gpu-settings-check"
 VERSION = 1
-LABELS = ("original", "greedy", "taso", "eqsat")
-LOOKAHEAD = ("taso", "eqsat")  # the methods whose graphs may beat greedy's
+LABELS = ("original", "greedy", "taso", "eqsat", "plan")
+# The methods whose graphs may beat greedy's ("plan": the engine planner's,
+# added by benchmarks/plan_bench.py --export_graphs).
+LOOKAHEAD = ("taso", "eqsat", "plan")
 
 
 # ----------------------------------------------------------------- the files

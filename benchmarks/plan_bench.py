@@ -3,7 +3,7 @@
     python benchmarks/plan_bench.py [--settings=all|NAME,...] [--seeds=0,1,2]
         [--simulations=16] [--root_actions=16] [--prior=cost]
         [--rollout_steps=0] [--max_real_steps=5000] [--time_limit_s=60]
-        [--everywhere] [--merge_identical] [--markdown=PATH]
+        [--everywhere] [--merge_identical] [--markdown=PATH] [--export_graphs=DIR]
         [--rows=results/plan_bench/rows.jsonl]
 
 For each setting of the shipped list (`xflowrl.search.settings`: a graph,
@@ -68,6 +68,9 @@ flags.DEFINE_bool("merge_identical", PlanConfig.merge_identical,
                   "merge identical ops in every graph built")
 flags.DEFINE_string("rows", "results/plan_bench/rows.jsonl", "the rows, appended (resume)")
 flags.DEFINE_string("markdown", None, "also write the table of the settings as Markdown here")
+flags.DEFINE_string("export_graphs", None,
+                    "a folder of the GPU check's graphs (benchmarks/data/lookahead_graphs): "
+                    "add the planner's graph (the first seed's) to each setting's file there")
 
 # Points by which the planner may trail the best known method and still
 # count as reaching it (issue 44's first target).
@@ -236,6 +239,28 @@ def main(argv):
     if FLAGS.markdown:
         with open(FLAGS.markdown, "w") as f:
             f.write(markdown_table(lines))
+    if FLAGS.export_graphs:
+        export_graphs(settings, _config(seeds[0]), FLAGS.export_graphs)
+
+
+def export_graphs(settings: List[LookaheadSetting], config: PlanConfig, folder: str) -> None:
+    """Adds `graphs["plan"]` (the graph `config` hands over, its estimate,
+    the configuration and seed) to each setting's file of the GPU check in
+    `folder` (`experiments/lookahead_settings.py --export_graphs` writes
+    them); a setting without a file is skipped with a line on stderr."""
+    for setting in settings:
+        path = os.path.join(folder, setting.name.replace("/", "__") + ".json")
+        if not os.path.exists(path):
+            print(f"{setting.name}: no {path}, not exported", file=sys.stderr)
+            continue
+        result = plan(_environment(setting), config)
+        with open(path) as f:
+            data = json.load(f)
+        data["graphs"]["plan"] = {"estimated_ms": result.cost, "graph": result.graph.to_data(),
+                                  "seed": config.seed, "config": _config_key(config)}
+        with open(path, "w") as f:
+            json.dump(data, f)
+        print(f"{setting.name}: plan {result.change_pct:+.2f}% -> {path}", file=sys.stderr)
 
 
 def _pct(value: Optional[float]) -> str:

@@ -5,11 +5,14 @@ again."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 
 from absl.testing import absltest
+
+from xflowrl.engine import CostModel, graph_from_data
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _SETTING = "squeezenet1_1/generated/analytic-v100"
@@ -44,9 +47,24 @@ class PlanBenchTest(absltest.TestCase):
                 self.assertLen(f.readlines(), 1)
             with open(os.path.join(folder, "table.md")) as f:
                 self.assertIn(f"| `{_SETTING}` |", f.read())
-            again, _ = _run(folder)
+            # Resumed, and the planner's graph added to the GPU check's file.
+            exported = os.path.join(folder, "graphs")
+            os.makedirs(exported)
+            name = _SETTING.replace("/", "__") + ".json"
+            shutil.copy(os.path.join(_ROOT, "benchmarks", "data", "lookahead_graphs", name),
+                        exported)
+            again, _ = _run(folder, f"--export_graphs={exported}")
             self.assertEqual(again.returncode, 0, again.stderr[-2000:])
             self.assertNotIn("seed 0:", again.stderr)   # nothing planned again
+            with open(os.path.join(exported, name)) as f:
+                graphs = json.load(f)["graphs"]
+            self.assertEqual(set(graphs), {"original", "greedy", "taso", "eqsat", "plan"})
+            rebuilt = graph_from_data(graphs["plan"]["graph"])
+            self.assertAlmostEqual(rebuilt.cost(CostModel("analytic", profile="v100")),
+                                   graphs["plan"]["estimated_ms"], places=9)
+            self.assertAlmostEqual(100 * (graphs["plan"]["estimated_ms"]
+                                          / graphs["original"]["estimated_ms"] - 1),
+                                   line["plan_median"], places=2)
             with open(rows) as f:
                 self.assertLen(f.readlines(), 1)
             self.assertEqual(json.loads(again.stdout)["settings"][0]["plan_median"],
