@@ -23,7 +23,9 @@ their step limit is greedy's (the default), one-step greedy has walked to
 its end first to set it; should its graph be cheaper than the method's,
 that graph is handed over instead (`handover.no_worse_than_greedy`;
 `MethodResult.found_by` says so): a learned method never hands back worse
-than greedy's graph, which it computed anyway.
+than greedy's graph, which it computed anyway. The planner starts from
+greedy's descent; where it merged identical ops (its descent then merged
+too), plain greedy walks as well, and the same floor applies.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from xflowrl.optimize.handover import (
 )
 from xflowrl.optimize.model_io import BadInput
 from xflowrl.planning.search import PlanConfig
+from xflowrl.planning.simulator import MERGE_NAME
 
 METHODS = ("greedy", "taso", "eqsat", "mf", "mb", "policy", "policy:DIR", "plan", "plan:DIR")
 # eqsat's budget is its e-graph's node limit (EqsatConfig's default).
@@ -151,8 +154,11 @@ def optimise(graph: Graph, method: str, xfers: XferSet, cost_model: CostModel, *
     elif kind == "greedy":
         best, applied = _greedy(make_environment(graph, xfers, cost_model, budget), progress)
     elif kind == "plan":
-        best, applied = _plan(make_environment(graph, xfers, cost_model), arg, budget, seed,
-                              progress)
+        env = make_environment(graph, xfers, cost_model)
+        best, applied = _plan(env, arg, budget, seed, progress)
+        if merges(applied):   # its greedy start merged: plain greedy's is another walk
+            from xflowrl.search import greedy_walk  # pylint: disable=C0415
+            walk = greedy_walk(env)
     elif kind == "policy":
         if budget:
             env = make_environment(graph, xfers, cost_model, budget)
@@ -178,6 +184,11 @@ def optimise(graph: Graph, method: str, xfers: XferSet, cost_model: CostModel, *
         best, applied = graph, []
     return MethodResult(method, best, best.cost(cost_model), list(applied), time.time() - start,
                         found.found_by)
+
+
+def merges(applied: List[Tuple[str, int]]) -> bool:
+    """Whether a route merged identical ops somewhere (a planner's)."""
+    return any(name == MERGE_NAME for name, _ in applied)
 
 
 def _workdir(folder: Optional[str]):

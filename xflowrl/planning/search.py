@@ -16,7 +16,7 @@ real graph, built by the engine (`xflowrl.planning.simulator`).
   `sigma(q) = (c_visit + max visits) * c_scale * q` and q normalised to
   [0, 1] over the node's actions (`_normalise`). The action taken is
   the one towards the cheapest graph known below, the last survivor
-  among equals. The last survivor is the action taken.
+  among equals.
 - **Below the root**: pUCT (AlphaZero, MuZero: c = `c_puct`), over every
   candidate of the node, q normalised as at the root.
 - **Values** (`xflowrl.planning.tree`): the cheapest cost known below a
@@ -30,7 +30,9 @@ real graph, built by the engine (`xflowrl.planning.simulator`).
 - **Greedy start** (default): before the first decision, one-step
   greedy's descent from the input is put into the tree, so that planning
   starts from greedy's route and hands over nothing worse than greedy's
-  graph; its real steps are counted like any others.
+  graph (with `merge_identical`: than greedy's with identical ops merged
+  after every step, which may differ); its real steps are counted like
+  any others.
 
 Real steps (expansions) are counted as an agent's steps in the real
 environment are; the budget `max_real_steps` bounds them, `time_limit_s`
