@@ -100,13 +100,20 @@ class Locations:
         self._handle = handle
         self.graph = graph
         self.max_locations = max_locations
-        self.counts: List[int] = handle.counts()
-        self._counts = np.asarray(self.counts, np.int64)
+        self._counts = handle.count_array()
         self._counts.setflags(write=False)
+        self._count_list: Optional[List[int]] = None
+
+    @property
+    def counts(self) -> List[int]:
+        """Locations per xfer (a list, made on first use from `count_array`)."""
+        if self._count_list is None:
+            self._count_list = self._counts.tolist()
+        return self._count_list
 
     @property
     def num_xfers(self) -> int:
-        return len(self.counts)
+        return len(self._counts)
 
     def location_mask(self) -> np.ndarray:
         """[N+1, L] bool; row N (NO-OP) is all False."""
@@ -198,9 +205,9 @@ class Locations:
           ValueError: the action is out of range or masked out.
         """
         self._check_xfer(xfer)
-        if not 0 <= location < self.counts[xfer]:
+        if not 0 <= location < self._counts[xfer]:
             raise ValueError(f"location {location} is not valid for xfer {xfer}, "
-                             f"which has {self.counts[xfer]} locations")
+                             f"which has {self._counts[xfer]} locations")
         return Graph(self._handle.graph(xfer, location))
 
     def hashes(self) -> List[List[int]]:

@@ -497,6 +497,16 @@ cdef class LocationsHandle:
     def counts(self):
         return [self.locs.candidates[x].size() for x in range(self.locs.candidates.size())]
 
+    def count_array(self):
+        """`counts` as an int64 array, filled in one loop (what `Locations`
+        keeps: a Python int per xfer of ~1,700 cost more than the array)."""
+        cdef size_t x, n = self.locs.candidates.size()
+        out = np.empty(n, np.int64)
+        cdef int64_t[::1] view = out
+        for x in range(n):
+            view[x] = <int64_t>self.locs.candidates[x].size()
+        return out
+
     def num_matches(self):
         return list(self.locs.num_matches)
 

@@ -97,25 +97,32 @@ class CandidateBuilder {
     // Instantiate the target ops; a shape failure (or a parameter the op
     // cannot take) rejects the match, without an exception: try_infer_shapes
     // is the one shape check.
-    std::vector<std::shared_ptr<Node>> dst;
+    // Scratch reused from match to match: the target ops built so far, and
+    // their input shapes (one vector per arity, its shapes assigned in
+    // place, so that their buffers are reused too).
+    std::vector<std::shared_ptr<Node>>& dst = scratch_->targets;
+    dst.clear();
     int64_t next_guid = g_.max_guid() + 1;
     for (size_t j = 0; j < r_.dst.size(); ++j) {
       const PatternOp& pop = r_.dst[j];
       auto node = std::make_shared<Node>();
       node->guid = next_guid++;
       node->type = pop.type;
-      std::vector<Shape> in;
-      in.reserve(pop.inputs.size());
-      node->inputs.reserve(pop.inputs.size());
-      for (const PatternTensor& pt : pop.inputs) {
+      const size_t arity = pop.inputs.size();
+      if (scratch_->inputs_by_arity.size() <= arity) scratch_->inputs_by_arity.resize(arity + 1);
+      std::vector<Shape>& in = scratch_->inputs_by_arity[arity];
+      in.resize(arity);
+      node->inputs.reserve(arity);
+      for (size_t k = 0; k < arity; ++k) {
+        const PatternTensor& pt = pop.inputs[k];
         if (pt.op < 0) {
           node->inputs.push_back(match.bound[-pt.op]);
-          in.push_back(g_.shape(match.bound[-pt.op]));
+          in[k] = g_.shape(match.bound[-pt.op]);
         } else {
           const Node& src = *dst[pt.op];
           if (pt.index >= static_cast<int>(src.outputs.size())) return false;
           node->inputs.push_back({src.guid, pt.index});
-          in.push_back(src.outputs[pt.index]);
+          in[k] = src.outputs[pt.index];
         }
       }
       for (auto [key, value] : pop.params)
@@ -157,14 +164,16 @@ class CandidateBuilder {
       c.redirect.emplace_back(from, TensorRef{to.guid, d.index});
     }
     c.removed = match.ops;
-    c.added.assign(dst.begin(), dst.end());
+    c.added.reserve(dst.size());
+    for (std::shared_ptr<Node>& d : dst) c.added.push_back(std::move(d));
+    dst.clear();
     if (incremental_ && nothing_dies(match)) {
       // Every op but the matched ones survives: the op count is known, and
       // the rewrite cannot close a cycle (a cycle would run from a target
       // op through a reader of a redirected tensor back to a variable the
       // target reads, i.e. a variable reading the match: rejected above).
       c.num_ops = g_.num_ops() - static_cast<int>(match.ops.size()) +
-                  static_cast<int>(dst.size());
+                  static_cast<int>(c.added.size());
       if (max_ops_ > 0 && c.num_ops > max_ops_) return false;
       describe_incrementally(match, &c);
     } else {
@@ -407,7 +416,7 @@ int for_each_candidate(const Graph& graph, const Rule& rule, int max_ops,
     for (size_t s = 0; s < ctx.rule.src.size(); ++s)
       ctx.matched_guids[s] = ctx.graph.node(match.ops[s]).guid;
     return ctx.emit(std::move(c), ctx.matched_guids);
-  });
+  }, /*skip_reading_match=*/true);
 }
 
 

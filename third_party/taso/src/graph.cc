@@ -120,13 +120,21 @@ GraphPtr Graph::Create(std::vector<NodePtr> nodes,
 
   g->weight_side_.assign(n, false);
   g->node_hashes_.assign(n, 0);
+  g->types_.resize(n);
+  g->input_begin_.resize(n + 1);
+  g->input_begin_[0] = 0;
   uint64_t total = 0;
   for (int i = 0; i < n; ++i) {
     const Node& node = *g->nodes_[i];
     uint64_t h = node_local_hash(node);
     bool ws = node.type != OP_INPUT;
+    g->types_[i] = node.type;
+    if (node.type >= 0 && node.type < kNumOpTypeSlots) ++g->type_counts_[node.type];
+    g->input_begin_[i + 1] = g->input_begin_[i] + static_cast<int>(node.inputs.size());
     for (const TensorRef& t : node.inputs) {
       int src = g->index_[t.guid];
+      g->inputs_.push_back(t);
+      g->input_ops_.push_back(src);
       h = hash_input(h, g->node_hashes_[src], t.index);
       ws = ws && g->weight_side_[src];
     }

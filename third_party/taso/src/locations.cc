@@ -1,11 +1,71 @@
 // The locations of every rule on one graph: enumeration with dedup.
 #include "taso/locations.h"
 
-#include <unordered_map>
+#include <algorithm>
 
 #include "taso/coster.h"
 
 namespace taso {
+
+namespace {
+
+// The kept candidates by dedup key, each key's in the order kept: an
+// open-addressed table of keys with a chain of (xfer, location) entries per
+// key, flat, so that keeping a candidate allocates nothing per key (a
+// std::unordered_map of vectors allocated a node and a vector for each).
+class KeyBuckets {
+ public:
+  struct Entry {
+    int x, l, next;  // next: the key's next entry, -1 at its last
+  };
+  // The first entry of `key`, or -1.
+  int find(uint64_t key) const {
+    if (slots_.empty()) return -1;
+    for (size_t i = mix64(key) & mask_;; i = (i + 1) & mask_) {
+      if (slots_[i].head < 0) return -1;
+      if (slots_[i].key == key) return slots_[i].head;
+    }
+  }
+  const Entry& entry(int e) const { return entries_[e]; }
+  void add(uint64_t key, int x, int l) {
+    if (2 * (used_ + 1) > slots_.size()) grow();
+    const int e = static_cast<int>(entries_.size());
+    entries_.push_back({x, l, -1});
+    size_t i = mix64(key) & mask_;
+    while (slots_[i].head >= 0 && slots_[i].key != key) i = (i + 1) & mask_;
+    Slot& slot = slots_[i];
+    if (slot.head < 0) {
+      slot = {key, e, e};
+      ++used_;
+    } else {
+      entries_[slot.tail].next = e;
+      slot.tail = e;
+    }
+  }
+
+ private:
+  struct Slot {
+    uint64_t key = 0;
+    int head = -1, tail = -1;
+  };
+  void grow() {
+    std::vector<Slot> old;
+    old.swap(slots_);
+    slots_.assign(std::max<size_t>(64, 2 * old.size()), Slot{});
+    mask_ = slots_.size() - 1;
+    for (const Slot& s : old) {
+      if (s.head < 0) continue;
+      size_t i = mix64(s.key) & mask_;
+      while (slots_[i].head >= 0) i = (i + 1) & mask_;
+      slots_[i] = s;
+    }
+  }
+  std::vector<Slot> slots_;
+  std::vector<Entry> entries_;
+  size_t mask_ = 0, used_ = 0;
+};
+
+}  // namespace
 
 std::vector<std::vector<uint64_t>> Locations::hashes() const {
   std::vector<std::vector<uint64_t>> out(candidates.size());
@@ -52,7 +112,7 @@ Locations enumerate_locations(GraphPtr graph, const std::vector<Rule>& rules,
   const uint64_t parent_key = graph_dedup_key(*graph, &scratch.op_keys);
   scratch.parent_key_sum = 0;
   for (uint64_t k : scratch.op_keys) scratch.parent_key_sum += k;
-  std::unordered_map<uint64_t, std::vector<std::pair<int, int>>> buckets;
+  KeyBuckets buckets;
   HashScratch& hs = locs.hash_scratch;
   for (size_t x = 0; x < rules.size(); ++x) {
     auto& list = locs.candidates[x];
@@ -62,15 +122,13 @@ Locations enumerate_locations(GraphPtr graph, const std::vector<Rule>& rules,
       bool duplicate = false;
       if (c.key == parent_key)
         duplicate = candidate_hash(*graph, c, &hs) == graph->hash();
-      auto it = buckets.find(c.key);
-      if (it != buckets.end())
-        for (auto [bx, bl] : it->second) {
-          if (duplicate) break;
-          duplicate = candidate_hash(*graph, locs.candidates[bx][bl], &hs) ==
-                      candidate_hash(*graph, c, &hs);
-        }
+      for (int e = buckets.find(c.key); e >= 0 && !duplicate; e = buckets.entry(e).next) {
+        const KeyBuckets::Entry& kept = buckets.entry(e);
+        duplicate = candidate_hash(*graph, locs.candidates[kept.x][kept.l], &hs) ==
+                    candidate_hash(*graph, c, &hs);
+      }
       if (!duplicate) {
-        buckets[c.key].emplace_back(static_cast<int>(x), static_cast<int>(list.size()));
+        buckets.add(c.key, static_cast<int>(x), static_cast<int>(list.size()));
         list.push_back(std::move(c));
         matched.push_back(ops);
       }

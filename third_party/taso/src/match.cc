@@ -12,8 +12,9 @@ namespace {
 class Matcher {
  public:
   Matcher(const Graph& g, const Rule& r, ParamMemo* params, MatchScratch* scratch,
-          const std::function<bool(const Match&)>& on_match)
+          const std::function<bool(const Match&)>& on_match, bool skip_reading_match)
       : g_(g), r_(r), params_(params), scratch_(scratch), on_match_(on_match),
+        skip_reading_match_(skip_reading_match),
         bound_(scratch->bound), is_bound_(scratch->is_bound), mapped_(scratch->mapped),
         used_(scratch->used), memo_(scratch->memo),
         match_{mapped_, used_, bound_, is_bound_} {
@@ -36,6 +37,7 @@ class Matcher {
   bool dfs(size_t depth) {
     if (depth == r_.src.size()) {
       ++matches_;
+      if (skip_reading_match_ && variable_reads_match()) return true;
       return on_match_(match_);
     }
     const PatternOp& pop = r_.src[depth];
@@ -45,20 +47,17 @@ class Matcher {
     std::vector<int>& local = scratch_->local[depth];
     local.clear();
     const std::vector<int>* candidates = &g_.ops_of_type(pop.type);
-    for (size_t k = 0; k < pop.inputs.size(); ++k) {
-      const PatternTensor& pt = pop.inputs[k];
-      if (pt.op < 0) continue;
-      for (auto [c, slot] : g_.consumers(mapped_[pt.op]))
-        if (slot == static_cast<int>(k)) local.push_back(c);
+    if (find_local(depth, &local)) {
       std::sort(local.begin(), local.end());
       local.erase(std::unique(local.begin(), local.end()), local.end());
       candidates = &local;
-      break;
     }
     for (int i : *candidates) {
       if (used_[i]) continue;
-      const Node& node = g_.node(i);
-      if (node.type != pop.type || node.inputs.size() != pop.inputs.size())
+      // The graph's flat arrays, not the node: most ops tried fail here or
+      // on their inputs, and the nodes are scattered in memory.
+      if (g_.op_type(i) != pop.type ||
+          g_.num_inputs(i) != static_cast<int>(pop.inputs.size()))
         continue;
       // Variables this candidate binds; an op has few inputs (Rule::validate
       // allows at most 8 to a source op), so no heap.
@@ -67,9 +66,9 @@ class Matcher {
       bool ok = true;
       for (size_t k = 0; k < pop.inputs.size() && ok; ++k) {
         const PatternTensor& pt = pop.inputs[k];
-        const TensorRef& actual = node.inputs[k];
+        const TensorRef& actual = g_.input(i, static_cast<int>(k));
         if (pt.op >= 0) {
-          ok = actual.guid == g_.node(mapped_[pt.op]).guid && actual.index == pt.index;
+          ok = g_.input_op(i, static_cast<int>(k)) == mapped_[pt.op] && actual.index == pt.index;
         } else if (is_bound_[-pt.op]) {
           ok = bound_[-pt.op] == actual;
         } else {
@@ -82,7 +81,7 @@ class Matcher {
       // only: rules (TASO's and ours) are derived without broadcasting.
       if (ok && (pop.type == OP_EW_ADD || pop.type == OP_EW_MUL || pop.type == OP_EW_SUB ||
                  pop.type == OP_EW_DIV))
-        ok = g_.shape(node.inputs[0]) == g_.shape(node.inputs[1]);
+        ok = g_.shape(g_.input(i, 0)) == g_.shape(g_.input(i, 1));
       if (ok && !pop.params.empty()) ok = params_match(depth, i);
       bool go_on = true;
       if (ok) {
@@ -95,6 +94,71 @@ class Matcher {
       if (!go_on) return false;
     }
     return true;
+  }
+
+  // Fills `local` with a superset of the ops that source op `depth` can
+  // match given the ops matched above it, found from those ops'
+  // neighbourhood instead of by scanning every op of its type; returns
+  // false where none is known (then every op of the type is tried). Sorted,
+  // such a list keeps the scan's order (both ascend in graph order), so the
+  // matches, their order and their number are those of the scan. In order
+  // of preference:
+  // - the op reads a matched op: that op's readers at the same input slot;
+  // - the op reads a variable bound above: the readers of its tensor's
+  //   producer at that slot (two convs of one input);
+  // - a later source op reads both this op and a matched one (two matmuls
+  //   whose outputs one add sums): the ops that the matched op's readers of
+  //   that type read at this op's slot.
+  bool find_local(size_t depth, std::vector<int>* local) const {
+    const PatternOp& pop = r_.src[depth];
+    for (size_t k = 0; k < pop.inputs.size(); ++k) {
+      const PatternTensor& pt = pop.inputs[k];
+      if (pt.op < 0) continue;
+      for (auto [c, slot] : g_.consumers(mapped_[pt.op]))
+        if (slot == static_cast<int>(k)) local->push_back(c);
+      return true;
+    }
+    for (size_t k = 0; k < pop.inputs.size(); ++k) {
+      const PatternTensor& pt = pop.inputs[k];
+      if (!is_bound_[-pt.op]) continue;
+      for (auto [c, slot] : g_.consumers(g_.index_of(bound_[-pt.op].guid)))
+        if (slot == static_cast<int>(k)) local->push_back(c);
+      return true;
+    }
+    for (size_t later = depth + 1; later < r_.src.size(); ++later) {
+      const PatternOp& reader = r_.src[later];
+      int this_slot = -1, matched_slot = -1;
+      for (size_t k = 0; k < reader.inputs.size(); ++k) {
+        const int op = reader.inputs[k].op;
+        if (op == static_cast<int>(depth) && this_slot < 0) this_slot = static_cast<int>(k);
+        if (op >= 0 && op < static_cast<int>(depth) && matched_slot < 0)
+          matched_slot = static_cast<int>(k);
+      }
+      if (this_slot < 0 || matched_slot < 0) continue;
+      const int matched = mapped_[reader.inputs[matched_slot].op];
+      for (auto [c, slot] : g_.consumers(matched)) {
+        if (slot != matched_slot) continue;
+        if (g_.op_type(c) != reader.type ||
+            g_.num_inputs(c) != static_cast<int>(reader.inputs.size()))
+          continue;
+        local->push_back(g_.input_op(c, this_slot));
+      }
+      return true;
+    }
+    return false;
+  }
+
+  // Whether a bound variable is, or transitively reads, a matched op (the
+  // candidate builder's first check, CandidateBuilder::build).
+  bool variable_reads_match() const {
+    for (size_t v = 0; v < bound_.size(); ++v) {
+      if (!is_bound_[v]) continue;
+      const int p = g_.index_of(bound_[v].guid);
+      if (used_[p]) return true;
+      for (int m : mapped_)
+        if (g_.depends_on(p, m)) return true;
+    }
+    return false;
   }
 
   // Whether node `i` meets the parameter constraints of source op `depth`.
@@ -131,6 +195,7 @@ class Matcher {
   ParamMemo* const params_;
   MatchScratch* const scratch_;
   const std::function<bool(const Match&)>& on_match_;
+  const bool skip_reading_match_;
   // The buffers, in *scratch_ (shared by the rules matched on one graph).
   std::vector<TensorRef>& bound_;  // indexed by -variable
   std::vector<bool>& is_bound_;
@@ -163,21 +228,23 @@ std::vector<int8_t>* ParamMemo::memo(const PatternOp& op, int graph_size) {
 }
 
 bool may_match(const Graph& graph, const Rule& rule) {
-  for (const PatternOp& op : rule.src) {
-    size_t needed = 0;
-    for (const PatternOp& other : rule.src) needed += other.type == op.type;
-    if (graph.ops_of_type(op.type).size() < needed) return false;
+  const std::vector<PatternOp>& src = rule.src;
+  for (const PatternOp& op : src) {
+    int needed = 0;
+    for (const PatternOp& other : src) needed += other.type == op.type;
+    if (graph.num_ops_of_type(op.type) < needed) return false;
   }
   return true;
 }
 
 int for_each_match(const Graph& graph, const Rule& rule, ParamMemo* params,
                    MatchScratch* scratch,
-                   const std::function<bool(const Match&)>& on_match) {
+                   const std::function<bool(const Match&)>& on_match,
+                   bool skip_reading_match) {
   // A source needing more ops of some type than the graph has cannot match:
   // most rules of a large set are ruled out here without a search.
   if (!may_match(graph, rule)) return 0;
-  return Matcher(graph, rule, params, scratch, on_match).run();
+  return Matcher(graph, rule, params, scratch, on_match, skip_reading_match).run();
 }
 
 }  // namespace taso

@@ -121,4 +121,54 @@ TEST(match_rules_out_patterns_needing_more_ops_than_the_graph_has) {
   CHECK_EQ(count, 0);
 }
 
+// Source ops that read no matched op are sought near the matched ones
+// (Matcher::find_local): among the readers of a bound variable's tensor, or
+// among what a later source op that also reads a matched op reads. The
+// matches and their order are those of scanning every op of the type.
+TEST(match_finds_unconnected_source_ops_through_their_neighbours) {
+  GraphBuilder b;
+  const TensorRef x = b.input("x", {1, 8}), y = b.input("y", {1, 8});
+  const int64_t r1 = b.add(OP_RELU, {}, {x});
+  const int64_t r2 = b.add(OP_RELU, {}, {y});
+  const int64_t r3 = b.add(OP_RELU, {}, {x});
+  const int64_t a1 = b.add(OP_EW_ADD, {}, {{r1, 0}, {r2, 0}});
+  const int64_t a2 = b.add(OP_EW_ADD, {}, {{r3, 0}, {r1, 0}});
+  const int64_t a3 = b.add(OP_EW_ADD, {}, {{r2, 0}, {r3, 0}});
+  const GraphPtr g = b.build({{a1, 0}, {a2, 0}, {a3, 0}});
+  // Two relus summed by an add: the second relu is what the first's add
+  // reads at slot 1.
+  const Rule summed = rule(
+      "summed_relus",
+      {pop(OP_RELU, {var(-1)}), pop(OP_RELU, {var(-2)}), pop(OP_EW_ADD, {out(0), out(1)})},
+      {pop(OP_EW_ADD, {var(-1), var(-2)})}, {{out(2), out(0)}});
+  int count = 0;
+  CHECK(matches(*g, summed, &count) ==
+        (std::vector<std::vector<int64_t>>{{r1, r2, a1}, {r2, r3, a3}, {r3, r1, a2}}));
+  CHECK_EQ(count, 3);
+  // Two relus of one input: the second is among the readers of x.
+  const Rule shared = rule("shared_input", {pop(OP_RELU, {var(-1)}), pop(OP_RELU, {var(-1)})},
+                           {pop(OP_RELU, {var(-1)})}, {{out(0), out(0)}, {out(1), out(0)}});
+  CHECK(matches(*g, shared, &count) == (std::vector<std::vector<int64_t>>{{r1, r3}, {r3, r1}}));
+  CHECK_EQ(count, 2);
+}
+
+// skip_reading_match: complete matches one of whose variables reads a
+// matched op are counted but not passed on.
+TEST(match_skips_matches_whose_variables_read_the_match) {
+  const ConvChain c = conv_chain();  // relu1 -> ... -> relu3: every pair is ordered
+  const Rule two = rule("two_relus", {pop(OP_RELU, {var(-1)}), pop(OP_RELU, {var(-2)})},
+                        {pop(OP_RELU, {var(-1)})}, {{out(0), out(0)}, {out(1), out(0)}});
+  int count = 0;
+  CHECK_EQ(matches(*c.graph, two, &count).size(), 6u);
+  CHECK_EQ(count, 6);
+  ParamMemo memo;
+  MatchScratch scratch;
+  int called = 0;
+  const int n = for_each_match(*c.graph, two, &memo, &scratch,
+                               [&](const Match&) { return ++called > 0; },
+                               /*skip_reading_match=*/true);
+  CHECK_EQ(n, 6);
+  CHECK_EQ(called, 0);
+}
+
 }  // namespace taso_test

@@ -104,6 +104,9 @@ struct CandidateScratch {
   std::vector<TensorRef> mapped_from;
   std::vector<bool> dst_reads_var, dst_has_reader;
   MatchedOps matched_guids;
+  // CandidateBuilder::build's target ops and, per arity, their input shapes.
+  std::vector<std::shared_ptr<Node>> targets;
+  std::vector<std::vector<Shape>> inputs_by_arity;
   HashScratch hash;
   // Per parent op, its term of graph_dedup_key, and the key: filled by
   // enumerate_locations (lazy hashes) before the rules run.

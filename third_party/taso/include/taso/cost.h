@@ -153,7 +153,8 @@ class CostBackend {
   // address): the key of per-node cost memos.
   uint64_t instance_id() const { return instance_id_; }
   virtual std::string name() const = 0;
-  // Runtime in milliseconds of one op; memoized by OpConfig::key().
+  // Runtime in milliseconds of one op; memoized by OpConfig::key(), except
+  // where the backend computes it (`computed`).
   double op_cost(const OpConfig& op);
   size_t num_measured() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -183,8 +184,15 @@ class CostBackend {
 
  protected:
   // Measures (or computes) one configuration. Never called for free ops;
-  // never called by two threads at once (op_cost holds measure_mu_).
+  // never called by two threads at once (op_cost holds measure_mu_), unless
+  // `computed`.
   virtual double measure(const OpConfig& op) = 0;
+  // True when measure() is a cheap, pure, thread-safe function of the
+  // configuration (the analytic roofline): op_cost then calls it directly,
+  // without the memo, whose key (OpConfig::key, a string) and locked lookup
+  // cost more than the formula. Costs are the same either way; nothing is
+  // memoized (num_measured stays 0).
+  virtual bool computed() const { return false; }
   // The memo, by OpConfig::key(): guarded by mu_ once the backend is built
   // (a constructor may fill it, e.g. from a cache file, without the lock).
   std::unordered_map<std::string, double> cache_;

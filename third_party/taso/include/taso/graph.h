@@ -10,6 +10,7 @@
 #ifndef TASO_GRAPH_H_
 #define TASO_GRAPH_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -147,8 +148,20 @@ class Graph {
   bool all_live() const;
   // True when every input derives only from weights (see OpConfig).
   bool weight_side(int i) const { return weight_side_[i]; }
+  // Op i's type, its inputs and the index of the op each input reads,
+  // from flat arrays (node(i) holds the same): the matcher tries thousands
+  // of ops per graph, and these fit in the cache where the nodes do not.
+  int op_type(int i) const { return types_[i]; }
+  int num_inputs(int i) const { return input_begin_[i + 1] - input_begin_[i]; }
+  const TensorRef& input(int i, int k) const { return inputs_[input_begin_[i] + k]; }
+  int input_op(int i, int k) const { return input_ops_[input_begin_[i] + k]; }
   // Indices of ops of a type, in topological order.
   const std::vector<int>& ops_of_type(int type) const;
+  // ops_of_type(type).size(), from a count kept since creation (may_match
+  // asks it for every rule of a set).
+  int num_ops_of_type(int type) const {
+    return type >= 0 && type < kNumOpTypeSlots ? type_counts_[type] : 0;
+  }
 
   OpConfig op_config(int i) const;
   // Sum of op_costs: the one graph cost every consumer uses.
@@ -183,6 +196,9 @@ class Graph {
   std::vector<int> index_;  // guid -> position, -1 if absent
   std::vector<uint64_t> node_hashes_;
   std::vector<bool> weight_side_;
+  std::vector<int> types_, input_begin_, input_ops_;  // op_type, num_inputs, input_op
+  std::array<int, kNumOpTypeSlots> type_counts_{};   // num_ops_of_type
+  std::vector<TensorRef> inputs_;                     // input
   // Built lazily, under index_mu_, by index_structure() (consumers_,
   // is_output_, by_type_; then indexed_ is set) and index_ancestors()
   // (ancestors_; then ancestor_words_ is set): a thread that reads a flag

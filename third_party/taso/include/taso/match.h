@@ -1,9 +1,11 @@
 // Matching a rule's source pattern on a graph.
 //
 // Matching is a depth-first search over the source ops in pattern order;
-// the ops tried for each pattern op are scanned in the graph's topological
-// order (or, for an op reading an already matched one, in that op's
-// consumers' order), so the sequence of matches is deterministic.
+// the ops tried for each pattern op are taken in the graph's topological
+// order, from the neighbourhood of the ops matched above where it tells
+// (the readers of a matched op or of a bound variable's tensor, what a
+// later source op reading a matched op reads), else from every op of the
+// type, so the sequence of matches is deterministic and the same either way.
 //
 // Thread safety: none of these types may be shared between threads while in
 // use (each search or enumeration has its own). for_each_match reads the
@@ -73,6 +75,8 @@ class ParamMemo {
 // least as many ops of that type as the pattern has: a cheap necessary
 // condition for a match, which rules out most rules of a large set without
 // a search or any per-rule set-up.
+// It reads the graph's op counts per type (Graph::num_ops_of_type), kept
+// since the graph's creation, so checking a whole rule set is cheap.
 bool may_match(const Graph& graph, const Rule& rule);
 
 // Calls `on_match` with every match of `rule`'s source pattern on `graph`, in
@@ -80,9 +84,16 @@ bool may_match(const Graph& graph, const Rule& rule);
 // equal-shaped operands only (rules are derived without broadcasting); a
 // source op's parameter constraints are checked through `params` (valid for
 // `graph` only). Returns the number of complete matches found.
+// `skip_reading_match`: a complete match one of whose variables is, or
+// transitively reads, a matched op is counted but not passed to `on_match`
+// (a rewrite of it would close a cycle: the candidate builder rejects it
+// first thing). Pairs of unconnected source ops (two relus anywhere) match
+// thousands of times on a chain of blocks, nearly all such; skipping them
+// here spares a call and a candidate each.
 int for_each_match(const Graph& graph, const Rule& rule, ParamMemo* params,
                    MatchScratch* scratch,
-                   const std::function<bool(const Match&)>& on_match);
+                   const std::function<bool(const Match&)>& on_match,
+                   bool skip_reading_match = false);
 
 }  // namespace taso
 
