@@ -27,8 +27,8 @@ from xflowrl.search.eqsat import (
     node_costs,
     same_outputs,
     saturate,
+    saturation,
 )
-from xflowrl.search.eqsat import saturation
 from xflowrl.search.eqsat.extract import Extraction, _cyclic_components, dag_cost, tree_costs, used
 from xflowrl.search.eqsat.rewrites import canonical
 from xflowrl.search.greedy import greedy_walk

@@ -144,6 +144,7 @@ class EngineSimulator:
         """The graph that action `index` of `expansion` builds (identical
         ops merged, where the simulator merges them), and its steps."""
         xfer, location = (int(a) for a in expansion.actions[index])
+        steps: Tuple[Step, ...]
         if location != EVERYWHERE:
             self.applies += 1
             graph, steps = expansion.locations.apply(xfer, location), (Step(xfer, location),)

@@ -404,17 +404,17 @@ class EGraph:
                 if not table[a][b]:
                     del table[a][b]
 
-        first = [keep[c] for c in self._choice_post_order(list(keep), keep)
-                 if self.usable(keep[c])] if keep else []
-        firsts = set(first)
+        kept: List[int] = [keep[c] for c in self._choice_post_order(list(keep), keep)
+                           if self.usable(keep[c])] if keep else []
+        kept_set = set(kept)
         removed = 0
-        for n in first + [n for n in range(len(self.nodes)) if n not in firsts]:
+        for n in kept + [n for n in range(len(self.nodes)) if n not in kept_set]:
             if not self.usable(n):
                 continue
             c = self.find(self.node_class[n])
-            children = {self.find(d) for d in self.nodes[n][2]}
+            child_classes = {self.find(d) for d in self.nodes[n][2]}
             done = []
-            for d in sorted(children):
+            for d in sorted(child_classes):
                 if d == c or not link(d, c):
                     break
                 done.append(d)

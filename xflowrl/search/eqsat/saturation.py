@@ -47,7 +47,7 @@ from xflowrl.engine import CostModel, Graph, XferSet
 from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.search.eqsat import extract
 from xflowrl.search.eqsat.egraph import EGraph, EGraphError, Params, multi_output
-from xflowrl.search.eqsat.rewrites import Rewrite, Unsupported, canonical, compile_rule
+from xflowrl.search.eqsat.rewrites import Match, Rewrite, Unsupported, canonical, compile_rule
 from xflowrl.search.greedy import greedy_walk
 
 _LOG = logging.getLogger(__name__)
@@ -263,8 +263,8 @@ def saturate(eg: EGraph, rewrites: List[Rewrite], config: EqsatConfig,
         parents = _parents(eg)
         now = (len(eg.nodes), len(eg.touched))
         readers: Optional[Dict[int, set]] = None
-        near_changes: Dict[Tuple[int, int, int], set] = {}
-        matches = []
+        near_changes: Dict[Tuple[int, ...], set] = {}
+        matches: List[Match] = []
         out_of_time = cut_short = False
         for r, rw in enumerate(rewrites):
             if rw.multi_pattern and it >= config.multi_pattern_iterations:
@@ -305,10 +305,10 @@ def saturate(eg: EGraph, rewrites: List[Rewrite], config: EqsatConfig,
         stop = None
         nodes_before, unions_before = eg.num_nodes(), eg.unions
         for m in matches:
-            key = (m.rewrite.xfer, m.nodes)
-            if key in applied:
+            done = (m.rewrite.xfer, m.nodes)
+            if done in applied:
                 continue
-            applied.add(key)
+            applied.add(done)
             try:
                 m.rewrite.apply(eg, m)
             except EGraphError:
