@@ -93,7 +93,7 @@ class BaselinesScriptTest(absltest.TestCase):
         self.assertEqual(eqsat["time_limit_s"], _EQSAT_SECONDS)
         self.assertEqual(self.result["settings"]["eqsat_time_limit"], _EQSAT_SECONDS)
         self.assertLessEqual(eqsat["cost_ms"], self.result["initial_cost_ms"])
-        self.assertIn(eqsat["handed_over"], ("ilp", "greedy", "original"))
+        self.assertIn(eqsat["handed_over"], ("ilp", "greedy", "descent", "original"))
         self.assertGreater(eqsat["e_nodes"], 0)
         # The record reads back, and its graph is the one estimated and timed.
         record = Baselines.from_json(self.result)

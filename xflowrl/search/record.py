@@ -116,8 +116,8 @@ class EqsatResult:
     (`graph`, `Graph.to_data`; `xflowrl.engine.graph_from_data` builds it).
 
     `cost_ms` is that graph's cost (never above the initial cost);
-    `handed_over` says whose graph it is ("ilp", "greedy" extraction or the
-    "original"); `greedy_extraction_ms` and `ilp_ms` are the two
+    `handed_over` says whose graph it is ("ilp", "greedy" extraction, the
+    one-step greedy "descent" the ILP started from, or the "original"); `greedy_extraction_ms` and `ilp_ms` are the two
     extractions' (`ilp_ms` None where the ILP found none); `stop_reason`,
     `iterations` and `e_nodes` describe the saturation, under
     `time_limit_s`; `seconds` is the whole run."""
