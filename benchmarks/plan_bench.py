@@ -45,11 +45,10 @@ import sys
 from typing import Any, Dict, List, Optional
 
 from absl import app, flags
-import numpy as np
 
 from xflowrl.engine import CostModel, XferSet
-from xflowrl.env import CHEAPER, EnvConfig, GraphEnv, NO_STEP_LIMIT
-from xflowrl.planning import EngineSimulator, PlanConfig, plan
+from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
+from xflowrl.planning import PlanConfig, plan
 from xflowrl.runs import zoo_source
 from xflowrl.search.settings import LookaheadSetting, load_settings, settings_source
 
@@ -136,21 +135,12 @@ def greedy_merging(setting: LookaheadSetting) -> float:
     """One-step greedy's change (% of the original's cost) with identical
     ops merged in the input and after every step (`xflowrl.engine.dedupe`):
     what equality saturation gets from storing each e-node once, given to
-    greedy; the planner's `merge_identical` compares with this."""
-    env = _environment(setting)
-    sim = EngineSimulator.of(env, merge_identical=True)
-    graph, _ = sim.canonical(env.initial_graph)
-    cost = graph.cost(env.cost_model)
-    while True:
-        expansion = sim.expand(graph, cost)
-        if not expansion.singles:
-            break
-        index = int(np.argmin(expansion.candidate_costs))
-        if expansion.costs[index] >= cost - CHEAPER:
-            break
-        graph, _ = sim.child(expansion, index)
-        cost = graph.cost(env.cost_model)
-    return 100.0 * (cost / env.initial_cost - 1.0)
+    greedy; the planner's `merge_identical` compares with this. It is the
+    planner's greedy start with no decision after it."""
+    result = plan(_environment(setting),
+                  PlanConfig(merge_identical=True, max_decisions=0,
+                             max_real_steps=NO_STEP_LIMIT, time_limit_s=3600.0))
+    return result.change_pct
 
 
 def taso_runs() -> Dict[str, dict]:

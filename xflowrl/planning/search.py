@@ -67,8 +67,8 @@ class PlanConfig:
       simulations: per decision.
       root_actions: k of the Gumbel-top-k sample at the root.
       c_puct: pUCT's exploration constant below the root.
-      c_visit, c_scale: Gumbel MuZero's sigma (its paper's 50 and 1.0 with
-        q in [0, 1]).
+      c_visit, c_scale: the constants of Gumbel MuZero's monotone
+        transform sigma of q in [0, 1] (module docstring).
       rollout_steps: one-step-greedy rollout length at leaves (0: none).
       greedy_start: first descend from the input as one-step greedy would
         (its graphs become nodes, its real steps count), so that the search
@@ -207,9 +207,7 @@ class Planner:
             path.append(child)
             if not child.expanded:
                 self._expand(child, rollout=False)
-        for parent, below in zip(path[-2::-1], path[:0:-1]):
-            below.visits += 1
-            parent.best_cost = min(parent.best_cost, below.best_cost)
+        _backup(path)
 
     def _offer(self, cost: float, node: Node, suffix: Tuple[Step, ...],
                graph: Optional[Graph]) -> None:
@@ -267,9 +265,7 @@ class Planner:
             if next_index is None:
                 break
             index = next_index
-        for parent, below in zip(path[-2::-1], path[:0:-1]):
-            below.visits += 1
-            parent.best_cost = min(parent.best_cost, below.best_cost)
+        _backup(path)
         root.visits += 1
 
     def _sigma(self, node: Node, q: np.ndarray) -> np.ndarray:
@@ -373,6 +369,14 @@ class Planner:
                           decisions=decisions, nodes=len(self.tree),
                           seconds=time.monotonic() - self._start, stopped=stopped,
                           prior=self.prior.name)
+
+
+def _backup(path: List[Node]) -> None:
+    """Counts a visit to every node of `path` but its first and backs the
+    cheapest cost known below each up to its parent (max backups)."""
+    for parent, below in zip(path[-2::-1], path[:0:-1]):
+        below.visits += 1
+        parent.best_cost = min(parent.best_cost, below.best_cost)
 
 
 def _normalise(values: np.ndarray, alive: np.ndarray) -> np.ndarray:
