@@ -1,4 +1,4 @@
-"""Learning curves of model-free runs side by side (issue 25: faster
+"""Learning curves of model-free runs side by side (faster
 training must not learn worse).
 
     python benchmarks/curve_compare.py --runs=before=DIR_A,after=DIR_B \

@@ -1,6 +1,6 @@
 """Environment speed and memory: reset and step times per zoo graph (the RL
-agent's per-step cost; thesis: 850 ms per step on ResNet-50; targets of
-issue 16: ResNet-50 <= 3 ms, Inception-v3 <= 10 ms, NasNet-A <= 30 ms).
+agent's per-step cost; thesis: 850 ms per step on ResNet-50; targets:
+ResNet-50 <= 3 ms, Inception-v3 <= 10 ms, NasNet-A <= 30 ms).
 
     python benchmarks/env_bench.py [--graphs=resnet50,bert] [--steps=30]
         [--rules=default] [--cost_model=analytic]

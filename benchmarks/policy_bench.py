@@ -13,17 +13,16 @@ rounds, each in a fresh random order:
   limit (1.5 x one-step greedy's steps, at least 10, so greedy walks
   first, `step_limit_s`), handing over the cheapest graph the episode
   passed through (kept by the environment, `GraphEnv.cheapest`), or
-  greedy's walk's graph where that is cheaper (`found_by`, since
-  2026-11-27 afternoon);
-- `replayed`: the same episode as the command played it before
-  2026-11-27 (afternoon), beside it for the speed-up: greedy's step limit
+  greedy's walk's graph where that is cheaper (`found_by`);
+- `replayed`: the same episode played the slow way (no environment
+  that keeps the cheapest graph), beside it for the speed-up: greedy's step limit
   from its episode in the environment (observations built), the policy's
   episode, then the episode replayed to find its cheapest prefix and that
   prefix replayed to build the graph;
 - `taso`: TASO's search at `--taso_budget` (1,000, alpha 1.05),
 
 all from the same initial graph under `--cost_model` (analytic/v100, what
-the policy was trained under). The target of issue 28: `policy` takes at
+the policy was trained under). The target: `policy` takes at
 most 1/10 of TASO's time on the same graph (`ratio`). Reported per graph:
 median seconds of each, the step limit's and the environment's
 observations' (locations, features) and the network's encoder's
@@ -47,10 +46,7 @@ save (`handed_over_runs_per_step`, their ratio). `runs_projection_ratio`
 is a rough bound built on it, not a result: the ratio if the route handed
 over took one step per run, each at today's cost of a step (no such
 policy exists; it leaves out the steps an episode takes past its
-cheapest graph and supposes greedy's walk batched alike). Before 2026-11-27 (afternoon) this
-benchmark timed the step limit and the episode without the replays
-(`episode_*` keys) and the TensorFlow network beside the NumPy runtime
-(`tf_*`: docs/data/policy_bench_2026-11-27_numpy.json).
+cheapest graph and supposes greedy's walk batched alike).
 
 Then, as a user meets it (`cli`): the whole `xflowrl optimize` command in
 a fresh process (imports, reading the model, the method, the output check,
@@ -209,8 +205,7 @@ def xfer_runs(applied) -> int:
 
 
 def _replayed(graph, xfers, cost) -> Tuple[float, int]:
-    """The policy's episode as `optimise` played it before 2026-11-27
-    (afternoon): greedy's episode in the environment for the step limit, the
+    """The policy's episode played the slow way: greedy's episode in the environment for the step limit, the
     episode, a replay for its cheapest prefix and one to build that prefix's
     graph. (cost handed over, the episode's steps)."""
     probe = GraphEnv(graph, xfers, cost, EnvConfig(max_steps=NO_STEP_LIMIT))

@@ -1,6 +1,5 @@
 """Rollout collection in Ray actors against the learner's own process;
-prints JSON (issue 25: rollout collection "may use Ray actors where that
-pays; measure it").
+prints JSON: whether collecting rollouts in Ray actors pays.
 
     python benchmarks/rollout_bench.py [--graphs=resnet50,bert] [--ppo=thesis]
         [--updates=6] [--actors=2] [--rounds=2]

@@ -1,5 +1,5 @@
 """Training speed: real environment steps per second while the model-free
-agent trains (issue 25: >= 100 per second on one core).
+agent trains (target: >= 100 per second on one core).
 
     python benchmarks/train_bench.py [--graphs=resnet50,bert] [--episodes=40]
         [--ppo=xrlflow] [--cores=1] [--profile=v100]
@@ -35,8 +35,8 @@ and reports:
   about a millisecond).
 
 `--parallel_envs` episodes are played at once (default: the preset's
-episodes per update, as `train_mf.py` does); the code before issue 25 had
-no such option and ran one at a time.
+episodes per update, as `train_mf.py` does); with 1 they are
+played one at a time.
 
 `--cores=1` pins the process to one core and TensorFlow to one thread of
 each kind before TensorFlow starts (the issue's "on one core"); 0 leaves

@@ -1,4 +1,4 @@
-"""World-model training speed (issue 25): where the model-based agent's
+"""World-model training speed: where the model-based agent's
 world-model phase spends its time.
 
     python benchmarks/world_model_bench.py [--graph=bert] [--rounds=2]

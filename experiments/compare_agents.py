@@ -24,8 +24,7 @@ resumes from its checkpoints), then writes to --results_dir/compare_agents/:
 - compare_agents.png: the cost change of every agent on every graph.
 
 The agents' step limit on a graph is --max_steps, raised to 1.5 x greedy's
-steps on that graph where that is more (both scripts raise it themselves;
-issue 24): an agent capped below what greedy needs would compare unequal
+steps on that graph where that is more (both scripts raise it themselves): an agent capped below what greedy needs would compare unequal
 budgets. A
 reused result whose agent ran with another limit (from before that rule, or
 of another --max_steps) is refused, for the same reason.

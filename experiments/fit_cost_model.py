@@ -11,7 +11,7 @@ Two methods (docs/runtime.md, "A cost model fitted from micro-benchmarks"):
   of every op class over generic grids of shapes, and the training graphs
   with their greedy variants, timed end to end; one joint fit over all
   classes. `--budget` quick (about a minute) or full.
-- `profile` (the method before issue 26): `xflowrl.measure.profile_fit`:
+- `profile` (per-kernel profiles of whole graphs): `xflowrl.measure.profile_fit`:
   every graph of `--graphs` and its greedy and TASO variants under
   `--optimize_with` run with onnxruntime's profiler on; per-class fits of
   the profiled kernels, and the executor's overhead fitted over the graphs

@@ -67,7 +67,7 @@ baselines.py (one search per graph and setting, with Inception-v3's budget
 capped as there), the agents' files keep greedy and the random agent.
 They get the budget's `--max_steps` as a floor: train_mf.py and train_mb.py
 raise it to 1.5 x one-step greedy's steps on the graph and setting where
-that is more (issue 24), since the report compares them with greedy. A
+that is more, since the report compares them with greedy. A
 saved agent run whose result records no step limit ("max_steps") predates
 that rule and is run again.
 """

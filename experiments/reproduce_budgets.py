@@ -10,7 +10,7 @@ class Budget:
     """Every budget of the pipeline; QUICK, FULL and THESIS below."""
     # The agents' step limit per episode, a floor: train_mf.py and
     # train_mb.py raise it to 1.5 x one-step greedy's steps on a graph and
-    # setting where that is more (issue 24). The temperature sweep takes it
+    # setting where that is more. The temperature sweep takes it
     # as given.
     max_steps: int
     mf_episodes: int             # model-free training episodes

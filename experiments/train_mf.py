@@ -16,7 +16,7 @@ imported ends the script with one error line (exit status 2).
 
 The agent is compared with one-step greedy, so its episode step limit is
 --max_steps raised to 1.5 x greedy's steps on the graph where that is more
-(`xflowrl.search.with_equal_step_limit`; issue 24): an agent capped below
+(`xflowrl.search.with_equal_step_limit`): an agent capped below
 what greedy needs would lose by its budget, not its policy.
 
 Writes to --results_dir/<graph>/train_mf/: TensorBoard logs, checkpoints and

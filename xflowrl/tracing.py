@@ -2,8 +2,8 @@
 
 A `tf.function` traces again for every new input shape it meets (or, with
 `reduce_retracing`, once more to generalise), and a trace of the agents'
-networks costs seconds: a short training run spent most of its time there
-(issue 25). `traced_once(fn)` traces `fn` on its first call for inputs of
+networks costs seconds: a short training run spent most of its time there.
+`traced_once(fn)` traces `fn` on its first call for inputs of
 any leading (batch, node, edge) dimension — `relaxed_spec` of the first
 call's arguments — so every later call with the same structure reuses that
 one graph. Autograph is off: the traced code branches on Python values only

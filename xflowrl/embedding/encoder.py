@@ -10,7 +10,7 @@ variables belong to the agent, which trains them through its losses.
 
 The core's rounds are computed by `_core_rounds` rather than by graph_nets'
 `GraphNetwork` (which `reference` still calls): the same modules, variables
-and function up to float rounding, with less work (issue 25, the learner
+and function up to float rounding, with less work (the learner
 reruns the encoder on every state each epoch). The first layer of each
 block's MLP is linear in the concatenation it reads, so it is applied to
 each part separately: the encoded graph's parts once for all K rounds (the

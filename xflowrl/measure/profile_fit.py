@@ -1,5 +1,5 @@
 """The fitted cost backend from per-kernel profiles of whole graphs (the
-method before issue 26; `experiments/fit_cost_model.py --method=profile`).
+alternative to micro-benchmarks; `experiments/fit_cost_model.py --method=profile`).
 
 Every graph of a `ProfileFitConfig` and its greedy and TASO variants under
 each cost model of `optimize_with` (`variants`) run with onnxruntime's

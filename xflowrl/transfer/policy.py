@@ -184,8 +184,8 @@ def load_numpy_policy(folder: str, env):
 
 
 def export_arrays(folder: str) -> str:
-    """Writes `policy.npz` for a policy folder saved without one (before
-    2026-11-27) from its checkpoint; returns its path. Needs TensorFlow.
+    """Writes `policy.npz` for a policy folder saved without one from its
+    checkpoint; returns its path. Needs TensorFlow.
 
         python -c "from xflowrl.transfer.policy import export_arrays; export_arrays('DIR')"
     """

@@ -181,8 +181,8 @@ def markdown(results: Sequence[dict], model_based: Sequence[dict] = ()) -> str:
 
 def _own_result_lines(results: Sequence[dict]) -> List[str]:
     """When the per-graph agents from scratch first reached their own result,
-    as a fraction of their steps, per graph over seeds (runs since
-    2026-11-27 afternoon record it): the share of its run that the target's
+    as a fraction of their steps, per graph over seeds (where the
+    runs record it): the share of its run that the target's
     tenth asks fine-tuning to beat."""
     fractions: Dict[str, List[str]] = {}
     for result in results:
@@ -202,8 +202,8 @@ def _own_result_lines(results: Sequence[dict]) -> List[str]:
 def _route_lines(results: Sequence[dict]) -> List[str]:
     """How likely the generalist's sampling is to follow the route of each
     per-graph agent's result, and which of its steps use xfers the
-    generalist's greedy episode never applies (runs since 2026-11-27
-    evening record it, `evaluate.route_against`): fine-tuning starts from
+    generalist's greedy episode never applies (where the runs
+    record it, `evaluate.route_against`): fine-tuning starts from
     that sampling."""
     routes = []
     for result in results:

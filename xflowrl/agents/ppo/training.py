@@ -86,7 +86,7 @@ class Progress:
     # `RolloutActors.generator_states()`, one per actor, when actors collect.
     actor_generators: List[dict] = dataclasses.field(default_factory=list)
     # The cheapest graph any episode passed through (absent, so infinite, in
-    # progress files written before 2026-11-27: those count from the resume).
+    # progress files that lack it: those count from the resume).
     best_graph_cost: float = math.inf
 
     def save(self, path: str) -> None:
