@@ -1,6 +1,6 @@
 """The environment's observations are bitwise those of the reference
 implementation: the per-xfer, per-location Python loops that `GraphEnv`
-used before its features were vectorised (issue 16), kept here as the oracle.
+used before its features were vectorised, kept here as the oracle.
 
 Every zoo graph (the small `zoo.REDUCED` variants where there are any), every
 `cost_features` mode, over a few random-agent steps; every array of the

@@ -1,4 +1,4 @@
-"""The Q/K/V merges fire on real exporters' transformers (issue 26, item 4).
+"""The Q/K/V merges fire on real exporters' transformers.
 
 The zoo BERT (TASO's example) merges its three projections into one matmul
 per layer: `gen_matrix_1171` (`x w1, x w2 -> split(x concat(w1, w2))`)
