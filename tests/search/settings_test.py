@@ -2,6 +2,7 @@
 rows by the gap, saved and read back, refused when foreign, and the list
 shipped with the package is consistent."""
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -64,6 +65,19 @@ class SettingsTest(absltest.TestCase):
             with self.assertRaisesRegex(ValueError, "not a lookahead settings list"):
                 lookahead.load_settings(path)
 
+    def test_greedy_with_merging_is_kept_and_compared_with_the_best(self):
+        setting = lookahead.settings_from_rows([_row("b", "generated", 1.8, 1.7, 1.5, 1.8)])[0]
+        self.assertIsNone(setting.greedy_merging_pct)
+        self.assertIsNone(setting.gap_is_merging)
+        merged = dataclasses.replace(setting, greedy_merging_ms=1.5)
+        self.assertAlmostEqual(merged.greedy_merging_pct, -25.0)
+        self.assertTrue(merged.gap_is_merging)
+        self.assertFalse(dataclasses.replace(setting, greedy_merging_ms=1.6).gap_is_merging)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "list.json")
+            lookahead.save_settings([merged], path, {"commit": "abc", "command": "x"})
+            self.assertEqual(lookahead.load_settings(path), [merged])
+
     def test_the_shipped_list(self):
         shipped = lookahead.load_settings()
         self.assertNotEmpty(shipped)
@@ -77,6 +91,7 @@ class SettingsTest(absltest.TestCase):
                                    100 * (s.costs_ms["greedy"] - s.best_ms) / s.initial_ms,
                                    places=6)
             self.assertEqual(lookahead.get_setting(s.name), s)
+            self.assertIsNotNone(s.greedy_merging_ms)
         with self.assertRaisesRegex(ValueError, "no lookahead setting 'nope'"):
             lookahead.get_setting("nope")
 
