@@ -1,17 +1,20 @@
 """The `xflowrl` command: optimise, inspect and time your own ONNX models.
 
     xflowrl optimize model.onnx -o out.onnx [--method=greedy|taso|eqsat|mf|mb|policy:DIR|plan[:DIR]]
-                     [--cost_model=fitted/cpu] [--budget=N] [--input_shape NAME=D1,D2,...]
+                     [--cost_model=SPEC] [--budget=N] [--input_shape NAME=D1,D2,...]
+                     [--device=auto|cpu|cuda|torch-cpu] [--batch=N]
+                     [--dtype=float32|bfloat16|float16] [--timing=graph|eager]
     xflowrl inspect model.onnx
-    xflowrl measure a.onnx b.onnx
-    xflowrl calibrate [-o profile.json]
+    xflowrl measure a.onnx b.onnx [--device=...] [--batch=N] [--dtype=...]
+    xflowrl calibrate [-o profile.json] [--device=cpu|cuda]
 
 Exit codes: 0 success (also when `optimize` writes the original unchanged
 because nothing made it faster); 2 bad input (a missing, unreadable or
-unsupported model, an output that cannot be written, a bad option), with one
-message naming the file, node or op; 1 when `optimize` refuses because the
-optimised model's outputs differ. Nothing is written on failure. docs/cli.md
-has the details.
+unsupported model, an output that cannot be written, a bad option, a device
+that is not here: `--device=cuda` without PyTorch or a GPU), with one
+message naming the file, node, op or what is missing; 1 when `optimize`
+refuses because the optimised model's outputs differ. Nothing is written on
+failure. docs/cli.md has the details.
 """
 
 from __future__ import annotations
@@ -63,6 +66,22 @@ def _add_input_options(parser: argparse.ArgumentParser) -> None:
                              "floats in [-1, 1), integers in {0, 1})")
 
 
+def _add_device_options(parser: argparse.ArgumentParser) -> None:
+    from xflowrl.measure import devices  # pylint: disable=import-outside-toplevel
+    from xflowrl.optimize.pipeline import DTYPES  # pylint: disable=import-outside-toplevel
+    parser.add_argument("--device", choices=devices.DEVICES, default=devices.AUTO,
+                        help="where outputs are checked and models timed: cuda (PyTorch on "
+                             "the GPU), cpu (onnxruntime), torch-cpu (the GPU path run in "
+                             "PyTorch on the CPU, for testing), auto (default: cuda where "
+                             "PyTorch sees a GPU, else cpu)")
+    parser.add_argument("--batch", type=int, default=0,
+                        help="the first dimension of every input (default: the model's own, "
+                             "1 where dynamic)")
+    parser.add_argument("--dtype", choices=DTYPES, default="float32",
+                        help="the precision the GPU runs the models in (default float32; "
+                             "the CPU runs float32 only)")
+
+
 def _parser() -> argparse.ArgumentParser:
     from xflowrl.optimize import methods, pipeline  # pylint: disable=import-outside-toplevel
     from xflowrl.rules.sets import DEFAULT_RULE_SET  # pylint: disable=import-outside-toplevel
@@ -81,11 +100,14 @@ def _parser() -> argparse.ArgumentParser:
     opt.add_argument("-o", "--output", required=True, help="where to write the model")
     opt.add_argument("--method", default="greedy",
                      help=f"one of {', '.join(methods.METHODS)} (default greedy)")
-    opt.add_argument("--cost_model", default=pipeline.DEFAULT_COST_MODEL,
+    opt.add_argument("--cost_model", default="",
                      help="backend[/profile] the method minimises: fitted/cpu (onnxruntime "
                           "on this kind of CPU; `xflowrl calibrate` fits your machine), "
-                          "analytic/cpu, analytic/v100 (GPU-like), onednn, fitted/PATH.json "
-                          f"(default {pipeline.DEFAULT_COST_MODEL})")
+                          "analytic/cpu, analytic/v100 (GPU-like), learned/CARD (learned on "
+                          "a GPU), onednn, fitted/PATH.json (default: the device's, "
+                          f"{pipeline.DEFAULT_COST_MODEL} on the CPU; on a GPU learned/CARD "
+                          f"where one was learned on your card, else "
+                          f"{pipeline.DEFAULT_GPU_COST_MODEL})")
     opt.add_argument("--rules", default=DEFAULT_RULE_SET, help="rule set (default: built-ins + "
                      "generated)")
     budgets = methods.DEFAULT_BUDGET
@@ -107,6 +129,10 @@ def _parser() -> argparse.ArgumentParser:
     opt.add_argument("--workdir", help="where the learned methods keep checkpoints and logs "
                                        "(default: a temporary folder)")
     opt.add_argument("--seed", type=int, default=0)
+    _add_device_options(opt)
+    opt.add_argument("--timing", choices=("graph", "eager"), default="",
+                     help="the GPU timing that decides: graph (CUDA-graph replay, the "
+                          "kernels alone; default on a GPU) or eager (one launch per op)")
     opt.add_argument("--quiet", action="store_true", help="no progress lines")
 
     ins = sub.add_parser(
@@ -123,26 +149,40 @@ def _parser() -> argparse.ArgumentParser:
     ins.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     mea = sub.add_parser(
-        "measure", help="end-to-end time of models, interleaved, in onnxruntime and TensorFlow",
+        "measure", help="end-to-end time of models, interleaved, on the GPU or in "
+        "onnxruntime and TensorFlow",
         description="Times the models on the same inputs, interleaved (rounds in random "
-        "order), in onnxruntime (one thread) and TensorFlow (onnx-tf); prints the median and "
-        "range of the round medians and each model's change against the first.")
+        "order): on a GPU in PyTorch (CUDA-graph replay and eager), on the CPU in "
+        "onnxruntime (one thread) and TensorFlow (onnx-tf); prints the median and range of "
+        "the round medians and each model's change against the first.")
     mea.add_argument("models", nargs="+", help="two or more .onnx files with the same inputs")
-    mea.add_argument("--runtimes", default="ort,tf", help="ort, tf or both (default ort,tf)")
+    mea.add_argument("--runtimes", default="ort,tf", help="on the CPU: ort, tf or both "
+                     "(default ort,tf)")
     mea.add_argument("--rounds", type=int, default=7)
     mea.add_argument("--repeats", type=int, default=5, help="timed calls per round")
     _add_input_options(mea)
+    _add_device_options(mea)
     mea.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     cal = sub.add_parser(
-        "calibrate", help="fit the fitted cost model to this machine",
-        description="Times single operators over a range of shapes in onnxruntime on this "
-        "machine and fits the `fitted` cost model's coefficients; use the file with "
-        "--cost_model=fitted/PATH.")
-    cal.add_argument("-o", "--output", default=os.path.join("results", "fitted_local.json"),
-                     help="where the profile goes (default results/fitted_local.json)")
+        "calibrate", help="fit a cost model to this machine: the CPU's or the GPU's",
+        description="--device=cpu (default): times single operators over a range of shapes "
+        "in onnxruntime on this machine and fits the `fitted` cost model's coefficients; use "
+        "the file with --cost_model=fitted/PATH. --device=cuda: times the learned GPU cost "
+        "model's data set (graphs end to end, CUDA-graph replay) on this machine's GPU, adds "
+        "it to the card's data and refits `learned/CARD`.")
+    cal.add_argument("-o", "--output", default="",
+                     help="where the profile goes (default: results/fitted_local.json on "
+                          "the CPU; on a GPU the card's learned profile in the package)")
     cal.add_argument("--budget", choices=("quick", "full"), default="quick",
                      help="quick: a few minutes; full: more shapes, more runs")
+    cal.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                     help="the cost model to fit: cpu (fitted, default) or cuda (learned)")
+    cal.add_argument("--batch", default="1,8,32",
+                     help="--device=cuda: comma-separated batch sizes to time (1,8,32)")
+    cal.add_argument("--dtype", default="float32,bfloat16",
+                     help="--device=cuda: comma-separated precisions to time "
+                          "(float32,bfloat16)")
     return parser
 
 
@@ -166,12 +206,17 @@ def _optimize(args, progress: _Progress) -> int:
         rules=args.rules, budget=args.budget, input_shapes=parse_input_shapes(args.input_shape),
         inputs=args.inputs, allow_slower=args.allow_slower, verify_speed=not args.no_timing,
         rounds=args.rounds, rtol=args.rtol, report=args.report, seed=args.seed,
-        workdir=args.workdir)
+        workdir=args.workdir, device=args.device, batch=args.batch, dtype=args.dtype,
+        timing_mode=args.timing)
     report = optimize_file(options, progress)
     progress.done()
     print(report.table())
     print()
     print(f"wrote {args.output}: {report.written} ({report.reason})")
+    print(f"decided by: {report.device['decided_by']} (batch {report.device['batch']}; "
+          f"cost model {report.cost_model}, priced in {report.device['cost_model_dtype']})")
+    if report.device.get("fallback"):
+        print(f"note: {report.device['fallback']}")
     if report.fixed_inputs:
         print(f"note: inputs {sorted(report.fixed_inputs)} had dynamic dimensions; the written "
               f"model has the static shapes given with --input_shape")
@@ -204,14 +249,54 @@ def _measure(args) -> int:
     result = measure_models(args.models, [r for r in args.runtimes.split(",") if r],
                             args.rounds, args.repeats,
                             input_shapes=parse_input_shapes(args.input_shape),
-                            inputs=args.inputs)
+                            inputs=args.inputs, device=args.device, batch=args.batch,
+                            dtype=args.dtype)
     print(json.dumps(result, indent=2) if args.json else measurement_text(result))
+    return EXIT_OK
+
+
+def _calibrate_cuda(args, progress: _Progress) -> int:
+    from xflowrl.measure import devices  # pylint: disable=import-outside-toplevel
+    from xflowrl.optimize.model_io import check_writable  # pylint: disable=import-outside-toplevel
+    try:
+        batch = [int(b) for b in args.batch.split(",") if b]
+    except ValueError:
+        raise _bad(f"--batch={args.batch}: comma-separated positive integers") from None
+    dtypes = [d for d in args.dtype.split(",") if d]
+    if args.output:
+        if not args.output.endswith(".json"):
+            raise _bad(f"{args.output}: the profile is a .json file")
+        os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+        check_writable(args.output)
+    missing = devices.cuda_missing()
+    if missing is not None:
+        raise _bad(f"--device=cuda: {missing}")
+    try:
+        from xflowrl.measure.gpu_calibration import (  # pylint: disable=import-outside-toplevel
+            calibrate_cuda,
+        )
+    except ImportError as e:
+        raise _bad(f"--device=cuda: this xflowrl has no GPU calibration ({e})") from None
+    try:
+        result = calibrate_cuda(args.output or None, batch=batch, dtype=dtypes,
+                                budget=args.budget, progress=progress)
+    except ValueError as e:
+        raise _bad(f"--device=cuda: {e}") from None
+    progress.done()
+    print(f"wrote {result['path']}: {result['records']} new timings on {result['card']} "
+          f"({result['records_total']} in {result['data']}) in {result['seconds']:.0f} s")
+    print(f"use it with: xflowrl optimize MODEL -o OUT --device=cuda "
+          f"--cost_model=learned/{result['card']} (the default for --device=cuda on this "
+          f"card where the profile is in the package)")
     return EXIT_OK
 
 
 def _calibrate(args, progress: _Progress) -> int:
     from xflowrl.measure.calibration import calibrate  # pylint: disable=import-outside-toplevel
     from xflowrl.optimize.model_io import check_writable  # pylint: disable=import-outside-toplevel
+    if args.device == "cuda":
+        return _calibrate_cuda(args, progress)
+    args.output = args.output or os.path.join("results", "fitted_local.json")
     folder = os.path.dirname(os.path.abspath(args.output))
     os.makedirs(folder, exist_ok=True)
     check_writable(args.output)

@@ -4,9 +4,16 @@ The GPU counterpart of `xflowrl.measure.ort_runtime`: where the cudnn cost
 backend *estimates* a graph's runtime as the sum of its ops' measured
 kernels, this module *runs* the whole graph on the GPU and times it, so that
 an estimated gain on a GPU can be checked against a measured one
-(benchmarks/cudnn_bench.py `--runtime`). PyTorch is not a dependency of the
-project: it is imported when a `TorchProgram` is built, on a machine that
-has it with CUDA.
+(benchmarks/cudnn_bench.py `--runtime`) and `xflowrl optimize --device=cuda`
+can check and time a user's model on the GPU. PyTorch is an optional extra
+(`pip install xflowrl[gpu]`): it is imported when a `TorchProgram` is built.
+
+Devices and precisions: `device="cuda"` (the default) needs PyTorch with a
+CUDA GPU; `device="cpu"` runs the same program in PyTorch on the CPU, the
+GPU path's stand-in where there is no GPU (tests, dry runs): same ops,
+same checks, eager timing only, wall clock. `dtype` is one of `DTYPES`:
+inputs, weights (the weight-side ops still computed in float64, then cast)
+and every op run in that precision.
 
 How a graph runs (`TorchProgram`):
 
@@ -15,10 +22,10 @@ How a graph runs (`TorchProgram`):
   transpose of weights) is what the cost model charges nothing for, as
   TASO does; it is evaluated once by the numpy reference executor
   (`xflowrl.executor.reference`) and uploaded as a constant.
-- **Every other op is one PyTorch call** on float32 CUDA tensors (a
+- **Every other op is one PyTorch call** on tensors of `dtype` (a
   convolution with a fused ReLU is one cuDNN call,
   `torch.cudnn_convolution_relu`, as in the engine and the cudnn backend,
-  unless `fuse_conv_relu=False`; other fused activations are a second
+  unless `fuse_conv_relu=False` or on the CPU; other fused activations are a second
   kernel), with the semantics of docs/engine.md: TensorFlow's SAME padding (an explicit pad
   where it is asymmetric), max pooling that pads with -inf, average pooling
   over the real elements only, inference batch norm, fused activations.
@@ -27,7 +34,9 @@ How a graph runs (`TorchProgram`):
   ones, timed with CUDA events: `eager` (one Python call per op, what a
   framework's eager mode pays, launch overhead included) and `graph` (the
   same calls captured once in a CUDA graph and replayed: the kernels alone,
-  closest to what the cudnn backend adds up).
+  closest to what the cudnn backend adds up). On the CPU only `eager`, by
+  the wall clock. `interleaved_times` times several programs in rounds of
+  a fresh random order, as `xflowrl.measure.compare` does on the CPU.
 
 cuDNN autotuning (`torch.backends.cudnn.benchmark`) and TF32 tensor cores
 are on for timing, as the cudnn backend allows them; `check` turns TF32 off
@@ -37,7 +46,8 @@ so that float32 results compare tightly.
 from __future__ import annotations
 
 import statistics
-from typing import Any, Callable, Dict, List, Mapping, Sequence, Set, Tuple
+import time
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -46,16 +56,39 @@ from xflowrl.ops import LEAF_TYPES, window
 
 TensorId = Tuple[int, int]  # (op guid, output index)
 
+# The precisions a program runs in.
+DTYPES = ("float32", "bfloat16", "float16")
+DEVICES = ("cuda", "cpu")
+# The timing modes each device has.
+MODES: Dict[str, Tuple[str, ...]] = {"cuda": ("graph", "eager"), "cpu": ("eager",)}
 
-def _torch():
+
+def _torch(device: str = "cuda"):
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
     try:
         import torch  # pylint: disable=import-outside-toplevel
     except ImportError as e:
-        raise RuntimeError("xflowrl.measure.torch_runtime needs PyTorch with CUDA "
-                           "(not a dependency of xflowrl)") from e
-    if not torch.cuda.is_available():
+        raise RuntimeError("xflowrl.measure.torch_runtime needs PyTorch (not installed; "
+                           "pip install xflowrl[gpu])") from e
+    if device == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("xflowrl.measure.torch_runtime: no CUDA device is visible")
     return torch
+
+
+def unsupported_ops(graph) -> List[str]:
+    """The ops of `graph` that `TorchProgram` has no PyTorch form for, as
+    "type op GUID (name)", in graph order; empty when it can run the graph.
+    Needs no PyTorch."""
+    side = weight_side(graph)
+    return [_describe(op) for op in graph.ops()
+            if op.type not in LEAF_TYPES and op.guid not in side
+            and op.type not in SUPPORTED_TYPES]
+
+
+def _describe(op) -> str:
+    name = getattr(op, "name", "")
+    return f"{op.type} op {op.guid}" + (f" ({name})" if name else "")
 
 
 def weight_side(graph) -> Set[int]:
@@ -68,25 +101,46 @@ def weight_side(graph) -> Set[int]:
     return side
 
 
+# The op types `TorchProgram` runs on non-weight inputs (`TorchProgram._op`).
+SUPPORTED_TYPES = frozenset((
+    "conv2d", "maxpool", "avgpool", "relu", "sigmoid", "tanh", "add", "mul", "sub", "div",
+    "scalar_mul", "matmul", "batchnorm", "concat", "split", "reshape", "transpose",
+    "broadcast_add"))
+
+
 class TorchProgram:
     """A graph bound to feeds, ready to run on the GPU (module docstring).
 
     Raises (at construction):
-      RuntimeError: no PyTorch or no CUDA device.
+      RuntimeError: no PyTorch, or no CUDA device for `device="cuda"`.
+      ValueError: an unknown `dtype` or `device`.
       NotImplementedError: an op with no PyTorch form here (`opaque`, or a
         weight-preprocessing op applied to a non-weight input).
       KeyError: a feed is missing.
     """
 
-    def __init__(self, graph, feeds: Mapping[str, np.ndarray], fuse_conv_relu: bool = True):
+    def __init__(self, graph, feeds: Mapping[str, np.ndarray], fuse_conv_relu: bool = True,
+                 dtype: str = "float32", device: str = "cuda"):
         """Binds `graph` to `feeds` (a value for every input and weight, by
         name). `fuse_conv_relu`: run a convolution with a fused ReLU as one
-        cuDNN call (default; the engine's op, as the cudnn backend times it)
-        rather than a convolution and a ReLU kernel."""
-        torch = self._torch = _torch()
-        self.fuse_conv_relu = fuse_conv_relu and hasattr(torch, "cudnn_convolution_relu")
+        cuDNN call (default on a GPU; the engine's op, as the cudnn backend
+        times it) rather than a convolution and a ReLU kernel. `dtype`: one of
+        `DTYPES`; `device`: one of `DEVICES` (module docstring)."""
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+        torch = self._torch = _torch(device)
+        self.dtype_name, self.device_name = dtype, device
+        self.dtype = getattr(torch, dtype)
+        self.fuse_conv_relu = (fuse_conv_relu and device == "cuda"
+                               and hasattr(torch, "cudnn_convolution_relu"))
         self._f = torch.nn.functional
-        self.device = torch.device("cuda")
+        self.device = torch.device(device)
+        lacking = unsupported_ops(graph)
+        if lacking:
+            raise NotImplementedError(f"{lacking[0]}: no PyTorch form for this op on "
+                                      f"non-weight inputs"
+                                      + (f" (and {len(lacking) - 1} more ops)"
+                                         if len(lacking) > 1 else ""))
         ops = graph.ops()
         side = weight_side(graph)
         self._shapes = {(op.guid, k): tuple(shape) for op in ops
@@ -105,7 +159,7 @@ class TorchProgram:
                 offline[(op.guid, k)] = np.asarray(out)
         used = {tuple(t) for op in ops if op.guid not in side for t in op.inputs}
         used |= {tuple(t) for t in graph.outputs()}
-        self._constants = {tid: torch.tensor(value, dtype=torch.float32, device=self.device)
+        self._constants = {tid: torch.tensor(value, dtype=self.dtype, device=self.device)
                            for tid, value in offline.items() if tid in used}
         self._inputs = {}
         for op in ops:
@@ -113,7 +167,7 @@ class TorchProgram:
                 if op.name not in feeds:
                     raise KeyError(f"no value fed for input {op.name!r}")
                 self._inputs[(op.guid, 0)] = torch.tensor(
-                    np.asarray(feeds[op.name]), dtype=torch.float32, device=self.device)
+                    np.asarray(feeds[op.name]), dtype=self.dtype, device=self.device)
         self._steps: List[Tuple[Callable[..., Any], List[TensorId], List[TensorId]]] = []
         for op in ops:
             if op.type in LEAF_TYPES or op.guid in side:
@@ -168,7 +222,8 @@ class TorchProgram:
             if t == "maxpool":
                 return lambda x: act(F.max_pool2d(F.pad(x, pads, value=-float("inf")),
                                                   kernel, stride))
-            ones = torch.ones((1, 1) + tuple(in_shape[2:]), device=self.device)
+            ones = torch.ones((1, 1) + tuple(in_shape[2:]), device=self.device,
+                              dtype=self.dtype)
             count = F.avg_pool2d(F.pad(ones, pads), kernel, stride)
             return lambda x: act(F.avg_pool2d(F.pad(x, pads), kernel, stride) / count)
         if t in ("relu", "sigmoid", "tanh"):
@@ -201,7 +256,7 @@ class TorchProgram:
             act = self._act(p.get("activation", "NONE"))
             rank = len(op.output_shapes[0])
             return lambda x, b: act(x + b.reshape((1, -1) + (1,) * (rank - 2)))
-        raise NotImplementedError(f"{t} op {op.guid}: no PyTorch form for this op on "
+        raise NotImplementedError(f"{_describe(op)}: no PyTorch form for this op on "
                                   "non-weight inputs")
 
     def _in_shape(self, op, slot: int) -> Tuple[int, ...]:
@@ -220,56 +275,64 @@ class TorchProgram:
                 values[tid] = value
         return [values[t] for t in self._outputs]
 
-    def check(self, expected: Sequence[np.ndarray]) -> float:
-        """The largest error of the outputs (float32, TF32 off) against
-        `expected` (e.g. the reference executor's), relative to each
-        output's largest magnitude."""
+    def outputs(self) -> List[np.ndarray]:
+        """The graph's outputs as float64 NumPy arrays, computed with TF32 off
+        (so that a float32 program computes in float32)."""
         torch = self._torch
         tf32 = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
         try:
-            got = [out.double().cpu().numpy() for out in self.run()]
+            with torch.no_grad():
+                return [out.double().cpu().numpy() for out in self.run()]
         finally:
             torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
-        worst = 0.0
-        for k, (g, e) in enumerate(zip(got, expected, strict=True)):
-            e = np.asarray(e)
-            if g.shape != e.shape:
-                raise ValueError(f"output {k}: shape {g.shape}, expected {e.shape}")
-            # NaN compares false: without this a non-finite output would pass.
-            if not (np.all(np.isfinite(e)) and np.all(np.isfinite(g))):
-                raise ValueError(f"output {k} is not finite (expected finite: "
-                                 f"{bool(np.all(np.isfinite(e)))}); draw smaller feeds "
-                                 "(xflowrl.executor.weights.random_weights, zoo.weight_gain)")
-            worst = max(worst, float(np.max(np.abs(g - e)) / max(np.max(np.abs(e)), 1e-30)))
-        return worst
+
+    def check(self, expected: Sequence[np.ndarray]) -> float:
+        """The largest error of the outputs (TF32 off) against `expected`
+        (e.g. the reference executor's), relative to each output's largest
+        magnitude (`relative_error`)."""
+        return relative_error(self.outputs(), expected)
 
     def time(self, mode: str = "graph", warmup: int = 10, repeats: int = 50) -> Dict:
         """Median and range of `repeats` timed runs, in ms (module docstring).
 
         Args:
-          mode: "eager" or "graph" (CUDA-graph replay).
+          mode: "eager" or "graph" (CUDA-graph replay; on a GPU only).
         """
         torch = self._torch
-        if mode not in ("eager", "graph"):
-            raise ValueError(f"mode must be 'eager' or 'graph', got {mode!r}")
+        if mode not in MODES[self.device_name]:
+            raise ValueError(f"mode must be one of {MODES[self.device_name]} on "
+                             f"{self.device_name}, got {mode!r}")
+        samples = []
+        if self.device_name == "cpu":
+            with torch.no_grad():
+                for _ in range(warmup):
+                    self.run()
+                for _ in range(repeats):
+                    start = time.perf_counter()
+                    self.run()
+                    samples.append(1e3 * (time.perf_counter() - start))
+            return {"median_ms": statistics.median(samples), "min_ms": min(samples),
+                    "max_ms": max(samples), "repeats": repeats}
         torch.backends.cudnn.benchmark = True
+        # TF32 tensor cores where the program is float32 (as the cudnn backend
+        # allows them); no effect on bfloat16 and float16.
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
         step = self.run
         if mode == "graph":
             step = self._replay()
-        for _ in range(warmup):
-            step()
-        torch.cuda.synchronize()
-        samples = []
-        for _ in range(repeats):
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record()
-            step()
-            end.record()
-            end.synchronize()
-            samples.append(start.elapsed_time(end))
+        with torch.no_grad():
+            for _ in range(warmup):
+                step()
+            torch.cuda.synchronize()
+            for _ in range(repeats):
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                start.record()
+                step()
+                end.record()
+                end.synchronize()
+                samples.append(start.elapsed_time(end))
         return {"median_ms": statistics.median(samples), "min_ms": min(samples),
                 "max_ms": max(samples), "repeats": repeats}
 
@@ -278,12 +341,66 @@ class TorchProgram:
             torch = self._torch
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):  # warm up (autotuning) outside capture
+            with torch.no_grad(), torch.cuda.stream(side):  # warm up (autotuning)
                 for _ in range(3):
                     self.run()
             torch.cuda.current_stream().wait_stream(side)
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
+            with torch.no_grad(), torch.cuda.graph(graph):
                 self._captured = self.run()
             self._graph = graph
         return self._graph.replay
+
+
+def relative_error(got: Sequence[np.ndarray], expected: Sequence[np.ndarray]) -> float:
+    """The largest absolute difference between `got` and `expected`, output
+    by output, relative to that output's largest expected magnitude.
+
+    Raises:
+      ValueError: the output counts or shapes differ, or an output is not
+        finite (NaN compares false: without this it would pass).
+    """
+    if len(got) != len(expected):
+        raise ValueError(f"{len(got)} outputs, expected {len(expected)}")
+    worst = 0.0
+    for k, (g, e) in enumerate(zip(got, expected)):
+        g, e = np.asarray(g, np.float64), np.asarray(e, np.float64)
+        if g.shape != e.shape:
+            raise ValueError(f"output {k}: shape {g.shape}, expected {e.shape}")
+        if not (np.all(np.isfinite(e)) and np.all(np.isfinite(g))):
+            raise ValueError(f"output {k} is not finite (expected finite: "
+                             f"{bool(np.all(np.isfinite(e)))}); draw smaller feeds "
+                             "(xflowrl.executor.weights.random_weights, zoo.weight_gain)")
+        if e.size:
+            worst = max(worst, float(np.max(np.abs(g - e)) / max(np.max(np.abs(e)), 1e-30)))
+    return worst
+
+
+def interleaved_times(programs: Mapping[str, TorchProgram], mode: str, rounds: int,
+                      warmup: int, repeats: int,
+                      rng: Optional[np.random.Generator] = None) -> Dict[str, List[float]]:
+    """Per program, the median (ms) of `repeats` timed runs in each of
+    `rounds` rounds; every round runs the programs in a fresh random order
+    (after `warmup` untimed runs each), so that a change of clock or load
+    falls on all of them alike."""
+    rng = rng if rng is not None else np.random.default_rng(0)
+    names = list(programs)
+    out: Dict[str, List[float]] = {name: [] for name in names}
+    for _ in range(rounds):
+        for i in rng.permutation(len(names)):
+            timing = programs[names[i]].time(mode, warmup=warmup, repeats=repeats)
+            out[names[i]].append(float(timing["median_ms"]))
+    return out
+
+
+def environment(device: str = "cuda") -> Dict[str, Any]:
+    """What a timing ran on: the PyTorch version, the device and, on a GPU,
+    the card, its CUDA and cuDNN versions."""
+    torch = _torch(device)
+    env: Dict[str, Any] = {"torch": torch.__version__, "device": device}
+    if device == "cuda":
+        env.update(card=torch.cuda.get_device_name(0), cuda=torch.version.cuda,
+                   cudnn=torch.backends.cudnn.version())
+    else:
+        env["threads"] = torch.get_num_threads()
+    return env

@@ -5,7 +5,9 @@ run (`xflowrl measure`).
 kept opaque and why, the xfers that have locations on the graph (with
 their counts and the best estimated change each offers) and the estimated
 cost under each cost model. `measure_models` times two models on the same
-inputs, interleaved, in onnxruntime (one thread) and TensorFlow (onnx-tf).
+inputs, interleaved: on a GPU target in PyTorch (CUDA-graph replay and
+eager, `xflowrl.measure.torch_runtime`), on the CPU in onnxruntime (one
+thread) and TensorFlow (onnx-tf).
 """
 
 from __future__ import annotations
@@ -137,15 +139,47 @@ def inspection_text(info: dict) -> str:
 def measure_models(paths: Sequence[str], runtimes: Sequence[str] = ("ort", "tf"),
                    rounds: int = 7, repeats: int = 5, warmup: int = 1,
                    input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
-                   inputs: Optional[str] = None, seed: int = 0) -> dict:
+                   inputs: Optional[str] = None, seed: int = 0, device: str = "cpu",
+                   batch: int = 0, dtype: str = "float32") -> dict:
     """End-to-end times of the models at `paths` on the same inputs,
     interleaved; per model and runtime the spread of round medians (ms,
-    wall clock). The models must have the same inputs.
+    wall clock on the CPU, CUDA events on a GPU). The models must have the
+    same inputs.
+
+    Args:
+      paths: the .onnx files.
+      runtimes: on the CPU, "ort" and/or "tf".
+      rounds, repeats, warmup: rounds, timed calls per round, untimed calls.
+      input_shapes: static shapes of dynamic inputs.
+      inputs: an .npz file of input values (None: random).
+      seed: the random inputs and the rounds' order.
+      device: one of `xflowrl.measure.devices.DEVICES`: on "cuda" (and
+        "torch-cpu", its stand-in) each model's engine graph runs in
+        PyTorch (runtimes "torch-graph" and "torch-eager"; a model with an
+        op PyTorch lacks gets an error naming it), `runtimes` unused.
+      batch: the first dimension of every input (0: the model's own).
+      dtype: the precision on a GPU target (the CPU runs float32 only).
 
     Raises:
-      BadInput: a model cannot be read, or their inputs differ.
+      BadInput: a model cannot be read, their inputs differ, or the device
+        or precision is not available.
     """
     import onnx  # pylint: disable=import-outside-toplevel
+
+    from xflowrl.measure import devices  # pylint: disable=import-outside-toplevel
+    try:
+        target = devices.resolve(device)
+    except (ValueError, devices.DeviceUnavailable) as e:
+        raise BadInput(str(e)) from None
+    if dtype != "float32" and target.torch_device is None:
+        raise BadInput(f"--dtype={dtype}: the CPU (onnxruntime, TensorFlow) runs the models' "
+                       f"float32 only; {dtype} needs --device=cuda"
+                       + (f" ({target.why})" if target.why else ""))
+    if batch:
+        input_shapes = model_io.batch_input_shapes(paths[0], batch, input_shapes)
+    if target.torch_device is not None:
+        return _measure_on_device(paths, target, rounds, repeats, warmup, input_shapes,
+                                  inputs, seed, dtype)
 
     from xflowrl.measure.compare import (  # pylint: disable=import-outside-toplevel
         RUNTIMES,
@@ -183,13 +217,66 @@ def measure_models(paths: Sequence[str], runtimes: Sequence[str] = ("ort", "tf")
         for path in paths:
             results[path][runtime] = times[path][f"{runtime}/wall"]
     return {"models": list(paths), "rounds": rounds, "repeats": repeats,
-            "inputs": {k: list(v.shape) for k, v in feeds.items()}, "times": results}
+            "inputs": {k: list(v.shape) for k, v in feeds.items()}, "times": results,
+            "device": {"asked": target.asked, "device": target.name, "why": target.why,
+                       "dtype": "float32"}}
+
+
+def _measure_on_device(paths: Sequence[str], target, rounds: int, repeats: int, warmup: int,
+                       input_shapes: Optional[Mapping[str, Sequence[int]]],
+                       inputs: Optional[str], seed: int, dtype: str) -> dict:
+    """`measure_models` on a GPU target: each model's engine graph in PyTorch."""
+    from xflowrl.measure import torch_runtime  # pylint: disable=import-outside-toplevel
+    from xflowrl.measure.compare import spread  # pylint: disable=import-outside-toplevel
+    if dtype not in torch_runtime.DTYPES:
+        raise BadInput(f"--dtype={dtype}: choose from {', '.join(torch_runtime.DTYPES)}")
+    device = target.torch_device
+    users = {}
+    for path in paths:
+        if not isinstance(path, str) or not path:
+            raise BadInput("give the paths of the models to measure")
+        users[path] = model_io.load_model(path, input_shapes)
+    first = users[paths[0]].proto
+    feeds = (verify.load_feeds(inputs, first) if inputs
+             else verify.random_feeds(first, seed, users[paths[0]].fixed_inputs))
+    for path, user in users.items():
+        names = sorted(i.name for i in verify.graph_inputs(user.proto))
+        if names != sorted(feeds):
+            raise BadInput(f"{path}: inputs {names} differ from {paths[0]}'s {sorted(feeds)}")
+    modes = torch_runtime.MODES[device]
+    results: Dict[str, dict] = {path: {} for path in paths}
+    programs = {}
+    for path, user in users.items():
+        try:
+            programs[path] = torch_runtime.TorchProgram(
+                user.graph, {**user.weights, **feeds}, dtype=dtype, device=device)
+        except (NotImplementedError, KeyError, ValueError, RuntimeError) as e:
+            for mode in modes:
+                results[path][f"torch-{mode}"] = {"error": f"{type(e).__name__}: {e}"}
+    for mode in modes:
+        if programs:
+            times = torch_runtime.interleaved_times(programs, mode, rounds, warmup, repeats,
+                                                    np.random.default_rng(seed))
+            for path, values in times.items():
+                results[path][f"torch-{mode}"] = spread(values)
+    env = torch_runtime.environment(device)
+    return {"models": list(paths), "rounds": rounds, "repeats": repeats,
+            "inputs": {k: list(v.shape) for k, v in feeds.items()}, "times": results,
+            "device": {"asked": target.asked, "device": target.name, "why": target.why,
+                       "dtype": dtype, "environment": env}}
 
 
 def measurement_text(result: dict) -> str:
     """`measure_models`' result as a table (change against the first model)."""
     paths = result["models"]
     runtimes = list(result["times"][paths[0]])
+    info = result.get("device") or {}
+    head = []
+    if info:
+        env = info.get("environment") or {}
+        where = env.get("card") or info["device"]
+        head = [f"device: {info['device']} ({where}), {info['dtype']}"
+                + (f"; {info['why']}" if info.get("why") else ""), ""]
     lines = ["| model | " + " | ".join(f"{r} ms, median [min, max]" for r in runtimes)
              + " | " + " | ".join(f"{r} change" for r in runtimes) + " |",
              "|---|" + "---|" * (2 * len(runtimes))]
@@ -207,4 +294,4 @@ def measurement_text(result: dict) -> str:
             changes.append("" if path == paths[0] or "error" in base[r] else
                            f"{100 * (s['median_ms'] / base[r]['median_ms'] - 1):+.2f}%")
         lines.append(f"| {path} | " + " | ".join(cells) + " | " + " | ".join(changes) + " |")
-    return "\n".join(lines)
+    return "\n".join(head + lines)

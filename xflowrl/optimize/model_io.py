@@ -108,6 +108,50 @@ def _dynamic_inputs(proto: onnx.ModelProto) -> Dict[str, Tuple[str, ...]]:
     return dynamic
 
 
+def batch_input_shapes(path: str, batch: int,
+                       input_shapes: Optional[Mapping[str, Sequence[int]]] = None
+                       ) -> Dict[str, Tuple[int, ...]]:
+    """`input_shapes` with the first dimension of every other run-time input
+    set to `batch` (`--batch`): a dynamic first dimension takes it, a static
+    one must already be `batch`; inputs `input_shapes` names keep their
+    shape. Other dynamic dimensions stay for `--input_shape` to fix.
+
+    Raises:
+      BadInput: `batch` below 1, an unreadable file, or an input whose
+        static first dimension is not `batch`, or that has no dimension.
+    """
+    shapes = {str(k): tuple(int(d) for d in v) for k, v in dict(input_shapes or {}).items()}
+    if batch < 1:
+        raise BadInput(f"--batch={batch}: the batch is a positive integer")
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise BadInput(f"{path}: no such file")
+    try:
+        header = onnx.load(path, load_external_data=False)
+    except Exception as e:  # protobuf's DecodeError and kin
+        raise BadInput(f"{path}: cannot parse as an ONNX model (malformed or truncated "
+                       f"file): {e}") from None
+    initializers = {t.name for t in header.graph.initializer}
+    for info in header.graph.input:
+        if info.name in initializers or info.name in shapes:
+            continue
+        dims = info.type.tensor_type.shape.dim
+        if not dims:
+            raise BadInput(f"{path}: input {info.name!r} has no batch dimension; --batch "
+                           f"needs one (or give its shape with --input_shape)")
+        if dims[0].HasField("dim_value") and dims[0].dim_value != batch:
+            raise BadInput(f"{path}: input {info.name!r} has a static batch of "
+                           f"{dims[0].dim_value}, not --batch={batch}; export the model with "
+                           f"a dynamic batch dimension or at batch {batch}")
+        if all(d.HasField("dim_value") for d in dims):
+            continue
+        rest = [d.dim_value if d.HasField("dim_value") else 0 for d in dims[1:]]
+        if 0 in rest:  # another dynamic dimension: leave it to the importer's hint
+            continue
+        shapes[info.name] = (batch, *rest)
+    return shapes
+
+
 def load_model(path: str, input_shapes: Optional[Mapping[str, Sequence[int]]] = None
                ) -> UserModel:
     """Reads and imports the ONNX model at `path`.

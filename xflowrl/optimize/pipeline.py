@@ -1,24 +1,34 @@
 """Optimise one ONNX file end to end, and hand over only a model that is
-right and faster.
+right and faster on the target device.
 
 `optimize_file(options)`:
 
-1. checks that the output can be written (before any work), reads and
-   imports the model (`model_io.load_model`);
+1. checks that the output can be written (before any work), resolves the
+   target device (`xflowrl.measure.devices`: the GPU where PyTorch sees
+   one, else the CPU; `--device=cuda` without either is a `BadInput`
+   naming what is missing), reads and imports the model
+   (`model_io.load_model`; `batch` fixes its inputs' first dimension);
 2. rewrites its graph with the chosen method under the chosen cost model
-   (`methods.optimise`);
+   (`methods.optimise`; by default the device's: `default_cost_model`);
 3. exports the result with the model's own weights, interface and metadata;
 4. runs the original and the optimised model in onnxruntime on the same
    inputs and compares every output (`verify.same_outputs`): if they differ
-   it refuses (`Refused`) and writes nothing;
-5. times both, interleaved (`verify.faster`): unless the optimised model is
-   faster beyond the measured spread, in a first pass and in an independent
-   second one, the original is written unchanged (`allow_slower` writes
-   the optimised one anyway);
+   it refuses (`Refused`) and writes nothing. On a GPU target both engine
+   graphs also run on the device in PyTorch, in float32 and in the chosen
+   precision (`on_device.same_outputs`), and must agree there too;
+5. times both, interleaved, on the target device: onnxruntime on the CPU
+   (`verify.faster`) or PyTorch on the GPU (`on_device.faster`: CUDA-graph
+   replay by default, in the chosen precision). Unless the optimised model
+   is faster beyond the measured spread, in a first pass and in an
+   independent second one, the original is written unchanged
+   (`allow_slower` writes the optimised one anyway). Where the GPU runtime
+   lacks an op of either graph, the report names it and the CPU path
+   decides (steps 4 and 5 in onnxruntime alone);
 6. writes the model and the report (`OptimizeReport`, JSON) atomically.
 
 The report has the before/after figures side by side: estimated cost under
-the cost model, and measured time in onnxruntime.
+the cost model, and measured time on the device that decided, which it
+names (`OptimizeReport.device`).
 """
 
 from __future__ import annotations
@@ -27,14 +37,22 @@ import dataclasses
 import json
 import os
 import time
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from xflowrl.optimize import methods, model_io, verify
+from xflowrl.engine.cost import GPU_COST_SPEC
+from xflowrl.measure import devices
+from xflowrl.optimize import methods, model_io, on_device, verify
 from xflowrl.optimize.model_io import BadInput
 from xflowrl.rules.sets import DEFAULT_RULE_SET
 
-REPORT_VERSION = 2
+REPORT_VERSION = 3
+# The cost model a CPU target optimises for by default, and a GPU target's
+# where no cost model learned on the user's card is there
+# (`default_cost_model`).
 DEFAULT_COST_MODEL = "fitted/cpu"
+DEFAULT_GPU_COST_MODEL = GPU_COST_SPEC
+# The precisions a GPU target runs in (`xflowrl.measure.torch_runtime.DTYPES`).
+DTYPES = ("float32", "bfloat16", "float16")
 
 
 class Refused(RuntimeError):
@@ -49,7 +67,8 @@ class OptimizeOptions:
       model: the input .onnx file.
       output: where the optimised model goes.
       method: `methods.METHODS` (policy:DIR names a trained policy).
-      cost_model: "backend" or "backend/profile" (`xflowrl.runs.cost_model_from_spec`).
+      cost_model: "backend" or "backend/profile" (`xflowrl.runs.cost_model_from_spec`);
+        "" for the target device's default (`default_cost_model`).
       rules: a named rule set (`xflowrl.rules.sets.RULE_SETS`).
       budget: the method's budget (0: its default; `methods`).
       input_shapes: static shapes for dynamic inputs, by name.
@@ -62,11 +81,20 @@ class OptimizeOptions:
       report: where the JSON report goes (None: `<output without .onnx>.report.json`).
       seed: seeds the learned methods and the random inputs.
       workdir: where learned methods keep checkpoints (None: a temporary folder).
+      device: the target device, one of `xflowrl.measure.devices.DEVICES`
+        ("auto": the GPU where PyTorch sees one, else the CPU).
+      batch: the first dimension of every run-time input (0: the model's
+        own, 1 where dynamic); the cost model prices the graph at this
+        batch and the checks and timings run at it.
+      dtype: the precision the GPU target runs in, one of `DTYPES` (the
+        CPU target runs the model's float32 only).
+      timing_mode: the GPU timing that decides, "graph" (CUDA-graph replay)
+        or "eager" ("": the device's first, CUDA graph on a GPU).
     """
     model: str
     output: str
     method: str = "greedy"
-    cost_model: str = DEFAULT_COST_MODEL
+    cost_model: str = ""
     rules: str = DEFAULT_RULE_SET
     budget: int = 0
     input_shapes: Optional[Dict[str, Tuple[int, ...]]] = None
@@ -78,6 +106,10 @@ class OptimizeOptions:
     report: Optional[str] = None
     seed: int = 0
     workdir: Optional[str] = None
+    device: str = devices.AUTO
+    batch: int = 0
+    dtype: str = "float32"
+    timing_mode: str = ""
 
     @property
     def report_path(self) -> str:
@@ -113,6 +145,16 @@ class OptimizeReport:
       fixed_inputs: inputs whose dynamic dimensions were fixed: the written
         model has these static shapes.
       seconds: wall time per phase.
+      device: where the checks and timings ran and who decided (since
+        version 3): "asked" (the `--device` given), "device" ("cpu", "cuda"
+        or "torch-cpu"), "why" (how "auto" chose), "decided_by" ("cpu:
+        onnxruntime" or the PyTorch runtime in words), "runtime", "mode",
+        "environment" (PyTorch, card, CUDA and cuDNN versions), "dtype",
+        "batch", "cost_model_dtype" (the precision the cost model priced),
+        "fallback" (why a GPU target was decided on the CPU: the ops the GPU
+        runtime lacks; else None).
+      device_outputs: the output check on the GPU target
+        (`on_device.DeviceOutputCheck` as a dict), None where none ran.
     """
     version: int
     model: str
@@ -130,6 +172,8 @@ class OptimizeReport:
     fixed_inputs: Dict[str, List[int]]
     seconds: Dict[str, float]
     found_by: str
+    device: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    device_outputs: Optional[dict] = None
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, default=float)
@@ -141,7 +185,8 @@ class OptimizeReport:
                  f"{est['after_ms']:.4f} ms", f"{est['change']:+.2f}%")]
         if self.measured:
             before, after = self.measured["before"], self.measured["after"]
-            rows.append(("measured, onnxruntime 1 thread, CPU ms (median [min, max] of rounds)",
+            rows.append((f"measured, {self.measured['runtime']}, ms (median [min, max] of "
+                         f"rounds)",
                          _spread_text(before), _spread_text(after),
                          f"{self.measured['change']:+.2f}%"))
         rows.append(("engine ops", str(self.ops["before"]), str(self.ops["after"]),
@@ -161,13 +206,109 @@ def _spread_text(s: dict) -> str:
     return f"{s['median_ms']:.3f} ms [{s['min_ms']:.3f}, {s['max_ms']:.3f}]"
 
 
+def default_cost_model(device: str) -> str:
+    """The cost model a target device optimises for unless one is given.
+
+    The CPU: `DEFAULT_COST_MODEL` (fitted to onnxruntime on this kind of
+    CPU). A GPU target ("cuda", and its stand-in "torch-cpu"): the cost
+    model learned on the user's card, `learned/<card>`, where the engine has
+    one (`_learned_for_card`), else `DEFAULT_GPU_COST_MODEL` (the analytic
+    GPU profile).
+    """
+    if device == devices.CPU:
+        return DEFAULT_COST_MODEL
+    if device == devices.CUDA:
+        learned = _learned_for_card()
+        if learned:
+            return learned
+    return DEFAULT_GPU_COST_MODEL
+
+
+def _learned_for_card() -> str:
+    """`learned/<card>` where `xflowrl.engine.cost` has a learned GPU cost
+    model for the card PyTorch sees (its short name as
+    `xflowrl.measure.gpu_calibration.card_name` writes it), else ""."""
+    from xflowrl.engine import cost  # pylint: disable=import-outside-toplevel
+    cards = getattr(cost, "learned_cards", None)
+    try:
+        from xflowrl.measure import gpu_calibration  # pylint: disable=import-outside-toplevel
+        short = gpu_calibration.card_name(devices.card_name())
+        if cards is not None and short in cards():
+            return f"learned/{short}"
+    except Exception:  # no learned model is a default, not an error  # pylint: disable=broad-except
+        return ""
+    return ""
+
+
+def cost_spec_for_dtype(spec: str, dtype: str) -> Tuple[str, str]:
+    """(the cost model spec, the precision it prices in, in words): a learned
+    GPU cost model that names no precision prices in `dtype`
+    (`learned/<card>:<dtype>`); the others take no precision."""
+    backend, _, profile = spec.partition("/")
+    if backend != "learned":
+        return spec, f"float32 ({backend} takes no precision)"
+    if profile and ":" not in profile:
+        return f"{spec}:{dtype}", dtype
+    from xflowrl.engine import cost  # pylint: disable=import-outside-toplevel
+    parse = getattr(cost, "parse_learned_profile", None)
+    try:
+        return spec, (parse(profile)[1] if parse and profile else "the learned default")
+    except ValueError:
+        return spec, "unknown"
+
+
+def _resolve_device(options: OptimizeOptions, runtime) -> devices.Device:
+    if runtime is not None:
+        name = devices.CUDA if runtime.device == "cuda" else devices.TORCH_CPU
+        return devices.Device(name, options.device, "a runtime was given")
+    try:
+        return devices.resolve(options.device)
+    except (ValueError, devices.DeviceUnavailable) as e:
+        raise BadInput(str(e)) from None
+
+
+def _check_precision(options: OptimizeOptions, device: devices.Device) -> None:
+    if options.dtype not in DTYPES:
+        raise BadInput(f"--dtype={options.dtype}: choose from {', '.join(DTYPES)}")
+    if options.dtype != "float32" and device.torch_device is None:
+        raise BadInput(f"--dtype={options.dtype}: the CPU target (onnxruntime) runs the "
+                       f"model's float32 only; {options.dtype} needs the GPU target "
+                       f"(--device=cuda)" + (f" ({device.why})" if device.why else ""))
+    if options.timing_mode and options.timing_mode not in ("graph", "eager"):
+        raise BadInput(f"--timing={options.timing_mode}: choose graph or eager")
+    if options.timing_mode and device.torch_device is None:
+        raise BadInput(f"--timing={options.timing_mode}: a GPU target's timing; the CPU "
+                       f"target times in onnxruntime")
+    if options.timing_mode == "graph" and device.torch_device == "cpu":
+        raise BadInput("--timing=graph: CUDA-graph replay needs --device=cuda")
+    if options.batch < 0:
+        raise BadInput(f"--batch={options.batch}: the batch is a positive integer")
+
+
+def _batch_of(feeds: Dict[str, Any]) -> Optional[int]:
+    """The first dimension of the first run-time input (None: no inputs)."""
+    for value in feeds.values():
+        return int(value.shape[0]) if getattr(value, "ndim", 0) else None
+    return None
+
+
 def optimize_file(options: OptimizeOptions,
-                  progress: Optional[Callable[[str], None]] = None) -> OptimizeReport:
+                  progress: Optional[Callable[[str], None]] = None,
+                  runtime: Optional[Any] = None) -> OptimizeReport:
     """Runs steps 1-6 of the module docstring.
+
+    Args:
+      options: what to do.
+      progress: called with one line per phase.
+      runtime: the GPU target's runtime (`on_device.TorchRuntime` or an
+        object with its `device`, `mode`, `name`, `environment()` and
+        `program(graph, feeds, dtype)`): given, it replaces the one
+        `options.device` names (tests use a stand-in).
 
     Raises:
       BadInput: the input cannot be read or imported, an option is invalid,
-        or the output cannot be written (nothing written).
+        the device asked for is not here, or the output cannot be written
+        (nothing written).
       Refused: the optimised model's outputs differ (nothing written).
     """
     from xflowrl.engine import XferSet  # pylint: disable=import-outside-toplevel
@@ -182,17 +323,30 @@ def optimize_file(options: OptimizeOptions,
     if os.path.abspath(options.output) == os.path.abspath(options.model):
         raise BadInput(f"{options.output}: the output would overwrite the input; give "
                        f"another file name")
-    cost_model = _cost_model(options.cost_model, cost_model_from_spec)
+    device = _resolve_device(options, runtime)
+    _check_precision(options, device)
+    cost_spec, cost_dtype = cost_spec_for_dtype(
+        options.cost_model or default_cost_model(device.name), options.dtype)
+    cost_model = _cost_model(cost_spec, cost_model_from_spec)
     xfers = _rules(options.rules, XferSet)
     say(f"reading {options.model}")
-    user = model_io.load_model(options.model, options.input_shapes)
+    shapes = options.input_shapes
+    if options.batch:
+        shapes = model_io.batch_input_shapes(options.model, options.batch, shapes)
+    user = model_io.load_model(options.model, shapes)
     feeds = (verify.load_feeds(options.inputs, user.proto) if options.inputs
              else verify.random_feeds(user.proto, options.seed, user.fixed_inputs))
     seconds["import"] = time.time() - clock
+    device_info: Dict[str, Any] = {
+        "asked": options.device, "device": device.name, "why": device.why,
+        "decided_by": "cpu: onnxruntime (1 thread)", "runtime": "onnxruntime", "mode": None,
+        "environment": None, "dtype": options.dtype, "batch": _batch_of(feeds),
+        "cost_model_dtype": cost_dtype,
+        "fallback": None}
 
     clock = time.time()
     say(f"{user.graph.num_ops()} engine ops; optimising with {options.method} under "
-        f"{cost_model.name}")
+        f"{cost_model.name} for {device.name}")
     found = methods.optimise(user.graph, options.method, xfers, cost_model,
                              budget=options.budget, seed=options.seed,
                              workdir=options.workdir, progress=say)
@@ -202,12 +356,13 @@ def optimize_file(options: OptimizeOptions,
                  "change": 100.0 * (found.cost / before_ms - 1.0)}
     ops = {"before": user.graph.num_ops(), "after": found.graph.num_ops()}
     fixed = {k: list(v) for k, v in user.fixed_inputs.items()}
+    device_outputs: Optional[dict] = None
 
     def report(written: str, reason: str, measured=None, outputs=None) -> OptimizeReport:
         return OptimizeReport(REPORT_VERSION, options.model, options.output, options.method,
                               cost_model.name, options.rules, written, reason, estimated,
                               measured, outputs, found.applied, ops, fixed, seconds,
-                              found.found_by)
+                              found.found_by, device_info, device_outputs)
 
     if found.graph == user.graph:
         say("no substitution lowers the estimated cost: writing the original unchanged")
@@ -230,50 +385,146 @@ def optimize_file(options: OptimizeOptions,
                       f"differ from the original's (max abs error {check.max_abs_error:.3g}, "
                       f"rtol {check.rtol}); nothing written. Please report this with the model.")
     outputs = dataclasses.asdict(check)
+
+    # Step 4 on a GPU target: the same outputs on the device, in float32 and
+    # in the asked precision; where its runtime cannot run a graph, the CPU
+    # path decides and the report says why.
+    target = None
+    if device.torch_device is not None:
+        clock = time.time()
+        target = _gpu_target(runtime, device, options, user, found.graph, device_info, say)
+    if target is not None:
+        device_feeds = {**user.weights, **feeds}
+        say(f"checking outputs on {device.name} ({options.dtype})")
+        try:
+            device_check = on_device.same_outputs(target, user.graph, found.graph,
+                                                  device_feeds, options.dtype,
+                                                  rtol=options.rtol)
+        except on_device.OriginalNotFinite as e:
+            raise BadInput(f"{options.model}: {e}; give other inputs with --inputs, or "
+                           f"another --dtype") from None
+        except (NotImplementedError, KeyError, RuntimeError, TypeError) as e:
+            device_check, target = None, None
+            _fall_back(device_info, f"the GPU runtime cannot run the graphs "
+                                    f"({type(e).__name__}: {e})", say)
+        seconds["check"] += time.time() - clock
+        if device_check is not None:
+            device_outputs = dataclasses.asdict(device_check)
+            if not device_check.same:
+                raise Refused(f"{options.model}: on {device.name} the optimised model's "
+                              f"outputs differ from the original's: {device_check.reason}; "
+                              f"nothing written. Please report this with the model.")
+
     if not options.verify_speed:
         model_io.write_model(optimized, options.output, user.external_data)
         return _save(report("optimized", "outputs match; speed not measured "
                                          "(--noverify_speed)", None, outputs), options)
 
     clock = time.time()
+    if target is not None:
+        measured, faster = _time_on_device(target, user.graph, found.graph,
+                                           {**user.weights, **feeds}, options, say)
+        where = f"on {device_info['decided_by']}"
+    else:
+        measured, faster = _time_on_cpu(user.proto, optimized, feeds, options, say)
+        where = "in onnxruntime on the CPU"
+    seconds["measure"] = time.time() - clock
+    change = measured["change"]
+    if faster:
+        model_io.write_model(optimized, options.output, user.external_data)
+        return _save(report("optimized", f"outputs match and it runs {-change:.1f}% "
+                                         f"faster {where} (in two timing passes every round "
+                                         f"beat the original's fastest)",
+                            measured, outputs), options)
+    if options.allow_slower:
+        model_io.write_model(optimized, options.output, user.external_data)
+        return _save(report("optimized, slower allowed",
+                            f"outputs match but it is not faster {where} beyond the measured "
+                            f"spread ({change:+.1f}%); written because of --allow_slower",
+                            measured, outputs), options)
+    model_io.copy_model_file(options.model, options.output, user.external_data)
+    return _save(report("original", f"the optimised model is not faster {where} beyond the "
+                                    f"measured spread ({change:+.1f}% median); the original "
+                                    f"is written unchanged (--allow_slower writes it anyway)",
+                        measured, outputs), options)
+
+
+def _gpu_target(runtime, device: devices.Device, options: OptimizeOptions, user, graph,
+                device_info: Dict[str, Any], say):
+    """The GPU target's runtime, with `device_info` filled in; None (and
+    the fallback recorded) where its runtime lacks an op of either graph."""
+    lacking = list(dict.fromkeys(on_device.missing_ops(user.graph)
+                                 + on_device.missing_ops(graph)))
+    if lacking:
+        shown = ", ".join(lacking[:5]) + (f" and {len(lacking) - 5} more" if len(lacking) > 5
+                                           else "")
+        _fall_back(device_info, f"the GPU runtime (PyTorch) has no form for {shown}", say)
+        return None
+    if runtime is None:
+        try:
+            runtime = on_device.TorchRuntime(device.torch_device or "cuda",
+                                             options.timing_mode or None)
+        except (ValueError, RuntimeError) as e:
+            raise BadInput(f"--device={device.name}: {e}") from None
+    device_info.update(runtime=runtime.name, mode=runtime.mode,
+                       environment=runtime.environment(),
+                       decided_by=f"{device.name}: {runtime.name}, {options.dtype}")
+    return runtime
+
+
+def _fall_back(device_info: Dict[str, Any], why: str, say) -> None:
+    device_info["fallback"] = f"{why}: checked and timed on the CPU (onnxruntime) instead"
+    device_info["decided_by"] = "cpu: onnxruntime (1 thread), the GPU target's fallback"
+    say(device_info["fallback"])
+
+
+def _time_on_device(runtime, original, optimized, feeds, options: OptimizeOptions, say):
+    """Step 5 on the GPU target: (measured, faster)."""
+    before = runtime.program(original, feeds, options.dtype)
+    after = runtime.program(optimized, feeds, options.dtype)
+    repeats = on_device.repeats_for(before, runtime.mode)
+    say(f"timing original and optimised on the device ({runtime.mode}, {options.dtype}, "
+        f"{options.rounds} interleaved rounds of {repeats})")
+    speed = on_device.faster(runtime, before, after, rounds=options.rounds, repeats=repeats,
+                             seed=options.seed)
+    confirmation = None
+    if speed.faster:
+        say("confirming with a second timing pass")
+        confirmation = on_device.faster(runtime, before, after, rounds=options.rounds,
+                                        repeats=repeats, seed=options.seed + 1)
+    faster = speed.faster and (confirmation is None or confirmation.faster)
+    unit = "device time (CUDA events)" if runtime.device == "cuda" else "wall time"
+    measured = {"runtime": f"{runtime.name}, {options.dtype}, {unit}",
+                "before": speed.original, "after": speed.optimized, "change": speed.change,
+                "faster": faster, "repeats": repeats,
+                "confirmation": None if confirmation is None else {
+                    "before": confirmation.original, "after": confirmation.optimized,
+                    "change": confirmation.change, "faster": confirmation.faster}}
+    return measured, faster
+
+
+def _time_on_cpu(proto, optimized, feeds, options: OptimizeOptions, say):
+    """Step 5 on the CPU: (measured, faster)."""
     say(f"timing original and optimised in onnxruntime ({options.rounds} interleaved rounds)")
-    repeats = _repeats(user.proto, feeds)
-    speed = verify.faster(user.proto, optimized, feeds, rounds=options.rounds,
+    repeats = _repeats(proto, feeds)
+    speed = verify.faster(proto, optimized, feeds, rounds=options.rounds,
                           repeats=repeats, seed=options.seed)
     confirmation = None
     if speed.faster:
         # A second, independent pass (fresh sessions, another order) must agree:
         # on a busy machine one pass can favour either model throughout.
         say("confirming with a second timing pass")
-        confirmation = verify.faster(user.proto, optimized, feeds, rounds=options.rounds,
+        confirmation = verify.faster(proto, optimized, feeds, rounds=options.rounds,
                                      repeats=repeats, seed=options.seed + 1)
-    seconds["measure"] = time.time() - clock
+    faster = speed.faster and (confirmation is None or confirmation.faster)
     measured = {"runtime": "onnxruntime (1 thread), CPU time of the inference thread",
                 "before": speed.original, "after": speed.optimized, "change": speed.change,
-                "faster": speed.faster and (confirmation is None or confirmation.faster),
+                "faster": faster,
                 "before_wall": speed.original_wall, "after_wall": speed.optimized_wall,
                 "confirmation": None if confirmation is None else {
                     "before": confirmation.original, "after": confirmation.optimized,
                     "change": confirmation.change, "faster": confirmation.faster}}
-    if confirmation is not None:
-        speed = dataclasses.replace(speed, faster=confirmation.faster)
-    if speed.faster:
-        model_io.write_model(optimized, options.output, user.external_data)
-        return _save(report("optimized", f"outputs match and it runs {-speed.change:.1f}% "
-                                         f"faster (in two timing passes every round beat the "
-                                         f"original's fastest)",
-                            measured, outputs), options)
-    if options.allow_slower:
-        model_io.write_model(optimized, options.output, user.external_data)
-        return _save(report("optimized, slower allowed",
-                            f"outputs match but it is not faster beyond the measured spread "
-                            f"({speed.change:+.1f}%); written because of --allow_slower",
-                            measured, outputs), options)
-    model_io.copy_model_file(options.model, options.output, user.external_data)
-    return _save(report("original", f"the optimised model is not faster beyond the measured "
-                                    f"spread ({speed.change:+.1f}% median); the original is "
-                                    f"written unchanged (--allow_slower writes it anyway)",
-                        measured, outputs), options)
+    return measured, faster
 
 
 def _repeats(proto, feeds) -> int:
