@@ -244,6 +244,11 @@ setup(
     cmdclass={"build_ext": _BuildExt},
     # The `xflowrl` command (optimize, inspect, measure, calibrate; docs/cli.md).
     entry_points={"console_scripts": ["xflowrl = xflowrl.cli:console_main"]},
+    # `pip install xflowrl[gpu]`: PyTorch, with which `xflowrl optimize
+    # --device=cuda` checks and times models on the GPU
+    # (xflowrl.measure.torch_runtime; docs/cli.md). Install the CUDA build
+    # that matches your driver; xflowrl imports without it.
+    extras_require={"gpu": ["torch>=2.1"]},
     python_requires=">=3.10",
     zip_safe=False,
 )

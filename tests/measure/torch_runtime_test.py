@@ -1,8 +1,10 @@
 """Tests of the PyTorch GPU runner.
 
-`weight_side` and the refusal without PyTorch/CUDA run everywhere; running
-graphs needs PyTorch with a CUDA device (the device machine of
-docs/engine.md, "Measured on a GPU"), and is skipped elsewhere.
+`weight_side`, `unsupported_ops` and the refusal without PyTorch/CUDA run
+everywhere; the CPU device (the GPU path's stand-in) runs wherever PyTorch
+is installed; running graphs on the GPU needs PyTorch with a CUDA device
+(the device machine of docs/engine.md, "Measured on a GPU"), and is skipped
+elsewhere.
 """
 
 import importlib.util
@@ -43,6 +45,78 @@ class WeightSideTest(absltest.TestCase):
         kinds = {op.type: op.guid in side for op in graph.ops()}
         self.assertEqual(kinds, {"input": False, "weight": True, "concat": True,
                                  "conv2d": False, "transpose": False})
+
+
+def torch_available() -> bool:
+    return importlib.util.find_spec("torch") is not None
+
+
+class UnsupportedOpsTest(absltest.TestCase):
+
+    def test_every_op_of_a_zoo_graph_runs(self):
+        self.assertEqual(torch_runtime.unsupported_ops(zoo.get_graph("squeezenet1_1")), [])
+
+    def test_an_opaque_op_is_named(self):
+        b = GraphBuilder()
+        x = b.input(name="x", shape=(1, 4))
+        y = b.opaque(inputs=[x], output_shapes=[(1, 4)], op_type="Softmax")
+        lacking = torch_runtime.unsupported_ops(b.build(y))
+        self.assertLen(lacking, 1)
+        self.assertIn("Softmax", lacking[0])
+
+
+@absltest.skipUnless(torch_available(), "needs PyTorch")
+class OnCpuTest(parameterized.TestCase):
+    """The CPU stand-in runs the same programs as the GPU."""
+
+    def _graph_and_feeds(self, name):
+        graph = zoo.get_graph(name, **zoo.REDUCED.get(name, {}))
+        feeds = {**random_weights(graph, seed=1, dtype=np.float64,
+                                  gain=zoo.weight_gain(name)),
+                 **random_inputs(graph, seed=1, dtype=np.float64)}
+        return graph, feeds
+
+    @parameterized.parameters(("small_cnn", "float32", 1e-5), ("bert", "float32", 1e-5),
+                              ("small_cnn", "bfloat16", 5e-2), ("bert", "float16", 1e-2))
+    def test_outputs_match_the_reference(self, name, dtype, tolerance):
+        graph, feeds = self._graph_and_feeds(name)
+        program = torch_runtime.TorchProgram(graph, feeds, dtype=dtype, device="cpu")
+        error = program.check(execute(graph, feeds))
+        self.assertLess(error, tolerance)
+        if dtype != "float32":  # the precision is really lower
+            self.assertGreater(error, 1e-6)
+
+    def test_eager_timing_and_interleaved_rounds(self):
+        graph, feeds = self._graph_and_feeds("small_cnn")
+        a = torch_runtime.TorchProgram(graph, feeds, device="cpu")
+        b = torch_runtime.TorchProgram(graph, feeds, device="cpu")
+        with self.assertRaisesRegex(ValueError, "mode must be one of"):
+            a.time("graph")
+        times = torch_runtime.interleaved_times({"a": a, "b": b}, "eager", rounds=3,
+                                                warmup=1, repeats=2)
+        self.assertEqual(sorted(times), ["a", "b"])
+        for values in times.values():
+            self.assertLen(values, 3)
+            self.assertTrue(all(v > 0 for v in values))
+        self.assertEqual(torch_runtime.environment("cpu")["device"], "cpu")
+
+    def test_bad_dtype_and_device(self):
+        graph, feeds = self._graph_and_feeds("small_cnn")
+        with self.assertRaisesRegex(ValueError, "dtype must be one of"):
+            torch_runtime.TorchProgram(graph, feeds, dtype="int8", device="cpu")
+        with self.assertRaisesRegex(ValueError, "device must be one of"):
+            torch_runtime.TorchProgram(graph, feeds, device="tpu")
+
+
+class RelativeErrorTest(absltest.TestCase):
+
+    def test_relative_to_the_largest_magnitude(self):
+        self.assertAlmostEqual(torch_runtime.relative_error([np.array([1.0, 4.0])],
+                                                            [np.array([1.0, 2.0])]), 1.0)
+        with self.assertRaisesRegex(ValueError, "shape"):
+            torch_runtime.relative_error([np.zeros(2)], [np.zeros(3)])
+        with self.assertRaisesRegex(ValueError, "not finite"):
+            torch_runtime.relative_error([np.array([np.nan])], [np.array([1.0])])
 
 
 @absltest.skipIf(cuda_available(), "PyTorch with CUDA is here")

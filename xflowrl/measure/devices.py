@@ -36,10 +36,17 @@ class DeviceUnavailable(RuntimeError):
     missing, in one line."""
 
 
+def _torch_found() -> bool:
+    try:
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):  # a module set to None, a broken parent
+        return False
+
+
 def cuda_missing() -> Optional[str]:
     """What stops the GPU path here, in one line, or None where PyTorch
     imports and sees a CUDA GPU."""
-    if importlib.util.find_spec("torch") is None:
+    if not _torch_found():
         return f"PyTorch is not installed ({INSTALL_HINT})"
     try:
         import torch  # pylint: disable=import-outside-toplevel
@@ -55,7 +62,7 @@ def cuda_missing() -> Optional[str]:
 
 def torch_missing() -> Optional[str]:
     """What stops the CPU stand-in of the GPU path, or None."""
-    if importlib.util.find_spec("torch") is None:
+    if not _torch_found():
         return f"PyTorch is not installed ({INSTALL_HINT})"
     return None
 

@@ -87,8 +87,15 @@ def unsupported_ops(graph) -> List[str]:
 
 
 def _describe(op) -> str:
+    """"type op GUID (name)"; an opaque op by its ONNX operator type."""
     name = getattr(op, "name", "")
-    return f"{op.type} op {op.guid}" + (f" ({name})" if name else "")
+    kind = op.type
+    if op.type == "opaque":
+        onnx_type = str(op.params.get("opaque_type", "")).split("|", 1)[0]
+        kind = f"opaque op (ONNX {onnx_type})" if onnx_type else "opaque op"
+    else:
+        kind = f"{kind} op"
+    return f"{kind} {op.guid}" + (f" ({name})" if name else "")
 
 
 def weight_side(graph) -> Set[int]:
