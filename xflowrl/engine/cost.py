@@ -23,6 +23,15 @@ Four backends share one interface (docs/engine.md):
   conv costs nothing). The only backend whose graph cost is not a plain sum
   of context-free op costs; ``Graph.op_costs`` reports the in-context costs
   and every consumer (graph cost, search, candidate costs) uses them.
+- ``learned``: a GPU card's end-to-end CUDA-graph time in PyTorch, per
+  precision: per op class a linear model of kernels, FLOPs and bytes
+  fitted to whole-graph timings on that card (coefficients in
+  ``xflowrl/engine/data/learned_<card>.json``, fitted by
+  ``experiments/fit_learned_cost.py`` / `xflowrl.measure.learned_fit`
+  from the timings in ``data/gpu_times/<card>.jsonl``). Named
+  ``learned/<card>[:<precision>]`` (`parse_learned_profile`); batch enters
+  through the graph's shapes. Context free and computed natively: as fast
+  as the analytic backend.
 """
 
 from __future__ import annotations
@@ -34,7 +43,7 @@ from typing import Dict, List, Optional, Sequence, Set
 from xflowrl import _engine
 from xflowrl.ops import ACTIVATIONS, PADDINGS
 
-BACKENDS = ("analytic", "onednn", "cudnn", "fitted")
+BACKENDS = ("analytic", "onednn", "cudnn", "fitted", "learned")
 # The cost model where none is named: the analytic backend on the cpu
 # profile. Entry points that name a cost model as one string write it
 # "backend/profile" (`DEFAULT_COST_SPEC`).
@@ -45,9 +54,71 @@ DEFAULT_COST_SPEC = f"{DEFAULT_BACKEND}/{DEFAULT_PROFILE}"
 # default of the model-based agent's runs and of the generalist policy.
 GPU_PROFILE = "v100"
 GPU_COST_SPEC = f"{DEFAULT_BACKEND}/{GPU_PROFILE}"
+# The learned card where a spec names none ("learned").
+GPU_PROFILE_LEARNED_DEFAULT = "h200"
 # Fitted profiles ship as package data beside the onednn reference table.
 PROFILES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 FITTED_CLASSES = ("conv", "matmul", "pool", "eltwise", "batchnorm", "concat", "copy")
+# The learned backend: the analytic profile that prices ops of no class
+# (opaque ones), and the precision where a spec names none.
+LEARNED_FALLBACK = "h100"
+LEARNED_DEFAULT_DTYPE = "float32"
+_DTYPE_ALIASES = {"float32": "float32", "fp32": "float32", "f32": "float32",
+                  "bfloat16": "bfloat16", "bf16": "bfloat16",
+                  "float16": "float16", "fp16": "float16", "half": "float16"}
+
+
+def parse_learned_profile(profile: str) -> tuple:
+    """(card or .json path, precision) of a learned profile "<card>[:<precision>]":
+    "h200" -> ("h200", "float32"), "h200:bf16" -> ("h200", "bfloat16").
+
+    Raises:
+      ValueError: an unknown precision.
+    """
+    card, _, dtype = profile.partition(":")
+    dtype = dtype or LEARNED_DEFAULT_DTYPE
+    if dtype.lower() not in _DTYPE_ALIASES:
+        raise ValueError(f"unknown precision {dtype!r} in learned profile {profile!r}; "
+                         f"choose from {sorted(set(_DTYPE_ALIASES.values()))}")
+    return card, _DTYPE_ALIASES[dtype.lower()]
+
+
+def learned_profile_path(card: str) -> str:
+    """The coefficient file of a learned card: a name (``h200`` ->
+    ``xflowrl/engine/data/learned_h200.json``) or a path to a .json file."""
+    if card.endswith(".json"):
+        return card
+    return os.path.join(PROFILES_DIR, f"learned_{card}.json")
+
+
+def learned_cards() -> List[str]:
+    """The cards with a shipped learned profile."""
+    return sorted(f[len("learned_"):-5] for f in os.listdir(PROFILES_DIR)
+                  if f.startswith("learned_") and f.endswith(".json"))
+
+
+def load_learned_coefficients(profile: str) -> Dict[str, List[float]]:
+    """Per op class, [ms per kernel, ms per GFLOP, ms per MB] of a learned
+    profile "<card>[:<precision>]".
+
+    Raises:
+      ValueError: no such card, or no coefficients for that precision.
+    """
+    card, dtype = parse_learned_profile(profile)
+    path = learned_profile_path(card)
+    if not os.path.exists(path):
+        raise ValueError(f"no learned cost profile for card {card!r} ({path}); shipped: "
+                         f"{learned_cards()}; time one with `xflowrl calibrate "
+                         "--device=cuda` (xflowrl.measure.gpu_calibration)")
+    with open(path) as f:
+        data = json.load(f)
+    dtypes = data.get("dtypes", {})
+    if dtype not in dtypes:
+        raise ValueError(f"learned profile {card!r} has no {dtype} coefficients "
+                         f"(it has: {sorted(dtypes)}); time that precision with "
+                         "`xflowrl calibrate --device=cuda`")
+    return {cls: [float(v) for v in row]
+            for cls, row in dtypes[dtype]["coefficients"].items()}
 
 
 def fitted_profile_path(profile: str) -> str:
@@ -109,7 +180,10 @@ class CostModel:
         Args:
           backend: one of BACKENDS.
           profile: device profile of the analytic backend; for the fitted
-            backend the name of a coefficient file (`fitted_profile_path`).
+            backend the name of a coefficient file (`fitted_profile_path`);
+            for the learned backend "<card>[:<precision>]"
+            (`parse_learned_profile`). `backend` may also be a whole spec,
+            "learned/h200:bf16", which then wins over `profile`.
           cache_path: measured backends: a text file of cached timings, read
             and appended to. For onednn, REFERENCE ("reference") means
             `reference=True` and no cache file.
@@ -131,6 +205,8 @@ class CostModel:
           ValueError: unknown backend or profile, a backend not built here,
             or a reference for a backend other than onednn.
         """
+        if "/" in backend:  # "learned/h200:bf16", "analytic/v100": a whole spec
+            backend, _, profile = backend.partition("/")
         if backend == "onednn" and cache_path == REFERENCE:
             cache_path, reference = None, True
         if reference and backend != "onednn":
@@ -146,6 +222,13 @@ class CostModel:
         elif backend == "fitted":
             name = os.path.basename(profile)[:-5] if profile.endswith(".json") else profile
             handle = _engine.fitted_backend(name, load_fitted_coefficients(profile))
+        elif backend == "learned":
+            card, dtype = parse_learned_profile(
+                GPU_PROFILE_LEARNED_DEFAULT if profile == DEFAULT_PROFILE else profile)
+            name = os.path.basename(card)[:-5] if card.endswith(".json") else card
+            suffix = "" if dtype == LEARNED_DEFAULT_DTYPE else f":{dtype}"
+            handle = _engine.learned_backend(
+                name + suffix, load_learned_coefficients(f"{card}:{dtype}"), LEARNED_FALLBACK)
         elif backend == "cudnn":
             handle = _engine.cudnn_backend(
                 cache_path or "", warmup, _CUDNN_REPEATS if repeats is None else repeats,
@@ -161,6 +244,17 @@ class CostModel:
             if reference:
                 loaded |= cache_keys(REFERENCE_PATH)
         self._num_loaded = len(loaded)
+
+    @classmethod
+    def from_handle(cls, backend: str, handle) -> "CostModel":
+        """A `CostModel` around a native backend handle built elsewhere (e.g.
+        the unit-coefficient backends of `xflowrl.measure.learned_fit`)."""
+        model = cls.__new__(cls)
+        model.backend = backend
+        model.handle = handle
+        model.reference = False
+        model._num_loaded = 0
+        return model
 
     @property
     def num_new_measurements(self) -> int:
@@ -179,7 +273,8 @@ def cost_model_from_spec(spec: str, cost_cache: Optional[str] = None) -> CostMod
     """A cost model named `backend` or `backend/profile`.
 
     Args:
-      spec: e.g. "analytic", "analytic/cpu", "fitted/cpu", "onednn", "cudnn".
+      spec: e.g. "analytic", "analytic/cpu", "fitted/cpu", "onednn", "cudnn",
+        "learned/h200", "learned/h200:bf16".
       cost_cache: measured backends' cache file ("" or None: none); the
         analytic and fitted backends ignore it.
 
@@ -192,7 +287,7 @@ def cost_model_from_spec(spec: str, cost_cache: Optional[str] = None) -> CostMod
 
 def available_backends() -> tuple:
     """The backends this build can construct (a GPU is checked at creation)."""
-    names = ["analytic", "fitted"]
+    names = ["analytic", "fitted", "learned"]
     if _engine.onednn_built():
         names.append("onednn")
     if _engine.cudnn_built():

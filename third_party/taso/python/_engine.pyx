@@ -205,6 +205,23 @@ def fitted_backend(str name not None, dict coefficients not None):
     return h
 
 
+def learned_backend(str name not None, dict coefficients not None,
+                    str fallback not None = "h100"):
+    """The learned GPU backend; `coefficients` maps op class -> [ms, ms/GFLOP, ms/MB]."""
+    cdef vector[string] classes
+    cdef vector[vector[double]] rows
+    cdef vector[double] row
+    for cls, values in coefficients.items():
+        classes.push_back(cls.encode())
+        row.clear()
+        for v in values:
+            row.push_back(<double> v)
+        rows.push_back(row)
+    cdef CostBackendHandle h = CostBackendHandle.__new__(CostBackendHandle)
+    h.ptr = make_learned_backend(name.encode(), classes, rows, fallback.encode())
+    return h
+
+
 def fitted_features(int type_id, dict params not None, list input_shapes not None,
                     bint weight_side=False):
     """(op class, FLOPs, bytes) the fitted backend prices for one op."""

@@ -168,6 +168,9 @@ cdef extern from "taso/cost.h" namespace "taso":
     unique_ptr[CostBackend] make_fitted_backend(const string& name, const vector[string]& classes,
                                                 const vector[vector[double]]& coefficients) except +
     FittedWork fitted_work(const OpConfig& op) except +
+    unique_ptr[CostBackend] make_learned_backend(const string& name, const vector[string]& classes,
+                                                 const vector[vector[double]]& coefficients,
+                                                 const string& fallback) except +
     unique_ptr[CostBackend] make_onednn_backend(const string& cache_path, int warmup, int repeats,
                                                  const string& reference_path) except +
     unique_ptr[CostBackend] make_cudnn_backend(const string& cache_path, int warmup, int repeats,

@@ -235,6 +235,19 @@ std::unique_ptr<CostBackend> make_analytic_backend(const std::string& profile);
 std::unique_ptr<CostBackend> make_fitted_backend(
     const std::string& name, const std::vector<std::string>& classes,
     const std::vector<std::vector<double>>& coefficients);
+// Learned GPU model (docs/engine.md, "The learned GPU backend"): per op
+// class ("conv", "matmul", "pool", "eltwise", "batchnorm", "concat", "copy")
+// ms = c[0] + c[1] * GFLOP + c[2] * MB over fitted_work(), fitted to
+// end-to-end CUDA-graph timings of whole graphs on one card in one
+// precision (xflowrl.measure.learned_fit), plus a second element-wise
+// kernel for an activation the PyTorch runtime does not fuse (any after a
+// matmul or bias add; any but ReLU after a convolution). Context free and
+// computed (no memo). Ops of no class (opaque) are priced by the analytic
+// roofline of `fallback` ("h100", ...). `name` is reported as
+// "learned/<name>". Every class must be given; unknown classes throw.
+std::unique_ptr<CostBackend> make_learned_backend(
+    const std::string& name, const std::vector<std::string>& classes,
+    const std::vector<std::vector<double>>& coefficients, const std::string& fallback);
 // What the fitted backend prices for one op: its class ("" for ops it does
 // not fit: free ones, weight-side ones, opaque ones, which it prices with the
 // analytic cpu roofline) and the FLOPs and bytes of op_work(), without the

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The learned GPU cost model's data, as the one command a session runs on the
+# device machine (docs/runtime.md, "The learned GPU cost model"):
+#
+#   bash scripts/gpu/cost_data.sh [BENCH FLAGS]            # on the device, $OUT set
+#   bash scripts/gpu/cost_data.sh --dry_run [BENCH FLAGS]  # anywhere: no CUDA, tiny graphs
+#
+# 1. Builds the engine in place where $PYTHON cannot import it yet, as
+#    scripts/gpu/settings_check.sh does (no oneDNN, no cuDNN backend, no
+#    -Werror; about a minute).
+# 2. Runs benchmarks/gpu_cost_data.py with --out_dir=$OUT and
+#    --max_seconds=$MAX_SECONDS (default 400: with the build and PyTorch's
+#    start the call stays well under 10 minutes) and --compile_seconds=
+#    $COMPILE_SECONDS (default 45); extra arguments go to it (e.g.
+#    --budget=full, --batches=1,8). It prints the JSON summary, then the table.
+#
+# Writes $OUT/gpu_times/<card>.jsonl and $OUT/gpu_times/graphs/ (the data,
+# appended as it is timed), $OUT/cost_data.json (versions, counts, table),
+# $OUT/cost_data.log (everything printed) and $OUT/build.log. Back here:
+#   python experiments/fit_learned_cost.py --card=<card> --merge_from=<files_at>/gpu_times
+# Environment: PYTHON (default .venv/bin/python where it exists, else
+# python3), MAX_SECONDS, COMPILE_SECONDS, XFLOWRL_COMMIT.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export PYTHONUNBUFFERED=1
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+PYTHON="${PYTHON:-.venv/bin/python}"
+[ -x "$PYTHON" ] || PYTHON=python3
+OUT="${OUT:-$(mktemp -d /tmp/cost_data.XXXXXX)}"
+mkdir -p "$OUT"
+export XFLOWRL_COMMIT="${XFLOWRL_COMMIT:-$(git rev-parse HEAD 2> /dev/null || echo unknown)}"
+log() { echo "[cost_data] $*"; }
+
+run() {
+  local start=$SECONDS
+  log "$(date -u +%FT%TZ); $("$PYTHON" --version 2>&1) at $(command -v "$PYTHON"); out: $OUT"
+  case " $* " in
+    *" --dry_run "*) ;;
+    *) nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,temperature.gpu \
+         --format=csv || log "nvidia-smi failed (going on)" ;;
+  esac
+  if "$PYTHON" -c "import xflowrl._engine" 2> /dev/null; then
+    log "engine: already built for this python"
+  else
+    log "building the engine in place (log: $OUT/build.log)"
+    if ! XFLOWRL_NO_ONEDNN=1 XFLOWRL_NO_CUDNN=1 XFLOWRL_NO_WERROR=1 \
+        "$PYTHON" setup.py build_ext --inplace > "$OUT/build.log" 2>&1; then
+      tail -40 "$OUT/build.log"
+      log "FAILED: engine build"
+      return 1
+    fi
+    log "engine built in $((SECONDS - start)) s"
+  fi
+  "$PYTHON" benchmarks/gpu_cost_data.py --out_dir="$OUT" \
+    --max_seconds="${MAX_SECONDS:-400}" --compile_seconds="${COMPILE_SECONDS:-45}" "$@"
+  log "done in $((SECONDS - start)) s: $OUT/cost_data.json, $OUT/gpu_times"
+}
+
+run "$@" 2>&1 | tee "$OUT/cost_data.log"
