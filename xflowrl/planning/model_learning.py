@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 import sonnet as snt
@@ -173,7 +173,7 @@ def _policy_target(data: Transitions, state: int, temperature: float) -> Tuple[n
 
 
 def _sample_batch(data: Transitions, config: TrainConfig, num_xfers: int,
-                  rng: np.random.Generator) -> Dict[str, np.ndarray]:
+                  rng: np.random.Generator) -> Dict[str, Any]:
     b, k = config.batch_size, config.unroll
     starts = rng.integers(len(data), size=b)
     actions = np.zeros((b, k), np.int32)
