@@ -162,6 +162,8 @@ class TrainResult(NamedTuple):
 
 def _policy_target(data: Transitions, state: int, temperature: float) -> Tuple[np.ndarray, np.ndarray]:
     xfers = data.active[state]
+    if not len(xfers):   # no candidates: no policy target (a zero row)
+        return xfers, np.zeros(0)
     q = data.estimates[state].astype(np.float64).copy()
     position = {int(x): i for i, x in enumerate(xfers)}
     for edge in data.edges[state]:
