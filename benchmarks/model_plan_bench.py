@@ -62,6 +62,8 @@ flags.DEFINE_integer("root_actions", ModelPlanConfig.root_actions, "Gumbel-top-k
 flags.DEFINE_integer("max_depth", ModelPlanConfig.max_depth, "model steps per simulation")
 flags.DEFINE_float("stop_below", ModelPlanConfig.stop_below, "points")
 flags.DEFINE_integer("max_decisions", ModelPlanConfig.max_decisions, "real actions at most")
+flags.DEFINE_bool("real_root_rewards", ModelPlanConfig.real_root_rewards,
+                  "the root's rewards from the real step (else the model's)")
 flags.DEFINE_integer("engine_real_steps", 1000, "the engine planner's budget")
 flags.DEFINE_string("rows", "results/model_plan_bench/rows.jsonl", "the rows, appended (resume)")
 flags.DEFINE_bool("verbose", False, "print the model planner's decisions to stderr")
@@ -120,14 +122,22 @@ def engine_steps_to_best(env: GraphEnv, seed: int) -> Dict[str, Any]:
 def _config_key() -> Dict[str, Any]:
     return {name: getattr(FLAGS, name) for name in (
         "corpus_families", "corpus_real_steps", "train_steps", "unroll", "simulations",
-        "root_actions", "max_depth", "stop_below", "max_decisions", "engine_real_steps")}
+        "root_actions", "max_depth", "stop_below", "max_decisions", "real_root_rewards",
+        "engine_real_steps")}
+
+
+# Fields added to the configuration since the first rows: how those rows ran.
+_BEFORE_FIELDS = {"real_root_rewards": True}
 
 
 def _read_rows(path: str) -> List[dict]:
     if not os.path.exists(path):
         return []
     with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+        rows = [json.loads(line) for line in f if line.strip()]
+    for row in rows:
+        row["config"] = {**_BEFORE_FIELDS, **row["config"]}
+    return rows
 
 
 def summarise(setting: LookaheadSetting, rows: List[dict]) -> Dict[str, Any]:
@@ -175,7 +185,9 @@ def main(argv):
                 model = LatentModel(ModelConfig(num_xfers=len(XferSet.from_name(setting.rules)),
                                                 seed=seed))
                 trained = train(model, data, TrainConfig(steps=FLAGS.train_steps,
-                                                         unroll=FLAGS.unroll, seed=seed))
+                                                         unroll=FLAGS.unroll, seed=seed),
+                                progress=(lambda line: print(line, file=sys.stderr))
+                                if FLAGS.verbose else None)
                 models[group] = (model, corpus, trained)
                 print(f"seed {seed} {group}: {len(data)} states, {data.transitions()} "
                       f"transitions from {corpus['graphs']} corpus graphs "
@@ -187,7 +199,8 @@ def main(argv):
             result = plan_with_model(env, model, ModelPlanConfig(
                 simulations=FLAGS.simulations, root_actions=FLAGS.root_actions,
                 max_depth=FLAGS.max_depth, stop_below=FLAGS.stop_below,
-                max_decisions=FLAGS.max_decisions, seed=seed), progress=progress)
+                max_decisions=FLAGS.max_decisions, real_root_rewards=FLAGS.real_root_rewards,
+                seed=seed), progress=progress)
             replayed = replay_steps(env, result.route).hash() == result.graph.hash()
             row = {"setting": setting.name, "seed": seed, "config": key,
                    "change_pct": result.change_pct,
