@@ -42,7 +42,7 @@ GRAPHS: Tuple[Tuple[str, Dict[str, Any], Dict[str, Any]], ...] = (
     ("bert", {}, {"seq_len": 512}),
     ("vit", {}, {"patches": 576}),
 )
-DRY_GRAPHS = ("small_cnn", "squeezenet1_1", "bert", "vit")
+DRY_GRAPHS = ("small_cnn", "resnext50", "bert", "vit")
 DTYPES = ("float32", "bfloat16")
 
 
@@ -57,8 +57,6 @@ def _builder_args(name: str, large: bool, dry_run: bool) -> Tuple[Dict[str, Any]
     args = dict(zoo.REDUCED.get(name, {}))
     builder = zoo._BUILDERS[name]  # pylint: disable=protected-access
     params = inspect.signature(builder).parameters
-    if name == "squeezenet1_1":  # no reduced size: 224 is slow on a CPU
-        args = {}
     if large:
         if "batch_size" in params:
             args["batch_size"] = 2

@@ -274,8 +274,8 @@ def measurement_text(result: dict) -> str:
     head = []
     if info:
         env = info.get("environment") or {}
-        where = env.get("card") or info["device"]
-        head = [f"device: {info['device']} ({where}), {info['dtype']}"
+        card = f" ({env['card']})" if env.get("card") else ""
+        head = [f"device: {info['device']}{card}, {info['dtype']}"
                 + (f"; {info['why']}" if info.get("why") else ""), ""]
     lines = ["| model | " + " | ".join(f"{r} ms, median [min, max]" for r in runtimes)
              + " | " + " | ".join(f"{r} change" for r in runtimes) + " |",

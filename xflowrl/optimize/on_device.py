@@ -155,19 +155,23 @@ def _error(got: List[np.ndarray], reference: List[np.ndarray]) -> float:
 
 
 def same_outputs(runtime, original, optimized, feeds: Mapping[str, np.ndarray], dtype: str,
-                 rtol: float = 1e-4, atol: float = 1e-5) -> DeviceOutputCheck:
+                 rtol: float = 1e-4, atol: float = 1e-5,
+                 keep: Optional[Dict[str, Any]] = None) -> DeviceOutputCheck:
     """Runs both engine graphs on the runtime's device and compares their
-    outputs (module docstring).
+    outputs (module docstring). `keep`, where given, receives the programs
+    in `dtype` under "original" and "optimized" (for the timing).
 
     Raises:
       OriginalNotFinite: the original's outputs are not finite in `dtype`
         (or in float32): nothing to compare against.
     """
-    want = runtime.program(original, feeds, "float32").outputs()
+    programs = {"original": runtime.program(original, feeds, "float32")}
+    want = programs["original"].outputs()
     if not all(np.all(np.isfinite(w)) for w in want):
         raise OriginalNotFinite("the original model's float32 outputs on the device are not "
                                 "finite with these inputs")
-    got = runtime.program(optimized, feeds, "float32").outputs()
+    programs["optimized"] = runtime.program(optimized, feeds, "float32")
+    got = programs["optimized"].outputs()
     worst_abs, worst_rel, mismatched = _compare(want, got, rtol, atol)
     check = DeviceOutputCheck(not mismatched and len(want) == len(got), worst_abs, worst_rel,
                               mismatched, rtol, atol, dtype)
@@ -176,12 +180,18 @@ def same_outputs(runtime, original, optimized, feeds: Mapping[str, np.ndarray], 
     elif mismatched:
         check.reason = f"float32 outputs {mismatched} differ"
     if dtype == "float32":
+        if keep is not None:
+            keep.update(programs)
         return check
-    low_original = _error(runtime.program(original, feeds, dtype).outputs(), want)
+    programs = {"original": runtime.program(original, feeds, dtype)}
+    low_original = _error(programs["original"].outputs(), want)
     if not np.isfinite(low_original):
         raise OriginalNotFinite(f"the original model's outputs are not finite in {dtype} "
                                 f"with these inputs")
-    low_optimized = _error(runtime.program(optimized, feeds, dtype).outputs(), want)
+    programs["optimized"] = runtime.program(optimized, feeds, dtype)
+    low_optimized = _error(programs["optimized"].outputs(), want)
+    if keep is not None:
+        keep.update(programs)
     bound = LOW_PRECISION_SLACK * low_original + LOW_PRECISION_FLOOR[dtype]
     check.error_original, check.error_optimized, check.bound = (low_original, low_optimized,
                                                                 bound)

@@ -393,13 +393,14 @@ def optimize_file(options: OptimizeOptions,
     if device.torch_device is not None:
         clock = time.time()
         target = _gpu_target(runtime, device, options, user, found.graph, device_info, say)
+    programs: Dict[str, Any] = {}  # the checked programs in the asked precision
     if target is not None:
         device_feeds = {**user.weights, **feeds}
         say(f"checking outputs on {device.name} ({options.dtype})")
         try:
             device_check = on_device.same_outputs(target, user.graph, found.graph,
                                                   device_feeds, options.dtype,
-                                                  rtol=options.rtol)
+                                                  rtol=options.rtol, keep=programs)
         except on_device.OriginalNotFinite as e:
             raise BadInput(f"{options.model}: {e}; give other inputs with --inputs, or "
                            f"another --dtype") from None
@@ -422,8 +423,8 @@ def optimize_file(options: OptimizeOptions,
 
     clock = time.time()
     if target is not None:
-        measured, faster = _time_on_device(target, user.graph, found.graph,
-                                           {**user.weights, **feeds}, options, say)
+        measured, faster = _time_on_device(target, programs["original"],
+                                           programs["optimized"], options, say)
         where = f"on {device_info['decided_by']}"
     else:
         measured, faster = _time_on_cpu(user.proto, optimized, feeds, options, say)
@@ -478,10 +479,9 @@ def _fall_back(device_info: Dict[str, Any], why: str, say) -> None:
     say(device_info["fallback"])
 
 
-def _time_on_device(runtime, original, optimized, feeds, options: OptimizeOptions, say):
-    """Step 5 on the GPU target: (measured, faster)."""
-    before = runtime.program(original, feeds, options.dtype)
-    after = runtime.program(optimized, feeds, options.dtype)
+def _time_on_device(runtime, before, after, options: OptimizeOptions, say):
+    """Step 5 on the GPU target, with the programs step 4 checked:
+    (measured, faster)."""
     repeats = on_device.repeats_for(before, runtime.mode)
     say(f"timing original and optimised on the device ({runtime.mode}, {options.dtype}, "
         f"{options.rounds} interleaved rounds of {repeats})")
