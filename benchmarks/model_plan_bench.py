@@ -172,6 +172,11 @@ def main(argv):
     seeds = [int(s) for s in FLAGS.seeds.split(",")]
     key = _config_key()
     done = {(r["setting"], r["seed"]) for r in _read_rows(FLAGS.rows) if r["config"] == key}
+    # The engine planner's figures do not depend on the model: reused from
+    # any row of the same setting, seed and engine budget.
+    engine = {(r["setting"], r["seed"]): {k: v for k, v in r.items() if k.startswith("engine_")}
+              for r in _read_rows(FLAGS.rows)
+              if r["config"]["engine_real_steps"] == FLAGS.engine_real_steps}
     os.makedirs(os.path.dirname(FLAGS.rows) or ".", exist_ok=True)
     for seed in seeds:
         models: Dict[tuple, Any] = {}
@@ -218,7 +223,7 @@ def main(argv):
                    "corpus_seconds": corpus["seconds"], "states": len(corpus["data"]),
                    "transitions": corpus["data"].transitions(),
                    "train_seconds": trained.seconds, "train_losses": trained.losses,
-                   **engine_steps_to_best(env, seed)}
+                   **(engine.get((setting.name, seed)) or engine_steps_to_best(env, seed))}
             with open(FLAGS.rows, "a") as f:
                 f.write(json.dumps(row) + "\n")
             print(f"{setting.name} seed {seed}: model {row['change_pct']:+.2f}% "
