@@ -117,7 +117,7 @@ def main(argv):
                      eager=FLAGS.eager, compile_seconds=FLAGS.compile_seconds,
                      max_seconds=FLAGS.max_seconds)
     if FLAGS.dry_run:
-        overrides.update(tiny=True, walk_stride=2, walk_steps=4, micro=2, rounds=1,
+        overrides.update(tiny=True, walk_points=1, walk_steps=4, micro=2, rounds=1,
                          repeats=2, warmup=1, compile_seconds=0.0)
         if FLAGS["zoo"].using_default_value:
             overrides["zoo"] = ("small_cnn", "bert")

@@ -1,6 +1,7 @@
 """Fits the learned GPU cost model (``learned/<card>``) from a card's timings.
 
     python experiments/fit_learned_cost.py --card=h200 [--method=auto] [--out=eval.json]
+    python experiments/fit_learned_cost.py --card=h200 --merge_from=$OUT/gpu_times
     python experiments/fit_learned_cost.py --card=h200 \\
         --import_reports=docs/data/cudnn_bench_h200_graph_timing.json
 
@@ -14,7 +15,8 @@ predicted and measured times, the share of optimised graphs whose
 predicted change has the measured sign and is within 3 points of it, for
 both parametrisations and for analytic/v100 on the same graphs.
 
-`--import_reports` first turns benchmarks/cudnn_bench.py reports into
+`--merge_from` first appends a GPU run's data (``$OUT/gpu_times`` of
+scripts/gpu/cost_data.sh) to the package's. `--import_reports` turns benchmarks/cudnn_bench.py reports into
 records (`xflowrl.measure.gpu_import`: only graphs it can rebuild and check),
 replacing the records an earlier import of the same report made. New
 timings come from `scripts/gpu/cost_data.sh` (benchmarks/gpu_cost_data.py)
@@ -39,6 +41,8 @@ flags.DEFINE_string("output", "", "The profile path (one card only; default "
 flags.DEFINE_enum("method", "auto", ["auto", *learned_fit.METHODS], "The parametrisation.")
 flags.DEFINE_list("import_reports", [], "cudnn_bench reports to import into the (one) card's "
                   "data before fitting.")
+flags.DEFINE_string("merge_from", "", "A GPU run's data folder ($OUT/gpu_times of "
+                    "scripts/gpu/cost_data.sh) to merge into --data_dir before fitting.")
 flags.DEFINE_bool("taso", True, "--import_reports: rebuild TASO's graphs too (slow).")
 flags.DEFINE_string("out", "", "Also write the evaluation (with per-graph rows) here.")
 
@@ -62,6 +66,9 @@ def main(argv):
                        + " --import_reports=" + os.path.relpath(path))
             gpu_data.append_records(FLAGS.data_dir, card, records, command=command)
             print(json.dumps(info), file=sys.stderr, flush=True)
+    if FLAGS.merge_from:
+        merged = gpu_data.merge(FLAGS.merge_from, FLAGS.data_dir)
+        print(json.dumps({"merged": merged}), file=sys.stderr, flush=True)
     results = {}
     full = {}
     for card in FLAGS.card:

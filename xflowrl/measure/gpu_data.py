@@ -6,16 +6,17 @@ limit keeps the most useful part):
 1. **zoo graphs** (`CollectConfig.zoo`) at every batch of `batches` (the
    convolutional graphs' batch size; for the transformers BERT and ViT the
    sequence length, 64 x batch);
-2. **greedy walks**: one-step greedy under `greedy_cost` (analytic/v100, the
-   issue's baseline) from each zoo graph at batch 1, the graphs after
-   every `walk_stride`-th substitution and the final one, at every batch
-   (the same substitutions replayed on the graph of that batch);
+2. **greedy's graphs**: one-step greedy under `GREEDY_COST` (analytic/v100,
+   the issue's baseline) from each zoo graph at batch 1, its final graph at
+   every batch (the same substitutions replayed on the graph of that batch);
 3. **random walks**: `random_walks` walks of `walk_steps` uniformly drawn
-   substitutions per zoo graph, every `walk_stride`-th graph, at every batch;
-4. **corpus graphs** (`CollectConfig.corpus`: the first members of the
+   substitutions per zoo graph, their last graph at every batch;
+4. **micro-benchmarks**: `xflowrl.measure.micro_models`' single-op chains
+   and fan-outs over shapes (one op configuration per model), as built;
+5. **corpus graphs** (`CollectConfig.corpus`: the first members of the
    training corpus's families, as built) and their greedy graphs;
-5. **micro-benchmarks**: `xflowrl.measure.micro_models`' single-op chains and
-   fan-outs over shapes (one op configuration per model), as built.
+6. **graphs along the walks**: `walk_points` evenly spaced graphs of each
+   greedy and random walk, at every batch.
 
 Each graph is timed in every precision of `dtypes` in PyTorch
 (`xflowrl.measure.torch_runtime.TorchProgram`): a CUDA-graph replay (the
@@ -38,6 +39,7 @@ and command of the run that made it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gzip
 import hashlib
 import json
@@ -79,7 +81,7 @@ class CollectConfig:
       tiny: the dry run's sizes: small graphs (`xflowrl.zoo.REDUCED` sizes,
         `small_cnn` for the convolutional ones), two walk graphs, a few
         micro-models.
-      walk_stride: keep every this many substitutions' graph along a walk.
+      walk_points: graphs kept along a walk besides its last (evenly spaced).
       random_walks: random walks per zoo graph.
       walk_steps: substitutions per random walk.
       corpus: corpus graphs (first per family); 0: none.
@@ -98,7 +100,7 @@ class CollectConfig:
     device: str = "cuda"
     zoo: Tuple[str, ...] = ZOO
     tiny: bool = False
-    walk_stride: int = 8
+    walk_points: int = 3
     random_walks: int = 1
     walk_steps: int = 24
     corpus: int = 0
@@ -117,7 +119,7 @@ class CollectConfig:
             raise ValueError(f"unknown budget {budget!r}; choose from ('quick', 'full')")
         base: Dict[str, Any] = dict(budget=budget)
         if budget == "full":
-            base.update(random_walks=2, walk_steps=40, corpus=12, micro=8)
+            base.update(random_walks=2, walk_steps=40, corpus=12, micro=8, walk_points=6)
         base.update(overrides)
         return CollectConfig(**base)
 
@@ -133,6 +135,9 @@ class Item:
     weights: Optional[Dict[str, np.ndarray]] = None
     feeds: Optional[Dict[str, np.ndarray]] = None
     gain: float = 2.0 ** 0.5
+    # The graph whose weights' roles draw the values (a walk's original: a
+    # rewritten graph reads the same weights through fused ops).
+    origin: Optional[Graph] = None
 
 
 # ------------------------------------------------------------------ graphs
@@ -155,13 +160,21 @@ def zoo_graph(name: str, batch: int, tiny: bool = False) -> Graph:
     return zoo.get_graph(name, batch_size=batch)
 
 
+@functools.lru_cache(maxsize=1)
+def _default_xfers():
+    from xflowrl.engine import XferSet  # pylint: disable=import-outside-toplevel
+    return XferSet.default()
+
+
+@functools.lru_cache(maxsize=4)
+def _cost_model(spec: str):
+    return engine_cost.cost_model_from_spec(spec)
+
+
 def _env(graph: Graph, cost_spec: str = GREEDY_COST):
-    # pylint: disable=import-outside-toplevel
-    from xflowrl.engine import XferSet
-    from xflowrl.env import EnvConfig, GraphEnv
-    xfers = XferSet.default()
-    model = engine_cost.cost_model_from_spec(cost_spec)
-    return GraphEnv(graph, xfers, model, EnvConfig()), xfers
+    from xflowrl.env import EnvConfig, GraphEnv  # pylint: disable=import-outside-toplevel
+    xfers = _default_xfers()
+    return GraphEnv(graph, xfers, _cost_model(cost_spec), EnvConfig()), xfers
 
 
 def greedy_steps(graph: Graph, max_steps: int = 100000) -> List[Tuple[str, int]]:
@@ -205,11 +218,11 @@ def replay_prefixes(graph: Graph, applied: Sequence[Tuple[str, int]],
     return out
 
 
-def _walk_points(n: int, stride: int) -> List[int]:
-    points = list(range(stride, n, stride))
-    if n > 0:
-        points.append(n)
-    return points
+def _walk_points(n: int, count: int) -> List[int]:
+    """Up to `count` evenly spaced step counts in (0, n), without n."""
+    if n < 2 or count < 1:
+        return []
+    return sorted({int(round(n * (k + 1) / (count + 1))) for k in range(count)} - {0, n})
 
 
 def items(config: CollectConfig, progress: Progress = None) -> Iterator[Item]:
@@ -217,50 +230,32 @@ def items(config: CollectConfig, progress: Progress = None) -> Iterator[Item]:
     from xflowrl import zoo  # pylint: disable=import-outside-toplevel
     rng = np.random.default_rng(config.seed)
     gains = {name: zoo.weight_gain(name) for name in config.zoo}
+
+    def at_batches(name: str, kind: str, label: str, steps, points):
+        for batch in config.batches:
+            graph = zoo_graph(name, batch, config.tiny)
+            for k, g in replay_prefixes(graph, steps, points).items():
+                yield Item(kind, name, f"{label}@{k}", batch, g, gain=gains[name],
+                           origin=graph)
+
     for name in config.zoo:
         for batch in config.batches:
             yield Item("zoo", name, "original", batch, zoo_graph(name, batch, config.tiny),
                        gain=gains[name])
-    walks: Dict[str, List[Tuple[str, List[Tuple[str, int]], List[int]]]] = {}
+    walks: List[Tuple[str, str, str, List[Tuple[str, int]]]] = []
     for name in config.zoo:
-        base = zoo_graph(name, 1, config.tiny)
-        steps = greedy_steps(base)
-        walks[name] = [("greedy", steps, _walk_points(len(steps), config.walk_stride))]
+        steps = greedy_steps(zoo_graph(name, 1, config.tiny))
         _say(progress, f"{name}: greedy under {GREEDY_COST}, {len(steps)} substitutions")
-    for name in config.zoo:
-        kind, steps, points = walks[name][0]
-        for batch in config.batches:
-            graph = zoo_graph(name, batch, config.tiny)
-            for k, g in replay_prefixes(graph, steps, points).items():
-                yield Item(kind, name, f"greedy@{k}", batch, g, gain=gains[name])
+        walks.append((name, "greedy", "greedy", steps))
+        if steps:
+            yield from at_batches(name, "greedy", "greedy", steps, [len(steps)])
     for name in config.zoo:
         base = zoo_graph(name, 1, config.tiny)
         for w in range(config.random_walks):
             steps = random_steps(base, config.walk_steps, rng)
-            points = _walk_points(len(steps), config.walk_stride)
-            for batch in config.batches:
-                graph = zoo_graph(name, batch, config.tiny)
-                for k, g in replay_prefixes(graph, steps, points).items():
-                    yield Item("random", name, f"random{w}@{k}", batch, g, gain=gains[name])
-    if config.corpus:
-        from xflowrl import corpus  # pylint: disable=import-outside-toplevel
-        seen_families: Dict[str, int] = {}
-        chosen = []
-        for spec in corpus.specs("train"):
-            if seen_families.get(spec.family, 0) >= max(1, config.corpus // 8):
-                continue
-            seen_families[spec.family] = seen_families.get(spec.family, 0) + 1
-            chosen.append(spec)
-            if len(chosen) >= config.corpus:
-                break
-        for spec in chosen:
-            graph = corpus.get(spec.name)
-            gain = 0.2 if spec.family in ("bert", "vit", "transformer") else 2.0 ** 0.5
-            yield Item("corpus", spec.name, "original", 1, graph, gain=gain)
-            steps = greedy_steps(graph)
+            walks.append((name, "random", f"random{w}", steps))
             if steps:
-                final = replay_prefixes(graph, steps, [len(steps)])[len(steps)]
-                yield Item("corpus", spec.name, f"greedy@{len(steps)}", 1, final, gain=gain)
+                yield from at_batches(name, "random", f"random{w}", steps, [len(steps)])
     if config.micro:
         # pylint: disable=import-outside-toplevel
         from xflowrl.measure.micro_models import Budget, micro_models
@@ -270,6 +265,29 @@ def items(config: CollectConfig, progress: Progress = None) -> Iterator[Item]:
             models = models[::max(1, len(models) // 6)][:6]
         for m in models:
             yield Item("micro", m.name, "original", 1, m.graph, weights=m.weights, feeds=m.feeds)
+    if config.corpus:
+        from xflowrl import corpus  # pylint: disable=import-outside-toplevel
+        per_family: Dict[str, int] = {}
+        chosen = []
+        for spec in corpus.specs("train"):
+            if per_family.get(spec.family, 0) >= max(1, config.corpus // 8):
+                continue
+            per_family[spec.family] = per_family.get(spec.family, 0) + 1
+            chosen.append(spec)
+            if len(chosen) >= config.corpus:
+                break
+        for spec in chosen:
+            graph = spec.build()
+            yield Item("corpus", spec.name, "original", 1, graph, gain=spec.weight_gain)
+            steps = greedy_steps(graph)
+            if steps:
+                final = replay_prefixes(graph, steps, [len(steps)])[len(steps)]
+                yield Item("corpus", spec.name, f"greedy@{len(steps)}", 1, final,
+                           gain=spec.weight_gain, origin=graph)
+    for name, kind, label, steps in walks:
+        points = _walk_points(len(steps), config.walk_points)
+        if points:
+            yield from at_batches(name, kind, label, steps, points)
 
 
 # ------------------------------------------------------------------ timing
@@ -316,16 +334,27 @@ def _torch_available() -> bool:
     return True
 
 
+def _program_takes_device() -> bool:
+    # pylint: disable=import-outside-toplevel
+    import inspect
+
+    from xflowrl.measure.torch_runtime import TorchProgram
+    params = inspect.signature(TorchProgram.__init__).parameters
+    return "dtype" in params and "device" in params
+
+
 def feeds_of(item: Item, seed: int) -> Dict[str, np.ndarray]:
     """Weights and inputs of an item's graph (float64 values, the program
     casts them): the micro-model's own, else `random_weights` with the
-    item's gain and `random_inputs`."""
+    item's gain and `random_inputs` of its origin (a walk's original graph,
+    whose weights the rewritten one reads)."""
     if item.weights is not None and item.feeds is not None:
         return {**item.weights, **item.feeds}
     # pylint: disable=import-outside-toplevel
     from xflowrl.executor.weights import random_inputs, random_weights
-    return {**random_weights(item.graph, seed, np.float64, gain=item.gain),
-            **random_inputs(item.graph, seed, np.float64)}
+    origin = item.origin if item.origin is not None else item.graph
+    return {**random_weights(origin, seed, np.float64, gain=item.gain),
+            **random_inputs(origin, seed, np.float64)}
 
 
 def _rounds(step: Callable[[], Any], sync: Callable[[], None], clock: Callable[[], Any],
@@ -352,7 +381,7 @@ def time_item(item: Item, dtype: str, config: CollectConfig,
     "cpu"). CPU without PyTorch: the numpy reference executor, wall clock
     (mode "reference", float64 whatever `dtype`).
     """
-    if config.device == "cpu" and not _torch_available():
+    if config.device == "cpu" and not (_torch_available() and _program_takes_device()):
         from xflowrl.executor import reference  # pylint: disable=import-outside-toplevel
         def run_reference():
             reference.execute(item.graph, feeds)
@@ -522,6 +551,42 @@ def read_records(data_dir: str, card: str) -> List[Dict[str, Any]]:
         return []
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def merge(source_dir: str, data_dir: str = DATA_DIR,
+          only: Optional[Sequence[str]] = None) -> Dict[str, int]:
+    """Appends the records of another data folder (a GPU run's
+    ``$OUT/gpu_times``) to `data_dir`, with their graphs; records already
+    there (equal in every field) are not added twice.
+
+    Args:
+      source_dir: the folder to merge from.
+      data_dir: the folder to merge into.
+      only: these cards (default: every card of `source_dir` but "cpu",
+        the dry run's).
+
+    Returns:
+      Per card, the records appended.
+    """
+    import shutil  # pylint: disable=import-outside-toplevel
+    out: Dict[str, int] = {}
+    for card in cards(source_dir):
+        if (only is not None and card not in only) or (only is None and card == "cpu"):
+            continue
+        have = {json.dumps(r, sort_keys=True) for r in read_records(data_dir, card)}
+        new = [r for r in read_records(source_dir, card)
+               if json.dumps(r, sort_keys=True) not in have]
+        folder = os.path.join(data_dir, GRAPHS_DIR)
+        os.makedirs(folder, exist_ok=True)
+        for sha in sorted({r["graph"] for r in new}):
+            target = os.path.join(folder, f"{sha}.json.gz")
+            if not os.path.exists(target):
+                shutil.copyfile(os.path.join(source_dir, GRAPHS_DIR, f"{sha}.json.gz"), target)
+        with open(data_path(data_dir, card), "a") as f:
+            for r in new:
+                f.write(json.dumps(r, sort_keys=True) + "\n")
+        out[card] = len(new)
+    return out
 
 
 def cards(data_dir: str = DATA_DIR) -> List[str]:

@@ -248,7 +248,8 @@ def held_out(recs: Sequence[Mapping[str, Any]], features: np.ndarray, fixed: np.
             "median_rel_error": float(np.median(rel)) if rel.size else None,
             "p90_rel_error": float(np.percentile(rel, 90)) if rel.size else None,
             **{k: v for k, v in changes.items() if k != "rows"},
-            "changes": changes["rows"]}
+            "changes": changes["rows"],
+            "predicted_ms": [None if np.isnan(p) else float(p) for p in predicted]}
 
 
 def baseline_metrics(recs: Sequence[Mapping[str, Any]], graphs: Sequence[Graph],
@@ -387,7 +388,7 @@ def summary(result: Mapping[str, Any]) -> Dict[str, Any]:
     """The held-out figures of a `fit_card` result without the per-graph rows."""
     out: Dict[str, Any] = {}
     for dtype, e in result["dtypes"].items():
-        held = {m: {k: v for k, v in h.items() if k != "changes"}
+        held = {m: {k: v for k, v in h.items() if k not in ("changes", "predicted_ms")}
                 for m, h in e.get("held_out", {}).items()}
         out[dtype] = {"method": e["method"], "graphs": e["graphs"],
                       "distinct_graphs": e["distinct_graphs"], "families": e["families"],
