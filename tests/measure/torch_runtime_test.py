@@ -8,6 +8,7 @@ elsewhere.
 """
 
 import importlib.util
+from unittest import mock
 
 from absl.testing import absltest, parameterized
 import numpy as np
@@ -99,6 +100,25 @@ class OnCpuTest(parameterized.TestCase):
             self.assertLen(values, 3)
             self.assertTrue(all(v > 0 for v in values))
         self.assertEqual(torch_runtime.environment("cpu")["device"], "cpu")
+
+    def test_a_refused_fused_conv_relu_runs_as_two_kernels(self):
+        import torch  # pylint: disable=import-outside-toplevel
+        graph = _fused_weights_graph()
+        feeds = random_feeds(graph)
+        program = torch_runtime.TorchProgram(graph, feeds, device="cpu")
+        program.fuse_conv_relu = True  # as on a GPU; the fused call then refuses
+        conv = next(op for op in graph.ops() if op.type == "conv2d")
+        refuse = mock.Mock(side_effect=RuntimeError("no fused kernel"))
+        with mock.patch.object(torch, "cudnn_convolution_relu", refuse, create=True):
+            run = program._op(conv)  # pylint: disable=protected-access
+            x = torch.tensor(feeds["x"], dtype=torch.float32)
+            w = torch.ones((4, 4, 3, 3))
+            first, second = run(x, w), run(x, w)
+        self.assertEqual(refuse.call_count, 1)  # refused once, then not asked again
+        self.assertEqual(program.unfused_conv_relu, 1)
+        want = torch.relu(torch.nn.functional.conv2d(x, w, padding=1))
+        np.testing.assert_allclose(first.numpy(), want.numpy(), rtol=1e-6)
+        np.testing.assert_allclose(second.numpy(), want.numpy(), rtol=1e-6)
 
     def test_bad_dtype_and_device(self):
         graph, feeds = self._graph_and_feeds("small_cnn")

@@ -142,6 +142,9 @@ class TorchProgram:
                                and hasattr(torch, "cudnn_convolution_relu"))
         self._f = torch.nn.functional
         self.device = torch.device(device)
+        # Fused convolution + ReLU calls that cuDNN refused (first call, before
+        # any CUDA-graph capture) and that run as two kernels instead.
+        self.unfused_conv_relu = 0
         lacking = unsupported_ops(graph)
         if lacking:
             raise NotImplementedError(f"{lacking[0]}: no PyTorch form for this op on "
@@ -212,10 +215,18 @@ class TorchProgram:
                 # cudnnConvolutionBiasActivationForward: no separate ReLU kernel.
                 symmetric = pads[0] == pads[1] and pads[2] == pads[3]
                 padding = [pads[2], pads[0]] if symmetric else [0, 0]
+                fused = [True]
+
                 def conv_relu(x, w):
-                    x = x if symmetric else F.pad(x, pads)
-                    return torch.cudnn_convolution_relu(x, w, None, list(stride), padding,
-                                                        [1, 1], groups)
+                    if fused[0]:
+                        try:
+                            return torch.cudnn_convolution_relu(
+                                x if symmetric else F.pad(x, pads), w, None, list(stride),
+                                padding, [1, 1], groups)
+                        except RuntimeError:  # no fused kernel for this precision or shape:
+                            fused[0] = False  # a convolution, then a ReLU kernel, from now on
+                            self.unfused_conv_relu += 1
+                    return torch.relu(F.conv2d(F.pad(x, pads), w, None, stride, 0, 1, groups))
                 return conv_relu
             if pads[0] == pads[1] and pads[2] == pads[3]:
                 return lambda x, w: act(F.conv2d(x, w, None, stride, (pads[2], pads[0]), 1,
