@@ -4,7 +4,7 @@
         [--simulations=16] [--root_actions=16] [--prior=cost]
         [--rollout_steps=0] [--max_real_steps=5000] [--time_limit_s=60]
         [--everywhere] [--merge_identical] [--markdown=PATH] [--export_graphs=DIR]
-        [--rows=results/plan_bench/rows.jsonl]
+        [--rows=results/plan_bench/rows.jsonl] [--taso_rows=results/plan_bench/taso_rows.jsonl]
 
 For each setting of the shipped list (`xflowrl.search.settings`: a graph,
 rule set, cost model and batch where the best method known beats one-step
@@ -26,13 +26,19 @@ best known beats TASO's search by at least a point: the median below
 TASO's), `not_worse_than_greedy` (every seed); `greedy_merging`, one-step
 greedy with identical ops merged in the input and after every step
 (`xflowrl.engine.dedupe`, what equality saturation does by storing each
-e-node once), with `gap_is_merging` where that alone reaches the best
+e-node once; the list's `greedy_merging_ms` where it has one, computed
+here otherwise), with `gap_is_merging` where that alone reaches the best
 known (a gap that lies in merging, not in looking ahead); TASO's search's seconds and expansions (alpha 1.05,
 budget 1,000) in the benchmark run the list comes from, and whether the
 planner's median real steps stay within those expansions (the same unit:
 one enumeration and costing of a graph's candidates; seconds of two runs
-on a shared machine compare less well). Then the counts over the
-settings.
+on a shared machine compare less well). TASO's search is also run here,
+once per setting (alpha 1.05, budget 1,000, the planner's L and size cap),
+before the setting's first seed, and timed like the planner (wall and
+this thread's CPU seconds; rows in `--taso_rows`, resumable):
+`within_taso_time` says whether the planner's median CPU seconds stay
+within that search's, two runs of one process under the same load. Then
+the counts over the settings.
 """
 
 from __future__ import annotations
@@ -42,11 +48,13 @@ import json
 import os
 import statistics
 import sys
+import time
 from typing import Any, Dict, List, Optional
 
 from absl import app, flags
 
 from xflowrl.engine import CostModel, XferSet
+from xflowrl.engine.xfers import TASO_ALPHA, TASO_BUDGET
 from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.planning import PlanConfig, plan
 from xflowrl.runs import zoo_source
@@ -68,6 +76,8 @@ flags.DEFINE_bool("merge_identical", PlanConfig.merge_identical,
 flags.DEFINE_integer("patience", PlanConfig.patience,
                      "searches again from a graph with nothing cheaper below")
 flags.DEFINE_string("rows", "results/plan_bench/rows.jsonl", "the rows, appended (resume)")
+flags.DEFINE_string("taso_rows", "results/plan_bench/taso_rows.jsonl",
+                    "TASO's search timed here, one row per setting, appended (resume)")
 flags.DEFINE_string("markdown", None, "also write the table of the settings as Markdown here")
 flags.DEFINE_string("export_graphs", None,
                     "a folder of the GPU check's graphs (benchmarks/data/lookahead_graphs): "
@@ -122,13 +132,31 @@ def run_row(setting: LookaheadSetting, config: PlanConfig) -> dict:
     if abs(env.initial_cost / setting.initial_ms - 1) > 1e-6:
         raise ValueError(f"{setting.name}: initial cost {env.initial_cost} ms here, "
                          f"{setting.initial_ms} ms in the list: not the same setting")
+    cpu = time.thread_time()
     result = plan(env, config)
+    cpu = time.thread_time() - cpu
     return {"setting": setting.name, "seed": config.seed, "config": _config_key(config),
             "change_pct": result.change_pct, "real_steps": result.real_steps,
+            "cpu_seconds": cpu,
             "applies": result.applies, "rule_enumerations": result.rule_enumerations,
             "decisions": result.decisions, "nodes": result.nodes,
             "route_length": len(result.applied), "seconds": result.seconds,
             "stopped": result.stopped}
+
+
+def taso_row(setting: LookaheadSetting) -> dict:
+    """TASO's search (alpha 1.05, budget 1,000) on `setting`, from the
+    planner's graph under its rules, cost model, L and size cap, timed as
+    the planner is: wall and this thread's CPU seconds."""
+    env = _environment(setting)
+    cpu, wall = time.thread_time(), time.perf_counter()
+    result = env.xfers.search(env.initial_graph, env.cost_model, alpha=TASO_ALPHA,
+                              budget=TASO_BUDGET, max_ops=env.max_ops,
+                              max_locations=env.config.max_locations)
+    cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
+    return {"setting": setting.name, "alpha": TASO_ALPHA, "budget": TASO_BUDGET,
+            "change_pct": 100.0 * (result.best_cost / env.initial_cost - 1.0),
+            "expansions": result.expansions, "seconds": wall, "cpu_seconds": cpu}
 
 
 def greedy_merging(setting: LookaheadSetting) -> float:
@@ -164,13 +192,16 @@ def taso_runs() -> Dict[str, dict]:
 
 
 def summarise(setting: LookaheadSetting, rows: List[dict],
-              taso: Optional[dict] = None) -> dict:
+              taso: Optional[dict] = None, taso_here: Optional[dict] = None) -> dict:
     """The setting's line of the printed JSON (module docstring)."""
     changes = [r["change_pct"] for r in rows]
     median = statistics.median(changes)
     methods = {m: round(setting.change_pct(m), 3) for m in setting.costs_ms}
     best = 100.0 * (setting.best_ms / setting.initial_ms - 1.0)
-    merged_greedy = greedy_merging(setting)
+    # The list's figure where it has one (the same computation, made when
+    # the list was).
+    listed = setting.greedy_merging_pct
+    merged_greedy = listed if listed is not None else greedy_merging(setting)
     out: Dict[str, Any] = {
         "setting": setting.name, "initial_ms": setting.initial_ms, **methods,
         "greedy_merging": round(merged_greedy, 3),
@@ -191,6 +222,17 @@ def summarise(setting: LookaheadSetting, rows: List[dict],
         out["taso_expansions"] = taso["expansions"]
         out["real_steps_within_taso_expansions"] = (out["real_steps_median"]
                                                     <= taso["expansions"])
+    cpu = [r["cpu_seconds"] for r in rows if "cpu_seconds" in r]
+    if len(cpu) == len(rows):
+        out["cpu_seconds_median"] = round(statistics.median(cpu), 2)
+        out["cpu_seconds_range"] = [round(min(cpu), 2), round(max(cpu), 2)]
+    if taso_here is not None:
+        out["taso_here_seconds"] = round(taso_here["seconds"], 2)
+        out["taso_here_cpu_seconds"] = round(taso_here["cpu_seconds"], 2)
+        out["taso_here_change_pct"] = round(taso_here["change_pct"], 3)
+        if "cpu_seconds_median" in out:
+            out["within_taso_time"] = (statistics.median(cpu)
+                                       <= taso_here["cpu_seconds"])
     if "taso" in methods and setting.change_pct("taso") - best >= WITHIN_PT:
         out["beats_taso"] = median < setting.change_pct("taso") - TIE_PT
     return out
@@ -209,9 +251,20 @@ def main(argv):
     os.makedirs(os.path.dirname(FLAGS.rows) or ".", exist_ok=True)
     key = _config_key(_config(0))
     done = {(r["setting"], r["seed"]): r for r in _read_rows(FLAGS.rows) if r["config"] == key}
+    taso_done: Dict[str, dict] = {}
+    if FLAGS.taso_rows and os.path.exists(FLAGS.taso_rows):
+        with open(FLAGS.taso_rows) as f:
+            taso_done = {r["setting"]: r for r in map(json.loads, filter(str.strip, f))}
     # Seeds in the outer loop: a short run already covers every setting once.
     for seed in seeds:
         for setting in settings:
+            if FLAGS.taso_rows and setting.name not in taso_done:
+                # Before the setting's first planning run: the two timed
+                # under the load of the same minutes.
+                taso_done[setting.name] = taso_row(setting)
+                os.makedirs(os.path.dirname(FLAGS.taso_rows) or ".", exist_ok=True)
+                with open(FLAGS.taso_rows, "a") as f:
+                    f.write(json.dumps(taso_done[setting.name]) + "\n")
             if (setting.name, seed) in done:
                 continue
             row = run_row(setting, _config(seed))
@@ -222,7 +275,8 @@ def main(argv):
                   f"(greedy {setting.change_pct('greedy'):+.2f}%), {row['real_steps']} real "
                   f"steps, {row['seconds']:.1f} s, {row['stopped']}", file=sys.stderr, flush=True)
     taso = taso_runs()
-    lines = [summarise(s, [done[(s.name, seed)] for seed in seeds], taso.get(s.name))
+    lines = [summarise(s, [done[(s.name, seed)] for seed in seeds], taso.get(s.name),
+                       taso_done.get(s.name))
              for s in settings]
     counts = {
         "settings": len(lines),
@@ -232,6 +286,7 @@ def main(argv):
         "gap_is_merging": sum(line["gap_is_merging"] for line in lines),
         "real_steps_within_taso_expansions": sum(
             line.get("real_steps_within_taso_expansions", False) for line in lines),
+        "within_taso_time": sum(line.get("within_taso_time", False) for line in lines),
         "beats_taso": f"{sum(line.get('beats_taso', False) for line in lines)} of "
                       f"{sum('beats_taso' in line for line in lines)}",
         "graphs_beyond_greedy_by_1pt": sorted({
@@ -273,21 +328,27 @@ def _pct(value: Optional[float]) -> str:
 
 def markdown_table(lines: List[dict]) -> str:
     """The settings' lines as a Markdown table (changes in % of the initial
-    cost; the planner's median [min, max] over the seeds)."""
+    cost; the planner's median [min, max] over the seeds; CPU seconds of
+    the planner, median over the seeds, and of TASO's search run here)."""
     out = ["| setting | greedy | TASO | eqsat | random | greedy merging | best known "
            "| planner, median [range] | real steps | TASO expansions | within 1 pt "
-           "| beats TASO |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| beats TASO | not above greedy | planner CPU s | TASO CPU s here "
+           "| within TASO time |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    yes_no = {True: "yes", False: "no"}
     for line in lines:
         low, high = line["plan_range"]
-        beats = {True: "yes", False: "no"}.get(line.get("beats_taso"), "")
+        beats = yes_no.get(line.get("beats_taso"), "")
         out.append(
             f"| `{line['setting']}` | {_pct(line.get('greedy'))} | {_pct(line.get('taso'))} "
             f"| {_pct(line.get('eqsat'))} | {_pct(line.get('random'))} "
             f"| {_pct(line['greedy_merging'])} | {_pct(line['best_known'])} "
             f"| {_pct(line['plan_median'])} [{low:+.2f}, {high:+.2f}] "
             f"| {line['real_steps_median']:.0f} | {line.get('taso_expansions', '')} "
-            f"| {'yes' if line['within_1pt_of_best'] else 'no'} | {beats} |")
+            f"| {yes_no[line['within_1pt_of_best']]} | {beats} "
+            f"| {yes_no[line['not_worse_than_greedy']]} "
+            f"| {line.get('cpu_seconds_median', '')} | {line.get('taso_here_cpu_seconds', '')} "
+            f"| {yes_no.get(line.get('within_taso_time'), '')} |")
     return "\n".join(out) + "\n"
 
 

@@ -24,6 +24,7 @@ def _run(folder, *extra):
         [sys.executable, os.path.join(_ROOT, "benchmarks", "plan_bench.py"),
          f"--settings={_SETTING}", "--seeds=0", "--simulations=4", "--root_actions=4",
          "--max_real_steps=300", f"--rows={rows}",
+         f"--taso_rows={os.path.join(folder, 'taso_rows.jsonl')}",
          f"--markdown={os.path.join(folder, 'table.md')}", *extra],
         capture_output=True, text=True, cwd=_ROOT, timeout=600)
     return done, rows
@@ -43,6 +44,15 @@ class PlanBenchTest(absltest.TestCase):
             self.assertLessEqual(line["real_steps_median"], 300 + 1)
             self.assertFalse(line["gap_is_merging"])  # squeezenet repeats no op
             self.assertEqual(summary["counts"]["settings"], 1)
+            # TASO's search timed here, its result the list's TASO at alpha
+            # 1.05 (the list's TASO is the best of three alphas: no better).
+            self.assertGreater(line["taso_here_cpu_seconds"], 0)
+            self.assertGreater(line["cpu_seconds_median"], 0)
+            self.assertGreaterEqual(line["taso_here_change_pct"], line["taso"] - 1e-6)
+            self.assertEqual(line["within_taso_time"],
+                             line["cpu_seconds_median"] <= line["taso_here_cpu_seconds"])
+            with open(os.path.join(folder, "taso_rows.jsonl")) as f:
+                self.assertLen(f.readlines(), 1)
             with open(rows) as f:
                 self.assertLen(f.readlines(), 1)
             with open(os.path.join(folder, "table.md")) as f:
@@ -67,6 +77,8 @@ class PlanBenchTest(absltest.TestCase):
                                    line["plan_median"], places=2)
             with open(rows) as f:
                 self.assertLen(f.readlines(), 1)
+            with open(os.path.join(folder, "taso_rows.jsonl")) as f:
+                self.assertLen(f.readlines(), 1)   # not searched again
             self.assertEqual(json.loads(again.stdout)["settings"][0]["plan_median"],
                              line["plan_median"])
 

@@ -16,36 +16,17 @@ beyond one-step greedy (docs/benchmark.md, "Where the room is").
 
 from __future__ import annotations
 
-import json
-from typing import Dict, List
-
-from xflowrl.engine.graph import Graph, graph_from_data
-
-_LEAVES = ("input", "weight")
+from xflowrl.engine.graph import Graph
 
 
 def merge_identical_ops(graph: Graph) -> Graph:
-    """`graph` with identical ops merged (module docstring); `graph`
-    itself where it has none."""
-    data = graph.to_data()
-    kept: List[list] = []
-    position: Dict[int, int] = {}   # original op position -> kept position
-    first: Dict[str, int] = {}      # an op's identity -> its kept position
-    for k, (type_name, params, inputs, name, leaf_shape) in enumerate(data["ops"]):
-        inputs = [[position[p], i] for p, i in inputs]
-        identity = (None if type_name in _LEAVES
-                    else json.dumps([type_name, params, inputs], sort_keys=True))
-        if identity is not None and identity in first:
-            position[k] = first[identity]
-            continue
-        position[k] = len(kept)
-        if identity is not None:
-            first[identity] = len(kept)
-        kept.append([type_name, params, inputs, name, leaf_shape])
-    if len(kept) == len(data["ops"]):
-        return graph
-    return graph_from_data({"ops": kept,
-                            "outputs": [[position[p], i] for p, i in data["outputs"]]})
+    """`graph` with identical ops merged (module docstring), in one native
+    pass (`taso::merge_identical_ops`): the kept ops in `graph`'s order,
+    renumbered as a builder adding them in that order would, which is what
+    `graph_from_data` of the kept ops builds; `graph` itself where it has
+    none."""
+    merged = graph.handle.merge_identical_ops()
+    return graph if merged is None else Graph(merged)
 
 
 def identical_ops(graph: Graph) -> int:

@@ -215,6 +215,12 @@ class Locations:
         `apply(x, l).hash()` returns), computed without building it."""
         return self._handle.hashes()
 
+    def hashes_of(self, xfer: int) -> List[int]:
+        """`hashes()[xfer]` alone: the canonical hash of each candidate of
+        `xfer`, without hashing the other xfers' candidates."""
+        self._check_xfer(xfer)
+        return self._handle.hashes_of(xfer)
+
     def _check_xfer(self, xfer: int) -> None:
         if not 0 <= xfer < self.num_xfers:
             raise ValueError(f"xfer {xfer} out of range [0, {self.num_xfers})")
@@ -271,6 +277,26 @@ class XferSet:
               max_locations: int = DEFAULT_MAX_LOCATIONS) -> Graph:
         """Applies one xfer at one location; `graph` is left intact."""
         return self.locations(graph, max_locations).apply(xfer, location)
+
+    def apply_everywhere(self, graph: Graph, xfer: int, times: int, cost_model: CostModel,
+                         max_locations: int = DEFAULT_MAX_LOCATIONS,
+                         max_ops: Optional[int] = None) -> Tuple[Graph, List[int], int]:
+        """`xfer` applied again and again from `graph`, each time at its
+        cheapest location (the first among equals) of that rule alone
+        (`XferSet([rule]).locations(g, max_locations, max_ops)`), `times`
+        times or until it has no location: a multi-location action, in one
+        native call.
+
+        Returns:
+          The graph it ends at, the canonical hash of the graph after each
+          application, and the single-rule enumerations it ran.
+        """
+        if not 0 <= xfer < len(self.rules):
+            raise ValueError(f"xfer {xfer} out of range [0, {len(self.rules)})")
+        cap = 2 * graph.num_ops() if max_ops is None else max_ops
+        handle, hashes, enumerations = self._handle.apply_everywhere(
+            graph.handle, xfer, times, max_locations, cap, cost_model.handle)
+        return Graph(handle), hashes, enumerations
 
     def replay(self, graph: Graph, applied: Sequence[Tuple[str, int]],
                max_locations: int = DEFAULT_MAX_LOCATIONS, max_ops: int = 0) -> Graph:

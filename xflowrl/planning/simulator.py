@@ -31,7 +31,7 @@ once. A route then holds `MERGE` steps where merging changed the graph;
 
 from __future__ import annotations
 
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -97,7 +97,6 @@ class EngineSimulator:
         self.real_steps = 0
         self.applies = 0
         self.rule_enumerations = 0
-        self._single_rules: Dict[int, XferSet] = {}
 
     @classmethod
     def of(cls, env: GraphEnv, merge_identical: bool = False) -> "EngineSimulator":
@@ -157,21 +156,13 @@ class EngineSimulator:
     def _everywhere(self, graph: Graph, xfer: int, times: int
                     ) -> Tuple[Graph, Tuple[Step, ...]]:
         """`xfer` applied `times` times (or until it has no location), each
-        time at its cheapest location (the first among equals)."""
-        rule = self._single_rules.get(xfer)
-        if rule is None:
-            rule = self._single_rules[xfer] = XferSet([self.xfers.rules[xfer]])
-        steps: List[Step] = []
-        for _ in range(times):
-            locs = rule.locations(graph, self.max_locations, self.max_ops)
-            self.rule_enumerations += 1
-            if not locs.counts[0]:
-                break
-            costs = locs.active_costs(self.cost_model)[0, :locs.counts[0]]
-            graph = locs.apply(0, int(np.argmin(costs)))
-            self.applies += 1
-            steps.append(Step(xfer, EVERYWHERE, graph.hash()))
-        return graph, tuple(steps)
+        time at its cheapest location (the first among equals), in one
+        native call (`XferSet.apply_everywhere`)."""
+        graph, hashes, enumerations = self.xfers.apply_everywhere(
+            graph, xfer, times, self.cost_model, self.max_locations, self.max_ops)
+        self.rule_enumerations += enumerations
+        self.applies += len(hashes)
+        return graph, tuple(Step(xfer, EVERYWHERE, h) for h in hashes)
 
     def full_route(self, graph: Graph, route: Sequence[Step]) -> List[Tuple[int, int]]:
         """`route` from `graph` as (xfer, location) of the rule set's own
@@ -209,13 +200,17 @@ class EngineSimulator:
 def _by_hash(locs: Locations, step: Step) -> Tuple[int, int]:
     """The (xfer, location) of `locs` whose candidate has hash `step.after`,
     `step.xfer`'s first; another xfer's where the rule set's enumeration
-    kept that graph under an earlier rule only (duplicates are dropped)."""
-    hashes = locs.hashes()
-    if step.after in hashes[step.xfer]:
-        return step.xfer, hashes[step.xfer].index(step.after)
+    kept that graph under an earlier rule only (duplicates are dropped).
+    Only `step.xfer`'s candidates are hashed unless it lacks the graph."""
+    own = locs.hashes_of(step.xfer) if locs.counts[step.xfer] else []
+    if step.after in own:
+        return step.xfer, own.index(step.after)
     for xfer in locs.active_xfers():
-        if step.after in hashes[xfer]:
-            return int(xfer), hashes[xfer].index(step.after)
+        if xfer == step.xfer:
+            continue
+        hashes = locs.hashes_of(int(xfer))
+        if step.after in hashes:
+            return int(xfer), hashes.index(step.after)
     raise RuntimeError(f"no candidate leads to the graph of a step of xfer {step.xfer}")
 
 

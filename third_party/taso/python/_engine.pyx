@@ -359,6 +359,17 @@ cdef class GraphHandle:
             costs = g.op_costs(native_backend)
         return list(costs)
 
+    def merge_identical_ops(self):
+        """The graph with identical ops merged (taso::merge_identical_ops),
+        or None where nothing merges."""
+        self.get()
+        cdef shared_ptr[const Graph] merged
+        with nogil:
+            merged = merge_identical_ops(self.ptr)
+        if merged.get() == self.ptr.get():
+            return None
+        return _wrap(merged)
+
     def op_config_key(self, int i):
         """The cost-cache key of node `i` (0 <= i < size())."""
         cdef const Graph* g = self.get()
@@ -470,6 +481,25 @@ cdef class RuleSetHandle:
             h.locs = enumerate_locations(g, self.rules, max_locations, max_ops, incremental)
         return h
 
+    def apply_everywhere(self, GraphHandle graph not None, int xfer, int times,
+                         int max_locations, int max_ops,
+                         CostBackendHandle backend not None):
+        """Rule `xfer` applied `times` times at its cheapest location
+        (taso::apply_everywhere): (final graph, hash after each application,
+        enumerations)."""
+        graph.get()
+        if not 0 <= xfer < <int>self.rules.size():
+            raise IndexError(f"xfer {xfer} out of range [0, {self.rules.size()})")
+        if max_locations < 1:
+            raise ValueError("max_locations must be >= 1")
+        cdef CostBackend* native_backend = backend.get()
+        cdef shared_ptr[const Graph] g = graph.ptr
+        cdef EverywhereResult r
+        with nogil:
+            r = apply_everywhere(g, self.rules[xfer], times, max_locations, max_ops,
+                                 native_backend)
+        return _wrap(r.graph), list(r.hashes), r.enumerations
+
     def search(self, GraphHandle graph not None, CostBackendHandle backend not None,
                double alpha, int budget, int max_ops, double time_limit_s,
                int max_queued=0, bint lazy_candidates=True, int max_locations=200):
@@ -557,6 +587,19 @@ cdef class LocationsHandle:
             finally:
                 self.caches_mu.unlock()
         return [list(row) for row in rows]
+
+    def hashes_of(self, int xfer):
+        """`hashes()[xfer]` alone: the canonical hash of each candidate of
+        one xfer."""
+        self.check_xfer(xfer)
+        cdef vector[uint64_t] row
+        with nogil:
+            self.caches_mu.lock()
+            try:
+                row = self.locs.hashes_of(xfer)
+            finally:
+                self.caches_mu.unlock()
+        return list(row)
 
     def matched(self, int xfer):
         """Per location of `xfer`: the guids its source pattern matched."""

@@ -219,6 +219,8 @@ cdef extern from "taso/graph.h" namespace "taso":
         int num_outputs(int64_t guid) except +
         shared_ptr[const Graph] build(const vector[TensorRef]& outputs) except +
 
+    shared_ptr[const Graph] merge_identical_ops(const shared_ptr[const Graph]& graph) except + nogil
+
 
 cdef extern from "taso/rules.h" namespace "taso":
     cdef cppclass PatternTensor:
@@ -249,10 +251,20 @@ cdef extern from "taso/rules.h" namespace "taso":
         shared_ptr[const Graph] graph(int x, int l) except + nogil
         vector[vector[double]] costs(CostBackend* backend) except + nogil
         vector[vector[uint64_t]] hashes() except + nogil
+        vector[uint64_t] hashes_of(int x) except + nogil
         int num_materialized() nogil
 
     Locations enumerate_locations(shared_ptr[const Graph] graph, const vector[Rule]& rules,
                                   int max_locations, int max_ops, bool incremental) except + nogil
+
+    cdef cppclass EverywhereResult:
+        shared_ptr[const Graph] graph
+        vector[uint64_t] hashes
+        int enumerations
+
+    EverywhereResult apply_everywhere(shared_ptr[const Graph] graph, const Rule& rule, int times,
+                                      int max_locations, int max_ops,
+                                      CostBackend* backend) except + nogil
 
 
 cdef extern from "taso/search.h" namespace "taso":

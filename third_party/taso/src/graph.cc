@@ -434,3 +434,82 @@ GraphPtr GraphBuilder::build(const std::vector<TensorRef>& outputs) const {
 }
 
 }  // namespace taso
+
+namespace taso {
+
+GraphPtr merge_identical_ops(const GraphPtr& graph) {
+  const Graph& g = *graph;
+  const int n = g.size();
+  // Ops that merge share their structural hash (Graph::node_hash covers the
+  // type, parameters, output shapes and, recursively, the inputs), so only
+  // a graph where two ops share one can have anything to merge.
+  std::unordered_map<uint64_t, int> seen;
+  seen.reserve(static_cast<size_t>(n));
+  bool candidates = false;
+  for (int i = 0; i < n && !candidates; ++i) {
+    const int type = g.op_type(i);
+    if (type == OP_INPUT || type == OP_WEIGHT) continue;
+    candidates = !seen.emplace(g.node_hash(i), i).second;
+  }
+  if (!candidates) return graph;
+
+  std::vector<int> kept_of(static_cast<size_t>(n), -1);  // op index -> kept position
+  std::vector<int> kept;                                  // kept position -> op index
+  kept.reserve(static_cast<size_t>(n));
+  std::unordered_multimap<uint64_t, int> first;           // node hash -> kept position
+  first.reserve(static_cast<size_t>(n));
+  auto same = [&](int a, int b) {  // op b is op a, inputs read through the merges
+    const Node& x = g.node(a);
+    const Node& y = g.node(b);
+    if (x.type != y.type || g.num_inputs(a) != g.num_inputs(b) || !(x.params == y.params))
+      return false;
+    for (int k = 0; k < g.num_inputs(a); ++k)
+      if (kept_of[static_cast<size_t>(g.input_op(a, k))] !=
+              kept_of[static_cast<size_t>(g.input_op(b, k))] ||
+          g.input(a, k).index != g.input(b, k).index)
+        return false;
+    return true;
+  };
+  for (int i = 0; i < n; ++i) {
+    const int type = g.op_type(i);
+    if (type != OP_INPUT && type != OP_WEIGHT) {
+      int found = -1;
+      auto range = first.equal_range(g.node_hash(i));
+      for (auto it = range.first; it != range.second && found < 0; ++it)
+        if (same(kept[static_cast<size_t>(it->second)], i)) found = it->second;
+      if (found >= 0) {
+        kept_of[static_cast<size_t>(i)] = found;
+        continue;
+      }
+      first.emplace(g.node_hash(i), static_cast<int>(kept.size()));
+    }
+    kept_of[static_cast<size_t>(i)] = static_cast<int>(kept.size());
+    kept.push_back(i);
+  }
+  if (static_cast<int>(kept.size()) == n) return graph;
+
+  std::vector<NodePtr> nodes;
+  nodes.reserve(kept.size());
+  for (size_t k = 0; k < kept.size(); ++k) {
+    const Node& old = g.node(kept[k]);
+    auto node = std::make_shared<Node>();
+    node->guid = static_cast<int64_t>(k) + 1;
+    node->type = old.type;
+    node->params = old.params;
+    node->outputs = old.outputs;
+    node->name = old.name;
+    node->local_hash = old.local_hash;  // covers no guid and no input
+    node->inputs.reserve(old.inputs.size());
+    for (int j = 0; j < g.num_inputs(kept[k]); ++j)
+      node->inputs.push_back(
+          {kept_of[static_cast<size_t>(g.input_op(kept[k], j))] + 1, g.input(kept[k], j).index});
+    nodes.push_back(std::move(node));
+  }
+  std::vector<TensorRef> outputs;
+  outputs.reserve(g.outputs().size());
+  for (const TensorRef& t : g.outputs())
+    outputs.push_back({kept_of[static_cast<size_t>(g.index_of(t.guid))] + 1, t.index});
+  return Graph::Create(std::move(nodes), std::move(outputs));
+}
+
+}  // namespace taso

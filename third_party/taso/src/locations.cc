@@ -75,6 +75,14 @@ std::vector<std::vector<uint64_t>> Locations::hashes() const {
   return out;
 }
 
+std::vector<uint64_t> Locations::hashes_of(int x) const {
+  std::vector<uint64_t> out;
+  out.reserve(candidates[static_cast<size_t>(x)].size());
+  for (const Candidate& c : candidates[static_cast<size_t>(x)])
+    out.push_back(candidate_hash(*parent, c, &hash_scratch));
+  return out;
+}
+
 int Locations::num_materialized() const {
   int count = 0;
   for (const auto& row : candidates)
@@ -138,5 +146,27 @@ Locations enumerate_locations(GraphPtr graph, const std::vector<Rule>& rules,
   return locs;
 }
 
+
+}  // namespace taso
+
+namespace taso {
+
+EverywhereResult apply_everywhere(GraphPtr graph, const Rule& rule, int times,
+                                  int max_locations, int max_ops, CostBackend* backend) {
+  if (!backend) throw EngineError("apply_everywhere needs a cost backend");
+  const std::vector<Rule> one{rule};
+  EverywhereResult out;
+  out.graph = std::move(graph);
+  for (int step = 0; step < times; ++step) {
+    Locations locs = enumerate_locations(out.graph, one, max_locations, max_ops);
+    ++out.enumerations;
+    if (locs.candidates[0].empty()) break;
+    const std::vector<double> costs = locs.costs(backend)[0];
+    const auto cheapest = std::min_element(costs.begin(), costs.end()) - costs.begin();
+    out.graph = locs.graph(0, static_cast<int>(cheapest));
+    out.hashes.push_back(out.graph->hash());
+  }
+  return out;
+}
 
 }  // namespace taso

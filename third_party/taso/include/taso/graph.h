@@ -241,6 +241,16 @@ class GraphBuilder {
   std::unordered_map<std::string, int64_t> names_;
 };
 
+// `graph` with identical ops merged (common-subexpression elimination): of
+// the ops with the same type, parameters and inputs (inputs read through
+// earlier merges), the first in topological order is kept and every reader
+// of the others reads it instead, in one pass (merging two ops makes their
+// readers identical, and those come later). Inputs and weights are never
+// merged. Returns `graph` itself where nothing merges; otherwise a new graph
+// of the kept ops in `graph`'s order, op k with guid k + 1, as a builder
+// adding them in that order numbers them.
+GraphPtr merge_identical_ops(const GraphPtr& graph);
+
 // 64-bit mixing used by the hash (splitmix64 finaliser).
 inline uint64_t mix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;

@@ -33,6 +33,8 @@ struct Locations {
   std::vector<std::vector<double>> costs(CostBackend* backend) const;
   // Per xfer, the canonical hash of every candidate (candidate_hash).
   std::vector<std::vector<uint64_t>> hashes() const;
+  // The canonical hash of every candidate of xfer `x` (hashes()[x] alone).
+  std::vector<uint64_t> hashes_of(int x) const;
   // How many candidates hold a graph that was built after enumeration
   // (materialize, e.g. by graph()); those built at enumeration
   // (Candidate::whole) are not counted. Pricing (costs) builds none.
@@ -47,6 +49,23 @@ struct Locations {
 // set; each returns a Locations of its own.
 Locations enumerate_locations(GraphPtr graph, const std::vector<Rule>& rules,
                               int max_locations, int max_ops, bool incremental = true);
+
+// What apply_everywhere did: the graph it ended at, the canonical hash of
+// the graph after each application, and how many enumerations it ran.
+struct EverywhereResult {
+  GraphPtr graph;
+  std::vector<uint64_t> hashes;
+  int enumerations = 0;
+};
+
+// `rule` applied again and again from `graph`, each time at its cheapest
+// location (the first among equals) of enumerate_locations(graph, {rule},
+// max_locations, max_ops), `times` times or until it has no location: a
+// multi-location action in one call. Exactly what that loop of
+// enumerations, costs() and graph() gives step by step. Thread-safe as
+// enumerate_locations is.
+EverywhereResult apply_everywhere(GraphPtr graph, const Rule& rule, int times,
+                                  int max_locations, int max_ops, CostBackend* backend);
 
 }  // namespace taso
 
