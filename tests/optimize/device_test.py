@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import types
 from unittest import mock
 
 from absl.testing import absltest
@@ -157,6 +158,40 @@ class BadInputTest(absltest.TestCase):
         self.assertEqual(code, 2)
         self.assertLen(stderr.strip().splitlines(), 1)
         self.assertIn("--device=cuda: PyTorch is not installed", stderr)
+
+
+class CalibrateCudaTest(absltest.TestCase):
+
+    def test_the_flags_reach_calibrate_cuda(self):
+        """With a GPU (mocked), `calibrate --device=cuda` calls the library's
+        `calibrate_cuda` with the batches, precisions and budget given."""
+        calls = []
+
+        def calibrate_cuda(output=None, *, batch=(1, 8, 32), dtype=("float32",),
+                           budget="quick", progress=None, data_dir=None, seed=0):
+            del progress, data_dir, seed
+            calls.append((output, list(batch), list(dtype), budget))
+            return {"card": "h200", "path": output or "learned_h200.json", "data": "h200.jsonl",
+                    "records": 12, "records_total": 40, "seconds": 3.0}
+
+        fake = types.ModuleType("xflowrl.measure.gpu_calibration")
+        fake.calibrate_cuda = calibrate_cuda  # type: ignore[attr-defined]
+        folder = make_tempdir(self)
+        out = os.path.join(folder, "learned_h200.json")
+        with mock.patch.object(devices, "cuda_missing", return_value=None), \
+                mock.patch.dict(sys.modules, {"xflowrl.measure.gpu_calibration": fake}):
+            code, stdout, stderr = run_cli("calibrate", "--device=cuda", "--batch=1,16",
+                                           "--dtype=bfloat16", "--budget=full", "-o", out)
+        self.assertEqual(code, 0, stderr)
+        self.assertEqual(calls, [(out, [1, 16], ["bfloat16"], "full")])
+        self.assertIn("12 new timings on h200", stdout)
+        self.assertIn("--cost_model=learned/h200", stdout)
+
+    def test_a_bad_batch_list(self):
+        with mock.patch.object(devices, "cuda_missing", return_value=None):
+            code, _, stderr = run_cli("calibrate", "--device=cuda", "--batch=1,x")
+        self.assertEqual(code, 2)
+        self.assertIn("--batch=1,x", stderr)
 
 
 class _TimedProgram:

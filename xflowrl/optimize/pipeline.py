@@ -150,7 +150,9 @@ class OptimizeReport:
         or "torch-cpu"), "why" (how "auto" chose), "decided_by" ("cpu:
         onnxruntime" or the PyTorch runtime in words), "runtime", "mode",
         "environment" (PyTorch, card, CUDA and cuDNN versions), "dtype",
-        "batch", "cost_model_dtype" (the precision the cost model priced),
+        "batch" (the first dimension of the first run-time input: the batch
+        where the model has one, a sequence length where it has none),
+        "cost_model_dtype" (the precision the cost model priced),
         "fallback" (why a GPU target was decided on the CPU: the ops the GPU
         runtime lacks; else None).
       device_outputs: the output check on the GPU target
