@@ -25,6 +25,7 @@ engine's cost backend, 0 for leaves, projections and weight-side ops):
 from __future__ import annotations
 
 import heapq
+import itertools
 import os
 import time
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
@@ -36,6 +37,8 @@ from xflowrl.engine import CostModel, Graph, GraphBuilder
 from xflowrl.search.eqsat.egraph import EGraph, OUT
 
 Choice = Dict[int, int]  # class -> e-node
+# `_undominated` looks up the subsets of an e-node's child classes up to this many.
+_SUBSETS_UP_TO = 6
 
 
 class Extraction(NamedTuple):
@@ -208,18 +211,37 @@ def _undominated(eg: EGraph, nodes: Sequence[int], costs: Dict[int, float]) -> L
     no more and reads a subset of its children classes (ties: the older
     e-node stays). Replacing a dominated e-node by its dominator never
     costs more, needs no other class and closes no cycle, so an optimal
-    extraction never needs one."""
+    extraction never needs one.
+
+    A dominator reads a subset of the dominated e-node's classes, so per
+    e-node only the subsets of its own classes are looked up (e-nodes
+    grouped by the classes they read, each group's cheapest kept); past
+    `_SUBSETS_UP_TO` classes, the e-nodes sharing one of them are compared
+    instead. Comparing every pair took seconds on BERT's largest classes."""
+    kids = {n: frozenset(eg.nodes[n][2]) for n in nodes}
+    cheapest: Dict[frozenset, Tuple[float, int]] = {}   # classes read -> (cost, e-node)
+    for n in nodes:
+        key = (costs[n], n)
+        if kids[n] not in cheapest or key < cheapest[kids[n]]:
+            cheapest[kids[n]] = key
+    by_child: Dict[int, List[int]] = {}
+    for n in nodes:
+        for d in kids[n]:
+            by_child.setdefault(d, []).append(n)
     kept = []
     for b in nodes:
-        kids_b = set(eg.nodes[b][2])
-        dominated = False
-        for a in nodes:
-            if a == b or costs[a] > costs[b]:
-                continue
-            kids_a = set(eg.nodes[a][2])
-            if kids_a <= kids_b and (costs[a] < costs[b] or kids_a < kids_b or a < b):
-                dominated = True
-                break
+        kids_b, cost_b = kids[b], costs[b]
+        if cheapest[kids_b] != (cost_b, b):
+            continue  # a cheaper (or as cheap and older) e-node reads the same classes
+        if len(kids_b) <= _SUBSETS_UP_TO:
+            dominated = any(
+                cheapest.get(frozenset(sub), (np.inf, -1))[0] <= cost_b
+                for size in range(len(kids_b))
+                for sub in itertools.combinations(sorted(kids_b), size))
+        else:
+            candidates = {a for d in kids_b for a in by_child[d]} | \
+                {a for a in nodes if not kids[a]}
+            dominated = any(costs[a] <= cost_b and kids[a] < kids_b for a in candidates)
         if not dominated:
             kept.append(b)
     return kept

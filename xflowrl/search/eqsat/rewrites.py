@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from xflowrl import _engine
 from xflowrl.rules import rules_io
@@ -159,6 +159,9 @@ class Rewrite:
         self.types = [op.type for op in src]
         self.constraints = [tuple(op.params) for op in src]
         self.height = self._height()
+        self._split_source = any(t == "split" for t in self.types)
+        # The first pass of `apply` by what it depends on (see there).
+        self._planned: Dict[tuple, Any] = {}
 
     def _height(self) -> int:
         """How many e-node-to-child-class steps a match reaches below its
@@ -228,9 +231,11 @@ class Rewrite:
     def matches(self, eg: EGraph, parents: Dict[Tuple[int, str], List[int]],
                 param_memo: Dict[tuple, Any], limit: int,
                 root_classes: Optional[Tuple[Any, set]] = None,
-                skip: Optional[Callable[[int, Tuple[int, ...]], bool]] = None
-                ) -> Iterator["Match"]:
-        """The rule's matches on `eg` (after a rebuild), at most `limit`.
+                skip: Optional[Callable[[int, Tuple[int, ...]], bool]] = None,
+                step_memo: Optional[Dict[tuple, List[int]]] = None
+                ) -> List["Match"]:
+        """The rule's matches on `eg` (after a rebuild), at most `limit`, in
+        the order of a depth-first search over the plan's steps.
 
         Args:
           parents: (class, op type) -> the live e-nodes of that type reading
@@ -245,45 +250,79 @@ class Rewrite:
             those changed since the rule last matched).
           skip: (xfer, e-nodes) -> whether to leave a match out (e.g. one
             applied before); those left out do not count towards `limit`.
+          step_memo: the candidates of a step that reads a class (the
+            e-nodes of a type, arity and constraints in a class, or reading
+            it), shared by every rule for one e-graph (one iteration's):
+            each e-node is checked against an op's own conditions once,
+            not once per rule and partial match.
         """
-        nsrc = len(self.rule.src)
+        src = self.rule.src
+        if step_memo is None:
+            step_memo = {}
+        if not all(t in eg.by_type for t in self.types):
+            return []
+        nsrc = len(src)
         nodes: List[int] = [-1] * nsrc
         var_class: Dict[int, int] = {}
-        found = 0
+        out: List[Match] = []
+        # Hoisted: the e-graph's tables and each source op's shape.
+        enodes, node_class, alive, filtered = eg.nodes, eg.node_class, eg.alive, eg.filtered
+        find = eg.find
+        types, constraints = self.types, self.constraints
+        arity = [len(op.inputs) for op in src]
+        inputs = [[(t.op, t.index) for t in op.inputs] for op in src]
+        is_split = [t == "split" for t in types]
+        consumers = self.consumers
+        steps = self.steps
+        nsteps = len(steps)
 
         def out_class(j: int, index: int) -> Optional[int]:
-            c = eg.class_of_node(nodes[j])
-            if self.rule.src[j].type == "split":
+            c = find(node_class[nodes[j]])
+            if is_split[j]:
                 return eg.lookup(OUT, (("index", index),), (c,))
             return c
 
         def candidates(step: _Step) -> List[int]:
             if step.kind == "scan":
                 if root_classes is not None and not self.multi_pattern:
-                    key = ("scan in", self.types[step.op], root_classes[0],
-                           len(self.rule.src[step.op].inputs), self.constraints[step.op])
+                    key = ("scan in", types[step.op], root_classes[0],
+                           arity[step.op], constraints[step.op])
                     found_nodes = param_memo.get(key)
                     if found_nodes is None:
+                        within = root_classes[1]
                         found_nodes = [n for n in scan(step.op)
-                                       if eg.node_class[n] in root_classes[1]
-                                       or eg.class_of_node(n) in root_classes[1]]
+                                       if node_class[n] in within
+                                       or find(node_class[n]) in within]
                         param_memo[key] = found_nodes
                     return found_nodes
                 return scan(step.op)
+            j = step.op
             if step.kind == "down":
-                child = eg.nodes[nodes[step.via_op]][2][step.slot]
-                if self.types[step.op] == "split":
-                    tuples = [eg.nodes[n][2][0] for n in eg.live_nodes(child)
-                              if eg.nodes[n][0] == OUT and eg.nodes[n][1][0][1] == step.index]
+                child = enodes[nodes[step.via_op]][2][step.slot]
+                if is_split[j]:
+                    tuples = [enodes[n][2][0] for n in eg.live_nodes(child)
+                              if enodes[n][0] == OUT and enodes[n][1][0][1] == step.index]
                     return [n for c in tuples for n in eg.live_nodes(c)
-                            if eg.nodes[n][0] == "split"]
-                wanted = self.types[step.op]
-                return [n for n in eg.live_nodes(child) if eg.nodes[n][0] == wanted]
+                            if enodes[n][0] == "split"]
+                down: tuple = ("down", child, types[j], arity[j], constraints[j])
+                got = step_memo.get(down)
+                if got is None:
+                    got = step_memo[down] = [n for n in eg.live_nodes(child)
+                                            if enodes[n][0] == types[j] and
+                                            len(enodes[n][2]) == arity[j] and fits_alone(j, n)]
+                return got
             source: Optional[int] = (var_class[step.var] if step.via_op < 0
                                      else out_class(step.via_op, step.index))
             if source is None:
                 return []
-            return parents.get((eg.find(source), self.types[step.op]), [])
+            reader = find(source)
+            up: tuple = ("up", reader, types[j], arity[j], constraints[j])
+            got = step_memo.get(up)
+            if got is None:
+                got = step_memo[up] = [n for n in parents.get((reader, types[j]), [])
+                                        if len(enodes[n][2]) == arity[j] and alive[n]
+                                        and not filtered[n] and fits_alone(j, n)]
+            return got
 
         def scan(j: int) -> List[int]:
             """The usable e-nodes that can be source op `j` by themselves
@@ -292,72 +331,68 @@ class Rewrite:
             arity and constraints in this iteration (the default set's
             1,678 rules start from a few such ops; checking each e-node
             once per rule was most of saturation's time)."""
-            pop = self.rule.src[j]
-            key = ("scan", pop.type, len(pop.inputs), self.constraints[j])
+            key = ("scan", types[j], arity[j], constraints[j])
             entry = param_memo.get(key)
             # [e-nodes of the type looked at, those that fit, e-graph size
             # when last brought up to date]: a memo kept across iterations
             # looks only at e-nodes added since, and drops unusable ones.
             if entry is None:
                 entry = param_memo[key] = [0, [], -1]
-            if entry[2] != len(eg.nodes):
-                of_type = eg.by_type.get(pop.type, [])
-                entry[1] = [n for n in entry[1] if eg.usable(n)] + [
+            if entry[2] != len(enodes):
+                of_type = eg.by_type.get(types[j], [])
+                entry[1] = [n for n in entry[1] if alive[n] and not filtered[n]] + [
                     n for n in of_type[entry[0]:]
-                    if len(eg.nodes[n][2]) == len(pop.inputs) and eg.usable(n)
+                    if len(enodes[n][2]) == arity[j] and alive[n] and not filtered[n]
                     and fits_alone(j, n)]
-                entry[0], entry[2] = len(of_type), len(eg.nodes)
+                entry[0], entry[2] = len(of_type), len(enodes)
             return entry[1]
 
         def fits_alone(j: int, n: int) -> bool:
             """Whether e-node `n` (of source op `j`'s type and arity) meets
             the op's own conditions: equal element-wise operand shapes and
             its parameter constraints."""
-            op_type, params, children = eg.nodes[n]
+            op_type, params, children = enodes[n]
             if op_type in _ELEMENTWISE and eg.shape(children[0]) != eg.shape(children[1]):
                 return False
-            if self.constraints[j]:
-                key = (n, op_type, self.constraints[j])
+            if constraints[j]:
+                key = (n, op_type, constraints[j])
                 ok = param_memo.get(key)
                 if ok is None:
                     shapes = [eg.shape(c) for c in children]
                     raw = dict(params)
                     ok = all(param_value(k, op_type, raw, shapes) == v
-                             for k, v in self.constraints[j])
+                             for k, v in constraints[j])
                     param_memo[key] = ok
                 return ok
             return True
 
         def fits(j: int, n: int) -> Optional[List[int]]:
-            """The variables node `n` newly binds as source op `j`, or None."""
+            """The variables node `n` newly binds as source op `j`, or None.
+            `n` is a candidate of `candidates`: of the op's type and arity
+            and meeting its own conditions (a split's are checked here)."""
             # After a rebuild (matching runs on a rebuilt e-graph) every
             # e-node's children are representatives: no find needed.
-            op_type, params, children = eg.nodes[n]
-            pop = self.rule.src[j]
-            if op_type != pop.type or len(children) != len(pop.inputs) or not eg.usable(n):
-                return None
-            if n in nodes:
-                return None
-            if not fits_alone(j, n):
+            children = enodes[n][2]
+            if n in nodes or not alive[n] or filtered[n] or (
+                    is_split[j] and (len(children) != arity[j] or not fits_alone(j, n))):
                 return None
             newly: List[int] = []
             nodes[j] = n
-            for k, t in enumerate(pop.inputs):
+            for k, (op, index) in enumerate(inputs[j]):
                 c = children[k]
-                if t.op < 0:
-                    if t.op in var_class:
-                        if var_class[t.op] != c:
-                            break
-                    else:
-                        var_class[t.op] = c
-                        newly.append(t.op)
-                elif nodes[t.op] >= 0:
-                    if out_class(t.op, t.index) != c:
+                if op < 0:
+                    bound = var_class.get(op)
+                    if bound is None:
+                        var_class[op] = c
+                        newly.append(op)
+                    elif bound != c:
                         break
+                elif nodes[op] >= 0 and out_class(op, index) != c:
+                    break
             else:
                 # Placed consumers of op j must read this node's output.
-                for p, k, index in self.consumers[j]:
-                    if nodes[p] >= 0 and eg.nodes[nodes[p]][2][k] != out_class(j, index):
+                for p, k, index in consumers[j]:
+                    if nodes[p] >= 0 and enodes[nodes[p]][2][k] != out_class(j, index):
                         break
                 else:
                     return newly
@@ -366,32 +401,33 @@ class Rewrite:
                 del var_class[v]
             return None
 
-        def search(depth: int) -> Iterator[Match]:
-            nonlocal found
-            if depth == len(self.steps):
-                matched = {eg.class_of_node(n) for n in nodes}
+        def search(depth: int) -> bool:
+            """Extends the partial match from `depth`; True once `limit`
+            matches are found."""
+            if depth == nsteps:
+                matched = {find(node_class[n]) for n in nodes}
                 if any(c in matched for c in var_class.values()):
-                    return  # a variable is a matched op's output: a cycle
+                    return False  # a variable is a matched op's output: a cycle
                 if skip is not None and skip(self.xfer, tuple(nodes)):
-                    return
-                found += 1
-                yield Match(self, tuple(nodes), dict(var_class))
-                return
-            step = self.steps[depth]
+                    return False
+                out.append(Match(self, tuple(nodes), dict(var_class)))
+                return len(out) >= limit
+            step = steps[depth]
+            j = step.op
             for n in list(candidates(step)):
-                newly = fits(step.op, n)
+                newly = fits(j, n)
                 if newly is None:
                     continue
-                yield from search(depth + 1)
-                nodes[step.op] = -1
+                done = search(depth + 1)
+                nodes[j] = -1
                 for v in newly:
                     del var_class[v]
-                if found >= limit:
-                    return
+                if done:
+                    return True
+            return False
 
-        if not all(self.types[j] in eg.by_type for j in range(nsrc)):
-            return
-        yield from search(0)
+        search(0)
+        return out
 
     # ------------------------------------------------------------ applying
     def apply(self, eg: EGraph, match: "Match") -> int:
@@ -418,8 +454,52 @@ class Rewrite:
             return c
 
         # First pass: every target op's parameters and shapes, nothing added.
-        # Per target op: (type, params, inputs), an input either
-        # (class, 0, 0) or (target op, output index, 1).
+        # It depends on the source e-nodes' parameters and operand shapes and
+        # the variables' shapes alone, so it is kept per rule by those (not
+        # where a source op is a split: its outputs are looked up).
+        key: Optional[tuple] = None
+        planned: Any = None
+        if not self._split_source:
+            key = (tuple((p, tuple(eg.shape(c) for c in ch)) for _, p, ch in src_nodes),
+                   tuple(sorted((v, eg.shape(c)) for v, c in match.var_class.items())))
+            planned = self._planned.get(key)
+        if planned is None:
+            try:
+                planned = self._plan_target(eg, match, src_nodes, src_shapes, source_tensor)
+            except EGraphError as error:
+                planned = str(error)
+            if key is not None:
+                self._planned[key] = planned
+        if isinstance(planned, str):
+            raise EGraphError(planned)
+        plans = planned
+
+        # Second pass: add the target ops, then merge the mapped pairs.
+        classes: List[int] = []
+
+        def target_tensor(op: int, index: int) -> int:
+            if rule.dst[op].type == "split":
+                return eg.add_output(classes[op], index)
+            return classes[op]
+        for op_type, canon, inputs in plans:
+            children = [match.var_class[a] if is_target == 0 else target_tensor(a, b)
+                        for a, b, is_target in inputs]
+            classes.append(eg.add(op_type, canon, children))
+        changed = 0
+        for src_t, dst_t in rule.mapped_outputs:
+            changed += eg.union(source_tensor(src_t), target_tensor(dst_t.op, dst_t.index))
+        return changed
+
+    def _plan_target(self, eg: EGraph, match: "Match", src_nodes, src_shapes,
+                     source_tensor) -> List[Tuple[str, Params, List[Tuple[int, int, int]]]]:
+        """Every target op's (type, params, inputs), an input either
+        (variable, 0, 0) or (target op, output index, 1), checked against
+        the engine's shapes; nothing is added.
+
+        Raises:
+          EGraphError: the engine rejects the target here.
+        """
+        rule = self.rule
         plans: List[Tuple[str, Params, List[Tuple[int, int, int]]]] = []
         out_shapes: List[Tuple[Tuple[int, ...], ...]] = []
         for j, pop in enumerate(rule.dst):
@@ -447,7 +527,7 @@ class Rewrite:
             inputs: List[Tuple[int, int, int]] = []
             for t in pop.inputs:
                 if t.op < 0:
-                    inputs.append((match.var_class[t.op], 0, 0))
+                    inputs.append((t.op, 0, 0))
                     in_shapes.append(eg.shape(match.var_class[t.op]))
                 else:
                     inputs.append((t.op, t.index, 1))
@@ -464,22 +544,8 @@ class Rewrite:
         for src_t, dst_t in rule.mapped_outputs:
             if out_shapes[dst_t.op][dst_t.index] != eg.shape(source_tensor(src_t)):
                 raise EGraphError("a mapped tensor would change shape")
+        return plans
 
-        # Second pass: add the target ops, then merge the mapped pairs.
-        classes: List[int] = []
-
-        def target_tensor(op: int, index: int) -> int:
-            if rule.dst[op].type == "split":
-                return eg.add_output(classes[op], index)
-            return classes[op]
-        for op_type, canon, inputs in plans:
-            children = [a if is_target == 0 else target_tensor(a, b)
-                        for a, b, is_target in inputs]
-            classes.append(eg.add(op_type, canon, children))
-        changed = 0
-        for src_t, dst_t in rule.mapped_outputs:
-            changed += eg.union(source_tensor(src_t), target_tensor(dst_t.op, dst_t.index))
-        return changed
 
     def _split_sizes(self, eg, match, j, params, source_tensor) -> List[int]:
         axis = int(params.get("axis", default_params()["axis"]))

@@ -265,6 +265,7 @@ def saturate(eg: EGraph, rewrites: List[Rewrite], config: EqsatConfig,
         readers: Optional[Dict[int, set]] = None
         near_changes: Dict[Tuple[int, ...], set] = {}
         matches: List[Match] = []
+        step_memo: Dict[tuple, List[int]] = {}  # shared by the rules in this iteration
         out_of_time = cut_short = False
         for r, rw in enumerate(rewrites):
             if rw.multi_pattern and it >= config.multi_pattern_iterations:
@@ -288,7 +289,8 @@ def saturate(eg: EGraph, rewrites: List[Rewrite], config: EqsatConfig,
             # marks and finds the rest in the next iteration, if any.
             room = config.node_limit - eg.num_nodes() - len(matches)
             cap = min(config.match_limit, max(room, 1))
-            found = list(rw.matches(eg, parents, param_memo, cap, root_classes, was_applied))
+            found = rw.matches(eg, parents, param_memo, cap, root_classes, was_applied,
+                               step_memo)
             if len(found) >= config.match_limit:
                 bans[r] = bans.get(r, 0) + 1
                 banned_until[r] = it + 1 + config.ban_length * 2 ** (bans[r] - 1)

@@ -1,0 +1,259 @@
+"""Equality saturation's time against TASO's search, measured interleaved;
+prints JSON.
+
+    python benchmarks/eqsat_time_bench.py [--graphs=bert,nasrnn] [--rules=taso,default]
+        [--batch=1] [--rounds=1] [--out_json=PATH]
+    python benchmarks/eqsat_time_bench.py --trees=/tmp/before,. --rounds=1
+
+The speed target of equality saturation is to be faster than TASO's search
+at budget 1,000 (alpha 1.05, its default) in the median over the zoo, with
+at most 60 s per graph. On a shared machine the two can only be compared
+when they run under the same load, so this benchmark runs them in turn per
+setting (graph x rule set, `--cost_model`, `--batch`): TASO's search
+(`XferSet.search`, alpha 1.05, budget 1,000, `--taso_time_limit`), then
+equality saturation (`equality_saturation`, default `EqsatConfig`, outputs
+not checked) of each source tree of `--trees`, for `--rounds` rounds.
+
+Each method runs in a long-lived worker process (one per tree, started
+once, its rule sets loaded once, so neither the imports nor the loading of
+a rule set are timed; TASO's search runs in the first tree's worker).
+Eqsat's seconds are those `search_bench.py` reports (saturation and
+extraction: compiling the rules and the output check apart); TASO's the
+search's own. Each also gets its process CPU time over the call (HiGHS and
+the engine run on one thread), steadier than wall time under load.
+
+The report: every call (setting, round, method, tree, seconds, CPU
+seconds, cost, and eqsat's phases), and per method the median, quartiles
+and range over the settings of each setting's median over rounds; per
+setting and round the ratio eqsat / TASO, their median and range; how
+often eqsat is faster; whether eqsat's cost ever ends above TASO's (1e-6
+of the initial cost); the load average before and after.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List, Sequence
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+ZOO = ("squeezenet1_1", "resnet18", "vgg19", "resnext50", "resnet50_taso", "bert", "vit",
+       "resnet50", "nasrnn", "inception_v3", "nasnet_a")
+flags.DEFINE_list("graphs", list(ZOO), "Zoo graphs.")
+flags.DEFINE_list("rules", ["tensat", "taso", "default", "generated", "primitive"],
+                  "Named rule sets.")
+flags.DEFINE_integer("batch", 1, "Batch size the zoo graphs are built at.")
+flags.DEFINE_string("cost_model", "analytic/v100", "Cost model, BACKEND/PROFILE.")
+flags.DEFINE_integer("rounds", 1, "Runs per setting and method, interleaved.")
+flags.DEFINE_list("trees", ["."], "Source trees whose equality saturation is timed (each "
+                  "holds the xflowrl package with its engine built); TASO's search runs in "
+                  "the first.")
+flags.DEFINE_float("taso_time_limit", 60.0, "TASO's search: wall-clock limit (s).")
+flags.DEFINE_bool("taso", True, "Time TASO's search too.")
+flags.DEFINE_string("out_json", "", "Write the report here as well.")
+flags.DEFINE_bool("worker", False, "Internal: serve calls on stdin (one JSON per line).")
+
+
+# ---------------------------------------------------------------------------
+# The worker: one call per line of stdin, one JSON line back.
+
+class _Worker:
+    """Runs calls in this process; rule sets and graphs loaded once."""
+
+    def __init__(self):
+        from xflowrl.engine import XferSet  # pylint: disable=import-outside-toplevel
+        from xflowrl.runs import cost_model_from_spec  # pylint: disable=C0415
+        self._xfer_set = XferSet
+        self._cost_model_from_spec = cost_model_from_spec
+        self._xfers: Dict[str, Any] = {}
+        self._models: Dict[str, Any] = {}
+
+    def _setting(self, call: dict):
+        from xflowrl import zoo  # pylint: disable=import-outside-toplevel
+        rules = call["rules"]
+        if rules not in self._xfers:
+            self._xfers[rules] = self._xfer_set.from_name(rules)
+        if call["cost_model"] not in self._models:
+            self._models[call["cost_model"]] = self._cost_model_from_spec(call["cost_model"],
+                                                                          None)
+        graph = (zoo.get_graph(call["graph"]) if call["batch"] == 1
+                 else zoo.get_graph(call["graph"], batch_size=call["batch"]))
+        return graph, self._xfers[rules], self._models[call["cost_model"]]
+
+    def run(self, call: dict) -> dict:
+        graph, xfers, model = self._setting(call)
+        initial = graph.cost(model)
+        if call["method"] == "taso":
+            cpu = time.process_time()
+            r = xfers.search(graph, model, alpha=1.05, budget=1000,
+                             time_limit_s=call["taso_time_limit"])
+            return {"seconds": r.seconds, "cpu_seconds": time.process_time() - cpu,
+                    "cost_ms": r.best_cost, "initial_ms": initial,
+                    "expansions": r.expansions}
+        from xflowrl.search.eqsat import (  # pylint: disable=import-outside-toplevel
+            EqsatConfig,
+            equality_saturation,
+        )
+        cpu = time.process_time()
+        e = equality_saturation(graph, xfers, model, EqsatConfig(check_outputs=False))
+        return {"seconds": e.saturation_seconds + e.extraction_seconds,
+                "cpu_seconds": time.process_time() - cpu, "cost_ms": e.best_cost,
+                "initial_ms": initial, "saturation_seconds": e.saturation_seconds,
+                "extraction_seconds": e.extraction_seconds, "stop_reason": e.stop_reason,
+                "e_nodes": e.e_nodes, "ilp_status": e.ilp_status,
+                "ilp_programs": e.ilp_programs, "handed_over": e.handed_over}
+
+
+def serve() -> None:
+    """The worker's loop."""
+    worker = _Worker()
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        call = json.loads(line)
+        try:
+            out = worker.run(call)
+        except Exception as error:  # pylint: disable=broad-except
+            out = {"error": f"{type(error).__name__}: {error}"}
+        print(json.dumps(out), flush=True)
+
+
+# ---------------------------------------------------------------------------
+# The parent.
+
+class _Process:
+    """A worker process on one source tree."""
+
+    def __init__(self, tree: str):
+        tree = os.path.abspath(tree)
+        env = dict(os.environ, PYTHONPATH=tree, OMP_NUM_THREADS="1")
+        self.tree = tree
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--worker"], cwd=tree, env=env,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        self._read()
+
+    def _read(self) -> dict:
+        assert self.proc.stdout is not None
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"the worker on {self.tree} ended")
+            if line.startswith("{"):
+                return json.loads(line)
+
+    def call(self, call: dict) -> dict:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(call) + "\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+def spread(values: Sequence[float]) -> Dict[str, float]:
+    """Median, quartiles and range."""
+    v = sorted(values)
+    if len(v) == 1:
+        q = [v[0]] * 3
+    else:
+        q = statistics.quantiles(v, n=4, method="inclusive")
+    return {"median": statistics.median(v), "p25": q[0], "p75": q[2], "min": v[0],
+            "max": v[-1], "n": len(v)}
+
+
+def summarise(calls: List[dict], trees: Sequence[str]) -> dict:
+    """Per method and tree: spread of per-setting medians; eqsat / TASO ratios."""
+    by: Dict[tuple, List[dict]] = {}
+    for c in calls:
+        if "error" in c:
+            continue
+        by.setdefault((c["method"], c["tree"], c["setting"]), []).append(c)
+    settings = sorted({c["setting"] for c in calls})
+    out: Dict[str, Any] = {}
+
+    def per_setting(method: str, tree: str, key: str) -> Dict[str, float]:
+        return {s: statistics.median(c[key] for c in by[(method, tree, s)])
+                for s in settings if (method, tree, s) in by}
+    taso = per_setting("taso", trees[0], "seconds") if FLAGS.taso else {}
+    taso_cpu = per_setting("taso", trees[0], "cpu_seconds") if FLAGS.taso else {}
+    if taso:
+        out["taso"] = {"seconds": spread(list(taso.values())),
+                       "cpu_seconds": spread(list(taso_cpu.values()))}
+    for tree in trees:
+        eq = per_setting("eqsat", tree, "seconds")
+        eq_cpu = per_setting("eqsat", tree, "cpu_seconds")
+        entry: Dict[str, Any] = {"seconds": spread(list(eq.values())),
+                                 "cpu_seconds": spread(list(eq_cpu.values())),
+                                 "over_60s": sorted(s for s, v in eq.items() if v > 60)}
+        if taso:
+            # Per setting and round: the ratio of the calls made side by side.
+            ratios = []
+            for s in settings:
+                for e, t in zip(by.get(("eqsat", tree, s), []), by.get(("taso", trees[0], s), [])):
+                    ratios.append(e["seconds"] / max(t["seconds"], 1e-3))
+            entry["ratio_eqsat_over_taso"] = spread(ratios)
+            entry["faster_than_taso"] = sum(eq[s] < taso[s] for s in eq if s in taso)
+            above = []
+            for s in settings:
+                e_runs, t_runs = by.get(("eqsat", tree, s), []), by.get(("taso", trees[0], s), [])
+                if e_runs and t_runs:
+                    worst = max(r["cost_ms"] for r in e_runs)
+                    if worst > min(r["cost_ms"] for r in t_runs) + 1e-6 * e_runs[0]["initial_ms"]:
+                        above.append(s)
+            entry["above_taso"] = above
+        out[f"eqsat {tree}"] = entry
+    return out
+
+
+def main(argv):
+    del argv
+    if FLAGS.worker:
+        serve()
+        return
+    trees = [os.path.abspath(t) for t in FLAGS.trees]
+    load_before = os.getloadavg()
+    procs = [_Process(t) for t in trees]
+    calls: List[dict] = []
+    try:
+        for round_ in range(FLAGS.rounds):
+            for graph in FLAGS.graphs:
+                for rules in FLAGS.rules:
+                    setting = f"{graph}/{rules}"
+                    base = {"graph": graph, "rules": rules, "batch": FLAGS.batch,
+                            "cost_model": FLAGS.cost_model,
+                            "taso_time_limit": FLAGS.taso_time_limit}
+                    jobs = ([("taso", 0)] if FLAGS.taso else []) + \
+                        [("eqsat", k) for k in range(len(trees))]
+                    if round_ % 2:  # alternate who goes first
+                        jobs.reverse()
+                    for method, k in jobs:
+                        got = procs[k].call(dict(base, method=method))
+                        got.update(setting=setting, round=round_, method=method,
+                                   tree=trees[k], load=os.getloadavg()[0])
+                        calls.append(got)
+                        print(json.dumps(got), file=sys.stderr, flush=True)
+    finally:
+        for p in procs:
+            p.close()
+    report = {"cost_model": FLAGS.cost_model, "batch": FLAGS.batch, "rounds": FLAGS.rounds,
+              "trees": trees, "load_before": load_before, "load_after": os.getloadavg(),
+              "summary": summarise(calls, trees), "calls": calls}
+    text = json.dumps(report, indent=1)
+    if FLAGS.out_json:
+        os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out_json)), exist_ok=True)
+        with open(FLAGS.out_json, "w") as f:
+            f.write(text + "\n")
+    print(json.dumps(report["summary"], indent=1))
+
+
+if __name__ == "__main__":
+    app.run(main)
