@@ -131,7 +131,7 @@ def _row(name: str, args: Dict[str, Any], batch: int, dtype: str, code: int, std
 
 
 def _environment(device: str) -> Dict[str, Any]:
-    env: Dict[str, Any] = {"python": platform.python_version(), "device": device,
+    env: Dict[str, Any] = {"python": platform.python_version(), "target": device,
                            "commit": os.environ.get("XFLOWRL_COMMIT", "")}
     try:
         from xflowrl.measure import torch_runtime  # pylint: disable=import-outside-toplevel
