@@ -234,7 +234,10 @@ setup(
     packages=find_packages(include=["xflowrl", "xflowrl.*"]),
     # The onednn reference cost table (docs/engine.md), the rule files
     # (docs/rules.md) and the shipped policy.
-    package_data={"xflowrl.engine": ["data/*.tsv", "data/*.json"],
+    package_data={"xflowrl.engine": ["data/*.tsv", "data/*.json",
+                                     # The learned GPU cost model's timings and graphs.
+                                     "data/gpu_times/*.jsonl",
+                                     "data/gpu_times/graphs/*.json.gz"],
                   "xflowrl.rules.files": ["*.json"],
                   # The settings where looking ahead pays (xflowrl.search.settings).
                   "xflowrl.search": ["data/*.json"],

@@ -17,8 +17,8 @@ under `torch.compile` until that budget is spent. What it writes under
   graphs, in the package's data format, written as they are made (a run
   cut short keeps what it timed);
 - `cost_data.json`: the card, driver, CUDA, cuDNN and PyTorch versions, the
-  configuration, counts, failures, items skipped for time, and the table's
-  rows.
+  configuration, counts, failures, the first item left untimed for lack
+  of time (`stopped_at`), and the table's rows.
 
 Merge them into the package's data and refit with
 `python experiments/fit_learned_cost.py --card=<card> --merge_from=$OUT/gpu_times`.
@@ -144,7 +144,7 @@ def main(argv):
               "config": {k: v for k, v in vars(config).items()},
               "records": len(result["records"]),
               "graphs": len({id(r["graph_obj"]) for r in result["records"]}),
-              "skipped_items": result["skipped"], "failed": result["failed"],
+              "stopped_at": result["stopped_at"], "failed": result["failed"],
               "seconds": time.time() - start, "data_dir": data_dir, "rows": rows,
               "greedy_changes": changes, "commit": os.environ.get("XFLOWRL_COMMIT", "")}
     os.makedirs(out_dir, exist_ok=True)

@@ -22,8 +22,9 @@ Each graph is timed in every precision of `dtypes` in PyTorch
 (`xflowrl.measure.torch_runtime.TorchProgram`): a CUDA-graph replay (the
 kernels without the host's launches), `rounds` rounds of `repeats` runs,
 the median of the round medians; eager too where `eager` is set. Where
-`compile_seconds` > 0, `torch.compile` times the zoo graphs at batch 1
-until that much time is spent (compilation counted). On the CPU
+`compile_seconds` > 0, after everything else, `torch.compile` times the
+zoo graphs at the smallest batch until that much time is spent
+(compilation counted; `max_seconds` includes it). On the CPU
 (`device="cpu"`, the dry run) the same path runs in PyTorch on the CPU
 (wall clock, eager) or, without PyTorch, in the numpy reference executor.
 
@@ -442,29 +443,20 @@ def _event_clock(torch, step: Callable[[], Any]) -> Callable[[], float]:
 
 def time_compiled(item: Item, dtype: str, config: CollectConfig,
                   feeds: Mapping[str, np.ndarray]) -> Dict[str, float]:
-    """The item under `torch.compile` (default mode; CUDA only), then a CUDA
-    graph of the compiled function, as the issue's figures; compilation
-    time reported as `compile_s`."""
+    """The item under `torch.compile(mode="reduce-overhead")` (Inductor's
+    kernels replayed from CUDA graphs; CUDA only), timed with CUDA events
+    per call after compiling; the compilation's wall time as `compile_s`."""
     import torch  # pylint: disable=import-outside-toplevel
     program = make_program(item.graph, feeds, dtype, config.device)
-    compiled = torch.compile(program.run)
+    compiled = torch.compile(program.run, mode="reduce-overhead")
     t0 = time.time()
     with torch.no_grad():
-        compiled()
+        for _ in range(3):  # compile, record the CUDA graphs, replay
+            compiled()
         torch.cuda.synchronize()
         compile_s = time.time() - t0
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                compiled()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            keep = compiled()
-        result = _rounds(graph.replay, torch.cuda.synchronize,
-                         _event_clock(torch, graph.replay), config)
-        del keep
+        result = _rounds(compiled, torch.cuda.synchronize, _event_clock(torch, compiled),
+                         config)
     result["compile_s"] = compile_s
     return result
 
@@ -610,50 +602,73 @@ def collect(config: CollectConfig, progress: Progress = None,
 
     Returns:
       {"records": records (each with "graph_obj", the `Graph`, for
-       `append_records`), "versions", "seconds", "skipped" (items not timed
-       for lack of time), "failed" (item, dtype, error)}.
+       `append_records`), "versions", "seconds", "stopped_at" (the first
+       item left untimed for lack of time, None if none), "failed" (item,
+       dtype, mode, error)}.
     """
     start = time.time()
     records: List[Dict[str, Any]] = []
     failed: List[Dict[str, str]] = []
-    skipped = 0
+    stopped_at: Optional[str] = None
     version = versions(config.device)
-    compile_left = config.compile_seconds
+    main_seconds = config.max_seconds - (config.compile_seconds
+                                         if config.device == "cuda" else 0.0)
+    compiled_items: List[Item] = []
     for item in items(config, progress):
-        if time.time() - start > config.max_seconds:
-            skipped += 1
-            continue
+        if time.time() - start > main_seconds:
+            stopped_at = f"{item.source} {item.name} {item.variant} b{item.batch}"
+            break
+        if item.source == "zoo" and item.batch == min(config.batches):
+            compiled_items.append(item)
         feeds = feeds_of(item, config.seed)
         for dtype in config.dtypes:
             try:
                 timed = time_item(item, dtype, config, feeds)
-                if (compile_left > 0 and config.device == "cuda" and item.source == "zoo"
-                        and item.batch == min(config.batches)):
-                    t0 = time.time()
-                    try:
-                        timed["compile"] = time_compiled(item, dtype, config, feeds)
-                    finally:
-                        compile_left -= time.time() - t0
             except Exception as e:  # pylint: disable=broad-except
-                failed.append({"name": item.name, "variant": item.variant,
-                               "batch": str(item.batch), "dtype": dtype,
-                               "error": f"{type(e).__name__}: {e}"[:300]})
+                failed.append(_failure(item, dtype, e))
                 _say(progress, f"FAILED {item.name} {item.variant} b{item.batch} {dtype}: {e}")
                 continue
             for mode, t in timed.items():
-                rec = {"source": item.source, "name": item.name, "variant": item.variant,
-                       "batch": item.batch, "dtype": dtype, "mode": mode,
-                       "ops": len(item.graph.ops()), **t, "versions": version,
-                       "graph_obj": item.graph}
-                records.append(rec)
-                if on_record is not None:
-                    on_record(rec)
+                records.append(_record(item, dtype, mode, t, version, on_record))
             _say(progress, f"{item.source:7s} {item.name:16s} {item.variant:14s} "
                            f"b{item.batch:<3d} {dtype:9s} "
                            + " ".join(f"{m}={t['median_ms']:.4f}ms" for m, t in timed.items()))
         _free(config.device)
+    # torch.compile last, in its own time budget: a compilation that fails
+    # cannot spoil the CUDA-graph timings above.
+    compile_end = time.time() + config.compile_seconds
+    for item in compiled_items if config.device == "cuda" else []:
+        for dtype in config.dtypes:
+            if time.time() > compile_end:
+                break
+            try:
+                t = time_compiled(item, dtype, config, feeds_of(item, config.seed))
+            except Exception as e:  # pylint: disable=broad-except
+                failed.append(_failure(item, dtype, e, "compile"))
+                _say(progress, f"FAILED compile {item.name} {dtype}: {e}")
+                continue
+            records.append(_record(item, dtype, "compile", t, version, on_record))
+            _say(progress, f"compile {item.name:16s} b{item.batch:<3d} {dtype:9s} "
+                           f"{t['median_ms']:.4f}ms (compiled in {t['compile_s']:.0f} s)")
+        _free(config.device)
     return {"records": records, "versions": version, "seconds": time.time() - start,
-            "skipped": skipped, "failed": failed}
+            "stopped_at": stopped_at, "failed": failed}
+
+
+def _failure(item: Item, dtype: str, e: Exception, mode: str = "graph") -> Dict[str, str]:
+    return {"name": item.name, "variant": item.variant, "batch": str(item.batch),
+            "dtype": dtype, "mode": mode, "error": f"{type(e).__name__}: {e}"[:300]}
+
+
+def _record(item: Item, dtype: str, mode: str, t: Mapping[str, float],
+            version: Mapping[str, Any],
+            on_record: Optional[Callable[[Dict[str, Any]], None]]) -> Dict[str, Any]:
+    rec = {"source": item.source, "name": item.name, "variant": item.variant,
+           "batch": item.batch, "dtype": dtype, "mode": mode, "ops": len(item.graph.ops()),
+           **t, "versions": dict(version), "graph_obj": item.graph}
+    if on_record is not None:
+        on_record(rec)
+    return rec
 
 
 def _free(device: str) -> None:
