@@ -23,15 +23,15 @@ decision at a time. At each decision:
    (`real_root_rewards`, default): exact for an xfer with one location,
    for a multi-location action the expansion's estimate (its candidates'
    gains added up); below the root every reward is the model's.
-3. **A real action**: the root action of the highest backed-up value,
-   applied by the engine (not a real step: no enumeration of all rules;
-   a multi-location action's single-rule enumerations are counted apart,
-   as `EngineSimulator` counts them) and its graph costed. An action back
-   to a graph already on the route is dropped, and so is one whose graph
-   costs more than `surprise` points above what the search expected of it
-   (the current cost minus the action's reward): that action is undone
-   (the real graph before it is still held, its expansion too, so no real
-   step is spent) and the decision taken again without it.
+3. **A real action**: the root action of the highest backed-up value is
+   checked on the real graph before it is taken: the engine builds its
+   graph (not a real step: no enumeration of all rules; a multi-location
+   action's single-rule enumerations are counted apart, as
+   `EngineSimulator` counts them), and its value becomes its real reward
+   plus the value head's estimate for that real graph, represented from
+   its features alone (`value_of`). The choice is then made again, until
+   the best action is one already checked; that one is taken. An action
+   back to a graph already on the route is dropped.
 
 Planning stops when the best value at the root is below `stop_below`
 points (the model sees nothing more to gain), when no action is left,
@@ -56,17 +56,18 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import Callable, Dict, List, NamedTuple, Optional, Set, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
+from xflowrl.embedding import features
 from xflowrl.engine import Graph
 from xflowrl.env import CHEAPER, GraphEnv
 from xflowrl.planning.model import LatentModel, NumpyHeads, xfer_actions
 from xflowrl.planning.simulator import EVERYWHERE, EngineSimulator, Expansion, Step
 
 # Why planning ended (`ModelPlanResult.stopped`).
-# "no_candidates": none left, or every one was undone or led back onto the route.
+# "no_candidates": none left, or every one led back onto the route.
 MODEL_STOPS = ("no_gain_predicted", "no_candidates", "decisions", "real_steps", "patience")
 
 
@@ -89,9 +90,6 @@ class ModelPlanConfig:
       max_real_steps: expansions at most (greedy's floor may add its own).
       patience: decisions in a row that find no cheaper real graph before
         planning stops.
-      surprise: points; an action whose real graph is costlier than the
-        search predicted (the graph's cost minus the action's reward) by
-        more than this is undone, and the decision taken again without it.
       real_root_rewards: the root's rewards from the real step (the
         expansion's costs: exact for an xfer with one location, the sum of
         its candidates' gains for a multi-location action) instead of the
@@ -110,7 +108,6 @@ class ModelPlanConfig:
     max_decisions: int = 20
     max_real_steps: int = 1000
     patience: int = 3
-    surprise: float = 2.0
     real_root_rewards: bool = True
     greedy_floor: bool = True
     seed: int = 0
@@ -135,7 +132,7 @@ class ModelPlanResult(NamedTuple):
     representations: int             # representation calls (one per decision)
     rule_enumerations: int           # single-rule enumerations of multi-location actions
     decisions: int
-    undone: int                      # actions undone (the real graph far costlier than predicted)
+    checked: int                     # root actions built to check them (`ModelPlanner.value_of`)
     seconds: float
     stopped: str                     # one of MODEL_STOPS
     from_greedy: bool                # greedy's graph was handed over (the floor)
@@ -203,8 +200,7 @@ class ModelPlanner:
         self.points = 100.0 / env.initial_cost
         self.model_steps = 0
         self.representations = 0
-        self.undone = 0
-        self._last_reward = 0.0
+        self.checked = 0
         self._expansions: Dict[int, Expansion] = {}
         self._start = time.monotonic()
         # The cheapest real graph: (cost, route to it, graph or None: the
@@ -276,19 +272,16 @@ class ModelPlanner:
         for below in reversed(path):
             below.backup()
 
-    def decide(self, h: np.ndarray, xfers: np.ndarray, exact: Dict[int, float],
-               dead: Set[int]) -> Tuple[Optional[int], float]:
-        """The root position to act on and its backed-up value (points)."""
+    def decide(self, h: np.ndarray, xfers: np.ndarray, exact: Dict[int, float]) -> np.ndarray:
+        """[A] the backed-up value (points) of each root action the search
+        visited, -inf for the others."""
         root = self._node(h, xfers)
-        alive = np.array([int(x) not in dead for x in xfers])
-        if not alive.any():
-            return None, 0.0
+        if not len(xfers):
+            return np.zeros(0)
         logits = np.log(np.maximum(root.prior, 1e-30))
         gumbel = self.rng.gumbel(size=len(xfers))
-        candidates = np.flatnonzero(alive)
-        k = min(self.config.root_actions, len(candidates))
-        order = candidates[np.argsort(-(gumbel + logits)[candidates], kind="stable")]
-        survivors = list(order[:k])
+        k = min(self.config.root_actions, len(xfers))
+        survivors = list(np.argsort(-(gumbel + logits), kind="stable")[:k])
         phases = max(1, math.ceil(math.log2(k))) if k > 1 else 1
         for _ in range(phases):
             per = max(1, self.config.simulations // (phases * len(survivors)))
@@ -303,10 +296,16 @@ class ModelPlanner:
             survivors.sort(key=lambda p: -score[p])
             if len(survivors) > 1:
                 survivors = survivors[:math.ceil(len(survivors) / 2)]
-        q = np.where((root.edge_visits > 0) & alive, root.q(), -np.inf)
-        best = int(np.argmax(q))
-        self._last_reward = float(root.rewards[best])
-        return best, float(q[best])
+        return np.where(root.edge_visits > 0, root.q(), -np.inf)
+
+    def value_of(self, graph: Graph, cost: float) -> float:
+        """The value head's estimate (points, >= 0) for a real graph,
+        represented from its features alone (no enumeration: no real step)."""
+        state = features.featurize(graph, graph.op_costs(self.sim.cost_model), cost,
+                                   self.env.initial_cost)
+        self.representations += 1
+        h = self.model.represent_states([state])
+        return max(0.0, float(self.heads.predict(h)[0][0]))
 
     # -- the run -------------------------------------------------------------
 
@@ -330,35 +329,42 @@ class ModelPlanner:
             h = self.model.represent_states(
                 [self.env.observation_of(expansion.locations, cost).state])[0]
             self.representations += 1
-            dead: Set[int] = set()
-            moved = False
+            q = self.decide(h, xfers, exact)
+            built: Dict[int, Tuple[Graph, Tuple[Step, ...], float]] = {}
             while True:
-                position, value = self.decide(h, xfers, exact, dead)
-                if position is None or value < config.stop_below:
+                position = int(np.argmax(q)) if len(q) else -1
+                if position < 0 or q[position] == -np.inf:
+                    stopped = "no_candidates"
                     break
+                if q[position] < config.stop_below:
+                    stopped = "no_gain_predicted"
+                    break
+                if position in built:
+                    break
+                # Check the chosen action on the real graph: its real reward
+                # and the value of the real graph it builds replace its
+                # backed-up value, and the choice is made again.
                 child, steps = self.sim.child(expansion, int(rows[position]))
                 if child.hash() in on_route:
-                    dead.add(int(xfers[position]))
+                    q[position] = -np.inf
                     continue
                 child_cost = child.cost(self.sim.cost_model)
                 self._offer(child_cost, route + list(steps), child)
-                predicted = self.points * cost - self._last_reward
-                if self.points * child_cost > predicted + config.surprise:
-                    dead.add(int(xfers[position]))   # the model was wrong here: undo
-                    self.undone += 1
-                    if self.progress is not None:
-                        self.progress(f"undone: {self.env.xfers.names[xfers[position]]} "
-                                      f"(predicted {predicted - 100:+.2f}%, real "
-                                      f"{self.points * child_cost - 100:+.2f}%)")
-                    continue
-                moved = True
-                break
-            if not moved:
-                stopped = "no_candidates" if position is None else "no_gain_predicted"
+                self.checked += 1
+                checked = self.points * (cost - child_cost) + self.value_of(child, child_cost)
+                if self.progress is not None:
+                    self.progress(f"checked {self.env.xfers.names[xfers[position]]}: "
+                                  f"{q[position]:+.2f} pt predicted, {checked:+.2f} with its "
+                                  f"real reward ({self.points * child_cost - 100:+.2f}%)")
+                q[position] = checked
+                built[position] = (child, steps, child_cost)
+            if position not in built or stopped in ("no_candidates", "no_gain_predicted"):
                 break
             if self.sim.real_steps >= config.max_real_steps:
                 stopped = "real_steps"
                 break
+            child, steps, child_cost = built[position]
+            value = float(q[position])
             graph, route, cost = child, route + list(steps), child_cost
             if self.progress is not None:
                 self.progress(f"decision {decisions + 1}: {self.env.xfers.names[xfers[position]]} "
@@ -382,7 +388,7 @@ class ModelPlanner:
             real_steps_to_best=self.best_at, planner_real_steps=planner_steps,
             model_steps=self.model_steps, representations=self.representations,
             rule_enumerations=self.sim.rule_enumerations, decisions=decisions,
-            undone=self.undone,
+            checked=self.checked,
             seconds=time.monotonic() - self._start, stopped=stopped,
             from_greedy=from_greedy, planner_cost=planner_cost)
 
