@@ -149,6 +149,41 @@ class CalibrateCudaTest(absltest.TestCase):
         with self.assertRaisesRegex(ValueError, "batch"):
             gpu_calibration.calibrate_cuda(batch=(0,))
 
+    def test_calibrate_cuda_appends_and_refits(self):
+        """The wiring, with the GPU replaced: `cuda_device` names a card and
+        `collect` returns timings made from a known linear model."""
+        from unittest import mock  # pylint: disable=import-outside-toplevel
+
+        from xflowrl.measure import learned_fit  # pylint: disable=import-outside-toplevel
+        graphs = [zoo.get_graph("small_cnn", batch_size=b) for b in (1, 2, 4)]
+        graphs += [zoo.get_graph("bert", **dict(zoo.REDUCED["bert"], seq_len=s))
+                   for s in (8, 16, 32)]
+        x, fixed = learned_fit.design(graphs)
+        truth = (learned_fit.tying("tied") @ np.array([0.004, 0.03, 0.02, 0.001])).reshape(
+            len(learned_fit.CLASSES), 3)
+        times = learned_fit.predict(truth, x, fixed)
+        names = ["small_cnn"] * 3 + ["bert"] * 3
+        records = [{"source": "zoo", "name": n, "variant": "original", "batch": k % 3 + 1,
+                    "dtype": d, "mode": "graph", "median_ms": float(t), "graph_obj": g}
+                   for k, (n, g, t) in enumerate(zip(names, graphs, times))
+                   for d in ("float32", "bfloat16")]
+        folder = tempfile.mkdtemp()
+        fake = {"records": records, "versions": {"card": "T9"}, "seconds": 1.0,
+                "stopped_at": None, "failed": []}
+        with mock.patch.object(gpu_calibration, "cuda_device", return_value="t9"), \
+                mock.patch.object(gpu_data, "collect", return_value=fake) as collect:
+            result = gpu_calibration.calibrate_cuda(batch=(1, 8), dtype=("float32", "bfloat16"),
+                                                    data_dir=folder)
+        config = collect.call_args[0][0]
+        self.assertEqual((config.batches, config.dtypes), ((1, 8), ("float32", "bfloat16")))
+        self.assertEqual(result["card"], "t9")
+        self.assertEqual((result["records"], result["records_total"]), (12, 12))
+        self.assertEqual(result["path"], os.path.join(folder, "learned_t9.json"))
+        self.assertEqual(sorted(result["fit"]), ["bfloat16", "float32"])
+        model = CostModel("learned", profile=f"{result['path']}:bf16")
+        np.testing.assert_allclose([g.cost(model) for g in graphs], times, rtol=1e-4)
+        self.assertIn("calibrate_cuda", gpu_data.read_records(folder, "t9")[0]["command"])
+
     def test_no_cuda_says_what_is_missing(self):
         try:
             import torch  # pylint: disable=import-outside-toplevel
