@@ -100,6 +100,33 @@ class DevicesTest(absltest.TestCase):
         with mock.patch.object(pipeline, "_learned_for_card", return_value=""):
             self.assertEqual(pipeline.default_cost_model("cuda"), "analytic/v100")
 
+    def test_the_learned_model_of_the_card_is_the_default_and_falls_back(self):
+        from xflowrl.engine import cost  # pylint: disable=import-outside-toplevel
+        from xflowrl.runs import (  # pylint: disable=import-outside-toplevel
+            cost_model_from_spec,
+        )
+        cards = getattr(cost, "learned_cards", lambda: [])()
+        if "h200" not in cards:
+            self.skipTest("no learned h200 profile in this engine")
+        with mock.patch.object(devices, "card_name", return_value="NVIDIA H200"):
+            self.assertEqual(pipeline.default_cost_model("cuda"), "learned/h200")
+        with mock.patch.object(devices, "card_name", return_value="NVIDIA A100-SXM4-80GB"):
+            self.assertEqual(pipeline.default_cost_model("cuda"), "analytic/v100")
+        model, how = pipeline._priced_cost_model(  # pylint: disable=protected-access
+            "learned/h200", "float32", cost_model_from_spec)
+        self.assertIn("learned", model.name)
+        self.assertEqual(how, "float32")
+        # A precision the profile has no coefficients for: its default, said so.
+        def without_bfloat16(spec):
+            if spec.endswith(":bfloat16"):
+                raise ValueError("no bfloat16 coefficients")
+            return cost_model_from_spec(spec)
+
+        model, how = pipeline._priced_cost_model(  # pylint: disable=protected-access
+            "learned/h200", "bfloat16", without_bfloat16)
+        self.assertIn("learned", model.name)
+        self.assertIn("no bfloat16 coefficients", how)
+
     def test_a_learned_cost_model_prices_in_the_asked_precision(self):
         self.assertEqual(pipeline.cost_spec_for_dtype("learned/h200", "bfloat16"),
                          ("learned/h200:bfloat16", "bfloat16"))

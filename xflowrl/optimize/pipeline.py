@@ -327,9 +327,9 @@ def optimize_file(options: OptimizeOptions,
                        f"another file name")
     device = _resolve_device(options, runtime)
     _check_precision(options, device)
-    cost_spec, cost_dtype = cost_spec_for_dtype(
-        options.cost_model or default_cost_model(device.name), options.dtype)
-    cost_model = _cost_model(cost_spec, cost_model_from_spec)
+    cost_model, cost_dtype = _priced_cost_model(
+        options.cost_model or default_cost_model(device.name), options.dtype,
+        cost_model_from_spec)
     xfers = _rules(options.rules, XferSet)
     say(f"reading {options.model}")
     shapes = options.input_shapes
@@ -534,6 +534,25 @@ def _repeats(proto, feeds) -> int:
     from xflowrl.measure.ort_runtime import measure_onnx  # pylint: disable=import-outside-toplevel
     once = measure_onnx(proto, feeds, warmup=1, repeats=1).median_ms
     return max(1, min(5, int(200.0 / max(once, 1e-3))))
+
+
+def _priced_cost_model(spec: str, dtype: str, make):
+    """(the cost model of `spec` priced in `dtype` where it can be, the
+    precision it prices in, in words): `cost_spec_for_dtype`; a learned
+    profile without coefficients for `dtype` prices in its own default
+    precision, and the words say so.
+
+    Raises:
+      BadInput: the cost model cannot be made.
+    """
+    priced, how = cost_spec_for_dtype(spec, dtype)
+    if priced != spec:
+        try:
+            return make(priced), how
+        except (ValueError, RuntimeError) as e:
+            model = _cost_model(spec, make)
+            return model, f"the learned profile's default precision ({e})"
+    return _cost_model(spec, make), how
 
 
 def _cost_model(spec: str, make):
