@@ -44,6 +44,8 @@ flags.DEFINE_list("import_reports", [], "cudnn_bench reports to import into the 
 flags.DEFINE_string("merge_from", "", "A GPU run's data folder ($OUT/gpu_times of "
                     "scripts/gpu/cost_data.sh) to merge into --data_dir before fitting.")
 flags.DEFINE_bool("taso", True, "--import_reports: rebuild TASO's graphs too (slow).")
+flags.DEFINE_string("mode", learned_fit.MODE, "The timing mode fitted: graph (CUDA-graph "
+                    "replay); a dry run's cpu or reference records only to try the path.")
 flags.DEFINE_string("out", "", "Also write the evaluation (with per-graph rows) here.")
 
 
@@ -74,6 +76,7 @@ def main(argv):
     for card in FLAGS.card:
         result = learned_fit.fit_card(
             card, data_dir=FLAGS.data_dir, output=FLAGS.output or None, method=FLAGS.method,
+            mode=FLAGS.mode,
             progress=lambda line: print(line, file=sys.stderr, flush=True))
         results[card] = learned_fit.summary(result)
         full[card] = result

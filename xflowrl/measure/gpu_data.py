@@ -23,8 +23,9 @@ Each graph is timed in every precision of `dtypes` in PyTorch
 kernels without the host's launches), `rounds` rounds of `repeats` runs,
 the median of the round medians; eager too where `eager` is set. Where
 `compile_seconds` > 0, after everything else, `torch.compile` times the
-zoo graphs at the smallest batch until that much time is spent
-(compilation counted; `max_seconds` includes it). On the CPU
+zoo graphs of at most `COMPILE_MAX_OPS` ops at the smallest batch, smallest
+first, until that much time is spent (compilation counted; `max_seconds`
+includes it; a compilation once started runs to its end). On the CPU
 (`device="cpu"`, the dry run) the same path runs in PyTorch on the CPU
 (wall clock, eager) or, without PyTorch, in the numpy reference executor.
 
@@ -64,6 +65,9 @@ ZOO = ("squeezenet1_1", "resnet18", "resnet50", "inception_v3", "bert", "vit")
 TRANSFORMERS = ("bert", "vit")
 BASE_SEQUENCE = 64
 GREEDY_COST = "analytic/v100"
+# torch.compile only graphs this small (a compilation cannot be cut short;
+# SqueezeNet, ResNet-18, BERT and ViT at batch 1 are, ResNet-50 is not).
+COMPILE_MAX_OPS = 130
 SCHEMA = "xflowrl.gpu_times"
 SCHEMA_VERSION = 1
 
@@ -344,18 +348,25 @@ def _program_takes_device() -> bool:
     return "dtype" in params and "device" in params
 
 
-def feeds_of(item: Item, seed: int) -> Dict[str, np.ndarray]:
-    """Weights and inputs of an item's graph (float64 values, the program
-    casts them): the micro-model's own, else `random_weights` with the
-    item's gain and `random_inputs` of its origin (a walk's original graph,
-    whose weights the rewritten one reads)."""
+def feeds_of(item: Item, seed: int,
+             weights_cache: Optional[Dict[str, Dict[str, np.ndarray]]] = None
+             ) -> Dict[str, np.ndarray]:
+    """Weights and inputs of an item's graph (the program casts them): the
+    micro-model's own, else `random_weights` (float32) with the item's gain
+    and `random_inputs` of its origin (a walk's original graph, whose weights
+    the rewritten one reads). Weights do not depend on the batch: with
+    `weights_cache` they are drawn once per graph name."""
     if item.weights is not None and item.feeds is not None:
         return {**item.weights, **item.feeds}
     # pylint: disable=import-outside-toplevel
     from xflowrl.executor.weights import random_inputs, random_weights
     origin = item.origin if item.origin is not None else item.graph
-    return {**random_weights(origin, seed, np.float64, gain=item.gain),
-            **random_inputs(origin, seed, np.float64)}
+    weights = None if weights_cache is None else weights_cache.get(item.name)
+    if weights is None:
+        weights = random_weights(origin, seed, np.float32, gain=item.gain)
+        if weights_cache is not None:
+            weights_cache[item.name] = weights
+    return {**weights, **random_inputs(origin, seed, np.float32)}
 
 
 def _rounds(step: Callable[[], Any], sync: Callable[[], None], clock: Callable[[], Any],
@@ -614,13 +625,15 @@ def collect(config: CollectConfig, progress: Progress = None,
     main_seconds = config.max_seconds - (config.compile_seconds
                                          if config.device == "cuda" else 0.0)
     compiled_items: List[Item] = []
+    weights_cache: Dict[str, Dict[str, np.ndarray]] = {}
     for item in items(config, progress):
         if time.time() - start > main_seconds:
             stopped_at = f"{item.source} {item.name} {item.variant} b{item.batch}"
             break
-        if item.source == "zoo" and item.batch == min(config.batches):
+        if (item.source == "zoo" and item.batch == min(config.batches)
+                and item.graph.num_ops() <= COMPILE_MAX_OPS):
             compiled_items.append(item)
-        feeds = feeds_of(item, config.seed)
+        feeds = feeds_of(item, config.seed, weights_cache)
         for dtype in config.dtypes:
             try:
                 timed = time_item(item, dtype, config, feeds)
@@ -637,12 +650,14 @@ def collect(config: CollectConfig, progress: Progress = None,
     # torch.compile last, in its own time budget: a compilation that fails
     # cannot spoil the CUDA-graph timings above.
     compile_end = time.time() + config.compile_seconds
+    compiled_items.sort(key=lambda it: it.graph.num_ops())
     for item in compiled_items if config.device == "cuda" else []:
         for dtype in config.dtypes:
             if time.time() > compile_end:
                 break
             try:
-                t = time_compiled(item, dtype, config, feeds_of(item, config.seed))
+                t = time_compiled(item, dtype, config,
+                                  feeds_of(item, config.seed, weights_cache))
             except Exception as e:  # pylint: disable=broad-except
                 failed.append(_failure(item, dtype, e, "compile"))
                 _say(progress, f"FAILED compile {item.name} {dtype}: {e}")

@@ -287,7 +287,8 @@ def profile_path(card: str, folder: Optional[str] = None) -> str:
 
 def fit_card(card: str, data_dir: str = gpu_data.DATA_DIR, output: Optional[str] = None,
              progress: Progress = None, method: str = "auto",
-             dtypes: Optional[Sequence[str]] = None, evaluate: bool = True) -> Dict[str, Any]:
+             dtypes: Optional[Sequence[str]] = None, evaluate: bool = True,
+             mode: str = MODE) -> Dict[str, Any]:
     """Fits ``learned/<card>`` from every record of the card and writes its
     profile (atomically).
 
@@ -300,6 +301,8 @@ def fit_card(card: str, data_dir: str = gpu_data.DATA_DIR, output: Optional[str]
       dtypes: the precisions to fit (default: every one with data).
       evaluate: also run the held-out evaluation of both methods and of
         analytic/v100 (stored in the profile, returned).
+      mode: the timing mode fitted ("graph": CUDA-graph replay; a dry run's
+        "cpu" or "reference" records only to exercise the path).
 
     Returns:
       {"path", "card", "dtypes": per precision {"method", "graphs",
@@ -313,14 +316,14 @@ def fit_card(card: str, data_dir: str = gpu_data.DATA_DIR, output: Optional[str]
     records = gpu_data.read_records(data_dir, card)
     if not records:
         raise ValueError(f"no GPU timings of card {card!r} in {data_dir}")
-    present = sorted({r["dtype"] for r in records if r.get("mode") == MODE})
+    present = sorted({r["dtype"] for r in records if r.get("mode") == mode})
     wanted = [canonical_dtype(d) for d in dtypes] if dtypes else present
     out: Dict[str, Any] = {}
     graph_cache: Dict[str, Graph] = {}
     for dtype in wanted:
-        recs = graph_records(records, dtype)
+        recs = graph_records(records, dtype, mode)
         if not recs:
-            raise ValueError(f"card {card!r} has no {MODE} timings in {dtype}")
+            raise ValueError(f"card {card!r} has no {mode} timings in {dtype}")
         graphs = []
         for r in recs:
             if r["graph"] not in graph_cache:
@@ -355,6 +358,7 @@ def fit_card(card: str, data_dir: str = gpu_data.DATA_DIR, output: Optional[str]
         "data": os.path.relpath(gpu_data.data_path(data_dir, card), os.path.dirname(path)
                                 or "."),
         "records": len(records),
+        "mode": mode,
         "command": f"experiments/fit_learned_cost.py --card={card}",
         "dtypes": {d: {k: v for k, v in e.items()} for d, e in out.items()},
         "seconds": time.time() - start,
