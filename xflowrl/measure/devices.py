@@ -52,7 +52,7 @@ def cuda_missing() -> Optional[str]:
         import torch  # pylint: disable=import-outside-toplevel
     except Exception as e:  # a broken install says why  # pylint: disable=broad-except
         return f"PyTorch does not import: {type(e).__name__}: {e}"
-    if torch.version.cuda is None:
+    if torch.version.cuda is None and getattr(torch.version, "hip", None) is None:
         return (f"PyTorch {torch.__version__} is a CPU-only build (install a CUDA build: "
                 f"{INSTALL_HINT} on a machine with a GPU)")
     if not torch.cuda.is_available():

@@ -295,15 +295,20 @@ class TorchProgram:
 
     def outputs(self) -> List[np.ndarray]:
         """The graph's outputs as float64 NumPy arrays, computed with TF32 off
-        (so that a float32 program computes in float32)."""
+        (so that a float32 program computes in float32) and cuDNN's default
+        algorithms (not the autotuned ones `time` turns on, which may trade
+        precision for speed: FFT, Winograd)."""
         torch = self._torch
-        tf32 = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+        saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
+                 torch.backends.cudnn.benchmark)
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cudnn.benchmark = False
         try:
             with torch.no_grad():
                 return [out.double().cpu().numpy() for out in self.run()]
         finally:
-            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
+            (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
+             torch.backends.cudnn.benchmark) = saved
 
     def check(self, expected: Sequence[np.ndarray]) -> float:
         """The largest error of the outputs (TF32 off) against `expected`
