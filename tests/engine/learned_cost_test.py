@@ -46,6 +46,10 @@ class LearnedSpecTest(absltest.TestCase):
                 self.assertEqual(model.name, f"learned/{card}")
                 self.assertGreater(zoo.get_graph("resnet50").cost(model), 0.0)
 
+    def test_no_card_is_the_default_card(self):
+        for model in (CostModel("learned"), CostModel("learned", profile="v100")):
+            self.assertEqual(model.name, f"learned/{engine_cost.GPU_PROFILE_LEARNED_DEFAULT}")
+
     def test_a_missing_precision_or_card_says_so(self):
         with self.assertRaisesRegex(ValueError, "no bfloat16 coefficients"):
             CostModel("learned/h200:bf16")

@@ -54,7 +54,8 @@ DEFAULT_COST_SPEC = f"{DEFAULT_BACKEND}/{DEFAULT_PROFILE}"
 # default of the model-based agent's runs and of the generalist policy.
 GPU_PROFILE = "v100"
 GPU_COST_SPEC = f"{DEFAULT_BACKEND}/{GPU_PROFILE}"
-# The learned card where a spec names none ("learned").
+# The learned card where a spec names none ("learned", or an analytic
+# profile name, cpu or v100, that an entry point's --profile defaults to).
 GPU_PROFILE_LEARNED_DEFAULT = "h200"
 # Fitted profiles ship as package data beside the onednn reference table.
 PROFILES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
@@ -223,8 +224,10 @@ class CostModel:
             name = os.path.basename(profile)[:-5] if profile.endswith(".json") else profile
             handle = _engine.fitted_backend(name, load_fitted_coefficients(profile))
         elif backend == "learned":
+            # The analytic profiles entry points default to name no card.
             card, dtype = parse_learned_profile(
-                GPU_PROFILE_LEARNED_DEFAULT if profile == DEFAULT_PROFILE else profile)
+                GPU_PROFILE_LEARNED_DEFAULT if profile in (DEFAULT_PROFILE, GPU_PROFILE)
+                else profile)
             name = os.path.basename(card)[:-5] if card.endswith(".json") else card
             suffix = "" if dtype == LEARNED_DEFAULT_DTYPE else f":{dtype}"
             handle = _engine.learned_backend(
