@@ -214,7 +214,7 @@ def main(argv):
                    "real_steps_to_best": result.real_steps_to_best,
                    "planner_real_steps": result.planner_real_steps,
                    "model_steps": result.model_steps, "representations": result.representations,
-                   "rule_enumerations": result.rule_enumerations,
+                   "rule_enumerations": result.rule_enumerations, "checked": result.checked,
                    "decisions": result.decisions, "seconds": result.seconds,
                    "stopped": result.stopped, "from_greedy": result.from_greedy,
                    "replayed": replayed, "route_length": len(result.route),
