@@ -311,6 +311,8 @@ def versions(device: str = "cuda") -> Dict[str, Any]:
     out["cuda"] = torch.version.cuda
     if device == "cuda" and torch.cuda.is_available():
         out["card"] = torch.cuda.get_device_name(0)
+        out["tf32"] = True  # float32 convolutions and matmuls may use TF32
+        out["runtime"] = "TorchProgram"
         out["cudnn"] = torch.backends.cudnn.version()
         props = torch.cuda.get_device_properties(0)
         out["memory_gb"] = round(props.total_memory / 2 ** 30, 1)
@@ -386,7 +388,7 @@ def _rounds(step: Callable[[], Any], sync: Callable[[], None], clock: Callable[[
 
 def time_item(item: Item, dtype: str, config: CollectConfig,
               feeds: Mapping[str, np.ndarray]) -> Dict[str, Dict[str, float]]:
-    """Per timing mode ("graph", "eager", "compile"), the item's times in `dtype`.
+    """Per timing mode ("graph", "eager"), the item's times in `dtype`.
 
     CUDA: `TorchProgram` in `dtype`, CUDA-graph replay (and eager). CPU with
     PyTorch: the program on the CPU, wall clock, eager (reported as mode
@@ -418,6 +420,9 @@ def time_item(item: Item, dtype: str, config: CollectConfig,
     for mode in modes:
         step = program._replay() if mode == "graph" else program.run  # pylint: disable=protected-access
         out[mode] = _rounds(step, torch.cuda.synchronize, _event_clock(torch, step), config)
+        # Convolutions with a ReLU that ran as two kernels (no fused cuDNN
+        # kernel for this precision or shape): the model prices them as one.
+        out[mode]["unfused_conv_relu"] = int(getattr(program, "unfused_conv_relu", 0))
     return out
 
 
