@@ -338,6 +338,25 @@ class GpuPathTest(absltest.TestCase):
             self._optimize(Unstable(self.ops, 10.0, 5.0), dtype="float16")
         self.assertFalse(os.path.exists(self.out))
 
+    def test_a_timing_the_gpu_refuses_falls_back_to_the_cpu_path(self):
+        class Refusing(StandIn):
+            def program(self, graph, feeds, dtype):
+                program = super().program(graph, feeds, dtype)
+                program.time = mock.Mock(side_effect=RuntimeError("capture refused"))
+                return program
+        report = self._optimize(Refusing(self.ops, 10.0, 5.0))
+        self.assertIn("timing on the GPU failed (RuntimeError: capture refused)",
+                      report.device["fallback"])
+        self.assertTrue(report.device["decided_by"].startswith("cpu: onnxruntime"))
+        self.assertIn("onnxruntime", report.measured["runtime"])
+        self.assertTrue(report.device_outputs["same"])  # the GPU's output check still ran
+
+    def test_nothing_timed_says_so(self):
+        report = self._optimize(StandIn(self.ops, 10.0, 5.0), verify_speed=False)
+        self.assertEqual(report.written, "optimized")
+        self.assertEqual(report.device["decided_by"], "torch-cpu: outputs only")
+        self.assertIsNone(report.measured)
+
     def test_an_op_the_gpu_runtime_lacks_falls_back_to_the_cpu_path(self):
         model = os.path.join(self.dir, "softmax.onnx")
         conv_model(model, batch=1, softmax=True)

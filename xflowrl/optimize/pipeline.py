@@ -368,6 +368,7 @@ def optimize_file(options: OptimizeOptions,
 
     if found.graph == user.graph:
         say("no substitution lowers the estimated cost: writing the original unchanged")
+        device_info["decided_by"] = "the method: nothing to check or time"
         model_io.copy_model_file(options.model, options.output, user.external_data)
         return _save(report("original", f"{options.method} found no substitution that "
                                         f"lowers the estimated cost under {cost_model.name}"),
@@ -419,16 +420,21 @@ def optimize_file(options: OptimizeOptions,
                               f"nothing written. Please report this with the model.")
 
     if not options.verify_speed:
+        device_info["decided_by"] = device_info["decided_by"].split(":")[0] + ": outputs only"
         model_io.write_model(optimized, options.output, user.external_data)
         return _save(report("optimized", "outputs match; speed not measured "
                                          "(--noverify_speed)", None, outputs), options)
 
     clock = time.time()
+    measured = None
     if target is not None:
-        measured, faster = _time_on_device(target, programs["original"],
-                                           programs["optimized"], options, say)
-        where = f"on {device_info['decided_by']}"
-    else:
+        try:
+            measured, faster = _time_on_device(target, programs["original"],
+                                               programs["optimized"], options, say)
+            where = f"on {device_info['decided_by']}"
+        except RuntimeError as e:  # e.g. a CUDA-graph capture PyTorch refuses
+            _fall_back(device_info, f"timing on the GPU failed ({type(e).__name__}: {e})", say)
+    if measured is None:
         measured, faster = _time_on_cpu(user.proto, optimized, feeds, options, say)
         where = "in onnxruntime on the CPU"
     seconds["measure"] = time.time() - clock
