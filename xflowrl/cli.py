@@ -92,10 +92,12 @@ def _parser() -> argparse.ArgumentParser:
 
     opt = sub.add_parser(
         "optimize", help="rewrite a model; write it only if it computes the same and is faster",
-        description="Rewrites MODEL with verified substitutions, checks in onnxruntime that "
-        "the result computes the same outputs (else refuses, exit 1) and times both "
-        "interleaved: unless the optimised model is faster beyond the measured spread, the "
-        "original is written unchanged. Writes OUTPUT and a JSON report beside it.")
+        description="Rewrites MODEL with verified substitutions, checks in onnxruntime (and "
+        "on a GPU target in PyTorch on the GPU) that the result computes the same outputs "
+        "(else refuses, exit 1) and times both interleaved on the target device (the GPU "
+        "where one is found, else the CPU): unless the optimised model is faster beyond the "
+        "measured spread, the original is written unchanged. Writes OUTPUT and a JSON "
+        "report beside it, naming the device and runtime that decided.")
     opt.add_argument("model", help="the .onnx file to optimise")
     opt.add_argument("-o", "--output", required=True, help="where to write the model")
     opt.add_argument("--method", default="greedy",
