@@ -172,7 +172,7 @@ class GeneratorTest(absltest.TestCase):
         self.assertEqual(len(XferSet.from_name("default")),
                          len(load_rule_set("builtin")) + len(load_rule_set("generated")))
         self.assertEqual(set(RULE_SETS), {"default", "builtin+taso", "builtin", "generated",
-                                          "taso", "tensat", "primitive"})
+                                          "taso", "tensat", "primitive", "tensat_full"})
         with self.assertRaisesRegex(ValueError, "unknown rule set 'best'"):
             XferSet.from_name("best")
 

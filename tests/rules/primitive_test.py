@@ -72,7 +72,7 @@ class RuleSetsTest(absltest.TestCase):
         sizes = {name: len(load_rule_set(name)) for name in RULE_SETS}
         self.assertEqual(sizes, {"default": 1678, "builtin+taso": 144, "builtin": 15,
                                  "generated": 1663, "taso": 129, "tensat": 140,
-                                 "primitive": 1679})
+                                 "primitive": 1679, "tensat_full": 149})
 
     def test_tensat_is_taso_plus_tensat_extras(self):
         names = [r.name for r in load_rule_set("tensat")]
@@ -87,6 +87,17 @@ class RuleSetsTest(absltest.TestCase):
         merge = XferSet([r for r in load_rule_set("taso") if r.name == "taso_127"])
         self.assertEqual(fired(merge, siblings((1, 4, 6, 6), (4, 4, 1, 1), (6, 4, 1, 1))),
                          {"taso_127": 2})
+
+    def test_tensat_full_is_tensat_with_the_rest_of_taso_s_hand_written_xfers(self):
+        full = {r.name: r for r in load_rule_set("tensat_full")}
+        tensat = {r.name: r for r in load_rule_set("tensat")}
+        self.assertEqual(sorted(set(full) - set(tensat)),
+                         ["bias_add_relu", "conv_bn_s1_same", "conv_bn_s1_valid",
+                          "conv_bn_s2_same", "conv_bn_s2_valid", "conv_relu_s1_same",
+                          "conv_relu_s1_valid", "conv_relu_s2_same", "conv_relu_s2_valid"])
+        self.assertFalse(set(tensat) - set(full))
+        self.assertEqual([full[n] for n in tensat], list(tensat.values()))
+        self.assertFalse([n for n in full if n.startswith("enlarge_merge_convs_")])
 
     def test_primitive_is_default_with_steps_for_the_compound(self):
         names = [r.name for r in load_rule_set("primitive")]

@@ -54,8 +54,11 @@ COMPOUND_BUILTINS = ("enlarge_merge_convs_",)
 # taso_127 already is the merge without activation); "primitive" = "default"
 # with every compound that enlarges a kernel in the same step as it merges
 # (the built-in and the five generated rules whose target introduces an
-# `enlarge`) replaced by the two steps; the others are one file alone
-# (docs/rules.md).
+# `enlarge`) replaced by the two steps; "tensat_full" = "tensat" with the
+# rest of TASO's hand-written xfers (the conv+ReLU fusions, the conv+BN
+# folds and the bias-add+ReLU fusion that completes a fold), every one of
+# TASO's hand-written xfers in its primitive form; the others are one file
+# alone (docs/rules.md).
 RULE_SETS: Dict[str, Tuple[RuleSource, ...]] = {
     "default": (RuleSource(BUILTIN_RULES), RuleSource(GENERATED_RULES)),
     "builtin+taso": (RuleSource(BUILTIN_RULES), RuleSource(TASO_RULES_JSON)),
@@ -65,6 +68,9 @@ RULE_SETS: Dict[str, Tuple[RuleSource, ...]] = {
     "tensat": (RuleSource(TASO_RULES_JSON),
                RuleSource(BUILTIN_RULES, only=("merge_gconv_",)),
                RuleSource(PRIMITIVE_RULES, drop=("merge_convs_s1_same_none",))),
+    "tensat_full": (RuleSource(TASO_RULES_JSON),
+                    RuleSource(BUILTIN_RULES, drop=COMPOUND_BUILTINS),
+                    RuleSource(PRIMITIVE_RULES, drop=("merge_convs_s1_same_none",))),
     "primitive": (RuleSource(BUILTIN_RULES, drop=COMPOUND_BUILTINS),
                   RuleSource(PRIMITIVE_RULES),
                   RuleSource(GENERATED_RULES, drop_introducing=("enlarge",))),
