@@ -6,7 +6,7 @@ Restores the world model a `train_generalist.py --agent=mb` run saved
 (its latest round) and, per `--thresholds`, reports the share of dream
 starts at the training graphs' initial graphs with at least one xfer the
 world model predicts valid, and the mean number it offers, beside the mean
-number the real engine finds valid there (`ModelBasedAgent.dream_start_masks`).
+number the real engine finds valid there (`xflowrl.world_model.dream_start_masks`).
 A threshold that offers nothing leaves the controller nothing to learn in
 the dream: this is how `--mask_threshold`'s default for the distribution
 was chosen (docs/agents.md).
@@ -25,7 +25,7 @@ from xflowrl.env import EnvConfig
 from xflowrl.rules.sets import DEFAULT_RULE_SET
 from xflowrl.runs import cost_model_from_spec
 from xflowrl.transfer.distribution import training_env
-from xflowrl.world_model import DreamConfig, ModelBasedAgent
+from xflowrl.world_model import DreamConfig, ModelBasedAgent, dream_start_masks
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("results", None, "A model-based generalist's seed folder.", required=True)
@@ -43,8 +43,8 @@ def main(argv):
                                  max_locations=DEFAULT_MAX_LOCATIONS))
     agent = ModelBasedAgent(env, FLAGS.results, dream=DreamConfig(), progress=lambda line: None)
     agent.restore_world_model()
-    out = {"results": FLAGS.results, "round": agent.state["round"],
-           **agent.dream_start_masks([float(t) for t in FLAGS.thresholds], FLAGS.starts)}
+    out = {"results": FLAGS.results, "round": agent.state.round,
+           **dream_start_masks(agent, [float(t) for t in FLAGS.thresholds], FLAGS.starts)}
     print(json.dumps(out, indent=1))
 
 

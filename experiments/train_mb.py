@@ -41,7 +41,6 @@ from xflowrl.optimize.handover import (
     train_model_based,
 )
 from xflowrl.results import (
-    EvaluationEpisode,
     ModelBasedRun,
     ModelBasedSeconds,
     RealSteps,
@@ -199,9 +198,9 @@ def main(argv):
         selected_round=trained.selected_round, initial_cost_ms=env.initial_cost,
         controller_cost_ms=greedy.final_cost, controller_best_cost_ms=handed.cost,
         controller_best_applied=handed.applied,
-        controller={k: EvaluationEpisode(**e._asdict()) for k, e in (
+        controller={k: e for k, e in (
             ("greedy", greedy), (f"greedy_{ablation}_masks", evaluations.ablation))},
-        sampled=[EvaluationEpisode(**e._asdict()) for e in evaluations.sampled],
+        sampled=list(evaluations.sampled),
         controller_vs_greedy=versus_greedy(handed.cost, baselines.greedy.cost_ms),
         baselines=baselines.to_json(),
         real_steps=RealSteps(world_model_rollouts=trained.world_model.real_steps,

@@ -8,7 +8,7 @@ import tempfile
 from typing import Sequence
 
 from xflowrl.results import (
-    EvaluationEpisode,
+    Evaluation,
     GraphRow,
     ModelBasedRun,
     ModelBasedSeconds,
@@ -82,10 +82,10 @@ def world_round(r=1, real_steps=100, controller=True) -> WorldModelRound:
                                    best_cost_ms=90.5) if controller else None)
 
 
-def episode(cost, applied) -> EvaluationEpisode:
-    return EvaluationEpisode(final_cost=cost + 1.0, real_return=0.2, predicted_return=0.1,
-                             invalid_actions=0, steps=3, applied=applied, best_cost=cost,
-                             best_prefix=len(applied))
+def episode(cost, applied) -> Evaluation:
+    return Evaluation(final_cost=cost + 1.0, real_return=0.2, predicted_return=0.1,
+                      invalid_actions=0, steps=3, applied=applied, best_cost=cost,
+                      best_prefix=len(applied))
 
 
 def mb_run(seed=0, cost=85.0, graph=GRAPH) -> ModelBasedRun:

@@ -18,10 +18,11 @@ import tensorflow as tf
 from tests.world_model import fixtures
 from xflowrl.agents.ppo import PPOConfig
 from xflowrl.embedding import features
-from xflowrl.world_model import agent as agent_module
-from xflowrl.world_model import data
-from xflowrl.world_model.agent import Component, ModelBasedAgent, component_seed
+from xflowrl.world_model import controller_training, data
+from xflowrl.world_model.agent import ModelBasedAgent
 from xflowrl.world_model.config import DreamConfig
+from xflowrl.world_model.parts import WorldModelParts
+from xflowrl.world_model.seeds import Component, Purpose, component_seed, purpose_seed
 
 # The separate reward network: its dropout is the world model's one random op
 # of a training step.
@@ -39,9 +40,9 @@ def _built(seed: int, train_steps: int = 0) -> ModelBasedAgent:
     env = fixtures.real_env()
     agent = ModelBasedAgent(env, tempfile.mkdtemp(), world_model=_CONFIG, seed=seed,
                             progress=lambda line: None)
-    agent._build_world_model(vocab)  # pylint: disable=protected-access
+    agent.world.parts = WorldModelParts.build(vocab, _CONFIG, seed, env.config.max_locations)
     agent.encoder.predict(agent.encoder(features.to_tensors(env.reset().state)))
-    batch = data.make_batch(agent._encode(rollouts))  # pylint: disable=protected-access
+    batch = data.make_batch(agent.world.parts.encode(rollouts))
     agent.learner.build(batch)
     for _ in range(train_steps):
         agent.learner.step(batch)
@@ -89,6 +90,16 @@ class SeedTest(absltest.TestCase):
         self.assertEqual(component_seed(0, Component.MODEL_WEIGHTS),
                          component_seed(0, Component.MODEL_WEIGHTS))
 
+    def test_purposes_key_the_seeds_they_always_did(self):
+        # A purpose's number is part of every seed it derives: [seed, keys,
+        # purpose] through SeedSequence, as runs before the names drew them.
+        self.assertEqual([int(p) for p in Purpose], list(range(1, 12)))
+        for purpose in Purpose:
+            want = int(np.random.SeedSequence([4, 2, int(purpose)]).generate_state(1)[0])
+            self.assertEqual(purpose_seed(4, purpose, 2), want, purpose.name)
+        seeds = {purpose_seed(0, p, 1) for p in Purpose}
+        self.assertLen(seeds, len(Purpose))
+
 
 # Two rounds of controller collection, a few steps of everything: the
 # separate reward network (dropout), real starts, minibatches in two epochs.
@@ -106,9 +117,11 @@ class NotBuiltTest(absltest.TestCase):
     def test_parts_not_built_yet_say_what_to_call(self):
         agent = ModelBasedAgent(fixtures.real_env(), tempfile.mkdtemp(), world_model=_CONFIG,
                                 progress=lambda line: None)
-        with self.assertRaisesRegex(RuntimeError, "vocabulary is not built yet: call "
+        with self.assertRaisesRegex(RuntimeError, "world model is not built yet: call "
                                     r"learn_world_model\(\)"):
-            agent._train_encoder([])  # pylint: disable=protected-access
+            agent.initial_latents()
+        with self.assertRaisesRegex(RuntimeError, "world model is not built yet"):
+            agent.evaluate()
         with self.assertRaisesRegex(RuntimeError, "no controller yet"):
             _built(seed=0).evaluate()
 
@@ -139,10 +152,11 @@ def _resume_run(logdir: str, world=_RESUME_WORLD, snapshots=None,
 
 def _outcome(agent: ModelBasedAgent):
     """What a run produced, wall-clock times left out."""
-    state = json.loads(json.dumps({k: v for k, v in agent.state.items() if k != "seconds"}))
+    state = json.loads(json.dumps(
+        {k: v for k, v in agent.state.to_state().items() if k != "seconds"}))
     history = [{k: v for k, v in row.items() if not k.endswith("_seconds")}
                for row in agent.dream_history]
-    actions = [r.actions.tolist() for r in agent._raw]  # pylint: disable=protected-access
+    actions = [r.actions.tolist() for r in agent.world.buffer.raw]
     real = [{k: v for k, v in row.items() if k != "seconds"} for row in agent.real_history]
     return state, history, actions, real
 
@@ -165,7 +179,7 @@ class ResumeTest(parameterized.TestCase):
                       enumerate(cls.STOPS)}
         # A controller checkpoint after every update, so that a stretch can
         # be resumed from its middle (the resumed runs' setting too).
-        with mock.patch.object(agent_module, "CONTROLLER_CHECKPOINT_EVERY", 1):
+        with mock.patch.object(controller_training, "CONTROLLER_CHECKPOINT_EVERY", 1):
             cls.whole = _resume_run(os.path.join(cls.tmp, "whole"), cls.WORLD, cls.killed)
 
     @classmethod
@@ -175,7 +189,7 @@ class ResumeTest(parameterized.TestCase):
 
     def setUp(self):
         super().setUp()
-        patch = mock.patch.object(agent_module, "CONTROLLER_CHECKPOINT_EVERY", 1)
+        patch = mock.patch.object(controller_training, "CONTROLLER_CHECKPOINT_EVERY", 1)
         patch.start()
         self.addCleanup(patch.stop)
 

@@ -17,7 +17,7 @@ from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.env.replay import cheapest_prefix
 from xflowrl.env.sampled import SampledGraphEnv
 from xflowrl.transfer import evaluate
-from xflowrl.world_model import data
+from xflowrl.world_model import data, dream_start_masks
 from xflowrl.world_model.agent import ModelBasedAgent
 from xflowrl.world_model.config import DreamConfig
 from xflowrl.world_model.dream import BatchedDream
@@ -114,20 +114,20 @@ class DistributionTest(absltest.TestCase):
         self.assertLen({tuple(np.round(z, 5)) for z in latents}, len(_TRAIN))
         # The collected episodes start from several of the graphs (their
         # first latents are those graphs' initial latents).
-        sequences = self.agent._buffer  # pylint: disable=protected-access
+        sequences = self.agent.world.buffer.sequences
         first_latents = {tuple(np.round(s.latents[0], 5)) for s in sequences}
         self.assertGreater(len(first_latents & {tuple(np.round(z, 5)) for z in latents}), 1,
                            "the collected episodes start from one graph only")
 
     def test_rounds_are_evaluated_on_every_training_graph(self):
-        for row in self.agent.state["rounds"]:
-            self.assertEqual(row["controller_graphs"], len(_TRAIN))
-            self.assertNotIn("controller_cost_ms", row)  # no one graph's cost
-            self.assertGreater(row["controller_relative_cost"], 0.0)
-            self.assertLessEqual(row["controller_relative_cost"], 1.0 + 1e-9)
-        best = self.agent.state["best_round"]
-        self.assertEqual(best["relative_cost"], min(
-            r["controller_relative_cost"] for r in self.agent.state["rounds"]))
+        for row in self.agent.state.rounds:
+            self.assertEqual(row.controller.graphs, len(_TRAIN))
+            self.assertIsNone(row.controller.cost_ms)  # no one graph's cost
+            self.assertGreater(row.controller.relative_cost, 0.0)
+            self.assertLessEqual(row.controller.relative_cost, 1.0 + 1e-9)
+        best = self.agent.state.best_round
+        self.assertEqual(best.relative_cost, min(
+            r.controller.relative_cost for r in self.agent.state.rounds))
 
     def test_a_zero_shot_episode_on_a_graph_it_never_saw(self):
         env = GraphEnv(corpus.get(_HELD_OUT), fixtures.xfers(), fixtures.cost_model(),
@@ -148,7 +148,7 @@ class DistributionTest(absltest.TestCase):
         self.assertEqual([tuple(a) for a in rows[0].policy_applied], prefix)
 
     def test_what_the_dream_offers_at_its_starts_falls_with_the_threshold(self):
-        got = self.agent.dream_start_masks([0.0, 0.5, 1.0], starts=32)
+        got = dream_start_masks(self.agent, [0.0, 0.5, 1.0], starts=32)
         # Above every probability, nothing is offered; the shares fall with it.
         self.assertEqual(got["1"]["starts_with_a_valid_xfer"], 0.0)
         self.assertEqual(got["1"]["mean_valid_xfers"], 0.0)
@@ -162,10 +162,10 @@ class DistributionTest(absltest.TestCase):
             _run(logdir, stop_at="controller after round 1")  # before round 2 collects
         resumed = _run(logdir)
         strip = lambda a: json.loads(json.dumps(  # noqa: E731
-            {k: v for k, v in a.state.items() if k != "seconds"}))
+            {k: v for k, v in a.state.to_state().items() if k != "seconds"}))
         self.assertEqual(strip(resumed), strip(self.agent))
-        self.assertEqual([r.actions.tolist() for r in resumed._raw],  # pylint: disable=protected-access
-                         [r.actions.tolist() for r in self.agent._raw])  # pylint: disable=protected-access
+        self.assertEqual([r.actions.tolist() for r in resumed.world.buffer.raw],
+                         [r.actions.tolist() for r in self.agent.world.buffer.raw])
 
 
 if __name__ == "__main__":

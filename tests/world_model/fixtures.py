@@ -17,9 +17,9 @@ from xflowrl.engine import CostModel, XferSet
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.search import RandomAgent
 from xflowrl.world_model import data, latent
-from xflowrl.world_model.agent import Component, component_seed
 from xflowrl.world_model.config import WorldModelConfig
 from xflowrl.world_model.networks import MDNRNN
+from xflowrl.world_model.seeds import Component, component_seed
 
 # A world model small enough to train in a test.
 SMALL_CONFIG = WorldModelConfig(latent_size=8, encoder_message_passing_steps=2, lstm_size=16,
@@ -69,7 +69,7 @@ def encoder_targets(rollouts_, vocab: data.XferVocabulary) -> latent.EncoderTarg
                     valid[i, c], counts[i, c] = 1.0, count
             i += 1
     return latent.EncoderTargets(
-        np.array([latent.relative_cost(s) for s in states], np.float32), valid, counts)
+        np.array([latent.cost_change_percent(s) for s in states], np.float32), valid, counts)
 
 
 def build_world_model(vocab: data.XferVocabulary, max_locations: int, seed: int = 0,

@@ -87,11 +87,11 @@ class LatentEncoderTest(absltest.TestCase):
         for h in self.history[:3]:
             self.assertAlmostEqual(h["total"], h["cost"] + h["mask"] + h["count"], places=4)
 
-    def test_cost_head_predicts_held_out_relative_costs(self):
+    def test_cost_head_predicts_held_out_cost_changes(self):
         self.assertGreater(len(self.held_out), 10)
-        target = np.array([latent.relative_cost(s) for s in self.held_out])
+        target = np.array([latent.cost_change_percent(s) for s in self.held_out])
         predicted = self.encoder.predict(
-            tf.constant(self.encoder.encode(self.held_out))).relative_cost.numpy()
+            tf.constant(self.encoder.encode(self.held_out))).cost_change.numpy()
         # Verified on collection seeds 0, 1, 2: correlation 0.92-0.96, MSE 0.09-0.17 of the
         # target variance.
         self.assertGreater(np.corrcoef(predicted, target)[0, 1], 0.8)
@@ -105,14 +105,14 @@ class LatentEncoderTest(absltest.TestCase):
         for v, before in zip(self.encoder.variables, trained):
             np.testing.assert_array_equal(v.numpy(), before, err_msg=v.name)
 
-    def test_relative_cost_target(self):
+    def test_cost_change_target(self):
         env = fixtures.real_env()
         obs = env.reset()
-        self.assertAlmostEqual(latent.relative_cost(obs.state), 0.0, places=5)
+        self.assertAlmostEqual(latent.cost_change_percent(obs.state), 0.0, places=5)
         x = int(np.flatnonzero(obs.xfer_mask[:-1])[0])
         obs, reward, _, _ = env.step((x, 0))
-        # The relative reward is the drop in relative cost.
-        self.assertAlmostEqual(latent.relative_cost(obs.state), -reward, places=3)
+        # The reward (in % of the initial cost) is the drop in the cost change.
+        self.assertAlmostEqual(latent.cost_change_percent(obs.state), -reward, places=3)
 
 
 class EncoderLossTest(absltest.TestCase):

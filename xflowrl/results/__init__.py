@@ -47,7 +47,7 @@ from xflowrl.results.records import Record, RecordError
 from xflowrl.results.report import ReproductionReport, write_report
 from xflowrl.results.rows import GraphRow, graph_row
 from xflowrl.results.runs import (
-    EvaluationEpisode,
+    Evaluation,
     ModelBasedRun,
     ModelBasedSeconds,
     ModelFreeRun,

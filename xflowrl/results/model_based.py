@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from xflowrl.results.layout import SETTINGS
 from xflowrl.results.records import RecordError
-from xflowrl.results.runs import EvaluationEpisode, ModelBasedRun, ModelFreeRun, WorldModelRound
+from xflowrl.results.runs import Evaluation, ModelBasedRun, ModelFreeRun, WorldModelRound
 from xflowrl.results.tables import change_table
 
 # The masks of the evaluation beside the chosen one (train_mb.py --eval_masks).
@@ -191,7 +191,7 @@ def _rounds_table(rounds: List[WorldModelRound]) -> str:
             + "\n".join(lines) + "\n\n")
 
 
-def _episodes_table(episodes: Sequence[Tuple[str, EvaluationEpisode]]) -> str:
+def _episodes_table(episodes: Sequence[Tuple[str, Evaluation]]) -> str:
     """A row per evaluation episode: where it ended, the cheapest graph it
     passed through (after how many rewrites), returns, invalid actions, steps."""
     return "\n".join(f"| {n} | {e.final_cost:.4f} | {e.best_cost:.4f} ({e.best_prefix}) | "

@@ -71,18 +71,18 @@ class ModelFreeRun(Record):
     handed_over_applied: Optional[Applied] = _omit()
 
 
-@dataclasses.dataclass
-class EvaluationEpisode:
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
     """One episode of the model-based controller in the real environment
-    (`xflowrl.world_model.controller.Evaluation`)."""
+    (`xflowrl.world_model.controller.evaluate`), as a run's result holds it."""
     final_cost: float
     real_return: float
-    predicted_return: float
-    invalid_actions: int
+    predicted_return: float     # the world model's reward predictions, summed
+    invalid_actions: int        # actions the real engine rejected (mask errors)
     steps: int
-    applied: Applied
-    best_cost: Optional[float] = _omit()    # absent in runs before it was recorded
-    best_prefix: Optional[int] = _omit()
+    applied: Applied            # (xfer name, location) of the real graph
+    best_cost: float            # the cheapest graph of the episode (the initial one included)
+    best_prefix: int            # applied[:best_prefix] builds it (the first at that cost)
 
 
 @dataclasses.dataclass
@@ -230,8 +230,8 @@ class ModelBasedRun(Record):
     controller_cost_ms: float                  # its greedy episode's final cost
     controller_best_cost_ms: float
     controller_best_applied: Applied
-    controller: Dict[str, EvaluationEpisode]   # greedy, greedy_<other>_masks
-    sampled: List[EvaluationEpisode]
+    controller: Dict[str, Evaluation]          # greedy, greedy_<other>_masks
+    sampled: List[Evaluation]
     controller_vs_greedy: str
     baselines: Dict[str, Any]                  # xflowrl.search.Baselines.to_json()
     real_steps: RealSteps

@@ -7,8 +7,10 @@ episodes cut by the step limit from V_x of their last state) and updates
 the agent after every batch; with a `seed`, each batch's imagined
 episodes draw from [seed, episodes seen before it], so that a resumed
 controller continues as an uninterrupted one. `evaluate(env, agent, greedy)` plays one episode
-in a `LatentEnv` and reports the real final cost, the real and the world
-model's predicted return, and the actions the real engine found invalid.
+in a `LatentEnv` and reports it as an `Evaluation` (the record a run's
+result holds, `xflowrl.results.runs`): the real final cost, the real and
+the world model's predicted return, the actions the real engine found
+invalid and the cheapest graph the episode passed through.
 `collect_in_lockstep(views, agent, explore, rng)` plays the controller's
 real episodes for the world model together (a `LatentEnvBatch`: one
 batched policy call, graph encoding and MDN-RNN step per step);
@@ -21,12 +23,13 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable, Dict, List, NamedTuple, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
 from xflowrl.agents.ppo import PPOAgent
 from xflowrl.agents.ppo.learning import Step
+from xflowrl.results.runs import Evaluation
 from xflowrl.world_model.config import DreamConfig
 from xflowrl.world_model.data import Rollout, RolloutRecorder
 from xflowrl.world_model.dream import BatchedDream, DreamStarts
@@ -240,17 +243,6 @@ def _vector_step(state, xfer_summary, xfer_mask, location_mask, a, reward, done,
                 location_log_prob=a.location_log_prob, xfer_value=a.xfer_value,
                 location_value=a.location_value, reward=float(reward), done=bool(done),
                 bootstrap_value=float(bootstrap))
-
-
-class Evaluation(NamedTuple):
-    final_cost: float
-    real_return: float
-    predicted_return: float     # the world model's reward predictions, summed
-    invalid_actions: int        # actions the real engine rejected (mask errors)
-    steps: int
-    applied: List               # (xfer name, location) of the real graph
-    best_cost: float            # the cheapest graph of the episode (the initial one included)
-    best_prefix: int            # applied[:best_prefix] builds it (the first at that cost)
 
 
 def evaluate(env: LatentEnv, agent: PPOAgent, greedy: bool) -> Evaluation:

@@ -36,13 +36,14 @@ from xflowrl.world_model import losses
 
 
 class LatentPrediction(NamedTuple):
-    relative_cost: tf.Tensor  # [B], in % of the initial cost, minus 100
+    cost_change: tf.Tensor    # [B], in % of the initial cost (cost / initial - 1)
     xfer_logits: tf.Tensor    # [B, M]
     log_counts: tf.Tensor     # [B, M] predicted log1p(location count)
 
 
-def relative_cost(graph_tuple) -> float:
-    """The cost target of one featurized graph: 100 * (cost / initial - 1)."""
+def cost_change_percent(graph_tuple) -> float:
+    """The cost target of one featurized graph: its cost's change from the
+    initial graph's in % of it, 100 * (cost / initial - 1)."""
     return 100.0 * (float(graph_tuple.globals[0, 0]) - 1.0)
 
 
@@ -98,16 +99,16 @@ class LatentEncoder(snt.Module):
 
 
 class EncoderTargets(NamedTuple):
-    relative_cost: np.ndarray  # [n]
-    xfer_valid: np.ndarray     # [n, M]
-    counts: np.ndarray         # [n, M]
+    cost_change: np.ndarray  # [n] cost_change_percent of each state
+    xfer_valid: np.ndarray   # [n, M]
+    counts: np.ndarray       # [n, M]
 
 
-def encoder_loss(prediction: LatentPrediction, relative_cost_target: tf.Tensor,
+def encoder_loss(prediction: LatentPrediction, cost_change_target: tf.Tensor,
                  xfer_valid: tf.Tensor, counts: tf.Tensor) -> Dict[str, tf.Tensor]:
     """Cost MSE + xfer-valid BCE + log-count MSE on valid xfers."""
-    ones = tf.ones_like(relative_cost_target)
-    cost = losses.masked_mean(tf.square(prediction.relative_cost - relative_cost_target), ones)
+    ones = tf.ones_like(cost_change_target)
+    cost = losses.masked_mean(tf.square(prediction.cost_change - cost_change_target), ones)
     mask = losses.masked_mean(losses.sigmoid_cross_entropy(prediction.xfer_logits, xfer_valid),
                               ones)
     count = losses.masked_mean(tf.square(prediction.log_counts - tf.math.log1p(counts)),
@@ -142,7 +143,7 @@ def train_encoder(encoder: LatentEncoder, states: Sequence, targets: EncoderTarg
             # creates them is traced twice): the encoder's, then Adam's.
             encoder.predict(encoder(graph))
             build_adam(optimizer, encoder.trainable_variables)
-        m = step(graph, tf.constant(targets.relative_cost[idx], tf.float32),
+        m = step(graph, tf.constant(targets.cost_change[idx], tf.float32),
                  tf.constant(targets.xfer_valid[idx], tf.float32),
                  tf.constant(targets.counts[idx], tf.float32))
         history.append({k: float(v) for k, v in m.items()})
