@@ -68,7 +68,7 @@ def _add_input_options(parser: argparse.ArgumentParser) -> None:
 
 def _add_device_options(parser: argparse.ArgumentParser) -> None:
     from xflowrl.measure import devices  # pylint: disable=import-outside-toplevel
-    from xflowrl.optimize.pipeline import DTYPES  # pylint: disable=import-outside-toplevel
+    from xflowrl.optimize.target import DTYPES  # pylint: disable=import-outside-toplevel
     parser.add_argument("--device", choices=devices.DEVICES, default=devices.AUTO,
                         help="where outputs are checked and models timed: cuda (PyTorch on "
                              "the GPU), cpu (onnxruntime), torch-cpu (the GPU path run in "
@@ -83,7 +83,7 @@ def _add_device_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from xflowrl.optimize import methods, pipeline  # pylint: disable=import-outside-toplevel
+    from xflowrl.optimize import methods, target  # pylint: disable=import-outside-toplevel
     from xflowrl.rules.sets import DEFAULT_RULE_SET  # pylint: disable=import-outside-toplevel
     parser = argparse.ArgumentParser(
         prog="xflowrl", description="Optimise ONNX models with verified graph substitutions "
@@ -107,9 +107,9 @@ def _parser() -> argparse.ArgumentParser:
                           "on this kind of CPU; `xflowrl calibrate` fits your machine), "
                           "analytic/cpu, analytic/v100 (GPU-like), learned/CARD (learned on "
                           "a GPU), onednn, fitted/PATH.json (default: the device's, "
-                          f"{pipeline.DEFAULT_COST_MODEL} on the CPU; on a GPU learned/CARD "
+                          f"{target.DEFAULT_COST_MODEL} on the CPU; on a GPU learned/CARD "
                           f"where one was learned on your card, else "
-                          f"{pipeline.DEFAULT_GPU_COST_MODEL})")
+                          f"{target.DEFAULT_GPU_COST_MODEL})")
     opt.add_argument("--rules", default=DEFAULT_RULE_SET, help="rule set (default: built-ins + "
                      "generated)")
     budgets = methods.DEFAULT_BUDGET

@@ -27,7 +27,7 @@ from onnx import TensorProto, helper, numpy_helper
 from tests.optimize.cli_test import make_tempdir, run_cli, same_function, write_zoo_model
 from xflowrl.measure import devices
 from xflowrl.measure.ort_runtime import run_onnx
-from xflowrl.optimize import OptimizeOptions, Refused, optimize_file, pipeline
+from xflowrl.optimize import OptimizeOptions, Refused, optimize_file, pipeline, target
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 
@@ -92,13 +92,13 @@ class DevicesTest(absltest.TestCase):
         self.assertEqual(devices.resolve("torch-cpu").torch_device, "cpu")
 
     def test_default_cost_model_by_device(self):
-        self.assertEqual(pipeline.default_cost_model("cpu"), pipeline.DEFAULT_COST_MODEL)
-        self.assertEqual(pipeline.default_cost_model("torch-cpu"),
-                         pipeline.DEFAULT_GPU_COST_MODEL)
-        with mock.patch.object(pipeline, "_learned_for_card", return_value="learned/h200"):
-            self.assertEqual(pipeline.default_cost_model("cuda"), "learned/h200")
-        with mock.patch.object(pipeline, "_learned_for_card", return_value=""):
-            self.assertEqual(pipeline.default_cost_model("cuda"), "analytic/v100")
+        self.assertEqual(target.default_cost_model("cpu"), target.DEFAULT_COST_MODEL)
+        self.assertEqual(target.default_cost_model("torch-cpu"),
+                         target.DEFAULT_GPU_COST_MODEL)
+        with mock.patch.object(target, "learned_for_card", return_value="learned/h200"):
+            self.assertEqual(target.default_cost_model("cuda"), "learned/h200")
+        with mock.patch.object(target, "learned_for_card", return_value=""):
+            self.assertEqual(target.default_cost_model("cuda"), "analytic/v100")
 
     def test_the_learned_model_of_the_card_is_the_default_and_falls_back(self):
         from xflowrl.engine import cost  # pylint: disable=import-outside-toplevel
@@ -109,10 +109,10 @@ class DevicesTest(absltest.TestCase):
         if "h200" not in cards:
             self.skipTest("no learned h200 profile in this engine")
         with mock.patch.object(devices, "card_name", return_value="NVIDIA H200"):
-            self.assertEqual(pipeline.default_cost_model("cuda"), "learned/h200")
+            self.assertEqual(target.default_cost_model("cuda"), "learned/h200")
         with mock.patch.object(devices, "card_name", return_value="NVIDIA A100-SXM4-80GB"):
-            self.assertEqual(pipeline.default_cost_model("cuda"), "analytic/v100")
-        model, how = pipeline._priced_cost_model(  # pylint: disable=protected-access
+            self.assertEqual(target.default_cost_model("cuda"), "analytic/v100")
+        model, how = target.priced_cost_model(
             "learned/h200", "float32", cost_model_from_spec)
         self.assertIn("learned", model.name)
         self.assertEqual(how, "float32")
@@ -122,15 +122,15 @@ class DevicesTest(absltest.TestCase):
                 raise ValueError("no bfloat16 coefficients")
             return cost_model_from_spec(spec)
 
-        model, how = pipeline._priced_cost_model(  # pylint: disable=protected-access
+        model, how = target.priced_cost_model(
             "learned/h200", "bfloat16", without_bfloat16)
         self.assertIn("learned", model.name)
         self.assertIn("no bfloat16 coefficients", how)
 
     def test_a_learned_cost_model_prices_in_the_asked_precision(self):
-        self.assertEqual(pipeline.cost_spec_for_dtype("learned/h200", "bfloat16"),
+        self.assertEqual(target.cost_spec_for_dtype("learned/h200", "bfloat16"),
                          ("learned/h200:bfloat16", "bfloat16"))
-        spec, how = pipeline.cost_spec_for_dtype("analytic/v100", "bfloat16")
+        spec, how = target.cost_spec_for_dtype("analytic/v100", "bfloat16")
         self.assertEqual(spec, "analytic/v100")
         self.assertIn("takes no precision", how)
 

@@ -9,7 +9,8 @@ right and faster on the target device.
    naming what is missing), reads and imports the model
    (`model_io.load_model`; `batch` fixes its inputs' first dimension);
 2. rewrites its graph with the chosen method under the chosen cost model
-   (`methods.optimise`; by default the device's: `default_cost_model`);
+   (`methods.optimise`; by default the device's:
+   `target.default_cost_model`);
 3. exports the result with the model's own weights, interface and metadata;
 4. runs the original and the optimised model in onnxruntime on the same
    inputs and compares every output (`verify.same_outputs`): if they differ
@@ -39,22 +40,12 @@ import os
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from xflowrl.engine.cost import GPU_COST_SPEC
 from xflowrl.measure import devices
-from xflowrl.optimize import methods, model_io, on_device, verify
+from xflowrl.optimize import methods, model_io, on_device, target, verify
 from xflowrl.optimize.model_io import BadInput
 from xflowrl.rules.sets import DEFAULT_RULE_SET
 
 REPORT_VERSION = 3
-# The cost model a CPU target optimises for by default, and a GPU target's
-# where no cost model learned on the user's card is there
-# (`default_cost_model`).
-DEFAULT_COST_MODEL = "fitted/cpu"
-DEFAULT_GPU_COST_MODEL = GPU_COST_SPEC
-# The precisions a GPU target runs in (`xflowrl.measure.torch_runtime.DTYPES`).
-DTYPES = ("float32", "bfloat16", "float16")
-
-
 class Refused(RuntimeError):
     """The optimised model computes something else; nothing was written."""
 
@@ -68,7 +59,7 @@ class OptimizeOptions:
       output: where the optimised model goes.
       method: `methods.METHODS` (policy:DIR names a trained policy).
       cost_model: "backend" or "backend/profile" (`xflowrl.runs.cost_model_from_spec`);
-        "" for the target device's default (`default_cost_model`).
+        "" for the target device's default (`target.default_cost_model`).
       rules: a named rule set (`xflowrl.rules.sets.RULE_SETS`).
       budget: the method's budget (0: its default; `methods`).
       input_shapes: static shapes for dynamic inputs, by name.
@@ -86,7 +77,7 @@ class OptimizeOptions:
       batch: the first dimension of every run-time input (0: the model's
         own, 1 where dynamic); the cost model prices the graph at this
         batch and the checks and timings run at it.
-      dtype: the precision the GPU target runs in, one of `DTYPES` (the
+      dtype: the precision the GPU target runs in, one of `target.DTYPES` (the
         CPU target runs the model's float32 only).
       timing_mode: the GPU timing that decides, "graph" (CUDA-graph replay)
         or "eager" ("": the device's first, CUDA graph on a GPU).
@@ -208,85 +199,6 @@ def _spread_text(s: dict) -> str:
     return f"{s['median_ms']:.3f} ms [{s['min_ms']:.3f}, {s['max_ms']:.3f}]"
 
 
-def default_cost_model(device: str) -> str:
-    """The cost model a target device optimises for unless one is given.
-
-    The CPU: `DEFAULT_COST_MODEL` (fitted to onnxruntime on this kind of
-    CPU). A GPU target ("cuda", and its stand-in "torch-cpu"): the cost
-    model learned on the user's card, `learned/<card>`, where the engine has
-    one (`_learned_for_card`), else `DEFAULT_GPU_COST_MODEL` (the analytic
-    GPU profile).
-    """
-    if device == devices.CPU:
-        return DEFAULT_COST_MODEL
-    if device == devices.CUDA:
-        learned = _learned_for_card()
-        if learned:
-            return learned
-    return DEFAULT_GPU_COST_MODEL
-
-
-def _learned_for_card() -> str:
-    """`learned/<card>` where `xflowrl.engine.cost` has a learned GPU cost
-    model for the card PyTorch sees (its short name as
-    `xflowrl.measure.gpu_calibration.card_name` writes it), else ""."""
-    from xflowrl.engine import cost  # pylint: disable=import-outside-toplevel
-    cards = getattr(cost, "learned_cards", None)
-    try:
-        from xflowrl.measure import gpu_calibration  # pylint: disable=import-outside-toplevel
-        short = gpu_calibration.card_name(devices.card_name())
-        if cards is not None and short in cards():
-            return f"learned/{short}"
-    except Exception:  # no learned model is a default, not an error  # pylint: disable=broad-except
-        return ""
-    return ""
-
-
-def cost_spec_for_dtype(spec: str, dtype: str) -> Tuple[str, str]:
-    """(the cost model spec, the precision it prices in, in words): a learned
-    GPU cost model that names no precision prices in `dtype`
-    (`learned/<card>:<dtype>`); the others take no precision."""
-    backend, _, profile = spec.partition("/")
-    if backend != "learned":
-        return spec, f"float32 ({backend} takes no precision)"
-    if profile and ":" not in profile:
-        return f"{spec}:{dtype}", dtype
-    from xflowrl.engine import cost  # pylint: disable=import-outside-toplevel
-    parse = getattr(cost, "parse_learned_profile", None)
-    try:
-        return spec, (parse(profile)[1] if parse and profile else "the learned default")
-    except ValueError:
-        return spec, "unknown"
-
-
-def _resolve_device(options: OptimizeOptions, runtime) -> devices.Device:
-    if runtime is not None:
-        name = devices.CUDA if runtime.device == "cuda" else devices.TORCH_CPU
-        return devices.Device(name, options.device, "a runtime was given")
-    try:
-        return devices.resolve(options.device)
-    except (ValueError, devices.DeviceUnavailable) as e:
-        raise BadInput(str(e)) from None
-
-
-def _check_precision(options: OptimizeOptions, device: devices.Device) -> None:
-    if options.dtype not in DTYPES:
-        raise BadInput(f"--dtype={options.dtype}: choose from {', '.join(DTYPES)}")
-    if options.dtype != "float32" and device.torch_device is None:
-        raise BadInput(f"--dtype={options.dtype}: the CPU target (onnxruntime) runs the "
-                       f"model's float32 only; {options.dtype} needs the GPU target "
-                       f"(--device=cuda)" + (f" ({device.why})" if device.why else ""))
-    if options.timing_mode and options.timing_mode not in ("graph", "eager"):
-        raise BadInput(f"--timing={options.timing_mode}: choose graph or eager")
-    if options.timing_mode and device.torch_device is None:
-        raise BadInput(f"--timing={options.timing_mode}: a GPU target's timing; the CPU "
-                       f"target times in onnxruntime")
-    if options.timing_mode == "graph" and device.torch_device == "cpu":
-        raise BadInput("--timing=graph: CUDA-graph replay needs --device=cuda")
-    if options.batch < 0:
-        raise BadInput(f"--batch={options.batch}: the batch is a positive integer")
-
-
 def _batch_of(feeds: Dict[str, Any]) -> Optional[int]:
     """The first dimension of the first run-time input (None: no inputs)."""
     for value in feeds.values():
@@ -325,10 +237,10 @@ def optimize_file(options: OptimizeOptions,
     if os.path.abspath(options.output) == os.path.abspath(options.model):
         raise BadInput(f"{options.output}: the output would overwrite the input; give "
                        f"another file name")
-    device = _resolve_device(options, runtime)
-    _check_precision(options, device)
-    cost_model, cost_dtype = _priced_cost_model(
-        options.cost_model or default_cost_model(device.name), options.dtype,
+    device = target.resolve_device(options, runtime)
+    target.check_options(options, device)
+    cost_model, cost_dtype = target.priced_cost_model(
+        options.cost_model or target.default_cost_model(device.name), options.dtype,
         cost_model_from_spec)
     xfers = _rules(options.rules, XferSet)
     say(f"reading {options.model}")
@@ -392,32 +304,13 @@ def optimize_file(options: OptimizeOptions,
     # Step 4 on a GPU target: the same outputs on the device, in float32 and
     # in the asked precision; where its runtime cannot run a graph, the CPU
     # path decides and the report says why.
-    target = None
+    gpu: Any = None  # the GPU target's runtime, where it checked the outputs
+    programs: Dict[str, Any] = {}  # the checked programs in the asked precision
     if device.torch_device is not None:
         clock = time.time()
-        target = _gpu_target(runtime, device, options, user, found.graph, device_info, say)
-    programs: Dict[str, Any] = {}  # the checked programs in the asked precision
-    if target is not None:
-        device_feeds = {**user.weights, **feeds}
-        say(f"checking outputs on {device.name} ({options.dtype})")
-        try:
-            device_check = on_device.same_outputs(target, user.graph, found.graph,
-                                                  device_feeds, options.dtype,
-                                                  rtol=options.rtol, keep=programs)
-        except on_device.OriginalNotFinite as e:
-            raise BadInput(f"{options.model}: {e}; give other inputs with --inputs, or "
-                           f"another --dtype") from None
-        except (NotImplementedError, KeyError, RuntimeError, TypeError) as e:
-            device_check, target = None, None
-            _fall_back(device_info, f"the GPU runtime cannot run the graphs "
-                                    f"({type(e).__name__}: {e})", say)
+        gpu, device_outputs = _check_on_device(runtime, device, options, user, found.graph,
+                                               feeds, device_info, programs, say)
         seconds["check"] += time.time() - clock
-        if device_check is not None:
-            device_outputs = dataclasses.asdict(device_check)
-            if not device_check.same:
-                raise Refused(f"{options.model}: on {device.name} the optimised model's "
-                              f"outputs differ from the original's: {device_check.reason}; "
-                              f"nothing written. Please report this with the model.")
 
     if not options.verify_speed:
         device_info["decided_by"] = device_info["decided_by"].split(":")[0] + ": outputs only"
@@ -427,9 +320,9 @@ def optimize_file(options: OptimizeOptions,
 
     clock = time.time()
     measured = None
-    if target is not None:
+    if gpu is not None:
         try:
-            measured, faster = _time_on_device(target, programs["original"],
+            measured, faster = _time_on_device(gpu, programs["original"],
                                                programs["optimized"], options, say)
             where = f"on {device_info['decided_by']}"
         except RuntimeError as e:  # e.g. a CUDA-graph capture PyTorch refuses
@@ -456,6 +349,39 @@ def optimize_file(options: OptimizeOptions,
                                     f"measured spread ({change:+.1f}% median); the original "
                                     f"is written unchanged (--allow_slower writes it anyway)",
                         measured, outputs), options)
+
+
+def _check_on_device(runtime, device: devices.Device, options: OptimizeOptions, user,
+                     graph, feeds, device_info: Dict[str, Any], programs: Dict[str, Any],
+                     say) -> Tuple[Any, Optional[dict]]:
+    """Step 4 on the GPU target: (its runtime, the device's output check as
+    a dict); `programs` receives the checked programs in the asked
+    precision. (None, None) where the runtime cannot run either graph (the
+    fallback recorded in `device_info`).
+
+    Raises:
+      BadInput: the original's outputs are not finite in the asked precision.
+      Refused: the optimised graph's outputs differ on the device.
+    """
+    gpu = _gpu_target(runtime, device, options, user, graph, device_info, say)
+    if gpu is None:
+        return None, None
+    say(f"checking outputs on {device.name} ({options.dtype})")
+    try:
+        check = on_device.same_outputs(gpu, user.graph, graph, {**user.weights, **feeds},
+                                       options.dtype, rtol=options.rtol, keep=programs)
+    except on_device.OriginalNotFinite as e:
+        raise BadInput(f"{options.model}: {e}; give other inputs with --inputs, or "
+                       f"another --dtype") from None
+    except (NotImplementedError, KeyError, RuntimeError, TypeError) as e:
+        _fall_back(device_info, f"the GPU runtime cannot run the graphs "
+                                f"({type(e).__name__}: {e})", say)
+        return None, None
+    if not check.same:
+        raise Refused(f"{options.model}: on {device.name} the optimised model's "
+                      f"outputs differ from the original's: {check.reason}; "
+                      f"nothing written. Please report this with the model.")
+    return gpu, dataclasses.asdict(check)
 
 
 def _gpu_target(runtime, device: devices.Device, options: OptimizeOptions, user, graph,
@@ -493,21 +419,14 @@ def _time_on_device(runtime, before, after, options: OptimizeOptions, say):
     repeats = on_device.repeats_for(before, runtime.mode)
     say(f"timing original and optimised on the device ({runtime.mode}, {options.dtype}, "
         f"{options.rounds} interleaved rounds of {repeats})")
-    speed = on_device.faster(runtime, before, after, rounds=options.rounds, repeats=repeats,
-                             seed=options.seed)
-    confirmation = None
-    if speed.faster:
-        say("confirming with a second timing pass")
-        confirmation = on_device.faster(runtime, before, after, rounds=options.rounds,
-                                        repeats=repeats, seed=options.seed + 1)
-    faster = speed.faster and (confirmation is None or confirmation.faster)
+    speed, confirmation, faster = _two_passes(
+        lambda seed: on_device.faster(runtime, before, after, rounds=options.rounds,
+                                      repeats=repeats, seed=seed), options.seed, say)
     unit = "device time (CUDA events)" if runtime.device == "cuda" else "wall time"
     measured = {"runtime": f"{runtime.name}, {options.dtype}, {unit}",
                 "before": speed.original, "after": speed.optimized, "change": speed.change,
                 "faster": faster, "repeats": repeats,
-                "confirmation": None if confirmation is None else {
-                    "before": confirmation.original, "after": confirmation.optimized,
-                    "change": confirmation.change, "faster": confirmation.faster}}
+                "confirmation": _pass_dict(confirmation)}
     return measured, faster
 
 
@@ -515,24 +434,33 @@ def _time_on_cpu(proto, optimized, feeds, options: OptimizeOptions, say):
     """Step 5 on the CPU: (measured, faster)."""
     say(f"timing original and optimised in onnxruntime ({options.rounds} interleaved rounds)")
     repeats = _repeats(proto, feeds)
-    speed = verify.faster(proto, optimized, feeds, rounds=options.rounds,
-                          repeats=repeats, seed=options.seed)
-    confirmation = None
-    if speed.faster:
-        # A second, independent pass (fresh sessions, another order) must agree:
-        # on a busy machine one pass can favour either model throughout.
-        say("confirming with a second timing pass")
-        confirmation = verify.faster(proto, optimized, feeds, rounds=options.rounds,
-                                     repeats=repeats, seed=options.seed + 1)
-    faster = speed.faster and (confirmation is None or confirmation.faster)
+    speed, confirmation, faster = _two_passes(
+        lambda seed: verify.faster(proto, optimized, feeds, rounds=options.rounds,
+                                   repeats=repeats, seed=seed), options.seed, say)
     measured = {"runtime": "onnxruntime (1 thread), CPU time of the inference thread",
                 "before": speed.original, "after": speed.optimized, "change": speed.change,
                 "faster": faster,
                 "before_wall": speed.original_wall, "after_wall": speed.optimized_wall,
-                "confirmation": None if confirmation is None else {
-                    "before": confirmation.original, "after": confirmation.optimized,
-                    "change": confirmation.change, "faster": confirmation.faster}}
+                "confirmation": _pass_dict(confirmation)}
     return measured, faster
+
+
+def _two_passes(time_pass: Callable[[int], Any], seed: int, say):
+    """(the first timing pass, the second or None, faster): where the first
+    finds the optimised model faster, a second, independent pass (fresh
+    sessions or programs, another order) must agree; on a busy machine one
+    pass can favour either model throughout."""
+    speed = time_pass(seed)
+    confirmation = None
+    if speed.faster:
+        say("confirming with a second timing pass")
+        confirmation = time_pass(seed + 1)
+    return speed, confirmation, speed.faster and (confirmation is None or confirmation.faster)
+
+
+def _pass_dict(speed) -> Optional[dict]:
+    return None if speed is None else {"before": speed.original, "after": speed.optimized,
+                                       "change": speed.change, "faster": speed.faster}
 
 
 def _repeats(proto, feeds) -> int:
@@ -540,32 +468,6 @@ def _repeats(proto, feeds) -> int:
     from xflowrl.measure.ort_runtime import measure_onnx  # pylint: disable=import-outside-toplevel
     once = measure_onnx(proto, feeds, warmup=1, repeats=1).median_ms
     return max(1, min(5, int(200.0 / max(once, 1e-3))))
-
-
-def _priced_cost_model(spec: str, dtype: str, make):
-    """(the cost model of `spec` priced in `dtype` where it can be, the
-    precision it prices in, in words): `cost_spec_for_dtype`; a learned
-    profile without coefficients for `dtype` prices in its own default
-    precision, and the words say so.
-
-    Raises:
-      BadInput: the cost model cannot be made.
-    """
-    priced, how = cost_spec_for_dtype(spec, dtype)
-    if priced != spec:
-        try:
-            return make(priced), how
-        except (ValueError, RuntimeError) as e:
-            model = _cost_model(spec, make)
-            return model, f"the learned profile's default precision ({e})"
-    return _cost_model(spec, make), how
-
-
-def _cost_model(spec: str, make):
-    try:
-        return make(spec)
-    except (ValueError, RuntimeError) as e:
-        raise BadInput(f"--cost_model={spec}: {e}") from None
 
 
 def _rules(name: str, xfer_set):
