@@ -1,30 +1,22 @@
 """The model-based agent: a world model from real episodes, a controller in the dream.
 
 `ModelBasedAgent` wires the roles of this package (thesis §3.4, with the
-changes docs/world_model.md lists), each phase checkpointed under `logdir`
-so that a rerun resumes:
+changes docs/world_model.md lists), each phase resumable from `logdir`:
 
-1. `learn_world_model()`: rounds of real episodes that train the world
-   model (`model_learning.WorldModelLearning`; the episodes: `collection`).
-   With `WorldModelConfig.collection == "controller"` the default
-   controller then trains its share of the imagined episodes (after
-   learning from `real_episodes_per_round` real episodes of its own, where
-   set), is evaluated in the real environment, the best round so far
+1. `learn_world_model()`: rounds of real episodes (`collection`) that
+   train the world model (`model_learning`); with "controller"
+   collection the default controller then trains its share of the dream
+   (`controller_training`; first on real episodes of its own with
+   `real_episodes_per_round`), is evaluated for real, the best round
    snapshotted (`acting`), and collects the next round.
-2. `train_controller()`: PPO on [z_t, h_t] inside the batched dream only
-   (`controller_training`), from the initial graphs and real collected
-   states (`DreamConfig.real_starts`).
-3. `evaluate()`, `run_episode(env)` (zero-shot, `xflowrl.transfer.evaluate`):
-   the controller in a real environment (`LatentEnv`, real masks; the
-   world model's as an ablation); `select_best_round()` deploys the round
-   whose greedy real episodes reached the cheapest graphs.
+2. `train_controller()`: PPO on [z_t, h_t] inside the batched dream only.
+3. `evaluate()`, `run_episode(env)` (zero-shot): the controller in a real
+   environment (`LatentEnv`); `select_best_round()` deploys the best round.
 
-`env` may be a `SampledGraphEnv` (many graphs, one drawn per episode).
-Files: `persistence`; TensorBoard and progress lines: `reporting`; seeds:
-`seeds` (nothing sets or reads TensorFlow's global seed; a resumed run
-repeats the uninterrupted run of its seed).
+`env` may be a `SampledGraphEnv`. Files: `persistence`; TensorBoard and
+progress lines: `reporting`; seeds: `seeds` (nothing touches TensorFlow's
+global seed; a resumed run repeats the uninterrupted run of its seed).
 """
-
 from __future__ import annotations
 
 import dataclasses
@@ -125,31 +117,27 @@ class ModelBasedAgent:
                                "learn_world_model() with controller collection) first")
         return self.training.default
 
+    # The default controller's update rows and rows of its own real
+    # episodes, their real steps (as far as its checkpoint has them), the
+    # real steps of lockstep dreams (this process only), TensorBoard's writer.
     @property
     def dream_history(self) -> List[Dict[str, float]]:
-        """The default controller's update rows."""
         return self.training.default_history
 
     @property
     def real_history(self) -> List[Dict[str, float]]:
-        """One row per round's real episodes the default controller learned from."""
         return self.training.real_history
 
     @property
     def controller_real_steps(self) -> int:
-        """The real steps of the episodes the controller learned from
-        (`WorldModelConfig.real_episodes_per_round`), as far as its
-        checkpoint has them."""
         return self.training.real_steps
 
     @property
     def lockstep_real_steps(self) -> int:
-        """The real steps lockstep dreams took (this process only)."""
         return self.training.lockstep_real_steps
 
     @property
     def writer(self) -> tf.summary.SummaryWriter:
-        """The TensorBoard writer of `logdir/tensorboard`."""
         return self.reporter.writer
 
     def initial_latents(self) -> Tuple[np.ndarray, np.ndarray]:
@@ -200,11 +188,8 @@ class ModelBasedAgent:
             # controller and plays the same real episodes again.
             controller = self._controller_of(DEFAULT, self.seed)
             if int(controller.episodes.numpy()) == start:
-                self.collector.reseed(Purpose.REAL_EPISODE_GRAPHS, r)
-                rng = np.random.default_rng(self._seed(Purpose.REAL_EPISODES, r))
-                envs = self.collector.lockstep_envs(self.wm_config.real_episodes_per_round)
-                self.training.learn_from_real(r, controller, envs, self._views,
-                                              self.dream_config.batch_size, rng)
+                self.training.learn_from_real(r, controller, self.collector, self._views,
+                                              self.dream_config.batch_size)
         agent = self.train_controller(until=until)
         state = self.world.state
         row = state.rounds[r]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -23,7 +23,7 @@ from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.agents.ppo.learning import Step
 from xflowrl.env import GraphEnv
 from xflowrl.env.sampled import SampledGraphEnv
-from xflowrl.world_model.collection import LOCKSTEP_EPISODES, Views
+from xflowrl.world_model.collection import Collector, LOCKSTEP_EPISODES, Views
 from xflowrl.world_model.config import DreamConfig
 from xflowrl.world_model.controller import play_in_lockstep, train_in_dream
 from xflowrl.world_model.dream import BatchedDream, DreamStarts
@@ -31,6 +31,7 @@ from xflowrl.world_model.latent_env import LatentEnv
 from xflowrl.world_model.parts import StartPool, WorldModelParts
 from xflowrl.world_model.persistence import ControllerFiles
 from xflowrl.world_model.reporting import Reporter
+from xflowrl.world_model.seeds import Purpose, purpose_seed
 
 # Controller updates between its checkpoints (and at the end of every stretch).
 CONTROLLER_CHECKPOINT_EVERY = 10
@@ -178,14 +179,18 @@ class ControllerTraining:
             save(int(agent.episodes.numpy()))
         return agent
 
-    def learn_from_real(self, r: int, agent: PPOAgent, envs: Sequence[GraphEnv], views: Views,
-                        batch_size: int, rng: np.random.Generator) -> None:
-        """Round r's real episodes of `agent` (its own samples drawn by
-        `rng`, real masks; one in each of `envs`) and its PPO updates on
+    def learn_from_real(self, r: int, agent: PPOAgent, collector: Collector, views: Views,
+                        batch_size: int) -> None:
+        """Round r's real episodes of `agent` (its own samples, real masks;
+        `real_episodes_per_round` of them, on graphs `collector` draws for
+        them; every draw follows from [seed, r]) and its PPO updates on
         them, one per `batch_size` episodes; their row goes into
         `real_history` (written with the default controller's checkpoints)."""
-        n = len(envs)
+        n = collector.config.real_episodes_per_round
         start = time.time()
+        collector.reseed(Purpose.REAL_EPISODE_GRAPHS, r)
+        rng = np.random.default_rng(purpose_seed(collector.seed, Purpose.REAL_EPISODES, r))
+        envs = collector.lockstep_envs(n)
         episodes: List[List[Step]] = []
         for i in range(0, n, LOCKSTEP_EPISODES):
             episodes += play_in_lockstep(views(envs[i:i + LOCKSTEP_EPISODES]), agent, rng)
