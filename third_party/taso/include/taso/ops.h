@@ -4,6 +4,11 @@
 // collection (graph_subst.pb) can be read without a translation table; the
 // parameter keys follow TASO's PMParameter enum for the same reason.
 //
+// One header, four sources, one per idea: the operator table and the names
+// handed to Python with it (src/ops_table.cc), parameters (OpParams,
+// src/ops_params.cc), memo keys (OpConfig::key, src/ops_key.cc) and shapes:
+// element counts, convolution windows, shape inference (src/ops_shapes.cc).
+//
 // Thread safety: the types here are plain values (any number of readers, or
 // one writer) and the functions keep no state, so they may be called from
 // any thread.
@@ -85,40 +90,6 @@ enum ParamKey : int {
   PM_EPSILON = 17,
 };
 
-// Every parameter an operator can carry. Unused fields keep their defaults;
-// `key()` serialises all of them, so two ops with different parameters never
-// share a cost measurement.
-struct OpParams {
-  int stride_h = 1;
-  int stride_w = 1;
-  int padding = PAD_SAME;
-  int activation = ACT_NONE;
-  int axis = 0;
-  int kernel_h = 0;       // pools only (convs take theirs from the weight)
-  int kernel_w = 0;
-  int count = 0;          // merge_gconv: how many groups are merged into one
-  int groups = 0;         // merge_gconv: group count of the conv it serves
-  float epsilon = 1e-5f;  // batchnorm and the folding ops
-  std::vector<int> perm;           // transpose
-  std::vector<int64_t> shape;      // reshape target (0 keeps, -1 infers)
-  std::vector<int64_t> sizes;      // split sizes along `axis`
-  std::string opaque_type;         // opaque: the original op type
-  std::vector<Shape> opaque_shapes;  // opaque: declared output shapes
-  int64_t opaque_flops = 0;        // opaque: estimated FLOPs
-
-  // Reads a pattern parameter; throws EngineError for keys the op lacks.
-  int get(int key, int op_type, const std::vector<Shape>& inputs) const;
-  // get without the exception: false for keys the op lacks.
-  bool try_get(int key, int op_type, const std::vector<Shape>& inputs, int* value) const;
-  // Sets a pattern parameter (used when instantiating rule targets); throws
-  // EngineError for a key that cannot be set or a bad value.
-  void set(int key, int value);
-  // set without the exception: false (the parameters unchanged) where set
-  // throws.
-  bool try_set(int key, int value);
-  bool operator==(const OpParams& o) const;
-};
-
 // What an operator computes, as the cost models see it (OpTypeInfo::kind):
 // how op_work counts its FLOPs and which class of the fitted backend prices
 // it. Every OpKind is handled by an exhaustive switch in those two places.
@@ -137,20 +108,22 @@ enum OpKind : int {
   KIND_OPAQUE = 10,   // unknown: priced by its declared FLOPs
 };
 
+// ---- The operator table (src/ops_table.cc) ----
+
 // Everything known of one operator type besides its shape inference and
-// semantics. kOpTypes in ops.cc holds one entry per OpType and is the only
-// list of operator facts: shape inference reads the arity from it, the cost
-// backends the free flag, the kind, the FLOPs per element and the
+// semantics. kOpTypes in ops_table.cc holds one entry per OpType and is the
+// only list of operator facts: shape inference reads the arity from it, the
+// cost backends the free flag, the kind, the FLOPs per element and the
 // activation, rule validation the pattern flag, and the binding hands it to
 // Python (xflowrl._engine.op_table(), read by xflowrl/ops.py). Its order is
 // the order Python lists types in (the one-hot slots of
-// xflowrl.embedding.features). ops.cc checks the columns against each other
-// at compile time (free exactly for leaves, copies, views and weight
+// xflowrl.embedding.features). ops_table.cc checks the columns against each
+// other at compile time (free exactly for leaves, copies, views and weight
 // transforms; weight_only exactly for weight transforms; ...).
 //
 // Adding an operator: a value in OpType, a row in kOpTypes (its kind decides
 // its analytic work, op_work, and its fitted class, class_of), its shape
-// inference (infer_unchecked in ops.cc) and its semantics
+// inference (infer_unchecked in ops_shapes.cc) and its semantics
 // (xflowrl/executor/reference.py). What each cost backend runs for it is
 // the backend's to decide, in switches over OpType without a `default:`, so
 // that -Wswitch (on through -Wall -Werror) stops the build until each one
@@ -211,6 +184,69 @@ struct ParamKeyInfo {
   bool is_float;  // epsilon: a float, which a rule can only copy ("src:K")
 };
 std::vector<ParamKeyInfo> rule_param_keys();
+
+// ---- Parameters (src/ops_params.cc) ----
+
+// Every parameter an operator can carry. Unused fields keep their defaults;
+// `key()` serialises all of them, so two ops with different parameters never
+// share a cost measurement.
+struct OpParams {
+  int stride_h = 1;
+  int stride_w = 1;
+  int padding = PAD_SAME;
+  int activation = ACT_NONE;
+  int axis = 0;
+  int kernel_h = 0;       // pools only (convs take theirs from the weight)
+  int kernel_w = 0;
+  int count = 0;          // merge_gconv: how many groups are merged into one
+  int groups = 0;         // merge_gconv: group count of the conv it serves
+  float epsilon = 1e-5f;  // batchnorm and the folding ops
+  std::vector<int> perm;           // transpose
+  std::vector<int64_t> shape;      // reshape target (0 keeps, -1 infers)
+  std::vector<int64_t> sizes;      // split sizes along `axis`
+  std::string opaque_type;         // opaque: the original op type
+  std::vector<Shape> opaque_shapes;  // opaque: declared output shapes
+  int64_t opaque_flops = 0;        // opaque: estimated FLOPs
+
+  // Reads a pattern parameter; throws EngineError for keys the op lacks.
+  int get(int key, int op_type, const std::vector<Shape>& inputs) const;
+  // get without the exception: false for keys the op lacks.
+  bool try_get(int key, int op_type, const std::vector<Shape>& inputs, int* value) const;
+  // Sets a pattern parameter (used when instantiating rule targets); throws
+  // EngineError for a key that cannot be set or a bad value.
+  void set(int key, int value);
+  // set without the exception: false (the parameters unchanged) where set
+  // throws.
+  bool try_set(int key, int value);
+  bool operator==(const OpParams& o) const;
+};
+
+// ---- Memo keys (src/ops_key.cc) ----
+
+// The configuration of one operator instance as a cost backend sees it.
+struct OpConfig {
+  int type;
+  OpParams params;
+  std::vector<Shape> input_shapes;
+  std::vector<Shape> output_shapes;
+  // True when every input is a weight or derived only from weights: such ops
+  // run once offline (weight preprocessing) and cost nothing per inference.
+  bool weight_side = false;
+  // A string that identifies the configuration: every parameter and every
+  // input shape. Backends memoize measurements by it.
+  std::string key() const;
+};
+
+// ---- Shapes (src/ops_shapes.cc) ----
+
+// The most elements one tensor may hold: 2^48 (1 PiB of float32), so that
+// byte counts, FLOP estimates and sums of them over a graph stay far inside
+// int64. Builders and shape inference refuse larger tensors.
+constexpr int64_t kMaxElements = int64_t{1} << 48;
+
+// The element count of a shape; throws EngineError when a dimension is
+// negative or the count exceeds kMaxElements (never overflows).
+int64_t num_elements(const Shape& s);
 std::string shape_str(const Shape& s);
 
 // Infers the output shapes of an operator into *out. Where the inputs or
@@ -247,29 +283,6 @@ struct ConvGeometry {
 };
 ConvGeometry conv_geometry(int64_t h, int64_t w, int64_t kh, int64_t kw,
                            int stride_h, int stride_w, int padding);
-
-// The configuration of one operator instance as a cost backend sees it.
-struct OpConfig {
-  int type;
-  OpParams params;
-  std::vector<Shape> input_shapes;
-  std::vector<Shape> output_shapes;
-  // True when every input is a weight or derived only from weights: such ops
-  // run once offline (weight preprocessing) and cost nothing per inference.
-  bool weight_side = false;
-  // A string that identifies the configuration: every parameter and every
-  // input shape. Backends memoize measurements by it.
-  std::string key() const;
-};
-
-// The most elements one tensor may hold: 2^48 (1 PiB of float32), so that
-// byte counts, FLOP estimates and sums of them over a graph stay far inside
-// int64. Builders and shape inference refuse larger tensors.
-constexpr int64_t kMaxElements = int64_t{1} << 48;
-
-// The element count of a shape; throws EngineError when a dimension is
-// negative or the count exceeds kMaxElements (never overflows).
-int64_t num_elements(const Shape& s);
 
 }  // namespace taso
 
