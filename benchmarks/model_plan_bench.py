@@ -64,6 +64,8 @@ flags.DEFINE_float("stop_below", ModelPlanConfig.stop_below, "points")
 flags.DEFINE_integer("max_decisions", ModelPlanConfig.max_decisions, "real actions at most")
 flags.DEFINE_bool("real_root_rewards", ModelPlanConfig.real_root_rewards,
                   "the root's rewards from the real step (else the model's)")
+flags.DEFINE_integer("check_simulations", ModelPlanConfig.check_simulations,
+                     "simulations valuing a checked action's real graph (0: value head)")
 flags.DEFINE_integer("engine_real_steps", 1000, "the engine planner's budget")
 flags.DEFINE_string("rows", "results/model_plan_bench/rows.jsonl", "the rows, appended (resume)")
 flags.DEFINE_bool("verbose", False, "print the model planner's decisions to stderr")
@@ -123,11 +125,11 @@ def _config_key() -> Dict[str, Any]:
     return {name: getattr(FLAGS, name) for name in (
         "corpus_families", "corpus_real_steps", "train_steps", "unroll", "simulations",
         "root_actions", "max_depth", "stop_below", "max_decisions", "real_root_rewards",
-        "engine_real_steps")}
+        "check_simulations", "engine_real_steps")}
 
 
 # Fields added to the configuration since the first rows: how those rows ran.
-_BEFORE_FIELDS = {"real_root_rewards": True}
+_BEFORE_FIELDS = {"real_root_rewards": True, "check_simulations": 0}
 
 
 def _read_rows(path: str) -> List[dict]:
@@ -205,6 +207,7 @@ def main(argv):
                 simulations=FLAGS.simulations, root_actions=FLAGS.root_actions,
                 max_depth=FLAGS.max_depth, stop_below=FLAGS.stop_below,
                 max_decisions=FLAGS.max_decisions, real_root_rewards=FLAGS.real_root_rewards,
+                check_simulations=FLAGS.check_simulations,
                 seed=seed), progress=progress)
             replayed = replay_steps(env, result.route).hash() == result.graph.hash()
             row = {"setting": setting.name, "seed": seed, "config": key,

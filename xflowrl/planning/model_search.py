@@ -94,6 +94,8 @@ class ModelPlanConfig:
         expansion's costs: exact for an xfer with one location, the sum of
         its candidates' gains for a multi-location action) instead of the
         model's.
+      check_simulations: simulations of the search that values the real
+        graph of a checked action (`value_of`; 0: the value head alone).
       greedy_floor: hand over greedy's graph where it is cheaper.
       seed: of the Gumbel noise.
     """
@@ -109,6 +111,7 @@ class ModelPlanConfig:
     max_real_steps: int = 1000
     patience: int = 3
     real_root_rewards: bool = True
+    check_simulations: int = 0
     greedy_floor: bool = True
     seed: int = 0
 
@@ -265,12 +268,14 @@ class ModelPlanner:
             if is_new or depth >= self.config.max_depth or not len(child.xfers):
                 break
             node = child
-            q = _normalise(node.q(), node.edge_visits > 0)
-            u = (self.config.c_puct * node.prior * math.sqrt(node.visits + 1)
-                 / (1 + node.edge_visits))
-            position = int(np.argmax(np.where(node.edge_visits > 0, q, 0.0) + u))
+            position = self._puct(node)
         for below in reversed(path):
             below.backup()
+
+    def _puct(self, node: _LatentNode) -> int:
+        q = _normalise(node.q(), node.edge_visits > 0)
+        u = self.config.c_puct * node.prior * math.sqrt(node.visits + 1) / (1 + node.edge_visits)
+        return int(np.argmax(np.where(node.edge_visits > 0, q, 0.0) + u))
 
     def decide(self, h: np.ndarray, xfers: np.ndarray, exact: Dict[int, float]) -> np.ndarray:
         """[A] the backed-up value (points) of each root action the search
@@ -299,13 +304,19 @@ class ModelPlanner:
         return np.where(root.edge_visits > 0, root.q(), -np.inf)
 
     def value_of(self, graph: Graph, cost: float) -> float:
-        """The value head's estimate (points, >= 0) for a real graph,
-        represented from its features alone (no enumeration: no real step)."""
+        """The model's value (points, >= 0) of a real graph, represented
+        from its features alone (no enumeration: no real step): the value
+        head's, or with `check_simulations` > 0 the backed-up value of a
+        pUCT search of that many simulations from it over the model's own
+        masks."""
         state = features.featurize(graph, graph.op_costs(self.sim.cost_model), cost,
                                    self.env.initial_cost)
         self.representations += 1
-        h = self.model.represent_states([state])
-        return max(0.0, float(self.heads.predict(h)[0][0]))
+        root = self._node(self.model.represent_states([state])[0], None)
+        if len(root.xfers):
+            for _ in range(self.config.check_simulations):
+                self._simulate(root, self._puct(root), {})
+        return root.best
 
     # -- the run -------------------------------------------------------------
 
