@@ -4,7 +4,7 @@ Every fact about an operator type (its name and number, how many inputs and
 outputs it has, which parameters apply, whether it is free, transforms
 weights only or may appear in a rule, its kind of computation, its FLOPs per
 output element and the activation it applies) is written once, in the C++
-table `kOpTypes` of third_party/taso/src/ops.cc, and reaches Python here
+table `kOpTypes` of third_party/taso/src/ops_table.cc, and reaches Python here
 through `xflowrl._engine.op_table()`. So are the names of the padding,
 activation and op kind enums and the parameter keys of rule files. Every
 other module (graphs, rules, executor, features, TASO's rule reader) takes

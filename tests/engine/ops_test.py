@@ -126,7 +126,7 @@ class TableTest(parameterized.TestCase):
                 self.assertTrue(weight_side, op.type)
 
     def test_kinds_agree_with_the_other_columns(self):
-        # ops.cc checks the same at compile time; this checks what Python reads.
+        # ops_table.cc checks the same at compile time; this checks what Python reads.
         free_kinds = ("leaf", "copy", "view", "weight_transform")
         for s in ops.SPECS:
             self.assertIn(s.kind, ops.KINDS, s.name)

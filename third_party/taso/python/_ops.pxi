@@ -4,7 +4,7 @@
 
 
 def op_table():
-    """One dict per operator type, in the table's order (ops.cc's kOpTypes):
+    """One dict per operator type, in the table's order (ops_table.cc's kOpTypes):
     type_id, name, arity (-1: variadic), num_outputs (-1: set by the
     parameters), params (tuple of OpParams field names), free, weight_only,
     pattern, kind (an OpKind value: `op_kind_table`), flops_per_element and

@@ -38,7 +38,7 @@ int class_of(const OpConfig& op) {
     case KIND_OPAQUE:
       return -1;
   }
-  return -1;  // not reached: info->kind is an OpKind (ops.cc checks the table)
+  return -1;  // not reached: info->kind is an OpKind (ops_table.cc checks the table)
 }
 
 double elements(const std::vector<Shape>& shapes) {
