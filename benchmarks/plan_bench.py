@@ -49,7 +49,7 @@ import os
 import statistics
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 from absl import app, flags
 
@@ -111,18 +111,23 @@ def _environment(setting: LookaheadSetting) -> GraphEnv:
                     EnvConfig(max_steps=NO_STEP_LIMIT))
 
 
-# What the fields added to PlanConfig since the first rows were when those
-# rows were written: rows without a field ran as this says.
-_BEFORE_FIELDS = {"everywhere": False, "merge_identical": False, "patience": 0}
+def _read_rows(path: str, fields: Iterable[str]) -> List[dict]:
+    """The rows in `path` (none where there is no file).
 
-
-def _read_rows(path: str) -> List[dict]:
+    Raises:
+      ValueError: a row whose config lacks one of `fields` (today's
+        `PlanConfig`'s but the seed): a row of an older layout.
+    """
     if not os.path.exists(path):
         return []
     with open(path) as f:
         rows = [json.loads(line) for line in f if line.strip()]
-    for row in rows:
-        row["config"] = {**_BEFORE_FIELDS, **row["config"]}
+    for i, row in enumerate(rows, 1):
+        missing = sorted(set(fields) - set(row["config"]))
+        if missing:
+            raise ValueError(f"{path}: row {i}'s config lacks {missing} (a row of an older "
+                             "layout); this benchmark reads the current one only: run it "
+                             "again with another --rows file")
     return rows
 
 
@@ -250,7 +255,8 @@ def main(argv):
     seeds = [int(s) for s in FLAGS.seeds.split(",")]
     os.makedirs(os.path.dirname(FLAGS.rows) or ".", exist_ok=True)
     key = _config_key(_config(0))
-    done = {(r["setting"], r["seed"]): r for r in _read_rows(FLAGS.rows) if r["config"] == key}
+    done = {(r["setting"], r["seed"]): r for r in _read_rows(FLAGS.rows, key)
+            if r["config"] == key}
     taso_done: Dict[str, dict] = {}
     if FLAGS.taso_rows and os.path.exists(FLAGS.taso_rows):
         with open(FLAGS.taso_rows) as f:

@@ -37,7 +37,7 @@ every file, for inputs of dynamic dimensions):
 
 Writes --results_dir/<graph>/baselines/result.json per graph (the record's
 keys, `Baselines.to_json`, beside the timings; reused when present with the
-same settings and the record's current version; `--rerun` redoes it) and,
+same settings; one of another record version is refused, `--rerun` redoes it) and,
 over all graphs, --results_dir/baselines/: baselines.md (the table, with the thesis' GPU
 figures beside ours and equality saturation's columns where it ran),
 baselines.json (the table's data), fig4_1_runtimes.png (original vs greedy
@@ -59,10 +59,8 @@ this box (docs/runtime.md), so `--taso_budget_for` gives it 100 by default
 (`--taso_budget_for=` to use `--taso_budget` everywhere); the table and
 each graph's result.json record the budget used.
 
-Results written before equality saturation was a baseline (no "eqsat" in
-their record or variants) still load and render: the table leaves its
-columns out and the figure its bars. Their settings lack
-`eqsat_time_limit`, so they are not reused: the next run redoes them.
+Where equality saturation did not run (`--eqsat_time_limit=0`), the table
+leaves its columns out and the figure its bars.
 """
 
 from __future__ import annotations
@@ -88,6 +86,7 @@ from xflowrl.results.layout import (
     baseline_costs,
     baseline_runtimes,
 )
+from xflowrl.results.records import RecordError
 from xflowrl.results.tables import baselines_markdown
 from xflowrl.results.thesis import THESIS_GRAPHS, thesis_baseline_ms
 from xflowrl.runs import (
@@ -100,7 +99,6 @@ from xflowrl.runs import (
     write_text,
 )
 from xflowrl.search import Baselines, replay_result, run_eqsat, run_greedy, run_taso
-from xflowrl.search.record import OLD_VERSION_KEY, RECORD_VERSION, record_version
 
 FLAGS = flags.FLAGS
 common.define_env_flags("squeezenet1_1", several_models=True)
@@ -287,15 +285,20 @@ def run_graph(run: RunSettings, config: Config) -> dict:
 
 def load_or_run(run: RunSettings, config: Config) -> dict:
     """The saved result.json of the graph `run` names if its settings match
-    (and not --rerun), else a fresh run."""
+    (and not --rerun), else a fresh run.
+
+    Raises:
+      BadInput: a saved result whose record is of another version.
+    """
     name = run.graph
     path = result_path(config.results_dir, name, "baselines")
     saved = None if config.rerun else load_result(path)
     if saved is not None:
-        if record_version(saved) != RECORD_VERSION:
-            logging.info("%s: %s is of an older format (its TASO steps have no locations); "
-                         "running again", name, path)
-        elif saved.get("settings") == settings(run, config):
+        try:
+            Baselines.from_json(saved, where=path)
+        except RecordError as e:
+            raise BadInput(f"{e} (--rerun)") from e
+        if saved.get("settings") == settings(run, config):
             logging.info("%s: reusing %s", name, path)
             return saved
         else:
@@ -321,8 +324,7 @@ def write_summary(results: Dict[str, dict], out_dir: str) -> str:
     text = baselines_markdown(costs, runtimes, TENSORRT)
     write_text(os.path.join(out_dir, "baselines.md"), text)
     write_json(os.path.join(out_dir, "baselines.json"),
-               {"graphs": list(results), "tensorrt": TENSORRT,
-                OLD_VERSION_KEY: RECORD_VERSION, "results": results}, indent=1)
+               {"graphs": list(results), "tensorrt": TENSORRT, "results": results}, indent=1)
     figure_baseline_runtimes(runtimes, os.path.join(out_dir, "fig4_1_runtimes.png"))
     cost_models = ", ".join(dict.fromkeys(c.cost_model for c in costs.values()))
     figure_taso({f"estimated by {cost_models}": costs},

@@ -111,12 +111,11 @@ def command(variant: str, seed: int) -> List[str]:
 
 
 def job(variant: str, seed: int) -> Job:
-    """One run as a job; a result file without a job marker (a run of
-    before the runner) counts as finished."""
+    """One run as a job."""
     argv = command(variant, seed)
     return Job(f"{variant} seed {seed}", tuple(argv), run_folder(variant, seed),
                result_file=os.path.join(FLAGS.graph, "train_mb", "result.json"),
-               key=tuple(argv[2:]), trust_result=True)
+               key=tuple(argv[2:]))
 
 
 def finished_seeds(variant: str) -> List[int]:

@@ -141,19 +141,12 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _ORDER = ("inception_v3", "resnet50", "squeezenet1_1", "resnet18", "vit", "bert")
 
 
-# The keys an agent's result must hold to be reused: "max_steps" (the step
-# limit, raised to greedy's budget) is missing from runs made before the rule.
-_AGENT_KEYS = ("max_steps",)
-
-
 def job(name: str, script: str, flags_: List[str], out_dir: str,
-        result_file: str = "result.json", result_keys=(), num_cpus: Optional[float] = None
-        ) -> Job:
+        result_file: str = "result.json", num_cpus: Optional[float] = None) -> Job:
     """An entry point of experiments/ as a job reserving `num_cpus` (None:
-    --cpus_per_job); its flags decide reuse (as the markers of earlier
-    versions recorded them)."""
+    --cpus_per_job); its flags, not the interpreter's path, decide reuse."""
     return Job(name, (sys.executable, os.path.join(_HERE, script), *flags_), out_dir,
-               result_file=result_file, result_keys=tuple(result_keys),
+               result_file=result_file,
                num_cpus=FLAGS.cpus_per_job if num_cpus is None else num_cpus,
                key=tuple(flags_))
 
@@ -180,22 +173,16 @@ def setting_jobs(setting: Setting, graphs: Sequence[str], b: Budget,
                  seeds: Sequence[int]) -> List[Job]:
     """baselines, and per seed train_mf, train_mb (and the separate reward
     network) of one setting."""
-    # baselines.json names the version of the records it holds.
-    from xflowrl.search.record import (  # pylint: disable=import-outside-toplevel
-        OLD_VERSION_KEY,
-    )
     root = os.path.join(FLAGS.results_dir, setting.key)
     # baselines.py: its searches and traces are used; the timing is the
     # measure step's (all variants interleaved), so it times once, cheaply.
-    # A run whose summary has no record version predates the steps'
-    # locations, which the measure step replays: it is run again.
     jobs = [job(f"{setting.key}/baselines", "baselines.py",
                 env_flags(setting, root, FLAGS.seed) + [
                     f"--graphs={','.join(graphs)}", f"--taso_budget={b.taso_budget}",
                     f"--taso_budget_for={b.taso_budget_for}",
                     f"--eqsat_time_limit={b.eqsat_time_limit:g}", "--runtimes=ort",
                     "--rounds=1", "--warmup=0", "--repeats=1"],
-                os.path.join(root, "baselines"), "baselines.json", result_keys=(OLD_VERSION_KEY,))]
+                os.path.join(root, "baselines"), "baselines.json")]
     ordered = sorted(graphs, key=lambda g: _ORDER.index(g) if g in _ORDER else -1)
     for seed in seeds:
         seed_dir = layout.seed_root(root, seeds, seed)
@@ -213,17 +200,16 @@ def setting_jobs(setting: Setting, graphs: Sequence[str], b: Budget,
         for g in ordered:
             jobs.append(job(f"{setting.key}/{g}/train_mf{suffix}", "train_mf.py",
                             agent + [f"--graph={g}", f"--episodes={b.mf_episodes}"],
-                            os.path.join(seed_dir, g, "train_mf"), result_keys=_AGENT_KEYS))
+                            os.path.join(seed_dir, g, "train_mf")))
             jobs.append(job(f"{setting.key}/{g}/train_mb{suffix}", "train_mb.py",
-                            mb + [f"--graph={g}"], os.path.join(seed_dir, g, "train_mb"),
-                            result_keys=_AGENT_KEYS))
+                            mb + [f"--graph={g}"], os.path.join(seed_dir, g, "train_mb")))
         for g in FLAGS.separate_reward_graphs:
             sep_root = os.path.join(seed_dir, "separate_reward")
             flags_ = [f if not f.startswith("--results_dir=") else f"--results_dir={sep_root}"
                       for f in mb]
             jobs.append(job(f"{setting.key}/{g}/train_mb separate{suffix}", "train_mb.py",
                             flags_ + [f"--graph={g}", "--reward_model=separate"],
-                            os.path.join(sep_root, g, "train_mb"), result_keys=_AGENT_KEYS))
+                            os.path.join(sep_root, g, "train_mb")))
     return jobs
 
 
@@ -309,32 +295,24 @@ def variant_graphs(setting: Setting, graph_name: str, root: str,
 
 def sweep_result(setting: Setting, graph_name: str) -> Optional[SweepResult]:
     """The temperature sweep's result under `setting`, if the sweep ran on
-    `graph_name` there and kept its real episodes' steps."""
+    `graph_name` there."""
     if graph_name != FLAGS.sweep_graph or setting.key not in FLAGS.sweep_settings:
         return None
-    sweep = layout.load_sweep(FLAGS.results_dir, setting.key, graph_name)
-    if not sweep or not sweep.replayable:
-        return None
-    return sweep
+    return layout.load_sweep(FLAGS.results_dir, setting.key, graph_name)
 
 
 def sweep_graphs(setting: Setting, sweep: SweepResult):
     """Per row of the sweep (a temperature), the graph of each seed's real
     episode, replayed from its applied steps."""
     from xflowrl.agents.ppo.training import replay  # pylint: disable=import-outside-toplevel
-    from xflowrl.engine.xfers import (  # pylint: disable=import-outside-toplevel
-        DEFAULT_MAX_LOCATIONS,
-    )
     from xflowrl.env import (  # pylint: disable=import-outside-toplevel
         EnvConfig,
         NO_STEP_LIMIT,
         make_env,
     )
-    from xflowrl.rules.sets import DEFAULT_RULE_SET  # pylint: disable=import-outside-toplevel
-    env = make_env(sweep.graph, sweep.rules or DEFAULT_RULE_SET, setting.cost_model,
+    env = make_env(sweep.graph, sweep.rules, setting.cost_model,
                    setting.profile, "results/cost_cache.tsv",
-                   EnvConfig(max_steps=NO_STEP_LIMIT,
-                             max_locations=sweep.max_locations or DEFAULT_MAX_LOCATIONS))
+                   EnvConfig(max_steps=NO_STEP_LIMIT, max_locations=sweep.max_locations))
     return [[replay(env, [tuple(a) for a in applied]) for applied in row.applied]
             for row in sweep.rows]
 

@@ -92,5 +92,21 @@ class PlanBenchTest(absltest.TestCase):
             self.assertIn("unknown settings", done.stderr)
 
 
+    def test_a_row_of_an_older_layout_is_refused(self):
+        with tempfile.TemporaryDirectory() as folder:
+            rows = os.path.join(folder, "r.jsonl")
+            with open(rows, "w") as f:  # a row from before `patience` was a field
+                f.write(json.dumps({"setting": _SETTING, "seed": 0,
+                                    "config": {"prior": "cost", "simulations": 4}}) + "\n")
+            done = subprocess.run(
+                [sys.executable, os.path.join(_ROOT, "benchmarks", "plan_bench.py"),
+                 f"--settings={_SETTING}", f"--rows={rows}"],
+                capture_output=True, text=True, cwd=_ROOT, timeout=300)
+            self.assertNotEqual(done.returncode, 0)
+            self.assertIn(f"ValueError: {rows}: row 1's config lacks ['c_puct', ", done.stderr)
+            self.assertIn("(a row of an older layout); this benchmark reads the current one "
+                          "only: run it again with another --rows file", done.stderr)
+
+
 if __name__ == "__main__":
     absltest.main()

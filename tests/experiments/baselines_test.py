@@ -21,6 +21,7 @@ from xflowrl.engine import CostModel, XferSet, graph_from_data
 from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.measure.ort_runtime import run_onnx
 from xflowrl.onnx_io import to_onnx
+from xflowrl.results import RecordError
 from xflowrl.results.figures import figure_baseline_runtimes
 from xflowrl.results.layout import baseline_costs, baseline_runtimes
 from xflowrl.results.tables import baselines_markdown
@@ -141,13 +142,22 @@ class BaselinesScriptTest(absltest.TestCase):
             with open(path, "rb") as f:
                 self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
 
-    def test_result_without_eqsat_still_renders(self):
-        # A result written before equality saturation was a baseline.
-        old = dict(self.result, variants=dict(self.result["variants"]))
-        del old["eqsat"], old["variants"]["eqsat"]
-        self.assertIsNone(Baselines.from_json(old).eqsat)
-        costs = {"small_cnn": baseline_costs(old)}
-        runtimes = {"small_cnn": baseline_runtimes(old)}
+    def test_a_result_from_before_eqsat_is_refused(self):
+        old = dict(self.result)
+        del old["eqsat"]
+        with self.assertRaisesRegex(RecordError, r"^r.json: a baselines record without "
+                                                 r"\['eqsat'\]$"):
+            Baselines.from_json(old, where="r.json")
+        with self.assertRaises(KeyError):
+            baseline_costs(old)
+
+    def test_result_where_eqsat_did_not_run_renders_without_it(self):
+        # --eqsat_time_limit=0: its record null, no variant of it.
+        skipped = dict(self.result, eqsat=None, variants=dict(self.result["variants"]))
+        del skipped["variants"]["eqsat"]
+        self.assertIsNone(Baselines.from_json(skipped).eqsat)
+        costs = {"small_cnn": baseline_costs(skipped)}
+        runtimes = {"small_cnn": baseline_runtimes(skipped)}
         self.assertIsNone(costs["small_cnn"].eqsat_ms)
         table = baselines_markdown(costs, runtimes, "not run")
         self.assertIn("| small_cnn | taso", table)

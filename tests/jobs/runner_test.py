@@ -126,13 +126,22 @@ class RunJobTest(absltest.TestCase):
         self.assertLen(record["starts"], 2)
         self.assertTrue(record["starts"][1]["resumed"])
 
-    def test_markerless_results_are_reused_only_when_trusted(self):
+    def test_markerless_results_are_stale(self):
         os.makedirs(os.path.join(self.root, "a"))
         with open(os.path.join(self.root, "a", "result.json"), "w") as f:
             json.dump({"by": "hand"}, f)
-        self.assertEqual(jobs_lib.job_state(_job(self.root, "a", trust_result=True)),
-                         "finished")
         self.assertEqual(jobs_lib.job_state(_job(self.root, "a")), "stale")
+
+    def test_a_marker_of_an_older_layout_is_refused(self):
+        job = _job(self.root, "a")
+        os.makedirs(job.out_dir)
+        with open(job.result, "w") as f:
+            json.dump({"by": "hand"}, f)
+        with open(job.marker, "w") as f:
+            json.dump({"flags": list(job.flags)}, f)  # no "finished": written at the end only
+        with self.assertRaisesRegex(ValueError, f"{job.marker}: a job marker of an older "
+                                                f"layout .* delete {job.out_dir} to run"):
+            jobs_lib.job_state(job)
 
     def test_a_failing_exit_code_is_retried_from_a_fresh_folder(self):
         with open(os.path.join(self.root, "fail_a"), "w") as f:

@@ -47,6 +47,13 @@ class ProfileFitTest(absltest.TestCase):
         # The rows are stored, so a refit reads them back.
         self.assertEqual(cost_fit.read_rows(out), _rows())
         self.assertEqual(set(profile_fit.SUMMARY_KEYS) - set(out), set())
+        # A row of an older profile (no "guid") is refused, naming the file.
+        older = dict(out, rows=[{k: v for k, v in r.items() if k != "guid"}
+                                for r in out["rows"]])
+        with self.assertRaisesRegex(ValueError, r"^fitted.json: row 0 has the fields "
+                                    r"\['bytes', 'flops', 'graph', 'ms', 'op_class'\], not .* "
+                                    r"\(an older profile\); fit it again$"):
+            cost_fit.read_rows(older, "fitted.json")
 
     def test_refit_reads_the_stored_rows(self):
         stored = profile_fit.fitted_profile(Profiled(_rows(), GRAPHS, "cmd"), "cpu")

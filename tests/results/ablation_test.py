@@ -102,10 +102,13 @@ class ObservationAblationTest(absltest.TestCase):
         self.assertIsNone(value["runs"][0]["wall_seconds"])   # null, not left out
         self.assertIsNone(value["runs"][1]["to_greedy"])
 
-    def test_a_file_from_before_the_record_reads(self):
-        old = fixtures.read_legacy_and_resave(self, ObservationAblation, self.LEGACY,
-                                              "small_cnn", "observation_ablation",
-                                              "result.json")
+    def test_a_file_from_before_the_record_is_refused(self):
+        fixtures.assert_legacy_refused(self, ObservationAblation, self.LEGACY, "small_cnn",
+                                       "observation_ablation", "result.json")
+
+    def test_its_keys_with_the_schema_read(self):
+        old = ObservationAblation.from_json(dict(self.LEGACY, schema="observation_ablation",
+                                                 schema_version=1))
         self.assertEqual(old.runs[0].to_best, Reach(episode=3, interactions=15))
         self.assertIsNone(old.runs[0].to_greedy)
         self.assertIsNone(old.runs[0].wall_seconds)
@@ -247,9 +250,13 @@ class ModelBasedAblationTest(absltest.TestCase):
                           "measured_greedy_ort_cpu_change_pct"])
         self.assertEqual(ModelBasedAblation.from_json(value), ablation)
 
-    def test_a_file_from_before_the_record_reads(self):
-        old = fixtures.read_legacy_and_resave(self, ModelBasedAblation, self.LEGACY, "bert",
-                                              "mb_ablation", "ablation.json")
+    def test_a_file_from_before_the_record_is_refused(self):
+        fixtures.assert_legacy_refused(self, ModelBasedAblation, self.LEGACY, "bert",
+                                       "mb_ablation", "ablation.json")
+
+    def test_its_keys_with_the_schema_read(self):
+        old = ModelBasedAblation.from_json(dict(self.LEGACY, schema="mb_ablation",
+                                                schema_version=1))
         v = old.variants["no_penalty"]
         self.assertIsNone(v.taso_change_pct)
         self.assertEqual(v.random_change_pct.median, 5.5)
@@ -269,7 +276,8 @@ class ModelBasedAblationTest(absltest.TestCase):
                 k: v for k, v in variant.items() if k != "seeds"}}))
 
     def test_markdown(self):
-        ablation = ModelBasedAblation.from_json(self.LEGACY)
+        ablation = ModelBasedAblation.from_json(dict(self.LEGACY, schema="mb_ablation",
+                                                     schema_version=1))
         full = self._variant()
         full.measured_ort_cpu_change_pct = Spread.of([-1.0, -2.0, 0.5])
         full.measured_greedy_ort_cpu_change_pct = -3.0

@@ -49,8 +49,8 @@ def _result(variants, thesis=None):
 
 
 # bert: the original, greedy's and TASO's graphs on both clocks (TASO found
-# greedy's graph), the thesis' figures, no equality saturation (a result
-# written before it was a baseline); tiny: a model file (no thesis figures),
+# greedy's graph), the thesis' figures, no equality saturation (it did
+# not run); tiny: a model file (no thesis figures),
 # TASO not run, timed in onnxruntime only.
 RESULTS = {
     "bert": _result({
@@ -134,7 +134,7 @@ class FiguresTest(absltest.TestCase):
 
     def test_figure_4_1_equality_saturation_beside_the_others(self):
         # small: all four on onnxruntime, equality saturation's graph faster
-        # than greedy's; bert (an older result) has none: no bar of it.
+        # than greedy's; bert (where it did not run) has none: no bar of it.
         small = dict(_result({
             "original": _variant("a", 10.0, ort_cpu=(10.0, 9.0, 11.0)),
             "greedy": _variant("b", 9.0, ort_cpu=(9.0, 8.5, 9.5)),

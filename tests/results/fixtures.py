@@ -3,6 +3,7 @@ shape, for the report's tests: no training."""
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from typing import Sequence
@@ -39,7 +40,8 @@ def baselines(greedy_ms=90.0, initial_ms=100.0):
             "taso": {"cost_ms": greedy_ms, "budget": 20, "expansions": 20, "seconds": 1.0,
                      "initial_cost_ms": initial_ms, "applied": [],
                      "trace": [{"expansions": 1, "seconds": 0.1, "best_cost_ms": initial_ms},
-                               {"expansions": 5, "seconds": 0.5, "best_cost_ms": greedy_ms}]}}
+                               {"expansions": 5, "seconds": 0.5, "best_cost_ms": greedy_ms}]},
+            "eqsat": None}
 
 
 def eqsat(cost_ms=85.0):
@@ -150,33 +152,30 @@ def report(rows, **meta) -> ReproductionReport:
                               separate_reward_run={}, figures={}, summary=[])
 
 
-def read_legacy_and_resave(test, record, legacy, *parts):
-    """Reads `legacy` (a file of before the record: no schema) as `record`,
-    saves it again and checks the file: the schema and version first, then
-    the keys of before unchanged; returns the record read."""
+def assert_legacy_refused(test, record, legacy, *parts):
+    """`record.load` refuses the file `legacy` (one of before the record: no
+    schema or version) under `parts`, naming the file, its version 0 and
+    that the run is to be run again."""
     tmp = tempfile.mkdtemp(prefix="records_test_")
     test.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
     path = os.path.join(tmp, *parts)
     write_json(path, legacy)
-    read = record.load(path)
-    read.save(path, indent=1)
-    with open(path) as f:
-        saved = json.load(f)
-    test.assertEqual(list(saved)[:2], ["schema", "schema_version"])
-    test.assertEqual((saved["schema"], saved["schema_version"]), (record.SCHEMA, 1))
-    test.assertEqual({k: v for k, v in saved.items() if k not in ("schema", "schema_version")},
-                     legacy)
-    test.assertEqual(record.load(path), read)
-    return read
+    with test.assertRaisesRegex(RecordError, f"^{re.escape(path)}: no 'schema' or "
+                                "'schema_version' \\(version 0, written before versioned "
+                                f"records\\); this code reads {record.SCHEMA} version "
+                                f"{record.VERSION} only: run again to write it anew$"):
+        record.load(path)
 
 
 def assert_refuses_other_schema_and_newer_version(test, record, value, other_schema):
     """`record.from_json` refuses `value` (a JSON object of the record, at
-    version 1) under `other_schema`'s name and at version 2, each with the
-    message that says so."""
+    version 1) under `other_schema`'s name and at versions 0 and 2, each
+    with the message that says so."""
     with test.assertRaisesRegex(RecordError, f"a '{other_schema}' record, not "
                                 f"'{record.SCHEMA}'"):
         record.from_json(dict(value, schema=other_schema))
-    with test.assertRaisesRegex(RecordError, f"{record.SCHEMA} version 2; this code reads "
-                                "up to version 1"):
-        record.from_json(dict(value, schema_version=2))
+    for version in (0, 2):
+        with test.assertRaisesRegex(RecordError, f"^r.json: {record.SCHEMA} version {version}; "
+                                    "this code reads version 1 only: run again to write it "
+                                    "anew$"):
+            record.from_json(dict(value, schema_version=version), where="r.json")

@@ -55,7 +55,7 @@ class ModelBasedReportTest(absltest.TestCase):
     def test_figure_and_the_model_free_run_beside(self):
         folder = tempfile.mkdtemp()
         run = fixtures.mb_run()
-        run.world_model.rounds[0].controller = RoundController(1, 0.0, 0.0, 0.0)
+        run.world_model.rounds[0].controller = RoundController(1, 0.0, 0.0, 0.0, 1.0)
         path = os.path.join(folder, "training.png")
         figure_model_based_training(path, run, [{"episodes": 64, "dream_return": 1.0}])
         self.assertGreater(os.path.getsize(path), 1000)

@@ -1,5 +1,6 @@
 """xflowrl.results.records and the run records: versioned JSON written and
-read by the same code, files from before records still read."""
+read by the same code; files from before records, or of another version,
+refused."""
 
 import json
 import os
@@ -59,32 +60,40 @@ class RecordTest(absltest.TestCase):
         self.assertEqual(back.world_model.rounds[0].held_out["reward_mse"], 0.5)
         self.assertEqual(back.real_steps.total, 200 + 10 + 5)
 
-    def test_refuses_another_schema_a_newer_version_and_unknown_keys(self):
+    def test_refuses_another_schema_another_version_and_unknown_keys(self):
         value = fixtures.mf_run().to_json()
         with self.assertRaisesRegex(RecordError, "a 'model_free_run' record, not "
                                                  "'model_based_run'"):
             ModelBasedRun.from_json(value)
-        newer = ModelFreeRun.VERSION + 1
-        with self.assertRaisesRegex(RecordError, f"version {newer}; this code reads up to "
-                                                 f"version {ModelFreeRun.VERSION}"):
-            ModelFreeRun.from_json(dict(value, schema_version=newer))
+        for version in (ModelFreeRun.VERSION - 1, ModelFreeRun.VERSION + 1, "2"):
+            with self.assertRaisesRegex(RecordError, f"^train_mf/result.json: model_free_run "
+                                        f"version {version!r}; this code reads version "
+                                        f"{ModelFreeRun.VERSION} only: run again to write it "
+                                        "anew$"):
+                ModelFreeRun.from_json(dict(value, schema_version=version),
+                                       where="train_mf/result.json")
         with self.assertRaisesRegex(RecordError, r"has no fields \['surprise'\]"):
             ModelFreeRun.from_json(dict(value, surprise=1))
         del value["agent_cost_ms"]
         with self.assertRaisesRegex(RecordError, r"lacks \['agent_cost_ms'\]"):
             ModelFreeRun.from_json(value)
 
-    def test_files_from_before_records_read_leniently(self):
+    def test_files_from_before_records_are_refused(self):
         value = fixtures.mf_run().to_json()
         del value["schema"], value["schema_version"]
-        old = dict(value, since_removed=1)
-        del old["optimize_seconds"]    # an Optional field a file may lack
-        run = ModelFreeRun.from_json(old)
-        self.assertIsNone(run.optimize_seconds)
-        self.assertEqual(run.agent_cost_ms, value["agent_cost_ms"])
-        del old["agent_cost_ms"]       # a required one it may not
-        with self.assertRaisesRegex(RecordError, "agent_cost_ms"):
-            ModelFreeRun.from_json(old)
+        fixtures.assert_legacy_refused(self, ModelFreeRun, value, "train_mf", "result.json")
+        # Without a version but with the schema, or the other way round.
+        for key in ("schema", "schema_version"):
+            with self.assertRaisesRegex(RecordError, "^r.json: no 'schema' or 'schema_version' "
+                                        r"\(version 0"):
+                ModelFreeRun.from_json(dict(value, **{key: fixtures.mf_run().to_json()[key]}),
+                                       where="r.json")
+
+    def test_a_current_file_missing_an_optional_field_is_refused(self):
+        value = fixtures.mf_run().to_json()
+        del value["optimize_seconds"]
+        with self.assertRaisesRegex(RecordError, r"lacks \['optimize_seconds'\]"):
+            ModelFreeRun.from_json(value)
 
     def test_numpy_numbers_are_written_as_floats(self):
         run = fixtures.mf_run()
@@ -92,14 +101,15 @@ class RecordTest(absltest.TestCase):
         path = run.save(os.path.join(self.tmp, "result.json"))
         self.assertEqual(ModelFreeRun.load(path).agent_cost_ms, 0.5)
 
-    def test_real_steps_total_and_defaults(self):
+    def test_real_steps_total(self):
         steps = RealSteps(world_model_rollouts=7, held_out_rollouts=2, round_evaluations=3,
                           evaluation=4, lockstep_dream=5)
         self.assertEqual(steps.total, 21)
-        # Runs from before the round evaluations were counted.
-        old = ModelBasedRun.from_json({k: v for k, v in fixtures.mb_run().to_json().items()
-                                       if k not in ("schema", "schema_version")})
-        self.assertEqual(old.real_steps.round_evaluations, 0)
+        value = fixtures.mb_run().to_json()
+        del value["real_steps"]["round_evaluations"]  # a run from before it was counted
+        with self.assertRaisesRegex(RecordError, r"real_steps: RealSteps lacks "
+                                                 r"\['round_evaluations'\]"):
+            ModelBasedRun.from_json(value)
 
 
 class WorldModelRoundTest(absltest.TestCase):
@@ -134,12 +144,11 @@ class WorldModelRoundTest(absltest.TestCase):
         r = WorldModelRound.from_state(several)
         self.assertEqual((r.controller.graphs, r.controller.cost_ms), (8, None))
         self.assertEqual(list(r._fields_to_json().items()), list(several.items()))
-        # An older agent's row: no relative cost, no best cost.
-        older = {k: v for k, v in self.STATE_ROW.items()
-                 if k not in ("controller_relative_cost", "controller_best_cost_ms")}
-        r = WorldModelRound.from_state(older)
-        self.assertIsNone(r.controller.best_cost_ms)
-        self.assertEqual(r._fields_to_json(), older)
+        # An older agent's row (no relative cost) is refused.
+        older = {k: v for k, v in self.STATE_ROW.items() if k != "controller_relative_cost"}
+        with self.assertRaisesRegex(RecordError, r"controller: RoundController lacks "
+                                                 r"\['relative_cost'\]"):
+            WorldModelRound.from_state(older)
         with self.assertRaisesRegex(RecordError, "lacks"):
             WorldModelRound.from_state({k: v for k, v in self.STATE_ROW.items()
                                         if k != "controller_real_return"})
@@ -180,9 +189,12 @@ class MeasurementTest(absltest.TestCase):
                                             "rounds_ms": [10.0]}}}},
               "sweep": [{"temperature": 0.5, "seeds": []}]}
 
-    def test_a_file_from_before_the_record_reads_and_saves_with_its_schema(self):
-        m = fixtures.read_legacy_and_resave(self, Measurement, self.LEGACY, "measured",
-                                            "result.json")
+    def test_a_file_from_before_the_record_is_refused(self):
+        fixtures.assert_legacy_refused(self, Measurement, self.LEGACY, "measured",
+                                       "result.json")
+
+    def test_its_keys_with_the_schema_read(self):
+        m = Measurement.from_json(dict(self.LEGACY, schema="measurement", schema_version=1))
         self.assertEqual(m.median_ms("original", "ort/cpu"), 10.0)
         self.assertEqual(m.settings, self.LEGACY["settings"])
         self.assertEqual(m.sweep, [SweepTiming(temperature=0.5, seeds=[])])
@@ -192,7 +204,7 @@ class MeasurementTest(absltest.TestCase):
         value = dict(self.LEGACY, schema="measurement", schema_version=1)
         with self.assertRaisesRegex(RecordError, "a 'model_free_run' record, not 'measurement'"):
             Measurement.from_json(dict(value, schema="model_free_run"))
-        with self.assertRaisesRegex(RecordError, "reads up to version 1"):
+        with self.assertRaisesRegex(RecordError, "reads version 1 only"):
             Measurement.from_json(dict(value, schema_version=2))
         with self.assertRaisesRegex(RecordError, r"no fields \['extra'\]"):
             Measurement.from_json(dict(value, extra=1))
@@ -208,9 +220,13 @@ class SweepSeedTest(absltest.TestCase):
                          "applied": [["fuse", 3]], "invalid_actions": 0}],
               "seconds": 4.0}
 
-    def test_round_trip_and_a_file_from_before_the_record(self):
-        seed = fixtures.read_legacy_and_resave(self, SweepSeed, self.LEGACY, "seed_1",
-                                               "cells.json")
+    def test_a_file_from_before_the_record_is_refused(self):
+        fixtures.assert_legacy_refused(self, SweepSeed, self.LEGACY, "seed_1", "cells.json")
+
+    def test_round_trip(self):
+        seed = SweepSeed.from_json(dict(self.LEGACY, schema="temperature_sweep_seed",
+                                        schema_version=1))
+        self.assertEqual(SweepSeed.from_json(seed.to_json()), seed)
         self.assertEqual(seed.cells, [SweepCell(temperature=0.5, world_model=-1.5, real=-2.0,
                                                 applied=[["fuse", 3]], invalid_actions=0)])
 
@@ -235,7 +251,8 @@ class SweepResultTest(absltest.TestCase):
                         "real": [-3.0, -1.0], "applied": [[["fuse", 3]], []]}],
               "world_model": {"hidden": 8}}
     # An older sweep's: before `cost_model`, `rules`, `max_locations` and the
-    # rows' `applied` were written.
+    # rows' `applied` were written (with a schema: what a version-1 file lacking
+    # them would be).
     OLDEST = {"graph": "bert", "seeds": 1, "dream_episodes": 8, "initial_cost_ms": 10.0,
               "seconds": 3.0,
               "rows": [{"temperature": 1.0, "world_model_mean": -1.0, "world_model_std": 0.0,
@@ -253,21 +270,20 @@ class SweepResultTest(absltest.TestCase):
         path = result.save(os.path.join(tempfile.mkdtemp(), "result.json"))
         self.addCleanup(shutil.rmtree, os.path.dirname(path), ignore_errors=True)
         self.assertEqual(SweepResult.load(path), result)
-        self.assertTrue(result.replayable)
         with open(path) as f:   # the keys in the order the plain object had them
             self.assertEqual(list(json.load(f)), ["schema", "schema_version", *self.LEGACY])
 
-    def test_files_from_before_the_record_read(self):
-        sweep = fixtures.read_legacy_and_resave(self, SweepResult, self.LEGACY,
-                                                "temperature_sweep", "result.json")
+    def test_files_from_before_the_record_are_refused(self):
+        for legacy in (self.LEGACY, self.OLDEST):
+            fixtures.assert_legacy_refused(self, SweepResult, legacy, "temperature_sweep",
+                                           "result.json")
+        sweep = SweepResult.from_json(dict(self.LEGACY, schema="temperature_sweep",
+                                           schema_version=1))
         self.assertEqual(sweep.rows[0].applied, [[["fuse", 3]], []])
-        self.assertTrue(sweep.replayable)
-        oldest = fixtures.read_legacy_and_resave(self, SweepResult, self.OLDEST,
-                                                 "temperature_sweep", "result.json")
-        self.assertIsNone(oldest.rules)
-        self.assertIsNone(oldest.cost_model)
-        self.assertIsNone(oldest.rows[0].applied)
-        self.assertFalse(oldest.replayable)   # reproduce.py does not time its graphs
+        oldest = dict(self.OLDEST, schema="temperature_sweep", schema_version=1)
+        with self.assertRaisesRegex(RecordError, r"SweepResult lacks \['cost_model', 'rules', "
+                                                 r"'max_locations'\]"):
+            SweepResult.from_json(oldest)
 
     def test_another_schema_a_newer_version_and_unknown_keys_are_refused(self):
         value = dict(self.LEGACY, schema="temperature_sweep", schema_version=1)

@@ -9,6 +9,7 @@ training in this test.
 
 import json
 import os
+import re
 import shutil
 import tempfile
 
@@ -167,7 +168,7 @@ class ReportOverSeedsTest(absltest.TestCase):
         self.assertIn("| bert | greedy | -10.00% | 9.00 (8.50-9.50) | -10.00% |", text)
         self.assertIn("| bert | taso (= greedy) |", text)
 
-    def test_a_sweep_from_before_the_record_is_read_and_embedded_as_it_was(self):
+    def test_a_sweep_from_before_the_record_is_refused(self):
         # temperature_sweep.py's result.json of an older sweep: a plain object
         # without `rules`, `max_locations`, `cost_model` or the rows' `applied`.
         fixtures.write_runs(self.root, [0], mf_costs=[95.0], mb_costs=[85.0])
@@ -181,13 +182,9 @@ class ReportOverSeedsTest(absltest.TestCase):
                             "result.json")
         fixtures.write_json(path, sweep)
         out = os.path.join(self.results, "report")
-        write_report(self.results, out, [GRAPH], ["gpu"], [], GRAPH, ["gpu"], meta={})
-        with open(os.path.join(out, "report.md")) as f:
-            self.assertIn("| 0.5 | -1.000% ± 0.500 | -2.000% ± 1.000 | - |", f.read())
-        with open(os.path.join(out, "report.json")) as f:
-            self.assertEqual(json.load(f)["table_4_3"], {"gpu": sweep})
-        self.assertEqual(ReproductionReport.load_dir(out).table_4_3["gpu"],
-                         layout.load_sweep(self.results, "gpu", GRAPH))
+        with self.assertRaisesRegex(RecordError, f"^{re.escape(path)}: no 'schema' or "
+                                    r"'schema_version' \(version 0.*run again"):
+            write_report(self.results, out, [GRAPH], ["gpu"], [], GRAPH, ["gpu"], meta={})
         # A file that is not a sweep's result is refused, naming it.
         fixtures.write_json(path, dict(sweep, schema="temperature_sweep_seed",
                                        schema_version=1))
@@ -233,11 +230,15 @@ class BaselineCostsTest(absltest.TestCase):
         self.assertEqual((b.eqsat_ms, b.eqsat_seconds, b.eqsat_time_limit_s,
                           b.eqsat_stop_reason, b.eqsat_e_nodes, b.eqsat_handed_over),
                          (85.0, 17.0, 1.0, "time_limit", 7288, "ilp"))
-        # Skipped (None), or a result written before it was a baseline (no key).
-        for result in (dict(fixtures.baselines(), eqsat=None), fixtures.baselines()):
-            b = layout.baseline_costs(result)
-            self.assertIsNone(b.eqsat_ms)
-            self.assertIsNone(b.eqsat_stop_reason)
+        # Skipped (None); a result written before it was a baseline (no key)
+        # is not read.
+        b = layout.baseline_costs(dict(fixtures.baselines(), eqsat=None))
+        self.assertIsNone(b.eqsat_ms)
+        self.assertIsNone(b.eqsat_stop_reason)
+        without = fixtures.baselines()
+        del without["eqsat"]
+        with self.assertRaises(KeyError):
+            layout.baseline_costs(without)
 
     def test_a_row_shares_the_summary_fields(self):
         b = layout.baseline_costs(fixtures.baselines(greedy_ms=80.0))

@@ -1,8 +1,9 @@
 """xflowrl.results.state: the model-based agent's world-model state.json as
-a record, round trips of the agent's dict, states from before the record."""
+a record, round trips of the agent's dict, states from before the record refused."""
 
 import json
 import os
+import re
 import shutil
 import tempfile
 
@@ -62,27 +63,31 @@ class WorldModelStateTest(absltest.TestCase):
         one_graph = dict(STATE, best_round={"round": 1, "relative_cost": 0.9, "episodes": 64})
         self.assertEqual(WorldModelState.from_state(one_graph).to_state(), one_graph)
 
-    def test_a_state_from_before_the_record_resumes(self):
+    def test_a_state_from_before_the_record_is_refused(self):
         # No schema, no evaluation steps, a best round without its relative
-        # cost (an older agent's), an unknown key: read leniently.
+        # cost (an older agent's).
         old = {k: v for k, v in STATE.items() if k != "evaluation_steps"}
         old["best_round"] = {"round": 2, "cost_ms": 8.5, "episodes": 128}
-        old["retired_key"] = 1
-        state = WorldModelState.load(self._write(old)).to_state()
-        self.assertEqual(state["evaluation_steps"], 0)
-        self.assertEqual(list(state["best_round"].items()),
-                         [("round", 2), ("episodes", 128), ("cost_ms", 8.5)])
-        self.assertNotIn("retired_key", state)
-        self.assertEqual(state["rounds"], STATE["rounds"])
-        # ... and what it resumes to saves strictly.
-        self.assertEqual(WorldModelState.from_state(state).to_state(), state)
+        path = self._write(old)
+        with self.assertRaisesRegex(RecordError, f"^{re.escape(path)}: no 'schema' or "
+                                    r"'schema_version' \(version 0, written before versioned "
+                                    r"records\); this code reads world_model_state version 1 "
+                                    "only: run again to write it anew$"):
+            WorldModelState.load(path)
+
+    def test_a_best_round_without_its_relative_cost_is_refused(self):
+        value = WorldModelState.from_state(STATE).to_json()
+        value["best_round"] = {"round": 2, "episodes": 128, "cost_ms": 8.5}
+        with self.assertRaisesRegex(RecordError, r"best_round: BestRound lacks "
+                                                 r"\['relative_cost'\]"):
+            WorldModelState.load(self._write(value))
 
     def test_another_schema_a_newer_version_and_unknown_keys_are_refused(self):
         value = WorldModelState.from_state(STATE).to_json()
         with self.assertRaisesRegex(RecordError, "a 'model_based_run' record, not "
                                     "'world_model_state'"):
             WorldModelState.load(self._write(dict(value, schema="model_based_run")))
-        with self.assertRaisesRegex(RecordError, "reads up to version 1"):
+        with self.assertRaisesRegex(RecordError, "reads version 1 only"):
             WorldModelState.from_json(dict(value, schema_version=2))
         with self.assertRaisesRegex(RecordError, r"world-model state: WorldModelState has no "
                                     r"fields \['novel'\]"):

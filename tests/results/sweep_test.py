@@ -36,8 +36,10 @@ class SweepMarkdownTest(absltest.TestCase):
 
     def test_table_4_3(self):
         rows = sweep_rows([0.5, 1.0], [_seed(0, {0.5: (-1.0, -2.0), 1.0: (0.5, 1.25)})])
-        result = SweepResult(graph="bert", seeds=1, dream_episodes=64, initial_cost_ms=10.0,
-                             seconds=12.4, rows=rows)
+        result = SweepResult(graph="bert", cost_model="analytic/v100", seeds=1,
+                             dream_episodes=64, rules="default", max_locations=50,
+                             initial_cost_ms=10.0, seconds=12.4, rows=rows,
+                             world_model={"hidden": 8})
         self.assertEqual(result.markdown(),
                          "# Temperature sweep on bert (Table 4.3)\n\n1 seeds, 64 imagined "
                          "episodes per controller, 12 s.\n\n| temperature | world-model score "

@@ -69,10 +69,13 @@ class TablesTest(absltest.TestCase):
         self.assertEqual(tables.table_4_3(None, "gpu", {}), "Table 4.3: not run.\n")
 
     def test_table_4_3_beside_the_thesis(self):
-        sweep = SweepResult(graph="bert", seeds=2, dream_episodes=64, initial_cost_ms=10.0,
+        sweep = SweepResult(graph="bert", cost_model="analytic/v100", seeds=2,
+                            dream_episodes=64, rules="default", max_locations=50,
+                            initial_cost_ms=10.0, seconds=1.0, world_model={},
                             rows=[SweepRow(temperature=0.5, world_model_mean=-1.0,
                                            world_model_std=0.1, real_mean=-2.0, real_std=0.2,
-                                           world_model=[-1.1, -0.9], real=[-2.2, -1.8])])
+                                           world_model=[-1.1, -0.9], real=[-2.2, -1.8],
+                                           applied=[[], []])])
         text = tables.table_4_3(sweep, "gpu", {0.5: [-3.0, -1.0]})
         self.assertIn("| 0.5 | -1.000% ± 0.100 | -2.000% ± 0.200 | -2.00% ± 1.00 | "
                       "-7.75% ± 0.3 | -55.33% ± 6.7 |", text)
@@ -140,8 +143,7 @@ class BaselinesTableTest(absltest.TestCase):
         self.assertIn("| mine | greedy | - | - | - | - | - | - | - (not reported) |  |", lines)
         self.assertFalse(any(line.startswith("| mine | taso") for line in lines))
         self.assertIn("Thesis speed-up of TASO's graph over TensorFlow (GPU): bert 1.50x.", lines)
-        # Neither graph ran equality saturation (or was written before it
-        # was a baseline): no columns or rows of it.
+        # Neither graph ran equality saturation: no columns or rows of it.
         self.assertIn("# Baselines: original, one-step greedy and TASO's search "
                       "(Figures 4.1, 4.2)", lines)
         self.assertNotIn("eqsat", text)
@@ -174,7 +176,7 @@ class BaselinesTableTest(absltest.TestCase):
         self.assertIn("| bert | 40 | analytic/cpu | 10.0000 | 9.0000 (3, 0.2) | "
                       "8.1000 (100, 57, 1.5) | -10.00% | "
                       "8.5500 (1 s, time_limit, 7288, ilp, 16.9) | -5.00% |", lines)
-        # A graph without it (skipped, or an older result): dashes.
+        # A graph where it was skipped: dashes.
         self.assertIn("| old | 40 | analytic/cpu | 10.0000 | 9.0000 (3, 0.2) | skipped | - "
                       "| - | - |", lines)
         # Its graph timed, named as greedy's where it is greedy's; the

@@ -1,5 +1,5 @@
-"""The baselines record: JSON round trips, files of the two producers before
-the record (no version) and what it refuses."""
+"""The baselines record: JSON round trips and what it refuses (files of the
+two producers before the record, of another version, missing keys)."""
 
 import json
 
@@ -14,7 +14,6 @@ from xflowrl.search import (
     Baselines,
     EqsatResult,
     GreedyResult,
-    NO_LOCATION,
     RECORD_VERSION,
     RandomResult,
     TasoResult,
@@ -22,7 +21,7 @@ from xflowrl.search import (
     replay_result,
     run_eqsat,
 )
-from xflowrl.search.record import OLD_VERSION_KEY, VERSION_KEY, record_version
+from xflowrl.search.record import VERSION_KEY
 
 _GREEDY = GreedyResult(cost_ms=3.31, seconds=0.5, steps=2,
                        applied=[("conv_relu_s1_same", 1), ("bias_add_relu", 0)])
@@ -68,10 +67,12 @@ class RoundTripTest(absltest.TestCase):
         self.assertAlmostEqual(graph.cost(env.cost_model), eqsat.cost_ms, places=9)
         self.assertLess(eqsat.cost_ms, env.initial_cost)
         self.assertEqual(back.rows()[-1][1], eqsat.cost_ms)
-        # A record without it (every file written before) reads as None.
+        # A record without its key (a file written before it) is refused.
         old = _through_a_file(Baselines(_GREEDY, max_locations=50).to_json())
         del old["eqsat"]
-        self.assertIsNone(Baselines.from_json(old).eqsat)
+        with self.assertRaisesRegex(RecordError, r"^old.json: a baselines record without "
+                                                 r"\['eqsat'\]$"):
+            Baselines.from_json(old, where="old.json")
 
     def test_the_json_keeps_the_keys_readers_of_the_files_use(self):
         data = Baselines(_GREEDY, _TASO, _RANDOM, max_locations=200).to_json()
@@ -97,7 +98,12 @@ class RoundTripTest(absltest.TestCase):
 
 
 class OldFilesTest(absltest.TestCase):
-    """Files written before the record: no version; TASO's steps are names."""
+    """Files written before the record (no schema or version; TASO's steps
+    names only) are refused, naming the file, its version and what to do."""
+
+    _REFUSED = (r"^results/g/baselines/result.json: a baselines record without 'schema' or "
+                r"'schema_version' \(version 0, written before the record\); this code reads "
+                r"version 1 only: run the baselines again$")
 
     def test_run_baselines_dict(self):
         # What run_baselines returned (train_mf/train_mb kept it as "baselines").
@@ -106,67 +112,35 @@ class OldFilesTest(absltest.TestCase):
                "taso": {"cost_ms": 3.2, "seconds": 1.5, "alpha": 1.05, "budget": 100,
                         "expansions": 100, "applied": ["conv_relu_s1_same", "bias_add_relu"]},
                "random": {"cost_ms": 4.06, "std_ms": 0.05, "best_ms": 4.0, "episodes": 5}}
-        got = Baselines.from_json(old)
-        self.assertEqual(got.greedy, GreedyResult(3.31, 0.5, 2, [("conv_relu_s1_same", 1),
-                                                                 ("bias_add_relu", 0)]))
-        self.assertEqual(got.taso.applied, [("conv_relu_s1_same", NO_LOCATION),
-                                            ("bias_add_relu", NO_LOCATION)])
-        self.assertEqual((got.taso.steps, got.taso.expansions, got.taso.alpha), (2, 100, 1.05))
-        self.assertIsNone(got.taso.trace)
-        self.assertIsNone(got.taso.enqueued)
-        self.assertIsNone(got.taso.max_locations)
-        self.assertEqual((got.random.cost_ms, got.random.best_ms, got.random.episodes),
-                         (4.06, 4.0, 5))
-        self.assertIsNone(got.random.applied)
-        self.assertIsNone(got.max_locations)
+        with self.assertRaisesRegex(RecordError, self._REFUSED):
+            Baselines.from_json(old, where="results/g/baselines/result.json")
 
-    def test_experiments_baselines_result(self):
-        old = {"graph": "small_cnn", "initial_cost_ms": 4.5,
-               "greedy": {"cost_ms": 3.31, "steps": 2, "seconds": 0.5,
-                          "applied": [["conv_relu_s1_same", 1], ["bias_add_relu", 0]]},
-               "taso": {"cost_ms": 3.2, "initial_cost_ms": 4.5, "alpha": 1.05, "budget": 100,
-                        "expansions": 100, "enqueued": 340, "seconds": 1.5, "steps": 1,
-                        "applied": ["conv_relu_s1_same"],
-                        "trace": [{"expansions": 0, "seconds": 0.0, "best_cost_ms": 4.5},
-                                  {"expansions": 7, "seconds": 0.1, "best_cost_ms": 3.2}]},
-               "variants": {}}
-        got = Baselines.from_json(old)
-        self.assertEqual(got.taso.trace, [TracePoint(0, 0.0, 4.5), TracePoint(7, 0.1, 3.2)])
-        self.assertEqual((got.taso.enqueued, got.taso.initial_cost_ms, got.taso.steps),
-                         (340, 4.5, 1))
-        self.assertEqual(got.taso.applied, [("conv_relu_s1_same", NO_LOCATION)])
-        self.assertIsNone(got.random)
+    def test_a_version_1_file_of_before_the_record(self):
+        # Its version under "baselines_version", no schema: refused as well.
+        data = _through_a_file(Baselines(_GREEDY, _TASO, _RANDOM, max_locations=200).to_json())
+        del data["schema"], data[VERSION_KEY]
+        old = {"baselines_version": 1, **data}
+        with self.assertRaisesRegex(RecordError, self._REFUSED):
+            Baselines.from_json(old, where="results/g/baselines/result.json")
 
-    def test_an_old_file_missing_a_field_is_named(self):
-        with self.assertRaisesRegex(ValueError, "before version 1.*'seconds'"):
-            Baselines.from_json({"greedy": {"cost_ms": 1.0, "steps": 0, "applied": []}})
+    def test_steps_without_locations_are_refused(self):
+        data = _through_a_file(Baselines(_GREEDY, _TASO, max_locations=200).to_json())
+        data["taso"]["applied"] = ["conv_relu_s1_same"]
+        with self.assertRaisesRegex(RecordError, "'taso' has steps that are not "
+                                                 r"\[xfer, location\] pairs"):
+            Baselines.from_json(data)
 
 
 class RecordLayoutTest(absltest.TestCase):
-    """The record is a `xflowrl.results.Record`: its schema and version first;
-    version-1 files of before (`OLD_VERSION_KEY`) read the same."""
+    """The record is a `xflowrl.results.Record`: its schema and version first."""
 
-    def test_schema_and_version_first_then_the_keys_of_before(self):
+    def test_schema_and_version_first_then_the_keys(self):
         record = Baselines(_GREEDY, _TASO, _RANDOM, max_locations=200)
         self.assertIsInstance(record, Record)
         data = record.to_json()
         self.assertEqual(list(data), ["schema", VERSION_KEY, "max_locations", "greedy", "taso",
                                       "random", "eqsat"])
         self.assertEqual((data["schema"], data[VERSION_KEY]), ("baselines", RECORD_VERSION))
-        self.assertEqual(record_version(data), RECORD_VERSION)
-
-    def test_a_version_1_file_of_before_the_record(self):
-        record = Baselines(_GREEDY, _TASO, _RANDOM, max_locations=200)
-        data = _through_a_file(record.to_json())
-        del data["schema"], data[VERSION_KEY]
-        old = {OLD_VERSION_KEY: 1, **data}
-        self.assertEqual(record_version(old), 1)
-        self.assertEqual(Baselines.from_json(old), record)
-        # Strict as version 1 is: an unknown field of a baseline is refused.
-        old["greedy"] = dict(old["greedy"], colour="blue")
-        with self.assertRaisesRegex(RecordError, "'greedy' has fields"):
-            Baselines.from_json(old)
-        self.assertEqual(record_version({"greedy": {}}), 0)
 
     def test_another_schema_is_refused(self):
         data = dict(Baselines(_GREEDY).to_json(), schema="measurement")
@@ -189,11 +163,14 @@ class RefusedTest(absltest.TestCase):
             with self.assertRaisesRegex(ValueError, "not a baselines record"):
                 Baselines.from_json(data)
 
-    def test_a_newer_version(self):
-        data = Baselines(_GREEDY).to_json()
-        data[VERSION_KEY] = RECORD_VERSION + 1
-        with self.assertRaisesRegex(ValueError, "reads versions up to 1: update it"):
-            Baselines.from_json(data)
+    def test_another_version(self):
+        for version in (RECORD_VERSION - 1, RECORD_VERSION + 1):
+            data = Baselines(_GREEDY).to_json()
+            data[VERSION_KEY] = version
+            with self.assertRaisesRegex(ValueError, f"^r.json: baselines record version "
+                                                    f"{version}; this code reads version 1 "
+                                                    "only: run the baselines again$"):
+                Baselines.from_json(data, where="r.json")
 
     def test_missing_or_unknown_fields(self):
         data = Baselines(_GREEDY, _TASO).to_json()

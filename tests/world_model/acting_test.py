@@ -37,17 +37,11 @@ class EvaluationGraphsTest(absltest.TestCase):
 class BestRoundTest(absltest.TestCase):
 
     def test_the_first_round_and_the_later_of_equal_rounds_win(self):
-        self.assertTrue(acting.better_round(0.9, None, 1.0))
+        self.assertTrue(acting.better_round(0.9, None))
         best = BestRound(round=1, relative_cost=0.8, episodes=8)
-        self.assertTrue(acting.better_round(0.8 * (1 + 1e-12), best, 1.0))  # equal: later
-        self.assertTrue(acting.better_round(0.7, best, 1.0))
-        self.assertFalse(acting.better_round(0.8 * (1 + 1e-6), best, 1.0))
-
-    def test_a_state_without_the_relative_cost_compares_the_one_graphs_cost(self):
-        best = BestRound(round=1, relative_cost=None, episodes=8, cost_ms=4.0)
-        self.assertEqual(acting.relative_cost_of(best, 5.0), 0.8)
-        self.assertTrue(acting.better_round(0.75, best, 5.0))
-        self.assertFalse(acting.better_round(0.85, best, 5.0))
+        self.assertTrue(acting.better_round(0.8 * (1 + 1e-12), best))  # equal: later
+        self.assertTrue(acting.better_round(0.7, best))
+        self.assertFalse(acting.better_round(0.8 * (1 + 1e-6), best))
 
     def test_the_record_of_a_best_round(self):
         one = acting.RoundEvaluation(_controller(0.5), [_episode(6.0, 5.0)], ["g"], 0.5)

@@ -16,6 +16,10 @@ decides what its task does (`job_state`):
 - **stale**: no marker, or one of another command: the folder is deleted
   first, so that an entry point never resumes checkpoints of other budgets.
 
+A marker without "finished" (of an older layout, written at the end only)
+is refused (`ValueError`): its folder is deleted by hand to run the job
+again.
+
 Two kinds of failure are retried. A failing exit code: up to `retries`
 more times after `retry_delay` seconds, each from a fresh folder (a
 checkpoint may be why it failed, or a change to the checkout while it ran). A lost worker or node (the process killed, the machine
@@ -83,8 +87,6 @@ class Job:
         without the interpreter), e.g. the flags without a cluster address
         that changes from one invocation to the next.
       cwd: the command's working directory (None: the driver's).
-      trust_result: a result file without a marker counts as finished (runs
-        made before markers).
     """
     name: str
     argv: Tuple[str, ...]
@@ -95,7 +97,6 @@ class Job:
     resources: Mapping[str, float] = dataclasses.field(default_factory=dict)
     key: Optional[Tuple[str, ...]] = None
     cwd: Optional[str] = None
-    trust_result: bool = False
 
     @property
     def flags(self) -> List[str]:
@@ -144,15 +145,20 @@ def _write_json(path: str, value: dict) -> None:
 
 def job_state(job: Job) -> str:
     """"finished", "started" or "stale": what the job's folder holds (the
-    module docstring says what each means for the task)."""
+    module docstring says what each means for the task).
+
+    Raises:
+      ValueError: a marker of the same command without "finished" (an
+        older layout).
+    """
     marker = _read_json(job.marker)
-    has_result = os.path.exists(job.result)
-    if marker is None:
-        return "finished" if job.trust_result and has_result and _has_keys(job) else "stale"
-    if marker.get("flags") != job.flags:
+    if marker is None or marker.get("flags") != job.flags:
         return "stale"
-    # Markers written before "finished" existed were written at the end only.
-    if marker.get("finished", True) and has_result and _has_keys(job):
+    if "finished" not in marker:
+        raise ValueError(f"{job.marker}: a job marker of an older layout (no 'finished'); "
+                         f"this code reads the current one only: delete {job.out_dir} to run "
+                         "the job again")
+    if marker["finished"] and os.path.exists(job.result) and _has_keys(job):
         return "finished"
     return "started"
 

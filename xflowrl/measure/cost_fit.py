@@ -231,9 +231,19 @@ def write_profile(path: str, profile: Mapping[str, object]) -> None:
         raise
 
 
-def read_rows(profile: Mapping[str, Any]) -> List[Row]:
-    """The rows stored in a profile (older files lack "guid" for none)."""
-    return [Row(**r) for r in profile.get("rows", [])]
+def read_rows(profile: Mapping[str, Any], where: str = "profile") -> List[Row]:
+    """The rows stored in a profile, each with every field of `Row`.
+
+    Raises:
+      ValueError: a row of another layout (an older profile's lack
+        "guid"), named by `where` and its index.
+    """
+    rows = profile.get("rows", [])
+    for i, r in enumerate(rows):
+        if set(r) != set(Row._fields):
+            raise ValueError(f"{where}: row {i} has the fields {sorted(r)}, not "
+                             f"{sorted(Row._fields)} (an older profile); fit it again")
+    return [Row(**r) for r in rows]
 
 
 # -- Joint fit over whole graphs ------------------------------------------------

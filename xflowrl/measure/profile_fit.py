@@ -117,7 +117,7 @@ def refit_source(earlier: Mapping[str, Any], path: str) -> Profiled:
     if not earlier.get("rows") or "graphs" not in earlier:
         raise ValueError(f"{path} stores no profiled rows: --refit_from takes a "
                          "--method=profile output")
-    return Profiled(cost_fit.read_rows(earlier), list(earlier["graphs"]),
+    return Profiled(cost_fit.read_rows(earlier, path), list(earlier["graphs"]),
                     earlier["command"] + f" (refit: --refit_from={path})")
 
 

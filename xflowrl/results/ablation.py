@@ -11,8 +11,8 @@ The model-based ablation (experiments/mb_ablation.py): ablation.json
 the median and range over its seeds, `Spread`, of what its runs' records
 hold, `summarize_variant`) and ablation.md (`ModelBasedAblation.markdown`).
 
-Their keys are those of the plain objects the scripts wrote before these
-records; such files (no schema) read as version 0. The baselines' costs
+A file of another version (or a plain object the scripts wrote before these
+records, without a schema) is refused: run the ablation again. The baselines' costs
 come in as `BaselineMs` (read from a run's baselines by
 `xflowrl.search.Baselines`, which this package does not import).
 """

@@ -3,18 +3,16 @@ its result.json (`AgentComparison`: per graph a `ComparisonRow`, the
 model-based and model-free agents' real costs beside one-step greedy's,
 TASO's and the random agent's under one cost model, and their sample
 efficiency) and the result.md it renders (`AgentComparison.markdown`).
-
-The rows' keys are those of the plain list of objects the script wrote
-before the record; a file of that list (no schema) reads as version 0, its
-rows alone (the settings the table names are None then).
+A file of another version (or the plain list of rows the script wrote
+before the record) is refused: run the comparison again.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, List, Optional, Tuple, Type, TypeVar
+from typing import Any, Callable, List, Tuple, Type, TypeVar
 
-from xflowrl.results.records import Record
+from xflowrl.results.records import Record, RecordError
 from xflowrl.results.runs import ModelBasedRun, ModelFreeRun
 
 C = TypeVar("C", bound="AgentComparison")
@@ -105,17 +103,19 @@ class AgentComparison(Record):
     SCHEMA = "compare_agents"
     VERSION = 1
 
-    cost_model: Optional[str] = None           # None: a file from before the record
-    max_steps: Optional[int] = None
-    equal_budget_factor: Optional[float] = None
+    cost_model: str
+    max_steps: int
+    equal_budget_factor: float
     rows: List[ComparisonRow]
 
     @classmethod
     def from_json(cls: Type[C], value: Any, where: str = "") -> C:
-        """As `Record.from_json`; a list (the file of before the record:
-        the rows alone) reads as version 0."""
+        """As `Record.from_json`, which refuses the plain list of rows the
+        script wrote before the record (version 0) too, saying so."""
         if isinstance(value, list):
-            value = {"rows": value}
+            raise RecordError(f"{where or cls.__name__}: a list of rows (version 0, written "
+                              f"before versioned records); this code reads {cls.SCHEMA} "
+                              f"version {cls.VERSION} only: run again to write it anew")
         return super().from_json(value, where)
 
     def markdown(self) -> str:

@@ -155,8 +155,8 @@ RUNTIME_CLOCKS = ("tf/wall", "ort/cpu")
 class RuntimeBars:
     """One panel of `figure_baseline_runtimes`: one clock, the graphs in
     order. Per variant (those of `BASELINE_VARIANTS` that some graph has,
-    in its order: no equality saturation in results written before it was
-    a baseline) and graph: the bar's height,
+    in its order: no equality saturation where no graph ran it) and graph:
+    the bar's height,
     the variant's median / the original's (NaN where either was not timed
     on this clock), and its error bar below and above (the interquartile
     range of the round medians / the original's median; 0 without a bar).

@@ -96,8 +96,7 @@ class BaselineCosts(BaselineSummary):
     """What the report and baselines.py's table read of a baseline run
     (baselines.py's result.json): its summary, the searches' steps, TASO's
     trace and equality saturation's run (`xflowrl.search.EqsatResult`; its
-    fields None where it did not run: time limit 0, or a result written
-    before it was a baseline)."""
+    fields None where it did not run: time limit 0)."""
     greedy_applied: List[Any]
     taso_applied: List[Any]
     taso_initial_ms: Optional[float]
@@ -117,7 +116,7 @@ class BaselineCosts(BaselineSummary):
 def baseline_costs(result: Mapping[str, Any]) -> BaselineCosts:
     """The report's view of a baseline run's result."""
     greedy, taso = result["greedy"], result.get("taso") or {}
-    eqsat = result.get("eqsat") or {}
+    eqsat = result["eqsat"] or {}
     return BaselineCosts(
         cost_model=result["cost_model"], ops=result["ops"],
         initial_ms=result["initial_cost_ms"], greedy_ms=greedy["cost_ms"],
@@ -136,8 +135,7 @@ def baseline_costs(result: Mapping[str, Any]) -> BaselineCosts:
 class BaselineRuntimes:
     """What baselines.py's Figure 4.1 reads of a baseline run (its
     result.json): each variant's timing (`BASELINE_VARIANTS`, TASO's and
-    equality saturation's only where they ran, so not in results written
-    before equality saturation was a baseline; variants share a `graph_key`
+    equality saturation's only where they ran; variants share a `graph_key`
     where they found the same graph) and the thesis' GPU ms of the graph's baselines
     (`xflowrl.results.thesis.thesis_baseline_ms`: "tf", "trt", "taso"; None
     for a model file or a graph the thesis did not evaluate)."""

@@ -2,12 +2,12 @@
 
 A `Record` is a dataclass whose JSON file names what it is (`"schema"`)
 and the version of its layout (`"schema_version"`) before its fields, in
-field order. Reading checks both: a file of another schema, or of a newer
-version than this code knows, is refused (`RecordError`), and so are
-unknown keys in a file of a known version. A file without a version was
-written before records existed (version 0): it is read leniently (missing
-fields take their defaults, missing Optional ones None, unknown keys are
-dropped), so results folders from earlier runs still load.
+field order. Reading checks both and reads only the current layout: a file
+of another schema, without a schema or version (one written before
+records, version 0), or of any version but the record's `VERSION` is
+refused (`RecordError`, naming the file, its version and that the run that
+wrote it is to be run again), and so are unknown keys and missing fields.
+A record is read whole or not at all.
 
 Fields may be numbers, strings, None, lists, dicts with string keys, other
 dataclasses (nested records serialise without a schema of their own) and
@@ -27,7 +27,6 @@ from typing import Any, ClassVar, Dict, Mapping, Optional, Type, TypeVar
 
 SCHEMA_KEY = "schema"
 VERSION_KEY = "schema_version"
-LEGACY_VERSION = 0
 
 R = TypeVar("R", bound="Record")
 D = TypeVar("D")
@@ -66,11 +65,7 @@ def _hints(cls: type) -> Dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def _optional(kind: Any) -> bool:
-    return typing.get_origin(kind) is typing.Union and type(None) in typing.get_args(kind)
-
-
-def from_plain(kind: Any, value: Any, lenient: bool, where: str) -> Any:
+def from_plain(kind: Any, value: Any, where: str) -> Any:
     """`value` (plain JSON) as the type `kind` describes."""
     if value is None or kind is Any or (isinstance(kind, type) and isinstance(value, kind)):
         return value
@@ -79,12 +74,12 @@ def from_plain(kind: Any, value: Any, lenient: bool, where: str) -> Any:
     if origin is typing.Union:
         options = [a for a in args if a is not type(None)]
         if len(options) == 1:
-            return from_plain(options[0], value, lenient, where)
+            return from_plain(options[0], value, where)
         return value
     if origin in (list, typing.List):
         if not isinstance(value, list):
             raise RecordError(f"{where}: expected a list, got {type(value).__name__}")
-        return [from_plain(args[0] if args else Any, v, lenient, f"{where}[{i}]")
+        return [from_plain(args[0] if args else Any, v, f"{where}[{i}]")
                 for i, v in enumerate(value)]
     if origin in (tuple, typing.Tuple):
         return list(value)
@@ -92,36 +87,32 @@ def from_plain(kind: Any, value: Any, lenient: bool, where: str) -> Any:
         if not isinstance(value, dict):
             raise RecordError(f"{where}: expected an object, got {type(value).__name__}")
         item = args[1] if len(args) == 2 else Any
-        return {k: from_plain(item, v, lenient, f"{where}.{k}") for k, v in value.items()}
+        return {k: from_plain(item, v, f"{where}.{k}") for k, v in value.items()}
     if isinstance(kind, type) and issubclass(kind, Record):
-        return kind._fields_from_json(value, lenient, where)
+        return kind._fields_from_json(value, where)
     if isinstance(kind, type) and dataclasses.is_dataclass(kind):
-        return dataclass_from_plain(kind, value, lenient, where)
+        return dataclass_from_plain(kind, value, where)
     return value
 
 
-def dataclass_from_plain(cls: Type[D], value: Any, lenient: bool, where: str) -> D:
-    """The dataclass `cls` from a plain JSON object: strict (every key a
-    field, every field without a default present) unless `lenient`."""
+def dataclass_from_plain(cls: Type[D], value: Any, where: str) -> D:
+    """The dataclass `cls` from a plain JSON object: every key a field,
+    every field without a default present."""
     if not isinstance(value, dict):
         raise RecordError(f"{where}: expected an object for {cls.__name__}, got "
                           f"{type(value).__name__}")
     hints = _hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     unknown = sorted(set(value) - set(fields))
-    if unknown and not lenient:
+    if unknown:
         raise RecordError(f"{where}: {cls.__name__} has no fields {unknown}")
     missing = [n for n, f in fields.items() if n not in value
                and f.default is dataclasses.MISSING
                and f.default_factory is dataclasses.MISSING]
-    kwargs = {n: from_plain(hints[n], value[n], lenient, f"{where}.{n}")
-              for n in fields if n in value}
-    if lenient:  # a file from before the field: an Optional one is None
-        kwargs.update({n: None for n in missing if _optional(hints[n])})
-        missing = [n for n in missing if n not in kwargs]
     if missing:
         raise RecordError(f"{where}: {cls.__name__} lacks {missing}")
-    return cls(**kwargs)
+    return cls(**{n: from_plain(hints[n], value[n], f"{where}.{n}")
+                  for n in fields if n in value})
 
 
 @dataclasses.dataclass
@@ -137,8 +128,8 @@ class Record:
         return {f.name: to_plain(getattr(self, f.name)) for f in _written(self)}
 
     @classmethod
-    def _fields_from_json(cls: Type[R], value: Any, lenient: bool, where: str) -> R:
-        return dataclass_from_plain(cls, value, lenient, where)
+    def _fields_from_json(cls: Type[R], value: Any, where: str) -> R:
+        return dataclass_from_plain(cls, value, where)
 
     # -- versioned files -----------------------------------------------------------
     def to_json(self) -> Dict[str, Any]:
@@ -147,24 +138,33 @@ class Record:
 
     @classmethod
     def from_json(cls: Type[R], value: Mapping[str, Any], where: str = "") -> R:
-        """The record from a JSON object `to_json` wrote (or one written
-        before records had versions: read leniently).
+        """The record from a JSON object `to_json` of this version wrote.
+
+        Args:
+          value: the JSON object.
+          where: what to name it in errors (`load` passes the file's path).
 
         Raises:
-          RecordError: another schema, a newer version, unknown or missing fields.
+          RecordError: not an object, another schema, no version (a file
+            written before records) or another version than `VERSION`,
+            unknown or missing fields.
         """
         where = where or cls.__name__
         if not isinstance(value, Mapping):
             raise RecordError(f"{where}: expected an object, got {type(value).__name__}")
         body = dict(value)
         schema = body.pop(SCHEMA_KEY, None)
-        version = body.pop(VERSION_KEY, LEGACY_VERSION)
+        version = body.pop(VERSION_KEY, None)
         if schema is not None and schema != cls.SCHEMA:
             raise RecordError(f"{where}: a {schema!r} record, not {cls.SCHEMA!r}")
-        if not isinstance(version, int) or version > cls.VERSION or version < 0:
+        if schema is None or version is None:
+            raise RecordError(f"{where}: no {SCHEMA_KEY!r} or {VERSION_KEY!r} (version 0, written "
+                              f"before versioned records); this code reads {cls.SCHEMA} version "
+                              f"{cls.VERSION} only: run again to write it anew")
+        if not isinstance(version, int) or version != cls.VERSION:
             raise RecordError(f"{where}: {cls.SCHEMA} version {version!r}; this code reads "
-                              f"up to version {cls.VERSION}")
-        return cls._fields_from_json(body, version == LEGACY_VERSION, where)
+                              f"version {cls.VERSION} only: run again to write it anew")
+        return cls._fields_from_json(body, where)
 
     def save(self, path: str, indent: Optional[int] = 2) -> str:
         """Writes the record to `path` (its folder created); returns `path`."""

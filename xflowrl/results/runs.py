@@ -2,9 +2,8 @@
 (`ModelFreeRun`, experiments/train_mf.py) and the model-based agent's
 (`ModelBasedRun`, experiments/train_mb.py, with its world model's rounds).
 
-The JSON layout is the one those entry points wrote before these records
-(the same keys in the same order), with the record's schema and version in
-front; files from before load as version 0 (`xflowrl.results.records`).
+Each is a versioned record (`xflowrl.results.records`): a file of another
+version is refused, to be written anew by running its entry point again.
 The baselines inside a run (`baselines`, `taso`) are the baseline runner's
 record as JSON (`xflowrl.search.Baselines.to_json`), read through
 `xflowrl.results.layout.baseline_costs`.
@@ -90,7 +89,7 @@ class RealSteps:
     """The model-based agent's real environment steps, by use."""
     world_model_rollouts: int
     held_out_rollouts: int
-    round_evaluations: int = 0             # absent in runs before it was counted
+    round_evaluations: int
     evaluation: int = 0
     lockstep_dream: int = 0                # --lockstep only
     controller_learning: int = 0           # --real_episodes_per_round: the controller's own
@@ -115,7 +114,7 @@ class RoundController:
     real_return: float
     predicted_return: float
     imagined_return: float
-    relative_cost: Optional[float] = _omit()   # absent in runs before it was recorded
+    relative_cost: float
     cost_ms: Optional[float] = _omit()         # one graph: its episode's final cost
     best_cost_ms: Optional[float] = _omit()    # and the cheapest graph it passed through
     graphs: Optional[int] = _omit()            # several graphs: how many were evaluated
@@ -135,8 +134,7 @@ class WorldModelRound(Record):
 
     Written flat, as the agent's state holds it: `held_out` as
     held_out_<metric> keys, `controller` as controller_<field> keys (in
-    the order the agent writes them: a round read from a run of an older
-    agent may come back with its controller keys in another order)."""
+    the order the agent writes them)."""
 
     SCHEMA = "world_model_round"
 
@@ -161,7 +159,7 @@ class WorldModelRound(Record):
         return out
 
     @classmethod
-    def _fields_from_json(cls: Type["WorldModelRound"], value: Any, lenient: bool,
+    def _fields_from_json(cls: Type["WorldModelRound"], value: Any,
                           where: str) -> "WorldModelRound":
         if not isinstance(value, dict):
             raise RecordError(f"{where}: expected an object for a world-model round")
@@ -171,18 +169,18 @@ class WorldModelRound(Record):
                       if k.startswith(_CONTROLLER)}
         unknown = sorted(set(value) - set(core) - {_HELD_OUT + k for k in held_out}
                          - {_CONTROLLER + k for k in controller})
-        if unknown and not lenient:
+        if unknown:
             raise RecordError(f"{where}: a world-model round has no fields {unknown}")
         return dataclass_from_plain(
             cls, dict(core, held_out=held_out,
-                      controller=dataclass_from_plain(RoundController, controller, lenient,
+                      controller=dataclass_from_plain(RoundController, controller,
                                                       f"{where}.controller")
-                      if controller else None), lenient, where)
+                      if controller else None), where)
 
     @classmethod
     def from_state(cls, row: Dict[str, Any]) -> "WorldModelRound":
         """A round of the world-model agent's state (strict: every key known)."""
-        return cls._fields_from_json(row, False, "world-model round")
+        return cls._fields_from_json(row, "world-model round")
 
 
 @dataclasses.dataclass

@@ -6,10 +6,9 @@ The agent works on the state as a dict (`ModelBasedAgent.state`); it is
 written through this record (`WorldModelState.from_state(...).to_json()`,
 which refuses a key it does not know) and read back through it
 (`WorldModelState.load(path).to_state()`). Its rounds are the
-`WorldModelRound`s a model-based run's result holds. A state.json from
-before the record (no schema) still resumes: read as version 0, what it
-lacks takes its default (no evaluation steps, no relative cost of the best
-round), unknown keys dropped.
+`WorldModelRound`s a model-based run's result holds. A state.json of
+another version (or from before the record: no schema) is refused; the
+run starts again in a fresh folder.
 """
 
 from __future__ import annotations
@@ -30,10 +29,8 @@ class BestRound:
     """The round whose controller's greedy real episodes reached the cheapest
     graphs (relative to their initial ones; with one graph, its cost)."""
     round: int
-    relative_cost: Optional[float] = _omit()   # absent in states before it was recorded
-    # The controller's dream episodes then (keyword-only: the agent's key
-    # order, after the optional relative cost).
-    episodes: int = dataclasses.field(kw_only=True)
+    relative_cost: float
+    episodes: int                              # the controller's dream episodes then
     cost_ms: Optional[float] = _omit()         # one graph only
 
 
@@ -63,12 +60,6 @@ class WorldModelState(Record):
     inputs: Optional[Dict[str, bool]] = _omit()
 
     @classmethod
-    def _fields_from_json(cls, value: Any, lenient: bool, where: str) -> "WorldModelState":
-        if lenient and isinstance(value, dict):  # a state of before the count: none counted
-            value = {"evaluation_steps": 0, **value}
-        return super()._fields_from_json(value, lenient, where)
-
-    @classmethod
     def from_state(cls, state: Dict[str, Any]) -> "WorldModelState":
         """The record of the agent's state dict (strict: every key known,
         every round's too).
@@ -76,7 +67,7 @@ class WorldModelState(Record):
         Raises:
           RecordError: a key the record does not know, or one it needs missing.
         """
-        return cls._fields_from_json(state, False, "world-model state")
+        return cls._fields_from_json(state, "world-model state")
 
     def to_state(self) -> Dict[str, Any]:
         """The agent's state dict (plain JSON values, rounds flat)."""

@@ -9,11 +9,11 @@ the seeds, `sweep_rows`) and the result.md it renders
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Sequence
 
 import numpy as np
 
-from xflowrl.results.records import OMIT_NONE, Record
+from xflowrl.results.records import Record
 from xflowrl.results.runs import Applied
 
 
@@ -42,12 +42,6 @@ class SweepSeed(Record):
     seconds: float
 
 
-def _omit() -> Any:
-    """A field a sweep's result.json holds only where it was written: None
-    (and no key) in the files of sweeps from before it."""
-    return dataclasses.field(default=None, metadata=OMIT_NONE)
-
-
 @dataclasses.dataclass(kw_only=True)
 class SweepRow:
     """One temperature over the seeds: the scores' mean and std (population)
@@ -60,9 +54,8 @@ class SweepRow:
     world_model: List[float]
     real: List[float]
     # Per seed: the real episode's (xfer name, location) steps, which replay
-    # its graph (reproduce.py's measure step times them). Absent in sweeps
-    # from before it was kept.
-    applied: Optional[List[Applied]] = _omit()
+    # its graph (reproduce.py's measure step times them).
+    applied: List[Applied]
 
     @classmethod
     def over_seeds(cls, temperature: float, cells: Sequence[SweepCell]) -> "SweepRow":
@@ -94,28 +87,22 @@ def sweep_rows(temperatures: Sequence[float], seeds: Sequence[SweepSeed]) -> Lis
 @dataclasses.dataclass(kw_only=True)
 class SweepResult(Record):
     """The sweep's result.json. Keyword-only fields, in the order of the
-    files' keys; those absent from older sweeps' files are None (and left
-    out of the JSON), as `rules` and `max_locations` (reproduce.py replays
-    the sweep's graphs under the entry points' defaults then)."""
+    files' keys; `rules` and `max_locations` are those reproduce.py replays
+    the sweep's graphs under."""
 
     SCHEMA = "temperature_sweep"
     VERSION = 1
 
     graph: str
-    cost_model: Optional[str] = _omit()
+    cost_model: str
     seeds: int
     dream_episodes: int
-    rules: Optional[str] = _omit()
-    max_locations: Optional[int] = _omit()
+    rules: str
+    max_locations: int
     initial_cost_ms: float
-    seconds: Optional[float] = _omit()
+    seconds: float
     rows: List[SweepRow]
-    world_model: Optional[Dict[str, Any]] = _omit()   # the WorldModelConfig's fields
-
-    @property
-    def replayable(self) -> bool:
-        """Whether every row kept its seeds' real episodes' steps."""
-        return all(row.applied is not None for row in self.rows)
+    world_model: Dict[str, Any]             # the WorldModelConfig's fields
 
     def markdown(self) -> str:
         """result.md: Table 4.3, mean +- std over the seeds per temperature."""

@@ -339,8 +339,7 @@ def baselines_markdown(costs: Mapping[str, BaselineCosts],
     `costs`) the estimated costs and searches, then each variant's measured
     runtimes on this CPU with the thesis' GPU figures beside them;
     `tensorrt` says why TensorRT was not run. Equality saturation's columns
-    and rows appear where some graph ran it (results written before it was
-    a baseline have none: their table is as it was)."""
+    and rows appear where some graph ran it."""
     eqsat = any(c.eqsat_ms is not None for c in costs.values())
     searches = ("one-step greedy, TASO's search and equality saturation" if eqsat
                 else "one-step greedy and TASO's search")

@@ -15,14 +15,12 @@ On disk a record is JSON (`to_json`, `from_json`): a
 `xflowrl.results.records.Record` of the schema "baselines", an object with
 "schema" and "schema_version" (`VERSION_KEY`), the location cap
 "max_locations" and the keys "greedy", "taso", "random" and "eqsat" (null
-for a baseline that did not run; "eqsat" is absent from files written
-before it was a baseline, and reads as null). A file may hold more keys beside them
+for a baseline that did not run). A file may hold more keys beside them
 (experiments/baselines.py writes its runtimes in the same object);
-`from_json` reads only the record's. Files of version 1 written before the
-record was a `Record` name their version under `OLD_VERSION_KEY`
-("baselines_version") and read the same; files written before the version
-existed (neither key) are read too: their TASO steps carry no locations
-(`NO_LOCATION`), and what they lack is None.
+`from_json` reads only the record's, all of them, of `RECORD_VERSION` only:
+a file without "schema" and "schema_version" (one written before the
+record, whose TASO steps had no locations) or of another version is
+refused, to be written anew by running its baselines again.
 """
 
 from __future__ import annotations
@@ -33,18 +31,14 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Type
 from xflowrl.results.records import Record, RecordError, SCHEMA_KEY
 from xflowrl.results.records import VERSION_KEY as VERSION_KEY
 
-# The format `to_json` writes; `from_json` reads it and every earlier one.
+# The format `to_json` writes and `from_json` reads.
 RECORD_VERSION = 1
-# Where files of version 1 named their version before the record was a
-# `Record` (and where experiments/baselines.py's baselines.json, a summary
-# of several graphs' records, names the version of those it holds).
-OLD_VERSION_KEY = "baselines_version"
 # The record's own keys in a file (in the order `to_json` writes them).
 _KEYS = ("max_locations", "greedy", "taso", "random", "eqsat")
 
-# A step's location when it has none to replay: a record written before
-# locations were kept, or a TASO step past the first `max_locations`
-# candidates of its xfer (no environment with that cap can take it).
+# A step's location when it has none to replay: a TASO step past the first
+# `max_locations` candidates of its xfer (no environment with that cap can
+# take it).
 NO_LOCATION = -1
 
 Step = Tuple[str, int]
@@ -77,8 +71,6 @@ class TasoResult:
     best graph, whose cost is `cost_ms`; `max_locations` is the cap its
     locations are numbered under (the environment's, unless a step was past
     it: then a larger one, under which every step has a location).
-    `enqueued`, `initial_cost_ms`, `trace` and `max_locations` are None in
-    files written before `RECORD_VERSION` 1 by `run_baselines`.
     """
     cost_ms: float
     seconds: float
@@ -98,8 +90,7 @@ class RandomResult:
     """The random agent over `episodes` episodes: `cost_ms` is the mean of
     their final costs (`std_ms` its standard deviation), `best_ms` the
     cheapest; `seconds` is all episodes' time; `steps` and `applied` are the
-    cheapest episode's (the first of equal ones). `seconds`, `steps` and
-    `applied` are None in files written before `RECORD_VERSION` 1."""
+    cheapest episode's (the first of equal ones)."""
     cost_ms: float
     std_ms: float
     best_ms: float
@@ -142,11 +133,9 @@ class Baselines(Record):
       greedy: one-step greedy (always run).
       taso: TASO's search; None when it did not run (budget 0).
       random: the random agent; None when it did not run (no episodes).
-      eqsat: equality saturation; None when it did not run (or in files
-        written before it was a baseline).
+      eqsat: equality saturation; None when it did not run.
       max_locations: the environment's L, under which greedy's and the
-        random agent's locations are numbered (None in files written before
-        `RECORD_VERSION` 1).
+        random agent's locations are numbered.
     """
 
     SCHEMA = "baselines"
@@ -177,57 +166,52 @@ class Baselines(Record):
                 "eqsat": None if self.eqsat is None else dataclasses.asdict(self.eqsat)}
 
     @classmethod
-    def _fields_from_json(cls: Type["Baselines"], value: Any, lenient: bool,
-                          where: str) -> "Baselines":
-        """The record from its keys in `value` (others ignored); `lenient`:
-        a file of before version 1."""
+    def _fields_from_json(cls: Type["Baselines"], value: Any, where: str) -> "Baselines":
+        """The record from its keys in `value` (others ignored), every one
+        of them present."""
         if not isinstance(value, Mapping) or not isinstance(value.get("greedy"), Mapping):
-            raise RecordError("not a baselines record: no 'greedy' entry (expected what "
-                              "Baselines.to_json writes)")
-        if lenient:
-            try:
-                return _from_unversioned(value)
-            except KeyError as e:
-                raise RecordError(f"baselines record (written before version 1) lacks "
-                                  f"the field {e}") from None
-        taso, random, eqsat = value.get("taso"), value.get("random"), value.get("eqsat")
+            raise RecordError(f"{where or 'Baselines'}: not a baselines record: no 'greedy' "
+                              "entry (expected what Baselines.to_json writes)")
+        missing = [k for k in _KEYS if k not in value]
+        if missing:
+            raise RecordError(f"{where or 'Baselines'}: a baselines record without {missing}")
+        taso, random, eqsat = value["taso"], value["random"], value["eqsat"]
         return cls(greedy=_typed(GreedyResult, value["greedy"], "greedy"),
                    taso=None if taso is None else _typed(TasoResult, taso, "taso"),
                    random=None if random is None else _typed(RandomResult, random, "random"),
-                   max_locations=value.get("max_locations"),
+                   max_locations=value["max_locations"],
                    eqsat=None if eqsat is None else _eqsat(eqsat))
 
     @classmethod
     def from_json(cls: Type["Baselines"], value: Mapping[str, Any],
                   where: str = "") -> "Baselines":
-        """The record `to_json` wrote (other keys of `value` are ignored), or
-        one of a file of version 1 from before the record was a `Record`
-        (`OLD_VERSION_KEY`), or of before version 1.
+        """The record `to_json` wrote (other keys of `value` are ignored).
+
+        Args:
+          value: the JSON object holding the record.
+          where: what to name it in errors (the file's path).
 
         Raises:
           RecordError (a ValueError): `value` holds no record (no "greedy"),
-            one of another schema or a newer version, or a baseline with
+            one of another schema, one without a schema or version (written
+            before the record) or of another version, or a baseline with
             missing or unknown fields.
         """
+        where = where or "Baselines"
         if not isinstance(value, Mapping) or not isinstance(value.get("greedy"), Mapping):
-            return cls._fields_from_json(value, False, where)
-        schema = value.get(SCHEMA_KEY, cls.SCHEMA)
-        if schema != cls.SCHEMA:
-            raise RecordError(f"{where or 'Baselines'}: a {schema!r} record, not "
-                              f"{cls.SCHEMA!r}")
-        version = record_version(value)
-        if not isinstance(version, int) or version > RECORD_VERSION or version < 0:
-            raise RecordError(f"baselines record of version {version!r}; this xflowrl reads "
-                              f"versions up to {RECORD_VERSION}: update it")
-        return cls._fields_from_json({k: value[k] for k in _KEYS if k in value}, version == 0,
-                                     where)
-
-
-def record_version(value: Mapping[str, Any]) -> Any:
-    """The version of the baselines record in `value`: under `VERSION_KEY`,
-    else `OLD_VERSION_KEY` (version 1 before the record was a `Record`),
-    else 0 (before versions)."""
-    return value.get(VERSION_KEY, value.get(OLD_VERSION_KEY, 0))
+            return cls._fields_from_json(value, where)
+        schema, version = value.get(SCHEMA_KEY), value.get(VERSION_KEY)
+        if schema is not None and schema != cls.SCHEMA:
+            raise RecordError(f"{where}: a {schema!r} record, not {cls.SCHEMA!r}")
+        if schema is None or version is None:
+            raise RecordError(f"{where}: a baselines record without {SCHEMA_KEY!r} or "
+                              f"{VERSION_KEY!r} (version 0, written before the record); this "
+                              f"code reads version {RECORD_VERSION} only: run the baselines "
+                              "again")
+        if version != RECORD_VERSION:
+            raise RecordError(f"{where}: baselines record version {version!r}; this code reads "
+                              f"version {RECORD_VERSION} only: run the baselines again")
+        return cls._fields_from_json({k: value[k] for k in _KEYS if k in value}, where)
 
 
 def _result_json(result: Any) -> Optional[Dict[str, Any]]:
@@ -240,24 +224,25 @@ def _result_json(result: Any) -> Optional[Dict[str, Any]]:
     return out
 
 
-def _steps(applied: Optional[Sequence[Any]]) -> Optional[List[Step]]:
-    """(name, location) pairs from JSON's lists; a bare name (files before
-    version 1 kept TASO's names only) gets `NO_LOCATION`."""
+def _steps(applied: Optional[Sequence[Any]], name: str) -> Optional[List[Step]]:
+    """(name, location) pairs from JSON's lists of two."""
     if applied is None:
         return None
-    return [(step, NO_LOCATION) if isinstance(step, str) else (str(step[0]), int(step[1]))
-            for step in applied]
+    if not all(isinstance(step, list) and len(step) == 2 for step in applied):
+        raise RecordError(f"baselines record: {name!r} has steps that are not "
+                          "[xfer, location] pairs")
+    return [(str(step[0]), int(step[1])) for step in applied]
 
 
 def _typed(kind: Any, fields: Mapping[str, Any], name: str) -> Any:
-    """A version-1 baseline's dataclass from its JSON object: every field,
-    no other key."""
+    """A baseline's dataclass from its JSON object: every field, no other
+    key."""
     names = {f.name for f in dataclasses.fields(kind)}
     if set(fields) != names:
         raise RecordError(f"baselines record: {name!r} has fields {sorted(fields)}, "
                           f"expected {sorted(names)}")
     values = dict(fields)
-    values["applied"] = _steps(values["applied"])
+    values["applied"] = _steps(values["applied"], name)
     if values.get("trace") is not None:
         values["trace"] = [TracePoint(**p) for p in values["trace"]]
     return kind(**values)
@@ -270,29 +255,3 @@ def _eqsat(fields: Mapping[str, Any]) -> EqsatResult:
                           f"{sorted(fields) if isinstance(fields, Mapping) else fields!r}, "
                           f"expected {sorted(names)}")
     return EqsatResult(**fields)
-
-
-def _from_unversioned(data: Mapping[str, Any]) -> Baselines:
-    """A record of the two producers before `RECORD_VERSION` 1:
-    `run_baselines` (greedy, TASO without trace, steps or enqueued, random
-    without steps) and experiments/baselines.py (greedy and TASO with its
-    trace). TASO's steps were names only."""
-    g = data["greedy"]
-    greedy = GreedyResult(cost_ms=g["cost_ms"], seconds=g["seconds"], steps=g["steps"],
-                          applied=_steps(g["applied"]) or [])
-    taso = None
-    if data.get("taso"):
-        t = data["taso"]
-        applied = _steps(t["applied"]) or []
-        trace = t.get("trace")
-        taso = TasoResult(cost_ms=t["cost_ms"], seconds=t["seconds"],
-                          steps=t.get("steps", len(applied)), applied=applied,
-                          alpha=t["alpha"], budget=t["budget"], expansions=t["expansions"],
-                          enqueued=t.get("enqueued"), initial_cost_ms=t.get("initial_cost_ms"),
-                          trace=None if trace is None else [TracePoint(**p) for p in trace])
-    random = None
-    if data.get("random"):
-        r = data["random"]
-        random = RandomResult(cost_ms=r["cost_ms"], std_ms=r["std_ms"], best_ms=r["best_ms"],
-                              episodes=r["episodes"])
-    return Baselines(greedy=greedy, taso=taso, random=random)

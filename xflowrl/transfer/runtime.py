@@ -91,7 +91,6 @@ def network_arrays(network) -> Dict[str, np.ndarray]:
     arrays.update(_mlp_arrays("xfer_scorer", network._xfer_scorer))
     arrays["xfer_embed"] = network._xfer_embed.embeddings.numpy()
     arrays.update(_mlp_arrays("location_scorer", network._location_scorer))
-    # Absent from files written before the option: False.
     arrays["relative_location_cost"] = np.asarray(network.relative_location_cost, bool)
     return arrays
 
@@ -188,7 +187,7 @@ class NumpyPolicy:
         self._xfer_scorer = _MLP(arrays, "xfer_scorer", activate_final=False)
         self._xfer_embed = arrays["xfer_embed"]
         self._location_scorer = _MLP(arrays, "location_scorer", activate_final=False)
-        self.relative_location_cost = bool(arrays.get("relative_location_cost", False))
+        self.relative_location_cost = bool(arrays["relative_location_cost"])
         self.num_xfers = self._xfer_embed.shape[0] - 1
 
     @classmethod

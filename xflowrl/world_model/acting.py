@@ -109,18 +109,8 @@ def evaluate_round(agent: PPOAgent, envs: List[GraphEnv],
     return RoundEvaluation(controller, episodes, envs, relative)
 
 
-def relative_cost_of(best: BestRound, initial_cost: float) -> float:
-    """A best round's mean cost relative to the initial cost (a state
-    written before that was recorded has the one graph's cost)."""
-    if best.relative_cost is not None:
-        return float(best.relative_cost)
-    assert best.cost_ms is not None, "a best round with neither cost"
-    return float(best.cost_ms) / initial_cost
-
-
-def better_round(relative: float, best: Optional[BestRound], initial_cost: float) -> bool:
+def better_round(relative: float, best: Optional[BestRound]) -> bool:
     """Whether a round that reached `relative` replaces `best` (the later of
     equal rounds: equal costs reached by other rewrite orders differ in the
     last bits)."""
-    return best is None or relative <= relative_cost_of(best, initial_cost) * (
-        1 + COST_TOLERANCE)
+    return best is None or relative <= best.relative_cost * (1 + COST_TOLERANCE)

@@ -201,8 +201,7 @@ class ModelBasedAgent:
             lambda: self.make_dream(seed=self._seed(Purpose.IMAGINED_EVALUATION, r)))
         state.evaluation_steps += sum(e.steps for e in evaluation.episodes)
         row.controller = evaluation.controller
-        if acting.better_round(evaluation.relative_cost, state.best_round,
-                               self.collector.graph_envs()[0].initial_cost):
+        if acting.better_round(evaluation.relative_cost, state.best_round):
             # The snapshot first: an interruption never leaves a state that
             # names a round whose weights were not written.
             self._snapshot().write(best_round_path(self.logdir))
@@ -226,9 +225,8 @@ class ModelBasedAgent:
             return None
         if best.round != len(self.world.state.rounds):
             self._snapshot().read(best_round_path(self.logdir)).assert_consumed()
-            initial = self.collector.graph_envs()[0].initial_cost
             reached = (f"{best.cost_ms:.4f} ms" if best.cost_ms is not None else
-                       f"{100 * (acting.relative_cost_of(best, initial) - 1):+.2f}% on average")
+                       f"{100 * (best.relative_cost - 1):+.2f}% on average")
             self.reporter.say(f"deploying the agent of round {best.round} (its greedy real "
                               f"episodes reached {reached})")
         return to_plain(best)

@@ -140,11 +140,9 @@ class ControllerTraining:
         history: List[Dict[str, float]] = []
         if files.manager.latest_checkpoint:
             agent.build(view())
-            exact = agent.restore(files.manager.latest_checkpoint)
+            agent.restore(files.manager.latest_checkpoint)
             episodes = int(agent.episodes.numpy())
-            self.reporter.say(f"controller ({subdir}): resumed at episode {episodes}" + (
-                "" if exact else " (a checkpoint without the sampling generators: they "
-                "start afresh)"))
+            self.reporter.say(f"controller ({subdir}): resumed at episode {episodes}")
             history = files.history(episodes)
             real = files.real_history(episodes) if subdir == DEFAULT else None
             if real is not None:

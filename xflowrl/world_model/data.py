@@ -294,9 +294,7 @@ class Sequences(NamedTuple):
     terminals: np.ndarray    # [T] float: a real end (not a step-limit cut)
     xfer_valid: np.ndarray   # [T+1, M] float
     counts: np.ndarray       # [T+1, M] float: location counts
-    # [T+1, M, 2] float: valid xfers' (min, mean) cost change; None in
-    # buffers saved before summaries existed (a resumed run's), read as zeros.
-    gains: Optional[np.ndarray] = None
+    gains: np.ndarray        # [T+1, M, 2] float: valid xfers' (min, mean) cost change
 
 
 def to_sequences(rollout: Rollout, latents: np.ndarray, vocab: XferVocabulary) -> Sequences:
@@ -359,7 +357,6 @@ def make_batch(sequences: Sequence[Sequences]) -> Batch:
         out.terminals[i, :n] = s.terminals
         out.xfer_valid[i, :n] = s.xfer_valid[:n]
         out.counts[i, :n] = s.counts[:n]
-        if s.gains is not None:
-            out.gains[i, :n] = s.gains[:n]
+        out.gains[i, :n] = s.gains[:n]
         out.weights[i, :n] = 1.0
     return out

@@ -79,9 +79,19 @@ class WorldModelFiles:
         return state
 
     def load_buffer(self) -> EpisodeBuffer:
-        """The saved episodes."""
-        with open(self._path("buffer.pkl"), "rb") as f:
-            saved = pickle.load(f)
+        """The saved episodes.
+
+        Raises:
+          ValueError: a buffer of an older layout (sequences without their
+            xfers' cost changes), which this code does not read.
+        """
+        path = self._path("buffer.pkl")
+        with open(path, "rb") as f:
+            try:
+                saved = pickle.load(f)
+            except TypeError as e:  # a Sequences of fewer fields than today's
+                raise ValueError(f"{path}: a buffer of an older layout ({e}); this code "
+                                 "reads the current one only: run again in a fresh folder") from e
         return EpisodeBuffer(sequences=saved["buffer"], raw=saved["raw"],
                              held_out=saved["held_out"], held_out_raw=saved["held_out_raw"])
 

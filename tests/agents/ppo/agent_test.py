@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from xflowrl import zoo
 from xflowrl.agents.ppo import PPOAgent, PPOConfig
-from xflowrl.agents.ppo.training import TrainConfig, replay, train
+from xflowrl.agents.ppo.training import Progress, TrainConfig, replay, train
 from xflowrl.embedding import features
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.env import EnvConfig, GraphEnv, run_episode
@@ -370,6 +370,28 @@ class TrainingTest(absltest.TestCase):
                          [n.op_type for n in want.graph.node])
         graph, _ = load_onnx(model)
         self.assertLessEqual(graph.cost(CostModel("analytic")), result["initial_cost_ms"])
+
+
+class ProgressTest(absltest.TestCase):
+
+    def test_a_progress_file_round_trips(self):
+        path = os.path.join(tempfile.mkdtemp(), "progress.json")
+        progress = Progress(best_cost=2.5, best_sequence=[("a", 1)], interactions=7,
+                            best_graph_cost=2.0)
+        progress.save(path)
+        self.assertEqual(Progress.load(path), progress)
+
+    def test_a_progress_file_of_an_older_layout_is_refused(self):
+        path = os.path.join(tempfile.mkdtemp(), "progress.json")
+        Progress(best_cost=2.5).save(path)
+        with open(path) as f:
+            older = json.load(f)
+        del older["best_graph_cost"]
+        with open(path, "w") as f:
+            json.dump(older, f)
+        with self.assertRaisesRegex(ValueError, f"{path}: a progress file of another layout "
+                                                r"\(lacks \['best_graph_cost'\].*run again"):
+            Progress.load(path)
 
 
 if __name__ == "__main__":

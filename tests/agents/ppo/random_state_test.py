@@ -60,16 +60,16 @@ class AgentRestoreTest(absltest.TestCase):
         path = saved.checkpoint.save(os.path.join(tempfile.mkdtemp(), "ckpt"))
         want = saved.actor.rng.random()
         resumed = self._agent(1)
-        self.assertTrue(resumed.restore(path))
+        resumed.restore(path)
         self.assertEqual(resumed.actor.rng.random(), want)
         # A policy loaded to act with a seed of its own keeps its generators.
         loaded = self._agent(1)
-        self.assertFalse(loaded.restore(path, generators=False))
+        loaded.restore(path, generators=False)
         self.assertEqual(loaded.actor.rng.random(), np.random.default_rng(1).random())
         for a, b in zip(loaded.network.variables, saved.network.variables, strict=True):
             np.testing.assert_array_equal(a.numpy(), b.numpy())
 
-    def test_a_checkpoint_without_generators_still_restores(self):
+    def test_a_checkpoint_without_generators_is_refused_for_resuming(self):
         saved = self._agent(0)
         old = tf.train.Checkpoint(  # what PPOAgent.checkpoint held before the generators
             network=saved.network, policy_optimizer=saved.learner.policy_optimizer,
@@ -77,7 +77,11 @@ class AgentRestoreTest(absltest.TestCase):
             updates=saved.updates)
         path = old.save(os.path.join(tempfile.mkdtemp(), "ckpt"))
         resumed = self._agent(1)
-        self.assertFalse(resumed.restore(path))
+        with self.assertRaisesRegex(ValueError, f"{path}: a checkpoint without the sampling "
+                                                "generators .* run again in a fresh folder"):
+            resumed.restore(path)
+        # To act with a seed of its own, its network still loads.
+        resumed.restore(path, generators=False)
         for a, b in zip(resumed.network.variables, saved.network.variables, strict=True):
             np.testing.assert_array_equal(a.numpy(), b.numpy())
 

@@ -161,7 +161,7 @@ class PPOAgent:
         self.updates.assign_add(1)
         return metrics
 
-    def restore(self, path: str, generators: bool = True) -> bool:
+    def restore(self, path: str, generators: bool = True) -> None:
         """Restores a checkpoint of `checkpoint` (built variables needed:
         `build`).
 
@@ -171,25 +171,25 @@ class PPOAgent:
             resuming); False keeps this agent's own, as seeded (a policy
             loaded to act with a seed of its own).
 
-        Returns:
-          Whether the generators were restored: False too for a checkpoint
-          written before they were checkpointed (the resumed run then
-          samples from generators fresh from the seed, so it no longer
-          repeats an uninterrupted one).
-
         Raises:
           AssertionError: a variable of this agent has no value in the
             checkpoint (another network, say).
+          ValueError: `generators` and a checkpoint without them (one of an
+            older layout: a run resumed from it would not repeat an
+            uninterrupted one).
         """
-        saved = any(name.startswith("generators/") for name, _ in tf.train.list_variables(path))
         children: Dict[str, Any] = dict(self._learning_state)
-        if generators and saved:
+        if generators:
+            if not any(name.startswith("generators/")
+                       for name, _ in tf.train.list_variables(path)):
+                raise ValueError(f"{path}: a checkpoint without the sampling generators (an "
+                                 "older layout); this code resumes the current one only: run "
+                                 "again in a fresh folder")
             children["generators"] = self.generators
         status = tf.train.Checkpoint(**children).restore(path)
         if not generators:
             status.expect_partial()
         status.assert_existing_objects_matched()
-        return generators and saved
 
     def build(self, env: Environment) -> None:
         """Creates every variable (network and optimizer slots) without

@@ -85,9 +85,7 @@ class Progress:
     environment_generators: Dict[str, dict] = dataclasses.field(default_factory=dict)
     # `RolloutActors.generator_states()`, one per actor, when actors collect.
     actor_generators: List[dict] = dataclasses.field(default_factory=list)
-    # The cheapest graph any episode passed through (absent, so infinite, in
-    # progress files that lack it: those count from the resume).
-    best_graph_cost: float = math.inf
+    best_graph_cost: float = math.inf  # the cheapest graph any episode passed through
 
     def save(self, path: str) -> None:
         """Writes the file atomically: an interruption never leaves half a file."""
@@ -98,8 +96,19 @@ class Progress:
 
     @classmethod
     def load(cls, path: str) -> "Progress":
+        """The progress in the file `path`, which `save` wrote.
+
+        Raises:
+          ValueError: a file of another layout (an older one lacks fields).
+        """
         with open(path) as f:
             fields = json.load(f)
+        names = {f.name for f in dataclasses.fields(cls)}
+        if set(fields) != names:
+            raise ValueError(f"{path}: a progress file of another layout (lacks "
+                             f"{sorted(names - set(fields))}, has unknown "
+                             f"{sorted(set(fields) - names)}); this code reads the current "
+                             "one only: run again in a fresh folder")
         fields["best_sequence"] = [tuple(s) for s in fields["best_sequence"]]
         return cls(**fields)
 
@@ -142,12 +151,12 @@ def train(env: Environment, agent: PPOAgent, config: TrainConfig, logdir: str,
     generators = _generators(envs)
     if manager.latest_checkpoint:
         agent.build(env)
-        exact = agent.restore(manager.latest_checkpoint)
+        agent.restore(manager.latest_checkpoint)
         state = Progress.load(progress_path)
         saved = state.environment_generators
         for copy in set(saved) & set(generators):  # build's reset() drew from them
             generators[copy].bit_generator.state = saved[copy]
-        exact &= set(saved) == set(generators)
+        exact = set(saved) == set(generators)
         if actors is not None and state.actor_generators:
             actors.restore_generators(state.actor_generators)
         exact &= (actors is not None) == bool(state.actor_generators)
