@@ -261,6 +261,13 @@ class FolderTest(absltest.TestCase):
         np.savez(os.path.join(self.dir, runtime.ARRAYS_FILE), format=np.int32(99))
         with self.assertRaisesRegex(ValueError, "format"):
             runtime.load_arrays(self.dir)
+        # Format 1 from before the option: no relative_location_cost array.
+        np.savez(os.path.join(self.dir, runtime.ARRAYS_FILE), format=np.int32(1),
+                 message_passing_steps=np.int32(1))
+        with self.assertRaisesRegex(ValueError, r"policy.npz: a policy of format 1 of an older "
+                                    r"layout \(no 'relative_location_cost'\); .* save the "
+                                    r"policy again"):
+            runtime.load_arrays(self.dir)
 
 
 class WithoutTensorFlowTest(absltest.TestCase):

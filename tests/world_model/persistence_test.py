@@ -1,6 +1,7 @@
 """Tests of the model-based agent's files: state, episodes, controller rows."""
 
 import os
+import pickle
 import tempfile
 
 from absl.testing import absltest
@@ -10,6 +11,7 @@ import tensorflow as tf
 from tests.world_model import fixtures
 from xflowrl.results.runs import WorldModelRound
 from xflowrl.results.state import BestRound
+from xflowrl.world_model import data
 from xflowrl.world_model.buffer import EpisodeBuffer
 from xflowrl.world_model.model_learning import fresh_state
 from xflowrl.world_model.persistence import ControllerFiles, WorldModelFiles
@@ -44,6 +46,26 @@ class WorldModelFilesTest(absltest.TestCase):
         variable.assign(0.0)
         files.read_checkpoint(tf.train.Checkpoint(v=variable))
         self.assertEqual(float(variable.numpy()), 3.0)
+
+    def test_a_buffer_of_an_older_layout_is_refused(self):
+        files = WorldModelFiles(tempfile.mkdtemp())
+        os.makedirs(files.directory)
+        path = os.path.join(files.directory, "buffer.pkl")
+        with open(path, "wb") as f:  # sequences of before the xfers' cost changes
+            pickle.dump({"buffer": [_OlderSequences()], "held_out": [], "raw": [],
+                         "held_out_raw": []}, f)
+        with self.assertRaisesRegex(ValueError, f"^{path}: a buffer of an older layout "
+                                                r"\(.*'gains'\); this code reads the current "
+                                                "one only: run again in a fresh folder$"):
+            files.load_buffer()
+
+
+class _OlderSequences:
+    """Pickles as a `Sequences` of the seven fields it had before `gains`."""
+
+    def __reduce__(self):
+        z = np.zeros(1)
+        return data.Sequences, (z, z, z, z, z, z, z)
 
 
 class ControllerFilesTest(absltest.TestCase):

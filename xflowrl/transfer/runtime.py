@@ -109,12 +109,16 @@ def load_arrays(folder: str) -> Dict[str, np.ndarray]:
 
     Raises:
       FileNotFoundError: the folder has none.
-      ValueError: a file of another layout.
+      ValueError: a file of another format, or of an older layout of it.
     """
     with np.load(os.path.join(folder, ARRAYS_FILE)) as f:
         arrays = {k: f[k] for k in f.files}
     if int(arrays.get("format", -1)) != _FORMAT:
         raise ValueError(f"{folder}/{ARRAYS_FILE}: not a policy of format {_FORMAT}")
+    if "relative_location_cost" not in arrays:
+        raise ValueError(f"{folder}/{ARRAYS_FILE}: a policy of format {_FORMAT} of an older "
+                         "layout (no 'relative_location_cost'); this code reads the current "
+                         "one only: save the policy again (save_policy)")
     return arrays
 
 
