@@ -31,27 +31,14 @@ OUT="${OUT:-$(mktemp -d /tmp/cost_data.XXXXXX)}"
 mkdir -p "$OUT"
 export XFLOWRL_COMMIT="${XFLOWRL_COMMIT:-$(git rev-parse HEAD 2> /dev/null || echo unknown)}"
 log() { echo "[cost_data] $*"; }
+# shellcheck source=scripts/gpu/lib.sh
+. scripts/gpu/lib.sh
 
 run() {
   local start=$SECONDS
   log "$(date -u +%FT%TZ); $("$PYTHON" --version 2>&1) at $(command -v "$PYTHON"); out: $OUT"
-  case " $* " in
-    *" --dry_run "*) ;;
-    *) nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,temperature.gpu \
-         --format=csv || log "nvidia-smi failed (going on)" ;;
-  esac
-  if "$PYTHON" -c "import xflowrl._engine" 2> /dev/null; then
-    log "engine: already built for this python"
-  else
-    log "building the engine in place (log: $OUT/build.log)"
-    if ! XFLOWRL_NO_ONEDNN=1 XFLOWRL_NO_CUDNN=1 XFLOWRL_NO_WERROR=1 \
-        "$PYTHON" setup.py build_ext --inplace > "$OUT/build.log" 2>&1; then
-      tail -40 "$OUT/build.log"
-      log "FAILED: engine build"
-      return 1
-    fi
-    log "engine built in $((SECONDS - start)) s"
-  fi
+  gpu_info "$@"
+  build_engine || return 1
   "$PYTHON" benchmarks/gpu_cost_data.py --out_dir="$OUT" \
     --max_seconds="${MAX_SECONDS:-360}" --compile_seconds="${COMPILE_SECONDS:-45}" "$@"
   log "done in $((SECONDS - start)) s: $OUT/cost_data.json, $OUT/gpu_times"

@@ -33,27 +33,14 @@ OUT="${OUT:-$(mktemp -d /tmp/optimize_check.XXXXXX)}"
 mkdir -p "$OUT"
 export XFLOWRL_COMMIT="${XFLOWRL_COMMIT:-$(git rev-parse --short HEAD 2> /dev/null || echo unknown)}"
 log() { echo "[optimize_check] $*"; }
+# shellcheck source=scripts/gpu/lib.sh
+. scripts/gpu/lib.sh
 
 check() {
   local start=$SECONDS
   log "$(date -u +%FT%TZ); $("$PYTHON" --version 2>&1) at $(command -v "$PYTHON"); commit $XFLOWRL_COMMIT; out: $OUT"
-  case " $* " in
-    *" --dry_run "*) ;;
-    *) nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,temperature.gpu \
-         --format=csv || log "nvidia-smi failed (going on)" ;;
-  esac
-  if "$PYTHON" -c "import xflowrl._engine" 2> /dev/null; then
-    log "engine: already built for this python"
-  else
-    log "building the engine in place (log: $OUT/build.log)"
-    if ! XFLOWRL_NO_ONEDNN=1 XFLOWRL_NO_CUDNN=1 XFLOWRL_NO_WERROR=1 \
-        "$PYTHON" setup.py build_ext --inplace > "$OUT/build.log" 2>&1; then
-      tail -40 "$OUT/build.log"
-      log "FAILED: engine build"
-      return 1
-    fi
-    log "engine built in $((SECONDS - start)) s"
-  fi
+  gpu_info "$@"
+  build_engine || return 1
   "$PYTHON" scripts/gpu/optimize_check.py --out="$OUT/optimize_check.json" \
     --max_seconds="${MAX_SECONDS:-420}" --models_dir="${MODELS_DIR:-/tmp/optimize_check_models}" "$@"
   log "done in $((SECONDS - start)) s: $OUT/optimize_check.json"

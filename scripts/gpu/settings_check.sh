@@ -35,6 +35,8 @@ GRAPHS_DIR="${GRAPHS_DIR:-benchmarks/data/lookahead_graphs}"
 OUT="${OUT:-$(mktemp -d /tmp/settings_check.XXXXXX)}"
 mkdir -p "$OUT"
 log() { echo "[settings_check] $*"; }
+# shellcheck source=scripts/gpu/lib.sh
+. scripts/gpu/lib.sh
 
 check() {
   local start=$SECONDS
@@ -47,25 +49,8 @@ check() {
   fi
   log "graphs: $GRAPHS_DIR ($(ls "$GRAPHS_DIR" | grep -c '\.json') files," \
       "$(du -sh "$GRAPHS_DIR" | cut -f1))"
-  case " $* " in
-    *" --dry_run "*) ;;
-    *) nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,temperature.gpu \
-         --format=csv || log "nvidia-smi failed (going on)" ;;
-  esac
-  if "$PYTHON" -c "import xflowrl._engine" 2> /dev/null; then
-    log "engine: already built for this python"
-  else
-    log "building the engine in place (log: $OUT/build.log)"
-    if ! XFLOWRL_NO_ONEDNN=1 XFLOWRL_NO_CUDNN=1 XFLOWRL_NO_WERROR=1 \
-        "$PYTHON" setup.py build_ext --inplace > "$OUT/build.log" 2>&1; then
-      tail -40 "$OUT/build.log"
-      log "FAILED: engine build"
-      return 1
-    fi
-    grep '\[xflowrl setup\]' "$OUT/build.log" || true
-    "$PYTHON" -c "import xflowrl.engine as g; print('[settings_check] engine built in' \
-' $((SECONDS - start)) s; cost backends:', ', '.join(g.available_backends()))"
-  fi
+  gpu_info "$@"
+  build_engine || return 1
   "$PYTHON" benchmarks/gpu_settings_bench.py --graphs_dir="$GRAPHS_DIR" \
     --out="$OUT/settings_check.json" --max_seconds="${MAX_SECONDS:-300}" "$@"
   log "done in $((SECONDS - start)) s: $OUT/settings_check.json"
