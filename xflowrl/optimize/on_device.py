@@ -33,6 +33,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 import numpy as np
 
+from xflowrl.optimize import verify
 from xflowrl.optimize.verify import SpeedCheck
 
 # A reduced-precision run of the optimised graph may be off the float32
@@ -134,13 +135,9 @@ def _compare(want: List[np.ndarray], got: List[np.ndarray], rtol: float, atol: f
             mismatched.append(k)
             worst_abs = worst_rel = float("inf")
             continue
-        scale = max(1.0, float(np.nanmax(np.abs(a), initial=0.0)))
-        both_nan = np.isnan(a) & np.isnan(b)
-        diff = np.where(both_nan, 0.0, np.abs(a - b))
-        worst_abs = max(worst_abs, float(np.nanmax(diff, initial=0.0)))
-        rel = diff / np.maximum(np.abs(a), 1e-30)
-        worst_rel = max(worst_rel, float(np.nanmax(np.where(diff == 0, 0.0, rel), initial=0.0)))
-        if not np.all(both_nan | np.isclose(a, b, rtol=rtol, atol=atol * scale)):
+        abs_error, rel_error, same = verify.compare_arrays(a, b, rtol, atol)
+        worst_abs, worst_rel = max(worst_abs, abs_error), max(worst_rel, rel_error)
+        if not same:
             mismatched.append(k)
     return worst_abs, worst_rel, mismatched
 

@@ -17,7 +17,7 @@ token ids for any vocabulary and as attention masks); booleans random.
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Mapping, Optional
+from typing import Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 import onnx
@@ -115,16 +115,27 @@ def same_outputs(original: onnx.ModelProto, optimized: onnx.ModelProto,
             mismatched.append(name)
             worst_abs = worst_rel = float("inf")
             continue
-        a, b = np.asarray(want, np.float64), np.asarray(got, np.float64)
-        scale = max(1.0, float(np.nanmax(np.abs(a), initial=0.0)))
-        both_nan = np.isnan(a) & np.isnan(b)
-        diff = np.where(both_nan, 0.0, np.abs(a - b))
-        worst_abs = max(worst_abs, float(np.nanmax(diff, initial=0.0)))
-        rel = diff / np.maximum(np.abs(a), 1e-30)
-        worst_rel = max(worst_rel, float(np.nanmax(np.where(diff == 0, 0.0, rel), initial=0.0)))
-        if not np.all(both_nan | np.isclose(a, b, rtol=rtol, atol=atol * scale)):
+        abs_error, rel_error, same = compare_arrays(want, got, rtol, atol)
+        worst_abs, worst_rel = max(worst_abs, abs_error), max(worst_rel, rel_error)
+        if not same:
             mismatched.append(name)
     return OutputCheck(not mismatched, worst_abs, worst_rel, mismatched, rtol, atol)
+
+
+def compare_arrays(want: np.ndarray, got: np.ndarray, rtol: float,
+                   atol: float) -> Tuple[float, float, bool]:
+    """(the worst absolute error, the worst relative error, whether all
+    agree) of `got` against `want`, of one shape, in float64: an element
+    agrees where both are NaN or it is within `rtol` and `atol` times the
+    output's scale (its largest magnitude, at least 1)."""
+    a, b = np.asarray(want, np.float64), np.asarray(got, np.float64)
+    scale = max(1.0, float(np.nanmax(np.abs(a), initial=0.0)))
+    both_nan = np.isnan(a) & np.isnan(b)
+    diff = np.where(both_nan, 0.0, np.abs(a - b))
+    rel = diff / np.maximum(np.abs(a), 1e-30)
+    return (float(np.nanmax(diff, initial=0.0)),
+            float(np.nanmax(np.where(diff == 0, 0.0, rel), initial=0.0)),
+            bool(np.all(both_nan | np.isclose(a, b, rtol=rtol, atol=atol * scale))))
 
 
 @dataclasses.dataclass
