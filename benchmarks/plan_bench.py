@@ -84,7 +84,7 @@ flags.DEFINE_string("export_graphs", None,
                     "add the planner's graph (the first seed's) to each setting's file there")
 
 # Points by which the planner may trail the best known method and still
-# count as reaching it (issue 44's first target).
+# count as reaching it (the planner's first target).
 WITHIN_PT = 1.0
 # Changes closer than this (points) are ties: the same graph's cost summed
 # in another order.

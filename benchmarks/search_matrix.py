@@ -30,7 +30,7 @@ METHODS = ("greedy", "taso", "eqsat", "random")
 # name rows had before the other methods came in).
 METHOD_KEYS = {"greedy": "greedy", "taso": "search", "eqsat": "eqsat", "random": "descent"}
 
-GAP_THRESHOLD = 1.0  # % of the initial cost: "search matters" from here (issue 14)
+GAP_THRESHOLD = 1.0  # % of the initial cost: "search matters" from here
 WINNER_TOLERANCE = 1e-6  # of the initial cost: costs this close reach best_known together
 MISSING = "—"  # a method that did not run (or rows of older runs)
 

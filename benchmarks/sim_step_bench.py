@@ -5,7 +5,7 @@
     python benchmarks/sim_step_bench.py --engines=/tmp/before,. --rounds=3
 
 A simulation step (what the planner and every search spend their time in,
-issue 44's "Time": <= 1 ms on ResNet-50, <= 3 ms on Inception-v3 on one
+its targets: <= 1 ms on ResNet-50, <= 3 ms on Inception-v3 on one
 core) is: enumerate the locations of every xfer (`XferSet.locations`, L=200,
 the environment's size cap), cost every candidate (`Locations.active_costs`)
 and apply one (`Locations.apply`). Per zoo graph this benchmark walks

@@ -175,7 +175,7 @@ class SearchUnchangedTest(absltest.TestCase):
         ('small_cnn', 'taso', 'analytic', 100): (3.384447066666667, 100, ['taso_64', 'taso_64', 'taso_64', 'taso_64', 'taso_64', 'taso_64'], 202, 7198355788579626019, 203),
         ('nasnet_a', 'default', 'analytic', 100): (0.1336160000000001, 100, ['enlarge_merge_convs_s1_same_relu', 'gen_conv_1247', 'gen_conv_1247', 'enlarge_merge_convs_s1_same_relu', 'enlarge_merge_convs_s1_same_relu'], 3279, 7578447404858437677, 3280),
         ('resnext50', 'default', 'analytic', 100): (0.05573866666666667, 62, ['enlarge_merge_convs_s1_same_relu'], 61, 753901012561398967, 107),
-        # Under the fitted profile shipped with issue 26 (calibrated from micro-benchmarks;
+        # Under the shipped fitted profile (calibrated from micro-benchmarks;
         # the build-versus-view agreement is test_fitted_prices_without_building's).
         ('vit', 'builtin+taso', 'fitted', 100): (0.01367933108795383, 100, ['taso_77', 'taso_77', 'taso_77', 'taso_77'], 126, 2070364741334466479, 127),
     }

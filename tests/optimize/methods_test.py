@@ -1,6 +1,5 @@
 """`optimise` hands over what the methods found without replaying them:
-the same graphs and substitutions as the episodes replayed (how the
-command found them before 2026-11-27), for greedy and the shipped policy;
+the same graphs and substitutions as the episodes replayed, for greedy and the shipped policy;
 and a learned method hands over greedy's graph where greedy's walk for its
 step limit found a cheaper one."""
 

@@ -300,7 +300,7 @@ def _policy(env: GraphEnv, folder: str, seed: int,
     the cheapest graph it passed through and the shortest prefix that
     builds it (kept by the environment as the episode goes,
     `GraphEnv.cheapest`: no replay). A policy folder with `policy.npz` (the
-    shipped one, any saved since 2026-11-27) acts in NumPy
+    shipped one, any saved by this code) acts in NumPy
     (`xflowrl.transfer.runtime`: the same greedy choices, no TensorFlow to
     import; a progress line per step); others load the network
     (`xflowrl.transfer.load_policy`)."""

@@ -321,7 +321,7 @@ class EGraph:
         went empty, as the depth-first walk (`filter_cycles`) drops them: on
         squeezenet1_1 at batch 16 with the generated rules the walk took
         TASO's graph out of the e-graph, the age order kept it
-        (reports/2026-11-28_search_benchmark_eqsat3.md).
+        (docs/benchmark.md).
 
         Reachability is kept by an incremental topological order of the
         classes (Pearce and Kelly, JEA 2006), started from a depth-first
