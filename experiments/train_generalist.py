@@ -241,7 +241,7 @@ def _finetune_rows(generalist_dir, names, xfers, cost_model, config, seed, out_d
 
 def _route_under(generalist_dir, env, applied):
     """`evaluate.route_against` under the generalist of `generalist_dir`;
-    None for one saved without its NumPy arrays (before 2026-11-27)."""
+    None for one saved without its NumPy arrays."""
     if not has_arrays(generalist_dir):
         return None
     return evaluate.route_against(load_numpy_policy(generalist_dir, env), env, applied)
