@@ -126,10 +126,12 @@ class RunJobTest(absltest.TestCase):
         self.assertLen(record["starts"], 2)
         self.assertTrue(record["starts"][1]["resumed"])
 
-    def test_markerless_results_are_stale(self):
+    def test_markerless_results_are_reused_only_when_trusted(self):
         os.makedirs(os.path.join(self.root, "a"))
         with open(os.path.join(self.root, "a", "result.json"), "w") as f:
             json.dump({"by": "hand"}, f)
+        self.assertEqual(jobs_lib.job_state(_job(self.root, "a", trust_result=True)),
+                         "finished")
         self.assertEqual(jobs_lib.job_state(_job(self.root, "a")), "stale")
 
     def test_a_marker_of_an_older_layout_is_refused(self):

@@ -87,6 +87,8 @@ class Job:
         without the interpreter), e.g. the flags without a cluster address
         that changes from one invocation to the next.
       cwd: the command's working directory (None: the driver's).
+      trust_result: a result file without a marker counts as finished
+        (results placed in the folder by hand or by a caller).
     """
     name: str
     argv: Tuple[str, ...]
@@ -97,6 +99,7 @@ class Job:
     resources: Mapping[str, float] = dataclasses.field(default_factory=dict)
     key: Optional[Tuple[str, ...]] = None
     cwd: Optional[str] = None
+    trust_result: bool = False
 
     @property
     def flags(self) -> List[str]:
@@ -152,7 +155,10 @@ def job_state(job: Job) -> str:
         older layout).
     """
     marker = _read_json(job.marker)
-    if marker is None or marker.get("flags") != job.flags:
+    if marker is None:
+        return ("finished" if job.trust_result and os.path.exists(job.result)
+                and _has_keys(job) else "stale")
+    if marker.get("flags") != job.flags:
         return "stale"
     if "finished" not in marker:
         raise ValueError(f"{job.marker}: a job marker of an older layout (no 'finished'); "
