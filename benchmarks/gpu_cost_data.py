@@ -30,7 +30,6 @@ the card is then "cpu"). Nothing of a dry run belongs in the package's data.
 
 import json
 import os
-import statistics
 import sys
 import time
 
@@ -55,45 +54,6 @@ flags.DEFINE_integer("repeats", 20, "Timed runs per round.")
 flags.DEFINE_bool("eager", False, "Also time eagerly.")
 flags.DEFINE_integer("seed", 0, "Walks, weights and inputs.")
 flags.DEFINE_bool("dry_run", False, "No CUDA: tiny graphs on the CPU (module docstring).")
-
-
-def table(records, failed):
-    """Per source, precision and batch: graphs timed and their median time;
-    then, per zoo graph, greedy's final graph against the original."""
-    lines = ["| source | dtype | batch | graphs | median ms |", "|---|---|---|---:|---:|"]
-    groups = {}
-    for r in records:
-        if r["mode"] in ("graph", "cpu", "reference"):
-            groups.setdefault((r["source"], r["dtype"], r["batch"]), []).append(r["median_ms"])
-    rows = []
-    for (source, dtype, batch), times in sorted(groups.items()):
-        lines.append(f"| {source} | {dtype} | {batch} | {len(times)} | "
-                     f"{statistics.median(times):.4f} |")
-        rows.append({"source": source, "dtype": dtype, "batch": batch, "graphs": len(times),
-                     "median_ms": statistics.median(times)})
-    final = {}
-    for r in records:
-        if r["source"] == "greedy" and r["mode"] in ("graph", "cpu", "reference"):
-            key = (r["name"], r["dtype"], r["batch"])
-            steps = int(r["variant"].split("@")[1])
-            if key not in final or steps > final[key][0]:
-                final[key] = (steps, r["median_ms"])
-    base = {(r["name"], r["dtype"], r["batch"]): r["median_ms"] for r in records
-            if r["source"] == "zoo" and r["mode"] in ("graph", "cpu", "reference")}
-    lines += ["", "| graph | dtype | batch | greedy (analytic/v100) vs original |",
-              "|---|---|---|---:|"]
-    changes = []
-    for key, (steps, ms) in sorted(final.items()):
-        if key in base:
-            pct = 100.0 * (ms - base[key]) / base[key]
-            lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {pct:+.1f}% ({steps} steps) |")
-            changes.append({"graph": key[0], "dtype": key[1], "batch": key[2],
-                            "steps": steps, "measured_change_pct": pct})
-    if failed:
-        lines += ["", f"{len(failed)} failed: " + "; ".join(
-            f"{f['name']} {f['variant']} b{f['batch']} {f['dtype']}: {f['error'][:80]}"
-            for f in failed[:8])]
-    return "\n".join(lines), rows, changes
 
 
 def main(argv):
@@ -139,7 +99,7 @@ def main(argv):
         config, progress=lambda line: print(f"[gpu_cost_data] {line}", file=sys.stderr,
                                             flush=True),
         on_record=write)
-    text, rows, changes = table(result["records"], result["failed"])
+    text, rows, changes = gpu_data.summary_table(result["records"], result["failed"])
     report = {"card": card, "versions": result["versions"], "dry_run": FLAGS.dry_run,
               "config": {k: v for k, v in vars(config).items()},
               "records": len(result["records"]),

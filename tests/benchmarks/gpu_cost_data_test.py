@@ -13,9 +13,6 @@ from absl.testing import absltest
 from xflowrl.measure import gpu_data
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(_ROOT, "benchmarks"))
-
-import gpu_cost_data  # noqa: E402  pylint: disable=wrong-import-position
 
 
 class DryRunTest(absltest.TestCase):
@@ -59,7 +56,7 @@ class TableTest(absltest.TestCase):
              "dtype": "float32", "mode": "graph", "median_ms": 1.5},
             {"source": "zoo", "name": "g", "variant": "original", "batch": 1,
              "dtype": "float32", "mode": "compile", "median_ms": 0.1}]
-        text, rows, changes = gpu_cost_data.table(recs, [])
+        text, rows, changes = gpu_data.summary_table(recs, [])
         self.assertEqual(changes, [{"graph": "g", "dtype": "float32", "batch": 1, "steps": 12,
                                     "measured_change_pct": -25.0}])
         self.assertEqual([(r["source"], r["graphs"]) for r in rows], [("greedy", 2), ("zoo", 1)])

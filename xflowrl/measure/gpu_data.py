@@ -705,3 +705,49 @@ def _free(device: str) -> None:
 def _say(progress: Progress, line: str) -> None:
     if progress is not None:
         progress(line)
+
+
+def summary_table(records: Sequence[Mapping[str, Any]],
+                  failed: Sequence[Mapping[str, Any]]) -> Tuple[str, List[dict], List[dict]]:
+    """What a data run prints: per source, precision and batch, the graphs
+    timed and their median time; then, per zoo graph, greedy's final graph
+    against the original.
+
+    Returns:
+      (the Markdown text, the first table's rows, the second table's rows
+      as {"graph", "dtype", "batch", "steps", "measured_change_pct"}).
+    """
+    lines = ["| source | dtype | batch | graphs | median ms |", "|---|---|---|---:|---:|"]
+    groups: Dict[Tuple[str, str, int], List[float]] = {}
+    for r in records:
+        if r["mode"] in ("graph", "cpu", "reference"):
+            groups.setdefault((r["source"], r["dtype"], r["batch"]), []).append(r["median_ms"])
+    rows = []
+    for (source, dtype, batch), times in sorted(groups.items()):
+        lines.append(f"| {source} | {dtype} | {batch} | {len(times)} | "
+                     f"{statistics.median(times):.4f} |")
+        rows.append({"source": source, "dtype": dtype, "batch": batch, "graphs": len(times),
+                     "median_ms": statistics.median(times)})
+    final: Dict[Tuple[str, str, int], Tuple[int, float]] = {}
+    for r in records:
+        if r["source"] == "greedy" and r["mode"] in ("graph", "cpu", "reference"):
+            key = (r["name"], r["dtype"], r["batch"])
+            steps = int(r["variant"].split("@")[1])
+            if key not in final or steps > final[key][0]:
+                final[key] = (steps, r["median_ms"])
+    base = {(r["name"], r["dtype"], r["batch"]): r["median_ms"] for r in records
+            if r["source"] == "zoo" and r["mode"] in ("graph", "cpu", "reference")}
+    lines += ["", "| graph | dtype | batch | greedy (analytic/v100) vs original |",
+              "|---|---|---|---:|"]
+    changes = []
+    for key, (steps, ms) in sorted(final.items()):
+        if key in base:
+            pct = 100.0 * (ms - base[key]) / base[key]
+            lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {pct:+.1f}% ({steps} steps) |")
+            changes.append({"graph": key[0], "dtype": key[1], "batch": key[2],
+                            "steps": steps, "measured_change_pct": pct})
+    if failed:
+        lines += ["", f"{len(failed)} failed: " + "; ".join(
+            f"{f['name']} {f['variant']} b{f['batch']} {f['dtype']}: {f['error'][:80]}"
+            for f in failed[:8])]
+    return "\n".join(lines), rows, changes
