@@ -269,7 +269,7 @@ class XferSet:
             every candidate graph at once, as the engine did before; the
             locations are the same (kept to compare against).
         """
-        cap = 2 * graph.num_ops() if max_ops is None else max_ops
+        cap = _size_cap(graph, max_ops)
         handle = self._handle.locations(graph.handle, max_locations, cap, incremental)
         return Locations(handle, graph, max_locations)
 
@@ -293,7 +293,7 @@ class XferSet:
         """
         if not 0 <= xfer < len(self.rules):
             raise ValueError(f"xfer {xfer} out of range [0, {len(self.rules)})")
-        cap = 2 * graph.num_ops() if max_ops is None else max_ops
+        cap = _size_cap(graph, max_ops)
         handle, hashes, enumerations = self._handle.apply_everywhere(
             graph.handle, xfer, times, max_locations, cap, cost_model.handle)
         return Graph(handle), hashes, enumerations
@@ -374,3 +374,9 @@ def peak_rss_mb() -> float:
     """This process's peak resident set so far, in MiB (Linux: ru_maxrss in
     KiB); monotone over a process's life. The benchmarks report it too."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _size_cap(graph: Graph, max_ops: Optional[int]) -> int:
+    """The op count a candidate may reach: `max_ops`, by default twice the
+    graph's (the engine's cap on a rewrite's growth)."""
+    return 2 * graph.num_ops() if max_ops is None else max_ops
