@@ -1,9 +1,11 @@
 """Flags shared by the entry points, and their typed settings.
 
 Only experiments import this module (library code never reads flags): it
-defines the shared flags and turns their values into the library's typed
-settings (`xflowrl.runs.RunSettings`, `BaselineSettings`), which build the
-environment and name the results folder.
+defines the shared flags, and re-exports what turns their values into the
+library's typed settings (experiments/flag_settings.py: `run_settings`,
+`baseline_settings`, `world_model_config`, --quick's `quick_values`), which
+build the environment and name the results folder. `split_cost_spec` accepts
+the deprecated --cost_model=BACKEND/PROFILE.
 
 The graph is a zoo graph (--graph) or a user's ONNX file (--onnx, with
 --input_shape for inputs of dynamic dimensions): its results folder is named
@@ -14,9 +16,21 @@ through `exit_on_bad_input` ends with one line naming the problem and exit
 status 2, not a traceback (`xflowrl.runs.entry`).
 """
 
-from typing import Any, Dict, Mapping, Optional, Sequence, TYPE_CHECKING
+import sys
+from typing import List, Sequence
 
 from absl import flags
+
+# Re-exported: the entry points call common.run_settings, common.quick_values, ...
+from flag_settings import (  # noqa: F401
+    PresetFlags,
+    baseline_settings,
+    graph_fields,
+    model_fields,
+    quick_values,
+    run_settings,
+    world_model_config,
+)
 
 from xflowrl import zoo
 from xflowrl.engine import BACKENDS
@@ -26,23 +40,14 @@ from xflowrl.engine.xfers import (
     TASO_ALPHA,
     TASO_BUDGET,
 )
-from xflowrl.env import DEFAULT_MAX_STEPS, GraphEnv, rewards
-from xflowrl.optimize.model_io import BadInput, parse_input_shapes
+from xflowrl.env import DEFAULT_MAX_STEPS, rewards
 from xflowrl.rules.sets import DEFAULT_RULE_SET, RULE_SETS
-from xflowrl.runs import (
-    BaselineSettings,
-    RunSettings,
-    exit_on_bad_input,  # noqa: F401
-    input_shapes_key,
-    model_name,
-)
 
-# Re-exported: the entry points call common.exit_on_bad_input.
+# Re-exported: the entry points call common.exit_on_bad_input and
+# common.with_full_observation.
+from xflowrl.runs import exit_on_bad_input  # noqa: F401
 from xflowrl.search import EQSAT_TIME_LIMIT
-from xflowrl.search.settings import get_setting
-
-if TYPE_CHECKING:
-    from xflowrl.world_model import WorldModelConfig
+from xflowrl.search.baselines import with_full_observation  # noqa: F401
 
 FLAGS = flags.FLAGS
 
@@ -85,6 +90,32 @@ def define_cost_model_flags(flag_values: flags.FlagValues = FLAGS,
     fv = {"flag_values": flag_values}
     flags.DEFINE_enum("cost_model", DEFAULT_BACKEND, BACKENDS, cost_model_help, **fv)
     flags.DEFINE_string("profile", default_profile, profile_help, **fv)
+
+
+def split_cost_spec(argv: Sequence[str]) -> List[str]:
+    """`argv` with the deprecated spelling --cost_model=BACKEND/PROFILE (one
+    string, as `xflowrl.runs.cost_model_from_spec` reads it) split into
+    --cost_model=BACKEND --profile=PROFILE, saying so on stderr; for entry
+    points whose --cost_model is `define_cost_model_flags`'."""
+    out: List[str] = []
+    args = iter(argv)
+    for arg in args:
+        value = None
+        if arg.startswith("--cost_model="):
+            value = arg.split("=", 1)[1]
+        elif arg == "--cost_model":
+            value = next(args, "")
+            if "/" not in value:
+                out += [arg, value]
+                continue
+        if value is None or "/" not in value:
+            out.append(arg)
+            continue
+        backend, _, profile = value.partition("/")
+        print(f"--cost_model={value} is deprecated: give --cost_model={backend} "
+              f"--profile={profile}", file=sys.stderr, flush=True)
+        out += [f"--cost_model={backend}", f"--profile={profile}"]
+    return out
 
 
 def define_taso_flags(flag_values: flags.FlagValues = FLAGS, alpha: bool = True,
@@ -158,136 +189,9 @@ def define_disagreement_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        "stds.", **fv)
 
 
-class PresetFlags:
-    """Reads flags like FLAGS, with a preset (e.g. --quick's) in place of
-    their defaults: a flag given on the command line keeps the user's value,
-    one not given takes the preset's (if the preset names it).
-
-        values = PresetFlags({"graph": "small_cnn"})
-        values.graph   # "small_cnn", unless --graph was given
-    """
-
-    def __init__(self, preset: Mapping[str, Any], flag_values: flags.FlagValues = FLAGS):
-        unknown = sorted(set(preset) - set(flag_values))
-        if unknown:
-            raise ValueError(f"preset names undefined flags {unknown}")
-        self._preset = dict(preset)
-        self._flags = flag_values
-
-    def __getattr__(self, name: str) -> Any:
-        flag = self._flags[name]
-        if name in self._preset and not flag.present:
-            return self._preset[name]
-        return flag.value
-
-    def __getitem__(self, name: str) -> flags.Flag:
-        """The flag `name` itself (as `FLAGS[name]`: `.present`, `.value`)."""
-        return self._flags[name]
-
-
 def define_quick_flag(summary: str, flag_values: flags.FlagValues = FLAGS) -> None:
     """--quick: a small run for a first look (`summary` says what it sets).
     Its values replace only defaults (`quick_values`), which the help says."""
     flags.DEFINE_bool("quick", False, f"{summary} These replace only the defaults: a flag "
                       "given on the command line keeps its value (--quick --graph=resnet18: "
                       "resnet18 with the quick budgets).", flag_values=flag_values)
-
-
-def quick_values(preset: Mapping[str, Any], flag_values: flags.FlagValues = FLAGS) -> PresetFlags:
-    """The flag values, with `preset` (an entry point's --quick values) for
-    the flags the user did not give when --quick is set."""
-    return PresetFlags(preset if flag_values.quick else {}, flag_values)
-
-
-def model_fields(path: str, input_shapes: Sequence[str] = ()) -> Dict[str, Any]:
-    """The `RunSettings` fields of a user's ONNX file: `graph` (its stem),
-    `onnx` and `input_shapes` (parsed from NAME=D1,D2,... specs).
-
-    Raises:
-      BadInput: a spec is malformed.
-    """
-    return {"graph": model_name(path), "onnx": path,
-            "input_shapes": input_shapes_key(parse_input_shapes(input_shapes))}
-
-
-def graph_fields(values: Any = FLAGS) -> Dict[str, Any]:
-    """The `RunSettings` fields that choose the graph, from --graph, --onnx
-    and --input_shape (`values`: FLAGS or a `PresetFlags`).
-
-    Raises:
-      BadInput: --graph and --onnx both given; a malformed --input_shape;
-        --input_shape without --onnx.
-    """
-    if not values.onnx:
-        if values.input_shape:
-            raise BadInput("--input_shape applies to an --onnx model; no --onnx given")
-        return {"graph": values.graph}
-    if values["graph"].present:
-        raise BadInput(f"--graph={values.graph} and --onnx={values.onnx} both name the graph "
-                       f"to optimise; give one of them")
-    return model_fields(values.onnx, values.input_shape)
-
-
-def run_settings(values: Any = FLAGS, cost_features: str = "full",
-                 graph: Optional[Mapping[str, Any]] = None) -> RunSettings:
-    """The typed settings of the flags `define_env_flags` defines.
-
-    Args:
-      values: where the flag values are read (FLAGS, or a `PresetFlags`).
-      cost_features: the observation's cost features (`EnvConfig.cost_features`).
-      graph: the fields that choose the graph (`graph`, and `onnx`,
-        `input_shapes` for a model file); None: the flags' (`graph_fields`).
-
-    Raises:
-      BadInput: see `graph_fields`.
-    """
-    rules, cost_model, profile = values.rules, values.cost_model, values.profile
-    setting = getattr(values, "setting", "")
-    if setting:
-        given = [f"--{k}" for k in ("graph", "onnx", "rules", "cost_model", "profile")
-                 if values[k].present]
-        if given:
-            raise BadInput(f"--setting={setting} sets the graph, rules and cost model; "
-                           f"{', '.join(given)} cannot be given with it")
-        try:
-            chosen = get_setting(setting)
-        except ValueError as e:
-            raise BadInput(str(e)) from None
-        graph = {"graph": chosen.graph, "batch": chosen.batch}
-        rules = chosen.rules
-        cost_model, _, profile = chosen.cost_model.partition("/")
-    graph = graph_fields(values) if graph is None else graph
-    return RunSettings(**graph, rules=rules, cost_model=cost_model,
-                       profile=profile, cost_cache=values.cost_cache,
-                       max_steps=values.max_steps, max_locations=values.max_locations,
-                       reward=values.reward, cost_features=cost_features,
-                       results_dir=values.results_dir)
-
-
-def baseline_settings(values: Any = FLAGS) -> BaselineSettings:
-    """The typed settings of the flags `define_baseline_flags` defines."""
-    return BaselineSettings(taso_alpha=values.taso_alpha, taso_budget=values.taso_budget,
-                            random_episodes=values.random_episodes,
-                            eqsat_time_limit=values.eqsat_time_limit)
-
-
-def world_model_config(values: Any = FLAGS, **fields: Any) -> "WorldModelConfig":
-    """The world model's config from the flags `define_world_model_flags`
-    defines (its learning rate decays over all training steps) and `fields`
-    (other `WorldModelConfig` fields)."""
-    # Imported here: the entry points without a world model skip TF Probability.
-    from xflowrl.world_model import WorldModelConfig  # pylint: disable=import-outside-toplevel
-    return WorldModelConfig(rounds=values.rounds, episodes_per_round=values.episodes_per_round,
-                            train_steps_per_round=values.train_steps_per_round,
-                            encoder_steps=values.encoder_steps,
-                            decay_steps=max(values.rounds * values.train_steps_per_round, 1),
-                            real_episodes_per_round=values.real_episodes_per_round, **fields)
-
-
-def with_full_observation(env: GraphEnv) -> GraphEnv:
-    """`env` with every cost feature in its observations: the baselines run
-    on it, since one-step greedy reads the candidates' cost changes (which
-    an ablated environment withholds from the agent)."""
-    if env.config.cost_features == "full":
-        return env
-    return env.with_config(cost_features="full")

@@ -45,6 +45,7 @@ from xflowrl.engine import XferSet
 from xflowrl.engine.cost import GPU_COST_SPEC
 from xflowrl.engine.xfers import TASO_BUDGET
 from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.results.records import to_plain
 from xflowrl.runs import cost_model_from_spec, write_json
 from xflowrl.transfer import evaluate, load_policy, measured, shipped_policy
 from xflowrl.transfer.policy import has_arrays, load_numpy_policy, read_info
@@ -129,13 +130,13 @@ def main(argv):
                                   "rows": [dataclasses.asdict(r) for r in rows],
                                   "summary": summary}
     if FLAGS.measure:
-        runs = {label: [{"seed": 0, "held_out": out["policies"][label]["rows"]}]
-                for label in labels}
-        out["measured"] = measured.measure_held_out(
+        runs = {label: [measured.HandedOver(0, rows_of[label])] for label in labels}
+        timed = measured.measure_held_out(
             runs, graphs, xfers, cost_model, rounds=FLAGS.measure_rounds, seed=FLAGS.seed,
             progress=lambda line: print(line, file=sys.stderr, flush=True),
             max_locations=config.max_locations)
-        text += [measured.markdown(out["measured"], agents=labels)]
+        out["measured"] = to_plain(timed)
+        text += [measured.markdown(timed, agents=labels)]
     path = FLAGS.out or os.path.join("results", "evaluate_policy",
                                      FLAGS.cost_model.replace("/", "_") + ".json")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

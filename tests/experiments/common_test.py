@@ -1,9 +1,12 @@
 """`experiments/common.py`: the shared flags become typed settings, and a
 preset (--quick) replaces only the defaults of flags the user did not give."""
 
+import contextlib
 import importlib.util
 import inspect
+import io
 import os
+import sys
 
 from absl import flags
 from absl.testing import absltest
@@ -30,6 +33,10 @@ _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 
 
 def _load_common():
+    # common.py imports its sibling flag_settings.py, as the entry points do.
+    experiments = os.path.join(_REPO, "experiments")
+    if experiments not in sys.path:
+        sys.path.insert(0, experiments)
     spec = importlib.util.spec_from_file_location(
         "experiments_common", os.path.join(_REPO, "experiments", "common.py"))
     module = importlib.util.module_from_spec(spec)
@@ -208,6 +215,31 @@ class PresetFlagsTest(absltest.TestCase):
     def test_unknown_preset_flag(self):
         with self.assertRaisesRegex(ValueError, r"undefined flags \['episodes'\]"):
             common.PresetFlags({"episodes": 3}, _flag_values())
+
+
+class DeprecatedCostSpecTest(absltest.TestCase):
+
+    def test_one_backend_profile_string_becomes_both_flags(self):
+        stderr = io.StringIO()
+        with contextlib.redirect_stderr(stderr):
+            argv = common.split_cost_spec(["prog", "--cost_model=onednn/cpu", "--seed=1",
+                                           "--cost_model", "analytic/v100"])
+        self.assertEqual(argv, ["prog", "--cost_model=onednn", "--profile=cpu", "--seed=1",
+                                "--cost_model=analytic", "--profile=v100"])
+        self.assertIn("--cost_model=onednn/cpu is deprecated: give --cost_model=onednn "
+                      "--profile=cpu", stderr.getvalue())
+        values = flags.FlagValues()
+        common.define_cost_model_flags(values)
+        values(argv[:3])
+        self.assertEqual((values.cost_model, values.profile), ("onednn", "cpu"))
+
+    def test_today_s_spelling_is_left_alone(self):
+        stderr = io.StringIO()
+        argv = ["prog", "--cost_model=analytic", "--profile=cpu", "--cost_model", "onednn",
+                "--results_dir=a/b"]
+        with contextlib.redirect_stderr(stderr):
+            self.assertEqual(common.split_cost_spec(argv), argv)
+        self.assertEqual(stderr.getvalue(), "")
 
 
 class ModelFlagsTest(absltest.TestCase):

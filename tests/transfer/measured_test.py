@@ -7,10 +7,19 @@ from xflowrl import corpus
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.env.environment import NO_STEP_LIMIT
+from xflowrl.results.generalist import ZeroShotRow
 from xflowrl.search import greedy_search
 from xflowrl.transfer import measured
 
 _GRAPH = "mlp/s0"
+
+
+def _row(applied):
+    """A zero-shot row of `_GRAPH` whose policy handed over `applied`
+    (only the graph and the substitutions matter here)."""
+    return ZeroShotRow(graph=_GRAPH, ops=0, initial_ms=1.0, policy_ms=1.0, greedy_ms=1.0,
+                       taso_ms=None, random_ms=None, policy_seconds=0.0, greedy_seconds=0.0,
+                       taso_seconds=None, steps=0, policy_applied=[list(a) for a in applied])
 
 
 class MeasuredTest(absltest.TestCase):
@@ -27,33 +36,33 @@ class MeasuredTest(absltest.TestCase):
         # Seed 0 handed over greedy's graph, seed 1 the initial graph (no
         # rewrite), seed 2 the graph after greedy's first step; as JSON has them.
         runs = {"policy": [
-            {"seed": s, "held_out": [{"graph": _GRAPH, "policy_applied": [list(a) for a in p]}]}
+            measured.HandedOver(s, [_row(p)])
             for s, p in ((0, cls.greedy.applied), (1, []), (2, cls.greedy.applied[:1]))]}
         cls.row = measured.measure_held_out(runs, {_GRAPH: lambda: corpus.get(_GRAPH)},
                                             cls.xfers, cls.cost_model, rounds=2)[0]
 
     def test_each_variant_is_the_graph_its_agent_handed_over(self):
-        v = self.row["variants"]
+        v = self.row.variants
         self.assertEqual(set(v), {"initial", "greedy", "policy/0", "policy/1", "policy/2"})
-        self.assertEqual(v["policy/0"]["graph_key"], v["greedy"]["graph_key"])
-        self.assertEqual(v["policy/1"]["graph_key"], v["initial"]["graph_key"])
-        self.assertNotIn(v["policy/2"]["graph_key"],
-                         (v["initial"]["graph_key"], v["greedy"]["graph_key"]))
-        self.assertAlmostEqual(v["greedy"]["estimated_ms"], self.greedy.final_cost, places=9)
-        self.assertEqual(v["initial"]["estimated_change"], 0.0)
+        self.assertEqual(v["policy/0"].graph_key, v["greedy"].graph_key)
+        self.assertEqual(v["policy/1"].graph_key, v["initial"].graph_key)
+        self.assertNotIn(v["policy/2"].graph_key,
+                         (v["initial"].graph_key, v["greedy"].graph_key))
+        self.assertAlmostEqual(v["greedy"].estimated_ms, self.greedy.final_cost, places=9)
+        self.assertEqual(v["initial"].estimated_change, 0.0)
 
     def test_measured_changes_are_against_the_measured_initial_graph(self):
-        v = self.row["variants"]
-        self.assertEqual(v["initial"]["measured_change"], 0.0)
+        v = self.row.variants
+        self.assertEqual(v["initial"].measured_change, 0.0)
         for variant in v.values():
-            self.assertGreater(variant["measured_ms"], 0.0)
-            self.assertLessEqual(variant["measured_min_ms"], variant["measured_ms"])
-            self.assertLessEqual(variant["measured_ms"], variant["measured_max_ms"])
+            self.assertGreater(variant.measured_ms, 0.0)
+            self.assertLessEqual(variant.measured_min_ms, variant.measured_ms)
+            self.assertLessEqual(variant.measured_ms, variant.measured_max_ms)
             self.assertAlmostEqual(
-                variant["measured_change"],
-                100.0 * (variant["measured_ms"] / v["initial"]["measured_ms"] - 1.0))
+                variant.measured_change,
+                100.0 * (variant.measured_ms / v["initial"].measured_ms - 1.0))
         # Equal graphs are timed once: the same figures.
-        self.assertEqual(v["policy/0"]["measured_ms"], v["greedy"]["measured_ms"])
+        self.assertEqual(v["policy/0"].measured_ms, v["greedy"].measured_ms)
 
     def test_the_table_sets_estimated_beside_measured(self):
         text = measured.markdown([self.row])

@@ -179,15 +179,15 @@ class LogProbsTest(absltest.TestCase):
             summary = evaluate.route_against(numpy_policy, env, applied)
             prefix = cheapest_prefix(env, applied)[1]
             own = {x for x, _ in runtime.greedy_episode(numpy_policy, env).applied}
-            self.assertEqual(summary["steps"], len(prefix))
-            self.assertAlmostEqual(summary["log_prob"], sum(
+            self.assertEqual(summary.steps, len(prefix))
+            self.assertAlmostEqual(summary.log_prob, sum(
                 s.xfer_log_prob + s.location_log_prob for s in route[:len(prefix)]), places=4)
-            self.assertEqual([x for x, _ in summary["new_xfers"]],
+            self.assertEqual([x for x, _ in summary.new_xfers],
                              [x for x, _ in prefix if x not in own])
             mine = evaluate.route_against(
                 numpy_policy, env, runtime.greedy_episode(numpy_policy, env).applied)
-            self.assertEqual((mine["off_greedy"], mine["new_xfers"]), (0, []))
-            self.assertGreater(mine["steps"], 0)
+            self.assertEqual((mine.off_greedy, mine.new_xfers), (0, []))
+            self.assertGreater(mine.steps, 0)
         self.assertGreater(checked, 10)
         self.assertGreater(off_greedy, 0)  # the flag was seen both ways
 

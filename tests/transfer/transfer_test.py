@@ -11,6 +11,16 @@ from xflowrl import zoo
 from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.results.generalist import (
+    FinetuneGraph,
+    FinetunedRun,
+    GeneralistRun,
+    RouteSummary,
+    ScratchRun,
+    ZeroShotRow,
+)
+from xflowrl.results.records import to_plain
+from xflowrl.results.runs import RoundController, WorldModelRound
 from xflowrl.search import greedy_search
 from xflowrl.transfer import (
     PolicyInfo,
@@ -107,9 +117,9 @@ class ZeroShotTest(absltest.TestCase):
             self.assertLessEqual(row.policy_ms, row.initial_ms)
             self.assertIsNotNone(row.taso_ms)
             self.assertIsNotNone(row.random_ms)
-        s = evaluate.summary(rows)
-        self.assertEqual(s["graphs"], 2)
-        self.assertEqual(s["above_initial"], 0.0)
+        s = evaluate.zero_shot_summary(rows)
+        self.assertEqual(s.graphs, 2)
+        self.assertEqual(s.above_initial, 0.0)
         self.assertIn("| small |", evaluate.markdown(rows))
 
     def test_compare_runs_the_baselines_once_for_all_agents(self):
@@ -139,15 +149,33 @@ class ZeroShotTest(absltest.TestCase):
                 self.assertEqual(getattr(row, field), getattr(alone, field), (label, field))
 
 
+def _round(imagined, real):
+    """A model-based run's history row: one world-model round with its controller."""
+    controller = RoundController(episodes=8, real_return=real, predicted_return=0.0,
+                                 imagined_return=imagined, relative_cost=1.0)
+    return to_plain(WorldModelRound(round=1, real_steps=10, collection="controller",
+                                    collected_return=0.0, vocabulary_known=5, vocabulary_full=5,
+                                    train_total=1.0, train_latent_nll=1.0, held_out={},
+                                    controller=controller))
+
+
 class ReportTest(absltest.TestCase):
 
-    def _result(self, seed, policy_ms):
-        row = {"graph": "g", "ops": 10, "initial_ms": 1.0, "policy_ms": policy_ms,
-               "greedy_ms": 0.9, "taso_ms": 0.9, "random_ms": 1.1}
-        rows = [evaluate.Row(**row, policy_seconds=0.1, greedy_seconds=0.1, taso_seconds=1.0,
-                             steps=5)]
-        return {"seed": seed, "held_out": [dict(row, policy_seconds=0.1)],
-                "zero_shot": evaluate.summary(rows), "train_seconds": 10.0, "finetune": []}
+    def _result(self, seed, policy_ms, agent="mf", interactions=0, history=()):
+        rows = [ZeroShotRow(graph="g", ops=10, initial_ms=1.0, policy_ms=policy_ms,
+                            greedy_ms=0.9, taso_ms=0.9, random_ms=1.1, policy_seconds=0.1,
+                            greedy_seconds=0.1, taso_seconds=1.0, steps=5)]
+        run = GeneralistRun(agent=agent, cost_model="analytic/v100", rules="default", seed=seed,
+                            episodes=10, interactions=interactions, train_seconds=10.0,
+                            eval_seconds=1.0, training_graphs=["t"], held_out=rows,
+                            zero_shot=evaluate.zero_shot_summary(rows), finetune=[],
+                            policy="p", commit="c",
+                            history=list(history))
+        # What the report reads is what a result.json holds.
+        return GeneralistRun.from_json(run.to_json())
+
+    def _mb(self, seed, policy_ms, history=()):
+        return self._result(seed, policy_ms, agent="mb", interactions=500, history=history)
 
     def test_a_difference_needs_every_seed_beyond_greedy(self):
         better = report.markdown([self._result(0, 0.8), self._result(1, 0.85)])
@@ -159,7 +187,7 @@ class ReportTest(absltest.TestCase):
         self.assertIn("| matches |", same)
 
     def test_the_model_based_agent_gets_a_column_and_its_summaries(self):
-        mb = [dict(self._result(s, c), interactions=500) for s, c in ((0, 0.95), (1, 1.0))]
+        mb = [self._mb(s, c) for s, c in ((0, 0.95), (1, 1.0))]
         text = report.markdown([self._result(0, 0.8), self._result(1, 0.85)], model_based=mb)
         row = next(line for line in text.splitlines() if line.startswith("| g |"))
         # The policy better than greedy, the model-based agent worse on every seed.
@@ -169,10 +197,8 @@ class ReportTest(absltest.TestCase):
         self.assertNotIn("model-based", report.markdown([self._result(0, 0.8)]))
 
     def test_the_per_round_controllers_imagined_and_real_returns(self):
-        rounds = [{"controller_imagined_return": i, "controller_real_return": r}
-                  for i, r in ((50.0, 1.0), (10.0, 3.0), (30.0, 9.0))]
-        mb = [dict(self._result(0, 0.95), interactions=500, history=rounds[:2]),
-              dict(self._result(1, 1.0), interactions=500, history=rounds[2:])]
+        rounds = [_round(i, r) for i, r in ((50.0, 1.0), (10.0, 3.0), (30.0, 9.0))]
+        mb = [self._mb(0, 0.95, history=rounds[:2]), self._mb(1, 1.0, history=rounds[2:])]
         text = report.markdown([self._result(0, 0.8)], model_based=mb)
         self.assertIn("| model-based: per-round controllers' return, imagined / real "
                       "(median over 3 rounds of all seeds) | +30.0 / +3.0 |", text)
@@ -180,18 +206,21 @@ class ReportTest(absltest.TestCase):
 
     def test_fine_tuning_pairs_and_when_scratch_reached_its_own_result(self):
         def tuned(steps, cheapest_steps):
-            return {"episodes": 3, "interactions": 30, "change": -9.0,
-                    "cheapest_graph_change": -9.5, "steps_to_reach": steps,
-                    "steps_to_reach_cheapest_graph": cheapest_steps}
+            return FinetunedRun(episodes=3, interactions=30, lr_scale=1.0, greedy_cost_ms=0.91,
+                                best_training_cost_ms=0.91, change=-9.0,
+                                cheapest_graph_ms=0.905, cheapest_graph_change=-9.5,
+                                steps_to_reach=steps,
+                                steps_to_reach_cheapest_graph=cheapest_steps)
 
-        scratch = {"episodes": 30, "interactions": 400, "change": -10.0,
-                   "cheapest_graph_change": -10.0, "steps_to_own_result": 250,
-                   "steps_to_own_cheapest_graph": 200}
+        scratch = ScratchRun(episodes=30, interactions=400, greedy_cost_ms=0.9,
+                             best_training_cost_ms=0.9, change=-10.0, cheapest_graph_ms=0.9,
+                             cheapest_graph_change=-10.0, steps_to_own_result=250,
+                             steps_to_own_cheapest_graph=200)
         results = []
         for seed, (steps, cheapest) in enumerate(((40, 30), (None, 41))):
             result = self._result(seed, 0.8)
-            result["finetune"] = [{"graph": "g", "scratch": scratch,
-                                   "finetuned": [tuned(steps, cheapest)]}]
+            result.finetune = [FinetuneGraph(graph="g", initial_ms=1.0, scratch=scratch,
+                                             finetuned=[tuned(steps, cheapest)])]
             results.append(result)
         text = report.markdown(results)
         self.assertIn("within 10% of its real steps in 1 of 2 (graph, seed) pairs, counting "
@@ -199,19 +228,17 @@ class ReportTest(absltest.TestCase):
         self.assertIn("in 1 of 2 (graph, seed) pairs, counting the cheapest graphs", text)
         self.assertIn("after this share of their real steps, per seed: g 0: 0.62 (250), "
                       "1: 0.62 (250).", text)
-        # Runs from before the field: no such line.
-        del scratch["steps_to_own_result"]
-        self.assertNotIn("share of their real steps", report.markdown(results))
-        self.assertNotIn("route", report.markdown(results))
-        scratch["generalist_route"] = {"steps": 9, "log_prob": -19.81, "off_greedy": 4,
-                                       "new_xfers": [["a", -4.49], ["b", -2.17],
-                                                     ["a", -0.04]]}
+        # A generalist without NumPy arrays: no route.
+        self.assertNotIn("route", text)
+        scratch.generalist_route = RouteSummary(steps=9, log_prob=-19.81, off_greedy=4,
+                                                new_xfers=[("a", -4.49), ("b", -2.17),
+                                                           ("a", -0.04)], route=[])
         text = report.markdown(results)
         self.assertIn("natural log-probabilities of taking exactly those steps: g (0): 9 steps, "
                       "4 of them not its greedy action, log-probability -19.8; 3 with xfers its "
                       "own greedy episode never applies, log-probability -6.7 (a x2 (-4.5 to -0.0), "
                       "b -2.2); g (1): 9 steps", text)
-        scratch["generalist_route"]["new_xfers"] = []
+        scratch.generalist_route.new_xfers = []
         self.assertIn("-19.8; 0 with xfers its own greedy episode never applies; g (1)",
                       report.markdown(results))
 

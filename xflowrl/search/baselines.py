@@ -71,6 +71,15 @@ def with_equal_step_limit(env: GraphEnv, factor: float = EQUAL_BUDGET_FACTOR) ->
     return env.with_config(max_steps=limit)
 
 
+def with_full_observation(env: GraphEnv) -> GraphEnv:
+    """`env` with every cost feature in its observations: the baselines run
+    on it, since one-step greedy reads the candidates' cost changes (which
+    an ablated environment withholds from the agent)."""
+    if env.config.cost_features == "full":
+        return env
+    return env.with_config(cost_features="full")
+
+
 def run_greedy(env: GraphEnv) -> Tuple[GreedyResult, Graph]:
     """One-step greedy on `env`'s initial graph, without the environment's
     step limit (it stops when no candidate improves, as defined); its

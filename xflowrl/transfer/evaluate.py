@@ -6,16 +6,18 @@ greedy episode on every graph (real environment, real masks, the step
 limit of the entry points' equal budgets: at least 1.5 x one-step
 greedy's steps on that graph) and runs the baselines under the same rules
 and cost model (`xflowrl.search.run_baselines`: one-step greedy, TASO's
-search, the random agent). A row per graph (`Row`): initial cost, the
+search, the random agent). A row per graph
+(`xflowrl.results.generalist.ZeroShotRow`): initial cost, the
 policy's cheapest graph on the way, the baselines' costs, and the time
-each took to optimise the graph. `summary(rows)` says how the policy
+each took to optimise the graph. `zero_shot_summary(rows)` (`summary`: as a
+dict) says how the policy
 compares: the share of graphs within 2 points of greedy, above the initial
 cost, better than greedy.
 
 `route_log_probs(policy, env, applied)` says how likely a policy's
 sampling is to follow a given substitution sequence, step by step;
-`route_against(policy, env, applied)` sums that up for the route to the
-cheapest graph of a sequence, e.g. the per-graph agent's result, which
+`route_against(policy, env, applied)` sums that up (a `RouteSummary`) for
+the route to the cheapest graph of a sequence, e.g. the per-graph agent's result, which
 fine-tuning from the generalist has to find
 (`experiments/train_generalist.py --finetune`): the rewrites of the route
 that the policy's own greedy episode never applies are where its sampling
@@ -32,57 +34,23 @@ from xflowrl.engine import CostModel, Graph, XferSet
 from xflowrl.engine.xfers import TASO_BUDGET
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.env.replay import cheapest_prefix
+from xflowrl.results.generalist import RouteSummary, ZeroShotRow, ZeroShotSummary
 from xflowrl.search import run_baselines, with_equal_step_limit
 
 GraphOrBuilder = Union[Graph, Callable[[], Graph]]
 
 
-@dataclasses.dataclass
-class Row:
-    """One graph: costs (ms) and optimisation times (s).
-
-    `*_change` are percentages of the initial cost (negative: cheaper).
-    `policy_applied` builds the policy's graph; `steps` is its step limit.
-    """
-    graph: str
-    ops: int
-    initial_ms: float
-    policy_ms: float
-    greedy_ms: float
-    taso_ms: Optional[float]
-    random_ms: Optional[float]
-    policy_seconds: float
-    greedy_seconds: float
-    taso_seconds: Optional[float]
-    steps: int
-    policy_applied: List = dataclasses.field(default_factory=list)
-
-    def change(self, cost: Optional[float]) -> Optional[float]:
-        return None if cost is None else self._percent(cost)
-
-    def _percent(self, cost: float) -> float:
-        return 100.0 * (cost / self.initial_ms - 1.0)
-
-    @property
-    def policy_change(self) -> float:
-        return self._percent(self.policy_ms)
-
-    @property
-    def greedy_change(self) -> float:
-        return self._percent(self.greedy_ms)
-
-
 def compare(agents: Mapping[str, Any], graphs: Mapping[str, GraphOrBuilder],
             xfers: XferSet, cost_model: CostModel, config: Optional[EnvConfig] = None,
             taso_budget: int = TASO_BUDGET, random_episodes: int = 5, seed: int = 0,
-            progress: Optional[Callable[[str], None]] = None) -> Dict[str, List[Row]]:
+            progress: Optional[Callable[[str], None]] = None) -> Dict[str, List[ZeroShotRow]]:
     """Every agent of `agents` (label -> agent) on every graph of `graphs`
     (name -> graph or builder) beside the baselines, which are run once per
     graph for all the agents (see module docstring); label -> its rows.
     Each agent is credited with the cheapest graph of its greedy episode
     (`GraphEnv.cheapest`)."""
     config = config or EnvConfig()
-    rows: Dict[str, List[Row]] = {label: [] for label in agents}
+    rows: Dict[str, List[ZeroShotRow]] = {label: [] for label in agents}
     for name, source in graphs.items():
         graph = source if isinstance(source, Graph) else source()
         env = with_equal_step_limit(GraphEnv(graph, xfers, cost_model, config))
@@ -95,7 +63,7 @@ def compare(agents: Mapping[str, Any], graphs: Mapping[str, GraphOrBuilder],
             agent.run_episode(env, greedy=True, learn=False)
             policy_seconds = time.time() - start
             cheapest = env.cheapest
-            row = Row(name, graph.num_ops(), env.initial_cost, cheapest.cost,
+            row = ZeroShotRow(name, graph.num_ops(), env.initial_cost, cheapest.cost,
                       base.greedy.cost_ms, taso.cost_ms if taso else None,
                       rand.cost_ms if rand else None, policy_seconds, base.greedy.seconds,
                       taso.seconds if taso else None, env.config.max_steps, cheapest.applied)
@@ -109,29 +77,34 @@ def compare(agents: Mapping[str, Any], graphs: Mapping[str, GraphOrBuilder],
 def zero_shot(agent, graphs: Mapping[str, GraphOrBuilder], xfers: XferSet,
               cost_model: CostModel, config: Optional[EnvConfig] = None,
               taso_budget: int = TASO_BUDGET, random_episodes: int = 5, seed: int = 0,
-              progress: Optional[Callable[[str], None]] = None) -> List[Row]:
+              progress: Optional[Callable[[str], None]] = None) -> List[ZeroShotRow]:
     """`compare` for one agent: its rows."""
     return compare({"policy": agent}, graphs, xfers, cost_model, config, taso_budget,
                    random_episodes, seed, progress)["policy"]
 
 
-def summary(rows: Sequence[Row], margin: float = 2.0) -> Dict[str, float]:
+def zero_shot_summary(rows: Sequence[ZeroShotRow], margin: float = 2.0) -> ZeroShotSummary:
     """How the policy compares over `rows` (percentage points of the initial cost)."""
     n = max(len(rows), 1)
-    return {
-        "graphs": len(rows),
-        "within_margin_of_greedy": sum(r.policy_change <= r.greedy_change + margin
-                                       for r in rows) / n,
-        "margin_points": margin,
-        "above_initial": sum(r.policy_ms > r.initial_ms + 1e-9 for r in rows) / n,
-        "better_than_greedy": sum(r.policy_ms < r.greedy_ms - 1e-9 for r in rows) / n,
-        "matches_greedy": sum(abs(r.policy_ms - r.greedy_ms) <= 1e-9 for r in rows) / n,
-        "policy_vs_taso_time": (sum(r.policy_seconds for r in rows)
-                                / max(sum(r.taso_seconds or 0.0 for r in rows), 1e-9)),
-    }
+    return ZeroShotSummary(
+        graphs=len(rows),
+        within_margin_of_greedy=sum(r.policy_change <= r.greedy_change + margin
+                                    for r in rows) / n,
+        margin_points=margin,
+        above_initial=sum(r.policy_ms > r.initial_ms + 1e-9 for r in rows) / n,
+        better_than_greedy=sum(r.policy_ms < r.greedy_ms - 1e-9 for r in rows) / n,
+        matches_greedy=sum(abs(r.policy_ms - r.greedy_ms) <= 1e-9 for r in rows) / n,
+        policy_vs_taso_time=(sum(r.policy_seconds for r in rows)
+                             / max(sum(r.taso_seconds or 0.0 for r in rows), 1e-9)),
+    )
 
 
-def markdown(rows: Sequence[Row]) -> str:
+def summary(rows: Sequence[ZeroShotRow], margin: float = 2.0) -> Dict[str, Any]:
+    """`zero_shot_summary` as a dict, in its fields' order."""
+    return dataclasses.asdict(zero_shot_summary(rows, margin))
+
+
+def markdown(rows: Sequence[ZeroShotRow]) -> str:
     """The rows as a table: initial, policy, greedy, TASO, random, times."""
     def pct(v):
         return "" if v is None else f"{v:+.2f}%"
@@ -212,7 +185,7 @@ def route_log_probs(policy, env: GraphEnv,
     return steps
 
 
-def route_against(policy, env: GraphEnv, applied: Sequence[Tuple[str, int]]) -> dict:
+def route_against(policy, env: GraphEnv, applied: Sequence[Tuple[str, int]]) -> RouteSummary:
     """`route_log_probs` of the shortest prefix of `applied` that reaches
     its cheapest graph (`cheapest_prefix`), summed up: its steps, the
     natural log-probability of a sampled episode taking exactly them, how
@@ -227,7 +200,8 @@ def route_against(policy, env: GraphEnv, applied: Sequence[Tuple[str, int]]) -> 
     steps = route_log_probs(policy, env, prefix)
     own = {name for name, _ in runtime.greedy_episode(policy, env).applied}
     per_step = [s.xfer_log_prob + s.location_log_prob for s in steps]
-    return {"steps": len(steps), "log_prob": float(sum(per_step)),
-            "off_greedy": sum(not s.greedy for s in steps),
-            "new_xfers": [[s.xfer, p] for s, p in zip(steps, per_step) if s.xfer not in own],
-            "route": [list(s) for s in steps]}
+    return RouteSummary(steps=len(steps), log_prob=float(sum(per_step)),
+                        off_greedy=sum(not s.greedy for s in steps),
+                        new_xfers=[(s.xfer, p) for s, p in zip(steps, per_step)
+                                   if s.xfer not in own],
+                        route=[list(s) for s in steps])

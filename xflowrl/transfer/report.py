@@ -1,7 +1,8 @@
 """The generalist's results over seeds: one table, medians and ranges.
 
 `seed_results(folder)` reads every `seed*/result.json` that
-`experiments/train_generalist.py` wrote under `folder`; `markdown(results)`
+`experiments/train_generalist.py` wrote under `folder`
+(`xflowrl.results.generalist.GeneralistRun`); `markdown(results)`
 sets them side by side: per held-out graph the policy's change (median and
 [min, max] over seeds) beside one-step greedy, TASO's search and the random
 agent (deterministic or averaged, so one figure), and whether the policy
@@ -10,25 +11,32 @@ lies outside the policy's range over seeds); then the summary figures of
 each seed (`evaluate.summary`) as median [min, max], and fine-tuning
 against training from scratch where runs did it. The model-based agent's
 seeds (`--agent=mb`, under `folder/mb/`) add a column and their summaries.
+`write_report(folder)` writes the whole report of a results folder
+(report.md), as experiments/generalist_report.py prints it.
 """
 
 from __future__ import annotations
 
-import glob
-import json
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from xflowrl.results.generalist import (
+    FinetunedRun,
+    GeneralistRun,
+    HeldOutTimings,
+    MEASURED_JSON,
+    REPORT_MD,
+    ZeroShotRow,
+    agent_runs,
+    seed_runs,
+)
 
-def seed_results(folder: str) -> List[dict]:
+
+def seed_results(folder: str) -> List[GeneralistRun]:
     """The result.json of every seed under `folder`, by seed."""
-    results = []
-    for path in sorted(glob.glob(os.path.join(folder, "seed*", "result.json"))):
-        with open(path) as f:
-            results.append(json.load(f))
-    return sorted(results, key=lambda r: r["seed"])
+    return seed_runs(folder)
 
 
 def _spread(values: Sequence[float], digits: int = 2) -> str:
@@ -39,8 +47,6 @@ def _spread(values: Sequence[float], digits: int = 2) -> str:
             f"{max(values):+.{digits}f}]")
 
 
-def _change(row: dict, key: str) -> float:
-    return 100.0 * (row[key] / row["initial_ms"] - 1.0)
 
 
 def _verdict(changes: Sequence[float], greedy: float) -> str:
@@ -62,27 +68,26 @@ def _fraction(steps: Optional[int], scratch_steps: int) -> str:
     return f"{steps / scratch_steps:.2f} ({steps})"
 
 
-def _lr_note(run: dict) -> str:
+def _lr_note(run: FinetunedRun) -> str:
     """", learning rates x0.1" for a fine-tuning run of other learning rates."""
-    scale = run.get("lr_scale", 1.0)
-    return "" if scale == 1.0 else f", learning rates x{scale:g}"
+    return "" if run.lr_scale == 1.0 else f", learning rates x{run.lr_scale:g}"
 
 
-def _by_graph(results: Sequence[dict]) -> Dict[str, List[dict]]:
-    by_graph: Dict[str, List[dict]] = {}
+def _by_graph(results: Sequence[GeneralistRun]) -> Dict[str, List[ZeroShotRow]]:
+    by_graph: Dict[str, List[ZeroShotRow]] = {}
     for result in results:
-        for row in result["held_out"]:
-            by_graph.setdefault(row["graph"], []).append(row)
+        for row in result.held_out:
+            by_graph.setdefault(row.graph, []).append(row)
     return by_graph
 
 
-def markdown(results: Sequence[dict], model_based: Sequence[dict] = ()) -> str:
+def markdown(results: Sequence[GeneralistRun], model_based: Sequence[GeneralistRun] = ()) -> str:
     """The table and summaries of the module docstring; with `model_based`
     (the model-based agent's seeds, `--agent=mb`) its zero-shot change and
     verdict beside the model-free policy's, on the graphs both evaluated."""
     if not results:
         return "no results"
-    seeds = [r["seed"] for r in results]
+    seeds = [r.seed for r in results]
     by_graph = _by_graph(results)
     mb_by_graph = _by_graph(model_based)
     mb = bool(mb_by_graph)
@@ -92,19 +97,19 @@ def markdown(results: Sequence[dict], model_based: Sequence[dict] = ()) -> str:
         head += " model-based, zero-shot | vs greedy |"
         rule += "---:|---|"
     lines = [f"Seeds {seeds}; policy: median [min, max] over seeds." + (
-        f" Model-based agent: seeds {[r['seed'] for r in model_based]}." if mb else ""), "",
+        f" Model-based agent: seeds {[r.seed for r in model_based]}." if mb else ""), "",
         head, rule]
     for graph, rows in by_graph.items():
-        policy = [_change(r, "policy_ms") for r in rows]
-        greedy = _change(rows[0], "greedy_ms")
-        taso = _change(rows[0], "taso_ms") if rows[0]["taso_ms"] is not None else None
-        rand = [_change(r, "random_ms") for r in rows if r["random_ms"] is not None]
-        line = (f"| {graph} | {rows[0]['ops']} | {rows[0]['initial_ms']:.4f} | "
+        policy = [r.policy_change for r in rows]
+        greedy = rows[0].greedy_change
+        taso = rows[0].change(rows[0].taso_ms)
+        rand = [c for c in (r.change(r.random_ms) for r in rows) if c is not None]
+        line = (f"| {graph} | {rows[0].ops} | {rows[0].initial_ms:.4f} | "
                 f"{_spread(policy)} | {greedy:+.2f}% | "
                 f"{'' if taso is None else f'{taso:+.2f}%'} | "
                 f"{_spread(rand) if rand else ''} | {_verdict(policy, greedy)} |")
         if mb:
-            other = [_change(r, "policy_ms") for r in mb_by_graph.get(graph, [])]
+            other = [r.policy_change for r in mb_by_graph.get(graph, [])]
             line += (f" {_spread(other)} | {_verdict(other, greedy)} |" if other
                      else " | |")
         lines.append(line)
@@ -115,27 +120,27 @@ def markdown(results: Sequence[dict], model_based: Sequence[dict] = ()) -> str:
         if not runs:
             continue
         for key in keys:
-            values = [r["zero_shot"][key] for r in runs]
+            values = [getattr(r.zero_shot, key) for r in runs]
             lines.append(f"| {label}{key} | {np.median(values):.3f} [{min(values):.3f}, "
                          f"{max(values):.3f}] |")
-        train = [r["train_seconds"] for r in runs]
+        train = [r.train_seconds for r in runs]
         lines.append(f"| {label}training seconds | {np.median(train):.0f} [{min(train):.0f}, "
                      f"{max(train):.0f}] |")
         # The model-based agent's per-round controllers: what the dream
         # promised (greedy imagined episodes) against their real return.
-        rounds = [row for r in runs for row in r.get("history", [])
-                  if "controller_imagined_return" in row]
-        if rounds:
-            imagined = [row["controller_imagined_return"] for row in rounds]
-            real = [row["controller_real_return"] for row in rounds]
+        controllers = [row.controller for r in runs for row in r.rounds()
+                       if row.controller is not None]
+        if controllers:
+            imagined = [c.imagined_return for c in controllers]
+            real = [c.real_return for c in controllers]
             lines.append(f"| {label}per-round controllers' return, imagined / real "
-                         f"(median over {len(rounds)} rounds of all seeds) | "
+                         f"(median over {len(controllers)} rounds of all seeds) | "
                          f"{np.median(imagined):+.1f} / {np.median(real):+.1f} |")
         if label:
-            steps = [r["interactions"] for r in runs]
+            steps = [r.interactions for r in runs]
             lines.append(f"| {label}real steps (collection and round evaluations) | "
                          f"{np.median(steps):.0f} [{min(steps):.0f}, {max(steps):.0f}] |")
-    tuned = [row for r in results for row in r.get("finetune", [])]
+    tuned = [row for r in results for row in r.finetune]
     if tuned:
         lines += ["", "| graph (seed) | from scratch: change (episodes, steps) | fine-tuned "
                   "generalist: change (episodes, steps) | steps, fine-tuned / scratch | "
@@ -145,26 +150,21 @@ def markdown(results: Sequence[dict], model_based: Sequence[dict] = ()) -> str:
         reach: Dict[str, List[bool]] = {"steps_to_reach": [],
                                         "steps_to_reach_cheapest_graph": []}
         for result in results:
-            for row in result.get("finetune", []):
-                s = row["scratch"]
-                runs = row["finetuned"]
-                runs = runs if isinstance(runs, list) else [runs]
-                scratch_steps = max(s["interactions"], 1)
-                for t in runs:
-                    to_reach = (_fraction(t["steps_to_reach"], scratch_steps)
-                                if "steps_to_reach" in t else "n/a")
-                    cheapest = ("n/a" if "steps_to_reach_cheapest_graph" not in t else
-                                f"{s['cheapest_graph_change']:+.3f}%, "
-                                f"{t['cheapest_graph_change']:+.3f}%, "
-                                f"{_fraction(t['steps_to_reach_cheapest_graph'], scratch_steps)}")
-                    lines.append(f"| {row['graph']} ({result['seed']}) | {s['change']:+.2f}% "
-                                 f"({s['episodes']}, {s['interactions']}) | "
-                                 f"{t['change']:+.2f}% ({t['episodes']}, {t['interactions']}"
+            for row in result.finetune:
+                s = row.scratch
+                scratch_steps = max(s.interactions, 1)
+                for t in row.finetuned:
+                    cheapest = (f"{s.cheapest_graph_change:+.3f}%, "
+                                f"{t.cheapest_graph_change:+.3f}%, "
+                                f"{_fraction(t.steps_to_reach_cheapest_graph, scratch_steps)}")
+                    lines.append(f"| {row.graph} ({result.seed}) | {s.change:+.2f}% "
+                                 f"({s.episodes}, {s.interactions}) | "
+                                 f"{t.change:+.2f}% ({t.episodes}, {t.interactions}"
                                  f"{_lr_note(t)}) | "
-                                 f"{t['interactions'] / scratch_steps:.2f} | {to_reach} | "
-                                 f"{cheapest} |")
+                                 f"{t.interactions / scratch_steps:.2f} | "
+                                 f"{_fraction(t.steps_to_reach, scratch_steps)} | {cheapest} |")
                 for key, pairs in reach.items():
-                    known = [t[key] for t in runs if key in t]
+                    known = [getattr(t, key) for t in row.finetuned]
                     if known:  # per (graph, seed): the first time any fine-tuning reached it
                         reached = [k for k in known if k is not None]
                         pairs.append(bool(reached) and min(reached) <= 0.1 * scratch_steps)
@@ -179,19 +179,16 @@ def markdown(results: Sequence[dict], model_based: Sequence[dict] = ()) -> str:
     return "\n".join(lines)
 
 
-def _own_result_lines(results: Sequence[dict]) -> List[str]:
+def _own_result_lines(results: Sequence[GeneralistRun]) -> List[str]:
     """When the per-graph agents from scratch first reached their own result,
-    as a fraction of their steps, per graph over seeds (where the
-    runs record it): the share of its run that the target's
-    tenth asks fine-tuning to beat."""
+    as a fraction of their steps, per graph over seeds: the share of its run
+    that the target's tenth asks fine-tuning to beat."""
     fractions: Dict[str, List[str]] = {}
     for result in results:
-        for row in result.get("finetune", []):
-            s = row["scratch"]
-            if "steps_to_own_result" not in s:
-                continue
-            fractions.setdefault(row["graph"], []).append(
-                f"{result['seed']}: {_fraction(s['steps_to_own_result'], s['interactions'])}")
+        for row in result.finetune:
+            s = row.scratch
+            fractions.setdefault(row.graph, []).append(
+                f"{result.seed}: {_fraction(s.steps_to_own_result, s.interactions)}")
     if not fractions:
         return []
     return ["", "From scratch, the per-graph agents first reached their own result (final "
@@ -199,7 +196,7 @@ def _own_result_lines(results: Sequence[dict]) -> List[str]:
                     f"{graph} {', '.join(values)}" for graph, values in fractions.items()) + "."]
 
 
-def _route_lines(results: Sequence[dict]) -> List[str]:
+def _route_lines(results: Sequence[GeneralistRun]) -> List[str]:
     """How likely the generalist's sampling is to follow the route of each
     per-graph agent's result, and which of its steps use xfers the
     generalist's greedy episode never applies (where the runs
@@ -207,14 +204,14 @@ def _route_lines(results: Sequence[dict]) -> List[str]:
     that sampling."""
     routes = []
     for result in results:
-        for row in result.get("finetune", []):
-            route = row["scratch"].get("generalist_route")
+        for row in result.finetune:
+            route = row.scratch.generalist_route
             if route is not None:
-                new = route["new_xfers"]
+                new = route.new_xfers
                 routes.append(
-                    f"{row['graph']} ({result['seed']}): {route['steps']} steps, "
-                    f"{route['off_greedy']} of them not its greedy action, log-probability "
-                    f"{route['log_prob']:.1f}; {len(new)} with xfers its own greedy episode "
+                    f"{row.graph} ({result.seed}): {route.steps} steps, "
+                    f"{route.off_greedy} of them not its greedy action, log-probability "
+                    f"{route.log_prob:.1f}; {len(new)} with xfers its own greedy episode "
                     f"never applies" + (
                         f", log-probability {sum(p for _, p in new):.1f} ("
                         + _grouped(new) + ")" if new else ""))
@@ -225,7 +222,7 @@ def _route_lines(results: Sequence[dict]) -> List[str]:
                 "of taking exactly those steps: " + "; ".join(routes) + "."]
 
 
-def _grouped(steps: Sequence[Sequence]) -> str:
+def _grouped(steps: Sequence[Tuple[str, float]]) -> str:
     """(xfer, log-probability) steps grouped by xfer in order of first use:
     "a -4.5, b x3 (-5.6 to -4.9)"."""
     by_xfer: Dict[str, List[float]] = {}
@@ -233,3 +230,24 @@ def _grouped(steps: Sequence[Sequence]) -> str:
         by_xfer.setdefault(xfer, []).append(log_prob)
     return ", ".join(f"{x} {p[0]:.1f}" if len(p) == 1 else
                      f"{x} x{len(p)} ({min(p):.1f} to {max(p):.1f})" for x, p in by_xfer.items())
+
+
+def write_report(folder: str) -> str:
+    """The report of the results folder `folder` (one cost model and rule
+    set, `xflowrl.transfer.generalist.results_folder`): the policy's seeds
+    beside the model-based agent's (or the latter alone), and the held-out
+    graphs' estimated and measured changes where they were timed
+    (measured.json). Writes it to `folder`/report.md; returns it."""
+    # Imported here: measured imports the engine, the tables need only records.
+    from xflowrl.transfer import measured  # pylint: disable=import-outside-toplevel
+    runs = agent_runs(folder)
+    if runs["policy"]:
+        text = markdown(runs["policy"], model_based=runs["model-based"])
+    else:  # the model-based agent's seeds alone
+        text = "Model-based agent.\n\n" + markdown(runs["model-based"])
+    timings = HeldOutTimings.load(os.path.join(folder, MEASURED_JSON))
+    if timings is not None:
+        text += "\n\n## Estimated and measured\n\n" + measured.markdown(timings.graphs)
+    with open(os.path.join(folder, REPORT_MD), "w") as f:
+        f.write(text + "\n")
+    return text
