@@ -47,9 +47,10 @@ fig4_2_taso_search.png (the search's best cost against expansions and
 seconds, normalised to the initial cost; `xflowrl.results.figures.figure_taso`,
 the report's Figure 4.2 too).
 
-Flags -> `Config` (built in `main`, the one reader of flags) -> `run_all`
-(each graph searched and timed, or its saved result reused) ->
-`write_summary` (the table, its data and the library's figures).
+Flags -> `BaselineRunConfig` (built in `main`, the one reader of flags) ->
+`run_all` (each graph searched and timed, or its saved result reused) ->
+`write_summary` (the table, its data and the library's figures), all in
+`xflowrl.reproduction.baseline_runs`.
 
 A model file that cannot be read or imported ends the script with one error
 line (exit status 2) before any graph runs.
@@ -65,40 +66,16 @@ leaves its columns out and the figure its bars.
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import time
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Sequence
 
-from absl import app, flags, logging
+from absl import app, flags
 import common
-import numpy as np
 
 from xflowrl import zoo
-from xflowrl.engine import Graph
-from xflowrl.env import NO_STEP_LIMIT
-from xflowrl.measure.compare import time_models
-from xflowrl.onnx_io import to_onnx
 from xflowrl.optimize.model_io import BadInput
-from xflowrl.results.figures import figure_baseline_runtimes, figure_taso
-from xflowrl.results.layout import (
-    EQSAT,
-    baseline_costs,
-    baseline_runtimes,
-)
-from xflowrl.results.records import RecordError
-from xflowrl.results.tables import baselines_markdown
-from xflowrl.results.thesis import THESIS_GRAPHS, thesis_baseline_ms
-from xflowrl.runs import (
-    RunSettings,
-    load_result,
-    result_path,
-    results_folder,
-    save_result,
-    write_json,
-    write_text,
-)
-from xflowrl.search import Baselines, replay_result, run_eqsat, run_greedy, run_taso
+from xflowrl.reproduction.baseline_runs import BaselineRunConfig, run_all, write_summary
+from xflowrl.results.thesis import THESIS_GRAPHS
 
 FLAGS = flags.FLAGS
 common.define_env_flags("squeezenet1_1", several_models=True)
@@ -118,52 +95,6 @@ flags.DEFINE_list("taso_budget_for", ["inception_v3=100"],
 # The flags a saved result's settings record, in their order.
 _SETTINGS_FLAGS = ("rules", "cost_model", "profile", "max_locations", "taso_alpha",
                    "eqsat_time_limit", "runtimes", "rounds", "warmup", "repeats", "seed")
-
-
-@dataclasses.dataclass(frozen=True)
-class Config:
-    """What one invocation does, from its flags (built by `main`): the
-    graphs to run (`runs`, in order, names unique: `graph_fields`, with the
-    environment's flags), where results go, whether saved ones are redone,
-    the searches' and the timing's settings (`settings`: the flags a saved
-    result must match, by name, as the flags hold them; equality
-    saturation's time limit among them, 0: skipped)."""
-    runs: Tuple[RunSettings, ...]
-    results_dir: str
-    rerun: bool
-    taso_alpha: float
-    taso_budget: int
-    taso_budget_for: Tuple[str, ...]
-    eqsat_time_limit: float
-    runtimes: Tuple[str, ...]
-    rounds: int
-    warmup: int
-    repeats: int
-    seed: int
-    settings: Tuple[Tuple[str, object], ...]
-
-
-TENSORRT = ("not run: TensorRT needs an NVIDIA GPU; this machine has neither a GPU nor "
-            "TensorRT")
-
-
-class Variant(NamedTuple):
-    """One graph to time: the original or a baseline's result."""
-    name: str
-    graph: Graph
-    cost_ms: float           # estimated, under the environment's cost model
-    steps: Optional[int]     # substitutions applied (None: the original, equality saturation)
-    seconds: Optional[float]  # search time
-
-
-def taso_budget(name: str, default: int, overrides: Sequence[str]) -> int:
-    """The TASO budget of graph `name`: its entry in `overrides`
-    (--taso_budget_for's "graph=budget"), else `default` (--taso_budget)."""
-    for entry in overrides:
-        graph, _, budget = entry.partition("=")
-        if graph == name:
-            return int(budget)
-    return default
 
 
 def graph_fields(graphs_: Sequence[str], graphs_given: bool, onnx: Sequence[str],
@@ -193,157 +124,16 @@ def graph_fields(graphs_: Sequence[str], graphs_given: bool, onnx: Sequence[str]
     return graphs
 
 
-def settings(run: RunSettings, config: Config) -> dict:
-    """What a saved result of the graph `run` names must match to be reused
-    (for a model file: also its path, modification time and size)."""
-    out = dict(config.settings)
-    out["taso_budget"] = taso_budget(run.graph, config.taso_budget, config.taso_budget_for)
-    if run.onnx:
-        stat = os.stat(run.onnx)
-        out.update(onnx=os.path.abspath(run.onnx), onnx_mtime_ns=stat.st_mtime_ns,
-                   onnx_bytes=stat.st_size, input_shapes=[[n, list(s)]
-                                                          for n, s in run.input_shapes])
-    return out
-
-
-def search_graph(run: RunSettings, alpha: float, budget: int, eqsat_time_limit: float
-                 ) -> Tuple[List[Variant], Baselines, str]:
-    """Greedy's, TASO's and equality saturation's results on the graph `run`
-    names (the baseline runner's; TASO skipped at budget 0, equality
-    saturation at time limit 0): (variants to time, their record, the cost
-    model's name)."""
-    env = dataclasses.replace(run, max_steps=NO_STEP_LIMIT).make_env()
-    original = env.initial_graph
-    variants = [Variant("original", original, env.initial_cost, None, None)]
-    greedy, greedy_graph = run_greedy(env)
-    variants.append(Variant("greedy", greedy_graph, greedy.cost_ms, greedy.steps,
-                            greedy.seconds))
-    taso = None
-    if budget > 0:
-        taso, taso_graph = run_taso(env, alpha, budget)
-        variants.append(Variant("taso", taso_graph, taso.cost_ms, taso.steps, taso.seconds))
-    eqsat = None
-    if eqsat_time_limit > 0:
-        eqsat = run_eqsat(env, eqsat_time_limit)
-        variants.append(Variant(EQSAT, replay_result(env, eqsat), eqsat.cost_ms, None,
-                                eqsat.seconds))
-    logging.info("%s: %d ops, cost %.4f ms; greedy %.4f ms (%d steps); TASO %s; "
-                 "equality saturation %s", run.graph, original.num_ops(), env.initial_cost,
-                 greedy.cost_ms, greedy.steps, f"{taso.cost_ms:.4f} ms" if taso else "skipped",
-                 f"{eqsat.cost_ms:.4f} ms ({eqsat.stop_reason}, {eqsat.handed_over} "
-                 f"extraction)" if eqsat else "skipped")
-    record = Baselines(greedy=greedy, taso=taso, max_locations=env.config.max_locations,
-                       eqsat=eqsat)
-    return variants, record, env.cost_model.name
-
-
-def time_variants(run: RunSettings, variants: List[Variant], config: Config
-                  ) -> Dict[str, Dict[str, dict]]:
-    """Per variant, per "<runtime>/<clock>", the spread of the round medians.
-    Variants with equal graphs (hash) are timed once and share the figures."""
-    name, source = run.graph, run.source()
-    weights = source.weights(config.seed)
-    feeds = source.inputs(config.seed)
-    key_of = {v.name: f"{v.graph.hash():x}" for v in variants}
-    models = {}
-    for v in variants:
-        if key_of[v.name] not in models:
-            models[key_of[v.name]] = to_onnx(v.graph, weights, check=False)
-    rng = np.random.default_rng(config.seed)
-    logging.info("%s: timing %d distinct graphs in %s", name, len(models),
-                 ", ".join(config.runtimes))
-    measured = time_models(models, feeds, list(config.runtimes), config.rounds, config.warmup,
-                           config.repeats, rng)
-    return {v.name: dict(measured[key_of[v.name]], graph_key=key_of[v.name])
-            for v in variants}
-
-
-def run_graph(run: RunSettings, config: Config) -> dict:
-    """Searches and times one graph; writes and returns its result.json."""
-    start = time.time()
-    name = run.graph
-    variants, record, cost_model = search_graph(
-        run, config.taso_alpha, taso_budget(name, config.taso_budget, config.taso_budget_for),
-        config.eqsat_time_limit)
-    measured = time_variants(run, variants, config)
-    # The record's keys ("greedy", "taso", "eqsat", ...) at the top level, beside the
-    # timings: `Baselines.from_json` reads them back.
-    result = {
-        "graph": name, "settings": settings(run, config), "cost_model": cost_model,
-        "ops": variants[0].graph.num_ops(),
-        "initial_cost_ms": variants[0].cost_ms, **record.to_json(),
-        "variants": {v.name: {"ops": v.graph.num_ops(), "cost_ms": v.cost_ms,
-                              "steps": v.steps, "search_seconds": v.seconds,
-                              "measured": measured[v.name]} for v in variants},
-        "tensorrt": {"run": False, "reason": TENSORRT},
-        "thesis_gpu_ms": None if run.onnx else thesis_baseline_ms(name),
-        "seconds": time.time() - start,
-    }
-    save_result(results_folder(config.results_dir, name, "baselines"), result, indent=1)
-    return result
-
-
-def load_or_run(run: RunSettings, config: Config) -> dict:
-    """The saved result.json of the graph `run` names if its settings match
-    (and not --rerun), else a fresh run.
-
-    Raises:
-      BadInput: a saved result whose record is of another version.
-    """
-    name = run.graph
-    path = result_path(config.results_dir, name, "baselines")
-    saved = None if config.rerun else load_result(path)
-    if saved is not None:
-        try:
-            Baselines.from_json(saved, where=path)
-        except RecordError as e:
-            raise BadInput(f"{e} (--rerun)") from e
-        if saved.get("settings") == settings(run, config):
-            logging.info("%s: reusing %s", name, path)
-            return saved
-        else:
-            logging.info("%s: %s has other settings; running again", name, path)
-    return run_graph(run, config)
-
-
-def run_all(config: Config) -> Dict[str, dict]:
-    """Each graph's result.json, by name (`load_or_run`); a model file that
-    cannot be imported fails (BadInput) before any graph runs."""
-    for run in config.runs:
-        run.source()
-    return {run.graph: load_or_run(run, config) for run in config.runs}
-
-
-def write_summary(results: Dict[str, dict], out_dir: str) -> str:
-    """Writes the summary of `results` (graph -> its result.json) into
-    `out_dir`: baselines.md (returned), baselines.json and Figures 4.1
-    and 4.2: the library's table and figures, from the results as records
-    (`baseline_costs`, `baseline_runtimes`)."""
-    costs = {n: baseline_costs(r) for n, r in results.items()}
-    runtimes = {n: baseline_runtimes(r) for n, r in results.items()}
-    text = baselines_markdown(costs, runtimes, TENSORRT)
-    write_text(os.path.join(out_dir, "baselines.md"), text)
-    write_json(os.path.join(out_dir, "baselines.json"),
-               {"graphs": list(results), "tensorrt": TENSORRT, "results": results}, indent=1)
-    figure_baseline_runtimes(runtimes, os.path.join(out_dir, "fig4_1_runtimes.png"))
-    cost_models = ", ".join(dict.fromkeys(c.cost_model for c in costs.values()))
-    figure_taso({f"estimated by {cost_models}": costs},
-                os.path.join(out_dir, "fig4_2_taso_search.png"),
-                "Figure 4.2: TASO's backtracking search (estimated cost)",
-                by=("expansions", "seconds"))
-    return text
-
-
 def main(argv):
     del argv
     graphs = graph_fields(FLAGS.graphs, FLAGS["graphs"].present, FLAGS.onnx, FLAGS.input_shape)
-    config = Config(runs=tuple(common.run_settings(FLAGS, graph=g) for g in graphs),
-                    results_dir=FLAGS.results_dir, rerun=FLAGS.rerun,
-                    taso_alpha=FLAGS.taso_alpha, taso_budget=FLAGS.taso_budget,
-                    taso_budget_for=tuple(FLAGS.taso_budget_for),
-                    eqsat_time_limit=FLAGS.eqsat_time_limit, runtimes=tuple(FLAGS.runtimes), rounds=FLAGS.rounds, warmup=FLAGS.warmup,
-                    repeats=FLAGS.repeats, seed=FLAGS.seed,
-                    settings=tuple((k, FLAGS[k].value) for k in _SETTINGS_FLAGS))
+    config = BaselineRunConfig(
+        runs=tuple(common.run_settings(FLAGS, graph=g) for g in graphs),
+        results_dir=FLAGS.results_dir, rerun=FLAGS.rerun, taso_alpha=FLAGS.taso_alpha,
+        taso_budget=FLAGS.taso_budget, taso_budget_for=tuple(FLAGS.taso_budget_for),
+        eqsat_time_limit=FLAGS.eqsat_time_limit, runtimes=tuple(FLAGS.runtimes),
+        rounds=FLAGS.rounds, warmup=FLAGS.warmup, repeats=FLAGS.repeats, seed=FLAGS.seed,
+        settings=tuple((k, FLAGS[k].value) for k in _SETTINGS_FLAGS))
     results = run_all(config)
     out_dir = os.path.join(config.results_dir, "baselines")
     text = write_summary(results, out_dir)

@@ -2,7 +2,9 @@
 
 Records (`records`: versioned JSON, written and read by the same code):
 `ModelFreeRun` and `ModelBasedRun` (with its world model's rounds,
-`WorldModelRound`; `runs`), `Measurement` (the measure step's timings;
+`WorldModelRound`; `runs`), `GeneralistRun` and `HeldOutTimings` (a
+generalist run's result.json, and its held-out graphs timed;
+`generalist`), `Measurement` (the measure step's timings;
 `measurement`), `SweepSeed` and `SweepResult` (one seed of the temperature
 sweep, and the sweep over its seeds, `sweep_rows`; `sweep`),
 `AgentComparison` (compare_agents.py's result.json, a `ComparisonRow` per
@@ -33,6 +35,7 @@ from xflowrl.results.ablation import (
     summarize_variant,
 )
 from xflowrl.results.comparison import AgentComparison, ComparisonRow
+from xflowrl.results.generalist import GeneralistRun, HeldOutTimings
 from xflowrl.results.layout import (
     BaselineCosts,
     Runs,
