@@ -63,6 +63,9 @@ class ReproduceOnClusterTest(absltest.TestCase):
                 [sys.executable, os.path.join(_ROOT, "experiments", "reproduce.py"), "--quick",
                  f"--graphs={GRAPH}", "--settings=gpu", "--separate_reward_graphs=",
                  "--sweep_graph=", f"--ray_address={cluster.address}", "--retries=0",
+                 # The agents' budgets of --quick, a quarter: what is checked is
+                 # where the jobs ran and that the killed one resumed.
+                 "--budget_scale=0.25",
                  f"--results_dir={results}"], cwd=_ROOT, stdout=log, stderr=subprocess.STDOUT)
         self.addCleanup(lambda: proc.poll() is None and proc.kill())
 
