@@ -119,6 +119,28 @@ def _set_param(params: Dict[str, object], key: str, value: int) -> bool:
     return True
 
 
+def fits_alone(eg: EGraph, n: int, constraints: Tuple[Tuple[str, int], ...],
+               memo: Dict[Any, Any]) -> bool:
+    """Whether e-node `n` meets a source op's own conditions, given that it
+    has the op's type and arity: equal element-wise operand shapes and the
+    op's parameter `constraints` (memoised in `memo` by e-node and
+    constraints: neither an e-node's parameters nor its operands' shapes
+    ever change)."""
+    op_type, params, children = eg.nodes[n]
+    if op_type in _ELEMENTWISE and eg.shape(children[0]) != eg.shape(children[1]):
+        return False
+    if constraints:
+        key = (n, op_type, constraints)
+        ok = memo.get(key)
+        if ok is None:
+            shapes = [eg.shape(c) for c in children]
+            raw = dict(params)
+            ok = all(param_value(k, op_type, raw, shapes) == v for k, v in constraints)
+            memo[key] = ok
+        return ok
+    return True
+
+
 @dataclasses.dataclass
 class _Step:
     """How the matcher finds the e-nodes a source op may bind."""
@@ -309,7 +331,7 @@ class Rewrite:
                 if got is None:
                     got = step_memo[down] = [n for n in eg.live_nodes(child)
                                             if enodes[n][0] == types[j] and
-                                            len(enodes[n][2]) == arity[j] and fits_alone(j, n)]
+                                            len(enodes[n][2]) == arity[j] and op_fits(j, n)]
                 return got
             source: Optional[int] = (var_class[step.var] if step.via_op < 0
                                      else out_class(step.via_op, step.index))
@@ -321,7 +343,7 @@ class Rewrite:
             if got is None:
                 got = step_memo[up] = [n for n in parents.get((reader, types[j]), [])
                                         if len(enodes[n][2]) == arity[j] and alive[n]
-                                        and not filtered[n] and fits_alone(j, n)]
+                                        and not filtered[n] and op_fits(j, n)]
             return got
 
         def scan(j: int) -> List[int]:
@@ -343,28 +365,14 @@ class Rewrite:
                 entry[1] = [n for n in entry[1] if alive[n] and not filtered[n]] + [
                     n for n in of_type[entry[0]:]
                     if len(enodes[n][2]) == arity[j] and alive[n] and not filtered[n]
-                    and fits_alone(j, n)]
+                    and op_fits(j, n)]
                 entry[0], entry[2] = len(of_type), len(enodes)
             return entry[1]
 
-        def fits_alone(j: int, n: int) -> bool:
+        def op_fits(j: int, n: int) -> bool:
             """Whether e-node `n` (of source op `j`'s type and arity) meets
-            the op's own conditions: equal element-wise operand shapes and
-            its parameter constraints."""
-            op_type, params, children = enodes[n]
-            if op_type in _ELEMENTWISE and eg.shape(children[0]) != eg.shape(children[1]):
-                return False
-            if constraints[j]:
-                key = (n, op_type, constraints[j])
-                ok = param_memo.get(key)
-                if ok is None:
-                    shapes = [eg.shape(c) for c in children]
-                    raw = dict(params)
-                    ok = all(param_value(k, op_type, raw, shapes) == v
-                             for k, v in constraints[j])
-                    param_memo[key] = ok
-                return ok
-            return True
+            the op's own conditions (the module's `fits_alone`)."""
+            return fits_alone(eg, n, constraints[j], param_memo)
 
         def fits(j: int, n: int) -> Optional[List[int]]:
             """The variables node `n` newly binds as source op `j`, or None.
@@ -374,7 +382,7 @@ class Rewrite:
             # e-node's children are representatives: no find needed.
             children = enodes[n][2]
             if n in nodes or not alive[n] or filtered[n] or (
-                    is_split[j] and (len(children) != arity[j] or not fits_alone(j, n))):
+                    is_split[j] and (len(children) != arity[j] or not op_fits(j, n))):
                 return None
             newly: List[int] = []
             nodes[j] = n
