@@ -17,7 +17,7 @@ stays the reference (`EqsatConfig.matcher="python"`).
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from xflowrl import _engine
 from xflowrl.search.eqsat.egraph import EGraph, OUT
@@ -93,8 +93,8 @@ class NativeMatcher:
                 out_index[n] = nodes[n][1][0][1]
         child_start = [0]
         children: List[int] = []
-        for n in nodes:
-            children.extend(n[2])
+        for node in nodes:
+            children.extend(node[2])
             child_start.append(len(children))
         class_order = list(eg.class_nodes)
         class_start = [0]
@@ -133,7 +133,7 @@ class NativeMatcher:
         """The id `set_within` gave `key` for this e-graph, or None."""
         return self._within.get(key)
 
-    def set_within(self, key: Any, classes: Sequence[int], height: int) -> int:
+    def set_within(self, key: Any, classes: Iterable[int], height: int) -> int:
         """Names (`key`, for this e-graph) the classes `classes` and those up
         to `height` reader steps above them; returns the id `matches` takes."""
         got = self._within[key] = len(self._within)

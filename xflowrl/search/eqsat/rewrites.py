@@ -119,7 +119,7 @@ def _set_param(params: Dict[str, object], key: str, value: int) -> bool:
     return True
 
 
-def fits_alone(eg: EGraph, n: int, constraints: Tuple[Tuple[str, int], ...],
+def fits_alone(eg: EGraph, n: int, constraints: Tuple[Tuple[str, Any], ...],
                memo: Dict[Any, Any]) -> bool:
     """Whether e-node `n` meets a source op's own conditions, given that it
     has the op's type and arity: equal element-wise operand shapes and the
