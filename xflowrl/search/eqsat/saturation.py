@@ -39,6 +39,7 @@ import dataclasses
 import logging
 import time
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+import weakref
 
 import numpy as np
 
@@ -207,9 +208,25 @@ def choice_of_graph(eg: EGraph, graph: Graph) -> Optional[extract.Choice]:
     return choice
 
 
+# Per rule set: its rules when compiled, the rewrites, the skipped rules.
+_Compiled = Tuple[List[Any], List[Rewrite], List[Tuple[str, str]]]
+_COMPILED: "weakref.WeakKeyDictionary[XferSet, _Compiled]" = weakref.WeakKeyDictionary()
+
+
 def compile_rules(xfers: XferSet) -> Tuple[List[Rewrite], List[Tuple[str, str]]]:
     """Every rule of `xfers` the e-graph can express, and (name, why) for
-    each it cannot (logged as a warning naming it)."""
+    each it cannot (logged as a warning naming it, each call). Compiled
+    once per rule set while it lives and holds the same rules, as the
+    engine compiles a rule set's patterns once: a rewrite keeps nothing of
+    an e-graph but memos of what depends on its parameters and shapes
+    alone (`Rewrite.apply`)."""
+    cached = _COMPILED.get(xfers)
+    if cached is not None and len(cached[0]) == len(xfers.rules) and all(
+            a is b for a, b in zip(cached[0], xfers.rules)):
+        _, rewrites, skipped = cached
+        for _, why in skipped:
+            _LOG.warning("equality saturation skips %s", why)
+        return list(rewrites), list(skipped)
     rewrites, skipped = [], []
     for x, rule in enumerate(xfers.rules):
         try:
@@ -217,7 +234,8 @@ def compile_rules(xfers: XferSet) -> Tuple[List[Rewrite], List[Tuple[str, str]]]
         except Unsupported as e:
             _LOG.warning("equality saturation skips %s", e)
             skipped.append((rule.name, str(e)))
-    return rewrites, skipped
+    _COMPILED[xfers] = (list(xfers.rules), rewrites, skipped)
+    return list(rewrites), list(skipped)
 
 
 def _parents(eg: EGraph) -> Dict[Tuple[int, str], List[int]]:
