@@ -17,6 +17,7 @@ stays the reference (`EqsatConfig.matcher="python"`).
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from xflowrl import _engine
@@ -85,23 +86,19 @@ class NativeMatcher:
         for op_type in eg.by_type:
             self._code(op_type)
         types = [code[n[0]] for n in nodes]
-        cls = [find(c) for c in node_class]
+        parent = eg._parent
+        cls = [c if parent[c] == c else find(c) for c in node_class]
         usable = bytes([a and not f for a, f in zip(alive, filtered)])
         out_index = [-1] * len(nodes)
         for n in eg.by_type.get(OUT, ()):
             if alive[n]:
                 out_index[n] = nodes[n][1][0][1]
-        child_start = [0]
-        children: List[int] = []
-        for node in nodes:
-            children.extend(node[2])
-            child_start.append(len(children))
+        child_start = list(itertools.accumulate((len(node[2]) for node in nodes), initial=0))
+        children = list(itertools.chain.from_iterable(node[2] for node in nodes))
         class_order = list(eg.class_nodes)
-        class_start = [0]
-        class_nodes: List[int] = []
-        for c in class_order:
-            class_nodes.extend(eg.class_nodes[c])
-            class_start.append(len(class_nodes))
+        members = list(eg.class_nodes.values())
+        class_start = list(itertools.accumulate((len(m) for m in members), initial=0))
+        class_nodes = list(itertools.chain.from_iterable(members))
         self._handle.set_graph(len(eg._parent), 0, types, cls, usable, out_index,
                                child_start, children, class_order, class_start,
                                class_nodes)
