@@ -66,6 +66,9 @@ class EGraph:
         # union's surviving class, an e-node merged into an equal one's
         # class, in order (incremental matching's delta, `touched_since`).
         self.touched: List[int] = []
+        # E-node -> a number for its parameters and operand shapes
+        # (`Rewrite.apply`'s memo key).
+        self.operand_keys: Dict[int, int] = {}
 
     # ---------------------------------------------------------------- classes
     def find(self, c: int) -> int:

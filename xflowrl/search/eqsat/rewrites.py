@@ -141,6 +141,27 @@ def fits_alone(eg: EGraph, n: int, constraints: Tuple[Tuple[str, Any], ...],
     return True
 
 
+# (parameters, operand shapes) -> a number: `_operand_key`'s, shared by
+# every e-graph, so that a rewrite's memo of planned targets (kept with the
+# compiled rule set) means the same in each.
+_OPERAND_KEYS: Dict[tuple, int] = {}
+
+
+def _operand_key(eg: EGraph, n: int) -> int:
+    """A number for e-node `n`'s parameters and operand shapes, which never
+    change (equal numbers: equal parameters and shapes), kept per e-node
+    in `eg.operand_keys`."""
+    got = eg.operand_keys.get(n)
+    if got is None:
+        _, params, children = eg.nodes[n]
+        value = (params, tuple([eg.shape(c) for c in children]))
+        got = _OPERAND_KEYS.get(value)
+        if got is None:
+            got = _OPERAND_KEYS[value] = len(_OPERAND_KEYS)
+        eg.operand_keys[n] = got
+    return got
+
+
 @dataclasses.dataclass
 class _Step:
     """How the matcher finds the e-nodes a source op may bind."""
@@ -447,10 +468,6 @@ class Rewrite:
             parameter it cannot take): nothing is added.
         """
         rule = self.rule
-        src_nodes = [eg.node(n) for n in match.nodes]
-
-        def src_shapes(j):
-            return [eg.shape(c) for c in src_nodes[j][2]]
 
         def source_tensor(t: rules_io.PatternTensor) -> int:
             c = eg.class_of_node(match.nodes[t.op])
@@ -468,10 +485,14 @@ class Rewrite:
         key: Optional[tuple] = None
         planned: Any = None
         if not self._split_source:
-            key = (tuple((p, tuple(eg.shape(c) for c in ch)) for _, p, ch in src_nodes),
-                   tuple(sorted((v, eg.shape(c)) for v, c in match.var_class.items())))
+            key = (tuple([_operand_key(eg, n) for n in match.nodes]),
+                   tuple(sorted([(v, eg.shape(c)) for v, c in match.var_class.items()])))
             planned = self._planned.get(key)
         if planned is None:
+            src_nodes = [eg.node(n) for n in match.nodes]
+
+            def src_shapes(j):
+                return [eg.shape(c) for c in src_nodes[j][2]]
             try:
                 planned = self._plan_target(eg, match, src_nodes, src_shapes, source_tensor)
             except EGraphError as error:
