@@ -21,12 +21,13 @@ from xflowrl.search.eqsat.saturation import _above, _parents, _readers
 _UNLIMITED = 10**9
 
 
-def _grown(graph_name: str, rules: str, iterations: int, node_limit: int = 2_000):
-    """A zoo graph's e-graph after `iterations` of saturation, and the rule
-    set's rewrites."""
+def _grown(graph_name: str, rules: str, iterations: int, new_nodes: int):
+    """A zoo graph's e-graph after `iterations` of saturation adding at most
+    about `new_nodes` e-nodes, and the rule set's rewrites."""
     rewrites, _ = compile_rules(XferSet.from_name(rules))
     eg, _ = graph_to_egraph(zoo.get_graph(graph_name))
-    saturate(eg, rewrites, EqsatConfig(iteration_limit=iterations, node_limit=node_limit,
+    saturate(eg, rewrites, EqsatConfig(iteration_limit=iterations,
+                                       node_limit=eg.num_nodes() + new_nodes,
                                        time_limit_s=600))
     return eg, rewrites
 
@@ -73,7 +74,7 @@ class NativeMatcherTest(parameterized.TestCase):
 
     @parameterized.parameters(*sorted(RULE_SETS))
     def test_same_matches_as_python_on_a_grown_e_graph(self, rules):
-        eg, rewrites = _grown("squeezenet1_1", rules, 2, node_limit=1_500)
+        eg, rewrites = _grown("squeezenet1_1", rules, 2, new_nodes=500)
         total = self._compare(eg, rewrites, _UNLIMITED)
         self.assertGreater(total, 0)
         # A limit stops both at the same matches.
@@ -85,13 +86,13 @@ class NativeMatcherTest(parameterized.TestCase):
         # Random unions give classes of many e-nodes, cycles and split
         # outputs read in many ways: what the planned steps rarely meet on
         # a sound e-graph.
-        eg, rewrites = _grown(graph, rules, 1, node_limit=1_000)
+        eg, rewrites = _grown(graph, rules, 1, new_nodes=300)
         _scramble(eg, 40, seed)
-        self.assertGreater(max(len(eg.live_nodes(c)) for c in eg.classes()), 3)
+        self.assertGreaterEqual(max(len(eg.live_nodes(c)) for c in eg.classes()), 3)
         self.assertGreater(self._compare(eg, rewrites, _UNLIMITED), 0)
 
     def test_applied_matches_are_left_out_and_not_counted(self):
-        eg, rewrites = _grown("squeezenet1_1", "taso", 1)
+        eg, rewrites = _grown("squeezenet1_1", "taso", 1, new_nodes=500)
         rewrites = [rw for rw in rewrites if not rw.multi_pattern]
         native = NativeMatcher(rewrites)
         native.sync(eg)
@@ -111,7 +112,7 @@ class NativeMatcherTest(parameterized.TestCase):
                          [m.nodes for m in every if m.nodes not in skipped][:3])
 
     def test_root_restriction_as_incremental_matching_makes_it(self):
-        eg, rewrites = _grown("resnet18", "default", 1)
+        eg, rewrites = _grown("resnet18", "default", 1, new_nodes=300)
         native = NativeMatcher(rewrites)
         native.sync(eg)
         parents = _parents(eg)
