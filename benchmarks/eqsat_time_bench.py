@@ -27,11 +27,17 @@ seconds, cost, and eqsat's phases), and per method the median, quartiles
 and range over the settings of each setting's median over rounds; per
 setting and round the ratio eqsat / TASO, their median and range; how
 often eqsat is faster; whether eqsat's cost ever ends above TASO's (1e-6
-of the initial cost); the load average before and after.
+of the initial cost); per tree after the first, the settings whose
+saturated e-graph (`egraph_digest`: every e-node, liveness, class and the
+per-iteration trace) or handed-over cost differs from the first tree's
+(an ILP program or saturation stopped by a time limit is not
+reproducible: such settings are listed apart); the load average before
+and after.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import statistics
@@ -99,15 +105,41 @@ class _Worker:
         from xflowrl.search.eqsat import (  # pylint: disable=import-outside-toplevel
             EqsatConfig,
             equality_saturation,
+            saturation,
         )
-        cpu = time.process_time()
-        e = equality_saturation(graph, xfers, model, EqsatConfig(check_outputs=False))
-        return {"seconds": e.saturation_seconds + e.extraction_seconds,
-                "cpu_seconds": time.process_time() - cpu, "cost_ms": e.best_cost,
+        captured: Dict[str, Any] = {}
+        saturate = saturation.saturate
+
+        def capturing(eg, *args, **kwargs):
+            out = saturate(eg, *args, **kwargs)
+            captured["eg"], captured["trace"] = eg, out[1]
+            return out
+        saturation.saturate = capturing
+        try:
+            cpu = time.process_time()
+            e = equality_saturation(graph, xfers, model, EqsatConfig(check_outputs=False))
+            cpu = time.process_time() - cpu
+        finally:
+            saturation.saturate = saturate
+        return {"digest": egraph_digest(captured["eg"], captured["trace"]),
+                "seconds": e.saturation_seconds + e.extraction_seconds,
+                "cpu_seconds": cpu, "cost_ms": e.best_cost,
                 "initial_ms": initial, "saturation_seconds": e.saturation_seconds,
                 "extraction_seconds": e.extraction_seconds, "stop_reason": e.stop_reason,
                 "e_nodes": e.e_nodes, "ilp_status": e.ilp_status,
                 "ilp_programs": e.ilp_programs, "handed_over": e.handed_over}
+
+
+def egraph_digest(eg, trace) -> str:
+    """A digest of a saturated e-graph and its per-iteration trace: every
+    e-node (type, parameters, children), whether it is alive, its class's
+    representative and weight-side flag, and per iteration the matches
+    applied, e-nodes and classes. Read after extraction, whose cycle
+    filtering changes none of these."""
+    classes = [eg.find(c) for c in eg.node_class]
+    text = repr((eg.nodes, eg.alive, classes, [eg.class_weight_side[c] for c in classes],
+                 [(t.matches, t.e_nodes, t.e_classes) for t in trace]))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def serve() -> None:
@@ -210,6 +242,24 @@ def summarise(calls: List[dict], trees: Sequence[str]) -> dict:
                     if worst > min(r["cost_ms"] for r in t_runs) + 1e-6 * e_runs[0]["initial_ms"]:
                         above.append(s)
             entry["above_taso"] = above
+        if tree != trees[0]:
+            # Saturated e-graphs unlike the first tree's, per setting: those
+            # whose runs stopped on the time limit (in either tree) apart.
+            differs: List[str] = []
+            timed: List[str] = []
+            for s in settings:
+                mine, first = by.get(("eqsat", tree, s), []), by.get(("eqsat", trees[0], s), [])
+                if not mine or not first:
+                    continue
+                if {r["digest"] for r in mine} != {r["digest"] for r in first}:
+                    stopped = {r["stop_reason"] for r in mine + first}
+                    (timed if "time_limit" in stopped else differs).append(s)
+            entry["digest_differs"] = differs
+            entry["digest_differs_time_limited"] = timed
+            entry["cost_differs"] = sorted(
+                s for s in settings if by.get(("eqsat", tree, s)) and by.get(("eqsat", trees[0], s))
+                and abs(by[("eqsat", tree, s)][0]["cost_ms"] - by[("eqsat", trees[0], s)][0]["cost_ms"])
+                > 1e-9 * by[("eqsat", tree, s)][0]["initial_ms"])
         out[f"eqsat {tree}"] = entry
     return out
 

@@ -721,3 +721,131 @@ cdef class LocationsHandle:
 
 
 include "_ops.pxi"
+
+
+# ---------------------------------------------------------------------------
+# E-matching (taso/ematch.h): equality saturation's matcher.
+
+from libc.stdint cimport int32_t, uint8_t
+
+
+cdef extern from "taso/ematch.h" namespace "taso":
+    cdef cppclass EPatternOp:
+        int32_t type
+        int32_t signature
+        bint projected
+        vector[pair[int32_t, int32_t]] inputs
+
+    enum class EStepKind(int32_t):
+        kScan
+        kDown
+        kUp
+
+    cdef cppclass EStep:
+        EStepKind kind
+        int32_t op
+        int32_t via_op
+        int32_t slot
+        int32_t index
+        int32_t var
+
+    cdef cppclass EPattern:
+        vector[EPatternOp] ops
+        vector[EStep] steps
+        int32_t num_vars
+        vector[int32_t] var_order
+
+    cdef cppclass EMatches:
+        size_t count
+        vector[int32_t] nodes
+        vector[int32_t] vars
+
+    cdef cppclass EMatcher:
+        void set_graph(int32_t num_class_ids, int32_t out_type, const vector[int32_t]& type,
+                       const vector[int32_t]& cls, const vector[uint8_t]& usable,
+                       const vector[int32_t]& out_index, const vector[int32_t]& child_start,
+                       const vector[int32_t]& children, const vector[int32_t]& class_order,
+                       const vector[int32_t]& class_start,
+                       const vector[int32_t]& class_nodes) except +
+        void set_fit(int32_t signature, size_t first, const vector[uint8_t]& bits) except +
+        int32_t add_pattern(const EPattern& pattern) except +
+        void set_within(int32_t id, const vector[int32_t]& classes, int32_t steps) except +
+        void add_applied(int32_t pattern, const vector[int32_t]& nodes) except +
+        EMatches match(int32_t pattern, size_t limit, int32_t within) except +
+        int32_t num_patterns()
+
+
+cdef vector[uint8_t] _bytes_vector(const unsigned char[::1] data):
+    cdef vector[uint8_t] out
+    cdef Py_ssize_t i
+    out.resize(data.shape[0])
+    for i in range(data.shape[0]):
+        out[i] = data[i]
+    return out
+
+
+cdef class EMatcherHandle:
+    """Equality saturation's native matcher (taso/ematch.h): a mirror of an
+    e-graph, set whole by `set_graph`, and source patterns matched on it in
+    the Python reference matcher's order (xflowrl/search/eqsat/native.py
+    drives it). Not for two threads at once. Every bad argument is a
+    ValueError (or a TypeError / OverflowError from the conversion)."""
+    cdef EMatcher m
+
+    def set_graph(self, int num_class_ids, int out_type, type, cls, usable not None,
+                  out_index, child_start, children, class_order, class_start, class_nodes):
+        """The e-graph to match (taso/ematch.h, EMatcher::set_graph): int
+        sequences, `usable` a bytes-like of 0/1 per e-node."""
+        cdef vector[uint8_t] u = _bytes_vector(usable)
+        self.m.set_graph(num_class_ids, out_type, type, cls, u, out_index, child_start,
+                         children, class_order, class_start, class_nodes)
+
+    def set_fit(self, int signature, size_t first, bits not None):
+        """Signature bits (a bytes-like of 0/1) for e-nodes from `first`."""
+        self.m.set_fit(signature, first, _bytes_vector(bits))
+
+    def add_pattern(self, list ops not None, list steps not None, int num_vars,
+                    list var_order not None):
+        """Registers a pattern; returns its id. `ops`: (type, signature,
+        projected, [(op or -1 - variable, output index), ...]) per source
+        op; `steps`: (kind 0 scan | 1 down | 2 up, op, via_op, slot, index,
+        variable)."""
+        cdef EPattern p
+        cdef EPatternOp op
+        cdef EStep st
+        cdef int kind
+        for t in ops:
+            op.inputs.clear()
+            op.type, op.signature = t[0], t[1]
+            op.projected = 1 if t[2] else 0
+            for a, b in t[3]:
+                op.inputs.push_back(pair[int32_t, int32_t](a, b))
+            p.ops.push_back(op)
+        for t in steps:
+            kind = t[0]
+            if kind not in (0, 1, 2):
+                raise ValueError(f"step kind {kind} is not 0, 1 or 2")
+            st.kind = <EStepKind>kind
+            st.op, st.via_op, st.slot, st.index, st.var = t[1], t[2], t[3], t[4], t[5]
+            p.steps.push_back(st)
+        p.num_vars = num_vars
+        p.var_order = var_order
+        return self.m.add_pattern(p)
+
+    def set_within(self, int id, classes, int steps):
+        """Names the classes `classes` and those up to `steps` reader steps
+        above them, for `match`'s `within`."""
+        self.m.set_within(id, classes, steps)
+
+    def add_applied(self, int pattern, nodes):
+        """Leaves the match (pattern, nodes) out of later `match` calls."""
+        self.m.add_applied(pattern, nodes)
+
+    def match(self, int pattern, size_t limit, int within=-1):
+        """At most `limit` matches of `pattern`: (count, e-nodes, variable
+        classes), the lists flat, match by match."""
+        cdef EMatches got = self.m.match(pattern, limit, within)
+        return got.count, got.nodes, got.vars
+
+    def num_patterns(self):
+        return self.m.num_patterns()

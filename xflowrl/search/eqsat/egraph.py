@@ -66,6 +66,9 @@ class EGraph:
         # union's surviving class, an e-node merged into an equal one's
         # class, in order (incremental matching's delta, `touched_since`).
         self.touched: List[int] = []
+        # E-node -> a number for its parameters and operand shapes
+        # (`Rewrite.apply`'s memo key).
+        self.operand_keys: Dict[int, int] = {}
 
     # ---------------------------------------------------------------- classes
     def find(self, c: int) -> int:
@@ -197,40 +200,50 @@ class EGraph:
         children; e-nodes that became equal are merged (the older one
         stays), and so are their classes, until nothing changes. A class
         that became weight-side makes its readers weight-side too."""
+        nodes, alive, filtered, node_class = self.nodes, self.alive, self.filtered, self.node_class
+        parent, find = self._parent, self.find
         while True:
             memo: Dict[ENode, int] = {}
             merged = False
-            for n, alive in enumerate(self.alive):
-                if not alive:
+            for n in range(len(alive)):
+                if not alive[n]:
                     continue
-                key = self.node(n)
-                self.nodes[n] = key
+                key = nodes[n]
+                children = key[2]
+                for c in children:
+                    if parent[c] != c:   # a child no longer canonical
+                        key = (key[0], key[1], tuple([find(d) for d in children]))
+                        nodes[n] = key
+                        break
                 other = memo.get(key)
                 if other is None:
                     memo[key] = n
                     continue
-                if self.filtered[other] and not self.filtered[n]:
+                if filtered[other] and not filtered[n]:
                     memo[key], other, n = n, n, other  # the usable one stays
-                self.alive[n] = False
-                self.touched.append(self.node_class[other])
-                if self.union(self.node_class[other], self.node_class[n]):
+                alive[n] = False
+                self.touched.append(node_class[other])
+                if self.union(node_class[other], node_class[n]):
                     merged = True
             self._memo = memo
-            for c in list(self.class_nodes):
-                self.class_nodes[c] = [n for n in self.class_nodes[c]
-                                       if self.alive[n] and not self.filtered[n]]
+            for c, members in self.class_nodes.items():
+                self.class_nodes[c] = [n for n in members if alive[n] and not filtered[n]]
             changed = self._propagate_weight_side()
             if not merged and not changed:
                 return
 
     def _propagate_weight_side(self) -> bool:
         changed = False
-        for n, alive in enumerate(self.alive):
-            if not alive:
+        nodes, alive, node_class, parent = self.nodes, self.alive, self.node_class, self._parent
+        weight_side = self.class_weight_side
+        for n in range(len(alive)):
+            if not alive[n]:
                 continue
-            c = self.find(self.node_class[n])
-            if not self.class_weight_side[c] and self._node_weight_side(self.nodes[n]):
-                self.class_weight_side[c] = True
+            c = node_class[n]
+            if parent[c] != c:
+                c = self.find(c)
+            if not weight_side[c] and self._node_weight_side(nodes[n]):
+                weight_side[c] = True
                 changed = True
         return changed
 

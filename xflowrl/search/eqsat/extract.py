@@ -82,14 +82,19 @@ def _reachable(eg: EGraph, roots: Sequence[int],
     """Classes reachable from `roots` through live e-nodes (and the e-nodes
     `extra` adds to a class)."""
     seen = set()
-    stack = [eg.find(r) for r in roots]
+    find, nodes, extra = eg.find, eg.nodes, extra or {}
+    stack = [find(r) for r in roots]
     while stack:
         c = stack.pop()
         if c in seen:
             continue
         seen.add(c)
-        for n in list(eg.live_nodes(c)) + (extra or {}).get(c, []):
-            stack.extend(eg.find(ch) for ch in eg.nodes[n][2] if eg.find(ch) not in seen)
+        for members in (eg.live_nodes(c), extra.get(c, ())):
+            for n in members:
+                for ch in nodes[n][2]:
+                    d = find(ch)
+                    if d not in seen:
+                        stack.append(d)
     return sorted(seen)
 
 
@@ -329,12 +334,28 @@ class _Program:
         self.vals: List[float] = []
         self.lower: List[float] = []
         self.upper: List[float] = []
+        rows, cols, vals, lower, upper = self.rows, self.cols, self.vals, self.lower, self.upper
+        class_var = self.class_var
         for c in self.classes:  # y_c = the sum of its e-nodes' x (so at most one)
-            self.row([(i, 1.0) for i in self.members[c]] + [(self.class_var[c], -1.0)],
-                     0.0, 0.0)
+            r = len(lower)
+            for i in self.members[c]:
+                rows.append(r)
+                cols.append(i)
+                vals.append(1.0)
+            rows.append(r)
+            cols.append(class_var[c])
+            vals.append(-1.0)
+            lower.append(0.0)
+            upper.append(0.0)
         for n in self.nodes:  # x_n <= y_d for each child class d
+            i = var[n]
             for d in set(eg.nodes[n][2]):
-                self.row([(var[n], 1.0), (self.class_var[d], -1.0)], -np.inf, 0.0)
+                r = len(lower)
+                rows.extend((r, r))
+                cols.extend((i, class_var[d]))
+                vals.extend((1.0, -1.0))
+                lower.append(-np.inf)
+                upper.append(0.0)
         # Acyclicity, as TENSAT's ILP: an order variable t_c per class of a
         # strongly connected component of the program's class graph (after
         # cycle filtering, few), and for a chosen e-node of c reading d in

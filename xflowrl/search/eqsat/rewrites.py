@@ -119,6 +119,49 @@ def _set_param(params: Dict[str, object], key: str, value: int) -> bool:
     return True
 
 
+def fits_alone(eg: EGraph, n: int, constraints: Tuple[Tuple[str, Any], ...],
+               memo: Dict[Any, Any]) -> bool:
+    """Whether e-node `n` meets a source op's own conditions, given that it
+    has the op's type and arity: equal element-wise operand shapes and the
+    op's parameter `constraints` (memoised in `memo` by e-node and
+    constraints: neither an e-node's parameters nor its operands' shapes
+    ever change)."""
+    op_type, params, children = eg.nodes[n]
+    if op_type in _ELEMENTWISE and eg.shape(children[0]) != eg.shape(children[1]):
+        return False
+    if constraints:
+        key = (n, op_type, constraints)
+        ok = memo.get(key)
+        if ok is None:
+            shapes = [eg.shape(c) for c in children]
+            raw = dict(params)
+            ok = all(param_value(k, op_type, raw, shapes) == v for k, v in constraints)
+            memo[key] = ok
+        return ok
+    return True
+
+
+# (parameters, operand shapes) -> a number: `_operand_key`'s, shared by
+# every e-graph, so that a rewrite's memo of planned targets (kept with the
+# compiled rule set) means the same in each.
+_OPERAND_KEYS: Dict[tuple, int] = {}
+
+
+def _operand_key(eg: EGraph, n: int) -> int:
+    """A number for e-node `n`'s parameters and operand shapes, which never
+    change (equal numbers: equal parameters and shapes), kept per e-node
+    in `eg.operand_keys`."""
+    got = eg.operand_keys.get(n)
+    if got is None:
+        _, params, children = eg.nodes[n]
+        value = (params, tuple([eg.shape(c) for c in children]))
+        got = _OPERAND_KEYS.get(value)
+        if got is None:
+            got = _OPERAND_KEYS[value] = len(_OPERAND_KEYS)
+        eg.operand_keys[n] = got
+    return got
+
+
 @dataclasses.dataclass
 class _Step:
     """How the matcher finds the e-nodes a source op may bind."""
@@ -309,7 +352,7 @@ class Rewrite:
                 if got is None:
                     got = step_memo[down] = [n for n in eg.live_nodes(child)
                                             if enodes[n][0] == types[j] and
-                                            len(enodes[n][2]) == arity[j] and fits_alone(j, n)]
+                                            len(enodes[n][2]) == arity[j] and op_fits(j, n)]
                 return got
             source: Optional[int] = (var_class[step.var] if step.via_op < 0
                                      else out_class(step.via_op, step.index))
@@ -321,7 +364,7 @@ class Rewrite:
             if got is None:
                 got = step_memo[up] = [n for n in parents.get((reader, types[j]), [])
                                         if len(enodes[n][2]) == arity[j] and alive[n]
-                                        and not filtered[n] and fits_alone(j, n)]
+                                        and not filtered[n] and op_fits(j, n)]
             return got
 
         def scan(j: int) -> List[int]:
@@ -343,28 +386,14 @@ class Rewrite:
                 entry[1] = [n for n in entry[1] if alive[n] and not filtered[n]] + [
                     n for n in of_type[entry[0]:]
                     if len(enodes[n][2]) == arity[j] and alive[n] and not filtered[n]
-                    and fits_alone(j, n)]
+                    and op_fits(j, n)]
                 entry[0], entry[2] = len(of_type), len(enodes)
             return entry[1]
 
-        def fits_alone(j: int, n: int) -> bool:
+        def op_fits(j: int, n: int) -> bool:
             """Whether e-node `n` (of source op `j`'s type and arity) meets
-            the op's own conditions: equal element-wise operand shapes and
-            its parameter constraints."""
-            op_type, params, children = enodes[n]
-            if op_type in _ELEMENTWISE and eg.shape(children[0]) != eg.shape(children[1]):
-                return False
-            if constraints[j]:
-                key = (n, op_type, constraints[j])
-                ok = param_memo.get(key)
-                if ok is None:
-                    shapes = [eg.shape(c) for c in children]
-                    raw = dict(params)
-                    ok = all(param_value(k, op_type, raw, shapes) == v
-                             for k, v in constraints[j])
-                    param_memo[key] = ok
-                return ok
-            return True
+            the op's own conditions (the module's `fits_alone`)."""
+            return fits_alone(eg, n, constraints[j], param_memo)
 
         def fits(j: int, n: int) -> Optional[List[int]]:
             """The variables node `n` newly binds as source op `j`, or None.
@@ -374,7 +403,7 @@ class Rewrite:
             # e-node's children are representatives: no find needed.
             children = enodes[n][2]
             if n in nodes or not alive[n] or filtered[n] or (
-                    is_split[j] and (len(children) != arity[j] or not fits_alone(j, n))):
+                    is_split[j] and (len(children) != arity[j] or not op_fits(j, n))):
                 return None
             newly: List[int] = []
             nodes[j] = n
@@ -439,10 +468,6 @@ class Rewrite:
             parameter it cannot take): nothing is added.
         """
         rule = self.rule
-        src_nodes = [eg.node(n) for n in match.nodes]
-
-        def src_shapes(j):
-            return [eg.shape(c) for c in src_nodes[j][2]]
 
         def source_tensor(t: rules_io.PatternTensor) -> int:
             c = eg.class_of_node(match.nodes[t.op])
@@ -460,10 +485,14 @@ class Rewrite:
         key: Optional[tuple] = None
         planned: Any = None
         if not self._split_source:
-            key = (tuple((p, tuple(eg.shape(c) for c in ch)) for _, p, ch in src_nodes),
-                   tuple(sorted((v, eg.shape(c)) for v, c in match.var_class.items())))
+            key = (tuple([_operand_key(eg, n) for n in match.nodes]),
+                   tuple(sorted([(v, eg.shape(c)) for v, c in match.var_class.items()])))
             planned = self._planned.get(key)
         if planned is None:
+            src_nodes = [eg.node(n) for n in match.nodes]
+
+            def src_shapes(j):
+                return [eg.shape(c) for c in src_nodes[j][2]]
             try:
                 planned = self._plan_target(eg, match, src_nodes, src_shapes, source_tensor)
             except EGraphError as error:

@@ -39,6 +39,7 @@ import dataclasses
 import logging
 import time
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+import weakref
 
 import numpy as np
 
@@ -47,12 +48,14 @@ from xflowrl.engine import CostModel, Graph, XferSet
 from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.search.eqsat import extract
 from xflowrl.search.eqsat.egraph import EGraph, EGraphError, Params, multi_output
+from xflowrl.search.eqsat.native import NativeMatcher
 from xflowrl.search.eqsat.rewrites import Match, Rewrite, Unsupported, canonical, compile_rule
 from xflowrl.search.greedy import greedy_walk
 
 _LOG = logging.getLogger(__name__)
 
 EXTRACTIONS = ("ilp", "greedy")
+MATCHERS = ("native", "python")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,9 +91,15 @@ class EqsatConfig:
     # found all its matches (the same matches, in the same order, as
     # matching the whole e-graph again: tests/search/eqsat_test.py).
     incremental: bool = True
+    # "native": the engine's e-matching (taso/ematch.h, `native.py`);
+    # "python": `Rewrite.matches`, the reference. Both find the same
+    # matches in the same order (tests/search/eqsat_native_test.py).
+    matcher: str = "native"
     check_outputs: bool = True
 
     def __post_init__(self):
+        if self.matcher not in MATCHERS:
+            raise ValueError(f"matcher must be one of {MATCHERS}, got {self.matcher!r}")
         if self.extraction not in EXTRACTIONS:
             raise ValueError(f"extraction must be one of {EXTRACTIONS}, got "
                              f"{self.extraction!r}")
@@ -199,9 +208,25 @@ def choice_of_graph(eg: EGraph, graph: Graph) -> Optional[extract.Choice]:
     return choice
 
 
+# Per rule set: its rules when compiled, the rewrites, the skipped rules.
+_Compiled = Tuple[List[Any], List[Rewrite], List[Tuple[str, str]]]
+_COMPILED: "weakref.WeakKeyDictionary[XferSet, _Compiled]" = weakref.WeakKeyDictionary()
+
+
 def compile_rules(xfers: XferSet) -> Tuple[List[Rewrite], List[Tuple[str, str]]]:
     """Every rule of `xfers` the e-graph can express, and (name, why) for
-    each it cannot (logged as a warning naming it)."""
+    each it cannot (logged as a warning naming it, each call). Compiled
+    once per rule set while it lives and holds the same rules, as the
+    engine compiles a rule set's patterns once: a rewrite keeps nothing of
+    an e-graph but memos of what depends on its parameters and shapes
+    alone (`Rewrite.apply`)."""
+    cached = _COMPILED.get(xfers)
+    if cached is not None and len(cached[0]) == len(xfers.rules) and all(
+            a is b for a, b in zip(cached[0], xfers.rules)):
+        _, rewrites, skipped = cached
+        for _, why in skipped:
+            _LOG.warning("equality saturation skips %s", why)
+        return list(rewrites), list(skipped)
     rewrites, skipped = [], []
     for x, rule in enumerate(xfers.rules):
         try:
@@ -209,7 +234,8 @@ def compile_rules(xfers: XferSet) -> Tuple[List[Rewrite], List[Tuple[str, str]]]
         except Unsupported as e:
             _LOG.warning("equality saturation skips %s", e)
             skipped.append((rule.name, str(e)))
-    return rewrites, skipped
+    _COMPILED[xfers] = (list(xfers.rules), rewrites, skipped)
+    return list(rewrites), list(skipped)
 
 
 def _parents(eg: EGraph) -> Dict[Tuple[int, str], List[int]]:
@@ -259,8 +285,13 @@ def saturate(eg: EGraph, rewrites: List[Rewrite], config: EqsatConfig,
         return (xfer, nodes) in applied
     trace: List[IterationStats] = []
     param_memo: Dict[tuple, Any] = {}  # shared by the rules, kept across iterations
+    native = NativeMatcher(rewrites) if config.matcher == "native" else None
+    parents: Dict[Tuple[int, str], List[int]] = {}
     for it in range(config.iteration_limit):
-        parents = _parents(eg)
+        if native is not None:
+            native.sync(eg)
+        else:
+            parents = _parents(eg)
         now = (len(eg.nodes), len(eg.touched))
         readers: Optional[Dict[int, set]] = None
         near_changes: Dict[Tuple[int, ...], set] = {}
@@ -273,14 +304,21 @@ def saturate(eg: EGraph, rewrites: List[Rewrite], config: EqsatConfig,
             if banned_until.get(r, -1) > it:
                 continue
             root_classes = None
+            within: Optional[int] = None
             if config.incremental and not rw.multi_pattern and r in marks:
                 key = marks[r] + (rw.height,) + now
-                if key not in near_changes:
+                if native is not None:
+                    within = native.within_id(key)
+                    if within is None:
+                        within = native.set_within(key, eg.touched_since(*marks[r]),
+                                                   rw.height)
+                elif key not in near_changes:
                     if readers is None:
                         readers = _readers(eg, parents)
                     near_changes[key] = _above(eg.touched_since(*marks[r]), readers,
                                                rw.height)
-                root_classes = (key, near_changes[key])
+                if native is None:
+                    root_classes = (key, near_changes[key])
             # Matches past the e-graph's room for new e-nodes are not looked
             # for: those found first are applied first, and the node limit
             # ends saturation within them where each adds an e-node (on
@@ -289,8 +327,11 @@ def saturate(eg: EGraph, rewrites: List[Rewrite], config: EqsatConfig,
             # marks and finds the rest in the next iteration, if any.
             room = config.node_limit - eg.num_nodes() - len(matches)
             cap = min(config.match_limit, max(room, 1))
-            found = rw.matches(eg, parents, param_memo, cap, root_classes, was_applied,
-                               step_memo)
+            if native is not None:
+                found = native.matches(rw, cap, within)
+            else:
+                found = rw.matches(eg, parents, param_memo, cap, root_classes, was_applied,
+                                   step_memo)
             if len(found) >= config.match_limit:
                 bans[r] = bans.get(r, 0) + 1
                 banned_until[r] = it + 1 + config.ban_length * 2 ** (bans[r] - 1)
@@ -311,6 +352,8 @@ def saturate(eg: EGraph, rewrites: List[Rewrite], config: EqsatConfig,
             if done in applied:
                 continue
             applied.add(done)
+            if native is not None:
+                native.add_applied(m.rewrite, m.nodes)
             try:
                 m.rewrite.apply(eg, m)
             except EGraphError:
