@@ -6,6 +6,7 @@ import numpy as np
 
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet
+from xflowrl.rules.sets import RULE_SETS
 
 _COST = CostModel("analytic", profile="v100")
 
@@ -83,6 +84,36 @@ class DeepKeyDedupTest(absltest.TestCase):
             self.assertNotIn(graph.hash(), set(flat))
             for (x, k), g in built.items():
                 self.assertEqual(g.hash(), hashes[x][k])
+
+    def test_random_walks_keep_no_duplicate(self):
+        """Every zoo graph (reduced where `zoo.REDUCED` has a variant) and
+        every named rule set, along a random walk of three rewrites: no two
+        kept candidates, nor a candidate and the current graph, hash alike,
+        and every candidate of a rule with two or more builds (the build
+        checks its keys), to the hash the enumeration gives it."""
+        rng = np.random.default_rng(0)
+        rule_sets = {name: XferSet.from_name(name) for name in RULE_SETS}
+        for graph_name in zoo.GRAPHS:
+            for set_name, xfers in rule_sets.items():
+                graph = zoo.get_graph(graph_name, **zoo.REDUCED.get(graph_name, {}))
+                cap = 2 * graph.num_ops()
+                for _ in range(4):
+                    locs = xfers.locations(graph, 200, cap)
+                    active = locs.active_xfers()
+                    if len(active) == 0:
+                        break
+                    several = [int(x) for x in active if locs.counts[int(x)] >= 2]
+                    built = {(x, k): locs.apply(x, k).hash()
+                             for x in several for k in range(locs.counts[x])}
+                    hashes = locs.hashes()
+                    flat = [h for row in hashes for h in row]
+                    where = f"{graph_name}/{set_name}"
+                    self.assertEqual(len(set(flat)), len(flat), f"{where}: a duplicate was kept")
+                    self.assertNotIn(graph.hash(), set(flat), where)
+                    for (x, k), h in built.items():
+                        self.assertEqual(h, hashes[x][k], where)
+                    x = int(rng.choice(active))
+                    graph = locs.apply(x, int(rng.integers(locs.counts[x])))
 
     def test_incremental_off_gives_the_same_locations(self):
         xfers = XferSet.default()
