@@ -455,6 +455,7 @@ cdef Rule _rule(object spec) except *:
         s.op, s.index, d.op, d.index = so, si, do, di
         r.mapped_outputs.push_back(pair[PatternTensor, PatternTensor](s, d))
     r.validate()
+    r.index()
     return r
 
 

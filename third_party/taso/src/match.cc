@@ -228,6 +228,12 @@ std::vector<int8_t>* ParamMemo::memo(const PatternOp& op, int graph_size) {
 }
 
 bool may_match(const Graph& graph, const Rule& rule) {
+  if (rule.num_source_types >= 0) {  // the rule's summary (Rule::index)
+    for (int k = 0; k < rule.num_source_types; ++k)
+      if (graph.num_ops_of_type(rule.source_types[k].first) < rule.source_types[k].second)
+        return false;
+    return true;
+  }
   const std::vector<PatternOp>& src = rule.src;
   // A type the graph lacks rules most rules out: one pass finds it before
   // the ops of repeated types are counted.
