@@ -93,6 +93,15 @@ class SearchResult(NamedTuple):
         return [name for name, _ in self.applied]
 
 
+class StepArrays(NamedTuple):
+    """What a step reads of its locations, from one native call
+    (`Locations.step_arrays`): the rows of the xfers with candidates."""
+    active: np.ndarray            # [A] int64: `Locations.active_xfers()`
+    counts: np.ndarray            # [A] int64: their candidate counts
+    nodes: Optional[np.ndarray]   # [A, L, width] int32: `matched_nodes(node_of, width, active)`; None without node_of
+    costs: Optional[np.ndarray]   # [A, L] float64: `active_costs(cost_model)`; None without one
+
+
 class Locations:
     """The candidate graphs of every xfer on one graph, with their masks."""
 
@@ -169,6 +178,27 @@ class Locations:
         out = np.full((len(xfers), self.max_locations, width), -1, np.int32)
         self._handle.matched_nodes_rows(xfers, node_of, out)
         return out
+
+    def step_arrays(self, node_of: Optional[np.ndarray], width: int = 0,
+                    cost_model: Optional[CostModel] = None) -> StepArrays:
+        """`active_xfers()`, their counts, (with `node_of`)
+        `matched_nodes(node_of, width, active)` and (with `cost_model`)
+        `active_costs(cost_model)`, equal to theirs element for element, in
+        one native call: what the environment and the planner's simulator
+        read at every step.
+
+        Args:
+          node_of: int32 map from guid to node index (as `matched_nodes`);
+            None leaves `nodes` None.
+          width: pattern slots, at least the largest source pattern.
+          cost_model: prices the candidates; None leaves `costs` None.
+        """
+        if node_of is not None:
+            node_of = np.ascontiguousarray(node_of, np.int32)
+        active, counts, nodes, costs = self._handle.step_arrays(
+            node_of, width, self.max_locations,
+            None if cost_model is None else cost_model.handle)
+        return StepArrays(active, counts, nodes, costs)
 
     def costs(self, cost_model: CostModel) -> np.ndarray:
         """[N, L] float64: the cost (ms) of every candidate graph; NaN where

@@ -300,24 +300,30 @@ class GraphEnv(Environment):
                            location_mask: np.ndarray, cost: float) -> LocationFeatures:
         """The `LocationFeatures` of `locs`, without a Python loop over xfers
         or locations, for the xfers that have locations only (a handful of
-        ~1,700): node indices in one native call, costs with numpy.
+        ~1,700): their counts, node indices and candidate costs in one
+        native call (`Locations.step_arrays`), the cost changes with numpy
+        (`candidate_deltas`' figures).
 
         Without cost features the candidates' costs are not computed at all
         (their deltas and the summary's min and mean stay zero).
         """
         num_l = self.config.max_locations
-        active = locs.active_xfers()
-        nodes = locs.matched_nodes(_node_of(guids), self.max_pattern_ops, active)
+        full = self.config.cost_features == "full"
+        arrays = locs.step_arrays(_node_of(guids), self.max_pattern_ops,
+                                  self.cost_model if full else None)
+        active, nodes = arrays.active, arrays.nodes
+        assert nodes is not None  # node_of was given
         cost_delta = np.zeros((len(active), num_l), np.float32)
         summary = np.zeros((self.num_xfers + 1, XFER_SUMMARY_SIZE), np.float32)
         if len(active) == 0:
             return LocationFeatures(active, nodes, cost_delta, summary)
-        counts = locs.count_array[active]
+        counts = arrays.counts
         summary[active, 0] = np.log1p(counts)
-        if self.config.cost_features == "full":
-            delta, low, mean = candidate_deltas(locs, self.cost_model, cost,
-                                                self.initial_cost, active, location_mask[active])
-            cost_delta[:] = delta
+        if full:
+            assert arrays.costs is not None
+            delta, low, mean = _delta_stats(arrays.costs, location_mask[active], counts, cost,
+                                            self.initial_cost)
+            cost_delta[:] = delta.astype(np.float32)
             summary[active, 1] = low
             summary[active, 2] = mean
         return LocationFeatures(active, nodes, cost_delta, summary)

@@ -120,14 +120,14 @@ class EngineSimulator:
         self.real_steps += 1
         cost = graph.cost(self.cost_model) if cost is None else cost
         locs = self.xfers.locations(graph, self.max_locations, self.max_ops)
-        active = locs.active_xfers()
-        if len(active) == 0:
+        # The active xfers, their counts and costs in one native call.
+        arrays = locs.step_arrays(None, cost_model=self.cost_model)
+        active, counts, per_xfer = arrays.active, arrays.counts, arrays.costs
+        if len(active) == 0 or per_xfer is None:
             return Expansion(graph, cost, locs, np.zeros((0, 2), np.int64), np.zeros(0), 0)
-        counts = locs.count_array[active]
         valid = np.arange(self.max_locations) < counts[:, None]
         rows, columns = np.nonzero(valid)
         actions = np.stack([active[rows], columns], axis=1).astype(np.int64)
-        per_xfer = locs.active_costs(self.cost_model)
         costs = per_xfer[valid]
         singles = len(actions)
         if everywhere:

@@ -455,6 +455,7 @@ cdef Rule _rule(object spec) except *:
         s.op, s.index, d.op, d.index = so, si, do, di
         r.mapped_outputs.push_back(pair[PatternTensor, PatternTensor](s, d))
     r.validate()
+    r.index()
     return r
 
 
@@ -679,6 +680,73 @@ cdef class LocationsHandle:
                         raise IndexError(f"guid {guid} is outside node_of "
                                          f"({node_of.shape[0]} entries)")
                     out[i, l, j] = node_of[guid]
+
+    def step_arrays(self, const int[::1] node_of, int width, int max_locations,
+                    CostBackendHandle backend=None):
+        """What a step reads of the locations, in one call: (active, counts,
+        nodes, costs). `active`: the xfers with candidates, ascending
+        (int64 [A]); `counts`: their candidate counts (int64 [A]); `nodes`:
+        `matched_nodes_rows(active, ...)`'s int32 [A, max_locations, width]
+        array, -1 where nothing matched, or None where `node_of` is None;
+        `costs`: float64 [A, max_locations], each candidate's cost (`costs`'
+        rows of the active xfers), NaN past an xfer's candidates, or None
+        without a backend.
+
+        Raises ValueError where an xfer has more candidates than
+        max_locations or matched more ops than width, and IndexError for a
+        guid outside `node_of`.
+        """
+        cdef size_t x, l, j, i, n = self.locs.candidates.size()
+        cdef size_t num_active = 0
+        cdef int64_t guid
+        cdef const vector[int64_t]* ops
+        for x in range(n):
+            num_active += self.locs.candidates[x].size() > 0
+        active = np.empty(num_active, np.int64)
+        counts = np.empty(num_active, np.int64)
+        cdef int64_t[::1] av = active
+        cdef int64_t[::1] cv = counts
+        i = 0
+        for x in range(n):
+            if self.locs.candidates[x].size() > 0:
+                if self.locs.candidates[x].size() > <size_t>max_locations:
+                    raise ValueError(f"xfer {x} has {self.locs.candidates[x].size()} "
+                                     f"candidates, more than max_locations={max_locations}")
+                av[i] = <int64_t>x
+                cv[i] = <int64_t>self.locs.candidates[x].size()
+                i += 1
+        if max_locations < 1 or width < 0:
+            raise ValueError("max_locations must be >= 1 and width >= 0")
+        nodes = None
+        cdef int[:, :, ::1] nv
+        if node_of is not None:
+            nodes = np.full((num_active, max_locations, width), -1, np.int32)
+            nv = nodes
+        for i in range(num_active if node_of is not None else 0):
+            x = <size_t>av[i]
+            for l in range(self.locs.matched[x].size()):
+                ops = &self.locs.matched[x][l]
+                if ops.size() > <size_t>width:
+                    raise ValueError(f"width is {width}; xfer {x} matched {ops.size()} ops")
+                for j in range(ops.size()):
+                    guid = deref(ops)[j]
+                    if not 0 <= guid < node_of.shape[0]:
+                        raise IndexError(f"guid {guid} is outside node_of "
+                                         f"({node_of.shape[0]} entries)")
+                    nv[i, l, j] = node_of[guid]
+        if backend is None:
+            return active, counts, nodes, None
+        cdef CostBackend* native_backend = backend.get()
+        cdef vector[vector[double]] rows
+        with nogil:  # costs() only reads (taso/locations.h)
+            rows = self.locs.costs(native_backend)
+        costs = np.full((num_active, max_locations), np.nan)
+        cdef double[:, ::1] kv = costs
+        for i in range(num_active):
+            x = <size_t>av[i]
+            for l in range(rows[x].size()):
+                kv[i, l] = rows[x][l]
+        return active, counts, nodes, costs
 
     def num_materialized(self):
         """How many candidates hold a graph built after enumeration (by

@@ -239,6 +239,7 @@ cdef extern from "taso/rules.h" namespace "taso":
         vector[PatternOp] dst
         vector[pair[PatternTensor, PatternTensor]] mapped_outputs
         void validate() except +
+        void index()
 
     cdef cppclass Candidate:
         int num_ops

@@ -523,6 +523,159 @@ uint64_t graph_dedup_key(const Graph& g, std::vector<uint64_t>* op_keys) {
   return hash_combine(sum, static_cast<uint64_t>(g.num_ops()));
 }
 
+namespace {
+
+// graph_dedup_key's per-op hash before mixing: the op's local hash and its
+// inputs' local hashes.
+uint64_t one_level(const Node& node, const Graph& g) {
+  uint64_t h = node_local_hash(node);
+  for (const TensorRef& t : node.inputs)
+    h = hash_input(h, node_local_hash(g.node(g.index_of(t.guid))), t.index);
+  return h;
+}
+
+// The two-level term's seed: distinct from the one-level hash of the same
+// op, so that the deep key is not the one-level key in disguise.
+constexpr uint64_t kDeepSeed = 0x5bd1e9955bd1e995ULL;
+
+}  // namespace
+
+uint64_t graph_deep_key(const Graph& g) {
+  std::vector<uint64_t> one(static_cast<size_t>(g.size()));
+  for (int i = 0; i < g.size(); ++i) one[static_cast<size_t>(i)] = one_level(g.node(i), g);
+  uint64_t sum = 0;
+  for (int i = 0; i < g.size(); ++i) {
+    const Node& node = g.node(i);
+    uint64_t h = hash_combine(node_local_hash(node), kDeepSeed);
+    for (const TensorRef& t : node.inputs)
+      h = hash_input(h, one[static_cast<size_t>(g.index_of(t.guid))], t.index);
+    sum += mix64(h);
+  }
+  return hash_combine(sum, static_cast<uint64_t>(g.num_ops()));
+}
+
+uint64_t candidate_deep_key(const Graph& g, const Candidate& c, DeepKeyScratch* s) {
+  if (c.deep_keyed) return c.deep_key;
+  if (c.whole) {
+    c.deep_key = graph_deep_key(*materialize(g, c));
+    c.deep_keyed = true;
+    return c.deep_key;
+  }
+  const size_t n = static_cast<size_t>(g.size());
+  if (s->parent != &g || s->one.size() != n) {
+    s->parent = &g;
+    s->one.resize(n);
+    s->two.resize(n);
+    s->stamp.assign(n, 0);
+    s->new_one.resize(n);
+    s->counter = 0;
+    for (int i = 0; i < g.size(); ++i) s->one[static_cast<size_t>(i)] = one_level(g.node(i), g);
+    s->sum = 0;
+    for (int i = 0; i < g.size(); ++i) {
+      const Node& node = g.node(i);
+      uint64_t h = hash_combine(node_local_hash(node), kDeepSeed);
+      for (const TensorRef& t : node.inputs)
+        h = hash_input(h, s->one[static_cast<size_t>(g.index_of(t.guid))], t.index);
+      s->two[static_cast<size_t>(i)] = h;
+      s->sum += mix64(h);
+    }
+  }
+  // Stamps: `removed` marks the matched ops, `removed + 1` the readers of
+  // redirected tensors (R1), `removed + 2` their other readers (R2).
+  s->counter += 3;
+  const int removed = s->counter - 2, r1 = removed + 1, r2 = removed + 2;
+  const int64_t max_guid = g.max_guid();
+  auto added_index = [max_guid](const TensorRef& t) {
+    return static_cast<size_t>(t.guid - max_guid - 1);
+  };
+  uint64_t sum = s->sum;
+  for (int m : c.removed) {
+    s->stamp[static_cast<size_t>(m)] = removed;
+    sum -= mix64(s->two[static_cast<size_t>(m)]);
+  }
+  // The target ops' one-level hashes: their inputs are variables (parent
+  // ops the rewrite keeps) or earlier target ops.
+  const size_t num_dst = c.added.size();
+  s->added_one.resize(num_dst);
+  for (size_t j = 0; j < num_dst; ++j) {
+    const Node& node = *c.added[j];
+    uint64_t h = node_local_hash(node);
+    for (const TensorRef& t : node.inputs)
+      h = hash_input(h, t.guid <= max_guid ? node_local_hash(g.node(g.index_of(t.guid)))
+                                           : node_local_hash(*c.added[added_index(t)]),
+                     t.index);
+    s->added_one[j] = h;
+  }
+  // R1: the kept readers of matched ops, each with its new one-level hash.
+  std::vector<int>& changed = s->changed;
+  changed.clear();
+  for (int m : c.removed)
+    for (auto [reader, slot] : g.consumers(m)) {
+      const size_t r = static_cast<size_t>(reader);
+      if (s->stamp[r] == removed || s->stamp[r] == r1) continue;
+      s->stamp[r] = r1;
+      changed.push_back(reader);
+    }
+  const size_t num_r1 = changed.size();
+  for (size_t k = 0; k < num_r1; ++k) {
+    const Node& node = g.node(changed[k]);
+    uint64_t h = node_local_hash(node);
+    for (const TensorRef& t : node.inputs) {
+      const int src = g.index_of(t.guid);
+      if (s->stamp[static_cast<size_t>(src)] == removed) {
+        const TensorRef to = redirected(c, t);
+        h = hash_input(h, node_local_hash(*c.added[added_index(to)]), to.index);
+      } else {
+        h = hash_input(h, node_local_hash(g.node(src)), t.index);
+      }
+    }
+    s->new_one[static_cast<size_t>(changed[k])] = h;
+  }
+  // R2: the other readers of R1 ops (none is a matched op: such an op would
+  // read the match through a variable, which the builder rejects).
+  for (size_t k = 0; k < num_r1; ++k)
+    for (auto [reader, slot] : g.consumers(changed[k])) {
+      const size_t r = static_cast<size_t>(reader);
+      if (s->stamp[r] == removed || s->stamp[r] == r1 || s->stamp[r] == r2) continue;
+      s->stamp[r] = r2;
+      changed.push_back(reader);
+    }
+  // The one-level hash an op's reader sees in the candidate graph.
+  auto one_of = [&](const TensorRef& t) -> std::pair<uint64_t, int> {
+    if (t.guid > max_guid) return {s->added_one[added_index(t)], t.index};
+    const int src = g.index_of(t.guid);
+    const int stamp = s->stamp[static_cast<size_t>(src)];
+    if (stamp == removed) {
+      const TensorRef to = redirected(c, t);
+      return {s->added_one[added_index(to)], to.index};
+    }
+    return {stamp == r1 ? s->new_one[static_cast<size_t>(src)] : s->one[static_cast<size_t>(src)],
+            t.index};
+  };
+  for (int i : changed) {
+    const Node& node = g.node(i);
+    sum -= mix64(s->two[static_cast<size_t>(i)]);
+    uint64_t h = hash_combine(node_local_hash(node), kDeepSeed);
+    for (const TensorRef& t : node.inputs) {
+      const auto [one, index] = one_of(t);
+      h = hash_input(h, one, index);
+    }
+    sum += mix64(h);
+  }
+  for (size_t j = 0; j < num_dst; ++j) {
+    const Node& node = *c.added[j];
+    uint64_t h = hash_combine(node_local_hash(node), kDeepSeed);
+    for (const TensorRef& t : node.inputs) {
+      const auto [one, index] = one_of(t);
+      h = hash_input(h, one, index);
+    }
+    sum += mix64(h);
+  }
+  c.deep_key = hash_combine(sum, static_cast<uint64_t>(c.num_ops));
+  c.deep_keyed = true;
+  return c.deep_key;
+}
+
 GraphPtr materialize(const Graph& parent, const Candidate& c) {
   if (c.graph) return c.graph;
   if (!c.hashed) {
@@ -532,6 +685,9 @@ GraphPtr materialize(const Graph& parent, const Candidate& c) {
     const GraphPtr built = materialize(parent, c);
     if (graph_dedup_key(*built) != c.key)
       throw EngineError("internal: a candidate's incremental dedup key differs "
+                        "from its graph's");
+    if (c.deep_keyed && graph_deep_key(*built) != c.deep_key)
+      throw EngineError("internal: a candidate's incremental deep key differs "
                         "from its graph's");
     return built;
   }

@@ -43,15 +43,22 @@ double CandidateCoster::added_cost(const Candidate& c, size_t j) const {
   double ms;
   if (!node.cost.get(backend_->instance_id(), &ms)) {
     // The memo Graph::op_costs reads once the candidate is materialized.
-    OpConfig config;
+    // The configuration is assigned into the coster's scratch, whose
+    // vectors keep their capacity from op to op: every target op of a
+    // fresh enumeration is priced here once, and copying its parameters
+    // and shapes into new vectors cost more than the analytic price.
+    OpConfig& config = config_;
     config.type = node.type;
     config.params = node.params;
-    for (const TensorRef& t : node.inputs) {
+    config.weight_side = false;
+    config.input_shapes.resize(node.inputs.size());
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      const TensorRef& t = node.inputs[k];
       if (t.guid <= parent_.max_guid()) {
-        config.input_shapes.push_back(parent_.shape(t));
+        config.input_shapes[k] = parent_.shape(t);
       } else {
         const Node& src = *c.added[t.guid - parent_.max_guid() - 1];
-        config.input_shapes.push_back(src.outputs[t.index]);
+        config.input_shapes[k] = src.outputs[t.index];
       }
     }
     config.output_shapes = node.outputs;

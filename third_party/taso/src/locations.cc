@@ -111,10 +111,11 @@ Locations enumerate_locations(GraphPtr graph, const std::vector<Rule>& rules,
   locs.num_matches.resize(rules.size());
   MatchCache cache;
   // A candidate is a duplicate when its canonical hash equals the current
-  // graph's or a kept candidate's. Equal graphs have equal dedup keys, so
-  // hashes are computed (candidate_hash) and compared only within a key's
-  // bucket: most candidates' keys are unique, and their hashes are left to
-  // first use (docs/engine.md, "Incremental candidates").
+  // graph's or a kept candidate's. Equal graphs have equal dedup keys and
+  // equal deep keys, so hashes are computed (candidate_hash) and compared
+  // only where both are equal: most candidates' keys are unique, and their
+  // hashes are left to first use (docs/engine.md, "Incremental
+  // candidates").
   CandidateScratch& scratch = cache.candidate;
   scratch.lazy_hash = true;
   const uint64_t parent_key = graph_dedup_key(*graph, &scratch.op_keys);
@@ -122,18 +123,33 @@ Locations enumerate_locations(GraphPtr graph, const std::vector<Rule>& rules,
   for (uint64_t k : scratch.op_keys) scratch.parent_key_sum += k;
   KeyBuckets buckets;
   HashScratch& hs = locs.hash_scratch;
+  // Equal dedup keys are told apart by their deep keys (graph_deep_key, a
+  // few ops' terms) before the hashes (a scan of everything downstream)
+  // are compared: on Inception-v3, each of its ~100 equal keys per
+  // enumeration is a rewrite at a twin place in a repeated block.
+  DeepKeyScratch deep;
+  uint64_t parent_deep_key = 0;
+  bool parent_deep_keyed = false;
   for (size_t x = 0; x < rules.size(); ++x) {
     auto& list = locs.candidates[x];
     auto& matched = locs.matched[x];
     locs.num_matches[x] = for_each_candidate(*graph, rules[x], max_ops,
                                              [&](Candidate&& c, const MatchedOps& ops) {
       bool duplicate = false;
-      if (c.key == parent_key)
-        duplicate = candidate_hash(*graph, c, &hs) == graph->hash();
+      if (c.key == parent_key) {
+        if (!parent_deep_keyed) {
+          parent_deep_key = graph_deep_key(*graph);
+          parent_deep_keyed = true;
+        }
+        duplicate = candidate_deep_key(*graph, c, &deep) == parent_deep_key &&
+                    candidate_hash(*graph, c, &hs) == graph->hash();
+      }
       for (int e = buckets.find(c.key); e >= 0 && !duplicate; e = buckets.entry(e).next) {
         const KeyBuckets::Entry& kept = buckets.entry(e);
-        duplicate = candidate_hash(*graph, locs.candidates[kept.x][kept.l], &hs) ==
-                    candidate_hash(*graph, c, &hs);
+        const Candidate& other = locs.candidates[kept.x][kept.l];
+        duplicate = candidate_deep_key(*graph, other, &deep) ==
+                        candidate_deep_key(*graph, c, &deep) &&
+                    candidate_hash(*graph, other, &hs) == candidate_hash(*graph, c, &hs);
       }
       if (!duplicate) {
         buckets.add(c.key, static_cast<int>(x), static_cast<int>(list.size()));

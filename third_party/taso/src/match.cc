@@ -228,11 +228,26 @@ std::vector<int8_t>* ParamMemo::memo(const PatternOp& op, int graph_size) {
 }
 
 bool may_match(const Graph& graph, const Rule& rule) {
+  if (rule.num_source_types >= 0) {  // the rule's summary (Rule::index)
+    for (int k = 0; k < rule.num_source_types; ++k)
+      if (graph.num_ops_of_type(rule.source_types[k].first) < rule.source_types[k].second)
+        return false;
+    return true;
+  }
   const std::vector<PatternOp>& src = rule.src;
-  for (const PatternOp& op : src) {
-    int needed = 0;
-    for (const PatternOp& other : src) needed += other.type == op.type;
-    if (graph.num_ops_of_type(op.type) < needed) return false;
+  // A type the graph lacks rules most rules out: one pass finds it before
+  // the ops of repeated types are counted.
+  for (const PatternOp& op : src)
+    if (graph.num_ops_of_type(op.type) < 1) return false;
+  for (size_t i = 0; i < src.size(); ++i) {
+    int needed = 1;
+    bool first = true;  // count each type once, at its first op
+    for (size_t j = 0; j < src.size() && first; ++j) {
+      if (src[j].type != src[i].type || j == i) continue;
+      if (j < i) first = false;
+      else ++needed;
+    }
+    if (first && needed > 1 && graph.num_ops_of_type(src[i].type) < needed) return false;
   }
   return true;
 }

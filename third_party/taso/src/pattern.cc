@@ -39,7 +39,26 @@ void validate_pattern(const Rule& r, const std::vector<PatternOp>& ops,
 
 }  // namespace
 
+void Rule::index() {
+  variable_slots = 0;
+  variable_slots = num_variable_slots();
+  num_source_types = 0;
+  for (const PatternOp& op : src) {
+    int k = 0;
+    while (k < num_source_types && source_types[k].first != op.type) ++k;
+    if (k == num_source_types) {
+      if (num_source_types == kMaxSourceTypes) {  // too many to summarise
+        num_source_types = -1;
+        return;
+      }
+      source_types[num_source_types++] = {op.type, 0};
+    }
+    ++source_types[k].second;
+  }
+}
+
 int Rule::num_variable_slots() const {
+  if (variable_slots > 0) return variable_slots;
   int min_var = 0;
   for (const auto* side : {&src, &dst})
     for (const PatternOp& op : *side)

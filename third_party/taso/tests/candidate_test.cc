@@ -159,6 +159,29 @@ TEST(candidate_dedup_key_is_a_function_of_the_graph) {
     CHECK(graph_dedup_key(*materialize(*a.graph, k)) != key);
 }
 
+TEST(candidate_deep_key_matches_the_built_graph) {
+  int checked = 0;
+  for (GraphPtr g : {conv_chain().graph, two_adds()}) {
+    DeepKeyScratch scratch;  // shared by every candidate of the parent
+    const uint64_t parent = graph_deep_key(*g);
+    for (const Rule& r : some_rules()) {
+      for (const Candidate& c : candidates(*g, r)) {
+        const uint64_t key = candidate_deep_key(*g, c, &scratch);
+        CHECK(c.deep_keyed);
+        CHECK_EQ(candidate_deep_key(*g, c, &scratch), key);  // cached
+        GraphPtr built = materialize(*g, c);
+        CHECK_EQ(key, graph_deep_key(*built));
+        CHECK(key != parent);
+        ++checked;
+      }
+    }
+  }
+  CHECK_EQ(checked, 6 + 3);
+  // A function of the graph: equal graphs built apart have equal deep keys.
+  CHECK_EQ(graph_deep_key(*conv_chain().graph), graph_deep_key(*conv_chain().graph));
+  CHECK(graph_deep_key(*conv_chain().graph) != graph_deep_key(*two_adds()));
+}
+
 TEST(candidate_for_each_rewrite_materializes_every_result) {
   const ConvChain c = conv_chain();
   std::vector<uint64_t> hashes;

@@ -57,6 +57,36 @@ TEST(may_match_counts_each_source_op_type) {
   CHECK_EQ(count, 0);
 }
 
+TEST(may_match_reads_the_rules_summary_alike) {
+  const ConvChain c = conv_chain();  // 2 convs, 3 relus, 1 tanh
+  const Rule two_tanh = rule("two_tanh", {pop(OP_TANH, {var(-1)}), pop(OP_TANH, {out(0)})},
+                             {pop(OP_TANH, {var(-1)})}, {{out(1), out(0)}});
+  const Rule three_relus =
+      rule("three_relus", {pop(OP_RELU, {var(-1)}), pop(OP_RELU, {out(0)}), pop(OP_RELU, {out(1)})},
+           {pop(OP_RELU, {var(-1)})}, {{out(2), out(0)}});
+  const Rule four_relus = rule("four_relus",
+                               {pop(OP_RELU, {var(-1)}), pop(OP_RELU, {out(0)}),
+                                pop(OP_RELU, {out(1)}), pop(OP_RELU, {out(2)})},
+                               {pop(OP_RELU, {var(-1)})}, {{out(3), out(0)}});
+  int checked = 0;
+  for (const Rule& plain : {double_relu(), fuse_conv_relu(), replace_unary(OP_SIGMOID, OP_TANH),
+                            commute_add(), two_tanh, three_relus, four_relus}) {
+    Rule indexed = plain;
+    indexed.index();
+    CHECK(plain.num_source_types < 0);
+    CHECK(indexed.num_source_types > 0);
+    CHECK_EQ(indexed.num_variable_slots(), plain.num_variable_slots());
+    CHECK_EQ(may_match(*c.graph, indexed), may_match(*c.graph, plain));
+    checked += may_match(*c.graph, indexed);
+  }
+  CHECK_EQ(checked, 3);  // double_relu, fuse_conv_relu, three_relus
+  // Counts per type: three relus of one type, one entry.
+  Rule indexed = three_relus;
+  indexed.index();
+  CHECK_EQ(indexed.num_source_types, 1);
+  CHECK_EQ(indexed.source_types[0].second, 3);
+}
+
 TEST(match_binds_variables_to_tensors) {
   const ConvChain c = conv_chain();
   ParamMemo memo;

@@ -57,6 +57,10 @@ struct Candidate {
   // comparing only when their keys are equal (docs/engine.md, "Incremental
   // candidates").
   uint64_t key = 0;
+  // The result's graph_deep_key, computed on first use by candidate_deep_key
+  // (enumerate_locations asks for it only where two dedup keys are equal).
+  mutable uint64_t deep_key = 0;
+  mutable bool deep_keyed = false;
   // True when `graph` was built at enumeration (the rewrite drops dead ops,
   // or incremental candidates were turned off): its cost is then the whole
   // graph's.
@@ -91,6 +95,35 @@ uint64_t candidate_hash(const Graph& parent, const Candidate& c, HashScratch* sc
 // canonical hashes have equal keys (up to 64-bit collisions, which the hash
 // dedup already assumes away). `op_keys` (optional) receives each op's term.
 uint64_t graph_dedup_key(const Graph& g, std::vector<uint64_t>* op_keys = nullptr);
+
+// graph_dedup_key's two-level companion, for telling apart candidates whose
+// dedup keys are equal without hashing them whole: the wrapping sum over
+// every op of mix64 of a hash of its local hash and its inputs' one-level
+// terms (graph_dedup_key's per-op hash before mixing), combined with the op
+// count. A function of the graph alone, so equal graphs have equal deep
+// keys. Two rewrites of the same rule at twin places (the repeated blocks
+// of Inception-v3) have equal one-level keys but, where a named weight is
+// two levels from what they change, different deep keys.
+uint64_t graph_deep_key(const Graph& g);
+
+// Scratch of candidate_deep_key, for candidates of one parent: the parent's
+// per-op one- and two-level hashes and their sum, computed on first use.
+// Thread safety: one user at a time.
+struct DeepKeyScratch {
+  const Graph* parent = nullptr;
+  std::vector<uint64_t> one, two;  // per parent op
+  uint64_t sum = 0;
+  std::vector<int> stamp;
+  int counter = 0;
+  std::vector<uint64_t> new_one, added_one;  // per parent op, per target op
+  std::vector<int> changed;
+};
+
+// graph_deep_key(materialize(parent, c)), computed by difference from the
+// parent's (only the target ops, the readers of redirected tensors and
+// their readers have different terms), and cached in c. A candidate built
+// whole (Candidate::whole) is keyed from its graph.
+uint64_t candidate_deep_key(const Graph& parent, const Candidate& c, DeepKeyScratch* scratch);
 
 // The rewritten graph of `c` on `parent` (cached in c.graph). Its nodes are
 // exactly those the full rebuild produced before: the parent's untouched ops

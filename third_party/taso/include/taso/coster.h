@@ -67,6 +67,7 @@ class CandidateCoster {
   std::vector<double> added_cost_;
   std::vector<std::pair<int, int>> block_;  // (kind: 0 parent / 1 added, index)
   std::vector<int> extra_;  // parent ops the candidate re-wires or re-prices
+  mutable OpConfig config_;  // added_cost's scratch configuration
   // Context-dependent backends: the parent's costs before the revision
   // (Graph::base_op_costs) and the parent as a view; the candidate's view
   // (its first view_valid_ ops are the parent view's: a candidate's ops
