@@ -13,6 +13,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 from absl.testing import absltest
 import numpy as np
 
+from tests.results.fixtures import mb_run
 from xflowrl import zoo
 from xflowrl.embedding import features
 from xflowrl.engine import CostModel, XferSet
@@ -21,8 +22,9 @@ from xflowrl.planning.model_episodes import BesideConfig, EpisodeStore, plan_bes
 from xflowrl.planning.model_learning import EpisodeHarvest
 from xflowrl.planning.model_search import replay_steps
 from xflowrl.planning.simulator import Step
+from xflowrl.results.model_based import imagined_steps, model_based_markdown
 from xflowrl.results.records import dataclass_from_plain, to_plain
-from xflowrl.results.runs import ModelPlannerRun
+from xflowrl.results.runs import ModelBasedRun, ModelPlannerRun, ModelPlannerSeconds
 from xflowrl.search import RandomAgent, greedy_walk
 from xflowrl.world_model import data
 
@@ -180,6 +182,54 @@ class PlanBesideTest(absltest.TestCase):
         self.assertEqual(to_plain(dataclass_from_plain(ModelPlannerRun, plain, "run")),
                          to_plain(run))
         self.assertEqual(plain["route"][0], list(run.route[0]))
+
+
+def _planner(same_outputs=True) -> ModelPlannerRun:
+    return ModelPlannerRun(
+        data="episodes", data_real_steps=110, real_steps_elsewhere=0, states=90,
+        transitions=40, train_steps=5, train_losses={"value": 0.1}, cost_ms=80.0,
+        planner_cost_ms=80.0, from_greedy=False,
+        route=[("a", -1, 11), ("a", -1, 12), ("b", 3, 0), ("a", -1, 13)], real_steps=7,
+        real_steps_to_best=2, planner_real_steps=4, model_steps=123, rule_enumerations=2,
+        decisions=3, checked_actions=4, stopped="patience", replayed=True,
+        same_outputs=same_outputs, seconds=ModelPlannerSeconds(3.0, 1.0, 0.5, 4.5), config={})
+
+
+class ReportTest(absltest.TestCase):
+
+    def test_the_planner_stands_beside_the_controller(self):
+        run = dataclasses.replace(mb_run(cost=85.0), model_planner=_planner(),
+                                  imagined_steps=640)
+        again = ModelBasedRun.from_json(json.loads(json.dumps(run.to_json())))
+        self.assertEqual(again.model_planner, dataclass_from_plain(
+            ModelPlannerRun, json.loads(json.dumps(to_plain(_planner()))), "p"))
+        text = model_based_markdown(again, [("one-step greedy", 90.0)])
+        self.assertIn("| world-model planner | 80.0000 | -20.000% |", text)
+        # Learnt from the world model's 100 + 10 held-out steps; the
+        # controller's own: 5 evaluation steps; the planner's: 7 on the graph.
+        self.assertIn("| model-based controller (dream) | -15.000% | 110 | 5 (round "
+                      "evaluations, evaluation) | 0 | 640 imagined | 20 |", text)
+        self.assertIn("| world-model planner | -20.000% | 110 (the same episodes) | 7 (2 to "
+                      "its result, 4 before greedy's floor) | 0 | 123 | 4 |", text)
+        self.assertIn("substitutions (@*: a step of a multi-location action): a@* x2, b@3, "
+                      "a@*.", text)
+        self.assertNotIn("not a result", text)
+
+    def test_an_unchecked_or_absent_planner_is_not_called_a_result(self):
+        run = dataclasses.replace(mb_run(), model_planner=_planner(same_outputs=False))
+        text = model_based_markdown(run, [])
+        self.assertIn("| world-model planner (not checked) |", text)
+        self.assertIn("does NOT compute the original's outputs. It is not a result.", text)
+        note = dataclasses.replace(mb_run(), model_planner_note="no data")
+        self.assertIn("World-model planner: not run (no data).",
+                      model_based_markdown(note, []))
+        self.assertNotIn("planner", model_based_markdown(mb_run(), []))
+
+    def test_imagined_steps_need_the_whole_history(self):
+        rows = [{"episodes": 4, "dream_length": 2.5}, {"episodes": 8, "dream_length": 3.0}]
+        self.assertEqual(imagined_steps(rows, 8), 22)
+        self.assertIsNone(imagined_steps(rows[:1], 8))   # a history short of the episodes
+        self.assertIsNone(imagined_steps([], 0))
 
 
 if __name__ == "__main__":

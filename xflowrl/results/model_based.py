@@ -35,10 +35,10 @@ OTHER_MASKS = {"real": "model", "model": "real"}
 
 def imagined_steps(dream_history: Sequence[Dict[str, Any]], episodes: int) -> Optional[int]:
     """The controller's imagined steps (its model steps in the dream): per
-    update its new episodes times their mean length, summed; None where
-    the history (rows with "episodes", cumulative, and "dream_length")
-    does not reach `episodes` from 0 (a resumed run's starts at its
-    checkpoint)."""
+    update its new episodes times their mean length, summed over the
+    history (rows with "episodes", cumulative from 0, and "dream_length";
+    a resumed controller's comes back from its checkpoint); None where the
+    history does not reach `episodes`."""
     total, seen = 0.0, 0
     for row in dream_history:
         total += (int(row["episodes"]) - seen) * float(row["dream_length"])
