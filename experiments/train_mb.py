@@ -31,7 +31,8 @@ Writes to --results_dir/<graph>/train_mb/: TensorBoard logs, checkpoints
 results/<graph>/train_mf/ where it exists), result.md and training.png
 (`xflowrl.results.model_based`), the graph handed over (graph.json;
 graph.onnx: a zoo graph with random weights, a --onnx model with its own);
-model_planner/: the planner's data (episodes.pkl, kept for a resumed run)
+model_planner/: the planner's data (a file per batch of episodes, kept for a
+resumed run)
 and its graph (graph.json, graph.onnx).
 """
 

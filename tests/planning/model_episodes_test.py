@@ -127,16 +127,31 @@ class EpisodeStoreTest(absltest.TestCase):
         store.add("round 0", rollouts)              # a resumed round: already there
         self.assertEqual(store.harvest.episodes, 3)
         self.assertEqual(store.missing(2), ["round 1"])
+        # A file per batch, each with the states the earlier ones lacked
+        # (every episode starts at the initial graph: stored once).
+        self.assertEqual(sorted(os.listdir(folder)), ["0000.pkl", "0001.pkl"])
+        stored = []
+        for name in ("0000.pkl", "0001.pkl"):
+            with open(os.path.join(folder, name), "rb") as f:
+                stored.append(pickle.load(f))
+        self.assertEqual([b["key"] for b in stored], ["round 0", "held_out"])
+        self.assertFalse(set(stored[0]["states"]) & set(stored[1]["states"]))
+        self.assertEqual(len(stored[0]["states"]) + len(stored[1]["states"]),
+                         len(store.harvest))
+        # A fresh store rebuilds the same data from the files.
         again = EpisodeStore(folder, env)
         self.assertEqual(again.keys, ["round 0", "held_out"])
         self.assertEqual(again.harvest.real_steps, data.real_steps(rollouts))
-        self.assertEqual(len(again.harvest), len(store.harvest))
-        # Another graph's store in the same folder is not taken for this one's.
+        want, got = store.harvest.transitions(), again.harvest.transitions()
+        self.assertEqual(got.values, want.values)
+        self.assertEqual([len(e) for e in got.edges], [len(e) for e in want.edges])
+        for a, b in zip(got.states, want.states):
+            np.testing.assert_array_equal(a.nodes, b.nodes)
+        # Another graph's data in the same folder are not taken for this one's.
         other = GraphEnv(zoo.get_graph("squeezenet1_1"), XferSet.default(), env.cost_model,
                          env.config)
         self.assertEqual(EpisodeStore(folder, other).keys, [])
-        with open(os.path.join(folder, "episodes.pkl"), "rb") as f:
-            self.assertEqual(pickle.load(f)["keys"], ["round 0", "held_out"])
+        self.assertEqual(os.listdir(folder), [])
 
 
 class PlanBesideTest(absltest.TestCase):

@@ -9,9 +9,9 @@ transitions the agent collected, and from nothing else:
 - `EpisodeStore` receives every real episode the agent's world model
   learns from or is measured on, with its graphs, as the agent collects
   it (`ModelBasedAgent(on_rollouts=store.add)`), and harvests it into
-  training data (`xflowrl.planning.model_learning.EpisodeHarvest`). The
-  data are kept on disk after each batch, so a resumed run has every
-  round's, as the agent's own buffer has them.
+  training data (`xflowrl.planning.model_learning.EpisodeHarvest`). Each
+  batch is kept on disk (its new states compressed), so a resumed run has
+  every round's, as the agent's own buffer has them.
 - `plan_beside(env, store, config)` (the record and the graph) trains a `LatentModel` on the data,
   plans from the graph's initial state with greedy's floor, replays the
   route it hands over, and checks that the graph computes the original's
@@ -31,30 +31,61 @@ import dataclasses
 import os
 import pickle
 import time
-from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+import zlib
 
+import numpy as np
+
+from xflowrl.embedding import features
 from xflowrl.engine import Graph
 from xflowrl.env import GraphEnv
 from xflowrl.planning.model import LatentModel, ModelConfig
-from xflowrl.planning.model_learning import Episode, EpisodeHarvest, TrainConfig, train
+from xflowrl.planning.model_learning import (
+    Episode,
+    EpisodeHarvest,
+    TrainConfig,
+    state_key,
+    train,
+)
 from xflowrl.planning.model_search import ModelPlanConfig, plan_with_model, replay_steps
 from xflowrl.planning.simulator import Step
 from xflowrl.results.runs import ModelPlannerRun, ModelPlannerSeconds
 
-# The store's file in its folder.
-STORE_FILE = "episodes.pkl"
-
 # What the planner's model learns from, as the record says it.
 DATA = "the model-based agent's real episodes (world-model rollouts and held-out)"
+
+
+class _Stored(NamedTuple):
+    """A stored episode, its states named by `state_key` (an `Episode`
+    again once `states` holds the states)."""
+    states: List
+    valid: List[Dict[int, int]]
+    actions: np.ndarray
+    rewards: np.ndarray
+    gains: Optional[List[Dict[int, Tuple[float, float]]]]
+
+
+def _pack(state: features.GraphsTuple) -> bytes:
+    return zlib.compress(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL), 1)
+
+
+def _unpack(blob: bytes) -> features.GraphsTuple:
+    return pickle.loads(zlib.decompress(blob))
 
 
 class EpisodeStore:
     """The agent's real episodes of one graph as the planner's training
     data, saved to `directory` after every batch (module docstring).
 
+    A batch is one file, `<n>.pkl`: its key, the environment it came from,
+    its episodes with their states named by `state_key`, and the states no
+    earlier batch had, compressed. Loading harvests the files again in
+    order, which rebuilds the same data.
+
     Args:
-      directory: where the data are kept (created); data already there
-        from the same graph, rules and reward are loaded.
+      directory: where the data are kept (created); batches already there
+        from the same graph, rules, reward and location limit are loaded,
+        others deleted.
       env: the agent's real environment (one graph).
 
     Attributes:
@@ -68,30 +99,53 @@ class EpisodeStore:
 
     def __init__(self, directory: str, env: GraphEnv):
         self.directory = directory
-        self.path = os.path.join(directory, STORE_FILE)
         self._identity = (env.initial_graph.hash(), len(env.xfers), env.config.reward,
                           env.config.max_locations)
         self.keys: List[str] = []
         self.harvest = EpisodeHarvest(len(env.xfers), env.config.reward, env.initial_cost)
-        if os.path.exists(self.path):
-            with open(self.path, "rb") as f:
-                saved = pickle.load(f)
-            if saved["identity"] == self._identity:
-                self.keys, self.harvest = saved["keys"], saved["harvest"]
+        files = sorted(f for f in os.listdir(directory) if f.endswith(".pkl")) \
+            if os.path.isdir(directory) else []
+        batches = []
+        for name in files:
+            with open(os.path.join(directory, name), "rb") as f:
+                batches.append(pickle.load(f))
+        if any(b["identity"] != self._identity for b in batches):
+            for name in files:   # another graph's or setting's data: not ours
+                os.remove(os.path.join(directory, name))
+            batches = []
+        states: Dict[bytes, features.GraphsTuple] = {}
+        for batch in batches:
+            states.update({k: _unpack(blob) for k, blob in batch["states"].items()})
+            self.harvest.add([e._replace(states=[states[k] for k in e.states])
+                              for e in batch["episodes"]])
+            self.keys.append(batch["key"])
 
     def add(self, key: str, episodes: Sequence[Episode]) -> None:
         """Harvests a batch of episodes (once per key: a resumed round
-        collects its episodes again) and saves the data."""
+        collects its episodes again) and saves it."""
         if key in self.keys:
             return
+        new: Dict[bytes, bytes] = {}
+        stored = []
+        for episode in episodes:
+            names = []
+            for state in episode.states:
+                name = state_key(state)
+                if name not in new and not self.harvest.has(name):
+                    new[name] = _pack(state)
+                names.append(name)
+            stored.append(_Stored(names, list(episode.valid), np.asarray(episode.actions),
+                                  np.asarray(episode.rewards),
+                                  None if episode.gains is None else list(episode.gains)))
         self.harvest.add(episodes)
-        self.keys.append(key)
         os.makedirs(self.directory, exist_ok=True)
-        temporary = self.path + ".tmp"
+        path = os.path.join(self.directory, f"{len(self.keys):04d}.pkl")
+        temporary = path + ".tmp"
         with open(temporary, "wb") as f:
-            pickle.dump({"identity": self._identity, "keys": self.keys,
-                         "harvest": self.harvest}, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(temporary, self.path)
+            pickle.dump({"identity": self._identity, "key": key, "episodes": stored,
+                         "states": new}, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(temporary, path)
+        self.keys.append(key)
 
     def missing(self, rounds: int) -> List[str]:
         """The batches of a world model of `rounds` rounds the store lacks."""

@@ -168,7 +168,8 @@ class Episode(Protocol):
 _TO_POINTS = {"relative": lambda initial: 1.0, "delta": lambda initial: 100.0 / initial}
 
 
-def _state_key(state: features.GraphsTuple) -> bytes:
+def state_key(state: features.GraphsTuple) -> bytes:
+    """A digest of a state's features: states with equal keys are one state."""
     digest = hashlib.blake2b(digest_size=16)
     for name in ("nodes", "edges", "senders", "receivers", "globals"):
         array = np.ascontiguousarray(getattr(state, name))
@@ -213,9 +214,13 @@ class EpisodeHarvest:
     def __len__(self) -> int:
         return len(self._states)
 
+    def has(self, key: bytes) -> bool:
+        """Whether a state of this `state_key` is in the data."""
+        return key in self._index
+
     def _state(self, state: features.GraphsTuple, cost: float, valid: Dict[int, int],
                gains: Optional[Dict[int, Tuple[float, float]]]) -> int:
-        key = _state_key(state)
+        key = state_key(state)
         index = self._index.get(key)
         if index is None:
             index = self._index[key] = len(self._states)
