@@ -32,8 +32,7 @@ results/<graph>/train_mf/ where it exists), result.md and training.png
 (`xflowrl.results.model_based`), the graph handed over (graph.json;
 graph.onnx: a zoo graph with random weights, a --onnx model with its own);
 model_planner/: the planner's data (a file per batch of episodes, kept for a
-resumed run)
-and its graph (graph.json, graph.onnx).
+resumed run) and its graph (graph.json).
 """
 
 import dataclasses
@@ -72,6 +71,7 @@ from xflowrl.runs import (
     BaselineSettings,
     RunSettings,
     result_path,
+    save_graph,
     save_result,
     write_text,
 )
@@ -239,10 +239,9 @@ def main(argv):
                                  progress=lambda line: agent.reporter.say(
                                      f"world-model planner: {line}"))
             planner = beside.run
-            source.save_graph(os.path.join(out_dir, PLANNER_DIR), beside.graph, seed,
-                              provenance=f"{len(planner.route)} substitutions by the "
-                              f"world-model planner under {cost_model.name} "
-                              f"({settings.run.rules} rules)")
+            # Its op list only: the graph handed over (with weights, as ONNX)
+            # is the agent's.
+            save_graph(os.path.join(out_dir, PLANNER_DIR), beside.graph)
     if planner_note:
         logging.warning("world-model planner not run: %s", planner_note)
     summary = ModelBasedRun(
