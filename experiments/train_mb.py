@@ -15,11 +15,24 @@ round whose episode reached the cheapest graph is deployed and evaluated on
 the real masks (greedy, sampled; greedy on the world model's beside); the
 cheapest graph any of those episodes passed through is handed over.
 
+Beside the agent (--plan_with_model, default): the world-model planner
+(MuZero-style: a deterministic latent model and a search in its latent
+space, acting on the real graph; `xflowrl.planning.model_episodes`), its
+model trained on the same real episodes the agent's world model learnt
+from and on nothing else, plans on the same graph; its result (greedy's
+floor included), real steps (the episodes' and its own engine calls on
+the graph, apart), model steps and wall time stand beside the
+controller's. Its graph is replayed and run against the original's
+outputs before it is called a result; the graph handed over stays the
+agent's.
+
 Writes to --results_dir/<graph>/train_mb/: TensorBoard logs, checkpoints
 (rerun to resume), result.json (`ModelBasedRun`, beside the baselines and
 results/<graph>/train_mf/ where it exists), result.md and training.png
 (`xflowrl.results.model_based`), the graph handed over (graph.json;
-graph.onnx: a zoo graph with random weights, a --onnx model with its own).
+graph.onnx: a zoo graph with random weights, a --onnx model with its own);
+model_planner/: the planner's data (a file per batch of episodes, kept for a
+resumed run) and its graph (graph.json).
 """
 
 import dataclasses
@@ -40,6 +53,7 @@ from xflowrl.optimize.handover import (
     hand_over_evaluations,
     train_model_based,
 )
+from xflowrl.planning.model_episodes import BesideConfig, EpisodeStore, plan_beside
 from xflowrl.results import (
     ModelBasedRun,
     ModelBasedSeconds,
@@ -49,6 +63,7 @@ from xflowrl.results import (
 from xflowrl.results.model_based import (
     OTHER_MASKS,
     figure_model_based_training,
+    imagined_steps,
     model_based_markdown,
     model_free_beside,
 )
@@ -56,6 +71,7 @@ from xflowrl.runs import (
     BaselineSettings,
     RunSettings,
     result_path,
+    save_graph,
     save_result,
     write_text,
 )
@@ -68,6 +84,8 @@ from xflowrl.world_model import (
 )
 
 FLAGS = flags.FLAGS
+# The world-model planner's folder in the results folder.
+PLANNER_DIR = "model_planner"
 # The thesis' experiments ran on a GPU: the GPU-like analytic profile is the
 # default setting (--profile=cpu or --cost_model=fitted: this CPU).
 common.define_env_flags("bert", default_profile=GPU_PROFILE)
@@ -121,11 +139,16 @@ flags.DEFINE_integer("measure_rounds", 2, "Interleaved rounds of end-to-end Tens
                      "(0: skip).")
 flags.DEFINE_integer("eval_episodes", SAMPLED_EPISODES, "Sampled evaluation episodes in the "
                      "real environment.")
+flags.DEFINE_bool("plan_with_model", True, "Also run the world-model planner on the graph, "
+                  "its latent model trained on the agent's real episodes, and report it "
+                  "beside the controller (--noplan_with_model: the agent alone).")
+flags.DEFINE_integer("model_train_steps", 500, "Gradient steps of the world-model planner's "
+                     "latent model (batches of 32 unrolls of 3 model steps).")
 # --quick's values for the flags the user does not give (and, always under
 # --quick, 10 held-out episodes instead of WorldModelConfig's default).
 QUICK = {"graph": "small_cnn", "max_steps": 20, "rounds": 2, "episodes_per_round": 30,
          "eqsat_time_limit": 4, "train_steps_per_round": 100, "encoder_steps": 150,
-         "dream_episodes": 512}
+         "dream_episodes": 512, "model_train_steps": 50}
 common.define_quick_flag("small_cnn, 20-step episodes, 2 rounds of 30 episodes, 512 "
                          "imagined episodes: end to end in about a minute.")
 
@@ -133,13 +156,17 @@ common.define_quick_flag("small_cnn, 20-step episodes, 2 rounds of 30 episodes, 
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """One model-based run: the environment and results folder, the baselines,
-    the world model's, the dream's and the controller's configs, the seed."""
+    the world model's, the dream's and the controller's configs, the seed;
+    whether the world-model planner runs beside it and its model's
+    gradient steps."""
     run: RunSettings
     baselines: BaselineSettings
     world_model: WorldModelConfig
     dream: DreamConfig
     ppo: PPOConfig
     seed: int
+    plan_with_model: bool = True
+    model_train_steps: int = 500
 
 
 def settings_from_flags() -> Settings:
@@ -163,7 +190,8 @@ def settings_from_flags() -> Settings:
     return Settings(run=common.run_settings(values), baselines=common.baseline_settings(),
                     world_model=wm, dream=dream,
                     ppo=controller_ppo_config(dream.batch_size, FLAGS.entropy_coef),
-                    seed=FLAGS.seed)
+                    seed=FLAGS.seed, plan_with_model=FLAGS.plan_with_model,
+                    model_train_steps=values.model_train_steps)
 
 
 def main(argv):
@@ -180,16 +208,42 @@ def main(argv):
                  "results in %s", graph_name, env.initial_graph.num_ops(), len(env.xfers),
                  env.initial_cost, cost_model.name, env.config.max_steps, out_dir)
     start = time.time()
-    agent = ModelBasedAgent(env, out_dir, wm, dream, ppo, seed=seed)
+    store, planner_note = None, None
+    if settings.plan_with_model:
+        try:
+            store = EpisodeStore(os.path.join(out_dir, PLANNER_DIR), env)
+        except ValueError as e:
+            planner_note = str(e)
+    agent = ModelBasedAgent(env, out_dir, wm, dream, ppo, seed=seed,
+                            on_rollouts=store.add if store is not None else None)
     trained = train_model_based(agent, select_round=FLAGS.select_round)
     # The controller in the real environment (optimising a graph is timed on
     # the greedy episode after the warm-up's, which traces); the graph handed
     # over: the cheapest one any greedy or sampled episode passed through.
     masks, ablation = FLAGS.eval_masks, OTHER_MASKS[FLAGS.eval_masks]
+    evaluation_start = time.time()
     evaluations = evaluate_model_based(agent, masks, FLAGS.eval_episodes,
                                        ablation_masks=ablation, warm_up=True)
     greedy, handed = evaluations.greedy, hand_over_evaluations(env, evaluations)
+    baselines_start = time.time()
     baselines = settings.baselines.run(env, seed)
+    baselines_seconds = time.time() - baselines_start
+    planner = None
+    if store is not None:
+        missing = store.missing(len(trained.world_model.rounds))
+        if missing:
+            planner_note = (f"its data lack the episodes of {', '.join(missing)} (collected "
+                            f"by a run without --plan_with_model, which this one resumed)")
+        else:
+            beside = plan_beside(env, store, BesideConfig.of(env, seed, settings.model_train_steps),
+                                 progress=lambda line: agent.reporter.say(
+                                     f"world-model planner: {line}"))
+            planner = beside.run
+            # Its op list only: the graph handed over (with weights, as ONNX)
+            # is the agent's.
+            save_graph(os.path.join(out_dir, PLANNER_DIR), beside.graph)
+    if planner_note:
+        logging.warning("world-model planner not run: %s", planner_note)
     summary = ModelBasedRun(
         graph=graph_name, cost_model=cost_model.name, rules=settings.run.rules,
         max_locations=settings.run.max_locations, seed=seed,
@@ -225,9 +279,14 @@ def main(argv):
         seconds=ModelBasedSeconds(world_model=trained.world_model_seconds,
                                   controller=trained.controller_seconds,
                                   total=time.time() - start, optimize=evaluations.seconds,
-                                  optimize_first_call=evaluations.first_call_seconds),
+                                  optimize_first_call=evaluations.first_call_seconds,
+                                  evaluation=baselines_start - evaluation_start,
+                                  baselines=baselines_seconds),
         dream_episodes=int(trained.controller.episodes.numpy()),
-        onnx=source.model.path if source.model is not None else None)
+        onnx=source.model.path if source.model is not None else None,
+        imagined_steps=imagined_steps(agent.dream_history,
+                                      int(trained.controller.episodes.numpy())),
+        model_planner=planner, model_planner_note=planner_note)
     save_result(out_dir, summary.to_json())
     source.save_graph(out_dir, handed.graph, seed, provenance=(
         f"{len(summary.controller_best_applied)} substitutions by the model-based agent "

@@ -1,5 +1,6 @@
 """End to end: `experiments/train_mb.py --quick` trains the world model and the
-controller, beats the initial graph for real, saves valid ONNX, and resumes."""
+controller, beats the initial graph for real, saves valid ONNX, runs the
+world-model planner beside them on the same real episodes, and resumes."""
 
 import json
 import math
@@ -17,6 +18,8 @@ from xflowrl.engine import CostModel, XferSet
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.executor.weights import random_weights
 from xflowrl.onnx_io import to_onnx
+from xflowrl.planning.model_search import replay_steps
+from xflowrl.planning.simulator import Step
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -29,11 +32,16 @@ _NO_EVALUATION = ("--taso_budget=0", "--random_episodes=0", "--eqsat_time_limit=
                   "--eval_episodes=0", "--measure_rounds=0")
 
 
-def _run(results, evaluation=_EVALUATION):
+def _run(results, evaluation=_EVALUATION, *extra):
     return subprocess.run(
         [sys.executable, os.path.join(_REPO, "experiments", "train_mb.py"), "--quick",
-         f"--results_dir={results}", *evaluation],
+         f"--results_dir={results}", *evaluation, *extra],
         capture_output=True, text=True, timeout=900)
+
+
+def _load(out):
+    with open(os.path.join(out, "result.json")) as f:
+        return json.load(f)
 
 
 class QuickRunTest(absltest.TestCase):
@@ -107,13 +115,51 @@ class QuickRunTest(absltest.TestCase):
         want = to_onnx(graph, random_weights(zoo.get_graph("small_cnn")))
         self.assertEqual([n.op_type for n in model.graph.node],
                          [n.op_type for n in want.graph.node])
+        # The world-model planner beside the controller: its model learnt from
+        # the same real episodes (the world model's rollouts and held-out
+        # ones) and nothing else; its own real steps are counted apart.
+        planner = result["model_planner"]
+        steps = result["real_steps"]
+        self.assertEqual(planner["data_real_steps"],
+                         steps["world_model_rollouts"] + steps["held_out_rollouts"])
+        self.assertEqual(planner["real_steps_elsewhere"], 0)
+        self.assertGreaterEqual(planner["real_steps"], planner["planner_real_steps"])
+        self.assertGreaterEqual(planner["planner_real_steps"], 1)
+        self.assertGreater(planner["model_steps"], 0)
+        self.assertEqual(planner["train_steps"], 50)
+        self.assertGreater(result["imagined_steps"], 512)
+        # Its graph: never worse than greedy, rebuilt by its route, computing
+        # the original's outputs, written beside the agent's.
+        self.assertLessEqual(planner["cost_ms"],
+                             result["baselines"]["greedy"]["cost_ms"] * (1 + 1e-9))
+        self.assertTrue(planner["replayed"])
+        self.assertIs(planner["same_outputs"], True)
+        names = {name: i for i, name in enumerate(env.xfers.names)}
+        planned = replay_steps(env, [Step(names[n], loc, after)
+                                     for n, loc, after in planner["route"]])
+        self.assertAlmostEqual(planned.cost(env.cost_model), planner["cost_ms"])
+        self.assertTrue(os.path.exists(os.path.join(out, "model_planner", "graph.json")))
+        with open(os.path.join(out, "result.md")) as f:
+            text = f.read()
+        self.assertIn("| world-model planner | ", text)
+        self.assertIn("| model-based controller (dream) | ", text)
         # Rerunning resumes both phases instead of starting over (whatever
-        # the evaluation flags: they are not the run's).
+        # the evaluation flags: they are not the run's); the planner learns
+        # from the episodes kept on disk and plans as before.
         again = _run(results, _NO_EVALUATION)
         self.assertEqual(again.returncode, 0, again.stderr[-3000:])
         self.assertIn("world model: resumed after round 2", again.stderr)
         self.assertIn("controller (controller): resumed at episode 512", again.stderr)
         self.assertNotIn("world model round 1/2", again.stderr)
+        resumed = _load(out)["model_planner"]
+        for key in ("cost_ms", "route", "states", "transitions", "data_real_steps",
+                    "real_steps", "model_steps"):
+            self.assertEqual(resumed[key], planner[key], key)
+        # --noplan_with_model: the agent alone.
+        alone = _run(results, _NO_EVALUATION, "--noplan_with_model")
+        self.assertEqual(alone.returncode, 0, alone.stderr[-3000:])
+        self.assertNotIn("model_planner", _load(out))
+        self.assertNotIn("world-model planner:", alone.stderr)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,32 @@ Real steps spent collecting are the planner's (`PlanResult.real_steps`),
 counted by whoever collects (per graph: the target graph's apart from the
 others').
 
+**Data from episodes** (`EpisodeHarvest`): real episodes of one graph (the
+model-based agent's rollouts, `xflowrl.world_model.data.Rollout`: the
+observation's state, valid xfers with their location counts and their
+candidates' (min, mean) cost changes per state; the actions and rewards)
+as the same `Transitions`. A state seen twice (the same features) is one
+state. Per state:
+
+- value: as above, the most the cost fell below it along any recorded
+  continuation (`cost - ` the cheapest state reachable from it in the
+  data, episodes joined where they pass through one state);
+- mask: the valid xfers;
+- rewards known exactly: every xfer with one location (its candidate's
+  cost change from the observation), and every step taken;
+- transitions: steps whose xfer had one location (the model's action
+  there); a step at one location of an xfer with several is no model
+  action, but its next state still counts for the values;
+- estimates for the policy target: an xfer's best candidate's gain, or,
+  where its candidates' gains added up are larger (the mean times the
+  count), that sum (what a multi-location action gains at least under
+  the expansion's additive estimate, from the two figures the
+  observation keeps).
+
+Rewards are read as points of the initial cost (the "relative" reward),
+or converted from ms ("delta"); other rewards cannot be turned into
+costs and are refused.
+
 **Learning** (`train`): MuZero's loss on sampled K-step unrolls through
 the data (`unroll` steps; each step follows the best known child or a
 random one): value, reward, policy and mask at every unrolled step where
@@ -39,8 +65,9 @@ rewards are regressed in units of `value_scale` points.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Protocol, Sequence, Set, Tuple
 
 import numpy as np
 import sonnet as snt
@@ -124,6 +151,151 @@ def harvest(planner: Planner, env: GraphEnv, data: Transitions, name: str = "") 
         data.edges.append(edges)
     data.graphs[name] = data.graphs.get(name, 0) + len(order)
     return len(order)
+
+
+class Episode(Protocol):
+    """What `EpisodeHarvest` reads of a real episode (the fields of
+    `xflowrl.world_model.data.Rollout` of the same names)."""
+    states: List[Any]                    # T+1 numpy GraphsTuples
+    valid: List[Dict[int, int]]          # T+1: xfer -> location count
+    actions: np.ndarray                  # [T, 2] (xfer, location); N is NO-OP
+    rewards: np.ndarray                  # [T]
+    gains: Optional[List[Dict[int, Tuple[float, float]]]]   # T+1: xfer -> (min, mean) change
+
+
+# Rewards that convert to points of the initial cost: reward -> points,
+# given the initial cost in ms.
+_TO_POINTS = {"relative": lambda initial: 1.0, "delta": lambda initial: 100.0 / initial}
+
+
+def state_key(state: features.GraphsTuple) -> bytes:
+    """A digest of a state's features: states with equal keys are one state."""
+    digest = hashlib.blake2b(digest_size=16)
+    for name in ("nodes", "edges", "senders", "receivers", "globals"):
+        array = np.ascontiguousarray(getattr(state, name))
+        digest.update(str(array.shape).encode())
+        digest.update(array.tobytes())
+    return digest.digest()
+
+
+class EpisodeHarvest:
+    """Real episodes of one graph as training data (module docstring).
+
+    Args:
+      num_xfers: N, the rule set's xfers (N itself is NO-OP).
+      reward: the environment's reward function (`EnvConfig.reward`).
+      initial_cost: the graph's initial cost, ms.
+
+    Attributes:
+      real_steps: the steps of the episodes added.
+      episodes: how many were added.
+
+    Raises:
+      ValueError: a reward that does not convert to points.
+    """
+
+    def __init__(self, num_xfers: int, reward: str, initial_cost: float):
+        if reward not in _TO_POINTS:
+            raise ValueError(f"the {reward!r} reward does not give each step's cost change; "
+                             f"harvesting episodes needs one of {sorted(_TO_POINTS)}")
+        self.num_xfers = num_xfers
+        self.scale = _TO_POINTS[reward](initial_cost)
+        self.real_steps = 0
+        self.episodes = 0
+        self._index: Dict[bytes, int] = {}
+        self._states: List[features.GraphsTuple] = []
+        self._costs: List[float] = []          # points above the initial cost
+        self._valid: List[Dict[int, int]] = []
+        self._gains: List[Dict[int, Tuple[float, float]]] = []
+        self._edges: List[Dict[int, Edge]] = []   # xfer -> the transition seen
+        self._known: List[Dict[int, float]] = []
+        self._next: List[Set[int]] = []        # every state a step led to
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def has(self, key: bytes) -> bool:
+        """Whether a state of this `state_key` is in the data."""
+        return key in self._index
+
+    def _state(self, state: features.GraphsTuple, cost: float, valid: Dict[int, int],
+               gains: Optional[Dict[int, Tuple[float, float]]]) -> int:
+        key = state_key(state)
+        index = self._index.get(key)
+        if index is None:
+            index = self._index[key] = len(self._states)
+            self._states.append(state)
+            self._costs.append(cost)
+            self._valid.append(dict(valid))
+            self._gains.append(dict(gains or {}))
+            self._edges.append({})
+            self._next.append(set())
+            self._known.append({x: -float(g[0]) for x, g in (gains or {}).items()
+                                if valid.get(x) == 1})
+        return index
+
+    def add(self, episodes: Sequence[Episode]) -> int:
+        """Adds real episodes (each from the graph's initial state);
+        returns how many new states they brought."""
+        before = len(self)
+        for episode in episodes:
+            cost = 0.0
+            gains = episode.gains
+            at = self._state(episode.states[0], cost, episode.valid[0],
+                             gains[0] if gains else None)
+            for t, (xfer, _) in enumerate(np.asarray(episode.actions).reshape(-1, 2)):
+                xfer = int(xfer)
+                count = episode.valid[t].get(xfer, 0)
+                # NO-OP and an action the environment refused leave the graph as it is.
+                reward = self.scale * float(episode.rewards[t]) if count else 0.0
+                cost -= reward
+                child = self._state(episode.states[t + 1], cost, episode.valid[t + 1],
+                                    gains[t + 1] if gains else None)
+                if count:
+                    self._next[at].add(child)
+                if count == 1:
+                    self._edges[at][xfer] = Edge(xfer, reward, child)
+                    self._known[at][xfer] = reward
+                at = child
+            self.real_steps += len(episode.actions)
+            self.episodes += 1
+        return len(self) - before
+
+    def values(self) -> np.ndarray:
+        """[S] each state's value: its cost above the cheapest state
+        reachable from it in the data (points, >= 0)."""
+        costs = np.array(self._costs, np.float64)
+        sources = np.array([s for s, n in enumerate(self._next) for _ in n], np.int64)
+        targets = np.array([c for n in self._next for c in n], np.int64)
+        lowest = costs.copy()
+        while True:
+            updated = lowest.copy()
+            np.minimum.at(updated, sources, lowest[targets])
+            if np.array_equal(updated, lowest):
+                break
+            lowest = updated
+        return np.maximum(costs - lowest, 0.0)
+
+    def transitions(self) -> Transitions:
+        """The data as `Transitions` (the values computed now)."""
+        data = Transitions()
+        values = self.values()
+        for s, state in enumerate(self._states):
+            xfers = np.array(sorted(x for x in self._valid[s] if x < self.num_xfers), np.int64)
+            known = self._known[s]
+            estimates = np.zeros(len(xfers), np.float32)
+            for i, x in enumerate(xfers):
+                best, mean = self._gains[s].get(int(x), (0.0, 0.0))
+                estimates[i] = known.get(int(x), max(-best, -mean * self._valid[s][int(x)], 0.0))
+            data.states.append(state)
+            data.values.append(float(values[s]))
+            data.active.append(xfers)
+            data.known_xfers.append(np.array(sorted(known), np.int64))
+            data.known_rewards.append(np.array([known[x] for x in sorted(known)], np.float32))
+            data.estimates.append(estimates)
+            data.edges.append(list(self._edges[s].values()))
+        data.graphs["episodes"] = len(self)
+        return data
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,11 +4,13 @@ both from its `ModelBasedRun` record; `model_free_beside`, the model-free
 run on the same graph that the record names beside it.
 
 The tables: the controller's costs (greedy episode, best of greedy and
-sampled, greedy on the other masks) beside the baselines' and the
-model-free run's where one lies beside it; estimated against measured end
-to end where measured; the real environment steps by use; the controller
-after each world-model round; every evaluation episode. matplotlib is
-imported on use.
+sampled, greedy on the other masks) beside the baselines', the
+world-model planner's and the model-free run's where they ran; the
+controller beside the world-model planner (cost change, real steps learnt
+from, real steps of their own on the graph and elsewhere, model steps,
+wall time); estimated against measured end to end where measured; the
+real environment steps by use; the controller after each world-model
+round; every evaluation episode. matplotlib is imported on use.
 """
 
 from __future__ import annotations
@@ -18,11 +20,30 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from xflowrl.results.layout import SETTINGS
 from xflowrl.results.records import RecordError
-from xflowrl.results.runs import Evaluation, ModelBasedRun, ModelFreeRun, WorldModelRound
+from xflowrl.results.runs import (
+    Evaluation,
+    ModelBasedRun,
+    ModelFreeRun,
+    ModelPlannerRun,
+    WorldModelRound,
+)
 from xflowrl.results.tables import change_table
 
 # The masks of the evaluation beside the chosen one (train_mb.py --eval_masks).
 OTHER_MASKS = {"real": "model", "model": "real"}
+
+
+def imagined_steps(dream_history: Sequence[Dict[str, Any]], episodes: int) -> Optional[int]:
+    """The controller's imagined steps (its model steps in the dream): per
+    update its new episodes times their mean length, summed over the
+    history (rows with "episodes", cumulative from 0, and "dream_length";
+    a resumed controller's comes back from its checkpoint); None where the
+    history does not reach `episodes`."""
+    total, seen = 0.0, 0
+    for row in dream_history:
+        total += (int(row["episodes"]) - seen) * float(row["dream_length"])
+        seen = int(row["episodes"])
+    return int(round(total)) if seen == episodes and dream_history else None
 
 
 def figure_model_based_training(path: str, run: ModelBasedRun,
@@ -86,6 +107,10 @@ def model_based_markdown(run: ModelBasedRun,
          run.controller_best_cost_ms),
         (f"model-based, greedy on the {ablation} masks"
          f"{' (ablation: the thesis)' if ablation == 'model' else ''}", other.final_cost)]
+    planner = run.model_planner
+    if planner is not None:
+        rows.append((f"world-model planner{'' if planner.checked else ' (not checked)'}",
+                     planner.cost_ms))
     rows += baseline_rows
     mf = run.real_steps.model_free
     if mf and mf.get("agent_cost_ms") is not None:
@@ -116,6 +141,7 @@ def model_based_markdown(run: ModelBasedRun,
         f"{_selected(run)}.\n\n"
         f"| | cost (ms) | change |\n|---|---|---|\n{table}\n\n"
         f"The controller (best episode) {run.controller_vs_greedy}.\n\n"
+        f"{_planner_section(run)}"
         f"{_measured_table(run)}"
         f"Real environment steps: {steps.world_model_rollouts} for the world model's "
         f"rollouts + {steps.held_out_rollouts} held out + {steps.evaluation} in "
@@ -127,6 +153,79 @@ def model_based_markdown(run: ModelBasedRun,
         f"{_episodes_table(episodes)}\n\n"
         f"Controller's substitutions (best episode): "
         f"{', '.join(f'{n}@{l}' for n, l in run.controller_best_applied) or 'none'}\n")
+
+
+def _change(cost: float, initial: float) -> str:
+    return f"{100.0 * (cost / initial - 1.0):+.3f}%"
+
+
+def _planner_section(run: ModelBasedRun) -> str:
+    """The controller beside the world-model planner: both learnt from the
+    same real episodes; their results, real steps, model steps and wall
+    times."""
+    planner = run.model_planner
+    if planner is None:
+        return (f"World-model planner: not run ({run.model_planner_note}).\n\n"
+                if run.model_planner_note else "")
+    steps, seconds, initial = run.real_steps, run.seconds, run.initial_cost_ms
+    learnt = steps.world_model_rollouts + steps.held_out_rollouts
+    own = steps.total - learnt
+    controller_seconds = seconds.world_model + seconds.controller + (seconds.evaluation or 0.0)
+    imagined = f"{run.imagined_steps:,} imagined" if run.imagined_steps is not None else \
+        f"{run.dream_episodes:,} imagined episodes"
+    return (
+        "The dream-trained controller beside the world-model planner (a deterministic "
+        "latent model trained on the same real episodes, a MuZero-style search in its "
+        "latent space acting on the real graph, greedy's floor; "
+        "`xflowrl.planning.model_episodes`):\n\n"
+        "| agent | cost change | real steps learnt from | real steps of its own on this "
+        "graph | real steps elsewhere | model steps | wall time (s) |\n"
+        "|---|---|---|---|---|---|---|\n"
+        f"| model-based controller (dream) | {_change(run.controller_best_cost_ms, initial)} | "
+        f"{learnt:,} | {own:,} (round evaluations, evaluation) | 0 | {imagined} | "
+        f"{controller_seconds:.0f} |\n"
+        f"| world-model planner | {_change(planner.cost_ms, initial)} | "
+        f"{planner.data_real_steps:,} (the same episodes) | {planner.real_steps} "
+        f"({planner.real_steps_to_best} to its result, {planner.planner_real_steps} before "
+        f"greedy's floor) | {planner.real_steps_elsewhere} | {planner.model_steps:,} | "
+        f"{planner.seconds.total:.0f} |\n\n"
+        f"The planner: {planner.states:,} distinct states and {planner.transitions:,} "
+        f"transitions of its actions in the episodes, {planner.train_steps} training steps "
+        f"({planner.seconds.train:.0f} s), {planner.decisions} decisions "
+        f"({planner.checked_actions} actions checked on the real graph; stopped: "
+        f"{planner.stopped}; {planner.seconds.plan:.1f} s); its own best "
+        f"{_change(planner.planner_cost_ms, initial)}"
+        f"{', greedy graph handed over' if planner.from_greedy else ''}. "
+        f"{_planner_check(planner)} Its substitutions (@*: a step of a multi-location "
+        f"action): {_route(planner.route)}.\n\n")
+
+
+def _route(route: Sequence[Tuple[str, int, int]]) -> str:
+    """A route's steps, runs of one xfer at all its locations as `name@* xk`."""
+    parts: List[str] = []
+    i = 0
+    while i < len(route):
+        name, location, _ = route[i]
+        if location >= 0:
+            parts.append(f"{name}@{location}")
+            i += 1
+            continue
+        run = 1
+        while i + run < len(route) and route[i + run][0] == name and route[i + run][1] < 0:
+            run += 1
+        parts.append(f"{name}@*" + (f" x{run}" if run > 1 else ""))
+        i += run
+    return ", ".join(parts) or "none"
+
+
+def _planner_check(planner: ModelPlannerRun) -> str:
+    replayed = "replays" if planner.replayed else "does NOT replay"
+    outputs = {True: "computes the original's outputs (float64 reference executor, random "
+                     "values)",
+               False: "does NOT compute the original's outputs",
+               None: "could not be run to compare outputs"}[planner.same_outputs]
+    verdict = "" if planner.checked else " It is not a result."
+    return f"Its graph {replayed} from its route and {outputs}.{verdict}"
 
 
 def _setting(cost_model: str) -> str:

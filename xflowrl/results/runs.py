@@ -202,6 +202,83 @@ class ModelBasedSeconds:
     total: float
     optimize: Optional[float] = None           # the second greedy episode (the first traces)
     optimize_first_call: Optional[float] = None
+    evaluation: Optional[float] = None         # every evaluation episode (version 2 on)
+    baselines: Optional[float] = None          # the baselines beside it (version 2 on)
+
+
+@dataclasses.dataclass
+class ModelPlannerSeconds:
+    """Wall seconds of the world-model planner beside a model-based run:
+    training its model, planning (greedy's floor included), checking the
+    graph it hands over (replay and outputs), and the three together."""
+    train: float
+    plan: float
+    check: float
+    total: float
+
+
+@dataclasses.dataclass
+class ModelPlannerRun:
+    """The world-model planner (`xflowrl.planning.model_search`) on a
+    model-based run's graph, its latent model trained on that run's real
+    episodes (`xflowrl.planning.model_episodes`).
+
+    Attributes:
+      data: where its model learnt.
+      data_real_steps: the real steps of those episodes (the model-based
+        agent's, taken once and shared: not spent again).
+      real_steps_elsewhere: real steps on other graphs its model needed.
+      states, transitions: the training data (distinct states; steps that
+        are the model's actions).
+      train_steps, train_losses: its training (the last 100 steps' means).
+      cost_ms: the graph it hands over (greedy's where that is cheaper).
+      planner_cost_ms: its own best before greedy's floor.
+      from_greedy: greedy's graph was handed over.
+      route: (xfer name, location, hash) from the initial graph: a step
+        at a location of the rule set's enumeration (hash 0), or, location
+        -1, a step of a multi-location action, at the location of its xfer
+        that leads to the graph of that hash (`replay_steps`).
+      real_steps: engine expansions of this graph, greedy's floor included.
+      real_steps_to_best: expansions when `cost_ms` was first reached.
+      planner_real_steps: expansions before greedy's floor.
+      model_steps: dynamics calls of its searches.
+      rule_enumerations: single-rule enumerations of multi-location actions.
+      decisions, checked_actions, stopped: its decisions, the root actions
+        built to check them, why it stopped (`MODEL_STOPS`).
+      replayed: `route` rebuilds the graph from the initial one.
+      same_outputs: the graph computes the original's outputs (float64
+        reference executor on random values; None: not checkable).
+      seconds: wall seconds by part.
+      config: the model's, training's and planner's configurations.
+    """
+    data: str
+    data_real_steps: int
+    real_steps_elsewhere: int
+    states: int
+    transitions: int
+    train_steps: int
+    train_losses: Dict[str, float]
+    cost_ms: float
+    planner_cost_ms: float
+    from_greedy: bool
+    route: List[Tuple[str, int, int]]
+    real_steps: int
+    real_steps_to_best: int
+    planner_real_steps: int
+    model_steps: int
+    rule_enumerations: int
+    decisions: int
+    checked_actions: int
+    stopped: str
+    replayed: bool
+    same_outputs: Optional[bool]
+    seconds: ModelPlannerSeconds
+    config: Dict[str, Any]
+
+    @property
+    def checked(self) -> bool:
+        """Its graph replays and computes the original's outputs: a result."""
+        return self.replayed and self.same_outputs is True
 
 
 @dataclasses.dataclass
@@ -209,10 +286,12 @@ class ModelBasedRun(Record):
     """experiments/train_mb.py's result: the controller's evaluation
     episodes in the real environment (the graph handed over: the cheapest
     any of them passed through), beside the baselines; the real steps used;
-    the world model's rounds; end-to-end TensorFlow times where measured."""
+    the world model's rounds; end-to-end TensorFlow times where measured;
+    the world-model planner on the same graph where it ran (version 2 on:
+    `model_planner`, `model_planner_note`, `imagined_steps`)."""
 
     SCHEMA = "model_based_run"
-    VERSION = 1
+    VERSION = 2
 
     graph: str
     cost_model: str
@@ -240,3 +319,11 @@ class ModelBasedRun(Record):
     seconds: ModelBasedSeconds
     dream_episodes: int
     onnx: Optional[str] = _omit()
+    # The controller's imagined steps in the dream (its model steps), where
+    # its update history covers the whole training.
+    imagined_steps: Optional[int] = _omit()
+    # The world-model planner beside the controller (train_mb.py
+    # --plan_with_model); absent where it did not run.
+    model_planner: Optional[ModelPlannerRun] = _omit()
+    # Why the planner did not run where it was asked to.
+    model_planner_note: Optional[str] = _omit()

@@ -45,7 +45,7 @@ from xflowrl.world_model.controller_training import (
 from xflowrl.world_model.dream import BatchedDream, DreamStarts
 from xflowrl.world_model.latent_env import LatentEnv, LatentEnvBatch
 from xflowrl.world_model.learning import WorldModelLearner
-from xflowrl.world_model.model_learning import WorldModelLearning
+from xflowrl.world_model.model_learning import RolloutSink, WorldModelLearning
 from xflowrl.world_model.networks import MDNRNN
 from xflowrl.world_model.persistence import WorldModelFiles, best_round_path, best_round_snapshot
 from xflowrl.world_model.reporting import Reporter
@@ -54,7 +54,9 @@ from xflowrl.world_model.seeds import Purpose, purpose_seed
 
 class ModelBasedAgent:
     """World model + dream-trained PPO controller for one real environment
-    (one graph's, or a `SampledGraphEnv` over many graphs).
+    (one graph's, or a `SampledGraphEnv` over many graphs). `on_rollouts`
+    sees the world model's real episodes with their graphs as they are
+    collected (`WorldModelLearning`).
 
     Attributes:
       world: the world model and its training (`state`, `parts`, `buffer`).
@@ -67,7 +69,8 @@ class ModelBasedAgent:
                  world_model: Optional[WorldModelConfig] = None,
                  dream: Optional[DreamConfig] = None,
                  ppo: Optional[PPOConfig] = None, seed: int = 0,
-                 progress: Optional[Callable[[str], None]] = None):
+                 progress: Optional[Callable[[str], None]] = None,
+                 on_rollouts: Optional[RolloutSink] = None):
         self.env = env
         self.logdir = logdir
         self.wm_config = world_model or WorldModelConfig()
@@ -79,7 +82,7 @@ class ModelBasedAgent:
         self.collector = Collector(env, self.wm_config, seed)
         self.world = WorldModelLearning(self.collector, self.wm_config,
                                         env.config.max_locations, seed,
-                                        WorldModelFiles(logdir), self.reporter)
+                                        WorldModelFiles(logdir), self.reporter, on_rollouts)
         self.training = ControllerTraining(logdir, self.ppo_config, env.config.max_locations,
                                            self.reporter)
 

@@ -14,12 +14,22 @@
    else the latest) train the MDN-RNN; the held-out episodes measure it;
 4. the round's record (`WorldModelRound`) goes into the state, and the
    parts, the episodes and the state are saved.
+
+`on_rollouts(key, rollouts)`, where given, sees every real episode the
+world model learns from or is measured on, with its graphs, as it is
+collected ("round <r>" for round r's, "held_out"), before the round is
+saved: the buffer keeps episodes without their graphs, and a world-model
+planner beside the agent learns from the same real data
+(`xflowrl.planning.model_episodes`).
 """
 
 from __future__ import annotations
 
 import time
 from typing import Callable, Dict, List, Optional, Tuple
+
+# Sees a batch of real episodes as they are collected (module docstring).
+RolloutSink = Callable[[str, List["data.Rollout"]], None]
 
 import numpy as np
 
@@ -52,6 +62,8 @@ class WorldModelLearning:
       seed: the agent's seed.
       files: where the world model is saved.
       reporter: the agent's reporter.
+      on_rollouts: sees the collected and held-out episodes (module
+        docstring).
 
     Attributes:
       state: the training so far (rounds, real steps, vocabulary, best round).
@@ -62,8 +74,10 @@ class WorldModelLearning:
     """
 
     def __init__(self, collector: Collector, config: WorldModelConfig, max_locations: int,
-                 seed: int, files: WorldModelFiles, reporter: Reporter):
+                 seed: int, files: WorldModelFiles, reporter: Reporter,
+                 on_rollouts: Optional[RolloutSink] = None):
         self.collector = collector
+        self.on_rollouts = on_rollouts
         self.config = config
         self.max_locations = max_locations
         self.seed = seed
@@ -130,6 +144,8 @@ class WorldModelLearning:
         rollouts = self.collector.collect(r, None if self.parts is None else self.parts.vocab,
                                           controller, views)
         state.real_steps += data.real_steps(rollouts)
+        if self.on_rollouts is not None:
+            self.on_rollouts(f"round {r}", rollouts)
         dropped = 0
         if self.parts is None:
             self._first_round(rollouts)
@@ -175,6 +191,8 @@ class WorldModelLearning:
         self.reporter.encoder(history)
         held = self.collector.held_out(parts.vocab)
         state.held_out_steps = data.real_steps(held)
+        if self.on_rollouts is not None:
+            self.on_rollouts("held_out", held)
         self.buffer.set_held_out(parts.encode(held), held)
 
     def _grow_vocabulary(self, rollouts: List[data.Rollout]) -> int:
