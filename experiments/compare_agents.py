@@ -75,6 +75,8 @@ def _run(script: str, graph: str, max_steps: int, extra) -> Union[ModelFreeRun, 
                f"--seed={FLAGS.seed}", f"--results_dir={FLAGS.results_dir}",
                f"--cost_model={FLAGS.cost_model}", f"--profile={FLAGS.profile}",
                f"--max_steps={FLAGS.max_steps}"] + extra
+        if kind == "train_mb":
+            cmd.append("--noplan_with_model")  # the table compares the two agents
         logging.info("running %s", " ".join(cmd))
         start = time.time()
         subprocess.run(cmd, check=True)

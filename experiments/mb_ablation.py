@@ -107,7 +107,8 @@ def command(variant: str, seed: int) -> List[str]:
     return ([sys.executable, script, f"--graph={FLAGS.graph}", f"--rules={FLAGS.rules}",
              f"--cost_model={FLAGS.cost_model}", f"--profile={FLAGS.profile}",
              f"--seed={seed}", f"--results_dir={run_folder(variant, seed)}",
-             "--measure_rounds=0"] + VARIANTS[variant][1] + list(FLAGS.extra))
+             "--measure_rounds=0", "--noplan_with_model"]  # the table is the controller's
+            + VARIANTS[variant][1] + list(FLAGS.extra))
 
 
 def job(variant: str, seed: int) -> Job:

@@ -107,7 +107,10 @@ def setting_jobs(plan: Plan, setting: Setting) -> List[Job]:
                       f"--train_steps_per_round={b.mb_train_steps}",
                       f"--encoder_steps={b.mb_encoder_steps}",
                       f"--dream_episodes={b.mb_dream_episodes}", "--measure_rounds=0",
-                      f"--eval_episodes={b.mb_eval_episodes}"]
+                      f"--eval_episodes={b.mb_eval_episodes}",
+                      # Chapter 4's tables show the dream-trained controller;
+                      # the world-model planner beside it is the main job's.
+                      "--noplan_with_model"]
         for g in ordered:
             jobs.append(job(plan, f"{setting.key}/{g}/train_mf{suffix}", "train_mf.py",
                             agent + [f"--graph={g}", f"--episodes={b.mf_episodes}"],
