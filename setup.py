@@ -242,7 +242,7 @@ setup(
                   # The settings where looking ahead pays (xflowrl.search.settings).
                   "xflowrl.search": ["data/*.json"],
                   # The shipped generalist policy (docs/agents.md).
-                  "xflowrl.transfer": ["shipped/generalist/*"]},
+                  "xflowrl.policy": ["shipped/generalist/*"]},
     ext_modules=_cythonize(_extension()),
     cmdclass={"build_ext": _BuildExt},
     # The `xflowrl` command (optimize, inspect, measure, calibrate; docs/cli.md).

@@ -145,8 +145,8 @@ def agent_graphs(paths: List[str], xfers: XferSet) -> Dict[str, Dict[str, Dict]]
         with open(path) as f:
             run = json.load(f)
         model_free = "agent_applied" in run
-        applied = run["agent_applied" if model_free else "controller_best_applied"]
-        final = run["agent_cost_ms" if model_free else "controller_best_cost_ms"]
+        applied = run["agent_applied" if model_free else "controller_cheapest_applied"]
+        final = run["agent_cost_ms" if model_free else "controller_cheapest_cost_ms"]
         graph = xfers.replay(zoo.get_graph(run["graph"]),
                              [(x, int(location)) for x, location in applied])
         recosted = graph.cost(cost_model_from_spec(run["cost_model"]))

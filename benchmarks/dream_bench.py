@@ -38,9 +38,9 @@ import numpy as np
 import tensorflow as tf
 
 from xflowrl import zoo
+from xflowrl.agents.random_agent import RandomAgent
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.env import DEFAULT_MAX_STEPS, EnvConfig, GraphEnv
-from xflowrl.search import RandomAgent
 from xflowrl.world_model import (
     BatchedDream,
     DreamConfig,

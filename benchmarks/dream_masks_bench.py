@@ -21,10 +21,10 @@ from absl import app, flags
 from xflowrl.engine import XferSet
 from xflowrl.engine.cost import GPU_COST_SPEC
 from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS
+from xflowrl.entry_points import cost_model_from_spec
 from xflowrl.env import EnvConfig
+from xflowrl.generalist.distribution import training_env
 from xflowrl.rules.sets import DEFAULT_RULE_SET
-from xflowrl.runs import cost_model_from_spec
-from xflowrl.transfer.distribution import training_env
 from xflowrl.world_model import DreamConfig, ModelBasedAgent, dream_start_masks
 
 FLAGS = flags.FLAGS

@@ -29,14 +29,14 @@ from absl import app, flags
 import numpy as np
 
 from xflowrl import zoo
+from xflowrl.agents.random_agent import RandomAgent
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.engine.cost import DEFAULT_BACKEND
 from xflowrl.engine.xfers import peak_rss_mb
+from xflowrl.entry_points import exit_on_bad_input, model_source, zoo_source
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.optimize import parse_input_shapes
 from xflowrl.rules.sets import DEFAULT_RULE_SET
-from xflowrl.runs import exit_on_bad_input, model_source, zoo_source
-from xflowrl.search import RandomAgent
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("graphs", list(zoo.GRAPHS), "Zoo graphs to time (default: all; with --onnx "

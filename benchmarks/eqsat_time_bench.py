@@ -74,7 +74,7 @@ class _Worker:
 
     def __init__(self):
         from xflowrl.engine import XferSet  # pylint: disable=import-outside-toplevel
-        from xflowrl.runs import cost_model_from_spec  # pylint: disable=C0415
+        from xflowrl.entry_points import cost_model_from_spec  # pylint: disable=C0415
         self._xfer_set = XferSet
         self._cost_model_from_spec = cost_model_from_spec
         self._xfers: Dict[str, Any] = {}

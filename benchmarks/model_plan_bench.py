@@ -41,12 +41,12 @@ import tensorflow as tf
 
 from xflowrl.corpus import registry
 from xflowrl.engine import CostModel, XferSet
+from xflowrl.entry_points import zoo_source
 from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.planning import PlanConfig, Planner, plan
 from xflowrl.planning.model import LatentModel, ModelConfig
 from xflowrl.planning.model_learning import TrainConfig, Transitions, harvest, train
 from xflowrl.planning.model_search import ModelPlanConfig, plan_with_model, replay_steps
-from xflowrl.runs import zoo_source
 from xflowrl.search.settings import LookaheadSetting, get_setting
 
 FLAGS = flags.FLAGS

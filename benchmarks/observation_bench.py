@@ -29,10 +29,10 @@ from tests.env.observation_test import (  # pylint: disable=wrong-import-positio
     reference_observation,
 )
 from xflowrl import zoo  # pylint: disable=wrong-import-position
+from xflowrl.agents.random_agent import RandomAgent  # pylint: disable=wrong-import-position
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.env import EnvConfig, GraphEnv  # pylint: disable=wrong-import-position
 from xflowrl.rules.sets import DEFAULT_RULE_SET
-from xflowrl.search import RandomAgent  # pylint: disable=wrong-import-position
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("graphs", ["resnet50", "inception_v3", "nasnet_a"], "Zoo graphs.")

@@ -30,6 +30,7 @@ import onnx
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from xflowrl import zoo  # pylint: disable=wrong-import-position
+from xflowrl.entry_points import write_json, zoo_weights  # pylint: disable=wrong-import-position
 from xflowrl.measure.ort_runtime import run_onnx  # pylint: disable=wrong-import-position
 from xflowrl.onnx_io import save_onnx  # pylint: disable=wrong-import-position
 from xflowrl.optimize import (  # pylint: disable=wrong-import-position
@@ -37,7 +38,6 @@ from xflowrl.optimize import (  # pylint: disable=wrong-import-position
     optimize_file,
     verify,
 )
-from xflowrl.runs import write_json, zoo_weights  # pylint: disable=wrong-import-position
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("models", ["all"], "all, zoo, fixtures, or names (zoo graphs, fixtures).")

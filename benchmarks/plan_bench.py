@@ -55,9 +55,9 @@ from absl import app, flags
 
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.engine.xfers import TASO_ALPHA, TASO_BUDGET
+from xflowrl.entry_points import zoo_source
 from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.planning import PlanConfig, plan
-from xflowrl.runs import zoo_source
 from xflowrl.search.settings import LookaheadSetting, load_settings, settings_source
 
 FLAGS = flags.FLAGS

@@ -8,11 +8,11 @@ rounds, each in a fresh random order:
 
 - `policy`: what `xflowrl optimize --method=policy` runs on a graph it
   has read, `xflowrl.optimize.methods.optimise(graph, "policy", ...)`:
-  the shipped generalist (`xflowrl.transfer.shipped_policy`) loaded and
-  acting greedily in NumPy (`xflowrl.transfer.runtime`) for its step
+  the shipped generalist (`xflowrl.policy.shipped_policy`) loaded and
+  acting greedily in NumPy (`xflowrl.policy.runtime`) for its step
   limit (1.5 x one-step greedy's steps, at least 10, so greedy walks
   first, `step_limit_s`), handing over the cheapest graph the episode
-  passed through (kept by the environment, `GraphEnv.cheapest`), or
+  passed through (kept by the environment, `GraphEnv.cheapest_prefix`), or
   greedy's walk's graph where that is cheaper (`found_by`);
 - `replayed`: the same episode played the slow way (no environment
   that keeps the cheapest graph), beside it for the speed-up: greedy's step limit
@@ -83,6 +83,9 @@ from xflowrl.engine.xfers import (  # noqa: E402  pylint: disable=wrong-import-p
     TASO_ALPHA,
     TASO_BUDGET,
 )
+from xflowrl.entry_points import (
+    cost_model_from_spec,  # noqa: E402  pylint: disable=wrong-import-position
+)
 from xflowrl.env import (  # noqa: E402  pylint: disable=wrong-import-position
     EnvConfig,
     GraphEnv,
@@ -93,18 +96,15 @@ from xflowrl.env.replay import (  # noqa: E402  pylint: disable=wrong-import-pos
     replay,
 )
 from xflowrl.optimize import methods  # noqa: E402  pylint: disable=wrong-import-position
-from xflowrl.runs import cost_model_from_spec  # noqa: E402  pylint: disable=wrong-import-position
+from xflowrl.policy import (  # noqa: E402  pylint: disable=wrong-import-position
+    load_numpy_policy,
+    runtime,
+    shipped_policy,
+)
 from xflowrl.search import (  # noqa: E402  pylint: disable=wrong-import-position
     equal_step_limit,
     greedy_search,
     greedy_walk,
-)
-from xflowrl.transfer import (  # noqa: E402  pylint: disable=wrong-import-position
-    runtime,
-    shipped_policy,
-)
-from xflowrl.transfer.policy import (  # noqa: E402  pylint: disable=wrong-import-position
-    load_numpy_policy,
 )
 
 import timing  # noqa: E402  pylint: disable=wrong-import-position
@@ -257,8 +257,8 @@ def _cli_times(rng: np.random.Generator) -> dict:
     if not FLAGS.cli_rounds:
         return {}
     from xflowrl import zoo  # pylint: disable=import-outside-toplevel
+    from xflowrl.entry_points import zoo_weights  # pylint: disable=import-outside-toplevel
     from xflowrl.onnx_io import save_onnx  # pylint: disable=import-outside-toplevel
-    from xflowrl.runs import zoo_weights  # pylint: disable=import-outside-toplevel
     folder = tempfile.mkdtemp(prefix="policy-bench-")
     try:
         model = os.path.join(folder, "small_cnn.onnx")

@@ -57,7 +57,7 @@ def make_env(graph: str, profile: str, max_steps: int):
     """The training environment `train_bench.py` uses: the graph under the
     analytic profile, its step limit raised to greedy's budget."""
     # pylint: disable=import-outside-toplevel
-    from xflowrl.runs import RunSettings
+    from xflowrl.entry_points import RunSettings
     from xflowrl.search import with_equal_step_limit
     return with_equal_step_limit(
         RunSettings(graph=graph, profile=profile, max_steps=max_steps).make_env())

@@ -61,13 +61,13 @@ from xflowrl import zoo
 from xflowrl.agents.ppo.training import replay
 from xflowrl.engine import CostModel, Graph, XferSet
 from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS, TASO_ALPHA, TASO_BUDGET
+from xflowrl.entry_points import cost_model_from_spec
 from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.executor.weights import random_inputs, random_weights
 from xflowrl.measure.compare import time_models
 from xflowrl.onnx_io import load_onnx, to_onnx
 from xflowrl.results.thesis import THESIS_GRAPHS
 from xflowrl.rules.sets import DEFAULT_RULE_SET
-from xflowrl.runs import cost_model_from_spec
 from xflowrl.search.greedy import greedy_search
 
 FLAGS = flags.FLAGS
@@ -166,7 +166,7 @@ def optimized_variants(graph: Graph, xfers: XferSet, spec: str, cost_model: Cost
     return out
 
 
-APPLIED_KEYS = ("agent_applied", "controller_best_applied")  # train_mf, train_mb
+APPLIED_KEYS = ("agent_applied", "controller_cheapest_applied")  # train_mf, train_mb
 
 
 def agent_variants(folder: str, graph_name: str, xfers: XferSet, original: Graph,
@@ -175,7 +175,7 @@ def agent_variants(folder: str, graph_name: str, xfers: XferSet, original: Graph
 
     The engine graph is rebuilt by replaying the run's substitutions
     (`result.json`: train_mf's `agent_applied`, train_mb's
-    `controller_best_applied`) on the original under the run's rules and L
+    `controller_cheapest_applied`) on the original under the run's rules and L
     (`rules`, `max_locations` of its result.json; older runs recorded
     neither: `--rules` and `max_locations` then); the replayed graph is
     exported with this benchmark's weights like every other variant. Where

@@ -109,9 +109,9 @@ from search_matrix import (
 )
 from xflowrl import zoo
 from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS
+from xflowrl.entry_points import exit_on_bad_input, model_name, model_source
 from xflowrl.optimize import parse_input_shapes
 from xflowrl.rules.sets import RULE_SETS
-from xflowrl.runs import exit_on_bad_input, model_name, model_source
 from xflowrl.search.eqsat import EqsatConfig
 
 FLAGS = flags.FLAGS

@@ -20,8 +20,8 @@ import numpy as np
 from landscape import Landscape, random_descent
 from xflowrl.engine import CostModel, Graph, XferSet
 from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS
+from xflowrl.entry_points import cost_model_from_spec, model_source, zoo_source
 from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
-from xflowrl.runs import cost_model_from_spec, model_source, zoo_source
 from xflowrl.search import greedy_search
 from xflowrl.search.eqsat import EqsatConfig, equality_saturation
 
@@ -298,7 +298,7 @@ def run_tasks(tasks: Sequence[Task], config: BenchConfig, on_row: Callable[[dict
         return
     import ray  # pylint: disable=import-outside-toplevel
 
-    from xflowrl.jobs.runner import _init_ray  # pylint: disable=import-outside-toplevel
+    from xflowrl.ray_jobs.runner import _init_ray  # pylint: disable=import-outside-toplevel
     shut_down = _init_ray(ray_address, workers)
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(run_task)

@@ -39,9 +39,9 @@ from xflowrl import zoo
 from xflowrl.engine import CostModel, Graph, XferSet
 from xflowrl.engine.cost import DEFAULT_COST_SPEC
 from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS, TASO_ALPHA, TASO_BUDGET
+from xflowrl.entry_points import cost_model_from_spec
 from xflowrl.rules import sets as rule_sets
 from xflowrl.rules.sets import DEFAULT_RULE_SET
-from xflowrl.runs import cost_model_from_spec
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("probe", "descent", ["descent", "escape", "trace", "step_costs",

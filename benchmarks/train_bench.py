@@ -161,8 +161,8 @@ def graph_runs():
     """The graphs to time by name, as `RunSettings`: --graphs' zoo graphs,
     then --onnx's files (each read now, so a bad one fails before any run)."""
     # pylint: disable=import-outside-toplevel
+    from xflowrl.entry_points import RunSettings, input_shapes_key, model_name
     from xflowrl.optimize import parse_input_shapes
-    from xflowrl.runs import RunSettings, input_shapes_key, model_name
     names = FLAGS.graphs if FLAGS["graphs"].present or not FLAGS.onnx else []
     runs = {name: RunSettings(graph=name, profile=FLAGS.profile, max_steps=FLAGS.max_steps)
             for name in names}
@@ -189,8 +189,8 @@ def benchmark(argv):
 
 def main(argv):
     pin_cores(FLAGS.cores)
-    # Imported after pinning: xflowrl.runs starts TensorFlow.
-    from xflowrl.runs import exit_on_bad_input  # pylint: disable=import-outside-toplevel
+    # Imported after pinning: xflowrl.entry_points starts TensorFlow.
+    from xflowrl.entry_points import exit_on_bad_input  # pylint: disable=import-outside-toplevel
     exit_on_bad_input(benchmark)(argv)
 
 

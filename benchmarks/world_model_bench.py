@@ -44,8 +44,8 @@ def main(argv):
     del argv
     pin_cores(FLAGS.cores)
     # Imported here: --cores must take effect before TensorFlow starts.
+    from xflowrl.entry_points import RunSettings  # pylint: disable=import-outside-toplevel
     from xflowrl.env import GraphEnv  # pylint: disable=import-outside-toplevel
-    from xflowrl.runs import RunSettings  # pylint: disable=import-outside-toplevel
     from xflowrl.world_model import (  # pylint: disable=import-outside-toplevel
         WorldModelConfig,
         latent,

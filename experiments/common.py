@@ -13,7 +13,7 @@ by the file's stem, and what a run writes or times of it uses the model's
 own weights. Input a user can fix (both --graph and --onnx; a missing,
 unreadable or unsupported model file) is a `BadInput`; an entry point run
 through `exit_on_bad_input` ends with one line naming the problem and exit
-status 2, not a traceback (`xflowrl.runs.entry`).
+status 2, not a traceback (`xflowrl.entry_points.entry`).
 """
 
 import sys
@@ -40,12 +40,12 @@ from xflowrl.engine.xfers import (
     TASO_ALPHA,
     TASO_BUDGET,
 )
-from xflowrl.env import DEFAULT_MAX_STEPS, rewards
-from xflowrl.rules.sets import DEFAULT_RULE_SET, RULE_SETS
 
 # Re-exported: the entry points call common.exit_on_bad_input and
 # common.with_full_observation.
-from xflowrl.runs import exit_on_bad_input  # noqa: F401
+from xflowrl.entry_points import exit_on_bad_input  # noqa: F401
+from xflowrl.env import DEFAULT_MAX_STEPS, rewards
+from xflowrl.rules.sets import DEFAULT_RULE_SET, RULE_SETS
 from xflowrl.search import EQSAT_TIME_LIMIT
 from xflowrl.search.baselines import with_full_observation  # noqa: F401
 
@@ -94,7 +94,7 @@ def define_cost_model_flags(flag_values: flags.FlagValues = FLAGS,
 
 def split_cost_spec(argv: Sequence[str]) -> List[str]:
     """`argv` with the deprecated spelling --cost_model=BACKEND/PROFILE (one
-    string, as `xflowrl.runs.cost_model_from_spec` reads it) split into
+    string, as `xflowrl.entry_points.cost_model_from_spec` reads it) split into
     --cost_model=BACKEND --profile=PROFILE, saying so on stderr; for entry
     points whose --cost_model is `define_cost_model_flags`'."""
     out: List[str] = []

@@ -39,10 +39,10 @@ from typing import Type, Union
 from absl import app, flags, logging
 import common
 
+from xflowrl.entry_points import RESULT_JSON, RESULT_MD, RunSettings, result_path, write_text
 from xflowrl.env import DEFAULT_MAX_STEPS
 from xflowrl.results import ModelBasedRun, ModelFreeRun, RecordError
 from xflowrl.results.comparison import AGENT_LABELS, AgentComparison, ComparisonRow
-from xflowrl.runs import RESULT_JSON, RESULT_MD, RunSettings, result_path, write_text
 from xflowrl.search import EQUAL_BUDGET_FACTOR, run_baselines, versus_greedy, with_equal_step_limit
 
 FLAGS = flags.FLAGS

@@ -9,7 +9,7 @@ greedy, TASO's search and a random agent, estimated and measured.
 
 The generalist's own evaluation (`experiments/train_generalist.py`) plays
 the corpus' held-out graphs, each small enough to train on; this plays a
-policy folder (default: the shipped generalist, `xflowrl.transfer.
+policy folder (default: the shipped generalist, `xflowrl.policy.
 shipped_policy()`) on any graphs: the zoo's models at their published
 sizes (`zoo`, the default, or zoo names), a corpus split (`held_out`,
 `train`) or corpus names. The policy acts as `xflowrl optimize
@@ -17,12 +17,12 @@ sizes (`zoo`, the default, or zoo names), a corpus split (`held_out`,
 folder has `policy.npz`, for at least 1.5 x one-step greedy's steps) and
 is credited with the cheapest graph it passes through; unlike the
 command, this does not hand over greedy's graph where that is cheaper:
-the table compares the policy itself with greedy (`xflowrl.transfer.
+the table compares the policy itself with greedy (`xflowrl.policy.
 evaluate`: TASO's search at --taso_budget, the random agent's mean over
 --random_episodes). With --measure (the default) every graph's initial,
 greedy and policy variants are also timed end to end in onnxruntime
 (one thread, CPU time, random weights, interleaved rounds;
-`xflowrl.transfer.measured`), beside the estimated changes. Several
+`xflowrl.generalist.measured`), beside the estimated changes. Several
 policies (`--policy=DIR1,DIR2,...`) get a table each, named p1, p2, ...,
 and one measured table with a column each (distinct graphs timed once,
 all in the same interleaved rounds); the baselines run once per graph
@@ -44,11 +44,11 @@ from xflowrl import corpus, zoo
 from xflowrl.engine import XferSet
 from xflowrl.engine.cost import GPU_COST_SPEC
 from xflowrl.engine.xfers import TASO_BUDGET
+from xflowrl.entry_points import cost_model_from_spec, write_json
 from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.generalist import evaluate, measured
+from xflowrl.policy import has_arrays, load_numpy_policy, load_policy, read_info, shipped_policy
 from xflowrl.results.records import to_plain
-from xflowrl.runs import cost_model_from_spec, write_json
-from xflowrl.transfer import evaluate, load_policy, measured, shipped_policy
-from xflowrl.transfer.policy import has_arrays, load_numpy_policy, read_info
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("policy", [], "Policy folders (default: the shipped generalist).")

@@ -2,7 +2,7 @@
 
 Only experiments import this module (library code never reads flags):
 `run_settings`, `baseline_settings` and `world_model_config` turn the values
-of the flags experiments/common.py defines into `xflowrl.runs.RunSettings`,
+of the flags experiments/common.py defines into `xflowrl.entry_points.RunSettings`,
 `BaselineSettings` and `xflowrl.world_model.WorldModelConfig`; `graph_fields`
 and `model_fields` choose the graph (a zoo graph, or a user's ONNX file);
 `PresetFlags` and `quick_values` read flags with an entry point's --quick
@@ -13,8 +13,8 @@ from typing import Any, Dict, Mapping, Optional, Sequence, TYPE_CHECKING
 
 from absl import flags
 
+from xflowrl.entry_points import BaselineSettings, RunSettings, input_shapes_key, model_name
 from xflowrl.optimize.model_io import BadInput, parse_input_shapes
-from xflowrl.runs import BaselineSettings, RunSettings, input_shapes_key, model_name
 from xflowrl.search.settings import get_setting
 
 if TYPE_CHECKING:

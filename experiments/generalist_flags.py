@@ -4,7 +4,7 @@ train_generalist.py and trace_generalist.py take every flag of
 `define_training_flags` (a trace trains the agent first where its folder
 holds no finished run); generalist_report.py and measure_generalist.py take
 those of `define_folder_flags`, which name the results folder
-(`xflowrl.transfer.generalist.results_folder`). `config()` turns the flags
+(`xflowrl.generalist.pipeline.results_folder`). `config()` turns the flags
 into a `GeneralistConfig`, --quick's values where a flag was not given.
 """
 
@@ -13,8 +13,8 @@ import common
 
 from xflowrl.engine.cost import GPU_PROFILE
 from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS
-from xflowrl.transfer.finetune import FinetuneConfig
-from xflowrl.transfer.generalist import GeneralistConfig, results_folder
+from xflowrl.generalist.finetune import FinetuneConfig
+from xflowrl.generalist.pipeline import GeneralistConfig, results_folder
 
 FLAGS = flags.FLAGS
 

@@ -8,7 +8,7 @@ Reads every seed's result.json that experiments/train_generalist.py wrote
 under --results_dir/generalist/<backend>_<profile>[-<rules>]/ (the
 model-based agent's seeds under mb/ add a column), and measured.json where
 experiments/measure_generalist.py timed their graphs
-(`xflowrl.transfer.report.write_report`); prints the report and writes it
+(`xflowrl.generalist.report.write_report`); prints the report and writes it
 there as report.md.
 """
 
@@ -18,7 +18,7 @@ from absl import app
 import common
 import generalist_flags
 
-from xflowrl.transfer import report
+from xflowrl.generalist import report
 
 generalist_flags.define_folder_flags()
 

@@ -83,11 +83,11 @@ def greedy_merging_cost(setting: LookaheadSetting) -> float:
     from xflowrl.engine.dedupe import (  # pylint: disable=import-outside-toplevel
         merge_identical_ops,
     )
-    from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT  # pylint: disable=C0415
-    from xflowrl.runs import (  # pylint: disable=import-outside-toplevel
+    from xflowrl.entry_points import (  # pylint: disable=import-outside-toplevel
         cost_model_from_spec,
         zoo_source,
     )
+    from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT  # pylint: disable=C0415
     from xflowrl.search import greedy_walk  # pylint: disable=import-outside-toplevel
     env = GraphEnv(zoo_source(setting.graph, setting.batch).graph,
                    XferSet.from_name(setting.rules),
@@ -151,11 +151,11 @@ def select(settings: List[LookaheadSetting], names: List[str]) -> List[Lookahead
 def export_graphs(settings: List[LookaheadSetting], rows: List[dict], folder: str) -> None:
     """Writes each setting's graphs (see the module docstring)."""
     from xflowrl.engine import XferSet  # pylint: disable=import-outside-toplevel
-    from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT  # pylint: disable=C0415
-    from xflowrl.runs import (  # pylint: disable=import-outside-toplevel
+    from xflowrl.entry_points import (  # pylint: disable=import-outside-toplevel
         cost_model_from_spec,
         zoo_source,
     )
+    from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT  # pylint: disable=C0415
     from xflowrl.search import greedy_walk  # pylint: disable=import-outside-toplevel
     from xflowrl.search.eqsat import (  # pylint: disable=import-outside-toplevel
         EqsatConfig,

@@ -10,7 +10,7 @@ initial graph only, no reward ensemble, a fixed vocabulary, the world
 model's masks in the real environment, the 50-step limit). Runs go to
 --results_dir/<graph>/mb_ablation/<variant>/seed_<k>/ and are resumed or
 reused when rerun (train_mb.py resumes; a finished run is read back). They
-run as Ray tasks (`xflowrl.jobs.run_jobs`): on a local instance of --jobs
+run as Ray tasks (`xflowrl.ray_jobs.run_jobs`): on a local instance of --jobs
 CPUs (two at a time by default), or on the cluster at --ray_address; a run
 that fails is run again once (--retries), and one whose worker or node is
 lost resumes. The table shows every finished seed of each
@@ -42,7 +42,8 @@ from absl import app, flags
 import numpy as np
 
 from xflowrl.engine.cost import DEFAULT_BACKEND, GPU_PROFILE
-from xflowrl.jobs import Job, failed_jobs, run_jobs
+from xflowrl.entry_points import write_text
+from xflowrl.ray_jobs import Job, failed_jobs, run_jobs
 from xflowrl.results.ablation import (
     AblationVariant,
     BaselineMs,
@@ -52,7 +53,6 @@ from xflowrl.results.ablation import (
 )
 from xflowrl.results.runs import ModelBasedRun
 from xflowrl.rules.sets import DEFAULT_RULE_SET
-from xflowrl.runs import write_text
 from xflowrl.search.record import Baselines
 
 FLAGS = flags.FLAGS
@@ -143,11 +143,11 @@ def measure(summary: Dict[str, AblationVariant], runs: Dict[str, List[ModelBased
     # pylint: disable=import-outside-toplevel
     from xflowrl import zoo
     from xflowrl.agents.ppo.training import replay
+    from xflowrl.entry_points import RunSettings
     from xflowrl.env import NO_STEP_LIMIT
     from xflowrl.executor.weights import random_inputs, random_weights
     from xflowrl.measure.compare import time_models
     from xflowrl.onnx_io import to_onnx
-    from xflowrl.runs import RunSettings
     env = RunSettings(graph=FLAGS.graph, rules=FLAGS.rules, cost_model=FLAGS.cost_model,
                       profile=FLAGS.profile, max_steps=NO_STEP_LIMIT).make_env()
     original = env.initial_graph
@@ -157,7 +157,7 @@ def measure(summary: Dict[str, AblationVariant], runs: Dict[str, List[ModelBased
                                      Baselines.from_json(first.baselines).greedy.applied])}
     for v, results in runs.items():
         for r in results:
-            graphs[f"{v}/{r.seed}"] = replay(env, [tuple(a) for a in r.controller_best_applied])
+            graphs[f"{v}/{r.seed}"] = replay(env, [tuple(a) for a in r.controller_cheapest_applied])
     key = {name: f"{g.hash():x}" for name, g in graphs.items()}
     weights = random_weights(original, 0, gain=zoo.weight_gain(FLAGS.graph))
     models = {key[name]: to_onnx(g, weights, check=False) for name, g in graphs.items()}

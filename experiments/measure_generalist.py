@@ -7,7 +7,7 @@ onnxruntime, beside the initial graphs and one-step greedy's.
 Every seed's run of both agents under --results_dir/generalist/
 <backend>_<profile>[-<rules>]/ (what experiments/train_generalist.py
 wrote): per held-out graph they evaluated, the graphs each handed over,
-rebuilt and timed interleaved (`xflowrl.transfer.measured`). Writes
+rebuilt and timed interleaved (`xflowrl.generalist.measured`). Writes
 measured.json there (`xflowrl.results.generalist.HeldOutTimings`), which
 experiments/generalist_report.py adds as a table of estimated and measured
 changes, and prints that table.
@@ -21,8 +21,8 @@ import generalist_flags
 
 from xflowrl import corpus
 from xflowrl.engine import XferSet
-from xflowrl.runs import cost_model_from_spec
-from xflowrl.transfer import measured
+from xflowrl.entry_points import cost_model_from_spec
+from xflowrl.generalist import measured
 
 FLAGS = flags.FLAGS
 generalist_flags.define_folder_flags()

@@ -41,9 +41,9 @@ from typing import Dict, Optional
 from absl import app, flags, logging
 import common
 
+from xflowrl.entry_points import RESULT_JSON, RESULT_MD, result_path, results_folder, write_text
 from xflowrl.results import ModelFreeRun, RecordError
 from xflowrl.results.ablation import BaselineMs, EpisodeLog, ObservationAblation, summarize_run
-from xflowrl.runs import RESULT_JSON, RESULT_MD, result_path, results_folder, write_text
 from xflowrl.search import Baselines, EQSAT_TIME_LIMIT
 
 FLAGS = flags.FLAGS

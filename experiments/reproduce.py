@@ -35,7 +35,7 @@ of the agents, the median seed's graph) end to end on this CPU, interleaved
 record per graph), and `xflowrl.results.write_report` writes the tables and
 figures to --report_dir.
 
-The entry-point runs are Ray tasks (`xflowrl.jobs.run_jobs`): on a local Ray
+The entry-point runs are Ray tasks (`xflowrl.ray_jobs.run_jobs`): on a local Ray
 instance of --jobs CPUs started here (one entry point per CPU), or on the
 cluster at --ray_address, whose CPUs then decide how many run at once (its
 nodes must see --results_dir at the same path: docs/reproduce.md). A
@@ -84,7 +84,7 @@ import time
 
 from absl import app, flags
 
-from xflowrl.jobs import results_lock
+from xflowrl.ray_jobs import results_lock
 from xflowrl.reproduction import (
     BUDGETS,
     NothingToReport,

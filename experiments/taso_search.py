@@ -25,8 +25,8 @@ from absl import app, flags, logging
 import common
 
 from xflowrl.engine.xfers import TASO_ALPHA, TASO_BUDGET
+from xflowrl.entry_points import change_table, save_graph, save_result
 from xflowrl.env import NO_STEP_LIMIT
-from xflowrl.runs import change_table, save_graph, save_result
 from xflowrl.search import Baselines, run_greedy, run_taso
 
 FLAGS = flags.FLAGS

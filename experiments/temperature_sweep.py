@@ -25,7 +25,7 @@ xflowrl/results/sweep.py) keeps each real episode's applied steps too, so
 its graph can be rebuilt and timed. Writes result.json, result.md and
 temperature_sweep.png to --results_dir/<graph>/temperature_sweep/.
 
-The seeds run in parallel as Ray tasks (`xflowrl.jobs.run_jobs`): each is
+The seeds run in parallel as Ray tasks (`xflowrl.ray_jobs.run_jobs`): each is
 this script again with `--only_seed=<s>`, which trains that seed's world
 model and controllers in seed_<s>/ (checkpointed there, so a rerun or a
 retried task resumes) and writes their scores to seed_<s>/cells.json; a
@@ -45,10 +45,10 @@ import common
 import numpy as np
 
 from xflowrl import zoo
+from xflowrl.entry_points import RESULT_JSON, RESULT_MD, RunSettings, write_text
 from xflowrl.env import DEFAULT_MAX_STEPS
-from xflowrl.jobs import Job, run_jobs, strip_flags
+from xflowrl.ray_jobs import Job, run_jobs, strip_flags
 from xflowrl.results.sweep import SweepCell, SweepResult, SweepSeed, sweep_rows
-from xflowrl.runs import RESULT_JSON, RESULT_MD, RunSettings, write_text
 from xflowrl.world_model import (
     DreamConfig,
     ModelBasedAgent,

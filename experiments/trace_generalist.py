@@ -8,7 +8,7 @@ flags (it takes them all): its finished run under --results_dir is resumed,
 or it is trained first. Per graph: the zero-shot evaluation's episode (xfer,
 location, the cost after it), then the rewrites one-step greedy applies
 there, counted, and, for the model-based agent, those outside its
-vocabulary, which it can never choose (`xflowrl.transfer.generalist.
+vocabulary, which it can never choose (`xflowrl.generalist.pipeline.
 trace_lines`).
 """
 
@@ -18,7 +18,7 @@ from absl import app, flags
 import common
 import generalist_flags
 
-from xflowrl.transfer import generalist
+from xflowrl.generalist import pipeline
 
 FLAGS = flags.FLAGS
 generalist_flags.define_training_flags()
@@ -29,9 +29,9 @@ def main(argv):
     del argv
     config = generalist_flags.config()
     command = "python experiments/trace_generalist.py " + " ".join(sys.argv[1:])
-    trained = generalist.train_generalist(
+    trained = pipeline.train_generalist(
         config, command, progress=lambda line: print(line, file=sys.stderr, flush=True))
-    for line in generalist.trace_lines(trained.agent, FLAGS.graphs, trained.setting):
+    for line in pipeline.trace_lines(trained.agent, FLAGS.graphs, trained.setting):
         print(line)
 
 

@@ -33,21 +33,21 @@ controller, trained in the dream only.
 Evaluation, zero-shot (no training on them): every graph of the held-out
 split (whole families never seen, and larger sizes of seen ones), the
 policy's greedy episode beside one-step greedy, TASO's search and a random
-agent under the same rules and cost model (`xflowrl.transfer.evaluate`).
+agent under the same rules and cost model (`xflowrl.generalist.evaluate`).
 With --finetune: per named held-out graph, a per-graph agent trained from
 scratch for --scratch_episodes against the generalist fine-tuned for each of
---finetune_fractions of that (`xflowrl.transfer.finetune`).
+--finetune_fractions of that (`xflowrl.generalist.finetune`).
 
 Writes to --results_dir/generalist/<backend>_<profile>/seed<seed>/
 (<backend>_<profile>-<rules> with another rule set than the default):
 checkpoints and progress.json of the training (rerun with the same flags to
-resume), policy/ (the trained policy: `xflowrl.transfer.save_policy`,
+resume), policy/ (the trained policy: `xflowrl.policy.save_policy`,
 loadable by `xflowrl optimize --method=policy:DIR`; its policy.json names
 the commit and command that trained it, which a resumed finished run
 keeps), result.json (`xflowrl.results.generalist.GeneralistRun`) and
 result.md; the model-based agent's under mb/seed<seed>/ (its checkpoints,
 which resume, in place of policy/). --ship also copies the policy to the
-package's shipped folder (`xflowrl/transfer/shipped/generalist/`).
+package's shipped folder (`xflowrl/policy/shipped/generalist/`).
 
 Deprecated spellings, still accepted with a warning: --cost_model=BACKEND/
 PROFILE (now --cost_model=BACKEND --profile=PROFILE); --report, --measure
@@ -62,8 +62,8 @@ import common
 import generalist_flags
 
 from xflowrl import corpus
-from xflowrl.runs import save_result
-from xflowrl.transfer import generalist, measured, report
+from xflowrl.entry_points import save_result
+from xflowrl.generalist import measured, pipeline, report
 
 FLAGS = flags.FLAGS
 generalist_flags.define_training_flags()
@@ -94,7 +94,7 @@ def main(argv):
     config = generalist_flags.config()
     if FLAGS.measure:
         _deprecated("--measure", "measure_generalist.py")
-        setting = generalist.setting_of(config)
+        setting = pipeline.setting_of(config)
         timings = measured.measure_folder(
             config.folder, {s.name: s.build for s in corpus.specs("all")}, setting.xfers,
             setting.cost_model, rounds=FLAGS.measure_rounds, seed=config.seed, progress=_say)
@@ -103,21 +103,21 @@ def main(argv):
     if config.model_based and (FLAGS.ship or config.finetune.graphs):
         raise app.UsageError("--ship and --finetune are for the model-free agent (--agent=mf)")
     logging.info("%d training graphs, %d held-out graphs; results in %s",
-                 len(corpus.specs("train")), len(generalist.held_out_specs(config)),
+                 len(corpus.specs("train")), len(pipeline.held_out_specs(config)),
                  config.seed_dir)
     command = "python experiments/train_generalist.py " + " ".join(sys.argv[1:])
-    trained = generalist.train_generalist(config, command, progress=_say)
+    trained = pipeline.train_generalist(config, command, progress=_say)
     if FLAGS.trace:
         _deprecated("--trace", "trace_generalist.py --graphs=NAMES")
-        for line in generalist.trace_lines(trained.agent, FLAGS.trace, trained.setting):
+        for line in pipeline.trace_lines(trained.agent, FLAGS.trace, trained.setting):
             print(line)
         return
-    run = generalist.evaluate_generalist(config, trained, progress=_say)
-    text = generalist.run_markdown(run)
+    run = pipeline.evaluate_generalist(config, trained, progress=_say)
+    text = pipeline.run_markdown(run)
     save_result(config.seed_dir, run.to_json(), markdown=text)
     print(text)
     if FLAGS.ship:
-        _say(f"shipped the policy to {generalist.ship(trained.policy_dir)}")
+        _say(f"shipped the policy to {pipeline.ship(trained.policy_dir)}")
 
 
 if __name__ == "__main__":

@@ -45,6 +45,14 @@ import tensorflow as tf
 
 from xflowrl.agents.ppo import PPOConfig
 from xflowrl.engine.cost import GPU_PROFILE
+from xflowrl.entry_points import (
+    BaselineSettings,
+    RunSettings,
+    result_path,
+    save_graph,
+    save_result,
+    write_text,
+)
 from xflowrl.env import NO_STEP_LIMIT
 from xflowrl.env.replay import replay
 from xflowrl.optimize.handover import (
@@ -66,14 +74,6 @@ from xflowrl.results.model_based import (
     imagined_steps,
     model_based_markdown,
     model_free_beside,
-)
-from xflowrl.runs import (
-    BaselineSettings,
-    RunSettings,
-    result_path,
-    save_graph,
-    save_result,
-    write_text,
 )
 from xflowrl.search import versus_greedy, with_equal_step_limit
 from xflowrl.world_model import (
@@ -250,8 +250,8 @@ def main(argv):
         max_steps=env.config.max_steps, requested_max_steps=requested_steps,
         greedy_steps=baselines.greedy.steps, eval_masks=masks,
         selected_round=trained.selected_round, initial_cost_ms=env.initial_cost,
-        controller_cost_ms=greedy.final_cost, controller_best_cost_ms=handed.cost,
-        controller_best_applied=handed.applied,
+        controller_cost_ms=greedy.final_cost, controller_cheapest_cost_ms=handed.cost,
+        controller_cheapest_applied=handed.applied,
         controller={k: e for k, e in (
             ("greedy", greedy), (f"greedy_{ablation}_masks", evaluations.ablation))},
         sampled=list(evaluations.sampled),
@@ -289,11 +289,11 @@ def main(argv):
         model_planner=planner, model_planner_note=planner_note)
     save_result(out_dir, summary.to_json())
     source.save_graph(out_dir, handed.graph, seed, provenance=(
-        f"{len(summary.controller_best_applied)} substitutions by the model-based agent "
+        f"{len(summary.controller_cheapest_applied)} substitutions by the model-based agent "
         f"under {cost_model.name} ({settings.run.rules} rules)"))
     with agent.writer.as_default(step=0):
         tf.summary.scalar("real/controller_cost", greedy.final_cost)
-        tf.summary.scalar("real/controller_best_cost", handed.cost)
+        tf.summary.scalar("real/controller_cheapest_cost", handed.cost)
         tf.summary.scalar("real/predicted_return", greedy.predicted_return)
         tf.summary.scalar("real/real_return", greedy.real_return)
     figure_model_based_training(os.path.join(out_dir, "training.png"), summary,

@@ -48,10 +48,10 @@ import common
 
 from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.agents.ppo.training import TrainConfig, replay, train
+from xflowrl.entry_points import BaselineSettings, RunSettings, change_table, save_result
 from xflowrl.env.environment import COST_FEATURES
 from xflowrl.optimize.handover import hand_over_model_free
 from xflowrl.results import ModelFreeRun
-from xflowrl.runs import BaselineSettings, RunSettings, change_table, save_result
 from xflowrl.search import EQUAL_BUDGET_FACTOR, versus_greedy, with_equal_step_limit
 
 FLAGS = flags.FLAGS

@@ -48,8 +48,8 @@ from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet, xfers
 from xflowrl.rules import sets
 from xflowrl.search.settings import load_settings
-from xflowrl.transfer import read_info, shipped_policy
-from xflowrl.transfer.policy import has_arrays
+from xflowrl.policy import read_info, shipped_policy
+from xflowrl.policy import has_arrays
 rule_set = XferSet.default()
 result = rule_set.search(zoo.get_graph(sys.argv[1]), CostModel("analytic"),
                          budget=int(sys.argv[2]))

@@ -18,7 +18,7 @@ grappler's rewriting of each newly traced tf.function costs more than it
 saves on a few calls. Both, in this process only (the entry points a test
 starts run as a user runs them), took TensorFlow-heavy unit tests
 (tests/agents/ppo/learning_test.py, tests/world_model/controller_test.py,
-tests/transfer/runtime_test.py) from 197-312 s to 127-173 s on this 2-core
+tests/policy/runtime_test.py) from 197-312 s to 127-173 s on this 2-core
 machine under load, and change nothing a test asserts: what tests compare
 bit for bit they compute twice in this process, and what they compare with
 a NumPy reference they compare with a tolerance.
@@ -75,7 +75,7 @@ E2E = (
     "tests/experiments/",                                # every other entry point
     "tests/optimize/cli_test.py",                        # the xflowrl command
     "tests/benchmarks/",                                 # the benchmarks' quick runs
-    "tests/jobs/runner_test.py::RunJobsTest",            # Ray tasks
+    "tests/ray_jobs/runner_test.py::RunJobsTest",            # Ray tasks
     "tests/generator/without_z3_test.py",                # generate_rules.py without z3
 )
 

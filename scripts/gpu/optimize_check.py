@@ -71,8 +71,8 @@ def _export(name: str, args: Dict[str, Any], folder: str) -> Tuple[str, int]:
     """The zoo graph as an ONNX file with seeded random weights; (path, its
     first input's first dimension)."""
     from xflowrl import zoo  # pylint: disable=import-outside-toplevel
+    from xflowrl.entry_points import zoo_weights  # pylint: disable=import-outside-toplevel
     from xflowrl.onnx_io import save_onnx  # pylint: disable=import-outside-toplevel
-    from xflowrl.runs import zoo_weights  # pylint: disable=import-outside-toplevel
     graph = zoo.get_graph(name, **args)
     tag = "_".join(f"{k}{v}" for k, v in sorted(args.items())) or "default"
     path = os.path.join(folder, f"{name}_{tag}.onnx")

@@ -156,7 +156,9 @@ class QuickRunTest(absltest.TestCase):
     def test_descents_replay_from_their_seeds(self):
         from xflowrl import zoo  # pylint: disable=import-outside-toplevel
         from xflowrl.engine import XferSet  # pylint: disable=import-outside-toplevel
-        from xflowrl.runs import cost_model_from_spec  # pylint: disable=import-outside-toplevel
+        from xflowrl.entry_points import (
+            cost_model_from_spec,  # pylint: disable=import-outside-toplevel
+        )
         row = self.by_graph["small_cnn"]
         graph = zoo.get_graph("small_cnn")
         land = landscape.Landscape(graph, XferSet.from_name("default"),

@@ -154,14 +154,14 @@ class EnvTest(parameterized.TestCase):
         prefix_lengths = set()
         for _ in range(8):
             obs, done = env.reset(), False
-            self.assertEqual(env.cheapest.applied, [])
-            self.assertIs(env.cheapest.graph, env.initial_graph)
+            self.assertEqual(env.cheapest_prefix.applied, [])
+            self.assertIs(env.cheapest_prefix.graph, env.initial_graph)
             while not done:
                 valid = np.flatnonzero(obs.xfer_mask[:-1])
                 x = int(rng.choice(valid)) if rng.random() < 0.9 else int(np.flatnonzero(
                     ~obs.xfer_mask)[0])
                 obs, _, done, _ = env.step((x, int(rng.integers(max(1, obs.location_mask[x].sum())))))
-            cheapest = env.cheapest
+            cheapest = env.cheapest_prefix
             cost, prefix = cheapest_prefix(env.clone(), env.history)
             self.assertEqual(cheapest.applied, prefix)
             self.assertEqual(cheapest.cost, cost)

@@ -11,12 +11,12 @@ from absl.testing import absltest, parameterized
 import numpy as np
 
 from xflowrl import zoo
+from xflowrl.agents.random_agent import RandomAgent
 from xflowrl.embedding import features
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.env.environment import COST_FEATURES, XFER_SUMMARY_SIZE, _delta_stats
 from xflowrl.env.interface import LocationFeatures, Observation
-from xflowrl.search import RandomAgent
 
 _XFERS = XferSet.default()
 _COST = CostModel("analytic")

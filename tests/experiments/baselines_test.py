@@ -18,6 +18,7 @@ import numpy as np
 
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet, graph_from_data
+from xflowrl.entry_points import RunSettings
 from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.measure.ort_runtime import run_onnx
 from xflowrl.onnx_io import to_onnx
@@ -25,7 +26,6 @@ from xflowrl.results import RecordError
 from xflowrl.results.figures import figure_baseline_runtimes
 from xflowrl.results.layout import baseline_costs, baseline_runtimes
 from xflowrl.results.tables import baselines_markdown
-from xflowrl.runs import RunSettings
 from xflowrl.search import Baselines, greedy_search
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -19,12 +19,12 @@ from xflowrl.engine.xfers import (
     TASO_ALPHA,
     TASO_BUDGET,
 )
+from xflowrl.entry_points import BaselineSettings, RunSettings
 from xflowrl.env import DEFAULT_MAX_STEPS, EnvConfig, make_env
 from xflowrl.optimize import BadInput, OptimizeOptions
 from xflowrl.optimize.inspection import inspect_model
 from xflowrl.optimize.methods import DEFAULT_BUDGET, make_environment
 from xflowrl.rules.sets import DEFAULT_RULE_SET
-from xflowrl.runs import BaselineSettings, RunSettings
 from xflowrl.search import run_baselines, run_taso
 from xflowrl.search.settings import load_settings
 from xflowrl.world_model import WorldModelConfig

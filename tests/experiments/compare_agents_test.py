@@ -19,7 +19,7 @@ import tempfile
 from absl.testing import absltest
 
 from tests.results import fixtures
-from xflowrl.runs import RunSettings
+from xflowrl.entry_points import RunSettings
 from xflowrl.search import with_equal_step_limit
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -81,7 +81,7 @@ class CompareAgentsTest(absltest.TestCase):
         self.assertEqual(row["max_steps"], self.max_steps)
         self.assertEqual(row["initial_ms"], 4.0)
         self.assertEqual(row["mb_ms"], self.mb.controller_cost_ms)
-        self.assertEqual(row["mb_best_ms"], self.mb.controller_best_cost_ms)
+        self.assertEqual(row["mb_cheapest_ms"], self.mb.controller_cheapest_cost_ms)
         self.assertEqual(row["mf_ms"], self.mf.agent_cost_ms)
         self.assertEqual(row["mb_real_steps"], self.mb.real_steps.world_model_rollouts
                          + self.mb.real_steps.held_out_rollouts)

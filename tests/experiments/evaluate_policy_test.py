@@ -13,10 +13,10 @@ from absl.testing import absltest
 from xflowrl import corpus, zoo
 from xflowrl.engine import XferSet
 from xflowrl.engine.cost import GPU_COST_SPEC
+from xflowrl.entry_points import cost_model_from_spec
 from xflowrl.env import EnvConfig, GraphEnv
-from xflowrl.runs import cost_model_from_spec
+from xflowrl.policy import runtime, shipped_policy
 from xflowrl.search import greedy_search, with_equal_step_limit
-from xflowrl.transfer import runtime, shipped_policy
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _SCRIPT = os.path.join(_REPO, "experiments", "evaluate_policy.py")
@@ -42,7 +42,7 @@ class EvaluatePolicyScriptTest(absltest.TestCase):
             env = with_equal_step_limit(GraphEnv(graph, xfers, cost, EnvConfig()))
             # The policy's own cheapest graph (greedy's is not handed over here).
             policy.run_episode(env)
-            self.assertAlmostEqual(row["policy_ms"], env.cheapest.cost, places=9)
+            self.assertAlmostEqual(row["policy_ms"], env.cheapest_prefix.cost, places=9)
             self.assertAlmostEqual(row["greedy_ms"], greedy_search(env).final_cost, places=9)
             self.assertIsNotNone(row["taso_ms"])
             self.assertIsNotNone(row["random_ms"])

@@ -8,8 +8,8 @@ import sys
 from absl.testing import absltest
 
 from xflowrl.engine import XferSet
+from xflowrl.entry_points import cost_model_from_spec, zoo_source
 from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
-from xflowrl.runs import cost_model_from_spec, zoo_source
 from xflowrl.search import greedy_walk
 from xflowrl.search.settings import LookaheadSetting
 

@@ -33,7 +33,7 @@ def _result(seed, best_ms, greedy_ms=90.0, invalid=0) -> ModelBasedRun:
                                      invalid_actions=invalid, steps=5)
     return dataclasses.replace(
         fixtures.mb_run(seed, best_ms, graph="bert"), initial_cost_ms=100.0,
-        controller_cost_ms=best_ms + 1.0, controller_best_cost_ms=best_ms, max_steps=50,
+        controller_cost_ms=best_ms + 1.0, controller_cheapest_cost_ms=best_ms, max_steps=50,
         eval_masks="real", baselines=baselines.to_json(), controller={"greedy": evaluation},
         sampled=[evaluation, evaluation],
         real_steps=RealSteps(world_model_rollouts=100, held_out_rollouts=10,

@@ -115,7 +115,7 @@ class ReproduceOnClusterTest(absltest.TestCase):
         self.assertLen(report["meta"]["job_starts"][f"gpu/{GRAPH}/train_mb"], 2)
         row = report["rows"]["gpu"][GRAPH]
         mb = _load(run, "result.json")
-        self.assertEqual(row["mb_ms"], mb["controller_best_cost_ms"])
+        self.assertEqual(row["mb_ms"], mb["controller_cheapest_cost_ms"])
         self.assertEqual(row["mf_ms"], _load(results, "gpu", GRAPH, "train_mf",
                                              "result.json")["agent_cost_ms"])
         self.assertEqual(set(row["measured"]),

@@ -103,7 +103,7 @@ class ReproduceQuickTest(absltest.TestCase):
             self.assertEqual(row["taso_ms"], base["taso"]["cost_ms"])
             self.assertEqual(row["random_ms"], mf["baselines"]["random"]["cost_ms"])
             self.assertEqual(row["mf_ms"], mf["agent_cost_ms"])
-            self.assertEqual(row["mb_ms"], mb["controller_best_cost_ms"])
+            self.assertEqual(row["mb_ms"], mb["controller_cheapest_cost_ms"])
             self.assertEqual(row["mf_interactions"], mf["interactions"])
             self.assertEqual(row["mf_optimize_seconds"], mf["optimize_seconds"])
             self.assertEqual(row["mb_optimize_seconds"], mb["seconds"]["optimize"])
@@ -113,14 +113,14 @@ class ReproduceQuickTest(absltest.TestCase):
             self.assertAlmostEqual(variants["model-free"]["estimated_ms"], mf["agent_cost_ms"],
                                    places=6)
             self.assertAlmostEqual(variants["model-based"]["estimated_ms"],
-                                   mb["controller_best_cost_ms"], places=6)
+                                   mb["controller_cheapest_cost_ms"], places=6)
             self.assertAlmostEqual(variants["taso"]["estimated_ms"], base["taso"]["cost_ms"],
                                    places=6)
             separate = _load(self.results, setting, "separate_reward", GRAPH, "train_mb",
                              "result.json")
             self.assertAlmostEqual(variants[SEPARATE]["estimated_ms"],
-                                   separate["controller_best_cost_ms"], places=6)
-            self.assertEqual(row["mb_separate_ms"], separate["controller_best_cost_ms"])
+                                   separate["controller_cheapest_cost_ms"], places=6)
+            self.assertEqual(row["mb_separate_ms"], separate["controller_cheapest_cost_ms"])
             for name, v in variants.items():
                 self.assertEqual(row["measured"][name]["ort/cpu"],
                                  v["measured"]["ort/cpu"]["median_ms"])

@@ -15,8 +15,8 @@ from absl.testing import absltest
 from xflowrl import corpus
 from xflowrl.engine import XferSet
 from xflowrl.engine.cost import GPU_COST_SPEC
+from xflowrl.entry_points import cost_model_from_spec
 from xflowrl.results.generalist import GeneralistRun, HeldOutTimings
-from xflowrl.runs import cost_model_from_spec
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _SCRIPT = os.path.join(_REPO, "experiments", "train_generalist.py")

@@ -26,10 +26,10 @@ from onnx import TensorProto, helper
 
 from tests.onnx_io import exporter_models
 from xflowrl import cli, zoo
+from xflowrl.entry_points import zoo_weights
 from xflowrl.measure.ort_runtime import run_onnx
 from xflowrl.onnx_io import save_onnx
 from xflowrl.optimize import pipeline, verify
-from xflowrl.runs import zoo_weights
 
 
 def make_tempdir(test):

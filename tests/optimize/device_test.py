@@ -102,7 +102,7 @@ class DevicesTest(absltest.TestCase):
 
     def test_the_learned_model_of_the_card_is_the_default_and_falls_back(self):
         from xflowrl.engine import cost  # pylint: disable=import-outside-toplevel
-        from xflowrl.runs import (  # pylint: disable=import-outside-toplevel
+        from xflowrl.entry_points import (  # pylint: disable=import-outside-toplevel
             cost_model_from_spec,
         )
         cards = getattr(cost, "learned_cards", lambda: [])()

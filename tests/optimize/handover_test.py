@@ -168,7 +168,7 @@ class HandOverTest(absltest.TestCase):
             return Episode(0.0, env.initial_cost, math.nan, len(applied), list(applied), 0)
 
         def training(sequence):
-            return TrainResult(episodes=1, interactions=1, seconds=0.0, best_cost=0.0,
+            return TrainResult(episodes=1, interactions=1, seconds=0.0, best_final_cost=0.0,
                                best_sequence=list(sequence), history=[])
 
         # The greedy episode went past its cheapest graph: its prefix.

@@ -7,14 +7,13 @@ from absl.testing import absltest
 
 from xflowrl import corpus, zoo
 from xflowrl.engine import CostModel, XferSet
+from xflowrl.entry_points import cost_model_from_spec
 from xflowrl.env import CHEAPER, EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.env.replay import cheapest_prefix, replay
 from xflowrl.optimize import methods
 from xflowrl.planning.simulator import replay_route
-from xflowrl.runs import cost_model_from_spec
+from xflowrl.policy import load_numpy_policy, runtime, shipped_policy
 from xflowrl.search import equal_step_limit, greedy_search
-from xflowrl.transfer import runtime, shipped_policy
-from xflowrl.transfer.policy import load_numpy_policy
 
 _XFERS = XferSet.default()
 _V100 = CostModel("analytic", profile="v100")

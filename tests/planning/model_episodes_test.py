@@ -15,6 +15,7 @@ import numpy as np
 
 from tests.results.fixtures import mb_run
 from xflowrl import zoo
+from xflowrl.agents.random_agent import RandomAgent
 from xflowrl.embedding import features
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
@@ -25,7 +26,7 @@ from xflowrl.planning.simulator import Step
 from xflowrl.results.model_based import imagined_steps, model_based_markdown
 from xflowrl.results.records import dataclass_from_plain, to_plain
 from xflowrl.results.runs import ModelBasedRun, ModelPlannerRun, ModelPlannerSeconds
-from xflowrl.search import RandomAgent, greedy_walk
+from xflowrl.search import greedy_walk
 from xflowrl.world_model import data
 
 NOOP = 9   # num_xfers of the synthetic episodes

@@ -19,9 +19,9 @@ from xflowrl.planning import (
 )
 from xflowrl.planning.simulator import EVERYWHERE, MERGE, MERGE_NAME, Step, replay_route
 from xflowrl.planning.tree import Tree
+from xflowrl.policy import SHIPPED
 from xflowrl.search.eqsat import same_outputs
 from xflowrl.search.greedy import greedy_walk
-from xflowrl.transfer.policy import SHIPPED
 
 _XFERS = XferSet.default()
 _COST = CostModel("analytic")

@@ -163,7 +163,7 @@ def _mb(seed, best, greedy=90.0, taso=80.0, random=None, invalid=0):
                                      invalid_actions=invalid)
     run = dataclasses.replace(
         fixtures.mb_run(seed, best), initial_cost_ms=100.0, controller_cost_ms=best + 1.0,
-        controller_best_cost_ms=best, max_steps=50, controller={"greedy": evaluation},
+        controller_cheapest_cost_ms=best, max_steps=50, controller={"greedy": evaluation},
         sampled=[evaluation, evaluation],
         real_steps=RealSteps(world_model_rollouts=100, held_out_rollouts=10,
                              round_evaluations=5, evaluation=15, lockstep_dream=7))

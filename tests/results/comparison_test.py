@@ -18,10 +18,10 @@ def _versus(cost, greedy):
     return "is better than one-step greedy" if cost < greedy else "is worse than one-step greedy"
 
 
-# compare_agents.py's result.json before the record: a plain list of rows,
-# their keys in this order.
+# compare_agents.py's rows in the order of their keys; a plain list of them
+# was its result.json before the record.
 LEGACY = [{"graph": "small_cnn", "initial_ms": 4.0, "max_steps": 20, "mb_ms": 3.5,
-           "mb_best_ms": 2.5, "mf_ms": 3.0, "greedy_ms": 0.09, "taso_ms": 0.09,
+           "mb_cheapest_ms": 2.5, "mf_ms": 3.0, "greedy_ms": 0.09, "taso_ms": 0.09,
            "random_ms": 0.15, "mb_vs_greedy": "is worse than one-step greedy",
            "mf_vs_greedy": "is worse than one-step greedy", "greedy_steps": 13,
            "mb_real_steps": 110, "mf_steps_to_final": 30, "mf_real_steps": 120,
@@ -44,7 +44,7 @@ class ComparisonRowTest(absltest.TestCase):
     def test_the_row_from_the_runs_and_the_baselines(self):
         row = _row()
         self.assertEqual((row.initial_ms, row.max_steps), (4.0, 20))
-        self.assertEqual((row.mb_ms, row.mb_best_ms, row.mf_ms), (3.5, 2.5, 3.0))
+        self.assertEqual((row.mb_ms, row.mb_cheapest_ms, row.mf_ms), (3.5, 2.5, 3.0))
         self.assertEqual(row.mb_vs_greedy, "is worse than one-step greedy")
         # The model-based agent's rollouts (world model and held out), not
         # its evaluation steps.
@@ -80,7 +80,7 @@ class AgentComparisonTest(absltest.TestCase):
             value = json.load(f)
         self.assertEqual(list(value), ["schema", "schema_version", "cost_model", "max_steps",
                                        "equal_budget_factor", "rows"])
-        self.assertEqual((value["schema"], value["schema_version"]), ("compare_agents", 1))
+        self.assertEqual((value["schema"], value["schema_version"]), ("compare_agents", 2))
         self.assertEqual(list(value["rows"][0]), list(LEGACY[0]))
 
     def test_a_file_from_before_the_record_is_refused(self):
@@ -88,12 +88,12 @@ class AgentComparisonTest(absltest.TestCase):
         fixtures.write_json(path, LEGACY)
         with self.assertRaisesRegex(RecordError, f"^{re.escape(path)}: a list of rows "
                                     r"\(version 0, written before versioned records\); this "
-                                    "code reads compare_agents version 1 only: run again to "
+                                    "code reads compare_agents version 2 only: run again to "
                                     "write it anew$"):
             AgentComparison.load(path)
 
     def test_rows_of_that_file_read_in_a_record(self):
-        old = AgentComparison.from_json({"schema": "compare_agents", "schema_version": 1,
+        old = AgentComparison.from_json({"schema": "compare_agents", "schema_version": 2,
                                          "cost_model": "analytic/v100", "max_steps": 20,
                                          "equal_budget_factor": 1.5, "rows": LEGACY})
         self.assertEqual(old.rows[0].mb_real_steps, 110)

@@ -81,13 +81,13 @@ def world_round(r=1, real_steps=100, controller=True) -> WorldModelRound:
                   "location_mask_accuracy": 0.8},
         controller=RoundController(episodes=64, real_return=0.2, predicted_return=0.1,
                                    imagined_return=0.3, relative_cost=0.905, cost_ms=91.0,
-                                   best_cost_ms=90.5) if controller else None)
+                                   cheapest_cost_ms=90.5) if controller else None)
 
 
 def episode(cost, applied) -> Evaluation:
     return Evaluation(final_cost=cost + 1.0, real_return=0.2, predicted_return=0.1,
-                      invalid_actions=0, steps=3, applied=applied, best_cost=cost,
-                      best_prefix=len(applied))
+                      invalid_actions=0, steps=3, applied=applied, cheapest_cost=cost,
+                      cheapest_prefix_length=len(applied))
 
 
 def mb_run(seed=0, cost=85.0, graph=GRAPH) -> ModelBasedRun:
@@ -96,7 +96,7 @@ def mb_run(seed=0, cost=85.0, graph=GRAPH) -> ModelBasedRun:
         graph=graph, cost_model="analytic/v100", rules="default", max_locations=50,
         seed=seed, max_steps=20, requested_max_steps=20, greedy_steps=4, eval_masks="real",
         selected_round=None, initial_cost_ms=100.0, controller_cost_ms=cost + 1.0,
-        controller_best_cost_ms=cost, controller_best_applied=applied,
+        controller_cheapest_cost_ms=cost, controller_cheapest_applied=applied,
         controller={"greedy": episode(cost, applied),
                     "greedy_model_masks": episode(cost + 2.0, applied)},
         sampled=[episode(cost + 3.0, applied)], controller_vs_greedy="better than greedy",
@@ -169,13 +169,13 @@ def assert_legacy_refused(test, record, legacy, *parts):
 
 def assert_refuses_other_schema_and_newer_version(test, record, value, other_schema):
     """`record.from_json` refuses `value` (a JSON object of the record, at
-    version 1) under `other_schema`'s name and at versions 0 and 2, each
-    with the message that says so."""
+    its current version) under `other_schema`'s name, at version 0 and at
+    the next version, each with the message that says so."""
     with test.assertRaisesRegex(RecordError, f"a '{other_schema}' record, not "
                                 f"'{record.SCHEMA}'"):
         record.from_json(dict(value, schema=other_schema))
-    for version in (0, 2):
+    for version in (0, record.VERSION + 1):
         with test.assertRaisesRegex(RecordError, f"^r.json: {record.SCHEMA} version {version}; "
-                                    "this code reads version 1 only: run again to write it "
-                                    "anew$"):
+                                    f"this code reads version {record.VERSION} only: run again "
+                                    "to write it anew$"):
             record.from_json(dict(value, schema_version=version), where="r.json")

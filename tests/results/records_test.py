@@ -56,7 +56,7 @@ class RecordTest(absltest.TestCase):
         value = json.loads(json.dumps(run.to_json()))
         back = ModelBasedRun.from_json(value)
         self.assertEqual(back, run)
-        self.assertEqual(back.controller["greedy"].best_cost, 80.0)
+        self.assertEqual(back.controller["greedy"].cheapest_cost, 80.0)
         self.assertEqual(back.world_model.rounds[0].held_out["reward_mse"], 0.5)
         self.assertEqual(back.real_steps.total, 200 + 10 + 5)
 
@@ -123,13 +123,13 @@ class WorldModelRoundTest(absltest.TestCase):
                  "controller_episodes": 64, "controller_real_return": 0.1,
                  "controller_predicted_return": 0.2, "controller_imagined_return": 0.3,
                  "controller_relative_cost": 0.85, "controller_cost_ms": 9.0,
-                 "controller_best_cost_ms": 8.5}
+                 "controller_cheapest_cost_ms": 8.5}
 
     def test_the_agents_row_round_trips_flat_in_its_order(self):
         r = WorldModelRound.from_state(self.STATE_ROW)
         self.assertEqual(r.held_out, {"latent_nll": 1.0, "reward_mse": 0.01,
                                       "xfer_mask_accuracy": 0.9})
-        self.assertEqual(r.controller.best_cost_ms, 8.5)
+        self.assertEqual(r.controller.cheapest_cost_ms, 8.5)
         self.assertEqual(r.controller.imagined_return, 0.3)
         self.assertEqual(list(r._fields_to_json().items()), list(self.STATE_ROW.items()))
 
@@ -139,7 +139,7 @@ class WorldModelRoundTest(absltest.TestCase):
         self.assertIsNone(r.controller)
         self.assertEqual(r._fields_to_json(), row)
         several = {k: v for k, v in self.STATE_ROW.items()
-                   if k not in ("controller_cost_ms", "controller_best_cost_ms")}
+                   if k not in ("controller_cost_ms", "controller_cheapest_cost_ms")}
         several["controller_graphs"] = 8
         r = WorldModelRound.from_state(several)
         self.assertEqual((r.controller.graphs, r.controller.cost_ms), (8, None))

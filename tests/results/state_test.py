@@ -18,7 +18,7 @@ ROUND = {"round": 1, "real_steps": 120, "collection": "random", "collected_retur
          "held_out_location_count": 0.5, "controller_episodes": 64,
          "controller_real_return": 0.1, "controller_predicted_return": 0.2,
          "controller_imagined_return": 0.3, "controller_relative_cost": 0.85,
-         "controller_cost_ms": 9.0, "controller_best_cost_ms": 8.5}
+         "controller_cost_ms": 9.0, "controller_cheapest_cost_ms": 8.5}
 STATE = {"round": 2, "real_steps": 240, "held_out_steps": 40, "evaluation_steps": 12,
          "rounds": [ROUND, dict(ROUND, round=2, real_steps=240)],
          "encoder": {"first": {"loss": 2.0}, "last": {"loss": 1.0}}, "seconds": 3.5,
@@ -45,10 +45,10 @@ class WorldModelStateTest(absltest.TestCase):
         record = WorldModelState.from_state(STATE)
         self.assertEqual(record.best_round, BestRound(round=2, episodes=128, relative_cost=0.85,
                                                       cost_ms=8.5))
-        self.assertEqual(record.rounds[1].controller.best_cost_ms, 8.5)
+        self.assertEqual(record.rounds[1].controller.cheapest_cost_ms, 8.5)
         value = record.to_json()
         self.assertEqual(list(value)[:2], ["schema", "schema_version"])
-        self.assertEqual((value["schema"], value["schema_version"]), ("world_model_state", 1))
+        self.assertEqual((value["schema"], value["schema_version"]), ("world_model_state", 2))
         path = self._write(value)
         self.assertEqual(WorldModelState.load(path), record)
         self.assertEqual(WorldModelState.load(path).to_state(), STATE)
@@ -71,7 +71,7 @@ class WorldModelStateTest(absltest.TestCase):
         path = self._write(old)
         with self.assertRaisesRegex(RecordError, f"^{re.escape(path)}: no 'schema' or "
                                     r"'schema_version' \(version 0, written before versioned "
-                                    r"records\); this code reads world_model_state version 1 "
+                                    r"records\); this code reads world_model_state version 2 "
                                     "only: run again to write it anew$"):
             WorldModelState.load(path)
 
@@ -87,8 +87,8 @@ class WorldModelStateTest(absltest.TestCase):
         with self.assertRaisesRegex(RecordError, "a 'model_based_run' record, not "
                                     "'world_model_state'"):
             WorldModelState.load(self._write(dict(value, schema="model_based_run")))
-        with self.assertRaisesRegex(RecordError, "reads version 1 only"):
-            WorldModelState.from_json(dict(value, schema_version=2))
+        with self.assertRaisesRegex(RecordError, "reads version 2 only"):
+            WorldModelState.from_json(dict(value, schema_version=3))
         with self.assertRaisesRegex(RecordError, r"world-model state: WorldModelState has no "
                                     r"fields \['novel'\]"):
             WorldModelState.from_state(dict(STATE, novel=1))

@@ -7,13 +7,13 @@ from absl.testing import absltest
 import numpy as np
 
 from xflowrl import zoo
+from xflowrl.agents.random_agent import RandomAgent
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.env.replay import replay
 from xflowrl.search import (
     EQUAL_BUDGET_FACTOR,
     GreedyAgent,
-    RandomAgent,
     equal_step_limit,
     greedy_search,
     greedy_steps,

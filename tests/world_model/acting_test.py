@@ -8,10 +8,10 @@ from xflowrl.results.state import BestRound
 from xflowrl.world_model import acting
 
 
-def _episode(final_cost, best_cost, steps=3):
+def _episode(final_cost, cheapest_cost, steps=3):
     return Evaluation(final_cost=final_cost, real_return=0.0, predicted_return=0.0,
-                      invalid_actions=0, steps=steps, applied=[], best_cost=best_cost,
-                      best_prefix=1)
+                      invalid_actions=0, steps=steps, applied=[], cheapest_cost=cheapest_cost,
+                      cheapest_prefix_length=1)
 
 
 def _controller(relative_cost):

@@ -4,8 +4,8 @@ from absl.testing import absltest, parameterized
 import numpy as np
 
 from tests.world_model import fixtures
+from xflowrl.agents.random_agent import RandomAgent
 from xflowrl.env import location_counts
-from xflowrl.search import RandomAgent
 from xflowrl.world_model import data
 
 

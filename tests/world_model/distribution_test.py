@@ -16,7 +16,7 @@ from xflowrl.agents.ppo import PPOConfig
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.env.replay import cheapest_prefix
 from xflowrl.env.sampled import SampledGraphEnv
-from xflowrl.transfer import evaluate
+from xflowrl.generalist import evaluate
 from xflowrl.world_model import data, dream_start_masks
 from xflowrl.world_model.agent import ModelBasedAgent
 from xflowrl.world_model.config import DreamConfig
@@ -136,15 +136,15 @@ class DistributionTest(absltest.TestCase):
         self.assertEqual(episode.invalid_actions, 0)  # real masks
         self.assertLessEqual(episode.steps, 5)
         cost, prefix = cheapest_prefix(env, episode.applied)
-        self.assertAlmostEqual(cost, episode.best_cost, places=9)
-        self.assertLen(prefix, episode.best_prefix)
+        self.assertAlmostEqual(cost, episode.cheapest_cost, places=9)
+        self.assertLen(prefix, episode.cheapest_prefix_length)
         with self.assertRaisesRegex(ValueError, "learns in rounds"):
             self.agent.run_episode(env, learn=True)
         rows = evaluate.zero_shot(self.agent, {_HELD_OUT: corpus.get(_HELD_OUT)},
                                   fixtures.xfers(), fixtures.cost_model(),
                                   EnvConfig(max_steps=5), taso_budget=5, random_episodes=1)
         # The zero-shot row reports the model-based agent's own episode.
-        self.assertAlmostEqual(rows[0].policy_ms, episode.best_cost, places=9)
+        self.assertAlmostEqual(rows[0].policy_ms, episode.cheapest_cost, places=9)
         self.assertEqual([tuple(a) for a in rows[0].policy_applied], prefix)
 
     def test_what_the_dream_offers_at_its_starts_falls_with_the_threshold(self):

@@ -13,9 +13,9 @@ import numpy as np
 import tensorflow as tf
 
 from xflowrl import zoo
+from xflowrl.agents.random_agent import RandomAgent
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.env import EnvConfig, GraphEnv
-from xflowrl.search import RandomAgent
 from xflowrl.world_model import data, latent
 from xflowrl.world_model.config import WorldModelConfig
 from xflowrl.world_model.networks import MDNRNN

@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from tests.world_model import agent_test, fixtures
 from xflowrl.agents.ppo import PPOAgent, PPOConfig
-from xflowrl.search import RandomAgent
+from xflowrl.agents.random_agent import RandomAgent
 from xflowrl.world_model import data, losses
 from xflowrl.world_model.agent import ModelBasedAgent
 from xflowrl.world_model.config import DreamConfig
@@ -324,7 +324,7 @@ class AgentTest(absltest.TestCase):
         self.assertGreater(state["rounds"][-1]["held_out_xfer_gain"], 0.0)
         evaluation = agent.evaluate()
         self.assertEqual(evaluation.invalid_actions, 0)
-        self.assertLessEqual(evaluation.best_cost, fixtures.real_env().initial_cost)
+        self.assertLessEqual(evaluation.cheapest_cost, fixtures.real_env().initial_cost)
         with self.assertRaisesRegex(ValueError, "resume it with the same settings "
                                     r"\(--xfer_summaries --ranked_locations\)"):
             self._agent(logdir).learn_world_model()

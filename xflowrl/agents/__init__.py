@@ -1,1 +1,3 @@
-"""Learning agents: the model-free hierarchical PPO agent (`ppo`)."""
+"""Agents: the model-free hierarchical PPO agent (`ppo`) and the random
+agent (`random_agent`: the baseline every learned agent must beat and the
+world model's data collector)."""

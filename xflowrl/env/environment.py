@@ -63,7 +63,7 @@ DEFAULT_MAX_STEPS = 50
 NO_STEP_LIMIT = 100_000
 
 # How much cheaper (ms) a graph must be to count as cheaper than the
-# cheapest one before it (`GraphEnv.cheapest`, `replay.cheapest_prefix`):
+# cheapest one before it (`GraphEnv.cheapest_prefix`, `replay.cheapest_prefix`):
 # a float's rounding apart is the same cost.
 CHEAPER = 1e-12
 
@@ -82,9 +82,9 @@ CHEAPER = 1e-12
 COST_FEATURES = ("full", "no_deltas", "none")
 
 
-class Cheapest(NamedTuple):
+class CheapestPrefix(NamedTuple):
     """The cheapest graph an episode has passed through so far
-    (`GraphEnv.cheapest`), the initial graph included: what an optimiser
+    (`GraphEnv.cheapest_prefix`), the initial graph included: what an optimiser
     hands over, not where the episode happens to end."""
     graph: Graph
     cost: float                     # ms
@@ -199,13 +199,13 @@ class GraphEnv(Environment):
         return self._observe()
 
     @property
-    def cheapest(self) -> Cheapest:
+    def cheapest_prefix(self) -> CheapestPrefix:
         """The cheapest graph of the current (or last) episode so far, and
         the shortest prefix of its substitutions that builds it: what
         `xflowrl.env.replay.cheapest_prefix` finds by replaying the episode,
         kept as the episode goes, so that no replay is needed."""
         graph, cost, length = self._cheapest
-        return Cheapest(graph, cost, self.history[:length])
+        return CheapestPrefix(graph, cost, self.history[:length])
 
     def step(self, action: Action) -> TimeStep:
         if self._done:

@@ -180,7 +180,7 @@ class Episode(NamedTuple):
     # The cheapest cost the graph had at any point of the episode, the
     # initial graph included (what the cheapest prefix of `applied` reaches,
     # `xflowrl.env.replay.cheapest_prefix`); NaN where there is no cost.
-    lowest_cost: float = math.nan
+    cheapest_cost: float = math.nan
 
 
 def run_episode(env: Environment, act: Callable[[Observation], Action],
@@ -200,14 +200,14 @@ def run_episode(env: Environment, act: Callable[[Observation], Action],
         total += reward
         steps += 1
         invalid += info.get("invalid") is not None
-        lowest = lowest_cost(lowest, info)
+        lowest = cheapest_cost_so_far(lowest, info)
         obs = next_obs
     return Episode(total, info.get("initial_cost", math.nan), info.get("cost", math.nan),
                    steps, list(info.get("history", [])), invalid,
                    transitions if keep_transitions else None, lowest)
 
 
-def lowest_cost(lowest: float, info: Dict[str, Any]) -> float:
+def cheapest_cost_so_far(lowest: float, info: Dict[str, Any]) -> float:
     """`lowest` (NaN: none yet) lowered to a step's initial and current cost,
     where `info` reports them; NaN while no cost has been seen (the dream)."""
     seen = [c for c in (lowest, info.get("initial_cost"), info.get("cost"))

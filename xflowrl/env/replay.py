@@ -60,7 +60,7 @@ def cheapest_prefix(env: GraphEnv, sequence: Sequence_) -> Tuple[float, List[Tup
     `env`'s initial graph (the initial graph included) and the shortest
     prefix of `sequence` that builds it. Replay stops at the first step the
     environment rejects or at the end of its episode. (An episode played
-    in a `GraphEnv` has this without a replay: `GraphEnv.cheapest`.)"""
+    in a `GraphEnv` has this without a replay: `GraphEnv.cheapest_prefix`.)"""
     steps = trace(env, sequence)
     best, length = env.initial_cost, 0
     for k, (_, _, cost) in enumerate(steps, 1):

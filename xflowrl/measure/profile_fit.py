@@ -62,6 +62,7 @@ def variants(name: str, xfers: Any, config: ProfileFitConfig) -> Dict[str, tuple
     "<graph>/<variant>": (graph, weights, feeds)."""
     # On use: the engine's search and the environment (docs/layout.md).
     from xflowrl import zoo  # pylint: disable=import-outside-toplevel
+    from xflowrl.entry_points import cost_model_from_spec  # pylint: disable=import-outside-toplevel
     from xflowrl.env import (  # pylint: disable=import-outside-toplevel
         EnvConfig,
         GraphEnv,
@@ -71,7 +72,6 @@ def variants(name: str, xfers: Any, config: ProfileFitConfig) -> Dict[str, tuple
         random_inputs,
         random_weights,
     )
-    from xflowrl.runs import cost_model_from_spec  # pylint: disable=import-outside-toplevel
     from xflowrl.search.greedy import greedy_search  # pylint: disable=import-outside-toplevel
     original = zoo.get_graph(name)
     weights = random_weights(original, config.seed, gain=zoo.weight_gain(name))

@@ -105,11 +105,11 @@ class ModelBasedEvaluations(NamedTuple):
     first_call_seconds: Optional[float]
 
     @property
-    def cheapest(self) -> "Evaluation":
+    def cheapest_episode(self) -> "Evaluation":
         """The greedy or sampled episode that passed through the cheapest
         graph (of equal ones, the shortest prefix, then the first)."""
         return min([self.greedy] + list(self.sampled),
-                   key=lambda e: (e.best_cost, e.best_prefix))
+                   key=lambda e: (e.cheapest_cost, e.cheapest_prefix_length))
 
     @property
     def steps(self) -> int:
@@ -182,9 +182,9 @@ def hand_over_evaluations(env: GraphEnv, evaluations: ModelBasedEvaluations) -> 
     """The cheapest graph any greedy or sampled episode of `evaluations`
     passed through, rebuilt in `env` (reset and stepped) by the shortest
     prefix that reaches it."""
-    best = evaluations.cheapest
-    applied = list(best.applied[:best.best_prefix])
-    return HandOver(replay(env, applied), best.best_cost, applied, "mb")
+    best = evaluations.cheapest_episode
+    applied = list(best.applied[:best.cheapest_prefix_length])
+    return HandOver(replay(env, applied), best.cheapest_cost, applied, "mb")
 
 
 def hand_over_model_based(agent: "ModelBasedAgent", env: GraphEnv,

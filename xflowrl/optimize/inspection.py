@@ -52,8 +52,8 @@ def inspect_model(path: str, input_shapes: Optional[Mapping[str, Sequence[int]]]
         set name is unknown.
     """
     from xflowrl.engine import XferSet  # pylint: disable=import-outside-toplevel
+    from xflowrl.entry_points import cost_model_from_spec  # pylint: disable=import-outside-toplevel
     from xflowrl.onnx_io.common import decode_opaque  # pylint: disable=import-outside-toplevel
-    from xflowrl.runs import cost_model_from_spec  # pylint: disable=import-outside-toplevel
 
     user = model_io.load_model(path, input_shapes)
     graph = user.graph

@@ -12,7 +12,7 @@ substitutions that build it. What `budget` counts depends on the method:
 | mf | model-free PPO trained on this graph, then its greedy episode | training episodes (200) |
 | mb | the model-based agent: world model, controller trained in the dream, its best round deployed; its greedy and sampled episodes | world-model rounds (2) |
 | policy | the shipped generalist policy acting greedily, no training | steps (1.5 x greedy's, at least 10) |
-| policy:DIR | a trained policy (a policy folder, `xflowrl.transfer`, or a `train_mf` results folder) acting greedily, no training | steps (1.5 x greedy's, at least 10) |
+| policy:DIR | a trained policy (a policy folder, `xflowrl.policy`, or a `train_mf` results folder) acting greedily, no training | steps (1.5 x greedy's, at least 10) |
 | plan | decision-time planning with the engine (`xflowrl.planning`: Gumbel root, pUCT, the candidates' costs as prior), from greedy's descent, with multi-location actions and identical ops merged | real steps, expansions (1000) |
 | plan:DIR | the same with a trained policy's prior (a policy folder with `policy.npz`) | real steps (1000) |
 
@@ -88,11 +88,11 @@ class MethodResult:
 
 def parse_method(method: str) -> Tuple[str, str]:
     """("greedy", "") ... ("policy", DIR); BadInput for anything else.
-    "policy" alone is the shipped generalist (`xflowrl.transfer.shipped_policy`)."""
+    "policy" alone is the shipped generalist (`xflowrl.policy.shipped_policy`)."""
     kind, _, arg = method.partition(":")
     if kind == "policy":
         if not arg:
-            from xflowrl.transfer.policy import (
+            from xflowrl.policy import (
                 shipped_policy,  # pylint: disable=import-outside-toplevel
             )
             try:
@@ -105,7 +105,7 @@ def parse_method(method: str) -> Tuple[str, str]:
                            f"folder or a train_mf results folder)")
         return kind, arg
     if kind == "plan" and arg:
-        from xflowrl.transfer.policy import has_arrays  # pylint: disable=import-outside-toplevel
+        from xflowrl.policy import has_arrays  # pylint: disable=import-outside-toplevel
         if not has_arrays(arg):
             raise BadInput(f"{arg}: no policy.npz there (--method=plan:DIR takes a policy "
                            f"folder that acts in NumPy, such as the shipped generalist's)")
@@ -299,12 +299,12 @@ def _policy(env: GraphEnv, folder: str, seed: int,
     the budget the policy was trained with, `_equal_budget_environment`);
     the cheapest graph it passed through and the shortest prefix that
     builds it (kept by the environment as the episode goes,
-    `GraphEnv.cheapest`: no replay). A policy folder with `policy.npz` (the
+    `GraphEnv.cheapest_prefix`: no replay). A policy folder with `policy.npz` (the
     shipped one, any saved by this code) acts in NumPy
-    (`xflowrl.transfer.runtime`: the same greedy choices, no TensorFlow to
+    (`xflowrl.policy.runtime`: the same greedy choices, no TensorFlow to
     import; a progress line per step); others load the network
-    (`xflowrl.transfer.load_policy`)."""
-    from xflowrl.transfer import policy  # pylint: disable=import-outside-toplevel
+    (`xflowrl.policy.load_policy`)."""
+    from xflowrl import policy  # pylint: disable=import-outside-toplevel
     info = policy.read_info(folder)
     if info is not None and info.cost_model and info.cost_model != env.cost_model.name:
         progress(f"policy: trained under {info.cost_model}, acting under "
@@ -312,7 +312,7 @@ def _policy(env: GraphEnv, folder: str, seed: int,
                  f"differ from what it learnt; --cost_model={info.cost_model} is its own)")
     try:
         if policy.has_arrays(folder):
-            from xflowrl.transfer import runtime  # pylint: disable=import-outside-toplevel
+            from xflowrl.policy import runtime  # pylint: disable=import-outside-toplevel
             limit = env.config.max_steps
 
             def on_step(steps: int, cost: float) -> None:
@@ -325,7 +325,7 @@ def _policy(env: GraphEnv, folder: str, seed: int,
             agent.run_episode(env, greedy=True, learn=False)
     except ValueError as e:
         raise BadInput(str(e)) from None
-    cheapest = env.cheapest
+    cheapest = env.cheapest_prefix
     return cheapest.graph, cheapest.applied
 
 

@@ -58,7 +58,7 @@ class OptimizeOptions:
       model: the input .onnx file.
       output: where the optimised model goes.
       method: `methods.METHODS` (policy:DIR names a trained policy).
-      cost_model: "backend" or "backend/profile" (`xflowrl.runs.cost_model_from_spec`);
+      cost_model: "backend" or "backend/profile" (`xflowrl.entry_points.cost_model_from_spec`);
         "" for the target device's default (`target.default_cost_model`).
       rules: a named rule set (`xflowrl.rules.sets.RULE_SETS`).
       budget: the method's budget (0: its default; `methods`).
@@ -226,7 +226,7 @@ def optimize_file(options: OptimizeOptions,
       Refused: the optimised model's outputs differ (nothing written).
     """
     from xflowrl.engine import XferSet  # pylint: disable=import-outside-toplevel
-    from xflowrl.runs import cost_model_from_spec  # pylint: disable=import-outside-toplevel
+    from xflowrl.entry_points import cost_model_from_spec  # pylint: disable=import-outside-toplevel
 
     say = progress or (lambda line: None)
     seconds: Dict[str, float] = {}

@@ -13,7 +13,7 @@ graph's hundreds of candidates get simulations at all.
 - `PolicyPrior`: a trained graph policy's joint distribution, the xfer
   head's masked softmax times the location head's given that xfer (a
   multi-location action: the xfer's probability alone)
-  (`xflowrl.transfer.runtime.NumpyPolicy`, NumPy only: the shipped
+  (`xflowrl.policy.runtime.NumpyPolicy`, NumPy only: the shipped
   generalist or any policy folder with `policy.npz`).
 - `UniformPrior`: all equal; the ablation that shows what a prior adds.
 
@@ -69,7 +69,7 @@ class PolicyPrior:
 
     def __init__(self, folder: str, env: GraphEnv):
         # Imported here: the runtime loads threadpoolctl and the policy's arrays.
-        from xflowrl.transfer import runtime  # pylint: disable=import-outside-toplevel
+        from xflowrl.policy import runtime  # pylint: disable=import-outside-toplevel
         self._runtime = runtime
         self.policy = runtime.NumpyPolicy.load(folder)
         if self.policy.num_xfers != len(env.xfers):

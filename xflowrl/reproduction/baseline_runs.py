@@ -22,6 +22,15 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 import numpy as np
 
 from xflowrl.engine import Graph
+from xflowrl.entry_points import (
+    RunSettings,
+    load_result,
+    result_path,
+    results_folder,
+    save_result,
+    write_json,
+    write_text,
+)
 from xflowrl.env import NO_STEP_LIMIT
 from xflowrl.measure.compare import time_models
 from xflowrl.onnx_io import to_onnx
@@ -31,15 +40,6 @@ from xflowrl.results.layout import EQSAT, baseline_costs, baseline_runtimes
 from xflowrl.results.records import RecordError
 from xflowrl.results.tables import baselines_markdown
 from xflowrl.results.thesis import thesis_baseline_ms
-from xflowrl.runs import (
-    RunSettings,
-    load_result,
-    result_path,
-    results_folder,
-    save_result,
-    write_json,
-    write_text,
-)
 from xflowrl.search import Baselines, replay_result, run_eqsat, run_greedy, run_taso
 
 _LOG = logging.getLogger(__name__)

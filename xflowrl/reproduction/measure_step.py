@@ -66,9 +66,9 @@ def variant_graphs(setting: Setting, graph_name: str, root: str,
                                f"baselines.py recorded {baselines.taso.cost_ms} ms")
     agents: List[Tuple[str, Any, Any]] = [
         ("model-free", runs.mf, runs.mf.agent_applied),
-        ("model-based", runs.mb, runs.mb.controller_best_applied)]
+        ("model-based", runs.mb, runs.mb.controller_cheapest_applied)]
     if runs.mb_separate:
-        agents.append((SEPARATE, runs.mb_separate, runs.mb_separate.controller_best_applied))
+        agents.append((SEPARATE, runs.mb_separate, runs.mb_separate.controller_cheapest_applied))
     for name, run, applied in agents:
         run_config = EnvConfig(max_steps=NO_STEP_LIMIT, max_locations=run.max_locations)
         run_env = make_env(graph_name, run.rules, setting.cost_model, setting.profile,

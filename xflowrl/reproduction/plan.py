@@ -1,4 +1,4 @@
-"""The entry-point runs of the reproduction, as jobs (`xflowrl.jobs.Job`).
+"""The entry-point runs of the reproduction, as jobs (`xflowrl.ray_jobs.Job`).
 
 `Plan` is one invocation of experiments/reproduce.py: its graphs, cost
 settings, seeds, budget and folders. `all_jobs(plan)` lists every
@@ -19,7 +19,7 @@ import os
 import sys
 from typing import List, Optional, Sequence
 
-from xflowrl.jobs import Job
+from xflowrl.ray_jobs import Job
 from xflowrl.reproduction.budgets import Budget
 from xflowrl.results import layout
 from xflowrl.results.layout import SETTINGS, Setting

@@ -1,7 +1,7 @@
 """The reproduction from plan to report.
 
 `reproduce(plan, options, command)` starts every entry-point run of the plan as Ray tasks
-(`xflowrl.jobs.run_jobs`; `Options` says where and how often to retry),
+(`xflowrl.ray_jobs.run_jobs`; `Options` says where and how often to retry),
 then the measure step on every graph and setting
 (`measure_step.measure`), then writes the report (`xflowrl.results.
 write_report`) with what it ran on: the machine, the commit (and whether
@@ -20,7 +20,7 @@ import subprocess
 import time
 from typing import Dict, List, Sequence
 
-from xflowrl.jobs import job_state, run_jobs
+from xflowrl.ray_jobs import job_state, run_jobs
 from xflowrl.reproduction.measure_step import measure
 from xflowrl.reproduction.plan import Plan, all_jobs, reportable_graphs
 from xflowrl.results.layout import SETTINGS

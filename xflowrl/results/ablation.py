@@ -265,7 +265,7 @@ def summarize_variant(what: str, flags: List[str], results: Sequence[ModelBasedR
     baselines' costs in each run."""
     greedy = Spread.of([change_pct(b.greedy, r.initial_cost_ms)
                         for b, r in zip(baselines, results)])
-    best = Spread.of([change_pct(r.controller_best_cost_ms, r.initial_cost_ms)
+    best = Spread.of([change_pct(r.controller_cheapest_cost_ms, r.initial_cost_ms)
                       for r in results])
     taso = _spread_where_all([b.taso for b in baselines], results)
     random = _spread_where_all([b.random for b in baselines], results)

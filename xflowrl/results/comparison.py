@@ -29,7 +29,7 @@ def change_pct(cost: float, initial: float) -> float:
 @dataclasses.dataclass(kw_only=True)
 class ComparisonRow:
     """One graph: costs in ms (the model-based controller's greedy episode,
-    `mb_ms`, and the best of its evaluation episodes, `mb_best_ms`), the
+    `mb_ms`, and the best of its evaluation episodes, `mb_cheapest_ms`), the
     agents' step limit there, the verdicts against one-step greedy, the real
     environment steps each agent used (the model-based agent's rollouts; the
     model-free agent's until its greedy evaluation first reached its final
@@ -39,7 +39,7 @@ class ComparisonRow:
     initial_ms: float
     max_steps: int
     mb_ms: float
-    mb_best_ms: float
+    mb_cheapest_ms: float
     mf_ms: float
     greedy_ms: float
     taso_ms: float
@@ -72,13 +72,13 @@ class ComparisonRow:
         mf_steps = mf.steps_to_final_cost
         return cls(
             graph=graph, initial_ms=initial, max_steps=max_steps,
-            mb_ms=mb.controller_cost_ms, mb_best_ms=mb.controller_best_cost_ms,
+            mb_ms=mb.controller_cost_ms, mb_cheapest_ms=mb.controller_cheapest_cost_ms,
             mf_ms=mf.agent_cost_ms, greedy_ms=greedy_ms, taso_ms=taso_ms, random_ms=random_ms,
-            mb_vs_greedy=versus_greedy(mb.controller_best_cost_ms, greedy_ms),
+            mb_vs_greedy=versus_greedy(mb.controller_cheapest_cost_ms, greedy_ms),
             mf_vs_greedy=versus_greedy(mf.agent_cost_ms, greedy_ms),
             greedy_steps=greedy_steps, mb_real_steps=mb_steps, mf_steps_to_final=mf_steps,
             mf_real_steps=mf.interactions, steps_ratio_mf_over_mb=mf_steps / max(mb_steps, 1),
-            equal_final_cost=abs(mb.controller_best_cost_ms - mf.agent_cost_ms)
+            equal_final_cost=abs(mb.controller_cheapest_cost_ms - mf.agent_cost_ms)
             <= 1e-6 * initial,
             mb_seconds=mb.seconds.total, mf_seconds=mf.train_seconds,
             mb_change=change_pct(mb.controller_cost_ms, initial),
@@ -101,7 +101,7 @@ class AgentComparison(Record):
     it is raised to where that is more, and one row per graph."""
 
     SCHEMA = "compare_agents"
-    VERSION = 1
+    VERSION = 2
 
     cost_model: str
     max_steps: int
@@ -123,7 +123,7 @@ class AgentComparison(Record):
         cost_table = "\n".join(
             f"| {r.graph} | {r.initial_ms:.3f} | {r.max_steps} | "
             f"{r.mb_ms:.3f} ({r.mb_change:+.2f}%) | "
-            f"{r.mb_best_ms:.3f} | {r.mf_ms:.3f} ({r.mf_change:+.2f}%) | "
+            f"{r.mb_cheapest_ms:.3f} | {r.mf_ms:.3f} ({r.mf_change:+.2f}%) | "
             f"{r.greedy_ms:.3f} ({r.greedy_change:+.2f}%, {r.greedy_steps} steps) | "
             f"{r.taso_ms:.3f} ({r.taso_change:+.2f}%) | "
             f"{r.random_ms:.3f} ({r.random_change:+.2f}%) |" for r in self.rows)

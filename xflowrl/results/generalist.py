@@ -84,7 +84,7 @@ class ZeroShotSummary:
 @dataclasses.dataclass
 class RouteSummary:
     """A route to a graph under a policy's sampling
-    (`xflowrl.transfer.evaluate.route_against`): its steps, the natural
+    (`xflowrl.generalist.evaluate.route_against`): its steps, the natural
     log-probability of a sampled episode taking exactly them, how many are
     not the policy's greedy action, the (xfer, log-probability) of the steps
     whose xfer the policy's own greedy episode never applies, and every step
@@ -194,7 +194,7 @@ def seed_runs(folder: str) -> List[GeneralistRun]:
     return sorted(runs, key=lambda r: r.seed)
 
 
-# Under a setting's results folder (`xflowrl.transfer.generalist.results_folder`):
+# Under a setting's results folder (`xflowrl.generalist.pipeline.results_folder`):
 # the model-based agent's seeds, beside the policy's; the held-out graphs
 # timed; the seeds' report.
 MODEL_BASED_FOLDER = "mb"
@@ -237,7 +237,7 @@ class TimedGraph:
 @dataclasses.dataclass
 class HeldOutTimings(Record):
     """measured.json: the held-out graphs the agents handed over, timed
-    (`xflowrl.transfer.measured.measure_held_out`)."""
+    (`xflowrl.generalist.measured.measure_held_out`)."""
 
     SCHEMA = "held_out_timings"
     VERSION = 1

@@ -238,7 +238,7 @@ def mf_cost(run: ModelFreeRun) -> float:
 
 def mb_cost(run: ModelBasedRun) -> float:
     """A model-based run's cost: its best evaluation episode's."""
-    return run.controller_best_cost_ms
+    return run.controller_cheapest_cost_ms
 
 
 class Runs(NamedTuple):
@@ -288,7 +288,7 @@ def run_stamps(root: str, graph: str, seeds: Sequence[int] = (0,)) -> dict:
     r = load_runs(root, graph, seeds)
     b = baseline_costs(r.baselines)
     stamps = {"greedy": b.greedy_applied, "taso_cost_ms": b.taso_ms,
-              "mf": r.mf.agent_applied, "mb": r.mb.controller_best_applied}
+              "mf": r.mf.agent_applied, "mb": r.mb.controller_cheapest_applied}
     if r.mb_separate:
-        stamps["mb_separate"] = r.mb_separate.controller_best_applied
+        stamps["mb_separate"] = r.mb_separate.controller_cheapest_applied
     return stamps

@@ -104,7 +104,7 @@ def model_based_markdown(run: ModelBasedRun,
         ("initial", initial),
         (f"model-based (greedy episode{note})", greedy.final_cost),
         (f"model-based (best of greedy + {len(run.sampled)} sampled{note})",
-         run.controller_best_cost_ms),
+         run.controller_cheapest_cost_ms),
         (f"model-based, greedy on the {ablation} masks"
          f"{' (ablation: the thesis)' if ablation == 'model' else ''}", other.final_cost)]
     planner = run.model_planner
@@ -152,7 +152,7 @@ def model_based_markdown(run: ModelBasedRun,
         f"predicted return | invalid actions | steps |\n|---|---|---|---|---|---|---|\n"
         f"{_episodes_table(episodes)}\n\n"
         f"Controller's substitutions (best episode): "
-        f"{', '.join(f'{n}@{l}' for n, l in run.controller_best_applied) or 'none'}\n")
+        f"{', '.join(f'{n}@{l}' for n, l in run.controller_cheapest_applied) or 'none'}\n")
 
 
 def _change(cost: float, initial: float) -> str:
@@ -181,7 +181,7 @@ def _planner_section(run: ModelBasedRun) -> str:
         "| agent | cost change | real steps learnt from | real steps of its own on this "
         "graph | real steps elsewhere | model steps | wall time (s) |\n"
         "|---|---|---|---|---|---|---|\n"
-        f"| model-based controller (dream) | {_change(run.controller_best_cost_ms, initial)} | "
+        f"| model-based controller (dream) | {_change(run.controller_cheapest_cost_ms, initial)} | "
         f"{learnt:,} | {own:,} (round evaluations, evaluation) | 0 | {imagined} | "
         f"{controller_seconds:.0f} |\n"
         f"| world-model planner | {_change(planner.cost_ms, initial)} | "
@@ -293,7 +293,8 @@ def _rounds_table(rounds: List[WorldModelRound]) -> str:
 def _episodes_table(episodes: Sequence[Tuple[str, Evaluation]]) -> str:
     """A row per evaluation episode: where it ended, the cheapest graph it
     passed through (after how many rewrites), returns, invalid actions, steps."""
-    return "\n".join(f"| {n} | {e.final_cost:.4f} | {e.best_cost:.4f} ({e.best_prefix}) | "
+    return "\n".join(f"| {n} | {e.final_cost:.4f} | "
+                     f"{e.cheapest_cost:.4f} ({e.cheapest_prefix_length}) | "
                      f"{e.real_return:+.4f} | "
                      f"{e.predicted_return:+.4f} | {e.invalid_actions} | {e.steps} |"
                      for n, e in episodes)

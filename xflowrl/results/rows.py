@@ -146,7 +146,7 @@ def graph_row(setting: str, graph: str, runs: Runs) -> GraphRow:
         mf_train_seconds=mf.train_seconds, mb_train_seconds=mb.seconds.total,
         mf_optimize_seconds=mf.optimize_seconds,
         mb_optimize_seconds=mb.seconds.optimize,
-        mf_applied=mf.agent_applied, mb_applied=mb.controller_best_applied,
+        mf_applied=mf.agent_applied, mb_applied=mb.controller_cheapest_applied,
         taso_applied=b.taso_applied, greedy_applied=b.greedy_applied,
         measured=measured, measured_iqr=iqr, same_graph=same,
         seeds=sorted(set(mf_seeds) | set(mb_seeds)),

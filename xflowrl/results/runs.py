@@ -31,7 +31,7 @@ class ModelFreeRun(Record):
     baselines on the same graph and setting, with the training's history."""
 
     SCHEMA = "model_free_run"
-    VERSION = 2
+    VERSION = 3
 
     graph: str
     cost_model: str
@@ -80,8 +80,8 @@ class Evaluation:
     invalid_actions: int        # actions the real engine rejected (mask errors)
     steps: int
     applied: Applied            # (xfer name, location) of the real graph
-    best_cost: float            # the cheapest graph of the episode (the initial one included)
-    best_prefix: int            # applied[:best_prefix] builds it (the first at that cost)
+    cheapest_cost: float        # the cheapest graph of the episode (the initial one included)
+    cheapest_prefix_length: int  # applied[:cheapest_prefix_length] builds it (the first)
 
 
 @dataclasses.dataclass
@@ -116,7 +116,7 @@ class RoundController:
     imagined_return: float
     relative_cost: float
     cost_ms: Optional[float] = _omit()         # one graph: its episode's final cost
-    best_cost_ms: Optional[float] = _omit()    # and the cheapest graph it passed through
+    cheapest_cost_ms: Optional[float] = _omit()    # and the cheapest graph it passed through
     graphs: Optional[int] = _omit()            # several graphs: how many were evaluated
 
 
@@ -291,7 +291,7 @@ class ModelBasedRun(Record):
     `model_planner`, `model_planner_note`, `imagined_steps`)."""
 
     SCHEMA = "model_based_run"
-    VERSION = 2
+    VERSION = 3
 
     graph: str
     cost_model: str
@@ -305,8 +305,8 @@ class ModelBasedRun(Record):
     selected_round: Optional[Dict[str, Any]]   # the deployed round (round, cost_ms, episodes)
     initial_cost_ms: float
     controller_cost_ms: float                  # its greedy episode's final cost
-    controller_best_cost_ms: float
-    controller_best_applied: Applied
+    controller_cheapest_cost_ms: float
+    controller_cheapest_applied: Applied
     controller: Dict[str, Evaluation]          # greedy, greedy_<other>_masks
     sampled: List[Evaluation]
     controller_vs_greedy: str

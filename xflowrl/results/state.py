@@ -42,7 +42,7 @@ class WorldModelState(Record):
     JSON (and of `to_state`) until then, as the agent's dict lacks them."""
 
     SCHEMA = "world_model_state"
-    VERSION = 1
+    VERSION = 2
 
     round: int                              # rounds finished
     real_steps: int                         # the rounds' collected real steps

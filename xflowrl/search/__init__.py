@@ -1,5 +1,5 @@
 """Baselines: one-step greedy, TASO's backtracking search (the engine's
-`XferSet.search`), a random agent and equality saturation
+`XferSet.search`), the random agent (`xflowrl.agents.random_agent`) and equality saturation
 (`xflowrl.search.eqsat`), run into one record
 (`xflowrl.search.record.Baselines`) by `run_baselines`."""
 
@@ -19,7 +19,6 @@ from xflowrl.search.baselines import (
                                      with_equal_step_limit,
 )
 from xflowrl.search.greedy import GreedyAgent, GreedyWalk, greedy_search, greedy_walk
-from xflowrl.search.random_agent import RandomAgent
 from xflowrl.search.record import (
                                      Baselines,
                                      EqsatResult,

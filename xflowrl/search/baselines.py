@@ -17,11 +17,11 @@ from typing import List, Tuple, Union
 
 import numpy as np
 
+from xflowrl.agents.random_agent import RandomAgent
 from xflowrl.engine import Graph, graph_from_data
 from xflowrl.engine.xfers import TASO_ALPHA, TASO_BUDGET
 from xflowrl.env import GraphEnv, NO_STEP_LIMIT
 from xflowrl.search.greedy import greedy_search, greedy_walk
-from xflowrl.search.random_agent import RandomAgent
 from xflowrl.search.record import (
     Baselines,
     EqsatResult,

@@ -82,7 +82,7 @@ class RoundEvaluation(NamedTuple):
 
     def best_round(self, r: int) -> BestRound:
         """The record of round r as the best so far."""
-        one = self.episodes[0].best_cost if len(self.envs) == 1 else None
+        one = self.episodes[0].cheapest_cost if len(self.envs) == 1 else None
         return BestRound(round=r + 1, relative_cost=self.relative_cost,
                          episodes=self.controller.episodes, cost_ms=one)
 
@@ -95,7 +95,8 @@ def evaluate_round(agent: PPOAgent, envs: List[GraphEnv],
     greedy imagined episodes from the initial graph in `make_dream()`."""
     episodes = [evaluate(view_of(env), agent, greedy=True) for env in envs]
     imagined = imagine_batch(make_dream(), agent, IMAGINED_EVAL_EPISODES, greedy=True)
-    relative = float(np.mean([e.best_cost / env.initial_cost for e, env in zip(episodes, envs)]))
+    relative = float(np.mean([e.cheapest_cost / env.initial_cost
+                              for e, env in zip(episodes, envs)]))
     one = len(envs) == 1
     controller = RoundController(
         episodes=int(agent.episodes.numpy()),
@@ -104,7 +105,7 @@ def evaluate_round(agent: PPOAgent, envs: List[GraphEnv],
         imagined_return=float(np.mean([sum(s.reward for s in e) for e in imagined])),
         relative_cost=relative,
         cost_ms=episodes[0].final_cost if one else None,
-        best_cost_ms=episodes[0].best_cost if one else None,
+        cheapest_cost_ms=episodes[0].cheapest_cost if one else None,
         graphs=None if one else len(envs))
     return RoundEvaluation(controller, episodes, envs, relative)
 

@@ -313,7 +313,7 @@ class ModelBasedAgent:
                     ) -> Evaluation:
         """The deployed controller's episode on `env` (real masks), in the
         model-free agent's terms, so that the zero-shot evaluation
-        (`xflowrl.transfer.evaluate`) takes either agent: `.applied` holds
+        (`xflowrl.generalist.evaluate`) takes either agent: `.applied` holds
         the episode's (xfer name, location) pairs. The model-based agent
         does not learn from real episodes outside its rounds."""
         if learn:

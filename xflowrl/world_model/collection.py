@@ -16,9 +16,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Union
 import numpy as np
 
 from xflowrl.agents.ppo import PPOAgent
+from xflowrl.agents.random_agent import RandomAgent
 from xflowrl.env import GraphEnv
 from xflowrl.env.sampled import SampledGraphEnv
-from xflowrl.search import RandomAgent
 from xflowrl.world_model import data
 from xflowrl.world_model.config import WorldModelConfig
 from xflowrl.world_model.controller import collect_in_lockstep

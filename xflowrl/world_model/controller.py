@@ -249,7 +249,7 @@ def evaluate(env: LatentEnv, agent: PPOAgent, greedy: bool) -> Evaluation:
     """One episode of the controller in the real environment.
 
     Besides where the episode ends, it reports the cheapest graph it
-    passed through (`best_cost`, built by `applied[:best_prefix]`): what
+    passed through (`cheapest_cost`, built by `applied[:cheapest_prefix_length]`): what
     optimising a graph with the controller hands over, as TASO's search
     returns the best graph it saw. An episode that goes on with
     cost-neutral rewrites after its last gain ends at the same cost with

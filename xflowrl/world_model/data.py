@@ -32,8 +32,8 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
+from xflowrl.agents.random_agent import RandomAgent
 from xflowrl.env import Environment, Observation, location_counts
-from xflowrl.search import RandomAgent
 
 
 class XferVocabulary:

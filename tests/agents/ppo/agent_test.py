@@ -15,6 +15,7 @@ import tensorflow as tf
 from xflowrl import zoo
 from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.agents.ppo.training import Progress, TrainConfig, replay, train
+from xflowrl.agents.random_agent import RandomAgent
 from xflowrl.embedding import features
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.env import EnvConfig, GraphEnv, run_episode
@@ -22,7 +23,6 @@ from xflowrl.env.replay import cheapest_prefix
 from xflowrl.env.sampled import SampledGraphEnv
 from xflowrl.executor.weights import random_weights
 from xflowrl.onnx_io import load_onnx, to_onnx
-from xflowrl.search import RandomAgent
 
 _XFERS = XferSet.default()
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -211,7 +211,7 @@ class BatchedActingTest(absltest.TestCase):
             graph = replay(env, episode.applied)
             self.assertAlmostEqual(graph.cost(env.cost_model), episode.final_cost)
             self.assertAlmostEqual(cheapest_prefix(env, episode.applied)[0],
-                                   episode.lowest_cost)
+                                   episode.cheapest_cost)
         agent.update()
         self.assertEqual(agent.buffered_episodes, 0)
 
@@ -223,11 +223,11 @@ class LowestCostTest(absltest.TestCase):
             env = _env(max_steps=8)
             episode = run_episode(env, RandomAgent(seed=seed).act)
             cost, prefix = cheapest_prefix(env, episode.applied)
-            self.assertAlmostEqual(cost, episode.lowest_cost)
-            self.assertLessEqual(episode.lowest_cost, min(episode.initial_cost,
+            self.assertAlmostEqual(cost, episode.cheapest_cost)
+            self.assertLessEqual(episode.cheapest_cost, min(episode.initial_cost,
                                                           episode.final_cost))
             if len(prefix) < len(episode.applied):  # it passed through a cheaper graph
-                self.assertLess(episode.lowest_cost, episode.final_cost)
+                self.assertLess(episode.cheapest_cost, episode.final_cost)
 
 
 class TrainingTest(absltest.TestCase):
@@ -240,9 +240,9 @@ class TrainingTest(absltest.TestCase):
         self.assertEqual(result.episodes, 7)
         self.assertEqual([row["episode"] for row in result.history], [3, 6, 7])
         # The cheapest graph passed through is never above the cheapest final one.
-        self.assertLessEqual(result.best_graph_cost, result.best_cost)
-        self.assertLessEqual(result.best_graph_cost, env.initial_cost)
-        self.assertEqual(result.history[-1]["best_graph_cost"], result.best_graph_cost)
+        self.assertLessEqual(result.cheapest_cost, result.best_final_cost)
+        self.assertLessEqual(result.cheapest_cost, env.initial_cost)
+        self.assertEqual(result.history[-1]["cheapest_cost"], result.cheapest_cost)
         with self.assertRaises(ValueError):
             TrainConfig(parallel_envs=0)
 
@@ -289,10 +289,10 @@ class TrainingTest(absltest.TestCase):
         self.assertEqual(second.episodes, 6)
         self.assertEqual(int(agent.updates.numpy()), 3)
         self.assertGreaterEqual(second.interactions, first.interactions + 2)
-        self.assertLessEqual(second.best_cost, first.best_cost)
+        self.assertLessEqual(second.best_final_cost, first.best_final_cost)
         # The best sequence replays to a graph of the recorded cost.
         graph = replay(env, second.best_sequence)
-        self.assertAlmostEqual(graph.cost(env.cost_model), second.best_cost)
+        self.assertAlmostEqual(graph.cost(env.cost_model), second.best_final_cost)
 
     def test_a_resumed_run_repeats_the_uninterrupted_run(self):
         self.maxDiff = None
@@ -329,9 +329,9 @@ class TrainingTest(absltest.TestCase):
         self.assertEqual(before + after, actions)
         self.assertEqual({graph for graph, _, _ in actions}, {"small", "wide"})
         self.assertEqual(resumed_result.history, whole_result.history)
-        self.assertEqual((resumed_result.best_cost, resumed_result.best_sequence,
+        self.assertEqual((resumed_result.best_final_cost, resumed_result.best_sequence,
                           resumed_result.interactions),
-                         (whole_result.best_cost, whole_result.best_sequence,
+                         (whole_result.best_final_cost, whole_result.best_sequence,
                           whole_result.interactions))
         # Network, Adam moments and counters: the same to the bit.
         for got, want in zip(_checkpointed(resumed), _checkpointed(whole), strict=True):
@@ -382,21 +382,21 @@ class ProgressTest(absltest.TestCase):
 
     def test_a_progress_file_round_trips(self):
         path = os.path.join(tempfile.mkdtemp(), "progress.json")
-        progress = Progress(best_cost=2.5, best_sequence=[("a", 1)], interactions=7,
-                            best_graph_cost=2.0)
+        progress = Progress(best_final_cost=2.5, best_sequence=[("a", 1)], interactions=7,
+                            cheapest_cost=2.0)
         progress.save(path)
         self.assertEqual(Progress.load(path), progress)
 
     def test_a_progress_file_of_an_older_layout_is_refused(self):
         path = os.path.join(tempfile.mkdtemp(), "progress.json")
-        Progress(best_cost=2.5).save(path)
+        Progress(best_final_cost=2.5).save(path)
         with open(path) as f:
             older = json.load(f)
-        del older["best_graph_cost"]
+        del older["cheapest_cost"]
         with open(path, "w") as f:
             json.dump(older, f)
         with self.assertRaisesRegex(ValueError, f"{path}: a progress file of another layout "
-                                                r"\(lacks \['best_graph_cost'\].*run again"):
+                                                r"\(lacks \['cheapest_cost'\].*run again"):
             Progress.load(path)
 
 

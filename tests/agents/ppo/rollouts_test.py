@@ -14,7 +14,7 @@ from tests.local_ray import LocalRayTestCase
 from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.agents.ppo.rollouts import RolloutActors
 from xflowrl.agents.ppo.training import TrainConfig, train
-from xflowrl.runs import RunSettings
+from xflowrl.entry_points import RunSettings
 
 # A library factory, so that the actors' processes can import it.
 _RUN = RunSettings(graph="small_cnn", max_steps=4)
@@ -64,9 +64,9 @@ class RolloutActorsTest(LocalRayTestCase):
         self.assertEqual(int(whole.updates.numpy()), 4)
         self.assertGreater(whole_result.interactions, 12)  # actors played them
         self.assertEqual(resumed_result.history, whole_result.history)
-        self.assertEqual((resumed_result.best_cost, resumed_result.best_sequence,
+        self.assertEqual((resumed_result.best_final_cost, resumed_result.best_sequence,
                           resumed_result.interactions),
-                         (whole_result.best_cost, whole_result.best_sequence,
+                         (whole_result.best_final_cost, whole_result.best_sequence,
                           whole_result.interactions))
         for got, want in zip(_weights(resumed), _weights(whole), strict=True):
             np.testing.assert_array_equal(got, want)

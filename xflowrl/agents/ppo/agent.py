@@ -26,7 +26,7 @@ from xflowrl.agents.ppo.learning import Learner, Step
 from xflowrl.agents.ppo.networks import PolicyValueNetwork
 from xflowrl.agents.ppo.random_state import GeneratorStates
 from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS
-from xflowrl.env import Environment, Episode, Observation, lowest_cost
+from xflowrl.env import Environment, Episode, Observation, cheapest_cost_so_far
 
 
 class PPOAgent:
@@ -98,7 +98,7 @@ class PPOAgent:
                     reward=reward, done=done, bootstrap_value=bootstrap))
                 totals[i] += reward
                 infos[i] = info
-                lowest[i] = lowest_cost(lowest[i], info)
+                lowest[i] = cheapest_cost_so_far(lowest[i], info)
                 observations[i] = next_obs
                 if not done:
                     still_live.append(i)

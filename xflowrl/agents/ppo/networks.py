@@ -157,7 +157,7 @@ class PolicyValueNetwork(snt.Module):
                        / tf.maximum(tf.reduce_sum(valid, axis=1), 1.0))    # [M, D]
             costs = [tf.gather_nd(cost_delta, index)[:, None]]
             if self.relative_location_cost:
-                costs.append(tf.gather_nd(relative_cost(cost_delta, location_mask),
+                costs.append(tf.gather_nd(relative_location_cost(cost_delta, location_mask),
                                           index)[:, None])
             rows = tf.concat([matched] + costs + [tf.gather(context, index[:, 0])],
                              -1)                                          # [M, D+C+D+E]
@@ -171,7 +171,8 @@ class PolicyValueNetwork(snt.Module):
                        / tf.maximum(tf.reduce_sum(valid, axis=2), 1.0))    # [B, L, D]
             costs = [cost_delta[..., None]]
             if self.relative_location_cost:
-                costs.append(relative_cost(cost_delta, tf.ones_like(cost_delta, tf.bool))[..., None])
+                everywhere = tf.ones_like(cost_delta, tf.bool)
+                costs.append(relative_location_cost(cost_delta, everywhere)[..., None])
             features = tf.concat([matched] + costs, -1)                    # [B, L, D+C]
         else:
             if self.state_kind != "vector" or num_locations is None:
@@ -193,11 +194,11 @@ class PolicyValueNetwork(snt.Module):
         return [v for v in self.trainable_variables if id(v) not in value_ids]
 
 
-def relative_cost(cost_delta: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+def relative_location_cost(cost_delta: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
     """[B, L]: where each valid candidate's cost change lies between its
     row's cheapest and costliest valid ones, (delta - min) / (max - min),
     0 where they are all equal and at invalid locations
-    (`PPOConfig.relative_location_cost`; `xflowrl.transfer.runtime`
+    (`PPOConfig.relative_location_cost`; `xflowrl.policy.runtime`
     computes the same in NumPy)."""
     low = tf.reduce_min(tf.where(mask, cost_delta, float("inf")), axis=-1, keepdims=True)
     high = tf.reduce_max(tf.where(mask, cost_delta, float("-inf")), axis=-1, keepdims=True)

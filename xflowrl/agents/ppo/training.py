@@ -62,20 +62,20 @@ class TrainResult:
     episodes: int
     interactions: int          # real environment steps taken in training
     seconds: float
-    best_cost: float           # best final cost of any episode
+    best_final_cost: float     # best final cost of any episode
     best_sequence: List[Tuple[str, int]]
     history: List[Dict[str, float]]  # one row per update
-    # The cheapest graph any episode passed through (`Episode.lowest_cost`):
+    # The cheapest graph any episode passed through (`Episode.cheapest_cost`):
     # what a user of the agent gets from its training episodes (the
     # learned methods of `xflowrl optimize` keep it).
-    best_graph_cost: float = math.inf
+    cheapest_cost: float = math.inf
 
 
 @dataclasses.dataclass
 class Progress:
     """What training has found and spent so far, saved beside the checkpoints
     as `progress.json` (its fields are the file's keys) and read on resume."""
-    best_cost: float = math.inf  # best final cost of any episode
+    best_final_cost: float = math.inf  # best final cost of any episode
     best_sequence: List[Tuple[str, int]] = dataclasses.field(default_factory=list)
     interactions: int = 0        # real environment steps taken in training
     seconds: float = 0.0         # training time of all runs so far
@@ -85,7 +85,7 @@ class Progress:
     environment_generators: Dict[str, dict] = dataclasses.field(default_factory=dict)
     # `RolloutActors.generator_states()`, one per actor, when actors collect.
     actor_generators: List[dict] = dataclasses.field(default_factory=list)
-    best_graph_cost: float = math.inf  # the cheapest graph any episode passed through
+    cheapest_cost: float = math.inf  # the cheapest graph any episode passed through
 
     def save(self, path: str) -> None:
         """Writes the file atomically: an interruption never leaves half a file."""
@@ -187,32 +187,32 @@ def train(env: Environment, agent: PPOAgent, config: TrainConfig, logdir: str,
         for i, episode in enumerate(episodes):
             recent.append(episode)
             state.interactions += episode.steps
-            if episode.final_cost < state.best_cost:
-                state.best_cost = episode.final_cost
+            if episode.final_cost < state.best_final_cost:
+                state.best_final_cost = episode.final_cost
                 state.best_sequence = episode.applied
-            if episode.lowest_cost < state.best_graph_cost:
-                state.best_graph_cost = episode.lowest_cost
+            if episode.cheapest_cost < state.cheapest_cost:
+                state.cheapest_cost = episode.cheapest_cost
             with writer.as_default(step=done_before + i + 1):
                 tf.summary.scalar("episode/reward", episode.total_reward)
                 tf.summary.scalar("episode/final_cost", episode.final_cost)
                 tf.summary.scalar("episode/steps", episode.steps)
-                tf.summary.scalar("episode/best_cost", state.best_cost)
+                tf.summary.scalar("episode/best_final_cost", state.best_final_cost)
         n = int(agent.episodes.numpy())
         if not agent.ready_to_update and n < config.episodes:
             continue
         metrics = agent.update()
         updates = int(agent.updates.numpy())
         row = {"episode": n, "updates": updates, "interactions": state.interactions,
-               "best_cost": state.best_cost,
+               "best_final_cost": state.best_final_cost,
                "mean_reward": float(np.mean([e.total_reward for e in recent])),
                "mean_final_cost": float(np.mean([e.final_cost for e in recent])), **metrics}
-        if math.isfinite(state.best_graph_cost):  # environments with a cost
-            row["best_graph_cost"] = state.best_graph_cost
+        if math.isfinite(state.cheapest_cost):  # environments with a cost
+            row["cheapest_cost"] = state.cheapest_cost
         if updates % config.eval_every == 0:
             greedy = agent.run_episode(env, greedy=True, learn=False)
             row["greedy_cost"] = greedy.final_cost
-            if math.isfinite(greedy.lowest_cost):
-                row["greedy_lowest_cost"] = greedy.lowest_cost
+            if math.isfinite(greedy.cheapest_cost):
+                row["greedy_cheapest_cost"] = greedy.cheapest_cost
         state.history.append(row)
         recent = []
         with writer.as_default(step=n):
@@ -225,10 +225,10 @@ def train(env: Environment, agent: PPOAgent, config: TrainConfig, logdir: str,
         rate = (n - start_episode) / max(elapsed, 1e-9)
         left = (config.episodes - n) / max(rate, 1e-9)
         progress(f"episode {n}/{config.episodes}  {rate:.2f} ep/s  left {_format_seconds(left)}"
-                 f"  mean cost {row['mean_final_cost']:.4f}  best {state.best_cost:.4f}"
+                 f"  mean cost {row['mean_final_cost']:.4f}  best {state.best_final_cost:.4f}"
                  f"  (initial {episode.initial_cost:.4f})  loss {metrics['loss']:.3f}")
     save()
     writer.flush()
     return TrainResult(int(agent.episodes.numpy()), state.interactions, state.seconds,
-                       state.best_cost, [(name, loc) for name, loc in state.best_sequence],
-                       state.history, state.best_graph_cost)
+                       state.best_final_cost, [(name, loc) for name, loc in state.best_sequence],
+                       state.history, state.cheapest_cost)

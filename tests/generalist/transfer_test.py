@@ -11,6 +11,8 @@ from xflowrl import zoo
 from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.generalist import evaluate, report
+from xflowrl.policy import PolicyInfo, load_policy, read_info, runtime, save_policy
 from xflowrl.results.generalist import (
     FinetuneGraph,
     FinetunedRun,
@@ -22,15 +24,6 @@ from xflowrl.results.generalist import (
 from xflowrl.results.records import to_plain
 from xflowrl.results.runs import RoundController, WorldModelRound
 from xflowrl.search import greedy_search
-from xflowrl.transfer import (
-    PolicyInfo,
-    evaluate,
-    load_policy,
-    read_info,
-    report,
-    runtime,
-    save_policy,
-)
 
 XFERS = XferSet.default()
 COST = CostModel("analytic", profile="v100")

@@ -3,12 +3,12 @@ agent's result, in real steps."""
 
 from absl.testing import absltest
 
-from xflowrl.transfer.evaluate import CHEAPEST_GRAPH_KEYS, steps_to_reach
+from xflowrl.generalist.evaluate import CHEAPEST_GRAPH_KEYS, steps_to_reach
 
-_HISTORY = [{"interactions": 100, "best_cost": 9.0, "best_graph_cost": 8.5},
-            {"interactions": 220, "best_cost": 8.0, "greedy_cost": 7.5,
-             "best_graph_cost": 7.2, "greedy_lowest_cost": 7.4},
-            {"interactions": 300, "best_cost": 7.0, "best_graph_cost": 6.5}]
+_HISTORY = [{"interactions": 100, "best_final_cost": 9.0, "cheapest_cost": 8.5},
+            {"interactions": 220, "best_final_cost": 8.0, "greedy_cost": 7.5,
+             "cheapest_cost": 7.2, "greedy_cheapest_cost": 7.4},
+            {"interactions": 300, "best_final_cost": 7.0, "cheapest_cost": 6.5}]
 
 
 class StepsToReachTest(absltest.TestCase):

@@ -5,8 +5,8 @@ from unittest import mock
 
 from absl.testing import absltest
 
+from xflowrl.entry_points import exit_on_bad_input
 from xflowrl.optimize import BadInput
-from xflowrl.runs import exit_on_bad_input
 
 
 class ExitOnBadInputTest(absltest.TestCase):

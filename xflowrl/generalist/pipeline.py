@@ -35,16 +35,16 @@ from xflowrl.agents.ppo.training import TrainConfig, train
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.engine.cost import DEFAULT_BACKEND, GPU_PROFILE
 from xflowrl.engine.xfers import DEFAULT_MAX_LOCATIONS, TASO_BUDGET
+from xflowrl.entry_points import cost_model_from_spec
 from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.env.replay import trace
+from xflowrl.generalist import evaluate
+from xflowrl.generalist.distribution import training_env
+from xflowrl.generalist.finetune import FinetuneConfig, finetune_graphs
+from xflowrl.policy import PolicyInfo, SHIPPED, current_commit, read_info, save_policy
 from xflowrl.results.generalist import GeneralistRun
 from xflowrl.rules.sets import DEFAULT_RULE_SET
-from xflowrl.runs import cost_model_from_spec
 from xflowrl.search import greedy_search, with_equal_step_limit
-from xflowrl.transfer import evaluate
-from xflowrl.transfer.distribution import training_env
-from xflowrl.transfer.finetune import FinetuneConfig, finetune_graphs
-from xflowrl.transfer.policy import PolicyInfo, SHIPPED, current_commit, read_info, save_policy
 
 if TYPE_CHECKING:
     from xflowrl.world_model import DreamConfig, WorldModelConfig

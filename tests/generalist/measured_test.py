@@ -1,4 +1,4 @@
-"""Tests of `xflowrl.transfer.measured`: the graphs the agents handed over,
+"""Tests of `xflowrl.generalist.measured`: the graphs the agents handed over,
 rebuilt and timed beside the initial and greedy's graphs."""
 
 from absl.testing import absltest
@@ -7,9 +7,9 @@ from xflowrl import corpus
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.env.environment import NO_STEP_LIMIT
+from xflowrl.generalist import measured
 from xflowrl.results.generalist import ZeroShotRow
 from xflowrl.search import greedy_search
-from xflowrl.transfer import measured
 
 _GRAPH = "mlp/s0"
 

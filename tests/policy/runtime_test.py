@@ -1,4 +1,4 @@
-"""Tests of the NumPy policy runtime (`xflowrl.transfer.runtime`) against the
+"""Tests of the NumPy policy runtime (`xflowrl.policy.runtime`) against the
 TensorFlow network it copies: the same logits to float32 rounding at every
 state of greedy episodes, for the shipped policy and for an untrained
 network of another seed and size; every action it takes is a greedy action
@@ -17,16 +17,17 @@ from absl.testing import absltest
 import numpy as np
 import tensorflow as tf
 
-from xflowrl import corpus
+from xflowrl import corpus, policy
 from xflowrl.agents.ppo import PPOAgent, PPOConfig
-from xflowrl.agents.ppo.networks import relative_cost
+from xflowrl.agents.ppo.networks import relative_location_cost
 from xflowrl.embedding import features
 from xflowrl.engine import XferSet
 from xflowrl.engine.cost import GPU_COST_SPEC
+from xflowrl.entry_points import cost_model_from_spec
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.env.replay import cheapest_prefix
-from xflowrl.runs import cost_model_from_spec
-from xflowrl.transfer import evaluate, load_policy, policy, runtime, shipped_policy
+from xflowrl.generalist import evaluate
+from xflowrl.policy import load_policy, runtime, shipped_policy
 
 GRAPHS = ("resnet/d32w16", "nasnet/s1n2w16", "bert/l6h128a8s64", "inception/a1c1w16")
 STEPS = 12
@@ -217,10 +218,10 @@ class RelativeCostTest(absltest.TestCase):
         mask = np.ones((6, 5), bool)
         mask[3, 1:] = False                      # one location
         mask[4, 3:] = False                      # padding beyond the prefix
-        want = relative_cost(tf.constant(cost_delta), tf.constant(mask)).numpy()
+        want = relative_location_cost(tf.constant(cost_delta), tf.constant(mask)).numpy()
         for row in range(6):
             valid = mask[row]
-            got = runtime.relative_cost(cost_delta[row, valid])
+            got = runtime.relative_location_cost(cost_delta[row, valid])
             np.testing.assert_allclose(got, want[row, valid], rtol=1e-6, atol=1e-7)
             np.testing.assert_array_equal(want[row, ~valid], 0.0)
             self.assertEqual(got.min(), 0.0)
@@ -279,7 +280,7 @@ class WithoutTensorFlowTest(absltest.TestCase):
 import os, sys
 from xflowrl import cli, zoo
 from xflowrl.onnx_io import save_onnx
-from xflowrl.runs import zoo_weights
+from xflowrl.entry_points import zoo_weights
 graph = zoo.get_graph("small_cnn")
 path = os.path.join({folder!r}, "cnn.onnx")
 save_onnx(graph, zoo_weights("small_cnn", graph, 0), path)

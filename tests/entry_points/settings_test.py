@@ -9,8 +9,8 @@ from absl.testing import absltest, parameterized
 
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet
+from xflowrl.entry_points import BaselineSettings, RunSettings, cost_model_from_spec
 from xflowrl.env import EnvConfig
-from xflowrl.runs import BaselineSettings, RunSettings, cost_model_from_spec
 from xflowrl.search import run_baselines
 
 

@@ -48,7 +48,7 @@ def compare(agents: Mapping[str, Any], graphs: Mapping[str, GraphOrBuilder],
     (name -> graph or builder) beside the baselines, which are run once per
     graph for all the agents (see module docstring); label -> its rows.
     Each agent is credited with the cheapest graph of its greedy episode
-    (`GraphEnv.cheapest`)."""
+    (`GraphEnv.cheapest_prefix`)."""
     config = config or EnvConfig()
     rows: Dict[str, List[ZeroShotRow]] = {label: [] for label in agents}
     for name, source in graphs.items():
@@ -62,7 +62,7 @@ def compare(agents: Mapping[str, Any], graphs: Mapping[str, GraphOrBuilder],
             start = time.time()
             agent.run_episode(env, greedy=True, learn=False)
             policy_seconds = time.time() - start
-            cheapest = env.cheapest
+            cheapest = env.cheapest_prefix
             row = ZeroShotRow(name, graph.num_ops(), env.initial_cost, cheapest.cost,
                       base.greedy.cost_ms, taso.cost_ms if taso else None,
                       rand.cost_ms if rand else None, policy_seconds, base.greedy.seconds,
@@ -119,8 +119,8 @@ def markdown(rows: Sequence[ZeroShotRow]) -> str:
     return "\n".join(lines)
 
 
-FINAL_GRAPH_KEYS = ("best_cost", "greedy_cost")
-CHEAPEST_GRAPH_KEYS = ("best_graph_cost", "greedy_lowest_cost")
+FINAL_GRAPH_KEYS = ("best_final_cost", "greedy_cost")
+CHEAPEST_GRAPH_KEYS = ("cheapest_cost", "greedy_cheapest_cost")
 
 
 def steps_to_reach(target: float, zero_shot_cost: float, zero_shot_steps: int,
@@ -134,10 +134,10 @@ def steps_to_reach(target: float, zero_shot_cost: float, zero_shot_steps: int,
     `TrainResult.history`. The zero-shot episode counts, so 0 never comes.
 
     `keys` says how costs count: `FINAL_GRAPH_KEYS`, the cheapest final
-    graph of any training episode so far (`best_cost`) or of that update's
+    graph of any training episode so far (`best_final_cost`) or of that update's
     greedy evaluation (`greedy_cost`); `CHEAPEST_GRAPH_KEYS`, the cheapest
-    graph any of those episodes passed through (`best_graph_cost`,
-    `greedy_lowest_cost`), what the learned methods of `xflowrl optimize`
+    graph any of those episodes passed through (`cheapest_cost`,
+    `greedy_cheapest_cost`), what the learned methods of `xflowrl optimize`
     hand over; `zero_shot_cost` and `target` must count the same way."""
     reached = lambda cost: cost <= target * (1.0 + 1e-9)
     if reached(zero_shot_cost):
@@ -195,7 +195,7 @@ def route_against(policy, env: GraphEnv, applied: Sequence[Tuple[str, int]]) -> 
     graph (the same rewrites at other places first), so the total is that
     of this route, not of reaching its graph; the steps with xfers of its
     own are the ones no reordering of the policy's greedy episode contains."""
-    from xflowrl.transfer import runtime  # pylint: disable=import-outside-toplevel
+    from xflowrl.policy import runtime  # pylint: disable=import-outside-toplevel
     _, prefix = cheapest_prefix(env, applied)
     steps = route_log_probs(policy, env, prefix)
     own = {name for name, _ in runtime.greedy_episode(policy, env).applied}

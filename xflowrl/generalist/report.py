@@ -234,12 +234,12 @@ def _grouped(steps: Sequence[Tuple[str, float]]) -> str:
 
 def write_report(folder: str) -> str:
     """The report of the results folder `folder` (one cost model and rule
-    set, `xflowrl.transfer.generalist.results_folder`): the policy's seeds
+    set, `xflowrl.generalist.pipeline.results_folder`): the policy's seeds
     beside the model-based agent's (or the latter alone), and the held-out
     graphs' estimated and measured changes where they were timed
     (measured.json). Writes it to `folder`/report.md; returns it."""
     # Imported here: measured imports the engine, the tables need only records.
-    from xflowrl.transfer import measured  # pylint: disable=import-outside-toplevel
+    from xflowrl.generalist import measured  # pylint: disable=import-outside-toplevel
     runs = agent_runs(folder)
     if runs["policy"]:
         text = markdown(runs["policy"], model_based=runs["model-based"])

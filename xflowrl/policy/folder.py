@@ -3,7 +3,7 @@
 A policy folder holds the network's weights (a TensorFlow checkpoint of the
 `PolicyValueNetwork` alone: no optimizer state, a third of a training
 checkpoint), the arrays its greedy acting needs as `policy.npz` (for
-`xflowrl.transfer.runtime`, which acts without TensorFlow) and
+`xflowrl.policy.runtime`, which acts without TensorFlow) and
 `policy.json`: what it needs to be rebuilt (the PPO config, the rule set
 and its size, L) and where it came from (cost model, training graphs,
 episodes, seed, the commit of the code that trained it). Loading checks
@@ -13,7 +13,7 @@ that the rule set matches: the xfer head has one output per rule.
 (`train_mf`: `checkpoints/` and `result.json`), so `xflowrl optimize
 --method=policy:DIR` takes either.
 
-The shipped generalist (`SHIPPED`, package data of `xflowrl.transfer`) is
+The shipped generalist (`SHIPPED`, package data of `xflowrl.policy`) is
 such a folder; `shipped_policy()` finds it without network access.
 """
 
@@ -73,7 +73,7 @@ def save_policy(agent, folder: str, info: PolicyInfo) -> str:
     `folder`; returns the checkpoint path."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    from xflowrl.transfer import runtime  # pylint: disable=import-outside-toplevel
+    from xflowrl.policy import runtime  # pylint: disable=import-outside-toplevel
     os.makedirs(folder, exist_ok=True)
     path = tf.train.Checkpoint(network=agent.network).write(os.path.join(folder, POLICY_PREFIX))
     runtime.save_arrays(runtime.network_arrays(agent.network), folder)
@@ -159,7 +159,7 @@ def _check_rule_set(folder: str, info: PolicyInfo, spec) -> None:
 def has_arrays(folder: str) -> bool:
     """Whether `folder` is a policy folder with `policy.npz` (so
     `load_numpy_policy` can load it without TensorFlow)."""
-    from xflowrl.transfer import runtime  # pylint: disable=import-outside-toplevel
+    from xflowrl.policy import runtime  # pylint: disable=import-outside-toplevel
     return (read_info(folder) is not None
             and os.path.exists(os.path.join(folder, runtime.ARRAYS_FILE)))
 
@@ -171,7 +171,7 @@ def load_numpy_policy(folder: str, env):
     Raises:
       ValueError: no policy arrays in `folder`, or a policy for another rule set.
     """
-    from xflowrl.transfer import runtime  # pylint: disable=import-outside-toplevel
+    from xflowrl.policy import runtime  # pylint: disable=import-outside-toplevel
     info = read_info(folder)
     if info is None or not os.path.exists(os.path.join(folder, runtime.ARRAYS_FILE)):
         raise ValueError(f"{folder}: no {POLICY_JSON} with {runtime.ARRAYS_FILE} beside it")
@@ -187,13 +187,13 @@ def export_arrays(folder: str) -> str:
     """Writes `policy.npz` for a policy folder saved without one from its
     checkpoint; returns its path. Needs TensorFlow.
 
-        python -c "from xflowrl.transfer.policy import export_arrays; export_arrays('DIR')"
+        python -c "from xflowrl.policy import export_arrays; export_arrays('DIR')"
     """
     from xflowrl import corpus  # pylint: disable=import-outside-toplevel
     from xflowrl.engine import XferSet  # pylint: disable=import-outside-toplevel
+    from xflowrl.entry_points import cost_model_from_spec  # pylint: disable=import-outside-toplevel
     from xflowrl.env import EnvConfig, GraphEnv  # pylint: disable=import-outside-toplevel
-    from xflowrl.runs import cost_model_from_spec  # pylint: disable=import-outside-toplevel
-    from xflowrl.transfer import runtime  # pylint: disable=import-outside-toplevel
+    from xflowrl.policy import runtime  # pylint: disable=import-outside-toplevel
     info = read_info(folder)
     if info is None:
         raise ValueError(f"{folder}: no {POLICY_JSON}")

@@ -25,8 +25,8 @@ import numpy as np
 
 from xflowrl import zoo
 from xflowrl.engine import CostModel, Graph
+from xflowrl.entry_points.outputs import save_graph, zoo_weights
 from xflowrl.executor.weights import random_inputs
-from xflowrl.runs.outputs import save_graph, zoo_weights
 
 if TYPE_CHECKING:
     from xflowrl.optimize.model_io import UserModel

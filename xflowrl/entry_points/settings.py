@@ -18,9 +18,9 @@ from xflowrl.engine.xfers import (
     TASO_ALPHA,
     TASO_BUDGET,
 )
+from xflowrl.entry_points.source import GraphSource, InputShapes, model_source, zoo_source
 from xflowrl.env import DEFAULT_MAX_STEPS, EnvConfig, GraphEnv
 from xflowrl.rules.sets import DEFAULT_RULE_SET
-from xflowrl.runs.source import GraphSource, InputShapes, model_source, zoo_source
 from xflowrl.search import Baselines, EQSAT_TIME_LIMIT, run_baselines
 
 

@@ -30,10 +30,10 @@ from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.agents.ppo.training import TrainConfig, train
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.env import EnvConfig, GraphEnv
+from xflowrl.generalist import evaluate
+from xflowrl.policy import has_arrays, load_numpy_policy, load_policy
 from xflowrl.results.generalist import FinetuneGraph, FinetunedRun, RouteSummary, ScratchRun
 from xflowrl.search import with_equal_step_limit
-from xflowrl.transfer import evaluate
-from xflowrl.transfer.policy import has_arrays, load_numpy_policy, load_policy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,11 +91,11 @@ def finetune_graphs(generalist_dir: str, config: FinetuneConfig, ppo: PPOConfig,
                                                    parallel_envs=ppo.episodes_per_update),
                            with_dir, progress=_prefixed(progress, f"{name} {label}: "))
             final = agent.run_episode(env, greedy=True, learn=False)
-            lowest = min(final.lowest_cost, result.best_graph_cost)
-            reached = min(final.final_cost, result.best_cost)
+            lowest = min(final.cheapest_cost, result.cheapest_cost)
+            reached = min(final.final_cost, result.best_final_cost)
             common: Dict[str, Any] = dict(episodes=episodes, interactions=result.interactions,
                                           greedy_cost_ms=final.final_cost,
-                                          best_training_cost_ms=result.best_cost,
+                                          best_training_cost_ms=result.best_final_cost,
                                           change=100.0 * (reached / env.initial_cost - 1.0),
                                           cheapest_graph_ms=lowest,
                                           cheapest_graph_change=100.0 * (
@@ -103,13 +103,13 @@ def finetune_graphs(generalist_dir: str, config: FinetuneConfig, ppo: PPOConfig,
             # The run's updates, then its final greedy evaluation.
             history = result.history + [{"interactions": result.interactions + final.steps,
                                          "greedy_cost": final.final_cost,
-                                         "greedy_lowest_cost": final.lowest_cost}]
+                                         "greedy_cheapest_cost": final.cheapest_cost}]
             if label == "scratch":
                 target, target_lowest = reached, lowest
                 # How likely the generalist's sampling is to follow the route
                 # to that result, which fine-tuning from it has to find.
                 route = _route_under(generalist_dir, env, final.applied
-                                     if final.final_cost <= result.best_cost
+                                     if final.final_cost <= result.best_final_cost
                                      else result.best_sequence)
                 # When the per-graph agent itself first reached its result:
                 # how much of its run the target's tenth would have to match.
@@ -126,7 +126,7 @@ def finetune_graphs(generalist_dir: str, config: FinetuneConfig, ppo: PPOConfig,
                     steps_to_reach=evaluate.steps_to_reach(
                         target, zero_shot.final_cost, zero_shot.steps, history),
                     steps_to_reach_cheapest_graph=evaluate.steps_to_reach(
-                        target_lowest, zero_shot.lowest_cost, zero_shot.steps, history,
+                        target_lowest, zero_shot.cheapest_cost, zero_shot.steps, history,
                         evaluate.CHEAPEST_GRAPH_KEYS)))
         assert scratch is not None  # runs() puts it first
         rows.append(FinetuneGraph(graph=name, initial_ms=env.initial_cost, finetuned=tuned,

@@ -14,9 +14,7 @@ from onnx import numpy_helper
 from tests.onnx_io.models import torch_style_cnn
 from xflowrl import zoo
 from xflowrl.engine import XferSet
-from xflowrl.executor.weights import random_inputs
-from xflowrl.optimize import BadInput, load_model
-from xflowrl.runs import (
+from xflowrl.entry_points import (
     GRAPH_JSON,
     GRAPH_ONNX,
     RunSettings,
@@ -25,6 +23,8 @@ from xflowrl.runs import (
     zoo_source,
     zoo_weights,
 )
+from xflowrl.executor.weights import random_inputs
+from xflowrl.optimize import BadInput, load_model
 
 
 def _write_model(folder: str, name: str = "tiny_cnn.onnx", size: int = 16) -> str:

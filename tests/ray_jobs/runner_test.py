@@ -1,4 +1,4 @@
-"""xflowrl.jobs: a job's folder decides reuse, resume or a fresh start; a
+"""xflowrl.ray_jobs: a job's folder decides reuse, resume or a fresh start; a
 failing exit code is retried from a fresh folder; on Ray, a job whose
 worker is killed runs again and resumes in its folder, and its orphan does
 not survive the worker.
@@ -20,8 +20,8 @@ import time
 from absl.testing import absltest
 
 from tests.local_ray import LocalRayTestCase
-from xflowrl import jobs as jobs_lib
-from xflowrl.jobs import runner
+from xflowrl import ray_jobs as jobs_lib
+from xflowrl.ray_jobs import runner
 
 # Writes result.json with a count of the starts it saw in its folder and its
 # environment; fails with exit 3 while <out_dir>/../fail_<name> holds a

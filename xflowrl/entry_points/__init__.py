@@ -15,8 +15,8 @@ build these from their flag values.
 """
 
 from xflowrl.engine.cost import cost_model_from_spec as cost_model_from_spec
-from xflowrl.runs.entry import exit_on_bad_input
-from xflowrl.runs.outputs import (
+from xflowrl.entry_points.entry import exit_on_bad_input
+from xflowrl.entry_points.outputs import (
                                   GRAPH_JSON,
                                   GRAPH_ONNX,
                                   RESULT_JSON,
@@ -31,8 +31,8 @@ from xflowrl.runs.outputs import (
                                   write_text,
                                   zoo_weights,
 )
-from xflowrl.runs.settings import BaselineSettings, RunSettings
-from xflowrl.runs.source import (
+from xflowrl.entry_points.settings import BaselineSettings, RunSettings
+from xflowrl.entry_points.source import (
                                   GraphSource,
                                   InputShapes,
                                   input_shapes_key,

@@ -11,8 +11,8 @@ results folder. This package imports no TensorFlow: a Ray worker unpickling a
 task imports only it.
 """
 
-from xflowrl.jobs.lock import results_lock
-from xflowrl.jobs.runner import (
+from xflowrl.ray_jobs.lock import results_lock
+from xflowrl.ray_jobs.runner import (
                                  Job,
                                  JobFailed,
                                  JobsFailed,

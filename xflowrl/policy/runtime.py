@@ -1,7 +1,7 @@
 """A trained graph policy's greedy acting in NumPy, without TensorFlow.
 
 `xflowrl optimize --method=policy` plays one greedy episode of a trained
-policy (`xflowrl.transfer.policy`). With the TensorFlow network that costs
+policy (`xflowrl.policy`). With the TensorFlow network that costs
 the import of TensorFlow, Sonnet and graph_nets before the first step, and
 a traced TensorFlow call per step on a single small graph
 (benchmarks/policy_bench.py times both ways, `tf_*` and `cli`). This
@@ -20,7 +20,7 @@ alone:
   not needed to act and are not kept.
 
 What it computes is the network's function written a second time, so it is
-tested against the network (tests/transfer/runtime_test.py): the same
+tested against the network (tests/policy/runtime_test.py): the same
 logits to float32 rounding at every state along greedy episodes, and every
 action it takes a greedy action of the network. Where two locations tie to
 rounding (one rewrite at symmetric places) either may be taken, so an
@@ -263,7 +263,7 @@ class NumpyPolicy:
             valid.sum(axis=1), 1.0)
         costs = [cost_delta[valid_locations, None]]
         if self.relative_location_cost:
-            costs.append(relative_cost(cost_delta[valid_locations])[:, None])
+            costs.append(relative_location_cost(cost_delta[valid_locations])[:, None])
         rows = np.concatenate([matched, *costs,
                                np.broadcast_to(context, (len(valid_locations), len(context)))],
                               axis=1)
@@ -279,7 +279,7 @@ class NumpyPolicy:
 
     def run_episode(self, env, greedy: bool = True, learn: bool = False) -> Episode:
         """`greedy_episode(self, env)`, in the call a `PPOAgent` answers, so
-        that `xflowrl.transfer.evaluate` can evaluate the NumPy policy; it
+        that `xflowrl.generalist.evaluate` can evaluate the NumPy policy; it
         only acts greedily and never learns (ValueError otherwise)."""
         if not greedy or learn:
             raise ValueError("a NumpyPolicy only plays greedy episodes and does not learn")
@@ -331,11 +331,11 @@ class NumpyPolicy:
                 logits)
 
 
-def relative_cost(cost_delta: np.ndarray) -> np.ndarray:
+def relative_location_cost(cost_delta: np.ndarray) -> np.ndarray:
     """Where each of one xfer's valid candidates lies between the cheapest
     and the costliest, (delta - min) / (max - min), 0 where all are equal:
     `PPOConfig.relative_location_cost`, as the network computes it
-    (`xflowrl.agents.ppo.networks.relative_cost`), float32; at least one
+    (`xflowrl.agents.ppo.networks.relative_location_cost`), float32; at least one
     candidate."""
     low = cost_delta.min()
     spread = cost_delta.max() - low

@@ -10,9 +10,7 @@ import numpy as np
 import onnx
 
 from xflowrl import zoo
-from xflowrl.executor.weights import random_weights
-from xflowrl.onnx_io import to_onnx
-from xflowrl.runs import (
+from xflowrl.entry_points import (
     GRAPH_JSON,
     GRAPH_ONNX,
     RESULT_JSON,
@@ -26,6 +24,8 @@ from xflowrl.runs import (
     write_json,
     zoo_weights,
 )
+from xflowrl.executor.weights import random_weights
+from xflowrl.onnx_io import to_onnx
 
 
 class PathsTest(absltest.TestCase):
