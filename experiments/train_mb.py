@@ -61,7 +61,7 @@ from xflowrl.optimize.handover import (
     hand_over_evaluations,
     train_model_based,
 )
-from xflowrl.planning.model_episodes import BesideConfig, EpisodeStore, plan_beside
+from xflowrl.planning.model_episodes import BesideConfig, PlannerBeside
 from xflowrl.results import (
     ModelBasedRun,
     ModelBasedSeconds,
@@ -208,14 +208,9 @@ def main(argv):
                  "results in %s", graph_name, env.initial_graph.num_ops(), len(env.xfers),
                  env.initial_cost, cost_model.name, env.config.max_steps, out_dir)
     start = time.time()
-    store, planner_note = None, None
-    if settings.plan_with_model:
-        try:
-            store = EpisodeStore(os.path.join(out_dir, PLANNER_DIR), env)
-        except ValueError as e:
-            planner_note = str(e)
+    planner = PlannerBeside(os.path.join(out_dir, PLANNER_DIR), env, settings.plan_with_model)
     agent = ModelBasedAgent(env, out_dir, wm, dream, ppo, seed=seed,
-                            on_rollouts=store.add if store is not None else None)
+                            on_rollouts=planner.on_rollouts)
     trained = train_model_based(agent, select_round=FLAGS.select_round)
     # The controller in the real environment (optimising a graph is timed on
     # the greedy episode after the warm-up's, which traces); the graph handed
@@ -228,22 +223,14 @@ def main(argv):
     baselines_start = time.time()
     baselines = settings.baselines.run(env, seed)
     baselines_seconds = time.time() - baselines_start
-    planner = None
-    if store is not None:
-        missing = store.missing(len(trained.world_model.rounds))
-        if missing:
-            planner_note = (f"its data lack the episodes of {', '.join(missing)} (collected "
-                            f"by a run without --plan_with_model, which this one resumed)")
-        else:
-            beside = plan_beside(env, store, BesideConfig.of(env, seed, settings.model_train_steps),
-                                 progress=lambda line: agent.reporter.say(
-                                     f"world-model planner: {line}"))
-            planner = beside.run
-            # Its op list only: the graph handed over (with weights, as ONNX)
-            # is the agent's.
-            save_graph(os.path.join(out_dir, PLANNER_DIR), beside.graph)
-    if planner_note:
-        logging.warning("world-model planner not run: %s", planner_note)
+    beside = planner.plan(env, len(trained.world_model.rounds),
+                          BesideConfig.of(env, seed, settings.model_train_steps),
+                          progress=lambda line: agent.reporter.say(f"world-model planner: {line}"))
+    if beside is not None:
+        # Its op list only: the graph handed over (with weights, as ONNX) is the agent's.
+        save_graph(os.path.join(out_dir, PLANNER_DIR), beside.graph)
+    if planner.note:
+        logging.warning("world-model planner not run: %s", planner.note)
     summary = ModelBasedRun(
         graph=graph_name, cost_model=cost_model.name, rules=settings.run.rules,
         max_locations=settings.run.max_locations, seed=seed,
@@ -286,7 +273,8 @@ def main(argv):
         onnx=source.model.path if source.model is not None else None,
         imagined_steps=imagined_steps(agent.dream_history,
                                       int(trained.controller.episodes.numpy())),
-        model_planner=planner, model_planner_note=planner_note)
+        model_planner=beside.run if beside is not None else None,
+        model_planner_note=planner.note)
     save_result(out_dir, summary.to_json())
     source.save_graph(out_dir, handed.graph, seed, provenance=(
         f"{len(summary.controller_cheapest_applied)} substitutions by the model-based agent "

@@ -19,7 +19,7 @@ from xflowrl.agents.random_agent import RandomAgent
 from xflowrl.embedding import features
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
-from xflowrl.planning.model_episodes import BesideConfig, EpisodeStore, plan_beside
+from xflowrl.planning.model_episodes import BesideConfig, EpisodeStore, PlannerBeside, plan_beside
 from xflowrl.planning.model_learning import EpisodeHarvest
 from xflowrl.planning.model_search import replay_steps
 from xflowrl.planning.simulator import Step
@@ -153,6 +153,33 @@ class EpisodeStoreTest(absltest.TestCase):
                          env.config)
         self.assertEqual(EpisodeStore(folder, other).keys, [])
         self.assertEqual(os.listdir(folder), [])
+
+
+class PlannerBesideTest(absltest.TestCase):
+
+    def test_it_says_why_it_did_not_run(self):
+        env = _env()
+        folder = os.path.join(tempfile.mkdtemp(), "model_planner")
+        config = BesideConfig.of(env, seed=0, train_steps=1)
+        # Turned off: no data kept, no plan, nothing to say.
+        off = PlannerBeside(folder, env, enabled=False)
+        self.assertIsNone(off.on_rollouts)
+        self.assertIsNone(off.plan(env, 1, config))
+        self.assertIsNone(off.note)
+        self.assertFalse(os.path.exists(folder))
+        # A resumed run whose first round was collected without it.
+        on = PlannerBeside(folder, env)
+        rollouts = data.collect_rollouts(env.with_config(max_steps=3), 2,
+                                         RandomAgent(0.0, seed=1))
+        on.on_rollouts("round 1", rollouts)
+        self.assertIsNone(on.plan(env, 2, config))
+        self.assertIn("lack the episodes of round 0, held_out", on.note)
+        # A reward its targets cannot be read from.
+        terminal = GraphEnv(env.initial_graph, env.xfers, env.cost_model,
+                            dataclasses.replace(env.config, reward="terminal"))
+        refused = PlannerBeside(os.path.join(tempfile.mkdtemp(), "p"), terminal)
+        self.assertIsNone(refused.on_rollouts)
+        self.assertIn("'terminal' reward", refused.note)
 
 
 class PlanBesideTest(absltest.TestCase):

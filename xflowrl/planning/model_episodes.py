@@ -18,6 +18,9 @@ transitions the agent collected, and from nothing else:
   outputs (`xflowrl.search.eqsat.same_outputs`); only a graph that passes
   both is a result (`ModelPlannerRun.checked`).
 
+`PlannerBeside` is both in one run of the agent: the store while the agent
+trains, then the plan, or a note saying why the planner did not run.
+
 Real steps: the episodes' are the agent's, taken once (`data_real_steps`,
 not spent again by the planner); the planner's own are the engine
 expansions of the graph while it plans (`real_steps`); no real step is
@@ -231,3 +234,40 @@ def plan_beside(env: GraphEnv, store: EpisodeStore, config: BesideConfig,
                 "train": dataclasses.asdict(config.train),
                 "plan": dataclasses.asdict(config.plan), "check_outputs": config.check_outputs})
     return Beside(run, result.graph)
+
+
+class PlannerBeside:
+    """The world-model planner in one run of the model-based agent: its data
+    kept as the agent collects them (`on_rollouts`, for
+    `ModelBasedAgent(on_rollouts=...)`), then its run on the graph once the
+    agent is trained (`plan`). `note` says why it did not run, where it did
+    not: an environment whose data it cannot learn from, or a resumed run
+    whose earlier part was collected without it."""
+
+    def __init__(self, directory: str, env: GraphEnv, enabled: bool = True):
+        """Keeps the planner's data in `directory` (`EpisodeStore`) if `enabled`."""
+        self.store: Optional[EpisodeStore] = None
+        self.note: Optional[str] = None
+        if enabled:
+            try:
+                self.store = EpisodeStore(directory, env)
+            except ValueError as e:
+                self.note = str(e)
+
+    @property
+    def on_rollouts(self) -> Optional[Callable[[str, Sequence[Episode]], None]]:
+        """What receives the agent's episodes (None when it does not run)."""
+        return self.store.add if self.store is not None else None
+
+    def plan(self, env: GraphEnv, rounds: int, config: BesideConfig,
+             progress: Optional[Callable[[str], None]] = None) -> Optional[Beside]:
+        """`plan_beside` on the data of a world model of `rounds` rounds, or
+        None (with `note` saying why) where it does not run."""
+        if self.store is None:
+            return None
+        missing = self.store.missing(rounds)
+        if missing:
+            self.note = (f"its data lack the episodes of {', '.join(missing)} (collected by a "
+                         "run without --plan_with_model, which this one resumed)")
+            return None
+        return plan_beside(env, self.store, config, progress=progress)
