@@ -123,7 +123,8 @@ class EngineSimulator:
         # The active xfers, their counts and costs in one native call.
         arrays = locs.step_arrays(None, cost_model=self.cost_model)
         active, counts, per_xfer = arrays.active, arrays.counts, arrays.costs
-        if len(active) == 0 or per_xfer is None:
+        assert per_xfer is not None  # a cost model was given
+        if len(active) == 0:
             return Expansion(graph, cost, locs, np.zeros((0, 2), np.int64), np.zeros(0), 0)
         valid = np.arange(self.max_locations) < counts[:, None]
         rows, columns = np.nonzero(valid)
