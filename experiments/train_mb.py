@@ -36,56 +36,20 @@ resumed run) and its graph (graph.json).
 """
 
 import dataclasses
-import os
-import time
 
-from absl import app, flags, logging
+from absl import app, flags
 import common
-import tensorflow as tf
 
-from xflowrl.agents.ppo import PPOConfig
 from xflowrl.engine.cost import GPU_PROFILE
-from xflowrl.entry_points import (
-    BaselineSettings,
-    RunSettings,
-    result_path,
-    save_graph,
-    save_result,
-    write_text,
+from xflowrl.entry_points.model_based import (
+    ModelBasedSettings,
+    run_model_based,
+    save_model_based,
 )
-from xflowrl.env import NO_STEP_LIMIT
-from xflowrl.env.replay import replay
-from xflowrl.optimize.handover import (
-    SAMPLED_EPISODES,
-    evaluate_model_based,
-    hand_over_evaluations,
-    train_model_based,
-)
-from xflowrl.planning.model_episodes import BesideConfig, PlannerBeside
-from xflowrl.results import (
-    ModelBasedRun,
-    ModelBasedSeconds,
-    RealSteps,
-    WorldModelSummary,
-)
-from xflowrl.results.model_based import (
-    OTHER_MASKS,
-    figure_model_based_training,
-    imagined_steps,
-    model_based_markdown,
-    model_free_beside,
-)
-from xflowrl.search import versus_greedy, with_equal_step_limit
-from xflowrl.world_model import (
-    DreamConfig,
-    ModelBasedAgent,
-    WorldModelConfig,
-    controller_ppo_config,
-)
+from xflowrl.optimize.handover import SAMPLED_EPISODES
+from xflowrl.world_model import DreamConfig, controller_ppo_config
 
 FLAGS = flags.FLAGS
-# The world-model planner's folder in the results folder.
-PLANNER_DIR = "model_planner"
 # The thesis' experiments ran on a GPU: the GPU-like analytic profile is the
 # default setting (--profile=cpu or --cost_model=fitted: this CPU).
 common.define_env_flags("bert", default_profile=GPU_PROFILE)
@@ -153,23 +117,7 @@ common.define_quick_flag("small_cnn, 20-step episodes, 2 rounds of 30 episodes, 
                          "imagined episodes: end to end in about a minute.")
 
 
-@dataclasses.dataclass(frozen=True)
-class Settings:
-    """One model-based run: the environment and results folder, the baselines,
-    the world model's, the dream's and the controller's configs, the seed;
-    whether the world-model planner runs beside it and its model's
-    gradient steps."""
-    run: RunSettings
-    baselines: BaselineSettings
-    world_model: WorldModelConfig
-    dream: DreamConfig
-    ppo: PPOConfig
-    seed: int
-    plan_with_model: bool = True
-    model_train_steps: int = 500
-
-
-def settings_from_flags() -> Settings:
+def settings_from_flags() -> ModelBasedSettings:
     """The run the flags describe (--quick's values where a flag was not given)."""
     values = common.quick_values(QUICK)
     wm = common.world_model_config(values, replay=FLAGS.replay,
@@ -187,109 +135,21 @@ def settings_from_flags() -> Settings:
                         start_horizon=FLAGS.start_horizon,
                         disagreement_penalty=FLAGS.disagreement_penalty,
                         disagreement_limit=FLAGS.disagreement_limit)
-    return Settings(run=common.run_settings(values), baselines=common.baseline_settings(),
-                    world_model=wm, dream=dream,
-                    ppo=controller_ppo_config(dream.batch_size, FLAGS.entropy_coef),
-                    seed=FLAGS.seed, plan_with_model=FLAGS.plan_with_model,
-                    model_train_steps=values.model_train_steps)
+    return ModelBasedSettings(
+        run=common.run_settings(values), baselines=common.baseline_settings(),
+        world_model=wm, dream=dream,
+        ppo=controller_ppo_config(dream.batch_size, FLAGS.entropy_coef), seed=FLAGS.seed,
+        plan_with_model=FLAGS.plan_with_model, model_train_steps=values.model_train_steps,
+        eval_masks=FLAGS.eval_masks, eval_episodes=FLAGS.eval_episodes,
+        select_round=FLAGS.select_round, equal_budget=FLAGS.equal_budget,
+        measure_rounds=FLAGS.measure_rounds)
 
 
 def main(argv):
     del argv
-    settings = settings_from_flags()
-    graph_name, wm, dream, ppo, seed = (settings.run.graph, settings.world_model,
-                                        settings.dream, settings.ppo, settings.seed)
-    source = settings.run.source()
-    env = settings.run.make_env()
-    requested_steps = env.config.max_steps
-    env = with_equal_step_limit(env) if FLAGS.equal_budget else env
-    cost_model, out_dir = env.cost_model, settings.run.results_folder("train_mb")
-    logging.info("graph %s: %d ops, %d xfers, initial cost %.4f ms (%s), step limit %d; "
-                 "results in %s", graph_name, env.initial_graph.num_ops(), len(env.xfers),
-                 env.initial_cost, cost_model.name, env.config.max_steps, out_dir)
-    start = time.time()
-    planner = PlannerBeside(os.path.join(out_dir, PLANNER_DIR), env, settings.plan_with_model)
-    agent = ModelBasedAgent(env, out_dir, wm, dream, ppo, seed=seed,
-                            on_rollouts=planner.on_rollouts)
-    trained = train_model_based(agent, select_round=FLAGS.select_round)
-    # The controller in the real environment (optimising a graph is timed on
-    # the greedy episode after the warm-up's, which traces); the graph handed
-    # over: the cheapest one any greedy or sampled episode passed through.
-    masks, ablation = FLAGS.eval_masks, OTHER_MASKS[FLAGS.eval_masks]
-    evaluation_start = time.time()
-    evaluations = evaluate_model_based(agent, masks, FLAGS.eval_episodes,
-                                       ablation_masks=ablation, warm_up=True)
-    greedy, handed = evaluations.greedy, hand_over_evaluations(env, evaluations)
-    baselines_start = time.time()
-    baselines = settings.baselines.run(env, seed)
-    baselines_seconds = time.time() - baselines_start
-    beside = planner.plan(env, len(trained.world_model.rounds),
-                          BesideConfig.of(env, seed, settings.model_train_steps),
-                          progress=lambda line: agent.reporter.say(f"world-model planner: {line}"))
-    if beside is not None:
-        # Its op list only: the graph handed over (with weights, as ONNX) is the agent's.
-        save_graph(os.path.join(out_dir, PLANNER_DIR), beside.graph)
-    if planner.note:
-        logging.warning("world-model planner not run: %s", planner.note)
-    summary = ModelBasedRun(
-        graph=graph_name, cost_model=cost_model.name, rules=settings.run.rules,
-        max_locations=settings.run.max_locations, seed=seed,
-        max_steps=env.config.max_steps, requested_max_steps=requested_steps,
-        greedy_steps=baselines.greedy.steps, eval_masks=masks,
-        selected_round=trained.selected_round, initial_cost_ms=env.initial_cost,
-        controller_cost_ms=greedy.final_cost, controller_cheapest_cost_ms=handed.cost,
-        controller_cheapest_applied=handed.applied,
-        controller={k: e for k, e in (
-            ("greedy", greedy), (f"greedy_{ablation}_masks", evaluations.ablation))},
-        sampled=list(evaluations.sampled),
-        controller_vs_greedy=versus_greedy(handed.cost, baselines.greedy.cost_ms),
-        baselines=baselines.to_json(),
-        real_steps=RealSteps(world_model_rollouts=trained.world_model.real_steps,
-                             held_out_rollouts=trained.world_model.held_out_steps,
-                             round_evaluations=trained.world_model.evaluation_steps,
-                             evaluation=evaluations.steps,
-                             # --lockstep only: the real engine stepped inside the "dream"
-                             # (counted for this process's training, not a resumed part).
-                             lockstep_dream=agent.lockstep_real_steps,
-                             controller_learning=agent.controller_real_steps,
-                             model_free=model_free_beside(result_path(
-                                 settings.run.results_dir, graph_name, "train_mf"))),
-        world_model=WorldModelSummary(
-            vocabulary=agent.vocab.size, vocabulary_known=agent.vocab.known,
-            rounds=trained.world_model.rounds, encoder=trained.world_model.encoder,
-            config=dataclasses.asdict(wm)),
-        dream=dataclasses.asdict(agent.resolve(dream)), ppo=dataclasses.asdict(ppo),
-        measured=source.time_in_tensorflow({
-            "initial": env.initial_graph, "controller": handed.graph,
-            "greedy": replay(env.with_config(max_steps=NO_STEP_LIMIT), baselines.greedy.applied)},
-            cost_model, FLAGS.measure_rounds, seed) if FLAGS.measure_rounds > 0 else None,
-        seconds=ModelBasedSeconds(world_model=trained.world_model_seconds,
-                                  controller=trained.controller_seconds,
-                                  total=time.time() - start, optimize=evaluations.seconds,
-                                  optimize_first_call=evaluations.first_call_seconds,
-                                  evaluation=baselines_start - evaluation_start,
-                                  baselines=baselines_seconds),
-        dream_episodes=int(trained.controller.episodes.numpy()),
-        onnx=source.model.path if source.model is not None else None,
-        imagined_steps=imagined_steps(agent.dream_history,
-                                      int(trained.controller.episodes.numpy())),
-        model_planner=beside.run if beside is not None else None,
-        model_planner_note=planner.note)
-    save_result(out_dir, summary.to_json())
-    source.save_graph(out_dir, handed.graph, seed, provenance=(
-        f"{len(summary.controller_cheapest_applied)} substitutions by the model-based agent "
-        f"under {cost_model.name} ({settings.run.rules} rules)"))
-    with agent.writer.as_default(step=0):
-        tf.summary.scalar("real/controller_cost", greedy.final_cost)
-        tf.summary.scalar("real/controller_cheapest_cost", handed.cost)
-        tf.summary.scalar("real/predicted_return", greedy.predicted_return)
-        tf.summary.scalar("real/real_return", greedy.real_return)
-    figure_model_based_training(os.path.join(out_dir, "training.png"), summary,
-                                agent.dream_history)
-    text = model_based_markdown(summary, baselines.rows())
-    write_text(os.path.join(out_dir, "result.md"), text)
-    print(text)
-    print(f"results in {out_dir}")
+    outcome = run_model_based(settings_from_flags())
+    print(save_model_based(outcome))
+    print(f"results in {outcome.out_dir}")
 
 
 if __name__ == "__main__":

@@ -155,12 +155,28 @@ def harvest(planner: Planner, env: GraphEnv, data: Transitions, name: str = "") 
 
 class Episode(Protocol):
     """What `EpisodeHarvest` reads of a real episode (the fields of
-    `xflowrl.world_model.data.Rollout` of the same names)."""
-    states: List[Any]                    # T+1 numpy GraphsTuples
-    valid: List[Dict[int, int]]          # T+1: xfer -> location count
-    actions: np.ndarray                  # [T, 2] (xfer, location); N is NO-OP
-    rewards: np.ndarray                  # [T]
-    gains: Optional[List[Dict[int, Tuple[float, float]]]]   # T+1: xfer -> (min, mean) change
+    `xflowrl.world_model.data.Rollout` of the same names; read-only, as a
+    NamedTuple's are)."""
+
+    @property
+    def states(self) -> List[Any]:                # T+1 numpy GraphsTuples
+        ...
+
+    @property
+    def valid(self) -> List[Dict[int, int]]:      # T+1: xfer -> location count
+        ...
+
+    @property
+    def actions(self) -> np.ndarray:              # [T, 2] (xfer, location); N is NO-OP
+        ...
+
+    @property
+    def rewards(self) -> np.ndarray:              # [T]
+        ...
+
+    @property
+    def gains(self) -> Optional[List[Dict[int, Tuple[float, float]]]]:  # T+1: (min, mean)
+        ...
 
 
 # Rewards that convert to points of the initial cost: reward -> points,
