@@ -56,19 +56,18 @@ def define_model_flags(flag_values: flags.FlagValues = FLAGS, several: bool = Fa
     """--onnx and --input_shape (in `flag_values`): a user's ONNX file to
     optimise instead of a zoo graph (`several`: a list of files, each one
     more graph)."""
-    fv = {"flag_values": flag_values}
     if several:
         flags.DEFINE_list("onnx", [], "Your own ONNX files, each one more graph named by its "
                           "file name without .onnx (results_dir/<name>/...), optimised with "
-                          "its own weights.", **fv)
+                          "its own weights.", flag_values=flag_values)
     else:
         flags.DEFINE_string("onnx", None, "Your own ONNX file to optimise instead of --graph "
                             "(not both): the results folder is named by its file name without "
                             ".onnx, and graph.onnx keeps its weights, input/output names, "
-                            "opset and metadata.", **fv)
+                            "opset and metadata.", flag_values=flag_values)
     flags.DEFINE_multi_string("input_shape", [], "With --onnx: NAME=D1,D2,... the static shape "
                               "of an input declared with dynamic dimensions (repeat for "
-                              "several inputs), e.g. --input_shape=input_ids=1,128.", **fv)
+                              "several inputs), e.g. --input_shape=input_ids=1,128.", flag_values=flag_values)
 
 
 def define_rules_flag(flag_values: flags.FlagValues = FLAGS,
@@ -87,9 +86,8 @@ def define_cost_model_flags(flag_values: flags.FlagValues = FLAGS,
                             "GPU).") -> None:
     """--cost_model (a backend, by default `DEFAULT_BACKEND`) and --profile
     (in `flag_values`)."""
-    fv = {"flag_values": flag_values}
-    flags.DEFINE_enum("cost_model", DEFAULT_BACKEND, BACKENDS, cost_model_help, **fv)
-    flags.DEFINE_string("profile", default_profile, profile_help, **fv)
+    flags.DEFINE_enum("cost_model", DEFAULT_BACKEND, BACKENDS, cost_model_help, flag_values=flag_values)
+    flags.DEFINE_string("profile", default_profile, profile_help, flag_values=flag_values)
 
 
 def split_cost_spec(argv: Sequence[str]) -> List[str]:
@@ -122,10 +120,9 @@ def define_taso_flags(flag_values: flags.FlagValues = FLAGS, alpha: bool = True,
                       budget_help: str = "Budget of the TASO search baseline (0: skip).") -> None:
     """--taso_budget and (with `alpha`) --taso_alpha (in `flag_values`),
     by default `TASO_BUDGET` and `TASO_ALPHA`."""
-    fv = {"flag_values": flag_values}
-    flags.DEFINE_integer("taso_budget", TASO_BUDGET, budget_help, **fv)
+    flags.DEFINE_integer("taso_budget", TASO_BUDGET, budget_help, flag_values=flag_values)
     if alpha:
-        flags.DEFINE_float("taso_alpha", TASO_ALPHA, "Alpha of the TASO search baseline.", **fv)
+        flags.DEFINE_float("taso_alpha", TASO_ALPHA, "Alpha of the TASO search baseline.", flag_values=flag_values)
 
 
 def define_env_flags(default_graph: str, flag_values: flags.FlagValues = FLAGS,
@@ -134,22 +131,21 @@ def define_env_flags(default_graph: str, flag_values: flags.FlagValues = FLAGS,
     --profile, --cost_cache, --max_steps, --max_locations, --reward,
     --results_dir (in `flag_values`; `several_models`: --onnx is a list,
     `define_model_flags`)."""
-    fv = {"flag_values": flag_values}
     flags.DEFINE_string("graph", default_graph, f"Graph to optimise; one of {zoo.GRAPHS}.",
-                        **fv)
+                        flag_values=flag_values)
     flags.DEFINE_string("setting", "", "A setting where looking ahead pays, by name "
                         "(xflowrl.search.settings, e.g. squeezenet1_1/generated/analytic-v100): "
                         "sets --graph, --rules, --cost_model and --profile, which are then not "
-                        "to be given.", **fv)
+                        "to be given.", flag_values=flag_values)
     define_model_flags(flag_values, several_models)
     define_rules_flag(flag_values)
     define_cost_model_flags(flag_values, default_profile)
     flags.DEFINE_string("cost_cache", "results/cost_cache.tsv", "Cache of measured op costs; "
-                        "'reference': onednn's shipped table, read-only (docs/engine.md).", **fv)
-    flags.DEFINE_integer("max_steps", DEFAULT_MAX_STEPS, "Step limit per episode.", **fv)
-    flags.DEFINE_integer("max_locations", DEFAULT_MAX_LOCATIONS, "L, locations per xfer.", **fv)
-    flags.DEFINE_enum("reward", "relative", sorted(rewards.REWARDS), "Reward function.", **fv)
-    flags.DEFINE_string("results_dir", "results", "Where results are written.", **fv)
+                        "'reference': onednn's shipped table, read-only (docs/engine.md).", flag_values=flag_values)
+    flags.DEFINE_integer("max_steps", DEFAULT_MAX_STEPS, "Step limit per episode.", flag_values=flag_values)
+    flags.DEFINE_integer("max_locations", DEFAULT_MAX_LOCATIONS, "L, locations per xfer.", flag_values=flag_values)
+    flags.DEFINE_enum("reward", "relative", sorted(rewards.REWARDS), "Reward function.", flag_values=flag_values)
+    flags.DEFINE_string("results_dir", "results", "Where results are written.", flag_values=flag_values)
 
 
 def define_baseline_flags(flag_values: flags.FlagValues = FLAGS) -> None:
@@ -167,26 +163,24 @@ def define_baseline_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 def define_world_model_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     """--rounds, --episodes_per_round, --train_steps_per_round, --encoder_steps,
     --real_episodes_per_round (in `flag_values`)."""
-    fv = {"flag_values": flag_values}
-    flags.DEFINE_integer("rounds", 8, "Online collection rounds of the world model.", **fv)
-    flags.DEFINE_integer("episodes_per_round", 50, "Random-agent episodes per round.", **fv)
-    flags.DEFINE_integer("train_steps_per_round", 150, "World-model steps per round.", **fv)
-    flags.DEFINE_integer("encoder_steps", 300, "Steps that train the latent encoder.", **fv)
+    flags.DEFINE_integer("rounds", 8, "Online collection rounds of the world model.", flag_values=flag_values)
+    flags.DEFINE_integer("episodes_per_round", 50, "Random-agent episodes per round.", flag_values=flag_values)
+    flags.DEFINE_integer("train_steps_per_round", 150, "World-model steps per round.", flag_values=flag_values)
+    flags.DEFINE_integer("encoder_steps", 300, "Steps that train the latent encoder.", flag_values=flag_values)
     flags.DEFINE_integer("real_episodes_per_round", 0, "Real episodes the controller plays "
                          "and learns from (PPO) before each round's dream stretch, as Dyna's "
                          "controller learns from real and imagined experience; 0: the dream "
-                         "only (the thesis).", **fv)
+                         "only (the thesis).", flag_values=flag_values)
 
 
 def define_disagreement_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     """--disagreement_penalty, --disagreement_limit: how the dream treats the
     reward ensemble's disagreement (`DreamConfig`; in `flag_values`)."""
-    fv = {"flag_values": flag_values}
     flags.DEFINE_float("disagreement_penalty", 1.0, "Imagined rewards lose this times the "
-                       "reward ensemble's standard deviation (0: off).", **fv)
+                       "reward ensemble's standard deviation (0: off).", flag_values=flag_values)
     flags.DEFINE_float("disagreement_limit", None, "Cut imagined episodes where the "
                        "ensemble's standard deviation exceeds this many first-round reward "
-                       "stds.", **fv)
+                       "stds.", flag_values=flag_values)
 
 
 def define_quick_flag(summary: str, flag_values: flags.FlagValues = FLAGS) -> None:

@@ -153,11 +153,12 @@ def measure(summary: Dict[str, AblationVariant], runs: Dict[str, List[ModelBased
     original = env.initial_graph
     first = next(iter(runs.values()))[0]
     graphs = {"original": original,
-              "greedy": replay(env, [tuple(a) for a in
+              "greedy": replay(env, [(str(n), int(loc)) for n, loc in
                                      Baselines.from_json(first.baselines).greedy.applied])}
     for v, results in runs.items():
         for r in results:
-            graphs[f"{v}/{r.seed}"] = replay(env, [tuple(a) for a in r.controller_cheapest_applied])
+            graphs[f"{v}/{r.seed}"] = replay(env, [(str(n), int(loc)) for n, loc
+                                                   in r.controller_cheapest_applied])
     key = {name: f"{g.hash():x}" for name, g in graphs.items()}
     weights = random_weights(original, 0, gain=zoo.weight_gain(FLAGS.graph))
     models = {key[name]: to_onnx(g, weights, check=False) for name, g in graphs.items()}

@@ -43,8 +43,8 @@ import os
 from typing import Dict, NamedTuple, Sequence, Tuple
 
 from absl import app, flags
-from reproduce_budgets import BUDGETS, Budget, scaled
 
+from xflowrl.reproduction.budgets import BUDGETS, Budget, scaled
 from xflowrl.results import ModelBasedRun, ModelFreeRun, ReproductionReport, WorldModelState
 from xflowrl.results.thesis import THESIS_GRAPHS
 

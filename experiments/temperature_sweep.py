@@ -153,7 +153,7 @@ def run_seed(settings: Settings, seed: int, out_dir: str) -> None:
         real = agent.evaluate(controller, masks="real", greedy=True)
         real_score = 100.0 * (real.final_cost / env.initial_cost - 1.0)
         cells.append(SweepCell(temperature=t, world_model=wm_score, real=real_score,
-                               applied=[list(a) for a in real.applied],
+                               applied=[(str(n), int(loc)) for n, loc in real.applied],
                                invalid_actions=real.invalid_actions))
         logging.info("seed %d tau %.2f: world-model score %+.3f%%, real score %+.3f%% "
                      "(%d invalid actions), %.0f s so far", seed, t, wm_score, real_score,

@@ -9,8 +9,9 @@ from absl.testing import absltest
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(_ROOT, "experiments"))
 
-from reproduce_budgets import THESIS  # pylint: disable=wrong-import-position
 import reproduce_estimate as estimate  # pylint: disable=wrong-import-position
+
+from xflowrl.reproduction.budgets import THESIS  # pylint: disable=wrong-import-position
 
 
 class EstimateTest(absltest.TestCase):

@@ -1,24 +1,36 @@
-"""experiments/reproduce.py --quick end to end, on one graph.
+"""experiments/reproduce.py --quick end to end, on one graph, on a two-node
+Ray cluster with one worker killed.
 
 Runs the whole pipeline (graph properties, temperature sweep, baselines,
 model-free and model-based agents and the separate reward network, the
 measure step, the report) on SqueezeNet only and under the GPU-like setting
 only (the "this CPU" setting runs the same code with another cost model),
-six entry-point runs, two at a time: 96 s on this 2-core machine at load
-average 2-5, several times that under heavy load (the quick
-mode on all six graphs and both settings takes longer; docs/reproduce.md
-gives its wall time). Then
-checks that every table and figure is written and non-empty, that the
-numbers in report.json are those of the runs' own result files, and that a
-second invocation reuses every saved run.
+on a real cluster on this machine (`ray.cluster_utils.Cluster`: a head of
+one CPU and a second node of one CPU), two entry-point runs at a time.
+Once the model-based agent has finished its world model's round, the Ray
+worker running it is killed (SIGKILL). About 3 minutes on this 2-core
+machine, several times that under heavy load (the quick mode on all six
+graphs and both settings takes longer; docs/reproduce.md gives its wall
+time).
+
+Then checks that Ray ran the killed job again, that the new start resumed
+the world model from the checkpoint in the job's folder, that the killed
+worker's entry point died with it, that both nodes ran jobs; that every
+table and figure is written and non-empty, that the numbers in report.json
+are those of the runs' own result files, and that a second invocation
+reuses every saved run. A local Ray instance (no --ray_address) differs
+only in `ray.init`'s address (tests/ray_jobs/).
 """
 
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 from absl.testing import absltest
 
@@ -26,8 +38,6 @@ from xflowrl.results.figures import FIGURES
 from xflowrl.results.layout import SEPARATE, VARIANTS
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# BudgetScaleTest imports experiments/reproduce_budgets.py.
-sys.path.insert(0, os.path.join(_ROOT, "experiments"))
 
 GRAPH = "squeezenet1_1"
 # The agents' training budgets of --quick, a quarter: what is checked is that
@@ -40,11 +50,25 @@ def _load(*parts):
         return json.load(f)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 class ReproduceQuickTest(absltest.TestCase):
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
+        from ray.cluster_utils import Cluster  # pylint: disable=import-outside-toplevel
+        small = {"object_store_memory": 100 * 2**20}
+        cls.cluster = Cluster(initialize_head=True,
+                              head_node_args=dict(small, num_cpus=1, include_dashboard=False))
+        cls.cluster.add_node(num_cpus=1, resources={"second_node": 1}, **small)
+        cls.cluster.wait_for_nodes()
         # A fresh folder: a saved run from an earlier test would be reused.
         cls.tmp = tempfile.mkdtemp(prefix="reproduce_test_")
         cls.results = os.path.join(cls.tmp, "reproduce")
@@ -52,18 +76,95 @@ class ReproduceQuickTest(absltest.TestCase):
         cls.command = [sys.executable, os.path.join(_ROOT, "experiments", "reproduce.py"),
                        "--quick", f"--graphs={GRAPH}", f"--separate_reward_graphs={GRAPH}",
                        f"--sweep_graph={GRAPH}", "--settings=gpu", "--sweep_settings=gpu",
-                       f"--budget_scale={BUDGET_SCALE}", f"--results_dir={cls.results}"]
-        subprocess.run(cls.command, check=True, cwd=_ROOT, capture_output=True)
+                       f"--budget_scale={BUDGET_SCALE}", f"--results_dir={cls.results}",
+                       f"--ray_address={cls.cluster.address}", "--retries=0"]
+        cls.log_path = os.path.join(cls.tmp, "reproduce.log")
+        try:
+            cls._run_and_kill()
+        except BaseException:
+            cls.cluster.shutdown()
+            raise
         cls.out = _load(cls.report, "report.json")
+        # The first invocation's (later ones write report.md again).
+        with open(os.path.join(cls.report, "report.md")) as f:
+            cls.text = f.read()
+
+    @classmethod
+    def _run_and_kill(cls):
+        """Runs the command; kills the model-based agent's Ray worker once its
+        world model's round is checkpointed; waits for the command."""
+        with open(cls.log_path, "w") as log:
+            proc = subprocess.Popen(cls.command, cwd=_ROOT, stdout=log,
+                                    stderr=subprocess.STDOUT)
+        try:
+            run = os.path.join(cls.results, "gpu", GRAPH, "train_mb")
+            deadline = time.time() + 600
+            while time.time() < deadline and proc.poll() is None:
+                if os.path.exists(run + ".log"):
+                    with open(run + ".log") as f:
+                        if "world model round 1/1" in f.read():
+                            break
+                time.sleep(0.2)
+            cls.ended_before_the_kill = proc.poll() is not None
+            cls.killed_worker, cls.killed_entry_point = None, []
+            if not cls.ended_before_the_kill:
+                marker = _load(run, "reproduce_job.json")
+                cls.unfinished_before_the_kill = not marker["finished"]
+                cls.killed_worker = marker["starts"][-1]["pid"]
+                cls.killed_entry_point = subprocess.run(
+                    ["pgrep", "-P", str(cls.killed_worker)], capture_output=True, text=True,
+                    check=False).stdout.split()
+                os.kill(cls.killed_worker, signal.SIGKILL)
+            code = proc.wait(timeout=900)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        with open(cls.log_path) as f:
+            cls.driver = f.read()
+        if code != 0:
+            raise AssertionError(cls.driver[-5000:])
 
     @classmethod
     def tearDownClass(cls):
+        cls.cluster.shutdown()
         shutil.rmtree(cls.tmp, ignore_errors=True)
         super().tearDownClass()
 
+    def test_the_killed_job_resumed_and_both_nodes_ran_jobs(self):
+        self.assertFalse(self.ended_before_the_kill, "reproduce.py ended before the kill")
+        self.assertTrue(self.unfinished_before_the_kill)
+        jobs = re.search(r"(\d+) jobs: 0 reused, (\d+) to run on Ray", self.driver)
+        self.assertIsNotNone(jobs, self.driver[-3000:])
+        self.assertEqual(jobs.group(1), jobs.group(2))
+        self.assertIn(f"[{jobs.group(1)}/{jobs.group(1)} jobs done, 0 reused, 0 failed",
+                      self.driver)
+        self.assertIn(f"gpu/{GRAPH}/train_mb: ran", self.driver)
+        self.assertIn("(2 starts)", self.driver)
+        # The killed worker's entry point died with it.
+        self.assertTrue(self.killed_entry_point)
+        for pid in self.killed_entry_point:
+            self.assertFalse(_alive(int(pid)), pid)
+        # Ray ran the job again on a new worker, which resumed the run.
+        run = os.path.join(self.results, "gpu", GRAPH, "train_mb")
+        marker = _load(run, "reproduce_job.json")
+        self.assertTrue(marker["finished"])
+        self.assertLen(marker["starts"], 2)
+        self.assertTrue(marker["starts"][1]["resumed"])
+        self.assertNotEqual(marker["starts"][1]["pid"], self.killed_worker)
+        with open(run + ".log") as f:
+            log = f.read()
+        self.assertIn(f"=== gpu/{GRAPH}/train_mb: resumed on", log)
+        self.assertIn("world model: resumed after round 1", log)
+        # The report names the cluster and both its nodes.
+        meta = self.out["meta"]
+        self.assertEqual(meta["ray_address"], self.cluster.address)
+        self.assertLen(meta["ray_nodes"], 2)
+        self.assertLen(meta["job_starts"][f"gpu/{GRAPH}/train_mb"], 2)
+        self.assertIn(f"entry points on the Ray cluster at {self.cluster.address} (2 node(s) "
+                      "ran them)", self.text)
+
     def test_every_table_and_figure(self):
-        with open(os.path.join(self.report, "report.md")) as f:
-            text = f.read()
+        text = self.text
         for heading in ("Table 4.1", "Table 4.2", "Table 4.3", "Agents and baselines",
                         "measured ort/cpu change",
                         "Measured runtimes", "Real environment steps",
@@ -233,29 +334,6 @@ class ReproduceQuickTest(absltest.TestCase):
                               text=True, check=True).stdout.strip()
         self.assertTrue(head.startswith(self.out["meta"]["commit"].split()[0]),
                         (head, self.out["meta"]["commit"]))
-
-
-class BudgetScaleTest(absltest.TestCase):
-
-    def test_scales_only_the_agents_training(self):
-        import dataclasses  # pylint: disable=import-outside-toplevel
-
-        import reproduce_budgets as reproduce  # pylint: disable=import-outside-toplevel
-        full, scaled = reproduce.FULL, reproduce.scaled(reproduce.FULL, 4)
-        self.assertEqual(scaled.mf_episodes, 4 * full.mf_episodes)
-        self.assertEqual(scaled.mb_episodes_per_round, 4 * full.mb_episodes_per_round)
-        self.assertEqual(scaled.mb_train_steps, 4 * full.mb_train_steps)
-        self.assertEqual(scaled.mb_dream_episodes, 4 * full.mb_dream_episodes)
-        trained = {"mf_episodes", "mb_episodes_per_round", "mb_train_steps",
-                   "mb_dream_episodes"}
-        for field in dataclasses.fields(full):
-            if field.name not in trained:
-                self.assertEqual(getattr(scaled, field.name), getattr(full, field.name),
-                                 field.name)
-        self.assertEqual(reproduce.scaled(full, 1.0), full)
-        self.assertEqual(reproduce.scaled(reproduce.QUICK, 0.01).mf_episodes, 1)
-        with self.assertRaisesRegex(ValueError, "must be positive"):
-            reproduce.scaled(full, 0)
 
 
 if __name__ == "__main__":
