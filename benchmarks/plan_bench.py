@@ -1,7 +1,7 @@
 """The engine planner on the settings where looking ahead pays; prints JSON.
 
     python benchmarks/plan_bench.py [--settings=all|NAME,...] [--seeds=0,1,2]
-        [--simulations=16] [--root_actions=16] [--prior=cost]
+        [--simulations=16] [--root_actions=16] [--prior=xfer]
         [--rollout_steps=0] [--max_real_steps=5000] [--time_limit_s=60]
         [--everywhere] [--merge_identical] [--markdown=PATH] [--export_graphs=DIR]
         [--rows=results/plan_bench/rows.jsonl] [--taso_rows=results/plan_bench/taso_rows.jsonl]
@@ -65,7 +65,7 @@ flags.DEFINE_string("settings", "all", "'all' or comma-separated setting names")
 flags.DEFINE_string("seeds", "0,1,2", "comma-separated seeds")
 flags.DEFINE_integer("simulations", PlanConfig.simulations, "simulations per decision")
 flags.DEFINE_integer("root_actions", PlanConfig.root_actions, "Gumbel-top-k at the root")
-flags.DEFINE_string("prior", PlanConfig.prior, "cost[:T], uniform or policy:DIR")
+flags.DEFINE_string("prior", PlanConfig.prior, "xfer[:T], cost[:T], uniform or policy:DIR")
 flags.DEFINE_integer("rollout_steps", PlanConfig.rollout_steps, "greedy rollout at leaves")
 flags.DEFINE_integer("max_real_steps", PlanConfig.max_real_steps, "expansions per run")
 flags.DEFINE_float("time_limit_s", PlanConfig.time_limit_s, "seconds per run")
@@ -341,7 +341,7 @@ def markdown_table(lines: List[dict]) -> str:
            "| beats TASO | not above greedy | planner CPU s | TASO CPU s here "
            "| within TASO time |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    yes_no = {True: "yes", False: "no"}
+    yes_no: Dict[Any, str] = {True: "yes", False: "no"}
     for line in lines:
         low, high = line["plan_range"]
         beats = yes_no.get(line.get("beats_taso"), "")

@@ -15,10 +15,19 @@ graph's hundreds of candidates get simulations at all.
   multi-location action: the xfer's probability alone)
   (`xflowrl.policy.runtime.NumpyPolicy`, NumPy only: the shipped
   generalist or any policy folder with `policy.npz`).
+- `XferCostPrior`: the cost prior factored as a policy is, xfer first,
+  then location: an xfer's probability is a softmax of its best
+  candidate's `-delta / temperature` over the active xfers, a
+  candidate's its xfer's times a softmax of `-delta / temperature` over
+  that xfer's candidates, and a multi-location action's its xfer's (as
+  `PolicyPrior` gives it). Every active xfer gets a share, however
+  little its first application gains, so a rewrite that pays only
+  through the ones it enables (a fusion before a merge) is drawn at the
+  root, and an xfer with many locations does not crowd out the others.
 - `UniformPrior`: all equal; the ablation that shows what a prior adds.
 
 `make_prior(spec, env)` builds one from its name: "cost", "cost:0.5",
-"uniform" or "policy:FOLDER".
+"xfer", "xfer:0.5", "uniform" or "policy:FOLDER".
 """
 
 from __future__ import annotations
@@ -53,6 +62,40 @@ class CostPrior:
     def logits(self, expansion: Expansion) -> np.ndarray:
         delta = 100.0 * (expansion.costs - expansion.cost) / self.initial_cost
         return -delta / self.temperature
+
+
+class XferCostPrior:
+    """Logits of the xfer-then-location factoring of the cost prior
+    (module docstring)."""
+
+    def __init__(self, initial_cost: float, temperature: float = 1.0):
+        if temperature <= 0:
+            raise ValueError(f"the xfer prior's temperature must be > 0, got {temperature}")
+        self.initial_cost = initial_cost
+        self.temperature = temperature
+        self.name = f"xfer:{temperature:g}"
+
+    def logits(self, expansion: Expansion) -> np.ndarray:
+        out = np.zeros(len(expansion.actions))
+        singles = expansion.singles
+        if not singles:
+            return out
+        scaled = -100.0 * (expansion.candidate_costs - expansion.cost) / (
+            self.initial_cost * self.temperature)
+        xfers = expansion.actions[:, 0]
+        active = np.unique(xfers[:singles])
+        best = np.array([scaled[:singles][xfers[:singles] == x].max() for x in active])
+        xfer_log_p = best - _log_sum_exp(best)
+        for x, log_p in zip(active, xfer_log_p):
+            rows = np.flatnonzero(xfers[:singles] == x)
+            out[rows] = log_p + scaled[rows] - _log_sum_exp(scaled[rows])
+            out[singles:][xfers[singles:] == x] = log_p
+        return out
+
+
+def _log_sum_exp(values: np.ndarray) -> float:
+    top = float(values.max())
+    return top + float(np.log(np.exp(values - top).sum()))
 
 
 class UniformPrior:
@@ -113,9 +156,11 @@ def make_prior(spec: str, env: GraphEnv) -> Prior:
     kind, _, argument = spec.partition(":")
     if kind == "cost":
         return CostPrior(env.initial_cost, float(argument) if argument else 1.0)
+    if kind == "xfer":
+        return XferCostPrior(env.initial_cost, float(argument) if argument else 1.0)
     if kind == "uniform" and not argument:
         return UniformPrior()
     if kind == "policy" and argument:
         return PolicyPrior(argument, env)
-    raise ValueError(f"unknown prior {spec!r}: use 'cost', 'cost:TEMPERATURE', 'uniform' "
-                     f"or 'policy:FOLDER'")
+    raise ValueError(f"unknown prior {spec!r}: use 'cost', 'cost:TEMPERATURE', 'xfer', "
+                     f"'xfer:TEMPERATURE', 'uniform' or 'policy:FOLDER'")

@@ -86,7 +86,7 @@ class PlanConfig:
         before planning stops there (each draws other root actions).
       seed: of the Gumbel noise.
     """
-    prior: str = "cost"
+    prior: str = "xfer"
     simulations: int = 16
     root_actions: int = 16
     c_puct: float = 1.25
