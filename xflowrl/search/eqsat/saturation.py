@@ -26,17 +26,18 @@ again.
 Multi-pattern rules (several source outputs) are applied in the first
 `multi_pattern_iterations` iterations only, as TENSAT's `k_multi`: they
 match pairs of ops anywhere in the graph and grow the e-graph fastest.
-Rules are scheduled as egg's BackoffScheduler schedules them (TENSAT's
-runner; its defaults: 1,000 matches, 5 iterations), multi-pattern ones
-too (TENSAT applies every match of those, outside the scheduler): a rule that finds more
-matches in one iteration than its threshold (`match_limit`, doubled each
-time it was banned) applies none of them and sits out `ban_length`
-iterations (doubled likewise), so that one prolific rule (associativity
-and commutativity of `add` on a transformer's residual chains, the
-pairwise merges of NasRNN's matmuls) cannot fill the e-graph before the
-others have run. `EqsatConfig.backoff="cap"` applies the first
-`match_limit` matches before the ban instead (docs/benchmark.md compares
-the two).
+A rule whose matches in one iteration reach `match_limit` has those
+applied and sits out the next `ban_length` iterations (twice as many each
+time it happens again; egg's back-off defaults: 1,000 matches, 5
+iterations), so that one prolific rule (associativity and commutativity of
+`add` on a transformer's residual chains) cannot starve the others.
+`EqsatConfig.backoff="egg"` is egg's BackoffScheduler itself (TENSAT's
+runner, there for single-pattern rules only): a rule over its threshold
+(`match_limit`, doubled each time it was banned) applies none of its
+matches. Applied to multi-pattern rules too, it drops a merge rule's
+matches within its `multi_pattern_iterations` for good: better on NasRNN
+and NasNet-A, but BERT loses its matmul merges under three rule sets
+(docs/benchmark.md), so it is not the default.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ _LOG = logging.getLogger(__name__)
 
 EXTRACTIONS = ("ilp", "greedy")
 MATCHERS = ("native", "python")
-BACKOFFS = ("egg", "cap")
+BACKOFFS = ("cap", "egg")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,12 +83,12 @@ class EqsatConfig:
     multi_pattern_iterations: int = 2
     match_limit: int = 1_000
     ban_length: int = 5
-    # "egg": a rule whose matches in one iteration exceed its threshold
-    # (`match_limit`, doubled each time it was banned) applies none of them
-    # and sits out `ban_length` iterations (doubled likewise), as egg's
-    # BackoffScheduler does; "cap": its first `match_limit` matches are
-    # applied, then it sits out (the threshold stays `match_limit`).
-    backoff: str = "egg"
+    # "cap": a rule whose matches in one iteration reach `match_limit` has
+    # those applied, then sits out; "egg": one whose matches exceed its
+    # threshold (`match_limit`, doubled each time it was banned) applies
+    # none of them, then sits out, as egg's BackoffScheduler does. The ban
+    # is `ban_length` iterations, doubled each time.
+    backoff: str = "cap"
     filter_cycles: bool = True       # TENSAT's cycle filtering before the ILP
     extraction: str = "ilp"          # "ilp" (greedy as the fallback) | "greedy"
     ilp_time_limit_s: float = 15.0   # the acyclic programs together; the loose one again
