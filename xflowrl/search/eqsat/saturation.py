@@ -35,8 +35,8 @@ iterations), so that one prolific rule (associativity and commutativity of
 runner, there for single-pattern rules only): a rule over its threshold
 (`match_limit`, doubled each time it was banned) applies none of its
 matches. Applied to multi-pattern rules too, it drops a merge rule's
-matches within its `multi_pattern_iterations` for good: better on NasRNN
-and NasNet-A, but BERT loses its matmul merges under three rule sets
+matches within its `multi_pattern_iterations` for good: better on NasRNN,
+but BERT loses its matmul merges under three rule sets
 (docs/benchmark.md), so it is not the default.
 """
 
