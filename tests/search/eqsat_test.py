@@ -235,6 +235,33 @@ class SaturationTest(parameterized.TestCase):
         for result in (nodes, once, quick):
             self.assertLessEqual(result.best_cost, result.initial_cost)
 
+    def test_a_rule_over_its_threshold_applies_nothing_and_comes_back(self):
+        # egg's back-off: five conv+ReLU fusions against a threshold of 3
+        # are all dropped in the first iteration; the rule returns with the
+        # threshold doubled (6) and applies all five. "cap" applies the
+        # first three, then bans the rule.
+        b = GraphBuilder()
+        x = b.input(name="x", shape=(1, 4, 8, 8))
+        outs = [b.relu(input=b.conv2d(input=x, weight=b.weight(name=f"w{i}",
+                                                               shape=(4, 4, 3, 3))))
+                for i in range(5)]
+        graph = b.build(outputs=outs)
+        fusion = XferSet([r for r in XferSet.from_name("tensat_full").rules
+                          if r.name == "conv_relu_s1_same"])
+        rewrites, _ = compile_rules(fusion)
+        applied = {}
+        for backoff in ("egg", "cap"):
+            eg, _ = graph_to_egraph(graph)
+            _, trace = saturate(eg, rewrites, EqsatConfig(match_limit=3, ban_length=2,
+                                                          backoff=backoff))
+            applied[backoff] = [t.matches for t in trace]
+        self.assertEqual(applied["egg"][:2], [0, 5])
+        self.assertEqual(sum(applied["egg"]), 5)
+        self.assertEqual(applied["cap"][0], 3)
+        self.assertEqual(sum(applied["cap"]), 5)
+        with self.assertRaisesRegex(ValueError, "backoff"):
+            EqsatConfig(backoff="never")
+
     def test_bad_config_is_refused(self):
         with self.assertRaisesRegex(ValueError, "extraction"):
             EqsatConfig(extraction="best")

@@ -25,12 +25,19 @@ again.
 
 Multi-pattern rules (several source outputs) are applied in the first
 `multi_pattern_iterations` iterations only, as TENSAT's `k_multi`: they
-match pairs of ops anywhere in the graph and grow the e-graph fastest. A
-rule whose matches in one iteration reach `match_limit` sits out the next
-`ban_length` iterations (twice as many each time it happens again), as
-egg's back-off scheduler does (its defaults: 1,000 matches, 5 iterations),
-so that one prolific rule (associativity and commutativity of `add` on a
-transformer's residual chains) cannot starve the others.
+match pairs of ops anywhere in the graph and grow the e-graph fastest.
+A rule whose matches in one iteration reach `match_limit` has those
+applied and sits out the next `ban_length` iterations (twice as many each
+time it happens again; egg's back-off defaults: 1,000 matches, 5
+iterations), so that one prolific rule (associativity and commutativity of
+`add` on a transformer's residual chains) cannot starve the others.
+`EqsatConfig.backoff="egg"` is egg's BackoffScheduler itself (TENSAT's
+runner, there for single-pattern rules only): a rule over its threshold
+(`match_limit`, doubled each time it was banned) applies none of its
+matches. Applied to multi-pattern rules too, it drops a merge rule's
+matches within its `multi_pattern_iterations` for good: better on NasRNN,
+but BERT loses its matmul merges under three rule sets
+(docs/benchmark.md), so it is not the default.
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ _LOG = logging.getLogger(__name__)
 
 EXTRACTIONS = ("ilp", "greedy")
 MATCHERS = ("native", "python")
+BACKOFFS = ("cap", "egg")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +83,12 @@ class EqsatConfig:
     multi_pattern_iterations: int = 2
     match_limit: int = 1_000
     ban_length: int = 5
+    # "cap": a rule whose matches in one iteration reach `match_limit` has
+    # those applied, then sits out; "egg": one whose matches exceed its
+    # threshold (`match_limit`, doubled each time it was banned) applies
+    # none of them, then sits out, as egg's BackoffScheduler does. The ban
+    # is `ban_length` iterations, doubled each time.
+    backoff: str = "cap"
     filter_cycles: bool = True       # TENSAT's cycle filtering before the ILP
     extraction: str = "ilp"          # "ilp" (greedy as the fallback) | "greedy"
     ilp_time_limit_s: float = 15.0   # the acyclic programs together; the loose one again
@@ -100,6 +114,8 @@ class EqsatConfig:
     def __post_init__(self):
         if self.matcher not in MATCHERS:
             raise ValueError(f"matcher must be one of {MATCHERS}, got {self.matcher!r}")
+        if self.backoff not in BACKOFFS:
+            raise ValueError(f"backoff must be one of {BACKOFFS}, got {self.backoff!r}")
         if self.extraction not in EXTRACTIONS:
             raise ValueError(f"extraction must be one of {EXTRACTIONS}, got "
                              f"{self.extraction!r}")
@@ -286,6 +302,7 @@ def saturate(eg: EGraph, rewrites: List[Rewrite], config: EqsatConfig,
     trace: List[IterationStats] = []
     param_memo: Dict[tuple, Any] = {}  # shared by the rules, kept across iterations
     native = NativeMatcher(rewrites) if config.matcher == "native" else None
+    egg = config.backoff == "egg"
     parents: Dict[Tuple[int, str], List[int]] = {}
     for it in range(config.iteration_limit):
         if native is not None:
@@ -326,19 +343,30 @@ def saturate(eg: EGraph, rewrites: List[Rewrite], config: EqsatConfig,
             # run for the 100 matches applied). A rule cut short keeps its
             # marks and finds the rest in the next iteration, if any.
             room = config.node_limit - eg.num_nodes() - len(matches)
-            cap = min(config.match_limit, max(room, 1))
+            if egg:
+                # One more than the threshold: finding it means too many.
+                threshold = config.match_limit << bans.get(r, 0)
+                cap = min(threshold + 1, max(room, 1))
+            else:
+                threshold = config.match_limit
+                cap = min(config.match_limit, max(room, 1))
             if native is not None:
                 found = native.matches(rw, cap, within)
             else:
                 found = rw.matches(eg, parents, param_memo, cap, root_classes, was_applied,
                                    step_memo)
-            if len(found) >= config.match_limit:
+            if egg and len(found) > threshold:
+                # Banned, its matches dropped (found again once it is back).
+                banned_until[r] = it + (config.ban_length << bans.get(r, 0))
+                bans[r] = bans.get(r, 0) + 1
+                found = []
+            elif not egg and len(found) >= config.match_limit:
                 bans[r] = bans.get(r, 0) + 1
                 banned_until[r] = it + 1 + config.ban_length * 2 ** (bans[r] - 1)
             elif len(found) < cap:
                 marks[r] = now  # every match of the e-graph as it is now found
             matches.extend(found)
-            if len(found) >= cap and cap < config.match_limit:
+            if found and len(found) >= cap and cap < threshold + egg:
                 cut_short = True  # the rules after this one were not matched
                 break
             if time.time() > deadline:
