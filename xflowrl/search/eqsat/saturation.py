@@ -470,9 +470,19 @@ def equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
 
     costs = extract.node_costs(eg, cost_model)
     candidates: List[Tuple[float, str, Graph]] = [(initial_cost, "original", graph)]
+    # Graphs built back, by the e-nodes they use: a program whose answer
+    # is its start (skipped, or solved to it) builds and costs nothing new.
+    built: Dict[frozenset, Tuple[Graph, float]] = {}
+
+    def graph_of(choice: extract.Choice) -> Tuple[Graph, float]:
+        key = frozenset(extract.used(eg, choice, roots).items())
+        if key not in built:
+            rebuilt = extract.build_graph(eg, choice, roots)
+            built[key] = (rebuilt, rebuilt.cost(cost_model))
+        return built[key]
+
     greedy, tree = extract.greedy_and_tree_costs(eg, roots, costs)
-    greedy_graph = extract.build_graph(eg, greedy.choice, roots)
-    greedy_cost = greedy_graph.cost(cost_model)
+    greedy_graph, greedy_cost = graph_of(greedy.choice)
     candidates.append((greedy_cost, "greedy", greedy_graph))
     ilp_cost, ilp_status, ilp_programs = None, "off", 0
     ilp_start = ""
@@ -482,8 +492,8 @@ def equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
         if ilp_start == "descent":
             # The floor: never hand over worse than the best choice held,
             # whatever a time-limited program returns.
-            descent_graph = extract.build_graph(eg, start_choice, roots)
-            candidates.append((descent_graph.cost(cost_model), "descent", descent_graph))
+            descent_graph, cost = graph_of(start_choice)
+            candidates.append((cost, "descent", descent_graph))
         statuses = []
         order = tree if config.filter_cycles else {}
         # Two acyclic restrictions of the e-graph, each solved exactly (the
@@ -519,8 +529,7 @@ def equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
             ilp_programs += 1
             statuses.append(ilp.status)
             if ilp.choice:
-                ilp_graph = extract.build_graph(eg, ilp.choice, roots)
-                cost = ilp_graph.cost(cost_model)
+                ilp_graph, cost = graph_of(ilp.choice)
                 if ilp_cost is None or cost < ilp_cost:
                     ilp_cost = cost
                     candidates.append((cost, "ilp", ilp_graph))
