@@ -127,7 +127,9 @@ class _Worker:
                 "initial_ms": initial, "saturation_seconds": e.saturation_seconds,
                 "extraction_seconds": e.extraction_seconds, "stop_reason": e.stop_reason,
                 "e_nodes": e.e_nodes, "ilp_status": e.ilp_status,
-                "ilp_programs": e.ilp_programs, "handed_over": e.handed_over}
+                "ilp_programs": e.ilp_programs, "handed_over": e.handed_over,
+                "greedy_ms": e.greedy_cost, "ilp_ms": e.ilp_cost,
+                "ilp_gap_percent": e.ilp_gap_percent}
 
 
 def egraph_digest(eg, trace) -> str:

@@ -15,8 +15,10 @@ engine's cost backend, 0 for leaves, projections and weight-side ops):
   e-nodes' costs (shared sub-graphs counted once). Saturation filters
   cycles (`EGraph.filter_cycles`, `filter_cycles_by_age`); a cycle left in a
   solution becomes a cut and the program is solved again (lazy
-  constraints). Solved by HiGHS (highspy) under a time limit, started from
-  greedy extraction's choice, so that it never returns a costlier one.
+  constraints). Solved by HiGHS (highspy) under a limit on its CPU time,
+  started from greedy extraction's choice, so that it never returns a
+  costlier one; not solved where that start provably costs the least
+  (`_Program.lower_bound`).
 
 `build_graph` turns a choice (class -> e-node) into an engine `Graph`
 (shape-checked by the engine as it is built).
@@ -46,9 +48,10 @@ class Extraction(NamedTuple):
     choice: Choice
     dag_cost: float     # the choice's per-node costs summed, shared nodes once (ms)
     method: str         # "greedy" | "ilp"
-    status: str         # "ok"; ILP: "optimal", "time_limit" (best found), ...
+    status: str         # "ok"; ILP: "optimal", "skipped", "cpu_limit" (best found), ...
     seconds: float
     bound: float = 0.0  # ILP: a lower bound on any acyclic choice's dag_cost (ms)
+    cpu_seconds: float = 0.0  # ILP: CPU time of the calling thread (HiGHS runs on it)
 
 
 def node_costs(eg: EGraph, cost_model: CostModel,
@@ -125,13 +128,24 @@ def greedy_extract(eg: EGraph, roots: Sequence[int], costs: Dict[int, float]) ->
       ValueError: an output class has no acyclic choice (cannot happen for
         an e-graph built from a graph: the graph itself is one).
     """
+    return greedy_and_tree_costs(eg, roots, costs)[0]
+
+
+def greedy_and_tree_costs(eg: EGraph, roots: Sequence[int],
+                          costs: Dict[int, float]) -> Tuple[Extraction, Dict[int, float]]:
+    """`greedy_extract` and `tree_costs` from one pass of Knuth's algorithm
+    (both come out of it).
+
+    Raises:
+      ValueError: as `greedy_extract`.
+    """
     start = time.time()
-    choice, _ = _tree_costs(eg, roots, costs)
+    choice, node_tree = _tree_costs(eg, roots, costs)
     missing = [r for r in roots if eg.find(r) not in choice]
     if missing:
         raise ValueError(f"no acyclic choice for output classes {missing}")
-    return Extraction(choice, dag_cost(eg, choice, roots, costs), "greedy", "ok",
-                      time.time() - start)
+    return (Extraction(choice, dag_cost(eg, choice, roots, costs), "greedy", "ok",
+                       time.time() - start), node_tree)
 
 
 def tree_costs(eg: EGraph, roots: Sequence[int], costs: Dict[int, float]) -> Dict[int, float]:
@@ -323,12 +337,87 @@ class _Program:
                       for n in _undominated(eg, [m for m in eg.live_nodes(c)
                                                  if c not in eg.nodes[m][2]], costs)
                       + extra.get(c, [])]
-        var = {n: i for i, n in enumerate(self.nodes)}
+        self.costs = costs
+        self.var = {n: i for i, n in enumerate(self.nodes)}
         self.class_var = {c: len(self.nodes) + k for k, c in enumerate(self.classes)}
         self.num_vars = len(self.nodes) + len(self.classes)
         self.members: Dict[int, List[int]] = {c: [] for c in self.classes}
         for n in self.nodes:
-            self.members[eg.class_of_node(n)].append(var[n])
+            self.members[eg.class_of_node(n)].append(self.var[n])
+
+    def cheapest_everywhere(self, choice: Choice) -> bool:
+        """Whether each e-node of `choice` (a choice's used part) that costs
+        anything is a cheapest of its class here: otherwise `lower_bound`,
+        which counts a cheapest e-node per class it counts (a subset of
+        the classes every solution, the choice included, selects), is
+        below the choice's cost, and need not be computed."""
+        costs = self.costs
+        for c, n in choice.items():
+            if costs[n] > 0 and c in self.members and any(
+                    costs[self.nodes[i]] < costs[n] for i in self.members[c]):
+                return False
+        return True
+
+    def lower_bound(self) -> Optional[float]:
+        """A lower bound on the program's optimum (ms), from the classes every
+        solution selects, or None where the program's class graph has a
+        cycle, a class has no e-node or a cost is negative.
+
+        A class c *requires* itself and the classes every one of its
+        e-nodes requires through its children: req(c) = {c} | the
+        intersection over its e-nodes n of the union over n's child classes
+        d of req(d). A selected class selects one of its e-nodes, hence all
+        of that e-node's child classes, hence (by induction over the
+        acyclic class graph) req(c). So every solution selects req(r) for
+        each output class r, and pays at least the cheapest e-node of each
+        of them (costs are not negative; classes outside pay at least 0)."""
+        eg, costs = self.eg, self.costs
+        if any(costs[n] < 0 for n in self.nodes):
+            return None
+        bit = {c: 1 << k for k, c in enumerate(self.classes)}
+        kids = {c: [set(eg.nodes[self.nodes[i]][2]) for i in self.members[c]]
+                for c in self.classes}
+        req: Dict[int, int] = {}
+        state: Dict[int, int] = {}  # 1 on the path, 2 done
+        for root in self.roots:
+            work = [(root, False)]
+            while work:
+                c, expanded = work.pop()
+                if expanded:
+                    if not kids[c]:
+                        return None
+                    common = -1  # every class
+                    for children in kids[c]:
+                        union = 0
+                        for d in children:
+                            union |= req[d]
+                        common &= union
+                    req[c] = common | bit[c]
+                    state[c] = 2
+                    continue
+                if state.get(c) == 2:
+                    continue
+                if state.get(c) == 1:
+                    return None  # a cycle
+                state[c] = 1
+                work.append((c, True))
+                for children in kids[c]:
+                    for d in children:
+                        if d not in bit:
+                            return None
+                        if state.get(d) == 1:
+                            return None
+                        if d not in state:
+                            work.append((d, False))
+        required = 0
+        for r in self.roots:
+            required |= req[r]
+        return sum(min(costs[self.nodes[i]] for i in self.members[c])
+                   for c in self.classes if required & bit[c])
+
+    def build(self) -> None:
+        """The program's rows, order variables and bounds."""
+        eg, costs, var = self.eg, self.costs, self.var
         self.rows: List[int] = []
         self.cols: List[int] = []
         self.vals: List[float] = []
@@ -470,10 +559,29 @@ class _Program:
         return choice
 
 
-def _solve(program: _Program, start_choice: Optional[Choice], time_limit_s: float):
-    """Solves `program` with HiGHS (highspy), from `start_choice` where one is
-    given (an acyclic choice: a feasible solution HiGHS improves on, so the
-    result is never costlier); (x or None, optimal, dual bound in ms)."""
+# The wall-clock limit of a solve, as a multiple of its CPU-time limit: a
+# safety net only (a solve stopped by it depends on the machine's load; its
+# status says so), loose enough not to act below a load of about 4 per core.
+WALL_PER_CPU = 4.0
+
+
+class _Solved(NamedTuple):
+    """What one HiGHS run returned."""
+    x: Optional[np.ndarray]   # None: no feasible solution
+    status: str               # "optimal" | "cpu_limit" | "time_limit" | "stopped"
+    bound: float              # HiGHS's dual bound (ms; 0 where none)
+    cpu_seconds: float
+
+
+def _solve(program: _Program, start_choice: Optional[Choice], cpu_limit_s: float) -> _Solved:
+    """Solves `program` with HiGHS (highspy, one thread), from `start_choice`
+    where one is given (an acyclic choice: a feasible solution HiGHS
+    improves on, so the result is never costlier). HiGHS's own time limit
+    is wall-clock; the limit here is the CPU time of the thread HiGHS runs
+    on (it runs on the caller's), checked each time HiGHS's MIP checks its
+    limits (its interrupt callback), so that how far it gets depends on
+    its work rather than on the machine's load. A wall-clock limit of
+    `WALL_PER_CPU` times as much stays as a safety net."""
     import highspy  # pylint: disable=import-outside-toplevel
 
     matrix = program.matrix().tocsc()
@@ -489,9 +597,10 @@ def _solve(program: _Program, start_choice: Optional[Choice], time_limit_s: floa
     lp.a_matrix_.value_ = matrix.data
     lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
                        for i in program.integrality]
+    cpu_limit_s = float(max(cpu_limit_s, 0.1))
     h = highspy.Highs()
     h.setOptionValue("output_flag", bool(os.environ.get("XFLOWRL_ILP_LOG")))
-    h.setOptionValue("time_limit", float(max(time_limit_s, 0.1)))
+    h.setOptionValue("time_limit", WALL_PER_CPU * cpu_limit_s)
     h.setOptionValue("mip_rel_gap", 1e-4)
     h.setOptionValue("threads", 1)
     h.passModel(lp)
@@ -500,18 +609,36 @@ def _solve(program: _Program, start_choice: Optional[Choice], time_limit_s: floa
         solution.col_value = list(program.solution_of(start_choice))
         solution.value_valid = True
         h.setSolution(solution)
+    cpu_start = time.thread_time()
+    out_of_cpu = []
+
+    def interrupt(event) -> None:
+        if time.thread_time() - cpu_start >= cpu_limit_s:
+            out_of_cpu.append(True)
+            event.interrupt()
+    h.cbMipInterrupt.subscribe(interrupt)
     h.run()
+    cpu = time.thread_time() - cpu_start
     info = h.getInfo()
+    model_status = h.getModelStatus()
+    if model_status == highspy.HighsModelStatus.kOptimal:
+        status = "optimal"
+    elif model_status == highspy.HighsModelStatus.kTimeLimit:
+        status = "time_limit"
+    elif out_of_cpu:
+        status = "cpu_limit"
+    else:
+        status = "stopped"
     if info.primal_solution_status != 2:  # kSolutionStatusFeasible
-        return None, False, 0.0
-    optimal = h.getModelStatus() == highspy.HighsModelStatus.kOptimal
+        return _Solved(None, status, 0.0, cpu)
     bound = info.mip_dual_bound
-    return (np.asarray(h.getSolution().col_value), optimal,
-            float(bound) / 1e3 if np.isfinite(bound) else 0.0)
+    return _Solved(np.asarray(h.getSolution().col_value), status,
+                   float(bound) / 1e3 if np.isfinite(bound) else 0.0, cpu)
 
 
 def ilp_extract(eg: EGraph, roots: Sequence[int], costs: Dict[int, float],
-                time_limit_s: float = 30.0, start: Optional[Choice] = None) -> Extraction:
+                time_limit_s: float = 30.0, start: Optional[Choice] = None,
+                skip_proven: bool = True) -> Extraction:
     """TENSAT's ILP; see the module docstring. The program (`_Program`) has
     a 0/1 variable per e-node and one per class, so that "a chosen e-node's
     child class is chosen" is one two-term row per edge, and leaves out
@@ -520,30 +647,47 @@ def ilp_extract(eg: EGraph, roots: Sequence[int], costs: Dict[int, float],
     lazily: every cycle of two or three classes is cut before the first
     solve, and each cycle of a solution becomes a cut before solving
     again, until a solution is acyclic or the time is up (after cycle
-    filtering, `EGraph.filter_cycles`, there are none). `status` is
-    "optimal", "time_limit" (the best acyclic solution found in time), or
-    "failed" (none: `choice` is empty)."""
-    clock = time.time()
+    filtering, `EGraph.filter_cycles`, there are none). `time_limit_s`
+    is CPU time of HiGHS's thread, all solves together (`_solve`).
+
+    HiGHS is not run where the start is provably optimal: its cost
+    (shared e-nodes once) equals the program's lower bound
+    (`_Program.lower_bound`); the start is then the answer (unless
+    `skip_proven` is False: tests solve such programs to compare). `status` is
+    "optimal" (solved), "skipped" (the start proven optimal without
+    solving), "cpu_limit" (the best acyclic solution found within the CPU
+    time), "time_limit" (the same, stopped by the wall-clock safety net),
+    "stopped" (HiGHS ended otherwise, unproven), or "failed" (none:
+    `choice` is empty)."""
+    clock, cpu_clock = time.time(), time.thread_time()
     program = _Program(eg, roots, costs, start)
+    if skip_proven and start is not None and program.cheapest_everywhere(used(eg, start, roots)):
+        start_cost = dag_cost(eg, start, roots, costs)
+        bound = program.lower_bound()
+        if bound is not None and bound >= start_cost - 1e-9 * max(start_cost, 1.0):
+            return Extraction(used(eg, start, roots), start_cost, "ilp", "skipped",
+                              time.time() - clock, bound, time.thread_time() - cpu_clock)
+    program.build()
     status = "failed"
     while True:
-        left = time_limit_s - (time.time() - clock)
+        left = time_limit_s - (time.thread_time() - cpu_clock)
         if left <= 0:
             break
-        x, optimal, bound = _solve(program, start, left)
-        if x is None:
+        solved = _solve(program, start, left)
+        if solved.x is None:
             break
-        choice = program.choice(x)
+        choice = program.choice(solved.x)
         if any(r not in choice for r in program.roots):
             break
         cycles = _find_cycles(eg, choice, roots)
         if not cycles:
             return Extraction(choice, dag_cost(eg, choice, roots, costs), "ilp",
-                              "optimal" if optimal else "time_limit",
-                              time.time() - clock, bound)
+                              solved.status, time.time() - clock, solved.bound,
+                              time.thread_time() - cpu_clock)
         for cycle in cycles:
             program.cut(cycle)
-    return Extraction({}, float("inf"), "ilp", status, time.time() - clock)
+    return Extraction({}, float("inf"), "ilp", status, time.time() - clock,
+                      cpu_seconds=time.thread_time() - cpu_clock)
 
 
 def build_graph(eg: EGraph, choice: Choice, roots: Sequence[int]) -> Graph:

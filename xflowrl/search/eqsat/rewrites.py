@@ -123,14 +123,15 @@ def fits_alone(eg: EGraph, n: int, constraints: Tuple[Tuple[str, Any], ...],
                memo: Dict[Any, Any]) -> bool:
     """Whether e-node `n` meets a source op's own conditions, given that it
     has the op's type and arity: equal element-wise operand shapes and the
-    op's parameter `constraints` (memoised in `memo` by e-node and
-    constraints: neither an e-node's parameters nor its operands' shapes
-    ever change)."""
+    op's parameter `constraints` (memoised in `memo` by op type, parameters
+    and operand shapes, `_operand_key`, and constraints: what the
+    constraints read is a function of these alone, and neither an e-node's
+    parameters nor its operands' shapes ever change)."""
     op_type, params, children = eg.nodes[n]
     if op_type in _ELEMENTWISE and eg.shape(children[0]) != eg.shape(children[1]):
         return False
     if constraints:
-        key = (n, op_type, constraints)
+        key = (op_type, _operand_key(eg, n), constraints)
         ok = memo.get(key)
         if ok is None:
             shapes = [eg.shape(c) for c in children]
@@ -283,8 +284,9 @@ class Rewrite:
         Args:
           parents: (class, op type) -> the live e-nodes of that type reading
             the class (this iteration's).
-          param_memo: (node, op type, constraints) -> whether the node meets
-            them, and the e-nodes that can be a source op by themselves:
+          param_memo: (op type, operand key, constraints) -> whether an
+            e-node of that type, parameters and operand shapes meets
+            them (`fits_alone`), and the e-nodes that can be a source op by themselves:
             shared by every rule, kept across iterations (neither changes
             as the e-graph grows; matching runs on a rebuilt e-graph).
           root_classes: (a key naming it, a set of classes): a single-pattern

@@ -72,11 +72,15 @@ class EqsatConfig:
     multi-pattern rules run in 2 iterations (TENSAT's k_multi of 2: chains
     of merges, e.g. BERT's three attention matmuls merged by a pairwise
     rule applied twice, need the second). TENSAT's node limit is 50k with
-    an hour for extraction; here 10k e-nodes, 30 s of saturation, 15 s for
-    the two acyclic ILP programs together and 15 s more for the loose one
-    (only where both end above one-step greedy's cost) keep a run within a
-    minute on this 2-core machine: the ILP finds less on a larger e-graph
-    in the same time (docs/benchmark.md)."""
+    an hour for extraction; here 10k e-nodes, 30 s of saturation, 10 s of
+    HiGHS's CPU time for the two acyclic ILP programs together and 10 s
+    more for the loose one (only where both end above one-step greedy's
+    cost) keep a run within a minute on this 2-core machine: the ILP
+    finds less on a larger e-graph in the same time (docs/benchmark.md).
+    The ILP's limits are CPU time, so that where a program stops on one
+    what it found does not depend on the machine's load (a wall-clock
+    limit of four times as much stays as a safety net,
+    `extract.WALL_PER_CPU`)."""
     node_limit: int = 10_000
     iteration_limit: int = 15
     time_limit_s: float = 30.0
@@ -91,11 +95,13 @@ class EqsatConfig:
     backoff: str = "cap"
     filter_cycles: bool = True       # TENSAT's cycle filtering before the ILP
     extraction: str = "ilp"          # "ilp" (greedy as the fallback) | "greedy"
-    ilp_time_limit_s: float = 15.0   # the acyclic programs together; the loose one again
-    # The age-ordered program, the second acyclic one, at most this long:
-    # on a large e-graph HiGHS can spend the whole limit proving the walk's
-    # graph optimal there, and where it finds better it mostly does so soon.
-    age_time_limit_s: float = 5.0
+    # CPU seconds: the acyclic programs together; the loose one again.
+    ilp_time_limit_s: float = 10.0
+    # The age-ordered program, the second acyclic one, at most this long
+    # (CPU): on a large e-graph HiGHS can spend the whole limit proving the
+    # walk's graph optimal there, and where it finds better it mostly does
+    # so soon.
+    age_time_limit_s: float = 4.0
     # The ILP's start may be one-step greedy's graph (the engine's descent
     # under the same rules) where the e-graph holds it and it is the
     # cheapest known choice; see `equality_saturation`.
@@ -146,10 +152,13 @@ class SaturationResult(NamedTuple):
     handed_over: str              # "ilp" | "greedy" | "descent" (the ILP's start) | "original"
     greedy_cost: float            # greedy extraction's graph
     ilp_cost: Optional[float]     # the ILP's graph; None where it found none or did not run
-    # "optimal" | "time_limit" | "failed" | "off"; where the second program
-    # ran, both joined by "+" (e.g. "optimal+time_limit")
+    # Per program (`extract.ilp_extract`): "optimal" (HiGHS solved it),
+    # "skipped" (its start provably optimal, HiGHS not run), "cpu_limit"
+    # (HiGHS stopped on its CPU time), "time_limit" (on the wall-clock
+    # safety net), "stopped", "failed"; "off" without the ILP. Joined by
+    # "+" in the order solved (e.g. "skipped+optimal")
     ilp_status: str
-    ilp_programs: int             # programs solved: 2 where the second chance ran
+    ilp_programs: int             # programs (skipped ones too): 3 where the loose one ran
     ilp_start: str                # "greedy" extraction | "original" | "descent" | "" (no ILP)
     stop_reason: str              # "saturated" | "node_limit" | "iteration_limit" | "time_limit"
     iterations: int
@@ -489,9 +498,19 @@ def equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
 
     costs = extract.node_costs(eg, cost_model)
     candidates: List[Tuple[float, str, Graph]] = [(initial_cost, "original", graph)]
-    greedy = extract.greedy_extract(eg, roots, costs)
-    greedy_graph = extract.build_graph(eg, greedy.choice, roots)
-    greedy_cost = greedy_graph.cost(cost_model)
+    # Graphs built back, by the e-nodes they use: a program whose answer
+    # is its start (skipped, or solved to it) builds and costs nothing new.
+    built: Dict[frozenset, Tuple[Graph, float]] = {}
+
+    def graph_of(choice: extract.Choice) -> Tuple[Graph, float]:
+        key = frozenset(extract.used(eg, choice, roots).items())
+        if key not in built:
+            rebuilt = extract.build_graph(eg, choice, roots)
+            built[key] = (rebuilt, rebuilt.cost(cost_model))
+        return built[key]
+
+    greedy, tree = extract.greedy_and_tree_costs(eg, roots, costs)
+    greedy_graph, greedy_cost = graph_of(greedy.choice)
     candidates.append((greedy_cost, "greedy", greedy_graph))
     ilp_cost, ilp_status, ilp_programs = None, "off", 0
     ilp_start = ""
@@ -501,10 +520,10 @@ def equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
         if ilp_start == "descent":
             # The floor: never hand over worse than the best choice held,
             # whatever a time-limited program returns.
-            descent_graph = extract.build_graph(eg, start_choice, roots)
-            candidates.append((descent_graph.cost(cost_model), "descent", descent_graph))
+            descent_graph, cost = graph_of(start_choice)
+            candidates.append((cost, "descent", descent_graph))
         statuses = []
-        order = extract.tree_costs(eg, roots, costs) if config.filter_cycles else {}
+        order = tree if config.filter_cycles else {}
         # Two acyclic restrictions of the e-graph, each solved exactly (the
         # cheaper one wins): the depth-first walk (`EGraph.filter_cycles`,
         # cheap; it can empty classes and lose their readers), then the age
@@ -534,12 +553,11 @@ def equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
                 left = min(left, config.age_time_limit_s)
             ilp = extract.ilp_extract(eg, roots, costs, left, start=start_choice)
             if program != "loose":
-                acyclic_seconds += ilp.seconds
+                acyclic_seconds += ilp.cpu_seconds
             ilp_programs += 1
             statuses.append(ilp.status)
             if ilp.choice:
-                ilp_graph = extract.build_graph(eg, ilp.choice, roots)
-                cost = ilp_graph.cost(cost_model)
+                ilp_graph, cost = graph_of(ilp.choice)
                 if ilp_cost is None or cost < ilp_cost:
                     ilp_cost = cost
                     candidates.append((cost, "ilp", ilp_graph))

@@ -1,0 +1,205 @@
+"""Tests of the ILP's shortcuts and limits (xflowrl.search.eqsat.extract): a
+start is taken without solving only where it provably costs the least (the
+same cost as solving), the lower bound never exceeds what HiGHS finds, and
+HiGHS stops on its CPU-time limit with its best solution so far."""
+
+import itertools
+from typing import Dict, List, Tuple
+from unittest import mock
+
+from absl.testing import absltest
+
+from xflowrl import zoo
+from xflowrl.engine import XferSet
+from xflowrl.engine.cost import cost_model_from_spec
+from xflowrl.search.eqsat import (
+    EGraph,
+    EqsatConfig,
+    build_graph,
+    compile_rules,
+    equality_saturation,
+    extract,
+    graph_to_egraph,
+    greedy_extract,
+    ilp_extract,
+    node_costs,
+    saturate,
+)
+from xflowrl.search.eqsat.extract import _Program, dag_cost, tree_costs, used
+from xflowrl.search.eqsat.rewrites import canonical
+
+_COST = cost_model_from_spec("analytic/v100")
+
+
+def _costed(eg: EGraph, cost_of: Dict[Tuple[str, int], float]) -> Dict[int, float]:
+    """Per live e-node: `cost_of[(op, its first child's class)]`, 0 elsewhere."""
+    costs = {}
+    for c in eg.classes():
+        for n in eg.live_nodes(c):
+            op, _, children = eg.nodes[n]
+            costs[n] = cost_of.get((op, eg.find(children[0])), 0.0) if children else 0.0
+    return costs
+
+
+def _cheap_head():
+    """y = relu(x) (1 ms), also sigmoid(tanh(x)) (1 ms + 2 ms), read by a
+    free sigmoid at the output: the second
+    e-node of y is as cheap as the first but reads a class that costs more.
+    The start, relu(x), costs 1 ms, and so does the bound: x is required
+    whichever e-node y takes, tanh(x)'s class is not."""
+    eg = EGraph()
+    x = eg.add("input", (("name", "x"), ("shape", (2, 2))), ())
+    y = eg.add("relu", canonical("relu", {}), [x])
+    t = eg.add("tanh", canonical("tanh", {}), [x])
+    eg.union(y, eg.add("sigmoid", canonical("sigmoid", {}), [t]))
+    root = eg.add("sigmoid", canonical("sigmoid", {}), [y])
+    eg.rebuild()
+    costs = _costed(eg, {("relu", x): 1.0, ("tanh", x): 2.0, ("sigmoid", eg.find(t)): 1.0})
+    return eg, [root], costs
+
+
+def _shared():
+    """Greedy extraction pays for two private sub-graphs (10 ms); sharing
+    one sigmoid costs 8 ms (as `eqsat_test`'s fixture)."""
+    eg = EGraph()
+    x = eg.add("input", (("name", "x"), ("shape", (2, 2))), ())
+    y = eg.add("input", (("name", "y"), ("shape", (2, 2))), ())
+    shared = eg.add("sigmoid", canonical("sigmoid", {}), [x])
+    a_alone = eg.add("tanh", canonical("tanh", {}), [y])
+    a_shared = eg.add("relu", canonical("relu", {}), [shared])
+    b_alone = eg.add("sigmoid", canonical("sigmoid", {}), [y])
+    b_shared = eg.add("tanh", canonical("tanh", {}), [shared])
+    eg.union(a_alone, a_shared)
+    eg.union(b_alone, b_shared)
+    root = eg.add("add", canonical("add", {}), [a_alone, b_alone])
+    eg.rebuild()
+    costs = _costed(eg, {("sigmoid", x): 6.0, ("tanh", y): 5.0, ("relu", shared): 1.0,
+                         ("sigmoid", y): 5.0, ("tanh", shared): 1.0})
+    return eg, [root], costs
+
+
+def _grown(name: str, rules: str, iterations: int):
+    """A zoo graph's e-graph after a few iterations, its outputs, costs and
+    greedy extraction's used choice."""
+    graph = zoo.get_graph(name)
+    rewrites, _ = compile_rules(XferSet.from_name(rules))
+    eg, roots = graph_to_egraph(graph)
+    saturate(eg, rewrites, EqsatConfig(iteration_limit=iterations, time_limit_s=120))
+    costs = node_costs(eg, _COST)
+    start = used(eg, greedy_extract(eg, roots, costs).choice, roots)
+    return eg, roots, costs, start
+
+
+class ProvenStartTest(absltest.TestCase):
+
+    def test_a_start_as_cheap_as_the_bound_is_taken_without_solving(self):
+        eg, roots, costs = _cheap_head()
+        start = greedy_extract(eg, roots, costs).choice
+        self.assertAlmostEqual(dag_cost(eg, start, roots, costs), 1.0)
+        skipped = ilp_extract(eg, roots, costs, 10, start=start)
+        solved = ilp_extract(eg, roots, costs, 10, start=start, skip_proven=False)
+        self.assertEqual(skipped.status, "skipped")
+        self.assertEqual(solved.status, "optimal")
+        self.assertAlmostEqual(skipped.dag_cost, solved.dag_cost)
+        self.assertAlmostEqual(skipped.bound, 1.0)
+        graph = build_graph(eg, skipped.choice, roots)
+        self.assertEqual(graph.op_counts(), {"relu": 1, "sigmoid": 1})
+
+    def test_a_start_above_the_optimum_is_solved(self):
+        eg, roots, costs = _shared()
+        start = greedy_extract(eg, roots, costs).choice
+        self.assertAlmostEqual(dag_cost(eg, start, roots, costs), 10.0)
+        program = _Program(eg, roots, costs, start)
+        self.assertFalse(program.cheapest_everywhere(used(eg, start, roots)))
+        self.assertLessEqual(program.lower_bound(), 8.0)
+        ilp = ilp_extract(eg, roots, costs, 10, start=start)
+        self.assertEqual(ilp.status, "optimal")
+        self.assertAlmostEqual(ilp.dag_cost, 8.0)
+
+    def test_no_bound_over_a_cycle(self):
+        # x = split(concat(x, y))[0]: the class graph has a cycle, and the
+        # bound's induction needs none.
+        eg = EGraph()
+        inp = eg.add("input", (("name", "in"), ("shape", (1, 2, 4, 4))), ())
+        y = eg.add("input", (("name", "y"), ("shape", (1, 2, 4, 4))), ())
+        x = eg.add("relu", canonical("relu", {}), [inp])
+        cat = eg.add("concat", canonical("concat", {"axis": 1}), [x, y])
+        parts = eg.add("split", canonical("split", {"axis": 1, "sizes": [2, 2]}), [cat])
+        eg.union(x, eg.add_output(parts, 0))
+        root = eg.add("tanh", canonical("tanh", {}), [x])
+        eg.rebuild()
+        costs = {n: 1.0 for c in eg.classes() for n in eg.live_nodes(c)}
+        self.assertIsNone(_Program(eg, [root], costs).lower_bound())
+
+    def test_on_grown_e_graphs_skipping_changes_no_cost(self):
+        # Both acyclic programs of equality saturation (the walk's, the age
+        # order's) on e-graphs grown from zoo graphs: the bound is never
+        # above the optimum HiGHS proves, and taking a proven start costs
+        # what solving costs. resnet18 under TASO's rules improves nothing,
+        # so its walk's program is skipped; squeezenet1_1 improves.
+        skipped: List[str] = []
+        for name, rules in (("resnet18", "taso"), ("squeezenet1_1", "tensat")):
+            eg, roots, costs, start = _grown(name, rules, 3)
+            order = tree_costs(eg, roots, costs)
+            for program in ("walk", "age"):
+                eg.unfilter()
+                if program == "walk":
+                    eg.filter_cycles(roots, order, keep=start, strict=True)
+                else:
+                    eg.filter_cycles_by_age(start)
+                bound = _Program(eg, roots, costs, start).lower_bound()
+                solved = ilp_extract(eg, roots, costs, 60, start=start, skip_proven=False)
+                quick = ilp_extract(eg, roots, costs, 60, start=start)
+                self.assertEqual(solved.status, "optimal", (name, program))
+                if bound is not None:
+                    self.assertLessEqual(bound, solved.dag_cost + 1e-9, (name, program))
+                self.assertAlmostEqual(quick.dag_cost, solved.dag_cost, places=9,
+                                       msg=(name, program))
+                if quick.status == "skipped":
+                    skipped.append(f"{name}/{program}")
+                    self.assertAlmostEqual(quick.dag_cost, dag_cost(eg, start, roots, costs),
+                                           places=12)
+                else:
+                    self.assertEqual(quick.status, "optimal")
+        self.assertIn("resnet18/walk", skipped)
+
+    def test_the_result_says_which_programs_were_skipped(self):
+        graph = zoo.get_graph("resnet18")
+        result = equality_saturation(graph, XferSet.from_name("taso"), _COST,
+                                     EqsatConfig(check_outputs=False))
+        statuses = result.ilp_status.split("+")
+        self.assertLen(statuses, result.ilp_programs)
+        self.assertEqual(statuses[0], "skipped")
+        self.assertAlmostEqual(result.ilp_cost, result.greedy_cost, places=12)
+        self.assertEqual(result.ilp_gap_percent, 0.0)
+
+
+class CpuLimitTest(absltest.TestCase):
+
+    def test_highs_stops_on_its_cpu_time_with_its_best_so_far(self):
+        # The thread's CPU clock, as `_solve` reads it, runs out as soon as
+        # HiGHS first checks its limits: it stops there (its interrupt
+        # callback), with a solution no costlier than its start.
+        eg, roots, costs, start = _grown("squeezenet1_1", "tensat", 3)
+        eg.filter_cycles_by_age(start)
+        calls = itertools.count()
+
+        def clock() -> float:
+            # ilp_extract's start, its time left, _solve's start; then late.
+            return 0.0 if next(calls) < 3 else 1e6
+        with mock.patch.object(extract.time, "thread_time", clock):
+            ilp = ilp_extract(eg, roots, costs, 5, start=start, skip_proven=False)
+        self.assertEqual(ilp.status, "cpu_limit")
+        self.assertTrue(ilp.choice)
+        self.assertLessEqual(ilp.dag_cost, dag_cost(eg, start, roots, costs) + 1e-12)
+        build_graph(eg, ilp.choice, roots)  # acyclic, complete
+
+    def test_cpu_seconds_are_reported(self):
+        eg, roots, costs = _shared()
+        ilp = ilp_extract(eg, roots, costs, 10)
+        self.assertGreater(ilp.cpu_seconds, 0.0)
+        self.assertLess(ilp.cpu_seconds, 10.0)
+
+
+if __name__ == "__main__":
+    absltest.main()
