@@ -10,7 +10,7 @@ the methods named by --methods (default all four):
   budget (--alphas, --budgets), each run stopped after --time_limit seconds;
 - `eqsat`: equality saturation (`xflowrl.search.eqsat`, TENSAT's method):
   saturation up to --eqsat_time_limit seconds and --eqsat_node_limit
-  e-nodes, then extraction by ILP (--eqsat_ilp_time_limit seconds, greedy
+  e-nodes, then extraction by ILP (--eqsat_ilp_time_limit CPU seconds, greedy
   extraction as the fallback); the graph handed over is checked to compute
   the original's outputs (numpy reference executor) on graphs of at most
   --eqsat_check_max_ops ops, the reference being too slow on bigger ones;
@@ -113,6 +113,7 @@ from xflowrl.entry_points import exit_on_bad_input, model_name, model_source
 from xflowrl.optimize import parse_input_shapes
 from xflowrl.rules.sets import RULE_SETS
 from xflowrl.search.eqsat import EqsatConfig
+from xflowrl.search.eqsat.saturation import BACKOFFS
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("graphs", [g for g in zoo.GRAPHS if g != "small_cnn"],
@@ -139,7 +140,12 @@ flags.DEFINE_list("budgets", ["1000", "10000"], "TASO search budgets (expansions
 flags.DEFINE_float("time_limit", 30.0, "Seconds per TASO search run (0: none).")
 flags.DEFINE_float("eqsat_time_limit", 30.0, "Equality saturation: seconds of saturation.")
 flags.DEFINE_integer("eqsat_node_limit", EqsatConfig.node_limit, "Equality saturation: e-nodes at most.")
-flags.DEFINE_float("eqsat_ilp_time_limit", 15.0, "Equality saturation: seconds for the ILP.")
+flags.DEFINE_float("eqsat_ilp_time_limit", EqsatConfig.ilp_time_limit_s,
+                   "Equality saturation: CPU seconds of the ILP's acyclic programs together "
+                   "(HiGHS's thread).")
+flags.DEFINE_enum("eqsat_backoff", EqsatConfig.backoff, list(BACKOFFS),
+                  "Equality saturation: how a rule over its match limit is scheduled "
+                  "(EqsatConfig.backoff).")
 flags.DEFINE_integer("eqsat_multi_pattern_iterations", None,
                      "Equality saturation: iterations that apply multi-pattern rules "
                      "(default: EqsatConfig's).")
@@ -172,7 +178,7 @@ def config_from_flags() -> BenchConfig:
         if method not in METHODS:
             raise app.UsageError(f"unknown method {method!r}; choose from {list(METHODS)}")
     eqsat = dict(time_limit_s=FLAGS.eqsat_time_limit, node_limit=FLAGS.eqsat_node_limit,
-                 ilp_time_limit_s=FLAGS.eqsat_ilp_time_limit)
+                 ilp_time_limit_s=FLAGS.eqsat_ilp_time_limit, backoff=FLAGS.eqsat_backoff)
     if FLAGS.eqsat_multi_pattern_iterations is not None:
         eqsat["multi_pattern_iterations"] = FLAGS.eqsat_multi_pattern_iterations
     alphas = [float(a) for a in FLAGS.alphas]
