@@ -32,7 +32,7 @@ class RolloutActorsTest(LocalRayTestCase):
         episode's progress line, as killing the run there would leave it
         (the checkpoint and progress file, the actors' generators in it, are
         written before the line), and returns the weights it had then."""
-        config = PPOConfig(episodes_per_update=3, epochs=2, minibatch_size=3)
+        config = PPOConfig(episodes_per_update=2, epochs=2, minibatch_size=3)
         env = _RUN.make_env()
         agent = PPOAgent(env.num_xfers, config, seed=3)
         agent.build(env)
@@ -53,16 +53,16 @@ class RolloutActorsTest(LocalRayTestCase):
         return agent, result, killed
 
     def test_a_resumed_run_repeats_the_uninterrupted_run(self):
-        # The uninterrupted run, killed (a copy of its logdir) after episode 6;
+        # The uninterrupted run, killed (a copy of its logdir) after episode 4;
         # the actors' generators moved on from their seeds and are in the file.
         interrupted = os.path.join(tempfile.mkdtemp(), "killed")
-        whole, whole_result, [before] = self._run(12, tempfile.mkdtemp(), 6, interrupted)
-        resumed, resumed_result, _ = self._run(12, interrupted)
+        whole, whole_result, [before] = self._run(8, tempfile.mkdtemp(), 4, interrupted)
+        resumed, resumed_result, _ = self._run(8, interrupted)
         self.assertStartsWith(self.lines[0], "resumed from ")
-        self.assertEndsWith(self.lines[0], " at episode 6")
-        self.assertEqual(int(whole.episodes.numpy()), 12)
+        self.assertEndsWith(self.lines[0], " at episode 4")
+        self.assertEqual(int(whole.episodes.numpy()), 8)
         self.assertEqual(int(whole.updates.numpy()), 4)
-        self.assertGreater(whole_result.interactions, 12)  # actors played them
+        self.assertGreater(whole_result.interactions, 8)  # actors played them
         self.assertEqual(resumed_result.history, whole_result.history)
         self.assertEqual((resumed_result.best_final_cost, resumed_result.best_sequence,
                           resumed_result.interactions),
