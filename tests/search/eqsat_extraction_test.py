@@ -4,11 +4,12 @@ same cost as solving), the lower bound never exceeds what HiGHS finds, and
 HiGHS stops on its CPU-time limit with its best solution so far."""
 
 import itertools
-from typing import Dict, List, Tuple
+from typing import List
 from unittest import mock
 
 from absl.testing import absltest
 
+from tests.search.egraph_fixtures import costed, self_reading_class, shared_sub_graph
 from xflowrl import zoo
 from xflowrl.engine import XferSet
 from xflowrl.engine.cost import cost_model_from_spec
@@ -31,16 +32,6 @@ from xflowrl.search.eqsat.rewrites import canonical
 _COST = cost_model_from_spec("analytic/v100")
 
 
-def _costed(eg: EGraph, cost_of: Dict[Tuple[str, int], float]) -> Dict[int, float]:
-    """Per live e-node: `cost_of[(op, its first child's class)]`, 0 elsewhere."""
-    costs = {}
-    for c in eg.classes():
-        for n in eg.live_nodes(c):
-            op, _, children = eg.nodes[n]
-            costs[n] = cost_of.get((op, eg.find(children[0])), 0.0) if children else 0.0
-    return costs
-
-
 def _cheap_head():
     """y = relu(x) (1 ms), also sigmoid(tanh(x)) (1 ms + 2 ms), read by a
     free sigmoid at the output: the second
@@ -54,27 +45,7 @@ def _cheap_head():
     eg.union(y, eg.add("sigmoid", canonical("sigmoid", {}), [t]))
     root = eg.add("sigmoid", canonical("sigmoid", {}), [y])
     eg.rebuild()
-    costs = _costed(eg, {("relu", x): 1.0, ("tanh", x): 2.0, ("sigmoid", eg.find(t)): 1.0})
-    return eg, [root], costs
-
-
-def _shared():
-    """Greedy extraction pays for two private sub-graphs (10 ms); sharing
-    one sigmoid costs 8 ms (as `eqsat_test`'s fixture)."""
-    eg = EGraph()
-    x = eg.add("input", (("name", "x"), ("shape", (2, 2))), ())
-    y = eg.add("input", (("name", "y"), ("shape", (2, 2))), ())
-    shared = eg.add("sigmoid", canonical("sigmoid", {}), [x])
-    a_alone = eg.add("tanh", canonical("tanh", {}), [y])
-    a_shared = eg.add("relu", canonical("relu", {}), [shared])
-    b_alone = eg.add("sigmoid", canonical("sigmoid", {}), [y])
-    b_shared = eg.add("tanh", canonical("tanh", {}), [shared])
-    eg.union(a_alone, a_shared)
-    eg.union(b_alone, b_shared)
-    root = eg.add("add", canonical("add", {}), [a_alone, b_alone])
-    eg.rebuild()
-    costs = _costed(eg, {("sigmoid", x): 6.0, ("tanh", y): 5.0, ("relu", shared): 1.0,
-                         ("sigmoid", y): 5.0, ("tanh", shared): 1.0})
+    costs = costed(eg, {("relu", x): 1.0, ("tanh", x): 2.0, ("sigmoid", eg.find(t)): 1.0})
     return eg, [root], costs
 
 
@@ -106,7 +77,7 @@ class ProvenStartTest(absltest.TestCase):
         self.assertEqual(graph.op_counts(), {"relu": 1, "sigmoid": 1})
 
     def test_a_start_above_the_optimum_is_solved(self):
-        eg, roots, costs = _shared()
+        eg, roots, costs = shared_sub_graph()
         start = greedy_extract(eg, roots, costs).choice
         self.assertAlmostEqual(dag_cost(eg, start, roots, costs), 10.0)
         program = _Program(eg, roots, costs, start)
@@ -119,15 +90,7 @@ class ProvenStartTest(absltest.TestCase):
     def test_no_bound_over_a_cycle(self):
         # x = split(concat(x, y))[0]: the class graph has a cycle, and the
         # bound's induction needs none.
-        eg = EGraph()
-        inp = eg.add("input", (("name", "in"), ("shape", (1, 2, 4, 4))), ())
-        y = eg.add("input", (("name", "y"), ("shape", (1, 2, 4, 4))), ())
-        x = eg.add("relu", canonical("relu", {}), [inp])
-        cat = eg.add("concat", canonical("concat", {"axis": 1}), [x, y])
-        parts = eg.add("split", canonical("split", {"axis": 1, "sizes": [2, 2]}), [cat])
-        eg.union(x, eg.add_output(parts, 0))
-        root = eg.add("tanh", canonical("tanh", {}), [x])
-        eg.rebuild()
+        eg, root, _, _ = self_reading_class()
         costs = {n: 1.0 for c in eg.classes() for n in eg.live_nodes(c)}
         self.assertIsNone(_Program(eg, [root], costs).lower_bound())
 
@@ -195,7 +158,7 @@ class CpuLimitTest(absltest.TestCase):
         build_graph(eg, ilp.choice, roots)  # acyclic, complete
 
     def test_cpu_seconds_are_reported(self):
-        eg, roots, costs = _shared()
+        eg, roots, costs = shared_sub_graph()
         ilp = ilp_extract(eg, roots, costs, 10)
         self.assertGreater(ilp.cpu_seconds, 0.0)
         self.assertLess(ilp.cpu_seconds, 10.0)

@@ -9,6 +9,7 @@ from unittest import mock
 from absl.testing import absltest, parameterized
 import numpy as np
 
+from tests.search.egraph_fixtures import self_reading_class, shared_sub_graph
 from xflowrl import zoo
 from xflowrl.engine import GraphBuilder, XferSet
 from xflowrl.engine.cost import cost_model_from_spec
@@ -298,33 +299,8 @@ class SaturationTest(parameterized.TestCase):
 
 class ExtractionTest(absltest.TestCase):
 
-    def _shared(self):
-        """Two readers of a class that can be computed alone (cost 5 each)
-        or from one shared class (1 each plus 6 once): the tree cost
-        prefers the first, the DAG cost (10 vs 8) the second."""
-        eg = EGraph()
-        x = eg.add("input", (("name", "x"), ("shape", (2, 2))), ())
-        y = eg.add("input", (("name", "y"), ("shape", (2, 2))), ())
-        shared = eg.add("sigmoid", canonical("sigmoid", {}), [x])
-        a_alone = eg.add("tanh", canonical("tanh", {}), [y])
-        a_shared = eg.add("relu", canonical("relu", {}), [shared])
-        b_alone = eg.add("sigmoid", canonical("sigmoid", {}), [y])
-        b_shared = eg.add("tanh", canonical("tanh", {}), [shared])
-        eg.union(a_alone, a_shared)
-        eg.union(b_alone, b_shared)
-        root = eg.add("add", canonical("add", {}), [a_alone, b_alone])
-        eg.rebuild()
-        cost_of = {("sigmoid", x): 6.0, ("tanh", y): 5.0, ("relu", shared): 1.0,
-                   ("sigmoid", y): 5.0, ("tanh", shared): 1.0}
-        costs = {}
-        for c in eg.classes():
-            for n in eg.live_nodes(c):
-                op, _, children = eg.nodes[n]
-                costs[n] = cost_of.get((op, eg.find(children[0])), 0.0) if children else 0.0
-        return eg, [root], costs
-
     def test_ilp_counts_shared_sub_graphs_once(self):
-        eg, roots, costs = self._shared()
+        eg, roots, costs = shared_sub_graph()
         greedy = greedy_extract(eg, roots, costs)
         ilp = ilp_extract(eg, roots, costs, time_limit_s=10)
         self.assertAlmostEqual(greedy.dag_cost, 10.0)
@@ -336,15 +312,7 @@ class ExtractionTest(absltest.TestCase):
 
     def test_cycles_are_never_extracted(self):
         # x = split(concat(x, y))[0]: the cheap way to x reads x itself.
-        eg = EGraph()
-        inp = eg.add("input", (("name", "in"), ("shape", (1, 2, 4, 4))), ())
-        y = eg.add("input", (("name", "y"), ("shape", (1, 2, 4, 4))), ())
-        x = eg.add("relu", canonical("relu", {}), [inp])
-        cat = eg.add("concat", canonical("concat", {"axis": 1}), [x, y])
-        parts = eg.add("split", canonical("split", {"axis": 1, "sizes": [2, 2]}), [cat])
-        eg.union(x, eg.add_output(parts, 0))
-        root = eg.add("tanh", canonical("tanh", {}), [x])
-        eg.rebuild()
+        eg, root, x, cat = self_reading_class()
         costs = {n: (5.0 if eg.nodes[n][0] == "relu" else 0.1)
                  for c in eg.classes() for n in eg.live_nodes(c)}
         for ext in (greedy_extract(eg, [root], costs), ilp_extract(eg, [root], costs, 10)):

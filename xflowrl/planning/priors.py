@@ -49,31 +49,33 @@ class Prior(Protocol):
         """[M] float64 logits, one per candidate of `expansion`."""
 
 
-class CostPrior:
-    """Logits `-delta / temperature` (module docstring)."""
+class _CostTemperature:
+    """What both cost priors keep: the initial cost (changes are in points
+    of it), the temperature and the name `<kind>:<temperature>`."""
+    kind = ""
 
     def __init__(self, initial_cost: float, temperature: float = 1.0):
         if temperature <= 0:
-            raise ValueError(f"the cost prior's temperature must be > 0, got {temperature}")
+            raise ValueError(f"the {self.kind} prior's temperature must be > 0, "
+                             f"got {temperature}")
         self.initial_cost = initial_cost
         self.temperature = temperature
-        self.name = f"cost:{temperature:g}"
+        self.name = f"{self.kind}:{temperature:g}"
+
+
+class CostPrior(_CostTemperature):
+    """Logits `-delta / temperature` (module docstring)."""
+    kind = "cost"
 
     def logits(self, expansion: Expansion) -> np.ndarray:
         delta = 100.0 * (expansion.costs - expansion.cost) / self.initial_cost
         return -delta / self.temperature
 
 
-class XferCostPrior:
+class XferCostPrior(_CostTemperature):
     """Logits of the xfer-then-location factoring of the cost prior
     (module docstring)."""
-
-    def __init__(self, initial_cost: float, temperature: float = 1.0):
-        if temperature <= 0:
-            raise ValueError(f"the xfer prior's temperature must be > 0, got {temperature}")
-        self.initial_cost = initial_cost
-        self.temperature = temperature
-        self.name = f"xfer:{temperature:g}"
+    kind = "xfer"
 
     def logits(self, expansion: Expansion) -> np.ndarray:
         out = np.zeros(len(expansion.actions))
