@@ -1,0 +1,73 @@
+"""benchmarks/plan_finetune_bench.py: the pairs file it reads, and one pair
+planned at a small budget under each prior and action space, in this
+process (the benchmark's functions), then `--quick` as a user runs it."""
+
+import json
+import os
+import subprocess
+import sys
+
+from absl.testing import absltest
+
+from xflowrl import corpus
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(_ROOT, "benchmarks"))
+
+import plan_finetune_bench as bench  # pylint: disable=wrong-import-position
+
+
+def _pairs():
+    with open(os.path.join(_ROOT, "benchmarks", "data", "finetune_pairs.json")) as f:
+        return json.load(f)
+
+
+class PairsTest(absltest.TestCase):
+
+    def test_nine_held_out_pairs_three_seeds_each(self):
+        data = _pairs()
+        self.assertLen(data["pairs"], 9)
+        held_out = {spec.name for spec in corpus.specs("held_out")}
+        for pair in data["pairs"]:
+            self.assertIn(pair["graph"], held_out)
+            self.assertLess(pair["scratch_change_pct"], 0.0)
+            self.assertGreater(pair["scratch_steps"], 0)
+        self.assertEqual(sorted(p["seed"] for p in data["pairs"]), [0, 0, 0, 1, 1, 1, 2, 2, 2])
+
+
+class RunPairTest(absltest.TestCase):
+
+    def test_rows_say_what_was_reached_and_counted(self):
+        data = _pairs()
+        vit = next(p for p in data["pairs"] if p["graph"].startswith("vit/"))
+        rows = [bench.run_pair(vit, data, prior, space, 30)
+                for prior in ("xfer", "policy:shipped") for space in ("deployed", "thesis")]
+        for row in rows:
+            # The handed-over graph computes the original's outputs, and
+            # "reached" is the change and the budget, both.
+            self.assertIs(row["same_outputs"], True, row)
+            self.assertGreaterEqual(row["real_steps"], 1)
+            self.assertLessEqual(row["change_pct"], 0.0)
+            self.assertEqual(row["reached"],
+                             row["change_pct"] <= vit["scratch_change_pct"] + bench.TOLERANCE_PT
+                             and row["real_steps"] <= 30)
+            if row["space"] == "thesis":
+                self.assertEqual(row["rule_enumerations"], 0)
+        out = bench.summary(rows)
+        self.assertEqual(set(out), {"xfer / deployed", "xfer / thesis",
+                                    "policy:shipped / deployed", "policy:shipped / thesis"})
+        self.assertEqual(sum(s["reached"] for s in out.values()),
+                         sum(r["reached"] for r in rows))
+        self.assertTrue(all(s["all_compute_the_original"] for s in out.values()))
+
+    def test_quick_as_a_user_runs_it(self):
+        done = subprocess.run([sys.executable, os.path.join(_ROOT, "benchmarks",
+                                                            "plan_finetune_bench.py"), "--quick"],
+                              capture_output=True, text=True, cwd=_ROOT, timeout=600)
+        self.assertEqual(done.returncode, 0, done.stderr[-3000:])
+        summary = json.loads(done.stdout)
+        self.assertEqual(summary["xfer / deployed"]["pairs"], 1)
+
+
+if __name__ == "__main__":
+    absltest.main()
