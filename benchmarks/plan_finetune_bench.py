@@ -3,7 +3,7 @@ reach a per-graph agent's result with a tenth of its real steps? Prints JSON.
 
     python benchmarks/plan_finetune_bench.py [--priors=xfer,policy:shipped]
         [--spaces=deployed,thesis] [--pairs=benchmarks/data/finetune_pairs.json]
-        [--out_json=PATH] [--quick]
+        [--out_json=PATH] [--measure_rounds=5] [--quick]
 
 The pairs are the fine-tuning target's (graph, seed) pairs: three held-out
 corpus graphs, each with the per-graph model-free agent trained from
@@ -27,6 +27,16 @@ single-rule enumerations are counted apart (`rule_enumerations`), and
 `within_budget_all_counted` says whether the two together stay within the
 budget too. Every handed-over graph is checked to compute the original's
 outputs (`xflowrl.search.eqsat.same_outputs`).
+
+Beside them, per graph: one-step greedy (`greedy_walk`) and TASO's search
+(alpha 1.05, budget 1,000) under the same rules and cost model, and the
+end-to-end time on this CPU (onnxruntime, one thread, its CPU clock;
+`xflowrl.measure.compare.time_models`, `--measure_rounds` interleaved
+rounds, 0: none) of the initial graph, greedy's, TASO's and every distinct
+graph the planner handed over, each with the change against the initial
+graph's median. The cost model is the GPU-like analytic profile, so a CPU
+time says whether a graph is also faster here, not whether the estimate
+holds on the GPU it models.
 """
 
 from __future__ import annotations
@@ -35,15 +45,17 @@ import json
 import os
 import sys
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 from absl import app, flags
+import numpy as np
 
 from xflowrl import corpus
-from xflowrl.engine import CostModel, XferSet
+from xflowrl.engine import CostModel, Graph, XferSet
 from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.planning import PlanConfig, plan
 from xflowrl.policy import SHIPPED
+from xflowrl.search import greedy_walk, run_taso
 from xflowrl.search.eqsat import same_outputs
 
 FLAGS = flags.FLAGS
@@ -54,6 +66,8 @@ flags.DEFINE_list("priors", ["xfer", "policy:shipped"],
                   "Planner priors (policy:shipped: the shipped generalist).")
 flags.DEFINE_list("spaces", ["deployed", "thesis"], "Action spaces (module docstring).")
 flags.DEFINE_string("out_json", "", "Also write the rows and the summary here.")
+flags.DEFINE_integer("measure_rounds", 5, "Interleaved rounds of onnxruntime timing on this "
+                     "CPU per graph (0: none).")
 flags.DEFINE_bool("quick", False, "The first pair only, one prior (xfer), the deployed "
                   "space, a budget of 20 real steps (the tests' check that it runs).")
 
@@ -68,13 +82,45 @@ def _prior_spec(name: str) -> str:
     return f"policy:{SHIPPED}" if name == "policy:shipped" else name
 
 
-def run_pair(pair: Dict[str, Any], data: Dict[str, Any], prior: str, space: str,
-             budget: int) -> Dict[str, Any]:
-    """One planner run on one pair; its row."""
+def environment(name: str, data: Dict[str, Any]) -> GraphEnv:
+    """The corpus graph `name` under the pairs' rules and cost model."""
     backend, profile = data["cost_model"].split("/")
-    graph = corpus.get(pair["graph"])
-    env = GraphEnv(graph, XferSet.from_name(data["rules"]), CostModel(backend, profile=profile),
-                   EnvConfig(max_steps=NO_STEP_LIMIT))
+    return GraphEnv(corpus.get(name), XferSet.from_name(data["rules"]),
+                    CostModel(backend, profile=profile), EnvConfig(max_steps=NO_STEP_LIMIT))
+
+
+def baselines(env: GraphEnv) -> Dict[str, Graph]:
+    """One-step greedy's graph and TASO's search's (alpha 1.05, budget 1,000)."""
+    return {"greedy": greedy_walk(env).graph, "taso": run_taso(env)[1]}
+
+
+def measure(env: GraphEnv, graphs: Dict[str, Graph], rounds: int
+            ) -> Dict[str, Tuple[float, float]]:
+    """Per key of `graphs` (the initial graph's key "initial"): the median
+    onnxruntime CPU time on this CPU (ms) and its change against the
+    initial graph's (%), distinct graphs timed once, interleaved."""
+    # Imported here: onnx and onnxruntime only where something is timed.
+    from xflowrl.executor.weights import (  # pylint: disable=import-outside-toplevel
+        random_inputs,
+        random_weights,
+    )
+    from xflowrl.measure.compare import time_models  # pylint: disable=import-outside-toplevel
+    from xflowrl.onnx_io import to_onnx  # pylint: disable=import-outside-toplevel
+    original = env.initial_graph
+    weights = random_weights(original, seed=0)
+    key_of = {k: f"{g.hash():x}" for k, g in graphs.items()}
+    models = {key_of[k]: to_onnx(g, weights, check=False) for k, g in graphs.items()}
+    times = time_models(models, random_inputs(original, 0), ["ort"], rounds, 2, 10,
+                        np.random.default_rng(0))
+    initial = times[key_of["initial"]]["ort/cpu"]["median_ms"]
+    return {k: (times[key_of[k]]["ort/cpu"]["median_ms"],
+                100.0 * (times[key_of[k]]["ort/cpu"]["median_ms"] / initial - 1.0))
+            for k in graphs}
+
+
+def run_pair(pair: Dict[str, Any], env: GraphEnv, prior: str, space: str,
+             budget: int) -> Tuple[Dict[str, Any], Graph]:
+    """One planner run on one pair; its row and the graph it handed over."""
     config = PlanConfig(prior=_prior_spec(prior), max_real_steps=budget, time_limit_s=600,
                         seed=pair["seed"], **SPACES[space])
     start = time.thread_time()
@@ -89,7 +135,7 @@ def run_pair(pair: Dict[str, Any], data: Dict[str, Any], prior: str, space: str,
             "real_steps": result.real_steps, "rule_enumerations": result.rule_enumerations,
             "within_budget_all_counted": result.real_steps + result.rule_enumerations <= budget,
             "same_outputs": same_outputs(env.initial_graph, result.graph),
-            "stopped": result.stopped, "cpu_seconds": cpu}
+            "stopped": result.stopped, "cpu_seconds": cpu}, result.graph
 
 
 def summary(rows: List[Dict[str, Any]]) -> Dict[str, Any]:
@@ -114,16 +160,33 @@ def main(argv):
     pairs, priors, spaces = data["pairs"], FLAGS.priors, FLAGS.spaces
     if FLAGS.quick:
         pairs, priors, spaces = pairs[:1], ["xfer"], ["deployed"]
-    rows = []
-    for pair in pairs:
-        budget = 20 if FLAGS.quick else int(data["fraction"] * pair["scratch_steps"])
-        for space in spaces:
-            for prior in priors:
-                row = run_pair(pair, data, prior, space, budget)
-                print(json.dumps(row), file=sys.stderr, flush=True)
-                rows.append(row)
-    out = {"pairs_source": data["source"], "tolerance_pt": TOLERANCE_PT, "rows": rows,
-           "summary": summary(rows)}
+        FLAGS.measure_rounds = min(FLAGS.measure_rounds, 1)
+    rows, per_graph = [], {}
+    for name in dict.fromkeys(p["graph"] for p in pairs):
+        env = environment(name, data)
+        graphs = {"initial": env.initial_graph, **baselines(env)}
+        for pair in (p for p in pairs if p["graph"] == name):
+            budget = 20 if FLAGS.quick else int(data["fraction"] * pair["scratch_steps"])
+            for space in spaces:
+                for prior in priors:
+                    row, graph = run_pair(pair, env, prior, space, budget)
+                    graphs[f"{prior}/{space}/{pair['seed']}"] = graph
+                    print(json.dumps(row), file=sys.stderr, flush=True)
+                    rows.append(row)
+        change = {k: 100.0 * (g.cost(env.cost_model) / env.initial_cost - 1.0)
+                  for k, g in graphs.items()}
+        timed = measure(env, graphs, FLAGS.measure_rounds) if FLAGS.measure_rounds else {}
+        per_graph[name] = {"initial_ms": env.initial_cost,
+                           "greedy_change_pct": change["greedy"],
+                           "taso_change_pct": change["taso"],
+                           "measured_ort_cpu": {k: {"median_ms": ms, "change_pct": pct}
+                                                for k, (ms, pct) in timed.items()}}
+        for row in rows:
+            key = f"{row['prior']}/{row['space']}/{row['seed']}"
+            if row["graph"] == name and key in timed:
+                row["measured_change_pct"] = timed[key][1]
+    out = {"pairs_source": data["source"], "tolerance_pt": TOLERANCE_PT,
+           "graphs": per_graph, "rows": rows, "summary": summary(rows)}
     if FLAGS.out_json:
         with open(FLAGS.out_json, "w") as f:
             json.dump(out, f, indent=1)

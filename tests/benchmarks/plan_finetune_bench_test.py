@@ -40,9 +40,13 @@ class RunPairTest(absltest.TestCase):
     def test_rows_say_what_was_reached_and_counted(self):
         data = _pairs()
         vit = next(p for p in data["pairs"] if p["graph"].startswith("vit/"))
-        rows = [bench.run_pair(vit, data, prior, space, 30)
+        env = bench.environment(vit["graph"], data)
+        runs = [bench.run_pair(vit, env, prior, space, 30)
                 for prior in ("xfer", "policy:shipped") for space in ("deployed", "thesis")]
-        for row in rows:
+        rows = [row for row, _ in runs]
+        for row, graph in runs:
+            self.assertAlmostEqual(
+                row["change_pct"], 100.0 * (graph.cost(env.cost_model) / env.initial_cost - 1.0))
             # The handed-over graph computes the original's outputs, and
             # "reached" is the change and the budget, both.
             self.assertIs(row["same_outputs"], True, row)
@@ -67,6 +71,20 @@ class RunPairTest(absltest.TestCase):
         self.assertEqual(done.returncode, 0, done.stderr[-3000:])
         summary = json.loads(done.stdout)
         self.assertEqual(summary["xfer / deployed"]["pairs"], 1)
+
+    def test_baselines_and_measured_times_beside_the_planner(self):
+        data = _pairs()
+        env = bench.environment("vit/l2h128p64", data)
+        graphs = {"initial": env.initial_graph, **bench.baselines(env)}
+        cost = {k: g.cost(env.cost_model) for k, g in graphs.items()}
+        # Greedy improves on the input; TASO's search is never above greedy here.
+        self.assertLess(cost["greedy"], cost["initial"])
+        self.assertLessEqual(cost["taso"], cost["greedy"] + 1e-9)
+        timed = bench.measure(env, graphs, rounds=1)
+        self.assertEqual(set(timed), set(graphs))
+        self.assertEqual(timed["initial"][1], 0.0)
+        for ms, _ in timed.values():
+            self.assertGreater(ms, 0.0)
 
 
 if __name__ == "__main__":
