@@ -4,6 +4,7 @@
         [--simulations=16] [--root_actions=16] [--prior=xfer]
         [--rollout_steps=0] [--max_real_steps=5000] [--time_limit_s=60]
         [--everywhere] [--merge_identical] [--markdown=PATH] [--export_graphs=DIR]
+        [--cprofile=N]
         [--rows=results/plan_bench/rows.jsonl] [--taso_rows=results/plan_bench/taso_rows.jsonl]
 
 For each setting of the shipped list (`xflowrl.search.settings`: a graph,
@@ -43,9 +44,11 @@ the counts over the settings.
 
 from __future__ import annotations
 
+import cProfile
 import dataclasses
 import json
 import os
+import pstats
 import statistics
 import sys
 import time
@@ -79,6 +82,9 @@ flags.DEFINE_string("rows", "results/plan_bench/rows.jsonl", "the rows, appended
 flags.DEFINE_string("taso_rows", "results/plan_bench/taso_rows.jsonl",
                     "TASO's search timed here, one row per setting, appended (resume)")
 flags.DEFINE_string("markdown", None, "also write the table of the settings as Markdown here")
+flags.DEFINE_integer("cprofile", 0, "print the N functions of most own time of each planning "
+                     "run (cProfile) to stderr (0: no profile); the run's CPU seconds then "
+                     "include the profiler's")
 flags.DEFINE_string("export_graphs", None,
                     "a folder of the GPU check's graphs (benchmarks/data/lookahead_graphs): "
                     "add the planner's graph (the first seed's) to each setting's file there")
@@ -137,9 +143,18 @@ def run_row(setting: LookaheadSetting, config: PlanConfig) -> dict:
     if abs(env.initial_cost / setting.initial_ms - 1) > 1e-6:
         raise ValueError(f"{setting.name}: initial cost {env.initial_cost} ms here, "
                          f"{setting.initial_ms} ms in the list: not the same setting")
+    profile = cProfile.Profile() if FLAGS.cprofile else None
     cpu = time.thread_time()
+    if profile is not None:
+        profile.enable()
     result = plan(env, config)
+    if profile is not None:
+        profile.disable()
     cpu = time.thread_time() - cpu
+    if profile is not None:
+        print(f"== {setting.name} seed {config.seed}: {cpu:.2f} s CPU", file=sys.stderr)
+        pstats.Stats(profile, stream=sys.stderr).sort_stats("tottime").print_stats(
+            FLAGS.cprofile)
     return {"setting": setting.name, "seed": config.seed, "config": _config_key(config),
             "change_pct": result.change_pct, "real_steps": result.real_steps,
             "cpu_seconds": cpu,
