@@ -158,7 +158,7 @@ def run_model_based(settings: ModelBasedSettings) -> ModelBasedOutcome:
             cost_model, settings.measure_rounds, seed)
     controller_episodes = int(trained.controller.episodes.numpy())
     assert agent.vocab is not None, "a trained agent has its vocabulary"
-    steps = trained.world_model
+    learned = trained.world_model   # the world model's rounds, steps and encoder
     record = ModelBasedRun(
         graph=run.graph, cost_model=cost_model.name, rules=run.rules,
         max_locations=run.max_locations, seed=seed,
@@ -173,9 +173,9 @@ def run_model_based(settings: ModelBasedSettings) -> ModelBasedOutcome:
         sampled=list(evaluations.sampled),
         controller_vs_greedy=versus_greedy(handed.cost, baselines.greedy.cost_ms),
         baselines=baselines.to_json(),
-        real_steps=RealSteps(world_model_rollouts=steps.real_steps,
-                             held_out_rollouts=steps.held_out_steps,
-                             round_evaluations=steps.evaluation_steps,
+        real_steps=RealSteps(world_model_rollouts=learned.real_steps,
+                             held_out_rollouts=learned.held_out_steps,
+                             round_evaluations=learned.evaluation_steps,
                              evaluation=evaluations.steps,
                              # Lockstep only: the real engine stepped inside the "dream"
                              # (counted for this process's training, not a resumed part).
@@ -185,7 +185,7 @@ def run_model_based(settings: ModelBasedSettings) -> ModelBasedOutcome:
                                  run.results_dir, run.graph, "train_mf"))),
         world_model=WorldModelSummary(
             vocabulary=agent.vocab.size, vocabulary_known=agent.vocab.known,
-            rounds=steps.rounds, encoder=steps.encoder,
+            rounds=learned.rounds, encoder=learned.encoder,
             config=dataclasses.asdict(settings.world_model)),
         dream=dataclasses.asdict(agent.resolve(settings.dream)),
         ppo=dataclasses.asdict(settings.ppo),
