@@ -1,18 +1,24 @@
-"""Round-trip equivalence through TensorFlow (onnx-tf).
+"""Round-trip equivalence: import -> optimise -> export computes what the
+original ONNX model computes, in an executor independent of the project.
 
 For every zoo graph (random weights) and for models from real exporters
 (tf2onnx over small Keras models; torch.onnx-style models written node by
 node in `onnx_models`): import -> optimise with TASO's search
 (`XferSet.default().search`, analytic cost, small budget) -> export, then run
-the original and the optimised ONNX model through onnx-tf on the same random
-input: the outputs agree within rtol 1e-4 (atol 1e-5 of the output's
-largest magnitude: float32 sums in a different order). About 60 s on 2 CPU
-cores, most of it onnx-tf preparing the big zoo graphs.
+the original and the optimised ONNX model on the same random input: the
+outputs agree within rtol 1e-4 (atol 1e-5 of the output's largest
+magnitude: float32 sums in a different order). The exporters' models run
+through TensorFlow (onnx-tf); the zoo graphs run in onnxruntime, since
+onnx-tf's preparation of the large zoo graphs took minutes of the suite
+(tests/zoo/zoo_test.py checks onnxruntime against the reference executor
+on them, tests/onnx_io/exporters_test.py runs both executors on the real
+exports).
 """
 
 from absl.testing import absltest, parameterized
 import numpy as np
 import onnx_tf.backend
+import onnxruntime
 
 from tests.onnx_io import models as onnx_models
 from xflowrl import zoo
@@ -28,6 +34,12 @@ def _run_tf(model, feeds):
     return [np.asarray(v) for v in onnx_tf.backend.prepare(model).run(feeds)]
 
 
+def _run_ort(model, feeds):
+    session = onnxruntime.InferenceSession(model.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)
+
+
 class RoundTripTest(parameterized.TestCase):
 
     @classmethod
@@ -36,11 +48,11 @@ class RoundTripTest(parameterized.TestCase):
         cls.xfers = XferSet.default()
         cls.cost = CostModel("analytic")
 
-    def _optimise_and_compare(self, original, feeds):
+    def _optimise_and_compare(self, original, feeds, run=_run_tf):
         graph, weights = load_onnx(original)
         result = self.xfers.search(graph, self.cost, budget=BUDGET)
         optimised = to_onnx(result.graph, weights)
-        want, got = _run_tf(original, feeds), _run_tf(optimised, feeds)
+        want, got = run(original, feeds), run(optimised, feeds)
         self.assertEqual(len(want), len(got))
         for w, g in zip(want, got):
             self.assertTrue(np.all(np.isfinite(w)))
@@ -52,7 +64,8 @@ class RoundTripTest(parameterized.TestCase):
         graph = zoo.get_graph(name)
         weights = random_weights(graph, gain=zoo.weight_gain(name))
         original = to_onnx(graph, weights)
-        imported, result = self._optimise_and_compare(original, random_inputs(graph))
+        imported, result = self._optimise_and_compare(original, random_inputs(graph),
+                                                      run=_run_ort)
         if name != "bert":
             # Nothing is lost or added on the way (BERT's fused ReLUs come
             # back as ops of their own).

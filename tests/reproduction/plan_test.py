@@ -50,6 +50,17 @@ class PlanTest(absltest.TestCase):
         self.assertEqual(job.out_dir, os.path.join("R", "gpu", "seed_4", "bert", "train_mf"))
         self.assertEqual(job.num_cpus, 2.0)
 
+    def test_the_sweep_trains_its_world_models_as_the_agent_s(self):
+        for mode in ("quick", "full", "thesis"):
+            plan = _plan(mode=mode, budget=BUDGETS[mode])
+            b = plan.budget
+            sweep = next(j for j in all_jobs(plan) if j.name == "temperature_sweep gpu")
+            agent = next(j for j in all_jobs(plan) if j.name == "gpu/bert/train_mb")
+            for flag in (f"--encoder_steps={b.mb_encoder_steps}",
+                         f"--train_steps_per_round={b.mb_train_steps}"):
+                self.assertIn(flag, sweep.argv, mode)
+                self.assertIn(flag, agent.argv, mode)
+
     def test_a_graph_is_reportable_once_every_setting_has_its_runs(self):
         plan = _plan()
         done = ["cpu/baselines", "gpu/baselines", "cpu/bert/train_mf", "gpu/bert/train_mf",

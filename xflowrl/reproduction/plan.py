@@ -152,6 +152,7 @@ def shared_jobs(plan: Plan) -> List[Job]:
                          f"--max_steps={b.max_steps}", f"--rounds={b.sweep_rounds}",
                          f"--episodes_per_round={b.sweep_episodes_per_round}",
                          f"--train_steps_per_round={b.mb_train_steps}",
+                         f"--encoder_steps={b.mb_encoder_steps}",
                          f"--dream_episodes={b.sweep_dream_episodes}",
                          f"--results_dir={root}"],
                         os.path.join(root, plan.sweep_graph, "temperature_sweep"),
