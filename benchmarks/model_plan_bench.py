@@ -2,7 +2,8 @@
 
     python benchmarks/model_plan_bench.py [--settings=squeezenet1_1/generated/analytic-v100]
         [--seeds=0,1,2] [--corpus_families=all] [--corpus_real_steps=300]
-        [--train_steps=1500] [--simulations=32] [--rows=results/model_plan_bench/rows.jsonl]
+        [--train_steps=1500] [--simulations=32] [--engine_prior=xfer]
+        [--rows=results/model_plan_bench/rows.jsonl]
 
 Per seed and rule set, once: the engine planner (`xflowrl.planning.plan`,
 multi-location actions on, that seed) runs on every training member of the
@@ -20,6 +21,10 @@ model plans on them zero-shot. Then per setting:
   its final cost: the smallest budget `max_real_steps` with which it ends
   there (a bisection; a run's route translation, one real step per
   rewrite of a route with multi-location actions, is inside its count).
+
+`--engine_prior` is the engine planner's prior in both of its roles (the
+corpus data and the comparison); `cost` is the prior of the rows measured
+before `xfer` became `PlanConfig`'s default.
 
 Real steps on the target graph are counted apart from those on the corpus
 graphs (`corpus_real_steps_total`). A row per (setting, seed) is appended
@@ -67,6 +72,8 @@ flags.DEFINE_bool("real_root_rewards", ModelPlanConfig.real_root_rewards,
 flags.DEFINE_integer("check_simulations", ModelPlanConfig.check_simulations,
                      "simulations valuing a checked action's real graph (0: value head)")
 flags.DEFINE_integer("engine_real_steps", 1000, "the engine planner's budget")
+flags.DEFINE_string("engine_prior", PlanConfig.prior,
+                    "the engine planner's prior (make_prior's spec), on the corpus and the target")
 flags.DEFINE_string("rows", "results/model_plan_bench/rows.jsonl", "the rows, appended (resume)")
 flags.DEFINE_bool("verbose", False, "print the model planner's decisions to stderr")
 
@@ -93,7 +100,8 @@ def collect_corpus(setting: LookaheadSetting, seed: int) -> Dict[str, Any]:
         if spec.split != "train" or (families is not None and spec.family not in families):
             continue
         env = GraphEnv(spec.build(), xfers, cost_model, EnvConfig(max_steps=NO_STEP_LIMIT))
-        planner = Planner(env, PlanConfig(everywhere=True, max_real_steps=FLAGS.corpus_real_steps,
+        planner = Planner(env, PlanConfig(prior=FLAGS.engine_prior, everywhere=True,
+                                          max_real_steps=FLAGS.corpus_real_steps,
                                           time_limit_s=600.0, seed=seed))
         steps += planner.run().real_steps
         harvest(planner, env, data, spec.name)
@@ -105,8 +113,8 @@ def collect_corpus(setting: LookaheadSetting, seed: int) -> Dict[str, Any]:
 def engine_steps_to_best(env: GraphEnv, seed: int) -> Dict[str, Any]:
     """The engine planner at `--engine_real_steps`, and the smallest budget
     with which it ends at the same cost (module docstring)."""
-    config = PlanConfig(everywhere=True, max_real_steps=FLAGS.engine_real_steps,
-                        time_limit_s=600.0, seed=seed)
+    config = PlanConfig(prior=FLAGS.engine_prior, everywhere=True,
+                        max_real_steps=FLAGS.engine_real_steps, time_limit_s=600.0, seed=seed)
     full = plan(env, config)
     low, high = 1, full.real_steps
     while low < high:
@@ -125,11 +133,11 @@ def _config_key() -> Dict[str, Any]:
     return {name: getattr(FLAGS, name) for name in (
         "corpus_families", "corpus_real_steps", "train_steps", "unroll", "simulations",
         "root_actions", "max_depth", "stop_below", "max_decisions", "real_root_rewards",
-        "check_simulations", "engine_real_steps")}
+        "check_simulations", "engine_real_steps", "engine_prior")}
 
 
 # Fields added to the configuration since the first rows: how those rows ran.
-_BEFORE_FIELDS = {"real_root_rewards": True, "check_simulations": 0}
+_BEFORE_FIELDS = {"real_root_rewards": True, "check_simulations": 0, "engine_prior": "cost"}
 
 
 def _read_rows(path: str) -> List[dict]:
@@ -175,10 +183,11 @@ def main(argv):
     key = _config_key()
     done = {(r["setting"], r["seed"]) for r in _read_rows(FLAGS.rows) if r["config"] == key}
     # The engine planner's figures do not depend on the model: reused from
-    # any row of the same setting, seed and engine budget.
+    # any row of the same setting, seed, engine budget and prior.
     engine = {(r["setting"], r["seed"]): {k: v for k, v in r.items() if k.startswith("engine_")}
               for r in _read_rows(FLAGS.rows)
-              if r["config"]["engine_real_steps"] == FLAGS.engine_real_steps}
+              if r["config"]["engine_real_steps"] == FLAGS.engine_real_steps
+              and r["config"]["engine_prior"] == FLAGS.engine_prior}
     os.makedirs(os.path.dirname(FLAGS.rows) or ".", exist_ok=True)
     for seed in seeds:
         models: Dict[tuple, Any] = {}
