@@ -1,6 +1,6 @@
 """benchmarks/model_plan_bench.py as a user runs it (a subprocess, one
 setting, one seed, a small corpus, a few training steps): the row and the
-summary, and the engine planner's figures reused only from rows of the same
+summary, and the engine planner's figures reused only from a row of the same
 prior."""
 
 import json
@@ -13,8 +13,8 @@ from absl.testing import absltest
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _SETTING = "squeezenet1_1/generated/analytic-v100"
-# A marker no bisection of a 20-step budget can give.
-_REUSED = 12345
+# Markers no bisection of a 20-step budget can give.
+_SAME_PRIOR, _OTHER_PRIOR = 12345, 54321
 
 
 def _run(rows, *extra):
@@ -31,42 +31,39 @@ def _rows(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
+def _engine_row(marker, **config):
+    """A row of another model configuration whose engine figures are `marker`."""
+    return {"setting": _SETTING, "seed": 0,
+            "config": {"engine_real_steps": 20, "train_steps": -1, **config},
+            "engine_change_pct": -1.0, "engine_real_steps": marker,
+            "engine_real_steps_to_best": marker, "engine_seconds": 0.0,
+            "engine_route_length": 0}
+
+
 class ModelPlanBenchTest(absltest.TestCase):
 
-    def test_engine_figures_reused_only_under_the_same_prior(self):
+    def test_a_row_and_engine_figures_reused_only_under_the_same_prior(self):
         with tempfile.TemporaryDirectory() as folder:
             rows = os.path.join(folder, "rows.jsonl")
-            # A row of an older configuration, written before the prior was a
-            # field (read as "cost"): its engine figures are a marker.
-            old = {"setting": _SETTING, "seed": 0,
-                   "config": {"engine_real_steps": 20, "train_steps": -1},
-                   "engine_change_pct": -1.0, "engine_real_steps": _REUSED,
-                   "engine_real_steps_to_best": _REUSED, "engine_seconds": 0.0,
-                   "engine_route_length": 0}
             with open(rows, "w") as f:
-                f.write(json.dumps(old) + "\n")
+                # The same prior's row first, then a row written before the
+                # prior was a field (read as "cost"): were the prior not
+                # compared, the later row's figures would be taken.
+                f.write(json.dumps(_engine_row(_SAME_PRIOR, engine_prior="xfer")) + "\n")
+                f.write(json.dumps(_engine_row(_OTHER_PRIOR)) + "\n")
 
-            done = _run(rows, "--engine_prior=cost")
+            done = _run(rows, "--engine_prior=xfer")
             self.assertEqual(done.returncode, 0, done.stderr[-2000:])
             line = json.loads(done.stdout)[0]
             self.assertEqual(line["setting"], _SETTING)
             self.assertTrue(line["replayed"])
             self.assertTrue(line["not_worse_than_greedy"])
-            row = _rows(rows)[-1]
-            self.assertEqual(row["config"]["engine_prior"], "cost")
-            self.assertEqual(row["config"]["check_simulations"], 2)
-            self.assertEqual(row["engine_real_steps_to_best"], _REUSED)   # reused
-
-            done = _run(rows, "--engine_prior=xfer")
-            self.assertEqual(done.returncode, 0, done.stderr[-2000:])
             written = _rows(rows)
             self.assertLen(written, 3)
             row = written[-1]
             self.assertEqual(row["config"]["engine_prior"], "xfer")
-            # Run, not reused: within its budget, at or below greedy's cost.
-            self.assertLessEqual(row["engine_real_steps_to_best"], row["engine_real_steps"])
-            self.assertLess(row["engine_real_steps"], _REUSED)
-            self.assertLessEqual(row["engine_change_pct"], line["greedy"] + 1e-6)
+            self.assertEqual(row["config"]["check_simulations"], 2)
+            self.assertEqual(row["engine_real_steps_to_best"], _SAME_PRIOR)
 
 
 if __name__ == "__main__":
