@@ -239,8 +239,10 @@ bool CandidateCoster::estimate(const Candidate& c, double* value, double* bound)
   mark(c);
   // cost(c) sums, in its order, every parent op's cost but the removed
   // ones' (a flipped op's flip_cost_), and the target ops'. The same terms
-  // summed here by difference from the parent's sum: each of the two sums
-  // is off the exact one by at most (terms) u (sum of magnitudes), u = 2^-53.
+  // summed here by difference from the parent's sum. Each of the two sums
+  // is off the exact one by at most n u M (n: the terms below, M: the sum
+  // of their magnitudes, u = 2^-53), so they differ by at most
+  // n DBL_EPSILON M.
   double delta = 0, magnitude = parent_magnitude_;
   size_t terms = static_cast<size_t>(parent_.size());
   for (int i : c.removed) {
@@ -257,8 +259,8 @@ bool CandidateCoster::estimate(const Candidate& c, double* value, double* bound)
   }
   terms += c.removed.size() + 2 * c.weight_side_flips.size() + added_cost_.size() + 4;
   const double v = parent_cost_ + delta;
-  // Both sums' errors (2 n u each at most, DBL_EPSILON = 2u), eight times over.
-  const double b = 8.0 * 2.0 * static_cast<double>(terms) * DBL_EPSILON * magnitude;
+  // That difference's bound, sixteen times over.
+  const double b = 16.0 * static_cast<double>(terms) * DBL_EPSILON * magnitude;
   if (!std::isfinite(v) || !std::isfinite(b)) return false;
   *value = v;
   *bound = b;

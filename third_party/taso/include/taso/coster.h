@@ -42,11 +42,11 @@ class CandidateCoster {
   // cost(c) estimated from the parent's cost and what c changes (its
   // removed, added and flipped ops' costs), without cost(c)'s walk through
   // the parent's order to its end, and a bound on how far cost(c) lies from
-  // it (the two sum in different orders): |cost(c) - *value| <= *bound, with
-  // a margin of eight over the textbook bound on the rounding of a sum
-  // (n u times the sum of the terms' magnitudes). False, with nothing set,
-  // where cost(c) is taken otherwise (a candidate built at enumeration, a
-  // context-dependent backend) or a figure is not finite.
+  // it (the two sum in different orders): |cost(c) - *value| <= *bound,
+  // sixteen times the textbook bound on the two sums' rounding together
+  // (n u times the sum of the terms' magnitudes each). False, with nothing
+  // set, where cost(c) is taken otherwise (a candidate built at
+  // enumeration, a context-dependent backend) or a figure is not finite.
   bool estimate(const Candidate& c, double* value, double* bound);
 
  private:
