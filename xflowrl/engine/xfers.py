@@ -286,7 +286,8 @@ class XferSet:
         return len(self.rules)
 
     def locations(self, graph: Graph, max_locations: int = DEFAULT_MAX_LOCATIONS,
-                  max_ops: Optional[int] = None, incremental: bool = True) -> Locations:
+                  max_ops: Optional[int] = None, incremental: bool = True,
+                  through: Optional[int] = None) -> Locations:
         """Enumerates the locations of every xfer on `graph`.
 
         Args:
@@ -298,9 +299,22 @@ class XferSet:
             its graph only when `apply` asks for it (default). False builds
             every candidate graph at once, as the engine did before; the
             locations are the same (kept to compare against).
+          through: enumerate xfers 0..`through` only; the later xfers get no
+            location. An xfer's locations depend on the xfers before it alone
+            (duplicates of earlier candidates are dropped), so those of
+            xfers 0..`through` are exactly the full enumeration's: what
+            looking up or applying one location of xfer `through` needs.
+            None: every xfer.
         """
         cap = _size_cap(graph, max_ops)
-        handle = self._handle.locations(graph.handle, max_locations, cap, incremental)
+        if through is None:
+            num_rules = -1
+        elif not 0 <= through < len(self.rules):
+            raise ValueError(f"through {through} out of range [0, {len(self.rules)})")
+        else:
+            num_rules = through + 1
+        handle = self._handle.locations(graph.handle, max_locations, cap, incremental,
+                                        num_rules)
         return Locations(handle, graph, max_locations)
 
     def apply(self, graph: Graph, xfer: int, location: int,

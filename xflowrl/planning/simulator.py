@@ -172,6 +172,12 @@ class EngineSimulator:
         kept as `(MERGE, EVERYWHERE)`. Routes without multi-location or
         merge steps are returned as they are, without any engine call.
 
+        A step of xfer x enumerates xfers 0..x only (`XferSet.locations`'
+        `through`), whose locations are the full enumeration's; where the
+        graph a multi-location step leads to is no candidate of those
+        (a later xfer's only), the step enumerates every xfer. Either way
+        it counts as one real step.
+
         Raises:
           RuntimeError: a step leads to no candidate of its graph (a bug).
         """
@@ -183,11 +189,19 @@ class EngineSimulator:
                 graph = merge_identical_ops(graph)
                 out.append((MERGE, EVERYWHERE))
                 continue
-            locs = self.xfers.locations(graph, self.max_locations, self.max_ops)
+            locs = self.xfers.locations(graph, self.max_locations, self.max_ops,
+                                        through=step.xfer)
             self.real_steps += 1
             xfer, location = step.xfer, step.location
             if location == EVERYWHERE:
-                xfer, location = _by_hash(locs, step)
+                found = _by_hash(locs, step)
+                if found is None:  # only a later xfer's candidate leads there
+                    locs = self.xfers.locations(graph, self.max_locations, self.max_ops)
+                    found = _by_hash(locs, step)
+                if found is None:
+                    raise RuntimeError("no candidate leads to the graph of a step of "
+                                       f"xfer {step.xfer}")
+                xfer, location = found
             graph = locs.apply(xfer, location)
             out.append((xfer, location))
         return out
@@ -198,11 +212,12 @@ class EngineSimulator:
         return 100.0 * cost_ms / self.initial_cost
 
 
-def _by_hash(locs: Locations, step: Step) -> Tuple[int, int]:
+def _by_hash(locs: Locations, step: Step) -> Optional[Tuple[int, int]]:
     """The (xfer, location) of `locs` whose candidate has hash `step.after`,
     `step.xfer`'s first; another xfer's where the rule set's enumeration
-    kept that graph under an earlier rule only (duplicates are dropped).
-    Only `step.xfer`'s candidates are hashed unless it lacks the graph."""
+    kept that graph under an earlier rule only (duplicates are dropped);
+    None where no candidate of `locs` has it. Only `step.xfer`'s candidates
+    are hashed unless it lacks the graph."""
     own = locs.hashes_of(step.xfer) if locs.counts[step.xfer] else []
     if step.after in own:
         return step.xfer, own.index(step.after)
@@ -212,7 +227,7 @@ def _by_hash(locs: Locations, step: Step) -> Tuple[int, int]:
         hashes = locs.hashes_of(int(xfer))
         if step.after in hashes:
             return int(xfer), hashes.index(step.after)
-    raise RuntimeError(f"no candidate leads to the graph of a step of xfer {step.xfer}")
+    return None
 
 
 def replay_route(env: GraphEnv, applied: Sequence[Tuple[str, int]]) -> Graph:

@@ -472,14 +472,17 @@ cdef class RuleSetHandle:
         return self.rules.size()
 
     def locations(self, GraphHandle graph not None, int max_locations, int max_ops,
-                  bint incremental=True):
+                  bint incremental=True, int num_rules=-1):
         """incremental=False builds every candidate graph at enumeration (the
-        engine before incremental candidates; kept to compare against)."""
+        engine before incremental candidates; kept to compare against).
+        num_rules >= 0: the first num_rules rules only, the others' lists
+        left empty (taso::enumerate_locations)."""
         graph.get()
         cdef LocationsHandle h = LocationsHandle.__new__(LocationsHandle)
         cdef shared_ptr[const Graph] g = graph.ptr
         with nogil:  # thread-safe (taso/locations.h); other Python threads run
-            h.locs = enumerate_locations(g, self.rules, max_locations, max_ops, incremental)
+            h.locs = enumerate_locations(g, self.rules, max_locations, max_ops, incremental,
+                                         num_rules)
         return h
 
     def apply_everywhere(self, GraphHandle graph not None, int xfer, int times,

@@ -256,7 +256,8 @@ cdef extern from "taso/rules.h" namespace "taso":
         int num_materialized() nogil
 
     Locations enumerate_locations(shared_ptr[const Graph] graph, const vector[Rule]& rules,
-                                  int max_locations, int max_ops, bool incremental) except + nogil
+                                  int max_locations, int max_ops, bool incremental,
+                                  int num_rules) except + nogil
 
     cdef cppclass EverywhereResult:
         shared_ptr[const Graph] graph

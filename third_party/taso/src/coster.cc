@@ -2,6 +2,8 @@
 #include "taso/coster.h"
 
 #include <algorithm>
+#include <cfloat>
+#include <cmath>
 
 namespace taso {
 
@@ -23,6 +25,7 @@ CandidateCoster::CandidateCoster(const Graph& parent, CostBackend* backend)
   }
   prefix_.push_back(0.0);
   for (int i = 0; i < parent.size(); ++i) {
+    parent_magnitude_ += std::fabs(costs_[i]);
     parent_cost_ += costs_[i];  // as Graph::cost sums
     if (costs_[i] != 0) {  // adding 0 leaves a sum unchanged: skip free ops
       nonfree_.push_back(i);
@@ -229,6 +232,39 @@ double CandidateCoster::cost_in_context(const Candidate& c, int first) {
   double total = 0;
   for (double v : view_costs_) total += v;
   return total;
+}
+
+bool CandidateCoster::estimate(const Candidate& c, double* value, double* bound) {
+  if (c.whole || !context_free_) return false;
+  mark(c);
+  // cost(c) sums, in its order, every parent op's cost but the removed
+  // ones' (a flipped op's flip_cost_), and the target ops'. The same terms
+  // summed here by difference from the parent's sum. Each of the two sums
+  // is off the exact one by at most n u M (n: the terms below, M: the sum
+  // of their magnitudes, u = 2^-53), so they differ by at most
+  // n DBL_EPSILON M.
+  double delta = 0, magnitude = parent_magnitude_;
+  size_t terms = static_cast<size_t>(parent_.size());
+  for (int i : c.removed) {
+    delta -= costs_[i];
+    magnitude += std::fabs(costs_[i]);
+  }
+  for (int i : c.weight_side_flips) {
+    delta += flip_cost_[i] - costs_[i];
+    magnitude += std::fabs(flip_cost_[i]) + std::fabs(costs_[i]);
+  }
+  for (double v : added_cost_) {
+    delta += v;
+    magnitude += std::fabs(v);
+  }
+  terms += c.removed.size() + 2 * c.weight_side_flips.size() + added_cost_.size() + 4;
+  const double v = parent_cost_ + delta;
+  // That difference's bound, sixteen times over.
+  const double b = 16.0 * static_cast<double>(terms) * DBL_EPSILON * magnitude;
+  if (!std::isfinite(v) || !std::isfinite(b)) return false;
+  *value = v;
+  *bound = b;
+  return true;
 }
 
 double CandidateCoster::cost(const Candidate& c) {

@@ -2,6 +2,7 @@
 #include "taso/locations.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "taso/coster.h"
 
@@ -101,7 +102,8 @@ std::vector<std::vector<double>> Locations::costs(CostBackend* backend) const {
 }
 
 Locations enumerate_locations(GraphPtr graph, const std::vector<Rule>& rules,
-                              int max_locations, int max_ops, bool incremental) {
+                              int max_locations, int max_ops, bool incremental,
+                              int num_rules) {
   if (!graph) throw EngineError("locations need a graph");
   if (max_locations < 1) throw EngineError("max_locations must be >= 1");
   Locations locs;
@@ -130,7 +132,9 @@ Locations enumerate_locations(GraphPtr graph, const std::vector<Rule>& rules,
   DeepKeyScratch deep;
   uint64_t parent_deep_key = 0;
   bool parent_deep_keyed = false;
-  for (size_t x = 0; x < rules.size(); ++x) {
+  const size_t enumerated =
+      num_rules < 0 ? rules.size() : std::min(rules.size(), static_cast<size_t>(num_rules));
+  for (size_t x = 0; x < enumerated; ++x) {
     auto& list = locs.candidates[x];
     auto& matched = locs.matched[x];
     locs.num_matches[x] = for_each_candidate(*graph, rules[x], max_ops,
@@ -167,6 +171,36 @@ Locations enumerate_locations(GraphPtr graph, const std::vector<Rule>& rules,
 
 namespace taso {
 
+int cheapest_location(const Locations& locs, int x, CostBackend* backend, int* costed) {
+  const std::vector<Candidate>& list = locs.candidates[static_cast<size_t>(x)];
+  if (costed) *costed = 0;
+  if (list.empty()) return -1;
+  CandidateCoster coster(*locs.parent, backend);
+  // Every candidate's estimate first; the least of estimate plus bound is
+  // a ceiling on the cheapest exact cost.
+  std::vector<double> value(list.size()), bound(list.size());
+  bool estimated = true;
+  double ceiling = INFINITY;
+  for (size_t l = 0; l < list.size() && estimated; ++l) {
+    estimated = coster.estimate(list[l], &value[l], &bound[l]);
+    if (estimated) ceiling = std::min(ceiling, value[l] + bound[l]);
+  }
+  int best = -1;
+  double best_cost = 0;
+  for (size_t l = 0; l < list.size(); ++l) {
+    // Its exact cost is at least value - bound, above the ceiling: dearer
+    // than the candidate that set it, so neither the cheapest nor tied.
+    if (estimated && value[l] - bound[l] > ceiling) continue;
+    const double v = coster.cost(list[l]);
+    if (costed) ++*costed;
+    if (best < 0 || v < best_cost) {  // std::min_element's first least
+      best = static_cast<int>(l);
+      best_cost = v;
+    }
+  }
+  return best;
+}
+
 EverywhereResult apply_everywhere(GraphPtr graph, const Rule& rule, int times,
                                   int max_locations, int max_ops, CostBackend* backend) {
   if (!backend) throw EngineError("apply_everywhere needs a cost backend");
@@ -177,9 +211,7 @@ EverywhereResult apply_everywhere(GraphPtr graph, const Rule& rule, int times,
     Locations locs = enumerate_locations(out.graph, one, max_locations, max_ops);
     ++out.enumerations;
     if (locs.candidates[0].empty()) break;
-    const std::vector<double> costs = locs.costs(backend)[0];
-    const auto cheapest = std::min_element(costs.begin(), costs.end()) - costs.begin();
-    out.graph = locs.graph(0, static_cast<int>(cheapest));
+    out.graph = locs.graph(0, cheapest_location(locs, 0, backend));
     out.hashes.push_back(out.graph->hash());
   }
   return out;

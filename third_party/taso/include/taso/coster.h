@@ -39,6 +39,15 @@ class CandidateCoster {
   // Graph::cost of the parent.
   double parent_cost() const { return parent_cost_; }
   double cost(const Candidate& c);
+  // cost(c) estimated from the parent's cost and what c changes (its
+  // removed, added and flipped ops' costs), without cost(c)'s walk through
+  // the parent's order to its end, and a bound on how far cost(c) lies from
+  // it (the two sum in different orders): |cost(c) - *value| <= *bound,
+  // sixteen times the textbook bound on the two sums' rounding together
+  // (n u times the sum of the terms' magnitudes each). False, with nothing
+  // set, where cost(c) is taken otherwise (a candidate built at
+  // enumeration, a context-dependent backend) or a figure is not finite.
+  bool estimate(const Candidate& c, double* value, double* bound);
 
  private:
   int mark(const Candidate& c);
@@ -58,6 +67,7 @@ class CandidateCoster {
   std::vector<int> nonfree_;    // parent indices with a non-zero cost, in order
   std::vector<double> prefix_;  // prefix_[k]: the sum of the first k of them
   double parent_cost_ = 0;
+  double parent_magnitude_ = 0;  // the sum of |costs_[i]| (estimate's bound)
   // Per-candidate scratch, stamped to avoid clearing.
   int stamp_ = 0;
   std::vector<int> used_, pulled_, special_;

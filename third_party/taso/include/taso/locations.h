@@ -47,8 +47,27 @@ struct Locations {
 // skipped, 0: no cap; `incremental` as in for_each_candidate). Thread-safe:
 // enumerations may run at once in several threads on one graph and rule
 // set; each returns a Locations of its own.
+//
+// `num_rules` >= 0 enumerates the first `num_rules` rules only, leaving the
+// others' lists empty (`candidates` still has one list per rule). A rule's
+// list depends on the rules before it alone (a candidate is dropped as a
+// duplicate of the current graph or of an earlier candidate, of its own
+// rule or of an earlier one), so those lists are exactly the full
+// enumeration's: translating a route's step of rule x needs rules 0..x
+// only. Negative: every rule.
 Locations enumerate_locations(GraphPtr graph, const std::vector<Rule>& rules,
-                              int max_locations, int max_ops, bool incremental = true);
+                              int max_locations, int max_ops, bool incremental = true,
+                              int num_rules = -1);
+
+// The location of xfer x's cheapest candidate in `locs`, the first among
+// equals (the std::min_element of locs.costs(backend)[x]), or -1 where x has
+// none. Only candidates that may be the cheapest are costed exactly: a
+// candidate whose estimate (CandidateCoster::estimate) lies, bound
+// included, above another's estimate plus its bound is dearer than that
+// one, so it is skipped; where some candidate has no estimate, every one is
+// costed. `costed` (optional) receives how many were costed exactly.
+int cheapest_location(const Locations& locs, int x, CostBackend* backend,
+                      int* costed = nullptr);
 
 // What apply_everywhere did: the graph it ended at, the canonical hash of
 // the graph after each application, and how many enumerations it ran.
@@ -62,8 +81,9 @@ struct EverywhereResult {
 // location (the first among equals) of enumerate_locations(graph, {rule},
 // max_locations, max_ops), `times` times or until it has no location: a
 // multi-location action in one call. Exactly what that loop of
-// enumerations, costs() and graph() gives step by step. Thread-safe as
-// enumerate_locations is.
+// enumerations, costs() and graph() gives step by step; the cheapest
+// location is found by cheapest_location, which costs exactly only the
+// candidates that may be it. Thread-safe as enumerate_locations is.
 EverywhereResult apply_everywhere(GraphPtr graph, const Rule& rule, int times,
                                   int max_locations, int max_ops, CostBackend* backend);
 
