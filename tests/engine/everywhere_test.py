@@ -39,7 +39,10 @@ def _layout(graph: Graph):
 
 class ApplyEverywhereTest(absltest.TestCase):
 
-    def _compare(self, graph: Graph, xfers: XferSet, cost: CostModel) -> int:
+    def _compare(self, graph: Graph, xfers: XferSet, cost: CostModel,
+                 one_step_too: bool = False) -> int:
+        """Every xfer with two or more locations, applied as often as it has
+        locations (and, with `one_step_too`, once: a budget of steps)."""
         cap = 2 * graph.num_ops()
         locs = xfers.locations(graph, 200, cap)
         compared = 0
@@ -47,13 +50,14 @@ class ApplyEverywhereTest(absltest.TestCase):
             count = locs.counts[xfer]
             if count < 2:
                 continue
-            want, hashes, enumerations = _loop(xfers, graph, int(xfer), count, cost, cap)
-            got, got_hashes, got_enumerations = xfers.apply_everywhere(
-                graph, int(xfer), count, cost, 200, cap)
-            self.assertEqual(got_hashes, hashes)
-            self.assertEqual(got_enumerations, enumerations)
-            self.assertEqual(_layout(got), _layout(want))
-            compared += 1
+            for times in (count, 1) if one_step_too else (count,):
+                want, hashes, enumerations = _loop(xfers, graph, int(xfer), times, cost, cap)
+                got, got_hashes, got_enumerations = xfers.apply_everywhere(
+                    graph, int(xfer), times, cost, 200, cap)
+                self.assertEqual(got_hashes, hashes)
+                self.assertEqual(got_enumerations, enumerations)
+                self.assertEqual(_layout(got), _layout(want))
+                compared += 1
         return compared
 
     def test_every_reduced_zoo_graph_and_rule_set(self):
@@ -76,8 +80,15 @@ class ApplyEverywhereTest(absltest.TestCase):
                                          ("inception_v3", "default", 16)):
             graph = (zoo.get_graph(graph_name, batch_size=batch) if batch != 1
                      else zoo.get_graph(graph_name))
-            compared += self._compare(graph, XferSet.from_name(rules), analytic)
-        self.assertGreater(compared, 10)
+            compared += self._compare(graph, XferSet.from_name(rules), analytic,
+                                      one_step_too=True)
+        self.assertGreater(compared, 20)
+
+    def test_an_xfer_out_of_range_is_refused(self):
+        xfers = XferSet.from_name("taso")
+        with self.assertRaisesRegex(ValueError, "out of range"):
+            xfers.apply_everywhere(zoo.get_graph("small_cnn"), len(xfers), 1,
+                                   CostModel("analytic"))
 
     def test_a_context_dependent_cost_model(self):
         # The fitted model prices an op by its neighbours: no estimate, every

@@ -65,43 +65,6 @@ class SimulatorTest(absltest.TestCase):
         self.assertEqual(sim.applies, len(expansion.actions))
 
 
-    def test_native_everywhere_is_the_loop_of_single_rule_steps(self):
-        # XferSet.apply_everywhere against the loop it replaces: the rule
-        # alone enumerated, priced, its cheapest candidate (first among
-        # equals) built, again and again; every xfer with two or more
-        # locations on three zoo graphs, with and without a budget of steps.
-        cost = CostModel("analytic", profile="v100")
-        compared = 0
-        for name in ("nasrnn", "squeezenet1_1", "inception_v3"):
-            graph = zoo.get_graph(name)
-            cap = 2 * graph.num_ops()
-            locs = _XFERS.locations(graph, 200, cap)
-            for xfer in locs.active_xfers():
-                count = locs.counts[xfer]
-                if count < 2:
-                    continue
-                for times in (count, 1):
-                    rule = XferSet([_XFERS.rules[xfer]])
-                    want, hashes, enumerations = graph, [], 0
-                    for _ in range(times):
-                        one = rule.locations(want, 200, cap)
-                        enumerations += 1
-                        if not one.counts[0]:
-                            break
-                        costs = one.active_costs(cost)[0, :one.counts[0]]
-                        want = one.apply(0, int(np.argmin(costs)))
-                        hashes.append(want.hash())
-                    got, got_hashes, got_enumerations = _XFERS.apply_everywhere(
-                        graph, int(xfer), times, cost, 200, cap)
-                    self.assertEqual(got_hashes, hashes)
-                    self.assertEqual(got_enumerations, enumerations)
-                    self.assertEqual(got.hash(), want.hash())
-                    self.assertEqual(got.cost(cost), want.cost(cost))
-                    compared += 1
-        self.assertGreater(compared, 20)
-        with self.assertRaises(ValueError):
-            _XFERS.apply_everywhere(graph, len(_XFERS), 1, cost)
-
 class TreeTest(absltest.TestCase):
 
     def test_a_graph_reached_twice_is_one_node(self):
