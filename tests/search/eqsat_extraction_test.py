@@ -164,5 +164,63 @@ class CpuLimitTest(absltest.TestCase):
         self.assertLess(ilp.cpu_seconds, 10.0)
 
 
+class HighsOptionsTest(absltest.TestCase):
+
+    def _solve(self, program, start, options):
+        """`_solve`, and the options it set on HiGHS (name -> value)."""
+        import highspy  # pylint: disable=import-outside-toplevel
+        set_options = {}
+        original = highspy.Highs.setOptionValue
+
+        def recording(h, name, value):
+            set_options[name] = value
+            return original(h, name, value)
+        with mock.patch.object(highspy.Highs, "setOptionValue", recording):
+            solved = extract._solve(program, start, 60.0, options)
+        return solved, set_options
+
+    def test_heuristics_off_with_a_start_change_no_optimum(self):
+        # Both acyclic programs of a grown e-graph, started from the
+        # original graph (each class's oldest e-node), which costs more than
+        # the optimum: solved with HiGHS's defaults and with the options for
+        # a started program, the same optimum; the options act only where a
+        # start is given.
+        eg, roots, costs, _ = _grown("squeezenet1_1", "tensat", 3)
+        start = used(eg, {c: min(eg.live_nodes(c)) for c in extract._reachable(eg, roots)},
+                     roots)
+        build_graph(eg, start, roots)  # acyclic, complete
+        order = tree_costs(eg, roots, costs)
+        for program_name in ("walk", "age"):
+            eg.unfilter()
+            if program_name == "walk":
+                eg.filter_cycles(roots, order, keep=start, strict=True)
+            else:
+                eg.filter_cycles_by_age(start)
+            program = _Program(eg, roots, costs, start)
+            program.build()
+            plain, plain_options = self._solve(program, start, {})
+            quiet, quiet_options = self._solve(program, start, None)
+            unstarted, unstarted_options = self._solve(program, None, None)
+            for name, solved in (("defaults", plain), ("started", quiet),
+                                 ("no start", unstarted)):
+                self.assertEqual(solved.status, "optimal", (program_name, name))
+            optimum = float(program.objective @ plain.x)
+            self.assertLess(optimum, float(program.objective @ program.solution_of(start)))
+            for solved in (quiet, unstarted):
+                self.assertAlmostEqual(float(program.objective @ solved.x), optimum,
+                                       delta=1e-9 * optimum)
+            for name, value in extract.HIGHS_OPTIONS_WITH_START.items():
+                self.assertEqual(quiet_options[name], value)
+                self.assertNotIn(name, plain_options)
+                self.assertNotIn(name, unstarted_options)
+
+    def test_an_option_highs_rejects_raises(self):
+        eg, roots, costs = shared_sub_graph()
+        program = _Program(eg, roots, costs)
+        program.build()
+        with self.assertRaises(ValueError):
+            extract._solve(program, None, 10.0, {"mip_heuristic_effort": "much"})
+
+
 if __name__ == "__main__":
     absltest.main()

@@ -565,6 +565,28 @@ class _Program:
 WALL_PER_CPU = 4.0
 
 
+# HiGHS's options for a program started from a feasible solution (every
+# program equality saturation solves): its primal heuristics off (the
+# feasibility jump, the sub-MIPs RINS and RENS, the root's reduced-cost
+# fixing, and the effort share of the others). They look for a solution,
+# and the start is one, usually already the optimum: on the programs of 10
+# zoo settings they took 20% of HiGHS's CPU time in the median program
+# (up to 86% of a small program's) and changed no optimum
+# (reports/2026-11-28_eqsat_highs_settings.md). They decide nothing about
+# optimality: HiGHS still stops on the same relative gap. A program that
+# stops on its CPU limit can end costlier without them (nasnet_a's
+# age-ordered program under the large rule sets: 0.07-0.13 points of the
+# initial cost). Presolve stays on: without it HiGHS took 1.5 to 80 times
+# as long.
+HIGHS_OPTIONS_WITH_START: Dict[str, object] = {
+    "mip_heuristic_effort": 0.0,
+    "mip_heuristic_run_feasibility_jump": False,
+    "mip_heuristic_run_rins": False,
+    "mip_heuristic_run_rens": False,
+    "mip_heuristic_run_root_reduced_cost": False,
+}
+
+
 class _Solved(NamedTuple):
     """What one HiGHS run returned."""
     x: Optional[np.ndarray]   # None: no feasible solution
@@ -573,7 +595,8 @@ class _Solved(NamedTuple):
     cpu_seconds: float
 
 
-def _solve(program: _Program, start_choice: Optional[Choice], cpu_limit_s: float) -> _Solved:
+def _solve(program: _Program, start_choice: Optional[Choice], cpu_limit_s: float,
+           options: Optional[Dict[str, object]] = None) -> _Solved:
     """Solves `program` with HiGHS (highspy, one thread), from `start_choice`
     where one is given (an acyclic choice: a feasible solution HiGHS
     improves on, so the result is never costlier). HiGHS's own time limit
@@ -581,7 +604,14 @@ def _solve(program: _Program, start_choice: Optional[Choice], cpu_limit_s: float
     on (it runs on the caller's), checked each time HiGHS's MIP checks its
     limits (its interrupt callback), so that how far it gets depends on
     its work rather than on the machine's load. A wall-clock limit of
-    `WALL_PER_CPU` times as much stays as a safety net."""
+    `WALL_PER_CPU` times as much stays as a safety net.
+
+    `options` are HiGHS options set on top (None: `HIGHS_OPTIONS_WITH_START`
+    where a start is given, none otherwise; `{}`: HiGHS's defaults).
+
+    Raises:
+      ValueError: HiGHS rejects an option of `options`.
+    """
     import highspy  # pylint: disable=import-outside-toplevel
 
     matrix = program.matrix().tocsc()
@@ -603,6 +633,11 @@ def _solve(program: _Program, start_choice: Optional[Choice], cpu_limit_s: float
     h.setOptionValue("time_limit", WALL_PER_CPU * cpu_limit_s)
     h.setOptionValue("mip_rel_gap", 1e-4)
     h.setOptionValue("threads", 1)
+    if options is None:
+        options = HIGHS_OPTIONS_WITH_START if start_choice is not None else {}
+    for name, value in options.items():
+        if h.setOptionValue(name, value) != highspy.HighsStatus.kOk:
+            raise ValueError(f"HiGHS rejects option {name}={value!r}")
     h.passModel(lp)
     if start_choice is not None:
         solution = highspy.HighsSolution()
