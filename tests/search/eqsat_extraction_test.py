@@ -179,12 +179,12 @@ class HighsOptionsTest(absltest.TestCase):
             solved = extract._solve(program, start, 60.0, options)
         return solved, set_options
 
-    def test_heuristics_off_with_a_start_change_no_optimum(self):
+    def test_heuristics_off_change_no_optimum(self):
         # Both acyclic programs of a grown e-graph, started from the
         # original graph (each class's oldest e-node), which costs more than
-        # the optimum: solved with HiGHS's defaults and with the options for
-        # a started program, the same optimum; the options act only where a
-        # start is given.
+        # the optimum: solved with HiGHS's defaults and with its heuristics
+        # off, started or not, the same optimum; the options are set only
+        # where given.
         eg, roots, costs, _ = _grown("squeezenet1_1", "tensat", 3)
         start = used(eg, {c: min(eg.live_nodes(c)) for c in extract._reachable(eg, roots)},
                      roots)
@@ -198,9 +198,10 @@ class HighsOptionsTest(absltest.TestCase):
                 eg.filter_cycles_by_age(start)
             program = _Program(eg, roots, costs, start)
             program.build()
-            plain, plain_options = self._solve(program, start, {})
-            quiet, quiet_options = self._solve(program, start, None)
-            unstarted, unstarted_options = self._solve(program, None, None)
+            plain, plain_options = self._solve(program, start, None)
+            quiet, quiet_options = self._solve(program, start, extract.HIGHS_HEURISTICS_OFF)
+            unstarted, unstarted_options = self._solve(program, None,
+                                                       extract.HIGHS_HEURISTICS_OFF)
             for name, solved in (("defaults", plain), ("started", quiet),
                                  ("no start", unstarted)):
                 self.assertEqual(solved.status, "optimal", (program_name, name))
@@ -209,10 +210,21 @@ class HighsOptionsTest(absltest.TestCase):
             for solved in (quiet, unstarted):
                 self.assertAlmostEqual(float(program.objective @ solved.x), optimum,
                                        delta=1e-9 * optimum)
-            for name, value in extract.HIGHS_OPTIONS_WITH_START.items():
+            for name, value in extract.HIGHS_HEURISTICS_OFF.items():
                 self.assertEqual(quiet_options[name], value)
+                self.assertEqual(unstarted_options[name], value)
                 self.assertNotIn(name, plain_options)
-                self.assertNotIn(name, unstarted_options)
+
+    def test_the_config_chooses_the_heuristics(self):
+        graph = zoo.get_graph("squeezenet1_1")
+        for heuristics, want in ((True, None), (False, extract.HIGHS_HEURISTICS_OFF)):
+            with mock.patch.object(extract, "ilp_extract", wraps=extract.ilp_extract) as spy:
+                equality_saturation(graph, XferSet.from_name("tensat"), _COST,
+                                    EqsatConfig(check_outputs=False,
+                                                ilp_heuristics=heuristics))
+            self.assertNotEmpty(spy.call_args_list)
+            for call in spy.call_args_list:
+                self.assertIs(call.kwargs["highs_options"], want)
 
     def test_an_option_highs_rejects_raises(self):
         eg, roots, costs = shared_sub_graph()

@@ -565,20 +565,21 @@ class _Program:
 WALL_PER_CPU = 4.0
 
 
-# HiGHS's options for a program started from a feasible solution (every
-# program equality saturation solves): its primal heuristics off (the
-# feasibility jump, the sub-MIPs RINS and RENS, the root's reduced-cost
-# fixing, and the effort share of the others). They look for a solution,
-# and the start is one, usually already the optimum: on the programs of 10
-# zoo settings they took 20% of HiGHS's CPU time in the median program
-# (up to 86% of a small program's) and changed no optimum
-# (reports/2026-11-28_eqsat_highs_settings.md). They decide nothing about
-# optimality: HiGHS still stops on the same relative gap. A program that
-# stops on its CPU limit can end costlier without them (nasnet_a's
-# age-ordered program under the large rule sets: 0.07-0.13 points of the
-# initial cost). Presolve stays on: without it HiGHS took 1.5 to 80 times
-# as long.
-HIGHS_OPTIONS_WITH_START: Dict[str, object] = {
+# HiGHS's primal heuristics off (the feasibility jump, the sub-MIPs RINS
+# and RENS, the root's reduced-cost fixing, and the effort share of the
+# others): `EqsatConfig(ilp_heuristics=False)`. They look for a solution,
+# and every program equality saturation solves starts from one, usually
+# already the optimum: on the programs of 10 zoo settings they took 20% of
+# HiGHS's CPU time in the median program (up to 86% of a small program's)
+# and changed no optimum (reports/2026-11-28_eqsat_highs_settings.md).
+# They decide nothing about optimality: HiGHS still stops on the same
+# relative gap. But a program that stops on its CPU limit can end
+# costlier without them (nasnet_a's age-ordered program under the large
+# rule sets: 0.07-0.13 points of the initial cost), so they stay on by
+# default: the strongest baseline's graphs come before 5% of its time.
+# Presolve stays on either way: without it HiGHS took 1.5 to 80 times as
+# long.
+HIGHS_HEURISTICS_OFF: Dict[str, object] = {
     "mip_heuristic_effort": 0.0,
     "mip_heuristic_run_feasibility_jump": False,
     "mip_heuristic_run_rins": False,
@@ -606,8 +607,8 @@ def _solve(program: _Program, start_choice: Optional[Choice], cpu_limit_s: float
     its work rather than on the machine's load. A wall-clock limit of
     `WALL_PER_CPU` times as much stays as a safety net.
 
-    `options` are HiGHS options set on top (None: `HIGHS_OPTIONS_WITH_START`
-    where a start is given, none otherwise; `{}`: HiGHS's defaults).
+    `options` are HiGHS options set on top of those (None or `{}`:
+    HiGHS's defaults; e.g. `HIGHS_HEURISTICS_OFF`).
 
     Raises:
       ValueError: HiGHS rejects an option of `options`.
@@ -633,9 +634,7 @@ def _solve(program: _Program, start_choice: Optional[Choice], cpu_limit_s: float
     h.setOptionValue("time_limit", WALL_PER_CPU * cpu_limit_s)
     h.setOptionValue("mip_rel_gap", 1e-4)
     h.setOptionValue("threads", 1)
-    if options is None:
-        options = HIGHS_OPTIONS_WITH_START if start_choice is not None else {}
-    for name, value in options.items():
+    for name, value in (options or {}).items():
         if h.setOptionValue(name, value) != highspy.HighsStatus.kOk:
             raise ValueError(f"HiGHS rejects option {name}={value!r}")
     h.passModel(lp)
@@ -673,7 +672,8 @@ def _solve(program: _Program, start_choice: Optional[Choice], cpu_limit_s: float
 
 def ilp_extract(eg: EGraph, roots: Sequence[int], costs: Dict[int, float],
                 time_limit_s: float = 30.0, start: Optional[Choice] = None,
-                skip_proven: bool = True) -> Extraction:
+                skip_proven: bool = True,
+                highs_options: Optional[Dict[str, object]] = None) -> Extraction:
     """TENSAT's ILP; see the module docstring. The program (`_Program`) has
     a 0/1 variable per e-node and one per class, so that "a chosen e-node's
     child class is chosen" is one two-term row per edge, and leaves out
@@ -688,7 +688,8 @@ def ilp_extract(eg: EGraph, roots: Sequence[int], costs: Dict[int, float],
     HiGHS is not run where the start is provably optimal: its cost
     (shared e-nodes once) equals the program's lower bound
     (`_Program.lower_bound`); the start is then the answer (unless
-    `skip_proven` is False: tests solve such programs to compare). `status` is
+    `skip_proven` is False: tests solve such programs to compare).
+    `highs_options` are set on HiGHS for every solve (`_solve`). `status` is
     "optimal" (solved), "skipped" (the start proven optimal without
     solving), "cpu_limit" (the best acyclic solution found within the CPU
     time), "time_limit" (the same, stopped by the wall-clock safety net),
@@ -708,7 +709,7 @@ def ilp_extract(eg: EGraph, roots: Sequence[int], costs: Dict[int, float],
         left = time_limit_s - (time.thread_time() - cpu_clock)
         if left <= 0:
             break
-        solved = _solve(program, start, left)
+        solved = _solve(program, start, left, highs_options)
         if solved.x is None:
             break
         choice = program.choice(solved.x)
