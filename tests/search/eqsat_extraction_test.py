@@ -61,6 +61,17 @@ def _grown(name: str, rules: str, iterations: int):
     return eg, roots, costs, start
 
 
+def _filtered(eg, roots, order, start, program: str) -> None:
+    """`eg` filtered for one of equality saturation's acyclic programs:
+    "walk" (the strict walk in tree-cost order) or "age" (by age), keeping
+    `start`, as `saturation` filters it before each."""
+    eg.unfilter()
+    if program == "walk":
+        eg.filter_cycles(roots, order, keep=start, strict=True)
+    else:
+        eg.filter_cycles_by_age(start)
+
+
 class ProvenStartTest(absltest.TestCase):
 
     def test_a_start_as_cheap_as_the_bound_is_taken_without_solving(self):
@@ -105,11 +116,7 @@ class ProvenStartTest(absltest.TestCase):
             eg, roots, costs, start = _grown(name, rules, 3)
             order = tree_costs(eg, roots, costs)
             for program in ("walk", "age"):
-                eg.unfilter()
-                if program == "walk":
-                    eg.filter_cycles(roots, order, keep=start, strict=True)
-                else:
-                    eg.filter_cycles_by_age(start)
+                _filtered(eg, roots, order, start, program)
                 bound = _Program(eg, roots, costs, start).lower_bound()
                 solved = ilp_extract(eg, roots, costs, 60, start=start, skip_proven=False)
                 quick = ilp_extract(eg, roots, costs, 60, start=start)
@@ -191,11 +198,7 @@ class HighsOptionsTest(absltest.TestCase):
         build_graph(eg, start, roots)  # acyclic, complete
         order = tree_costs(eg, roots, costs)
         for program_name in ("walk", "age"):
-            eg.unfilter()
-            if program_name == "walk":
-                eg.filter_cycles(roots, order, keep=start, strict=True)
-            else:
-                eg.filter_cycles_by_age(start)
+            _filtered(eg, roots, order, start, program_name)
             program = _Program(eg, roots, costs, start)
             program.build()
             plain, plain_options = self._solve(program, start, None)
