@@ -65,7 +65,7 @@ _RAY_TMPDIR = os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="xflowrl-test-r
 E2E = (
     # experiments/reproduce.py on a two-node Ray cluster, a worker killed.
     "tests/experiments/reproduce_test.py::ReproduceQuickTest",
-    "tests/agents/ppo/rollouts_test.py",                 # Ray actors; train_mf.py on them
+    "tests/agents/ppo/rollouts_test.py",                 # training on Ray actors, resumed
     "tests/experiments/train_generalist_test.py",
     "tests/world_model/quick_run_test.py",               # train_mb.py --quick, resumed
     "tests/agents/ppo/agent_test.py::TrainingTest",      # training runs; train_mf.py --quick

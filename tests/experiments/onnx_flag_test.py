@@ -1,7 +1,8 @@
 """--onnx=PATH in the entry points: a user's model is optimised with its own
 weights, its results folder is named by the file's stem, the graph.onnx
 written computes what the original computes and keeps its interface; bad
-input ends the script with one error line (exit status 2)."""
+input ends the script with one error line (exit status 2). train_mf.py
+runs here on two Ray rollout actors (`--rollout_actors`)."""
 
 import json
 import os
@@ -93,16 +94,24 @@ class OnnxFlagTest(absltest.TestCase):
         self.assertLess(result["final_cost_ms"], result["initial_cost_ms"])
         self.assert_own_model(out)
 
-    def test_train_mf(self):
+    def test_train_mf_on_rollout_actors(self):
+        # Two Ray actors play the episodes: the entry point starts its own
+        # local Ray and pickles its environment factory (the user's model)
+        # into them.
         results = tempfile.mkdtemp()
         proc = _run("train_mf.py", "--quick", f"--onnx={self.model_path}",
-                    "--input_shape=input=1,3,16,16", "--episodes=4", "--episodes_per_update=2",
-                    "--max_steps=4", "--noequal_budget", "--taso_budget=5", "--eqsat_time_limit=2",
-                    "--random_episodes=1", f"--results_dir={results}")
+                    "--input_shape=input=1,3,16,16", "--episodes=6", "--episodes_per_update=3",
+                    "--rollout_actors=2", "--max_steps=4", "--noequal_budget", "--taso_budget=5",
+                    "--eqsat_time_limit=2", "--random_episodes=1", f"--results_dir={results}")
         self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+        self.assertIn("episode 6/6", proc.stderr)
         out = os.path.join(results, "tiny_cnn", "train_mf")
         with open(os.path.join(out, "result.json")) as f:
-            self.assertEqual(json.load(f)["graph"], "tiny_cnn")
+            result = json.load(f)
+        self.assertEqual(result["graph"], "tiny_cnn")
+        self.assertEqual(result["episodes"], 6)
+        with open(os.path.join(out, "progress.json")) as f:
+            self.assertLen(json.load(f)["actor_generators"], 2)
         self.assert_own_model(out)
 
     def test_baselines_time_only_the_model_file(self):

@@ -1,10 +1,10 @@
-"""Rollouts in Ray actors: training with them, and resuming it to the bit."""
+"""Rollouts in Ray actors: training with them, and resuming it to the bit.
 
-import json
+The entry point on actors (`train_mf.py --rollout_actors`) is run by
+tests/experiments/onnx_flag_test.py, on a user's ONNX model."""
+
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 
 from absl.testing import absltest
@@ -97,29 +97,6 @@ class RolloutActorsTest(LocalRayTestCase):
                 actors.restore_generators(states[:1])
         finally:
             actors.close()
-
-
-
-class TrainMfActorsTest(absltest.TestCase):
-
-    def test_train_mf_with_rollout_actors(self):
-        # The entry point starts its own local Ray and pickles its
-        # environment factory into the actors.
-        results = tempfile.mkdtemp()
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
-            os.path.abspath(__file__)))))
-        proc = subprocess.run(
-            [sys.executable, os.path.join(root, "experiments", "train_mf.py"), "--quick",
-             "--episodes=6", "--episodes_per_update=3", "--rollout_actors=2",
-             "--taso_budget=0", "--random_episodes=1", "--eqsat_time_limit=0", f"--results_dir={results}"],
-            capture_output=True, text=True, timeout=600, check=False)
-        self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
-        self.assertIn("episode 6/6", proc.stderr)
-        with open(os.path.join(results, "small_cnn", "train_mf", "result.json")) as f:
-            result = json.load(f)
-        self.assertEqual(result["episodes"], 6)
-        with open(os.path.join(results, "small_cnn", "train_mf", "progress.json")) as f:
-            self.assertLen(json.load(f)["actor_generators"], 2)
 
 
 if __name__ == "__main__":
