@@ -8,6 +8,7 @@ elsewhere.
 """
 
 import importlib.util
+import unittest
 from unittest import mock
 
 from absl.testing import absltest, parameterized
@@ -25,6 +26,21 @@ def cuda_available() -> bool:
         return False
     import torch  # pylint: disable=import-outside-toplevel
     return torch.cuda.is_available()
+
+
+class _Cuda:
+    """Skips the class unless a CUDA device is (`WANTED` True) or is not
+    (False) here; asked when the class runs, not when the file is collected,
+    so that collecting the suite does not import PyTorch (4 s)."""
+
+    WANTED = True
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()  # type: ignore[misc]
+        if cuda_available() != cls.WANTED:
+            raise unittest.SkipTest("needs PyTorch with a CUDA device" if cls.WANTED
+                                    else "PyTorch with CUDA is here")
 
 
 def _fused_weights_graph():
@@ -139,8 +155,9 @@ class RelativeErrorTest(absltest.TestCase):
             torch_runtime.relative_error([np.array([np.nan])], [np.array([1.0])])
 
 
-@absltest.skipIf(cuda_available(), "PyTorch with CUDA is here")
-class NoCudaTest(absltest.TestCase):
+class NoCudaTest(_Cuda, absltest.TestCase):
+
+    WANTED = False
 
     def test_clear_error(self):
         graph = _fused_weights_graph()
@@ -148,8 +165,7 @@ class NoCudaTest(absltest.TestCase):
             torch_runtime.TorchProgram(graph, random_feeds(graph))
 
 
-@absltest.skipUnless(cuda_available(), "needs PyTorch with a CUDA device")
-class CheckTest(absltest.TestCase):
+class CheckTest(_Cuda, absltest.TestCase):
 
     def test_non_finite_outputs_are_refused(self):
         graph = _fused_weights_graph()
@@ -160,8 +176,7 @@ class CheckTest(absltest.TestCase):
             program.check(expected)
 
 
-@absltest.skipUnless(cuda_available(), "needs PyTorch with a CUDA device")
-class OnGpuTest(parameterized.TestCase):
+class OnGpuTest(_Cuda, parameterized.TestCase):
 
     def _check(self, graph, tolerance=1e-4):
         feeds = random_feeds(graph, seed=1)
