@@ -201,8 +201,9 @@ def _random(family: str, generate: Callable[..., Graph], seeds: int, large_seeds
 
 def _validation() -> List[GraphSpec]:
     """The validation members: each of the nine training families at a size
-    or seed no training or held-out member has, at the training sizes
-    (small, medium) and, for the generated families, one large draw each.
+    or seed no training or held-out member has: at the training sizes
+    (small, medium), and larger (the zoo-derived families wider than any
+    other member, the generated families one large draw each).
     They pick among trained policies (`xflowrl.generalist.selection`)
     without touching the held-out families, the held-out members or the
     zoo, which stay test sets."""
@@ -222,6 +223,20 @@ def _validation() -> List[GraphSpec]:
         v("bert/l2h96a4s48", "medium", functools.partial(
             zoo.bert, seq_len=48, hidden=96, heads=4, layers=2), _SMALL_GAIN),
         v("nasrnn/t2h32", "small", functools.partial(zoo.nasrnn, hidden=32, steps=2)),
+        # Wider than any other member of the family, as the zoo's models are.
+        v("resnet/d20w64i64", "large", functools.partial(
+            families.resnet, blocks=(3, 3, 3), width=64, image_size=64)),
+        v("resnext/b1-2-2w64g8i64", "large", functools.partial(
+            zoo.resnext50, image_size=64, stem_channels=16, groups=8,
+            stages=((64, 1, 1), (128, 2, 2), (256, 2, 2)))),
+        v("squeezenet/f8w32", "large", functools.partial(
+            families.squeezenet, fires=8, width=32, image_size=64)),
+        v("vgg/16w32", "large", functools.partial(
+            zoo.vgg19, image_size=32, classes=10, hidden=256, layers=VGG_LAYERS[16],
+            channel_divisor=2)),
+        v("bert/l4h512a8s64", "large", functools.partial(
+            zoo.bert, seq_len=64, hidden=512, heads=8, layers=4), _SMALL_GAIN),
+        v("nasrnn/t3h256", "large", functools.partial(zoo.nasrnn, hidden=256, steps=3)),
     ]
     generated = (("nascell", random_graphs.random_nas_cell, 4, _HE_GAIN),
                  ("transformer", random_graphs.random_transformer, 2, _SMALL_GAIN),
