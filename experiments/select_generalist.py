@@ -9,7 +9,8 @@ The candidates are the policy folders that experiments/train_generalist.py
 wrote for --seeds under the setting's results folder (--results_dir,
 --cost_model, --profile, --rules, as train_generalist.py's:
 <folder>/seed<S>/policy), or the folders of --policy. Each plays its
-zero-shot episode on every validation graph beside one-step greedy; the
+zero-shot episode on every validation graph (or those of --graphs, which
+must be validation graphs) beside one-step greedy; the
 rule: most graphs within 2 points of greedy, ties by the lowest mean points
 against greedy, then the first candidate given (docs/agents.md, "Which
 generalist ships"). The held-out graphs and the zoo's are never played.
@@ -36,6 +37,8 @@ generalist_flags.define_folder_flags()
 flags.DEFINE_list("seeds", ["0", "1", "2", "3", "4"], "The trained seeds whose policies are "
                   "the candidates (<folder>/seed<S>/policy).")
 flags.DEFINE_list("policy", [], "Candidate policy folders instead of --seeds'.")
+flags.DEFINE_list("graphs", [], "Validation graphs to score on (default: the whole "
+                  "validation split; any other graph is refused).")
 flags.DEFINE_string("out", "", "JSON to write (default <folder>/selection.json).")
 flags.DEFINE_bool("ship", False, "Copy the winner to the package's shipped folder.")
 
@@ -52,7 +55,7 @@ def main(argv):
     try:
         decision = selection.select(candidates, XferSet.from_name(FLAGS.rules),
                                     cost_model_from_spec(f"{FLAGS.cost_model}/{FLAGS.profile}"),
-                                    progress=_say)
+                                    graphs=FLAGS.graphs or None, progress=_say)
     except ValueError as e:
         sys.exit(str(e))
     text = selection.markdown(decision)

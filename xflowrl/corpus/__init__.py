@@ -50,6 +50,8 @@ from xflowrl.corpus.registry import (
                                      MEMBERS,
                                      SIZE_CLASSES,
                                      SPLITS,
+                                     VALIDATION_MEMBERS,
+                                     VALIDATION_SEED_BASE,
                                      get,
                                      sample,
                                      specs,

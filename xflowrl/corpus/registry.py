@@ -257,7 +257,7 @@ MEMBERS: Sequence[GraphSpec] = tuple(
     + _random("nascell", random_graphs.random_nas_cell, 16, 3)
     + _random("transformer", random_graphs.random_transformer, 8, 2, _SMALL_GAIN)
     + _random("mlp", random_graphs.random_mlp, 8, 2)
-    + _vits() + _nasnets() + _inceptions()) + VALIDATION_MEMBERS
+    + _vits() + _nasnets() + _inceptions() + list(VALIDATION_MEMBERS))
 
 
 # --------------------------------------------------------------------------

@@ -29,7 +29,7 @@ and, with --ship, copies the winner to the package's shipped folder.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from xflowrl import corpus
 from xflowrl.engine import CostModel, Graph, XferSet
@@ -96,11 +96,13 @@ def validation_graphs(names: Optional[Sequence[str]] = None) -> Dict[str, Callab
     """name -> builder for the validation split's graphs (all, or `names`).
 
     Raises:
-      ValueError: a name that is not a validation member (a held-out, zoo
-        or training graph is never used to choose).
+      ValueError: an empty `names`, or a name that is not a validation
+        member (a held-out, zoo or training graph is never used to choose).
     """
     specs = {s.name: s for s in corpus.specs(SPLIT)}
     wanted = list(specs) if names is None else list(names)
+    if not wanted:
+        raise ValueError("no validation graphs named")
     outside = [n for n in wanted if n not in specs]
     if outside:
         raise ValueError(f"not in the {SPLIT} split: {', '.join(outside)}; the rule chooses "
@@ -146,11 +148,11 @@ def _agent(folder: str, env: GraphEnv):
 
 
 def select(folders: Sequence[str], xfers: XferSet, cost_model: CostModel,
-           graphs: Optional[Mapping[str, Callable[[], Graph]]] = None,
+           graphs: Optional[Sequence[str]] = None,
            progress: Optional[Callable[[str], None]] = None) -> Selection:
     """Scores every policy folder of `folders` on the validation graphs
-    (`graphs`, default all of `validation_graphs()`) and ranks them by the
-    rule (module docstring).
+    (the names `graphs`, default the whole split: `validation_graphs`) and
+    ranks them by the rule (module docstring).
 
     Raises:
       ValueError: no folders, a folder that is not a policy folder, folders
@@ -165,18 +167,18 @@ def select(folders: Sequence[str], xfers: XferSet, cost_model: CostModel,
             raise ValueError(f"{folder} is not a policy folder (no policy.json)")
     if len({i.max_locations for i in infos if i is not None}) > 1:
         raise ValueError("the candidates have different L (max_locations)")
-    graphs = validation_graphs(list(graphs) if graphs is not None else None)
+    builders = validation_graphs(graphs)
     assert infos[0] is not None
     config = EnvConfig(max_locations=infos[0].max_locations)
-    probe = GraphEnv(next(iter(graphs.values()))(), xfers, cost_model, config)
+    probe = GraphEnv(next(iter(builders.values()))(), xfers, cost_model, config)
     labels = [f"c{k}" for k in range(len(folders))]
     rows_of = evaluate.compare({label: _agent(f, probe) for label, f in zip(labels, folders)},
-                               graphs, xfers, cost_model, config, taso_budget=0,
+                               builders, xfers, cost_model, config, taso_budget=0,
                                random_episodes=0, progress=progress)
     candidates = [candidate_score(f, rows_of[label], i.seed, i.commit, i.command)
                   for label, f, i in zip(labels, folders, infos) if i is not None]
     ranked = rank(candidates)
-    return Selection(RULE, SPLIT, MARGIN_POINTS, list(graphs), cost_model.name, candidates,
+    return Selection(RULE, SPLIT, MARGIN_POINTS, list(builders), cost_model.name, candidates,
                      ranked[0].folder)
 
 
