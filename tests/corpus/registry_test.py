@@ -100,6 +100,10 @@ class RegistryTest(absltest.TestCase):
         self.assertEqual(list(env.names), corpus.CORPUS.names("train"))
         self.assertFalse(set(env.names) & validation)
         self.assertFalse({env.draw() for _ in range(2000)} & validation)
+        for split in ("validation", "all"):
+            with self.assertRaisesRegex(ValueError, "never trained on"):
+                training_env(XferSet.default(), CostModel("analytic"), EnvConfig(),
+                             split=split)
 
     def test_members_are_distinct_graphs(self):
         hashes = {s.build().hash() for s in corpus.MEMBERS}
