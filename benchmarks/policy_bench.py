@@ -110,7 +110,8 @@ from xflowrl.search import (  # noqa: E402  pylint: disable=wrong-import-positio
 import timing  # noqa: E402  pylint: disable=wrong-import-position
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("graphs", ["held_out"], "held_out, train, or corpus names.")
+flags.DEFINE_list("graphs", ["held_out"], "A corpus split (held_out, validation, train, "
+                  "all) or corpus names.")
 flags.DEFINE_string("cost_model", GPU_COST_SPEC, "Cost model (the policy's training one).")
 flags.DEFINE_integer("taso_budget", TASO_BUDGET, "TASO's budget.")
 flags.DEFINE_integer("rounds", 3, "Interleaved rounds.")
@@ -122,7 +123,7 @@ flags.DEFINE_integer("cli_rounds", 5, "Interleaved rounds of the whole command (
 def _names():
     names = []
     for item in FLAGS.graphs:
-        names += ([s.name for s in corpus.specs(item)] if item in ("held_out", "train", "all")
+        names += ([s.name for s in corpus.specs(item)] if item in corpus.SPLITS
                   else [item])
     return names
 

@@ -12,8 +12,8 @@ the corpus' held-out graphs, each small enough to train on; this plays a
 policy folder (default: the shipped generalist, `xflowrl.policy.
 shipped_policy()`) on any graphs: the zoo's models at their published
 sizes (`zoo`, the default, or zoo names), a corpus split (`held_out`,
-`train`) or corpus names. The policy acts as `xflowrl optimize
---method=policy` has it act (its greedy episode, in NumPy where the
+`validation`, `train`, `all`) or corpus names. The policy acts as
+`xflowrl optimize --method=policy` has it act (its greedy episode, in NumPy where the
 folder has `policy.npz`, for at least 1.5 x one-step greedy's steps) and
 is credited with the cheapest graph it passes through; unlike the
 command, this does not hand over greedy's graph where that is cheaper:
@@ -52,7 +52,8 @@ from xflowrl.results.records import to_plain
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("policy", [], "Policy folders (default: the shipped generalist).")
-flags.DEFINE_list("graphs", ["zoo"], "zoo, held_out, train, or zoo / corpus graph names.")
+flags.DEFINE_list("graphs", ["zoo"], "zoo, a corpus split (held_out, validation, train, "
+                  "all), or zoo / corpus graph names.")
 flags.DEFINE_string("cost_model", GPU_COST_SPEC, "Cost model (the policy's training one).")
 flags.DEFINE_integer("taso_budget", TASO_BUDGET, "TASO's budget.")
 flags.DEFINE_integer("random_episodes", 5, "Random-agent episodes per graph.")
@@ -69,7 +70,7 @@ def graph_sources(items):
     for item in items:
         if item == "zoo":
             out.update({name: (lambda n=name: zoo.get_graph(n)) for name in zoo.GRAPHS})
-        elif item in ("held_out", "train"):
+        elif item in corpus.SPLITS:
             out.update({s.name: s.build for s in corpus.specs(item)})
         elif item in zoo.GRAPHS:
             out[item] = lambda n=item: zoo.get_graph(n)

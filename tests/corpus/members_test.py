@@ -1,7 +1,7 @@
 """Every corpus member builds, costs, exports to ONNX and imports back, and
 one-step greedy finds an improving substitution on most of them.
 
-All 93 members take every check (about 10 s together on the shared 2-core
+All 116 members take every check (about 10 s together on the shared 2-core
 machine, most of it importing TensorFlow through `xflowrl.env`).
 """
 

@@ -2,9 +2,10 @@
 
 Learned graph optimisers that generalise (GO, Zhou et al., NeurIPS 2020;
 Placeto, Addanki et al., NeurIPS 2019; REGAL) train over a distribution of graphs, not one graph, and report on
-graphs they never saw. This package is that distribution: 93 small members
+graphs they never saw. This package is that distribution: 116 small members
 (most under 100 ops; an environment step on them takes milliseconds) from
-twelve families, split once and for all into `train` and `held_out`.
+twelve families, split once and for all into `train`, `validation` and
+`held_out`.
 
 Families:
 
@@ -18,8 +19,8 @@ Families:
   Q/K/V reading one tensor as zoo.bert), `mlp` (random widths, branches,
   residuals). Same seed, same graph.
 
-The split (`registry.split_of`; a member's split depends on its family and
-size class only):
+The train / held-out split (`registry.split_of`; it depends on a member's
+family and size class only; the validation members below are built apart):
 
 - held out by family: every member of `inception`, `vit` and `nasnet`
   (`HELD_OUT_FAMILIES`); no training member comes from them. Each tests a
@@ -30,14 +31,21 @@ size class only):
   BERTs, a 4-step NasRNN, `large=True` draws of the generators);
 - train: the `small` and `medium` members of the nine training families.
 
-63 train and 30 held-out members (17 by size, 13 by family); op counts,
-costs and greedy's gains per member: docs/zoo.md, "The training
-distribution" (`benchmarks/corpus_bench.py`).
+The validation split (`registry.VALIDATION_MEMBERS`, built apart): 23
+members of the nine training families at sizes and seeds no other member
+has (new configurations at the training sizes, wider ones, and the
+generated families' draws at seeds from 100 on). It chooses among trained
+policies (`xflowrl.generalist.selection`) and is never trained or tested
+on; the held-out split and the zoo stay the test sets.
+
+63 train, 23 validation and 30 held-out members (17 by size, 13 by
+family); op counts, costs and greedy's gains per member: docs/zoo.md,
+"The training distribution" (`benchmarks/corpus_bench.py`).
 
     from xflowrl import corpus
     spec = corpus.sample(np.random.default_rng(0), "train")  # a GraphSpec
     graph = spec.build()                                      # or corpus.get(spec.name)
-    for spec in corpus.specs("held_out"): ...
+    for spec in corpus.specs("held_out"): ...   # or "validation", "all"
 """
 
 from xflowrl.corpus.random_graphs import random_mlp, random_nas_cell, random_transformer
@@ -50,6 +58,8 @@ from xflowrl.corpus.registry import (
                                      MEMBERS,
                                      SIZE_CLASSES,
                                      SPLITS,
+                                     VALIDATION_MEMBERS,
+                                     VALIDATION_SEED_BASE,
                                      get,
                                      sample,
                                      specs,

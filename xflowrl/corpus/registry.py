@@ -1,10 +1,12 @@
-"""The corpus' members, their names and the train / held-out split.
+"""The corpus' members, their names and the train / validation / held-out split.
 
 `MEMBERS` lists every member as a `GraphSpec`; `Corpus` answers queries
 over a list of specs (by split, by name, a random draw); `CORPUS` is the
-corpus of `MEMBERS`. The split is a function of a spec's family and size
-class alone (`split_of`): see the package docstring and docs/zoo.md, "The
-training distribution".
+corpus of `MEMBERS`. The train / held-out split is a function of a spec's
+family and size class alone (`split_of`); the validation members are built
+apart (`VALIDATION_MEMBERS`: training families at sizes and seeds no other
+member has) and are in no other split. See the package docstring and
+docs/zoo.md, "The training distribution".
 """
 
 import functools
@@ -18,12 +20,15 @@ from xflowrl.corpus import families, random_graphs
 from xflowrl.engine.graph import Graph
 from xflowrl.zoo.vgg import VGG19_LAYERS
 
-SPLITS = ("train", "held_out", "all")
+SPLITS = ("train", "validation", "held_out", "all")
 SIZE_CLASSES = ("small", "medium", "large")
 # Whole families no training member comes from (held out by family).
 HELD_OUT_FAMILIES = ("inception", "vit", "nasnet")
 # Members of the training families at this size class are held out (by size).
 HELD_OUT_SIZE_CLASS = "large"
+# The generated families' validation members draw from these seeds on
+# (training and held-out members use seeds below 16).
+VALIDATION_SEED_BASE = 100
 
 # `random_weights` gain that keeps float32 values finite: the softmax-free
 # transformers are cubic in their input per layer (as zoo.weight_gain).
@@ -40,7 +45,8 @@ class GraphSpec(NamedTuple):
       family: the architecture family ("resnet", "nascell", ...).
       size_class: "small", "medium" or "large".
       build: builds the graph (deterministic: equal hashes on every call).
-      split: "train" or "held_out" (`split_of(family, size_class)`).
+      split: "train" or "held_out" (`split_of(family, size_class)`), or
+        "validation" for the members of `VALIDATION_MEMBERS`.
       weight_gain: the `random_weights` gain for finite values.
     """
     name: str
@@ -52,7 +58,9 @@ class GraphSpec(NamedTuple):
 
     @property
     def held_out_by(self) -> Optional[str]:
-        """"family", "size" or None (a training member)."""
+        """"family", "size" or None (a training or validation member)."""
+        if self.split == "validation":
+            return None
         if self.family in HELD_OUT_FAMILIES:
             return "family"
         return "size" if self.size_class == HELD_OUT_SIZE_CLASS else None
@@ -66,11 +74,12 @@ def split_of(family: str, size_class: str) -> str:
 
 
 def _spec(name: str, size_class: str, build: Callable[[], Graph],
-          weight_gain: float = _HE_GAIN) -> GraphSpec:
+          weight_gain: float = _HE_GAIN, split: Optional[str] = None) -> GraphSpec:
     if size_class not in SIZE_CLASSES:
         raise ValueError(f"{name}: size class {size_class!r} not in {SIZE_CLASSES}")
     family = name.split("/", 1)[0]
-    return GraphSpec(name, family, size_class, build, split_of(family, size_class), weight_gain)
+    return GraphSpec(name, family, size_class, build, split or split_of(family, size_class),
+                     weight_gain)
 
 
 # --------------------------------------------------------------------------
@@ -190,12 +199,65 @@ def _random(family: str, generate: Callable[..., Graph], seeds: int, large_seeds
     return specs
 
 
+def _validation() -> List[GraphSpec]:
+    """The validation members: each of the nine training families at a size
+    or seed no training or held-out member has: at the training sizes
+    (small, medium), and larger (the zoo-derived families wider than any
+    other member, the generated families one large draw each).
+    They pick among trained policies (`xflowrl.generalist.selection`)
+    without touching the held-out families, the held-out members or the
+    zoo, which stay test sets."""
+    def v(name, size_class, build, weight_gain=_HE_GAIN):
+        return _spec(name, size_class, build, weight_gain, split="validation")
+    specs = [
+        v("resnet/d12w24", "medium", functools.partial(
+            families.resnet, blocks=(2, 2, 1), width=24, image_size=32)),
+        v("resnext/b1-2w48g4", "small", functools.partial(
+            zoo.resnext50, image_size=32, stem_channels=16, groups=4,
+            stages=((48, 1, 1), (96, 2, 2)))),
+        v("squeezenet/f3w12", "small", functools.partial(
+            families.squeezenet, fires=3, width=12, image_size=64)),
+        v("vgg/13w32", "medium", functools.partial(
+            zoo.vgg19, image_size=32, classes=10, hidden=256, layers=VGG_LAYERS[13],
+            channel_divisor=2)),
+        v("bert/l2h96a4s48", "medium", functools.partial(
+            zoo.bert, seq_len=48, hidden=96, heads=4, layers=2), _SMALL_GAIN),
+        v("nasrnn/t2h32", "small", functools.partial(zoo.nasrnn, hidden=32, steps=2)),
+        # Wider than any other member of the family, as the zoo's models are.
+        v("resnet/d20w64i64", "large", functools.partial(
+            families.resnet, blocks=(3, 3, 3), width=64, image_size=64)),
+        v("resnext/b1-2-2w64g8i64", "large", functools.partial(
+            zoo.resnext50, image_size=64, stem_channels=16, groups=8,
+            stages=((64, 1, 1), (128, 2, 2), (256, 2, 2)))),
+        v("squeezenet/f8w32", "large", functools.partial(
+            families.squeezenet, fires=8, width=32, image_size=64)),
+        v("vgg/16w32", "large", functools.partial(
+            zoo.vgg19, image_size=32, classes=10, hidden=256, layers=VGG_LAYERS[16],
+            channel_divisor=2)),
+        v("bert/l4h512a8s64", "large", functools.partial(
+            zoo.bert, seq_len=64, hidden=512, heads=8, layers=4), _SMALL_GAIN),
+        v("nasrnn/t3h256", "large", functools.partial(zoo.nasrnn, hidden=256, steps=3)),
+    ]
+    generated = (("nascell", random_graphs.random_nas_cell, 4, _HE_GAIN),
+                 ("transformer", random_graphs.random_transformer, 2, _SMALL_GAIN),
+                 ("mlp", random_graphs.random_mlp, 2, _HE_GAIN))
+    for family, generate, small, gain in generated:
+        seeds = range(VALIDATION_SEED_BASE, VALIDATION_SEED_BASE + small)
+        specs += [v(f"{family}/s{seed}", "small", functools.partial(generate, seed), gain)
+                  for seed in seeds]
+        specs.append(v(f"{family}/large-s{VALIDATION_SEED_BASE}", "large",
+                       functools.partial(generate, VALIDATION_SEED_BASE, large=True), gain))
+    return specs
+
+
+VALIDATION_MEMBERS: Sequence[GraphSpec] = tuple(_validation())
+
 MEMBERS: Sequence[GraphSpec] = tuple(
     _resnets() + _resnexts() + _squeezenets() + _vggs() + _berts() + _nasrnns()
     + _random("nascell", random_graphs.random_nas_cell, 16, 3)
     + _random("transformer", random_graphs.random_transformer, 8, 2, _SMALL_GAIN)
     + _random("mlp", random_graphs.random_mlp, 8, 2)
-    + _vits() + _nasnets() + _inceptions())
+    + _vits() + _nasnets() + _inceptions() + list(VALIDATION_MEMBERS))
 
 
 # --------------------------------------------------------------------------
@@ -214,7 +276,8 @@ class Corpus:
             self._by_name[spec.name] = spec
 
     def specs(self, split: str = "train") -> List[GraphSpec]:
-        """The members of `split` ("train", "held_out" or "all"), in table order.
+        """The members of `split` ("train", "validation", "held_out" or "all"),
+        in table order.
 
         Raises:
           ValueError: unknown split.
@@ -251,7 +314,7 @@ class Corpus:
 
         Args:
           rng: the numpy generator to draw with.
-          split: "train", "held_out" or "all".
+          split: "train", "validation", "held_out" or "all".
           by_family: draw a family uniformly, then a member of it uniformly,
             so that a family with many members (the random generators) does
             not dominate; False draws a member uniformly.
@@ -271,7 +334,7 @@ CORPUS = Corpus(MEMBERS)
 
 
 def specs(split: str = "train") -> List[GraphSpec]:
-    """`CORPUS.specs`: the members of a split ("train", "held_out", "all")."""
+    """`CORPUS.specs`: the members of a split ("train", "validation", "held_out", "all")."""
     return CORPUS.specs(split)
 
 

@@ -20,8 +20,16 @@ from xflowrl.env.sampled import SampledGraphEnv
 def training_env(xfers: XferSet, cost_model: CostModel, config: EnvConfig,
                  seed: int = 0, split: str = "train") -> SampledGraphEnv:
     """The `SampledGraphEnv` over `split`'s graphs, each family equally often
-    (the generated families have many more members than the zoo's)."""
+    (the generated families have many more members than the zoo's).
+
+    Raises:
+      ValueError: a split holding validation members ("validation", "all"):
+        they choose among trained policies and are never trained on.
+    """
     specs = corpus.specs(split)
+    if any(s.split == "validation" for s in specs):
+        raise ValueError(f"split {split!r} holds validation members, which are never "
+                         f"trained on (they choose which trained policy ships)")
     per_family: Dict[str, int] = {}
     for s in specs:
         per_family[s.family] = per_family.get(s.family, 0) + 1
