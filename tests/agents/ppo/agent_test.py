@@ -274,30 +274,15 @@ class TrainingTest(absltest.TestCase):
         self.assertEqual(traced["act"].slow_calls, 1)
         self.assertEqual(traced["learn"].slow_calls, 1)
 
-    def test_resume_continues_where_it_stopped(self):
-        logdir = tempfile.mkdtemp()
-        env = _env(max_steps=4)
-        config = PPOConfig(episodes_per_update=2)
-        first = train(env, PPOAgent(len(_XFERS), config), TrainConfig(episodes=4,
-                      checkpoint_every=1), logdir, progress=lambda s: None)
-        self.assertEqual(first.episodes, 4)
-        lines = []
-        agent = PPOAgent(len(_XFERS), config)
-        second = train(env, agent, TrainConfig(episodes=6, checkpoint_every=1), logdir,
-                       progress=lines.append)
-        self.assertIn("resumed", lines[0])
-        self.assertEqual(second.episodes, 6)
-        self.assertEqual(int(agent.updates.numpy()), 3)
-        self.assertGreaterEqual(second.interactions, first.interactions + 2)
-        self.assertLessEqual(second.best_final_cost, first.best_final_cost)
-        # The best sequence replays to a graph of the recorded cost.
-        graph = replay(env, second.best_sequence)
-        self.assertAlmostEqual(graph.cost(env.cost_model), second.best_final_cost)
-
     def test_a_resumed_run_repeats_the_uninterrupted_run(self):
         self.maxDiff = None
         # Minibatches in two epochs: the learner's generator is drawn from too.
         config = PPOConfig(episodes_per_update=2, epochs=2, minibatch_size=3)
+
+        def make_env():
+            return _RecordingEnv({"small": zoo.get_graph("small_cnn"),
+                                  "wide": zoo.get_graph("small_cnn", width=48)}, _XFERS,
+                                 CostModel("analytic"), EnvConfig(max_steps=4), seed=5)
 
         def run(episodes, logdir, killed_after=None, killed_dir=None):
             """A run; with `killed_after`, its logdir is copied to `killed_dir`
@@ -306,9 +291,7 @@ class TrainingTest(absltest.TestCase):
             written before the line); returns the actions taken until then."""
             # Episodes on two graphs drawn at random: the environment's
             # generator is drawn from too.
-            env = _RecordingEnv({"small": zoo.get_graph("small_cnn"),
-                                 "wide": zoo.get_graph("small_cnn", width=48)}, _XFERS,
-                                CostModel("analytic"), EnvConfig(max_steps=4), seed=5)
+            env = make_env()
             agent = PPOAgent(len(_XFERS), config, seed=3)
             killed = []
 
@@ -339,6 +322,20 @@ class TrainingTest(absltest.TestCase):
         # And the generators stand where the uninterrupted run's do.
         self.assertEqual(resumed.actor.rng.random(), whole.actor.rng.random())
         self.assertEqual(resumed.learner.rng.random(), whole.learner.rng.random())
+
+        # The finished run, given a larger budget, continues where it stopped.
+        lines = []
+        more = PPOAgent(len(_XFERS), config, seed=3)
+        longer = train(make_env(), more, TrainConfig(episodes=10, checkpoint_every=1,
+                                                     eval_every=2), interrupted,
+                       progress=lines.append)
+        self.assertStartsWith(lines[0], "resumed from ")
+        self.assertEndsWith(lines[0], " at episode 8")
+        self.assertEqual(longer.episodes, 10)
+        self.assertEqual(int(more.updates.numpy()), 5)
+        self.assertGreaterEqual(longer.interactions, resumed_result.interactions + 2)
+        self.assertLessEqual(longer.best_final_cost, resumed_result.best_final_cost)
+        self.assertEqual(longer.history[:len(resumed_result.history)], resumed_result.history)
 
     def test_quick_run_hands_over_better_than_initial_and_random(self):
         results = tempfile.mkdtemp()
