@@ -1,7 +1,7 @@
 """Planning as the generalist's fine-tuning path: does the engine planner
 reach a per-graph agent's result with a tenth of its real steps? Prints JSON.
 
-    python benchmarks/plan_finetune_bench.py [--priors=xfer,policy:shipped]
+    python benchmarks/plan_finetune_bench.py [--priors=xfer,policy:shipped,learned]
         [--spaces=deployed,thesis] [--pairs=benchmarks/data/finetune_pairs.json]
         [--out_json=PATH] [--measure_rounds=5] [--quick]
 
@@ -18,7 +18,13 @@ point).
 
 Priors: `xfer` (the planner's default: the candidates' costs, factored by
 xfer), `policy:shipped` (the shipped generalist, `xflowrl.policy.SHIPPED`,
-as prior: zero-shot planning from it). Action spaces: `deployed` (what
+as prior: zero-shot planning from it), and `learned` (learning from search
+on the pair's graph from the shipped generalist,
+`xflowrl.planning.search_training.finetune_by_search`: --learned_iterations
+self-play runs, each followed by --learned_steps gradient steps on every
+state stored so far, within --learned_share of the budget, then one planner
+run with the learned policy as prior on the rest; the cheapest graph of all
+of them, every real step of self-play counted into the budget). Action spaces: `deployed` (what
 `xflowrl optimize --method=plan` runs: multi-location actions, identical
 ops merged) and `thesis` (one substitution per action). Real steps are the
 planner's expansions (one enumeration and pricing of a graph's candidates
@@ -44,6 +50,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 import time
 from typing import Any, Dict, List, Tuple
 
@@ -54,6 +61,9 @@ from xflowrl import corpus
 from xflowrl.engine import CostModel, Graph, XferSet
 from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.planning import PlanConfig, plan
+from xflowrl.planning.learner import LearnConfig
+from xflowrl.planning.search_training import SearchTrainingConfig, finetune_by_search
+from xflowrl.planning.simulator import replay_route
 from xflowrl.policy import SHIPPED
 from xflowrl.search import greedy_walk, run_taso
 from xflowrl.search.eqsat import same_outputs
@@ -68,6 +78,11 @@ flags.DEFINE_list("spaces", ["deployed", "thesis"], "Action spaces (module docst
 flags.DEFINE_string("out_json", "", "Also write the rows and the summary here.")
 flags.DEFINE_integer("measure_rounds", 5, "Interleaved rounds of onnxruntime timing on this "
                      "CPU per graph (0: none).")
+flags.DEFINE_integer("learned_iterations", 2, "`learned`: self-play and learning rounds.")
+flags.DEFINE_float("learned_share", 2 / 3, "`learned`: the budget's share for self-play.")
+flags.DEFINE_integer("learned_steps", 40, "`learned`: gradient steps per round.")
+flags.DEFINE_string("learned_dir", "", "`learned`: its runs' folders (default: a temporary "
+                    "folder).")
 flags.DEFINE_bool("quick", False, "The first pair only, one prior (xfer), the deployed "
                   "space, a budget of 20 real steps (the tests' check that it runs).")
 
@@ -118,24 +133,53 @@ def measure(env: GraphEnv, graphs: Dict[str, Graph], rounds: int
             for k in graphs}
 
 
+def run_learned(pair: Dict[str, Any], env: GraphEnv, space: str, budget: int,
+                data: Dict[str, Any]) -> Tuple[Dict[str, Any], Graph]:
+    """Learning from search on the pair's graph within `budget`; the row's
+    fields and the graph it handed over."""
+    config = SearchTrainingConfig(
+        policy=SHIPPED, iterations=FLAGS.learned_iterations, rules=data["rules"],
+        cost_model=data["cost_model"],
+        plan=PlanConfig(time_limit_s=600, seed=pair["seed"], **SPACES[space]),
+        learn=LearnConfig(steps=FLAGS.learned_steps), seed=pair["seed"])
+    root = FLAGS.learned_dir or tempfile.mkdtemp(prefix="plan_finetune_learned_")
+    out_dir = os.path.join(root, f"{pair['graph'].replace('/', '_')}_{pair['seed']}_{space}")
+    outcome = finetune_by_search(pair["graph"], budget, config, out_dir, FLAGS.learned_share)
+    fields = {"change_pct": outcome.change_pct, "real_steps": outcome.real_steps,
+              "rule_enumerations": outcome.rule_enumerations,
+              "self_play_real_steps": outcome.self_play_real_steps,
+              "final_change_pct": outcome.final_change_pct, "stopped": "",
+              "learning": [{"iteration": r.iteration, "real_steps": r.self_play_real_steps,
+                            "self_play_change_pct": r.change_pct[pair["graph"]],
+                            "states_stored": r.states_stored, "loss_before": r.loss_before,
+                            "losses": r.losses} for r in outcome.run.iterations]}
+    return fields, replay_route(env, outcome.applied)
+
+
 def run_pair(pair: Dict[str, Any], env: GraphEnv, prior: str, space: str,
-             budget: int) -> Tuple[Dict[str, Any], Graph]:
+             budget: int, data: Dict[str, Any]) -> Tuple[Dict[str, Any], Graph]:
     """One planner run on one pair; its row and the graph it handed over."""
-    config = PlanConfig(prior=_prior_spec(prior), max_real_steps=budget, time_limit_s=600,
-                        seed=pair["seed"], **SPACES[space])
     start = time.thread_time()
-    result = plan(env, config)
+    if prior == "learned":
+        fields, graph = run_learned(pair, env, space, budget, data)
+    else:
+        config = PlanConfig(prior=_prior_spec(prior), max_real_steps=budget, time_limit_s=600,
+                            seed=pair["seed"], **SPACES[space])
+        result = plan(env, config)
+        fields, graph = {"change_pct": result.change_pct, "real_steps": result.real_steps,
+                         "rule_enumerations": result.rule_enumerations,
+                         "stopped": result.stopped}, result.graph
     cpu = time.thread_time() - start
-    reached = (result.change_pct <= pair["scratch_change_pct"] + TOLERANCE_PT
-               and result.real_steps <= budget)
+    reached = (fields["change_pct"] <= pair["scratch_change_pct"] + TOLERANCE_PT
+               and fields["real_steps"] <= budget)
     return {"graph": pair["graph"], "seed": pair["seed"], "prior": prior, "space": space,
             "budget": budget, "scratch_steps": pair["scratch_steps"],
-            "scratch_change_pct": pair["scratch_change_pct"], "initial_ms": result.initial_cost,
-            "change_pct": result.change_pct, "reached": bool(reached),
-            "real_steps": result.real_steps, "rule_enumerations": result.rule_enumerations,
-            "within_budget_all_counted": result.real_steps + result.rule_enumerations <= budget,
-            "same_outputs": same_outputs(env.initial_graph, result.graph),
-            "stopped": result.stopped, "cpu_seconds": cpu}, result.graph
+            "scratch_change_pct": pair["scratch_change_pct"], "initial_ms": env.initial_cost,
+            **fields, "reached": bool(reached),
+            "within_budget_all_counted":
+                fields["real_steps"] + fields["rule_enumerations"] <= budget,
+            "same_outputs": same_outputs(env.initial_graph, graph),
+            "cpu_seconds": cpu}, graph
 
 
 def summary(rows: List[Dict[str, Any]]) -> Dict[str, Any]:
@@ -169,7 +213,7 @@ def main(argv):
             budget = 20 if FLAGS.quick else int(data["fraction"] * pair["scratch_steps"])
             for space in spaces:
                 for prior in priors:
-                    row, graph = run_pair(pair, env, prior, space, budget)
+                    row, graph = run_pair(pair, env, prior, space, budget, data)
                     graphs[f"{prior}/{space}/{pair['seed']}"] = graph
                     print(json.dumps(row), file=sys.stderr, flush=True)
                     rows.append(row)
