@@ -18,8 +18,8 @@ from xflowrl.planning.search_training import (
     train_from_search,
 )
 from xflowrl.planning.self_play import (
-    RecordingPlanner,
     ReanalyseJob,
+    RecordingPlanner,
     SelfPlayJob,
     environment,
     harvest,

@@ -142,7 +142,7 @@ class SearchLearner:
         self.rng = np.random.default_rng(self.config.seed)
         self._step: Optional[Callable[[TargetBatch], Dict[str, Any]]] = None
 
-    def losses(self, batch: TargetBatch) -> Dict[str, object]:
+    def losses(self, batch: TargetBatch) -> Dict[str, Any]:
         """The loss terms of `batch` (module docstring) as scalar tensors."""
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
 

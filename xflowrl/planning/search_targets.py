@@ -192,14 +192,14 @@ def n_step_returns(rewards: Sequence[float], values: Sequence[float], discount: 
       [T+1] G_t = sum_{k < m} gamma^k r_{t+k} + gamma^m v_{t+m},
       m = min(n, T - t) (G_T = v_T).
     """
-    rewards = np.asarray(rewards, np.float64)
-    values = np.asarray(values, np.float64)
-    steps = len(rewards)
-    if len(values) != steps + 1:
-        raise ValueError(f"n_step_returns needs T+1 values for T rewards, got {len(values)} "
+    reward = np.asarray(rewards, np.float64)
+    value = np.asarray(values, np.float64)
+    steps = len(reward)
+    if len(value) != steps + 1:
+        raise ValueError(f"n_step_returns needs T+1 values for T rewards, got {len(value)} "
                          f"and {steps}")
     out = np.empty(steps + 1)
     for t in range(steps + 1):
         m = min(n, steps - t)
-        out[t] = sum(discount ** k * rewards[t + k] for k in range(m)) + discount ** m * values[t + m]
+        out[t] = sum(discount ** k * reward[t + k] for k in range(m)) + discount ** m * value[t + m]
     return out

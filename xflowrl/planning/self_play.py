@@ -259,7 +259,7 @@ def run_jobs(jobs: Sequence[Union[SelfPlayJob, ReanalyseJob]], actors: int = 0
     if not ray.is_initialized():
         ray.init(num_cpus=actors, include_dashboard=False, log_to_driver=False)
     worker = ray.remote(num_cpus=1)(_Worker)
-    pool = [worker.remote() for _ in range(min(actors, len(jobs)))]
+    pool: List[Any] = [worker.remote() for _ in range(min(actors, len(jobs)))]
     try:
         futures = [pool[i % len(pool)].run.remote(job) for i, job in enumerate(jobs)]
         return ray.get(futures)
