@@ -76,6 +76,8 @@ flags.DEFINE_list("priors", ["xfer", "policy:shipped"],
                   "Planner priors (policy:shipped: the shipped generalist).")
 flags.DEFINE_list("spaces", ["deployed", "thesis"], "Action spaces (module docstring).")
 flags.DEFINE_string("out_json", "", "Also write the rows and the summary here.")
+flags.DEFINE_string("markdown_from", "", "Print the tables of a written --out_json as "
+                    "markdown and do nothing else.")
 flags.DEFINE_integer("measure_rounds", 5, "Interleaved rounds of onnxruntime timing on this "
                      "CPU per graph (0: none).")
 flags.DEFINE_integer("learned_iterations", 2, "`learned`: self-play and learning rounds.")
@@ -197,8 +199,43 @@ def summary(rows: List[Dict[str, Any]]) -> Dict[str, Any]:
     return out
 
 
+def markdown(out: Dict[str, Any]) -> str:
+    """The rows and the summary of a run as markdown tables."""
+    lines = ["| (graph, seed) | prior | space | budget | agent % | planner % | reached "
+             "| real steps | of them self-play | single-rule enumerations "
+             "| reached, all counted |", "|" + "---|" * 11]
+    for r in out["rows"]:
+        lines.append(
+            f"| {r['graph']} ({r['seed']}) | {r['prior']} | {r['space']} | {r['budget']} "
+            f"| {r['scratch_change_pct']:.3f} | {r['change_pct']:.3f} "
+            f"| {'yes' if r['reached'] else 'no'} | {r['real_steps']} "
+            f"| {r.get('self_play_real_steps', '')} | {r['rule_enumerations']} "
+            f"| {'yes' if r['reached'] and r['within_budget_all_counted'] else 'no'} |")
+    lines += ["", "| graph | prior | space | seeds | planner % median [range] "
+              "| real steps median [range] |", "|---|---|---|---|---|---|"]
+    groups: Dict[Tuple[str, str, str], List[Dict[str, Any]]] = {}
+    for r in out["rows"]:
+        groups.setdefault((r["graph"], r["prior"], r["space"]), []).append(r)
+    for (graph, prior, space), rows in groups.items():
+        change = [r["change_pct"] for r in rows]
+        steps = [r["real_steps"] for r in rows]
+        lines.append(f"| {graph} | {prior} | {space} | {len(rows)} "
+                     f"| {np.median(change):.3f} [{min(change):.3f}, {max(change):.3f}] "
+                     f"| {np.median(steps):.0f} [{min(steps)}, {max(steps)}] |")
+    lines += ["", "| prior / space | reached (expansions) | reached (all engine calls) |",
+              "|---|---|---|"]
+    for key, s in out["summary"].items():
+        lines.append(f"| {key} | {s['reached']} of {s['pairs']} "
+                     f"| {s['reached_all_counted']} of {s['pairs']} |")
+    return "\n".join(lines)
+
+
 def main(argv):
     del argv
+    if FLAGS.markdown_from:
+        with open(FLAGS.markdown_from) as f:
+            print(markdown(json.load(f)))
+        return
     with open(FLAGS.pairs) as f:
         data = json.load(f)
     pairs, priors, spaces = data["pairs"], FLAGS.priors, FLAGS.spaces
