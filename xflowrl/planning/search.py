@@ -126,6 +126,7 @@ class PlanResult(NamedTuple):
     seconds: float
     stopped: str                      # one of STOPS
     prior: str
+    real_steps_to_best: int = 0       # expansions when the handed-over cost was first seen
 
     @property
     def change_pct(self) -> float:
@@ -165,6 +166,7 @@ class Planner:
                 else env.initial_cost)
         self.root = self.tree.node_of(first, cost, None)
         self.best = _Best(cost, self.root, (), first)
+        self.best_at = 0
         self._expand(self.root, rollout=False)
         if config.greedy_start:
             self._descend(self.root, self.env.config.max_steps)
@@ -220,6 +222,7 @@ class Planner:
                graph: Optional[Graph]) -> None:
         if cost < self.best.cost - CHEAPER:
             self.best = _Best(cost, node, suffix, graph)
+            self.best_at = self.sim.real_steps
 
     # -- simulations ---------------------------------------------------------
 
@@ -375,7 +378,7 @@ class Planner:
                           rule_enumerations=self.sim.rule_enumerations,
                           decisions=decisions, nodes=len(self.tree),
                           seconds=time.monotonic() - self._start, stopped=stopped,
-                          prior=self.prior.name)
+                          prior=self.prior.name, real_steps_to_best=self.best_at)
 
 
 def _backup(path: List[Node]) -> None:

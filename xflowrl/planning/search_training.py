@@ -138,11 +138,13 @@ class IterationRecord:
 
 @dataclasses.dataclass
 class BestGraph:
-    """The cheapest graph a run's planners handed over on one graph."""
+    """The cheapest graph a run's planners handed over on one graph, and
+    the real steps spent on that graph when it was first seen."""
     cost: float
     initial_cost: float
     change_pct: float
     applied: List[Tuple[str, int]]
+    real_steps_to_best: int
 
 
 @dataclasses.dataclass
@@ -155,6 +157,7 @@ class SearchRun:
     real_steps: int      # self-play and reanalyse, all iterations
     store_parts: int     # parts of the store the recorded iterations wrote
     rule_enumerations: int = 0  # self-play's, all iterations
+    spent: Dict[str, int] = dataclasses.field(default_factory=dict)  # real steps per graph
 
     def save(self, out_dir: str) -> None:
         tmp = os.path.join(out_dir, RUN_JSON + ".tmp")
@@ -175,7 +178,7 @@ class SearchRun:
                          for k, v in data["best"].items()},
                    policy=data["policy"], real_steps=data["real_steps"],
                    store_parts=data["store_parts"],
-                   rule_enumerations=data["rule_enumerations"])
+                   rule_enumerations=data["rule_enumerations"], spent=data.get("spent", {}))
 
 
 def _graphs_of(config: SearchTrainingConfig, iteration: int) -> List[str]:
@@ -204,10 +207,10 @@ def _start(config: SearchTrainingConfig, out_dir: str) -> Tuple[SearchRun, Targe
 
 
 def _reanalyse(config: SearchTrainingConfig, store: TargetStore, iteration: int,
-               parts: int, policy: str) -> Tuple[int, int]:
+               parts: int, policy: str, spent: Dict[str, int]) -> Tuple[int, int]:
     """Searches again from `reanalyse_states` stored states of the first
-    `parts` parts with `policy` as prior and rewrites their parts;
-    (states, real steps)."""
+    `parts` parts with `policy` as prior and rewrites their parts, adding
+    the real steps to `spent` per graph; (states, real steps)."""
     if not config.reanalyse_states or not parts:
         return 0, 0
     index = [(p, i) for p in range(parts) for i in range(len(store.read(p)))]
@@ -227,6 +230,7 @@ def _reanalyse(config: SearchTrainingConfig, store: TargetStore, iteration: int,
     for where, done in zip(by_graph.values(), run_jobs(jobs, config.actors)):
         assert isinstance(done, Reanalysed)
         steps += done.real_steps
+        spent[done.graph] = spent.get(done.graph, 0) + done.real_steps
         for (p, i), state in zip(where, done.states):
             stored[p][i] = state
     for p, states in stored.items():
@@ -262,12 +266,15 @@ def train_from_search(config: SearchTrainingConfig, out_dir: str,
         self_steps = sum(p.real_steps for p in played)
         for p in played:
             best = run.best.get(p.graph)
+            spent = run.spent.get(p.graph, 0)
             if best is None or p.cost < best.cost:
-                run.best[p.graph] = BestGraph(p.cost, p.initial_cost, p.change_pct, p.applied)
+                run.best[p.graph] = BestGraph(p.cost, p.initial_cost, p.change_pct, p.applied,
+                                              spent + p.real_steps_to_best)
+            run.spent[p.graph] = spent + p.real_steps
         if new:
             store.add(new)
         reanalysed, re_steps = _reanalyse(config, store, iteration, run.store_parts,
-                                          run.policy)
+                                          run.policy, run.spent)
         env = environment(graphs[0], config.rules, config.cost_model)
         learner = SearchLearner(run.policy, env, dataclasses.replace(
             config.learn, seed=config.seed * 1000 + iteration))
@@ -318,6 +325,7 @@ class FinetuneOutcome:
     change_pct: float
     applied: List[Tuple[str, int]]
     real_steps: int
+    real_steps_to_best: int
     self_play_real_steps: int
     final_change_pct: float
     rule_enumerations: int
@@ -342,10 +350,12 @@ def finetune_by_search(graph: str, budget: int, config: SearchTrainingConfig, ou
                                           max_real_steps=max(1, budget - run.real_steps)))
     best = run.best.get(graph)
     if best is None or final.cost < best.cost:
-        best = BestGraph(final.cost, final.initial_cost, final.change_pct, final.applied)
+        best = BestGraph(final.cost, final.initial_cost, final.change_pct, final.applied,
+                         run.real_steps + final.real_steps_to_best)
     return FinetuneOutcome(cost=best.cost, initial_cost=best.initial_cost,
                            change_pct=best.change_pct, applied=list(best.applied),
                            real_steps=run.real_steps + final.real_steps,
+                           real_steps_to_best=best.real_steps_to_best,
                            self_play_real_steps=run.real_steps,
                            final_change_pct=final.change_pct,
                            rule_enumerations=run.rule_enumerations + final.rule_enumerations,

@@ -179,6 +179,7 @@ class Played(NamedTuple):
     applied: List[Tuple[str, int]]  # the route to it from the initial graph
     stopped: str
     rule_enumerations: int         # single-rule enumerations (multi-location actions)
+    real_steps_to_best: int        # real steps when its cost was first seen
 
     @property
     def change_pct(self) -> float:
@@ -211,7 +212,7 @@ def play(job: SelfPlayJob) -> Played:
     result = planner.run()
     return Played(job.graph, harvest(planner, env, job.targets, job.graph), result.real_steps,
                   result.cost, result.initial_cost, result.applied, result.stopped,
-                  result.rule_enumerations)
+                  result.rule_enumerations, result.real_steps_to_best)
 
 
 def reanalyse(job: ReanalyseJob) -> Reanalysed:
