@@ -53,6 +53,7 @@ class SelfPlayTest(absltest.TestCase):
         env = environment(_GRAPH, _RULES, _COST)
         played = self.played
         self.assertEqual(played.real_steps, 20)
+        self.assertBetween(played.real_steps_to_best, 1, played.real_steps)
         # One state per expansion: every expanded node with candidates.
         self.assertLen(played.states, played.real_steps)
         self.assertTrue(played.states[0].root)
@@ -176,6 +177,8 @@ class IterationTest(absltest.TestCase):
         self.assertSetEqual(set(record.losses), {"loss", "policy_xfer", "policy_location",
                                                  "value"})
         self.assertLessEqual(run.best[_GRAPH].change_pct, 0.0)
+        self.assertBetween(run.best[_GRAPH].real_steps_to_best, 1, run.real_steps)
+        self.assertEqual(run.spent, {_GRAPH: run.real_steps})
         # Resumed with the same config: nothing more to do, the same record.
         self.assertEqual(SearchRun.load(out), train_from_search(config, out))
         with self.assertRaisesRegex(ValueError, "another config"):
