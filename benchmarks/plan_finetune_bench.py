@@ -47,12 +47,13 @@ holds on the GPU it models.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
 import tempfile
 import time
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from absl import app, flags
 import numpy as np
@@ -135,18 +136,27 @@ def measure(env: GraphEnv, graphs: Dict[str, Graph], rounds: int
             for k in graphs}
 
 
+@dataclasses.dataclass(frozen=True)
+class Learned:
+    """The `learned` config's settings (the --learned_* flags)."""
+    iterations: int = 2
+    steps: int = 40
+    share: float = 2 / 3
+    folder: str = ""
+
+
 def run_learned(pair: Dict[str, Any], env: GraphEnv, space: str, budget: int,
-                data: Dict[str, Any]) -> Tuple[Dict[str, Any], Graph]:
+                data: Dict[str, Any], learned: Learned) -> Tuple[Dict[str, Any], Graph]:
     """Learning from search on the pair's graph within `budget`; the row's
     fields and the graph it handed over."""
     config = SearchTrainingConfig(
-        policy=SHIPPED, iterations=FLAGS.learned_iterations, rules=data["rules"],
+        policy=SHIPPED, iterations=learned.iterations, rules=data["rules"],
         cost_model=data["cost_model"],
         plan=PlanConfig(time_limit_s=600, seed=pair["seed"], **SPACES[space]),
-        learn=LearnConfig(steps=FLAGS.learned_steps), seed=pair["seed"])
-    root = FLAGS.learned_dir or tempfile.mkdtemp(prefix="plan_finetune_learned_")
+        learn=LearnConfig(steps=learned.steps), seed=pair["seed"])
+    root = learned.folder or tempfile.mkdtemp(prefix="plan_finetune_learned_")
     out_dir = os.path.join(root, f"{pair['graph'].replace('/', '_')}_{pair['seed']}_{space}")
-    outcome = finetune_by_search(pair["graph"], budget, config, out_dir, FLAGS.learned_share)
+    outcome = finetune_by_search(pair["graph"], budget, config, out_dir, learned.share)
     fields = {"change_pct": outcome.change_pct, "real_steps": outcome.real_steps,
               "real_steps_to_best": outcome.real_steps_to_best,
               "rule_enumerations": outcome.rule_enumerations,
@@ -160,11 +170,16 @@ def run_learned(pair: Dict[str, Any], env: GraphEnv, space: str, budget: int,
 
 
 def run_pair(pair: Dict[str, Any], env: GraphEnv, prior: str, space: str,
-             budget: int, data: Dict[str, Any]) -> Tuple[Dict[str, Any], Graph]:
-    """One planner run on one pair; its row and the graph it handed over."""
+             budget: int, data: Optional[Dict[str, Any]] = None,
+             learned: Learned = Learned()) -> Tuple[Dict[str, Any], Graph]:
+    """One planner run on one pair (`learned`: learning from search on
+    it, which needs the pairs file's `data`); its row and the graph it
+    handed over."""
     start = time.thread_time()
     if prior == "learned":
-        fields, graph = run_learned(pair, env, space, budget, data)
+        if data is None:
+            raise ValueError("the learned config needs the pairs file's rules and cost model")
+        fields, graph = run_learned(pair, env, space, budget, data, learned)
     else:
         config = PlanConfig(prior=_prior_spec(prior), max_real_steps=budget, time_limit_s=600,
                             seed=pair["seed"], **SPACES[space])
@@ -241,6 +256,8 @@ def main(argv):
     with open(FLAGS.pairs) as f:
         data = json.load(f)
     pairs, priors, spaces = data["pairs"], FLAGS.priors, FLAGS.spaces
+    learned = Learned(FLAGS.learned_iterations, FLAGS.learned_steps, FLAGS.learned_share,
+                      FLAGS.learned_dir)
     if FLAGS.quick:
         pairs, priors, spaces = pairs[:1], ["xfer"], ["deployed"]
         FLAGS.measure_rounds = min(FLAGS.measure_rounds, 1)
@@ -252,7 +269,7 @@ def main(argv):
             budget = 20 if FLAGS.quick else int(data["fraction"] * pair["scratch_steps"])
             for space in spaces:
                 for prior in priors:
-                    row, graph = run_pair(pair, env, prior, space, budget, data)
+                    row, graph = run_pair(pair, env, prior, space, budget, data, learned)
                     graphs[f"{prior}/{space}/{pair['seed']}"] = graph
                     print(json.dumps(row), file=sys.stderr, flush=True)
                     rows.append(row)
