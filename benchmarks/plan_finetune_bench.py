@@ -143,6 +143,7 @@ class Learned:
     steps: int = 40
     share: float = 2 / 3
     folder: str = ""
+    compiled: bool = True   # `LearnConfig.compiled`
 
 
 def run_learned(pair: Dict[str, Any], env: GraphEnv, space: str, budget: int,
@@ -153,7 +154,7 @@ def run_learned(pair: Dict[str, Any], env: GraphEnv, space: str, budget: int,
         policy=SHIPPED, iterations=learned.iterations, rules=data["rules"],
         cost_model=data["cost_model"],
         plan=PlanConfig(time_limit_s=600, seed=pair["seed"], **SPACES[space]),
-        learn=LearnConfig(steps=learned.steps), seed=pair["seed"])
+        learn=LearnConfig(steps=learned.steps, compiled=learned.compiled), seed=pair["seed"])
     root = learned.folder or tempfile.mkdtemp(prefix="plan_finetune_learned_")
     out_dir = os.path.join(root, f"{pair['graph'].replace('/', '_')}_{pair['seed']}_{space}")
     outcome = finetune_by_search(pair["graph"], budget, config, out_dir, learned.share)

@@ -63,7 +63,7 @@ flags.DEFINE_integer("actors", 0, "Ray actors for self-play and reanalyse (0: th
 flags.DEFINE_integer("seed", 0, "Seed of graph draws, planners and learners.")
 flags.DEFINE_string("out_dir", "results/train_from_search", "Results folder.")
 flags.DEFINE_bool("quick", False, "Two iterations of one small graph, 30 real steps each, "
-                  "5 learning steps.")
+                  "5 learning steps (eager), 2 states reanalysed.")
 
 
 def _say(line: str) -> None:
@@ -89,7 +89,7 @@ def config_from_flags() -> SearchTrainingConfig:
             policy=FLAGS.policy, graphs=(FLAGS.graph or "squeezenet/f2w8",),
             graphs_per_iteration=1, iterations=2, rules=FLAGS.rules,
             cost_model=FLAGS.cost_model, plan=PlanConfig(simulations=8, max_real_steps=30),
-            learn=LearnConfig(steps=5, batch_size=8), reanalyse_states=2,
+            learn=LearnConfig(steps=5, batch_size=8, compiled=False), reanalyse_states=2,
             actors=FLAGS.actors, seed=FLAGS.seed)
     return config
 

@@ -166,7 +166,7 @@ class IterationTest(absltest.TestCase):
         out = tempfile.mkdtemp()
         config = SearchTrainingConfig(graphs=(_GRAPH,), graphs_per_iteration=1, iterations=1,
                                       plan=PlanConfig(simulations=4, max_real_steps=12),
-                                      learn=LearnConfig(steps=3, batch_size=8))
+                                      learn=LearnConfig(steps=3, batch_size=8, compiled=False))
         run = train_from_search(config, out)
         self.assertLen(run.iterations, 1)
         record = run.iterations[0]

@@ -58,6 +58,9 @@ class LearnConfig:
         planner reads the policy only: at 0.02 the value's gradient does not
         swamp the policy's under the global-norm clip.
       max_grad_norm: global-norm clip (None: none).
+      compiled: run the steps as a `tf.function` (traced again as batch
+        shapes vary, a few times at first: for a handful of steps eager
+        is quicker).
       seed: the minibatch order's.
     """
     steps: int = 50
@@ -66,6 +69,7 @@ class LearnConfig:
     location_coef: float = 1.0
     value_coef: float = 0.02
     max_grad_norm: Optional[float] = 0.5
+    compiled: bool = True
     seed: int = 0
 
     def __post_init__(self):
@@ -171,7 +175,8 @@ class SearchLearner:
         if self._step is None:
             import tensorflow as tf  # pylint: disable=import-outside-toplevel
             build_adam(self.optimizer, self.network.trainable_variables)
-            self._step = tf.function(self._step_impl, reduce_retracing=True)
+            self._step = (tf.function(self._step_impl, reduce_retracing=True)
+                          if self.config.compiled else self._step_impl)
         return {k: float(v) for k, v in self._step(batch).items()}
 
     def _step_impl(self, batch: TargetBatch):
