@@ -1,7 +1,7 @@
 """Planning as the generalist's fine-tuning path: does the engine planner
 reach a per-graph agent's result with a tenth of its real steps? Prints JSON.
 
-    python benchmarks/plan_finetune_bench.py [--priors=xfer,policy:shipped]
+    python benchmarks/plan_finetune_bench.py [--priors=xfer,policy:shipped,learned]
         [--spaces=deployed,thesis] [--pairs=benchmarks/data/finetune_pairs.json]
         [--out_json=PATH] [--measure_rounds=5] [--quick]
 
@@ -18,7 +18,13 @@ point).
 
 Priors: `xfer` (the planner's default: the candidates' costs, factored by
 xfer), `policy:shipped` (the shipped generalist, `xflowrl.policy.SHIPPED`,
-as prior: zero-shot planning from it). Action spaces: `deployed` (what
+as prior: zero-shot planning from it), and `learned` (learning from search
+on the pair's graph from the shipped generalist,
+`xflowrl.planning.search_training.finetune_by_search`: --learned_iterations
+self-play runs, each followed by --learned_steps gradient steps on every
+state stored so far, within --learned_share of the budget, then one planner
+run with the learned policy as prior on the rest; the cheapest graph of all
+of them, every real step of self-play counted into the budget). Action spaces: `deployed` (what
 `xflowrl optimize --method=plan` runs: multi-location actions, identical
 ops merged) and `thesis` (one substitution per action). Real steps are the
 planner's expansions (one enumeration and pricing of a graph's candidates
@@ -41,11 +47,13 @@ holds on the GPU it models.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
+import tempfile
 import time
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from absl import app, flags
 import numpy as np
@@ -54,6 +62,9 @@ from xflowrl import corpus
 from xflowrl.engine import CostModel, Graph, XferSet
 from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.planning import PlanConfig, plan
+from xflowrl.planning.learner import LearnConfig
+from xflowrl.planning.search_training import SearchTrainingConfig, finetune_by_search
+from xflowrl.planning.simulator import replay_route
 from xflowrl.policy import SHIPPED
 from xflowrl.search import greedy_walk, run_taso
 from xflowrl.search.eqsat import same_outputs
@@ -66,8 +77,15 @@ flags.DEFINE_list("priors", ["xfer", "policy:shipped"],
                   "Planner priors (policy:shipped: the shipped generalist).")
 flags.DEFINE_list("spaces", ["deployed", "thesis"], "Action spaces (module docstring).")
 flags.DEFINE_string("out_json", "", "Also write the rows and the summary here.")
+flags.DEFINE_string("markdown_from", "", "Print the tables of a written --out_json as "
+                    "markdown and do nothing else.")
 flags.DEFINE_integer("measure_rounds", 5, "Interleaved rounds of onnxruntime timing on this "
                      "CPU per graph (0: none).")
+flags.DEFINE_integer("learned_iterations", 2, "`learned`: self-play and learning rounds.")
+flags.DEFINE_float("learned_share", 2 / 3, "`learned`: the budget's share for self-play.")
+flags.DEFINE_integer("learned_steps", 40, "`learned`: gradient steps per round.")
+flags.DEFINE_string("learned_dir", "", "`learned`: its runs' folders (default: a temporary "
+                    "folder).")
 flags.DEFINE_bool("quick", False, "The first pair only, one prior (xfer), the deployed "
                   "space, a budget of 20 real steps (the tests' check that it runs).")
 
@@ -118,24 +136,70 @@ def measure(env: GraphEnv, graphs: Dict[str, Graph], rounds: int
             for k in graphs}
 
 
+@dataclasses.dataclass(frozen=True)
+class Learned:
+    """The `learned` config's settings (the --learned_* flags)."""
+    iterations: int = 2
+    steps: int = 40
+    share: float = 2 / 3
+    folder: str = ""
+    compiled: bool = True   # `LearnConfig.compiled`
+
+
+def run_learned(pair: Dict[str, Any], env: GraphEnv, space: str, budget: int,
+                data: Dict[str, Any], learned: Learned) -> Tuple[Dict[str, Any], Graph]:
+    """Learning from search on the pair's graph within `budget`; the row's
+    fields and the graph it handed over."""
+    config = SearchTrainingConfig(
+        policy=SHIPPED, iterations=learned.iterations, rules=data["rules"],
+        cost_model=data["cost_model"],
+        plan=PlanConfig(time_limit_s=600, seed=pair["seed"], **SPACES[space]),
+        learn=LearnConfig(steps=learned.steps, compiled=learned.compiled), seed=pair["seed"])
+    root = learned.folder or tempfile.mkdtemp(prefix="plan_finetune_learned_")
+    out_dir = os.path.join(root, f"{pair['graph'].replace('/', '_')}_{pair['seed']}_{space}")
+    outcome = finetune_by_search(pair["graph"], budget, config, out_dir, learned.share)
+    fields = {"change_pct": outcome.change_pct, "real_steps": outcome.real_steps,
+              "real_steps_to_best": outcome.real_steps_to_best,
+              "rule_enumerations": outcome.rule_enumerations,
+              "self_play_real_steps": outcome.self_play_real_steps,
+              "final_change_pct": outcome.final_change_pct, "stopped": "",
+              "learning": [{"iteration": r.iteration, "real_steps": r.self_play_real_steps,
+                            "self_play_change_pct": r.change_pct[pair["graph"]],
+                            "states_stored": r.states_stored, "loss_before": r.loss_before,
+                            "losses": r.losses} for r in outcome.run.iterations]}
+    return fields, replay_route(env, outcome.applied)
+
+
 def run_pair(pair: Dict[str, Any], env: GraphEnv, prior: str, space: str,
-             budget: int) -> Tuple[Dict[str, Any], Graph]:
-    """One planner run on one pair; its row and the graph it handed over."""
-    config = PlanConfig(prior=_prior_spec(prior), max_real_steps=budget, time_limit_s=600,
-                        seed=pair["seed"], **SPACES[space])
+             budget: int, data: Optional[Dict[str, Any]] = None,
+             learned: Learned = Learned()) -> Tuple[Dict[str, Any], Graph]:
+    """One planner run on one pair (`learned`: learning from search on
+    it, which needs the pairs file's `data`); its row and the graph it
+    handed over."""
     start = time.thread_time()
-    result = plan(env, config)
+    if prior == "learned":
+        if data is None:
+            raise ValueError("the learned config needs the pairs file's rules and cost model")
+        fields, graph = run_learned(pair, env, space, budget, data, learned)
+    else:
+        config = PlanConfig(prior=_prior_spec(prior), max_real_steps=budget, time_limit_s=600,
+                            seed=pair["seed"], **SPACES[space])
+        result = plan(env, config)
+        fields, graph = {"change_pct": result.change_pct, "real_steps": result.real_steps,
+                         "real_steps_to_best": result.real_steps_to_best,
+                         "rule_enumerations": result.rule_enumerations,
+                         "stopped": result.stopped}, result.graph
     cpu = time.thread_time() - start
-    reached = (result.change_pct <= pair["scratch_change_pct"] + TOLERANCE_PT
-               and result.real_steps <= budget)
+    reached = (fields["change_pct"] <= pair["scratch_change_pct"] + TOLERANCE_PT
+               and fields["real_steps"] <= budget)
     return {"graph": pair["graph"], "seed": pair["seed"], "prior": prior, "space": space,
             "budget": budget, "scratch_steps": pair["scratch_steps"],
-            "scratch_change_pct": pair["scratch_change_pct"], "initial_ms": result.initial_cost,
-            "change_pct": result.change_pct, "reached": bool(reached),
-            "real_steps": result.real_steps, "rule_enumerations": result.rule_enumerations,
-            "within_budget_all_counted": result.real_steps + result.rule_enumerations <= budget,
-            "same_outputs": same_outputs(env.initial_graph, result.graph),
-            "stopped": result.stopped, "cpu_seconds": cpu}, result.graph
+            "scratch_change_pct": pair["scratch_change_pct"], "initial_ms": env.initial_cost,
+            **fields, "reached": bool(reached),
+            "within_budget_all_counted":
+                fields["real_steps"] + fields["rule_enumerations"] <= budget,
+            "same_outputs": same_outputs(env.initial_graph, graph),
+            "cpu_seconds": cpu}, graph
 
 
 def summary(rows: List[Dict[str, Any]]) -> Dict[str, Any]:
@@ -153,11 +217,48 @@ def summary(rows: List[Dict[str, Any]]) -> Dict[str, Any]:
     return out
 
 
+def markdown(out: Dict[str, Any]) -> str:
+    """The rows and the summary of a run as markdown tables."""
+    lines = ["| (graph, seed) | prior | space | budget | agent % | planner % | reached "
+             "| real steps | of them self-play | single-rule enumerations "
+             "| reached, all counted |", "|" + "---|" * 11]
+    for r in out["rows"]:
+        lines.append(
+            f"| {r['graph']} ({r['seed']}) | {r['prior']} | {r['space']} | {r['budget']} "
+            f"| {r['scratch_change_pct']:.3f} | {r['change_pct']:.3f} "
+            f"| {'yes' if r['reached'] else 'no'} | {r['real_steps']} "
+            f"| {r.get('self_play_real_steps', '')} | {r['rule_enumerations']} "
+            f"| {'yes' if r['reached'] and r['within_budget_all_counted'] else 'no'} |")
+    lines += ["", "| graph | prior | space | seeds | planner % median [range] "
+              "| real steps to it median [range] |", "|---|---|---|---|---|---|"]
+    groups: Dict[Tuple[str, str, str], List[Dict[str, Any]]] = {}
+    for r in out["rows"]:
+        groups.setdefault((r["graph"], r["prior"], r["space"]), []).append(r)
+    for (graph, prior, space), rows in groups.items():
+        change = [r["change_pct"] for r in rows]
+        steps = [r.get("real_steps_to_best", r["real_steps"]) for r in rows]
+        lines.append(f"| {graph} | {prior} | {space} | {len(rows)} "
+                     f"| {np.median(change):.3f} [{min(change):.3f}, {max(change):.3f}] "
+                     f"| {np.median(steps):.0f} [{min(steps)}, {max(steps)}] |")
+    lines += ["", "| prior / space | reached (expansions) | reached (all engine calls) |",
+              "|---|---|---|"]
+    for key, s in out["summary"].items():
+        lines.append(f"| {key} | {s['reached']} of {s['pairs']} "
+                     f"| {s['reached_all_counted']} of {s['pairs']} |")
+    return "\n".join(lines)
+
+
 def main(argv):
     del argv
+    if FLAGS.markdown_from:
+        with open(FLAGS.markdown_from) as f:
+            print(markdown(json.load(f)))
+        return
     with open(FLAGS.pairs) as f:
         data = json.load(f)
     pairs, priors, spaces = data["pairs"], FLAGS.priors, FLAGS.spaces
+    learned = Learned(FLAGS.learned_iterations, FLAGS.learned_steps, FLAGS.learned_share,
+                      FLAGS.learned_dir)
     if FLAGS.quick:
         pairs, priors, spaces = pairs[:1], ["xfer"], ["deployed"]
         FLAGS.measure_rounds = min(FLAGS.measure_rounds, 1)
@@ -169,7 +270,7 @@ def main(argv):
             budget = 20 if FLAGS.quick else int(data["fraction"] * pair["scratch_steps"])
             for space in spaces:
                 for prior in priors:
-                    row, graph = run_pair(pair, env, prior, space, budget)
+                    row, graph = run_pair(pair, env, prior, space, budget, data, learned)
                     graphs[f"{prior}/{space}/{pair['seed']}"] = graph
                     print(json.dumps(row), file=sys.stderr, flush=True)
                     rows.append(row)

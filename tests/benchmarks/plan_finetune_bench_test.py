@@ -64,6 +64,21 @@ class RunPairTest(absltest.TestCase):
                          sum(r["reached"] for r in rows))
         self.assertTrue(all(s["all_compute_the_original"] for s in out.values()))
 
+    def test_learned_row_counts_self_play_into_the_budget(self):
+        data = _pairs()
+        vit = next(p for p in data["pairs"] if p["graph"].startswith("vit/"))
+        env = bench.environment(vit["graph"], data)
+        row, graph = bench.run_pair(vit, env, "learned", "thesis", 30, data,
+                                    bench.Learned(iterations=1, steps=2, compiled=False))
+        self.assertAlmostEqual(
+            row["change_pct"], 100.0 * (graph.cost(env.cost_model) / env.initial_cost - 1.0))
+        self.assertIs(row["same_outputs"], True, row)
+        self.assertEqual(row["self_play_real_steps"], 20)   # two thirds of 30
+        self.assertGreater(row["real_steps"], row["self_play_real_steps"])  # + the final run
+        self.assertLessEqual(row["real_steps"], 30)
+        self.assertBetween(row["real_steps_to_best"], 1, row["real_steps"])
+        self.assertLen(row["learning"], 1)
+
     def test_quick_as_a_user_runs_it(self):
         done = subprocess.run([sys.executable, os.path.join(_ROOT, "benchmarks",
                                                             "plan_finetune_bench.py"), "--quick"],

@@ -126,6 +126,7 @@ class PlanResult(NamedTuple):
     seconds: float
     stopped: str                      # one of STOPS
     prior: str
+    real_steps_to_best: int = 0       # expansions when the handed-over cost was first seen
 
     @property
     def change_pct(self) -> float:
@@ -145,8 +146,14 @@ class Planner:
     """One planning run over one graph (`plan` is the usual way in)."""
 
     def __init__(self, env: GraphEnv, config: PlanConfig, prior: Optional[Prior] = None,
-                 progress: Optional[Callable[[str], None]] = None):
+                 progress: Optional[Callable[[str], None]] = None,
+                 start: Optional[Graph] = None):
+        """`start`: plan from this graph instead of `env`'s initial graph
+        (a graph reached from it: costs stay in points of the initial
+        graph's, and the route handed over starts at `start`); reanalyse
+        searches again from stored graphs this way."""
         self.env = env
+        self.start_graph = env.initial_graph if start is None else start
         self.config = config
         self.sim = EngineSimulator.of(env, config.merge_identical)
         self.prior = prior if prior is not None else make_prior(config.prior, env)
@@ -154,10 +161,12 @@ class Planner:
         self.rng = np.random.default_rng(config.seed)
         self.progress = progress
         self._start = time.monotonic()
-        start, self._prefix = self.sim.canonical(env.initial_graph)
-        cost = start.cost(env.cost_model) if self._prefix else env.initial_cost
-        self.root = self.tree.node_of(start, cost, None)
-        self.best = _Best(cost, self.root, (), start)
+        first, self._prefix = self.sim.canonical(self.start_graph)
+        cost = (first.cost(env.cost_model) if self._prefix or start is not None
+                else env.initial_cost)
+        self.root = self.tree.node_of(first, cost, None)
+        self.best = _Best(cost, self.root, (), first)
+        self.best_at = 0
         self._expand(self.root, rollout=False)
         if config.greedy_start:
             self._descend(self.root, self.env.config.max_steps)
@@ -213,6 +222,7 @@ class Planner:
                graph: Optional[Graph]) -> None:
         if cost < self.best.cost - CHEAPER:
             self.best = _Best(cost, node, suffix, graph)
+            self.best_at = self.sim.real_steps
 
     # -- simulations ---------------------------------------------------------
 
@@ -351,7 +361,7 @@ class Planner:
 
     def _result(self, decisions: int, stopped: str) -> PlanResult:
         best = self.best
-        route = self.sim.full_route(self.env.initial_graph, list(self._prefix)
+        route = self.sim.full_route(self.start_graph, list(self._prefix)
                                     + best.node.path() + list(best.suffix))
         graph = best.graph
         if graph is None:   # the cheapest candidate of an expanded node: build it
@@ -368,7 +378,7 @@ class Planner:
                           rule_enumerations=self.sim.rule_enumerations,
                           decisions=decisions, nodes=len(self.tree),
                           seconds=time.monotonic() - self._start, stopped=stopped,
-                          prior=self.prior.name)
+                          prior=self.prior.name, real_steps_to_best=self.best_at)
 
 
 def _backup(path: List[Node]) -> None:

@@ -94,6 +94,10 @@ class Tree:
     def __len__(self) -> int:
         return len(self._nodes)
 
+    def nodes(self) -> List[Node]:
+        """Every node, in the order they were made."""
+        return list(self._nodes.values())
+
     def node_of(self, graph: Graph, cost: float, parent: Optional[Node],
                 action: Tuple[Step, ...] = ()) -> Node:
         """The node of `graph`, made if the tree has none."""
