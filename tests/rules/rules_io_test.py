@@ -4,10 +4,12 @@ These tests do not need the native engine.
 """
 
 import collections
+import dataclasses
 import json
 import os
 import tempfile
 from typing import List, Sequence, Tuple
+from unittest import mock
 
 from absl.testing import absltest
 
@@ -346,6 +348,22 @@ class JsonFormatTest(absltest.TestCase):
         self.assertEqual(rules_io.load_rules(path), rules)
         with open(path) as f:
             self.assertLen(f.readlines(), len(rules) + 2)  # one rule per line
+
+    def test_a_file_read_again_is_parsed_only_when_its_bytes_change(self):
+        path = self._temp_path()
+        rules_io.save_rules([CONV_RELU], path)
+        with mock.patch.object(rules_io, "_parse_rules", wraps=rules_io._parse_rules) as parse:
+            first = rules_io.load_rules(path)
+            again = rules_io.load_rules(path)
+            self.assertEqual(parse.call_count, 1)
+            self.assertEqual(again, first)
+            again.append(CONV_RELU)  # the caller's list, not the kept one
+            self.assertEqual(rules_io.load_rules(path), [CONV_RELU])
+            # Rewritten in place (the same path and size): read anew.
+            renamed = dataclasses.replace(CONV_RELU, name="conv_reLU")
+            rules_io.save_rules([renamed], path)
+            self.assertEqual(rules_io.load_rules(path), [renamed])
+            self.assertEqual(parse.call_count, 2)
 
     def test_params_are_canonical(self):
         a = PatternOp("conv2d", (X, W1), (("stride_w", 1), ("padding", 0)))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from xflowrl import ops as op_table
@@ -328,19 +329,39 @@ def save_rules(rules: Sequence[Rule], path: str) -> None:
         f.write("\n]}\n")
 
 
+# Rule files read before, by absolute path: their bytes and their rules.
+# Rules are immutable, so a file whose bytes are unchanged is not parsed
+# and validated again (a quarter of a second for the default set, which
+# the environment, the searches and the tests build many times).
+_READ: Dict[str, Tuple[bytes, Tuple[Rule, ...]]] = {}
+
+
 def load_rules(path: str) -> List[Rule]:
-    """Reads and validates a rule file of the project's JSON format.
+    """Reads and validates a rule file of the project's JSON format (a
+    file read before with the same bytes gives its rules at once).
 
     Raises:
       ValueError: the file is not valid JSON, not of this format or version,
         a rule is malformed (the message names the rule and the field), or
         two rules share a name.
     """
-    with open(path) as f:
-        try:
-            doc = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON: {e}") from e
+    key = os.path.abspath(path)
+    with open(path, "rb") as f:
+        raw = f.read()
+    read = _READ.get(key)
+    if read is not None and read[0] == raw:
+        return list(read[1])
+    rules = _parse_rules(raw, path)
+    _READ[key] = (raw, tuple(rules))
+    return rules
+
+
+def _parse_rules(raw: bytes, path: str) -> List[Rule]:
+    """The rules of a rule file's bytes; ValueError as `load_rules`."""
+    try:
+        doc = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON: {e}") from e
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ValueError(f"{path}: not an {FORMAT} file (missing 'format': '{FORMAT}')")
     if doc.get("version") != VERSION:
