@@ -10,6 +10,7 @@ and every earlier candidate). At most `max_locations` per xfer are kept.
 
 from __future__ import annotations
 
+import functools
 import resource
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -54,7 +55,10 @@ def _native_op(op: "rules_io.PatternOp", rule_name: str):
     return (type_id, [(t.op, t.index) for t in op.inputs], params, copied)
 
 
+@functools.lru_cache(maxsize=None)
 def _native_rule(rule: "rules_io.Rule"):
+    """The binding's form of `rule` (kept: rules are immutable, and a rule
+    set is built many times from the same rules; the binding only reads it)."""
     return (rule.name,
             [_native_op(op, rule.name) for op in rule.src],
             [_native_op(op, rule.name) for op in rule.dst],
