@@ -66,6 +66,21 @@ class DevicesTest(absltest.TestCase):
             with self.assertRaisesRegex(devices.DeviceUnavailable, "torch-cpu"):
                 devices.resolve("torch-cpu")
 
+    @absltest.skipUnless(sys.platform.startswith("linux"), "the driver check is Linux's")
+    def test_no_gpu_driver_is_named_without_importing_pytorch(self):
+        # PyTorch found but made unimportable: a message naming its import
+        # would mean it was asked.
+        found = mock.patch.object(devices, "_torch_found", return_value=True)
+        with found, mock.patch.object(devices, "_GPU_DRIVER_PATHS", ("/no/such/driver",)), \
+                mock.patch.dict(sys.modules, {"torch": None}):
+            missing = devices.cuda_missing()
+            self.assertEqual(missing, "PyTorch sees no CUDA GPU: no GPU driver is loaded "
+                                      "(none of /no/such/driver exists)")
+            self.assertEqual(devices.resolve("auto").why, f"no GPU path: {missing}")
+        with found, mock.patch.object(devices, "_GPU_DRIVER_PATHS", (__file__,)), \
+                mock.patch.dict(sys.modules, {"torch": None}):
+            self.assertStartsWith(devices.cuda_missing(), "PyTorch does not import")
+
     def test_xflowrl_works_without_pytorch(self):
         """With PyTorch made unimportable, the command's modules import and
         "auto" is the CPU, saying why."""

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import os
+import sys
 from typing import Optional
 
 AUTO, CPU, CUDA, TORCH_CPU = "auto", "cpu", "cuda", "torch-cpu"
@@ -43,11 +45,27 @@ def _torch_found() -> bool:
         return False
 
 
+# What a GPU driver PyTorch could use leaves on Linux: NVIDIA's kernel
+# driver, WSL2's GPU device, ROCm's. Without any of them PyTorch sees no
+# GPU, and asking it costs its import (seconds) on every run of `xflowrl`.
+_GPU_DRIVER_PATHS = ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/dev/dxg", "/dev/kfd")
+
+
+def _gpu_driver_missing() -> bool:
+    """True on Linux where no GPU driver is loaded (`_GPU_DRIVER_PATHS`);
+    False elsewhere (not known without asking PyTorch)."""
+    return sys.platform.startswith("linux") and not any(
+        os.path.exists(path) for path in _GPU_DRIVER_PATHS)
+
+
 def cuda_missing() -> Optional[str]:
     """What stops the GPU path here, in one line, or None where PyTorch
     imports and sees a CUDA GPU."""
     if not _torch_found():
         return f"PyTorch is not installed ({INSTALL_HINT})"
+    if _gpu_driver_missing():
+        return ("PyTorch sees no CUDA GPU: no GPU driver is loaded (none of "
+                f"{', '.join(_GPU_DRIVER_PATHS)} exists)")
     try:
         import torch  # pylint: disable=import-outside-toplevel
     except Exception as e:  # a broken install says why  # pylint: disable=broad-except
