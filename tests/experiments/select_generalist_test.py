@@ -10,11 +10,8 @@ import tempfile
 
 from absl.testing import absltest
 
-from xflowrl import corpus
-from xflowrl.agents.ppo import PPOAgent, PPOConfig
+from tests.generalist.fixtures import untrained_policy_folders
 from xflowrl.engine import CostModel, XferSet
-from xflowrl.env import EnvConfig, GraphEnv
-from xflowrl.policy import PolicyInfo, save_policy
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _SCRIPT = os.path.join(_REPO, "experiments", "select_generalist.py")
@@ -28,17 +25,8 @@ class SelectGeneralistScriptTest(absltest.TestCase):
     def setUpClass(cls):
         super().setUpClass()
         cls.root = tempfile.mkdtemp()
-        env = GraphEnv(corpus.get("mlp/s100"), XFERS, COST, EnvConfig())
-        cls.folders = []
-        for seed in (0, 1):
-            ppo = PPOConfig.xrlflow()
-            agent = PPOAgent(len(XFERS), ppo, seed=seed)
-            agent.build(env)
-            folder = os.path.join(cls.root, f"seed{seed}", "policy")
-            save_policy(agent, folder, PolicyInfo(
-                ppo=ppo.__dict__, rules="default", num_xfers=len(XFERS), max_locations=200,
-                cost_model=COST.name, seed=seed, commit="abc", command="test"))
-            cls.folders.append(folder)
+        cls.folders = untrained_policy_folders(cls.root, "mlp/s100", (0, 1), XFERS, COST,
+                                               subfolder="policy")
 
     @classmethod
     def tearDownClass(cls):

@@ -2,19 +2,18 @@
 only, ranked by graphs within 2 points of greedy, then mean points, then
 the order given."""
 
-import os
 import shutil
 import tempfile
 from unittest import mock
 
 from absl.testing import absltest
 
+from tests.generalist.fixtures import untrained_policy_folders
 from xflowrl import corpus, zoo
-from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.env import EnvConfig, GraphEnv
 from xflowrl.generalist import evaluate, selection
-from xflowrl.policy import PolicyInfo, runtime, save_policy
+from xflowrl.policy import runtime
 from xflowrl.results.generalist import ZeroShotRow
 from xflowrl.search import greedy_search, with_equal_step_limit
 
@@ -87,17 +86,8 @@ class SelectTest(absltest.TestCase):
     def setUpClass(cls):
         super().setUpClass()
         cls.root = tempfile.mkdtemp()
-        env = GraphEnv(corpus.get(GRAPHS[0]), XFERS, COST, EnvConfig())
-        cls.folders = []
-        for seed in (1, 2):  # untrained networks: two different policies
-            ppo = PPOConfig.xrlflow()
-            agent = PPOAgent(len(XFERS), ppo, seed=seed)
-            agent.build(env)
-            folder = os.path.join(cls.root, f"seed{seed}")
-            save_policy(agent, folder, PolicyInfo(
-                ppo=ppo.__dict__, rules="default", num_xfers=len(XFERS), max_locations=200,
-                cost_model=COST.name, seed=seed, commit="abc", command="test"))
-            cls.folders.append(folder)
+        # Untrained networks: two different policies.
+        cls.folders = untrained_policy_folders(cls.root, GRAPHS[0], (1, 2), XFERS, COST)
 
     @classmethod
     def tearDownClass(cls):
