@@ -4,13 +4,21 @@ its harvested targets, and the planner's hand-over with them."""
 
 from absl.testing import absltest
 import numpy as np
+import tensorflow as tf
 
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.planning import EngineSimulator, PlanConfig, Planner
 from xflowrl.planning.model import LatentModel, ModelConfig, model_actions, xfer_actions
-from xflowrl.planning.model_learning import Transitions, harvest, state_key
+from xflowrl.planning.model_learning import (
+    TrainConfig,
+    Transitions,
+    evaluate,
+    harvest,
+    state_key,
+    train,
+)
 from xflowrl.planning.model_search import (
     ModelPlanConfig,
     ModelPlanner,
@@ -76,6 +84,30 @@ class ActionMappingTest(absltest.TestCase):
         np.testing.assert_array_equal(plain, whole)
 
 
+class ModelTest(absltest.TestCase):
+
+    def test_2n_actions_and_numpy_heads_compute_what_the_model_computes(self):
+        env = _env()
+        n = len(env.xfers)
+        model = _tiny_model(env)
+        self.assertEqual(model.config.num_actions, 2 * n)
+        h = np.random.default_rng(0).uniform(-1, 1, (3, 8)).astype(np.float32)
+        actions = np.array([0, n + 5, 2 * n - 1])
+        h_next, reward = model.dynamics(tf.constant(h), tf.constant(actions))
+        prediction = model.predict(h_next)
+        heads = model.numpy_heads()
+        np_next, np_reward = heads.dynamics(h, actions)
+        value, policy, mask = heads.predict(np_next)
+        self.assertEqual(policy.shape, (3, 2 * n))
+        self.assertEqual(mask.shape, (3, 2 * n))
+        np.testing.assert_allclose(np_next, h_next.numpy(), atol=1e-5)
+        np.testing.assert_allclose(np_reward, reward.numpy(), atol=1e-5)
+        np.testing.assert_allclose(value, prediction.value.numpy(), atol=1e-5)
+        np.testing.assert_allclose(policy, prediction.policy_logits.numpy(), atol=1e-5)
+        # An action and its cheapest-location twin are embedded apart.
+        self.assertFalse(np.allclose(heads.action_embedding[5], heads.action_embedding[n + 5]))
+
+
 class HarvestTest(absltest.TestCase):
 
     def test_targets_of_the_cheapest_location_actions(self):
@@ -129,6 +161,22 @@ class HarvestTest(absltest.TestCase):
         harvest(planner, env, plain, single_actions=False)
         self.assertTrue(all(e.xfer < n for edges in plain.edges for e in edges))
         self.assertTrue(all((a < n).all() for a in plain.active))
+
+
+class TrainingTest(absltest.TestCase):
+
+    def test_training_with_the_cheapest_location_actions_lowers_the_loss(self):
+        env = _env()
+        planner = Planner(env, PlanConfig(everywhere=True, max_real_steps=40, seed=0))
+        planner.run()
+        data = Transitions()
+        harvest(planner, env, data, single_actions=True)
+        model = _tiny_model(env)
+        config = TrainConfig(steps=30, batch_size=8, unroll=1, seed=0, learning_rate=3e-3)
+        before = evaluate(model, data, config, batches=8)
+        train(model, data, config)
+        after = evaluate(model, data, config, batches=8)
+        self.assertLess(sum(after.values()), 0.9 * sum(before.values()))
 
 
 def _nodes(root):
