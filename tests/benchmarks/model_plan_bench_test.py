@@ -65,6 +65,28 @@ class ModelPlanBenchTest(absltest.TestCase):
             self.assertEqual(row["config"]["check_simulations"], 2)
             self.assertEqual(row["engine_real_steps_to_best"], _SAME_PRIOR)
 
+    def test_rows_of_the_two_action_spaces_are_kept_apart(self):
+        with tempfile.TemporaryDirectory() as folder:
+            rows = os.path.join(folder, "rows.jsonl")
+            with open(rows, "w") as f:
+                # Engine figures of the same prior, to be reused by both runs.
+                f.write(json.dumps(_engine_row(_SAME_PRIOR)) + "\n")
+            # A finished row of whole-xfer actions alone: with the option on
+            # the same configuration otherwise must run again, not count as done.
+            done = _run(rows, "--engine_prior=cost")
+            self.assertEqual(done.returncode, 0, done.stderr[-2000:])
+            off = _rows(rows)[-1]
+            self.assertFalse(off["config"].get("single_actions", False))
+            done = _run(rows, "--engine_prior=cost", "--single_actions")
+            self.assertEqual(done.returncode, 0, done.stderr[-2000:])
+            written = _rows(rows)
+            self.assertLen(written, 3)
+            self.assertTrue(written[-1]["config"]["single_actions"])
+            self.assertEqual(written[-1]["engine_real_steps_to_best"], _SAME_PRIOR)
+            summary = json.loads(done.stdout)[0]
+            self.assertEqual(summary["seeds"], [0])   # the option's row alone
+            self.assertTrue(summary["replayed"])
+
 
 if __name__ == "__main__":
     absltest.main()
