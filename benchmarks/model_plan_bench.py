@@ -2,7 +2,7 @@
 
     python benchmarks/model_plan_bench.py [--settings=squeezenet1_1/generated/analytic-v100]
         [--seeds=0,1,2] [--corpus_families=all] [--corpus_real_steps=300]
-        [--train_steps=1500] [--simulations=32] [--engine_prior=xfer]
+        [--train_steps=1500] [--simulations=32] [--engine_prior=xfer] [--single_actions]
         [--rows=results/model_plan_bench/rows.jsonl]
 
 Per seed and rule set, once: the engine planner (`xflowrl.planning.plan`,
@@ -10,7 +10,8 @@ multi-location actions on, that seed) runs on every training member of the
 corpus (`xflowrl.corpus`, split "train"; `--corpus_families` narrows it),
 at most `--corpus_real_steps` real steps each, and its trees are the
 training data (`xflowrl.planning.model_learning.harvest`) of a latent
-model (`xflowrl.planning.model`) trained with that seed. The target graphs
+model (`xflowrl.planning.model`; `--single_actions`: with the
+cheapest-location actions) trained with that seed. The target graphs
 (the settings, from `xflowrl.search.settings`) are never among them: the
 model plans on them zero-shot. Then per setting:
 
@@ -75,6 +76,8 @@ flags.DEFINE_bool("real_root_rewards", ModelPlanConfig.real_root_rewards,
                   "the root's rewards from the real step (else the model's)")
 flags.DEFINE_integer("check_simulations", ModelPlanConfig.check_simulations,
                      "simulations valuing a checked action's real graph (0: value head)")
+flags.DEFINE_bool("single_actions", ModelConfig.single_actions,
+                  "the model's actions also each xfer at its cheapest location")
 flags.DEFINE_integer("engine_real_steps", 1000, "the engine planner's budget")
 flags.DEFINE_string("engine_prior", PlanConfig.prior,
                     "the engine planner's prior (make_prior's spec), on the corpus and the target")
@@ -108,7 +111,7 @@ def collect_corpus(setting: LookaheadSetting, seed: int) -> Dict[str, Any]:
                                           max_real_steps=FLAGS.corpus_real_steps,
                                           time_limit_s=600.0, seed=seed))
         steps += planner.run().real_steps
-        harvest(planner, env, data, spec.name)
+        harvest(planner, env, data, spec.name, single_actions=FLAGS.single_actions)
         graphs += 1
     return {"data": data, "real_steps": steps, "graphs": graphs,
             "seconds": time.monotonic() - start}
@@ -137,11 +140,12 @@ def _config_key() -> Dict[str, Any]:
     return {name: getattr(FLAGS, name) for name in (
         "corpus_families", "corpus_real_steps", "train_steps", "unroll", "simulations",
         "root_actions", "max_depth", "stop_below", "max_decisions", "real_root_rewards",
-        "check_simulations", "engine_real_steps", "engine_prior")}
+        "check_simulations", "single_actions", "engine_real_steps", "engine_prior")}
 
 
 # Fields added to the configuration since the first rows: how those rows ran.
-_BEFORE_FIELDS = {"real_root_rewards": True, "check_simulations": 0, "engine_prior": "cost"}
+_BEFORE_FIELDS = {"real_root_rewards": True, "check_simulations": 0, "engine_prior": "cost",
+                  "single_actions": False}
 
 
 def _read_rows(path: str) -> List[dict]:
@@ -204,7 +208,7 @@ def main(argv):
                 corpus = collect_corpus(setting, seed)
                 data = corpus["data"]
                 model = LatentModel(ModelConfig(num_xfers=len(XferSet.from_name(setting.rules)),
-                                                seed=seed))
+                                                seed=seed, single_actions=FLAGS.single_actions))
                 trained = train(model, data, TrainConfig(steps=FLAGS.train_steps,
                                                          unroll=FLAGS.unroll, seed=seed),
                                 progress=(lambda line: print(line, file=sys.stderr))

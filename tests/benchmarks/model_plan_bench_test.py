@@ -11,6 +11,9 @@ import tempfile
 
 from absl.testing import absltest
 
+from xflowrl.planning.model_learning import TrainConfig
+from xflowrl.planning.model_search import ModelPlanConfig
+
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _SETTING = "squeezenet1_1/generated/analytic-v100"
 # Markers no bisection of a 20-step budget can give.
@@ -65,6 +68,41 @@ class ModelPlanBenchTest(absltest.TestCase):
             self.assertEqual(row["config"]["check_simulations"], 2)
             self.assertEqual(row["engine_real_steps_to_best"], _SAME_PRIOR)
 
+    def test_rows_of_the_two_action_spaces_are_kept_apart(self):
+        with tempfile.TemporaryDirectory() as folder:
+            rows = os.path.join(folder, "rows.jsonl")
+            # A finished row of whole-xfer actions alone, written before the
+            # option was a field, of `_run`'s configuration otherwise.
+            config = {"corpus_families": "squeezenet", "corpus_real_steps": 10,
+                      "train_steps": 2, "unroll": TrainConfig.unroll, "simulations": 4,
+                      "root_actions": 4, "max_depth": ModelPlanConfig.max_depth,
+                      "stop_below": ModelPlanConfig.stop_below,
+                      "max_decisions": ModelPlanConfig.max_decisions,
+                      "real_root_rewards": True, "check_simulations": 2,
+                      "engine_real_steps": 20, "engine_prior": "cost"}
+            finished = {**_engine_row(_SAME_PRIOR), "config": config, "from_greedy": False,
+                        "replayed": True,
+                        **{key: 1 for key in (
+                            "change_pct", "planner_change_pct", "real_steps",
+                            "real_steps_to_best", "planner_real_steps", "model_steps",
+                            "decisions", "seconds", "corpus_real_steps_total",
+                            "train_seconds")}}
+            with open(rows, "w") as f:
+                f.write(json.dumps(finished) + "\n")
+            # Without the option it counts as done: nothing runs.
+            done = _run(rows, "--engine_prior=cost", "--train_steps=2")
+            self.assertEqual(done.returncode, 0, done.stderr[-2000:])
+            self.assertLen(_rows(rows), 1)
+            # With it, it does not: a row of its own, the engine figures reused.
+            done = _run(rows, "--engine_prior=cost", "--single_actions")
+            self.assertEqual(done.returncode, 0, done.stderr[-2000:])
+            written = _rows(rows)
+            self.assertLen(written, 2)
+            self.assertTrue(written[-1]["config"]["single_actions"])
+            self.assertEqual(written[-1]["engine_real_steps_to_best"], _SAME_PRIOR)
+            summary = json.loads(done.stdout)[0]
+            self.assertEqual(summary["seeds"], [0])   # the option's row alone
+            self.assertTrue(summary["replayed"])
 
 if __name__ == "__main__":
     absltest.main()

@@ -5,20 +5,23 @@ space of this model instead of calling the engine. Its actions are xfers,
 each applied at all its locations (`xfer_actions`: the multi-location
 action where an xfer has two or more locations, its one candidate where it
 has one), so that an action means the same thing on every graph and one
-embedding table covers them.
+embedding table covers them. With `ModelConfig.single_actions` there is a
+second action per xfer, action `N + x`: xfer x at its cheapest location,
+where it has two or more (`model_actions`); it too means the same on every
+graph. N actions without it, 2N with it (`ModelConfig.num_actions`).
 
 - **Representation** `h = represent(graph)`: the project's graph encoder
   (`xflowrl.embedding.encoder.GraphEncoder`) over the observation's
   `GraphsTuple`, its global embedding and the mean of its node embeddings
   projected to `latent_size` and squashed by tanh.
-- **Dynamics** `h', r = dynamics(h, xfer)`: an MLP of `[h, embedding(xfer)]`
+- **Dynamics** `h', r = dynamics(h, action)`: an MLP of `[h, embedding(action)]`
   adds to `h` (then tanh); the reward head reads the same input. Rewards
   are cost changes in points (%) of the initial graph's cost, positive
   where the graph gets cheaper.
 - **Prediction** `v, p, m = predict(h)`: the value (the most the cost can
   still fall from here, in points: stopping is always allowed, so it is
-  at least 0), policy logits over the xfers and mask logits (which xfers
-  apply: the model's own masks, used below the search's root).
+  at least 0), policy logits over the actions and mask logits (which
+  actions apply: the model's own masks, used below the search's root).
 
 The model is deterministic: the engine is, and a tree search over a
 deterministic model backs up maxima (`xflowrl.planning.tree`) where a
@@ -33,7 +36,7 @@ and `represent` once per real decision.
 from __future__ import annotations
 
 import dataclasses
-from typing import List, NamedTuple, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Sequence, Tuple
 
 import numpy as np
 import sonnet as snt
@@ -57,6 +60,8 @@ class ModelConfig:
       action_size: the xfer embedding's width.
       hidden_size: width of the dynamics, reward, value and policy MLPs.
       seed: of every weight's initialisation.
+      single_actions: a second action per xfer, at its cheapest location
+        (`model_actions`).
     """
     num_xfers: int
     latent_size: int = 64
@@ -65,6 +70,12 @@ class ModelConfig:
     action_size: int = 32
     hidden_size: int = 128
     seed: int = 0
+    single_actions: bool = False
+
+    @property
+    def num_actions(self) -> int:
+        """The action space's size: N, or 2N with `single_actions`."""
+        return self.num_xfers * (2 if self.single_actions else 1)
 
     def __post_init__(self):
         if min(self.num_xfers, self.latent_size, self.encoder_size, self.action_size,
@@ -97,6 +108,41 @@ def xfer_actions(expansion: Expansion) -> Tuple[np.ndarray, np.ndarray]:
                                  f"multi-location action: expand with everywhere=True")
             rows[i] = single[0]
     return xfers.astype(np.int64), rows
+
+
+def cheapest_rows(expansion: Expansion) -> Dict[int, int]:
+    """Each xfer with two or more locations -> the row of `expansion.actions`
+    of its cheapest candidate (the first of equal costs)."""
+    singles = expansion.singles
+    if not singles:
+        return {}
+    xfers = expansion.actions[:singles, 0]
+    costs = expansion.costs[:singles]
+    order = np.lexsort((np.arange(singles), costs, xfers))   # by xfer, then cost, then row
+    first = np.ones(singles, bool)
+    first[1:] = xfers[order][1:] != xfers[order][:-1]
+    counts = np.bincount(xfers)
+    return {int(xfers[r]): int(r) for r in order[first] if counts[xfers[r]] >= 2}
+
+
+def model_actions(expansion: Expansion, num_xfers: int,
+                  single_actions: bool) -> Tuple[np.ndarray, np.ndarray]:
+    """The model's actions on a graph and the rows of `expansion.actions`
+    they build: `xfer_actions`, then, with `single_actions`, action
+    `num_xfers + x` for every xfer x with two or more locations, at its
+    cheapest candidate (`cheapest_rows`). An xfer with one location has
+    one action (its candidate), not two of the same graph.
+
+    Returns:
+      actions [A] int64 and rows [A] int64.
+    """
+    actions, rows = xfer_actions(expansion)
+    if not single_actions:
+        return actions, rows
+    cheapest = cheapest_rows(expansion)
+    extra = np.array(sorted(cheapest), np.int64)
+    return (np.concatenate([actions, num_xfers + extra]),
+            np.concatenate([rows, np.array([cheapest[int(x)] for x in extra], np.int64)]))
 
 
 class _Mlp(snt.Module):
@@ -144,15 +190,15 @@ class LatentModel(snt.Module):
                                     w_init_fn=init.fan_in)
         self.project = snt.Linear(config.latent_size, w_init=init.fan_in(), name="project")
         self.action_embedding = tf.Variable(
-            init.unit()([config.num_xfers, config.action_size], tf.float32) * 0.1,
+            init.unit()([config.num_actions, config.action_size], tf.float32) * 0.1,
             name="action_embedding")
         hidden = config.hidden_size
         self.transition = _Mlp([hidden, config.latent_size], init, "transition")
         self.reward_head = _Mlp([hidden // 2, 1], init, "reward")
         self.value_head = _Mlp([hidden // 2, 1], init, "value")
         self.trunk = _Mlp([hidden], init, "trunk")
-        self.policy_head = _Mlp([config.num_xfers], init, "policy")
-        self.mask_head = _Mlp([config.num_xfers], init, "mask")
+        self.policy_head = _Mlp([config.num_actions], init, "policy")
+        self.mask_head = _Mlp([config.num_actions], init, "mask")
 
     def represent(self, graph) -> tf.Tensor:
         """h [B, D] of a batched tensor GraphsTuple."""

@@ -5,8 +5,9 @@ data)` reads the tree of an engine planner's run (`xflowrl.planning.
 search.Planner`, with multi-location actions on): every expanded node is
 a state (its observation, from the environment's own featurisation) and
 every child reached by one of the model's actions (`xflowrl.planning.
-model.xfer_actions`) an observed transition with its exact reward. Per
-state the targets are
+model.model_actions`: with `single_actions` also an xfer at its cheapest
+location, where its cheapest candidate's child was built) an observed
+transition with its exact reward. Per state the targets are
 
 - value: the most the cost fell below it in the real data, in points of
   the initial cost (`node.cost - node.best_cost`): the best return of
@@ -15,8 +16,9 @@ state the targets are
   rest of the data; no bootstrap);
 - mask: the xfers that apply (the real enumeration);
 - rewards of every action whose cost is known exactly without a model:
-  an xfer with one location (its candidate's cost came with the
-  expansion), and every action whose child was built;
+  an xfer with one location and an xfer at its cheapest location (their
+  candidates' costs came with the expansion), and every action whose
+  child was built;
 - policy: a softmax, at `policy_temperature` points, of the actions'
   completed values (the reward plus the child's value where the child
   is known, the expansion's estimate elsewhere), Gumbel MuZero's policy
@@ -76,7 +78,7 @@ import tensorflow as tf
 from xflowrl.embedding import features
 from xflowrl.env import GraphEnv
 from xflowrl.nn.optimizers import build_adam
-from xflowrl.planning.model import LatentModel, xfer_actions
+from xflowrl.planning.model import LatentModel, model_actions
 from xflowrl.planning.search import Planner
 from xflowrl.planning.tree import Node
 from xflowrl.tracing import traced_once
@@ -108,11 +110,17 @@ class Transitions:
         return sum(len(e) for e in self.edges)
 
 
-def harvest(planner: Planner, env: GraphEnv, data: Transitions, name: str = "") -> int:
+def harvest(planner: Planner, env: GraphEnv, data: Transitions, name: str = "",
+            single_actions: bool = False) -> int:
     """Adds the states and transitions of `planner`'s tree to `data` (the
     planner must have run with `everywhere=True`); returns how many states
-    it added."""
+    it added. With `single_actions` the model's actions are those of
+    `model_actions(..., single_actions=True)`: also each xfer with several
+    locations at its cheapest one, its reward exact (the expansion costs
+    every candidate), its transition observed where that candidate's
+    child was built."""
     points = 100.0 / env.initial_cost
+    num_xfers = len(env.xfers)
     index: Dict[int, int] = {}
     order: List[Node] = []
     stack = [planner.root]
@@ -129,10 +137,13 @@ def harvest(planner: Planner, env: GraphEnv, data: Transitions, name: str = "") 
     for node in order:
         expansion = node.expansion
         assert expansion is not None
-        xfers, rows = xfer_actions(expansion)
-        counts = expansion.locations.count_array[xfers] if len(xfers) else np.zeros(0)
+        xfers, rows = model_actions(expansion, num_xfers, single_actions)
+        counts = (expansion.locations.count_array[xfers % num_xfers] if len(xfers)
+                  else np.zeros(0))
         estimates = points * (node.cost - expansion.costs[rows])
-        known = {int(x): float(r) for x, r, c in zip(xfers, estimates, counts) if c == 1}
+        # Exact: an xfer with one location, and a cheapest-location action.
+        known = {int(x): float(r) for x, r, c in zip(xfers, estimates, counts)
+                 if c == 1 or x >= num_xfers}
         edges: List[Edge] = []
         by_row = {int(r): int(x) for x, r in zip(xfers, rows)}
         for row, child in node.children.items():
@@ -362,7 +373,7 @@ def _policy_target(data: Transitions, state: int, temperature: float) -> Tuple[n
     return xfers, probs / probs.sum()
 
 
-def _sample_batch(data: Transitions, config: TrainConfig, num_xfers: int,
+def _sample_batch(data: Transitions, config: TrainConfig, num_actions: int,
                   rng: np.random.Generator) -> Dict[str, Any]:
     b, k = config.batch_size, config.unroll
     starts = rng.integers(len(data), size=b)
@@ -389,8 +400,8 @@ def _sample_batch(data: Transitions, config: TrainConfig, num_xfers: int,
             state_at[i, step + 1] = state
     valid = (state_at >= 0).astype(np.float32)
     values = np.zeros((b, k + 1), np.float32)
-    policy = np.zeros((b, k + 1, num_xfers), np.float32)
-    masks = np.zeros((b, k + 1, num_xfers), np.float32)
+    policy = np.zeros((b, k + 1, num_actions), np.float32)
+    masks = np.zeros((b, k + 1, num_actions), np.float32)
     # The states to encode: the starts, then every later real state once.
     encoded: List[int] = list(starts)
     slot = np.zeros((b, k + 1), np.int32)
@@ -466,7 +477,7 @@ def evaluate(model: LatentModel, data: Transitions, config: TrainConfig,
     rng = np.random.default_rng(config.seed)
     sums: Dict[str, float] = {}
     for _ in range(batches):
-        batch = dict(_sample_batch(data, config, model.config.num_xfers, rng))
+        batch = dict(_sample_batch(data, config, model.config.num_actions, rng))
         batch["graph"] = features.to_tensors(batch["graph"])
         for name, value in _losses(model, config, batch).items():
             sums[name] = sums.get(name, 0.0) + float(value) / batches
@@ -481,7 +492,7 @@ def train(model: LatentModel, data: Transitions, config: Optional[TrainConfig] =
         raise ValueError("no states to train on")
     rng = np.random.default_rng(config.seed)
     optimizer = snt.optimizers.Adam(config.learning_rate)
-    num_xfers = model.config.num_xfers
+    num_xfers = model.config.num_actions
 
     def to_inputs(batch):
         out = dict(batch)

@@ -7,7 +7,9 @@ decision at a time. At each decision:
    (`xflowrl.planning.simulator.EngineSimulator.expand`, multi-location
    actions on): its real mask (the xfers that apply) and its candidates'
    exact costs. The model's actions are the xfers that apply, each at all
-   its locations (`xflowrl.planning.model.xfer_actions`).
+   its locations, and with the model's `single_actions` also each xfer
+   with several locations at its cheapest one
+   (`xflowrl.planning.model.model_actions`).
 2. **A search in latent space**: the graph is represented once (`h`),
    then Gumbel MuZero's root (Danihelka et al., ICLR 2022), as in
    `xflowrl.planning.search`: `root_actions` xfers drawn without
@@ -20,9 +22,10 @@ decision at a time. At each decision:
    maxima (the model is deterministic and stopping is allowed: a node's
    value is the larger of its value head and its best action's reward
    plus its child's value). The root's rewards come from the real step
-   (`real_root_rewards`, default): exact for an xfer with one location,
-   for a multi-location action the expansion's estimate (its candidates'
-   gains added up); below the root every reward is the model's.
+   (`real_root_rewards`, default): exact for an xfer with one location
+   and for a cheapest-location action, for a multi-location action the
+   expansion's estimate (its candidates' gains added up); below the root
+   every reward is the model's.
 3. **A real action**: the root action of the highest backed-up value is
    checked on the real graph before it is taken: the engine builds its
    graph (not a real step: no enumeration of all rules; a multi-location
@@ -63,7 +66,7 @@ import numpy as np
 from xflowrl.embedding import features
 from xflowrl.engine import Graph
 from xflowrl.env import CHEAPER, GraphEnv
-from xflowrl.planning.model import LatentModel, NumpyHeads, xfer_actions
+from xflowrl.planning.model import LatentModel, NumpyHeads, model_actions
 from xflowrl.planning.simulator import EVERYWHERE, EngineSimulator, Expansion, Step
 
 # Why planning ended (`ModelPlanResult.stopped`).
@@ -201,6 +204,7 @@ class ModelPlanner:
         self.sim = EngineSimulator.of(env)
         self.rng = np.random.default_rng(config.seed)
         self.points = 100.0 / env.initial_cost
+        self.num_xfers = len(env.xfers)
         self.model_steps = 0
         self.representations = 0
         self.checked = 0
@@ -212,6 +216,11 @@ class ModelPlanner:
         self.best_route: List[Step] = []
         self.best_graph: Optional[Graph] = env.initial_graph
         self.best_at = 0
+
+    def action_name(self, action: int) -> str:
+        """The xfer's name, with " (cheapest)" for a cheapest-location action."""
+        name = self.env.xfers.names[int(action) % self.num_xfers]
+        return name + (" (cheapest)" if action >= self.num_xfers else "")
 
     # -- real steps ----------------------------------------------------------
 
@@ -332,11 +341,13 @@ class ModelPlanner:
             if not len(expansion.actions):
                 stopped = "no_candidates"
                 break
-            xfers, rows = xfer_actions(expansion)
-            counts = expansion.locations.count_array[xfers]
+            xfers, rows = model_actions(expansion, self.num_xfers,
+                                        self.model.config.single_actions)
+            counts = expansion.locations.count_array[xfers % self.num_xfers]
+            # Exact: an xfer with one location and one at its cheapest location.
             exact = {int(x): self.points * (cost - float(expansion.costs[r]))
                      for x, r, c in zip(xfers, rows, counts)
-                     if c == 1 or config.real_root_rewards}
+                     if c == 1 or x >= self.num_xfers or config.real_root_rewards}
             h = self.model.represent_states(
                 [self.env.observation_of(expansion.locations, cost).state])[0]
             self.representations += 1
@@ -364,7 +375,7 @@ class ModelPlanner:
                 self.checked += 1
                 checked = self.points * (cost - child_cost) + self.value_of(child, child_cost)
                 if self.progress is not None:
-                    self.progress(f"checked {self.env.xfers.names[xfers[position]]}: "
+                    self.progress(f"checked {self.action_name(xfers[position])}: "
                                   f"{q[position]:+.2f} pt predicted, {checked:+.2f} with its "
                                   f"real reward ({self.points * child_cost - 100:+.2f}%)")
                 q[position] = checked
@@ -378,7 +389,7 @@ class ModelPlanner:
             value = float(q[position])
             graph, route, cost = child, route + list(steps), child_cost
             if self.progress is not None:
-                self.progress(f"decision {decisions + 1}: {self.env.xfers.names[xfers[position]]} "
+                self.progress(f"decision {decisions + 1}: {self.action_name(xfers[position])} "
                               f"(predicted {value:+.2f} pt) -> {self.points * cost - 100:+.2f}%, "
                               f"real steps {self.sim.real_steps}, model steps {self.model_steps}")
             on_route.add(graph.hash())
