@@ -26,12 +26,13 @@ def _weights(agent):
 
 class RolloutActorsTest(LocalRayTestCase):
 
-    def _run(self, episodes, logdir, killed_after=None, killed_dir=None):
+    def _run(self, episodes, logdir, killed_after=None, killed_dir=None, then=None):
         """Trains a fresh agent (seed 3) with two actors for `episodes`; with
         `killed_after`, copies the logdir to `killed_dir` right after that
         episode's progress line, as killing the run there would leave it
         (the checkpoint and progress file, the actors' generators in it, are
-        written before the line), and returns the weights it had then."""
+        written before the line), and returns the weights it had then.
+        `then(actors, agent)` runs after training, before the actors close."""
         config = PPOConfig(episodes_per_update=2, epochs=2, minibatch_size=3)
         env = _RUN.make_env()
         agent = PPOAgent(env.num_xfers, config, seed=3)
@@ -48,6 +49,8 @@ class RolloutActorsTest(LocalRayTestCase):
             result = train(env, agent, TrainConfig(episodes=episodes, checkpoint_every=1,
                                                    eval_every=2), logdir,
                            progress=progress, actors=actors)
+            if then is not None:
+                then(actors, agent)
         finally:
             actors.close()
         return agent, result, killed
@@ -57,7 +60,7 @@ class RolloutActorsTest(LocalRayTestCase):
         # the actors' generators moved on from their seeds and are in the file.
         interrupted = os.path.join(tempfile.mkdtemp(), "killed")
         whole, whole_result, [before] = self._run(8, tempfile.mkdtemp(), 4, interrupted)
-        resumed, resumed_result, _ = self._run(8, interrupted)
+        resumed, resumed_result, _ = self._run(8, interrupted, then=self._share_out)
         self.assertStartsWith(self.lines[0], "resumed from ")
         self.assertEndsWith(self.lines[0], " at episode 4")
         self.assertEqual(int(whole.episodes.numpy()), 8)
@@ -79,24 +82,21 @@ class RolloutActorsTest(LocalRayTestCase):
         with self.assertRaisesRegex(ValueError, "agent.build"):
             RolloutActors(_RUN.make_env, PPOAgent(env.num_xfers, PPOConfig(), seed=0), 1)
 
-    def test_episodes_are_shared_out_and_actor_counts_must_match_on_resume(self):
-        env = _RUN.make_env()
-        agent = PPOAgent(env.num_xfers, PPOConfig(episodes_per_update=5), seed=0)
-        agent.build(env)
-        actors = RolloutActors(_RUN.make_env, agent, 2, seed=0)
-        try:
-            self.assertEqual(actors.shares(5), [3, 2])
-            self.assertEqual(actors.shares(1), [1, 0])
-            played = actors.run_episodes(agent, 5)
-            self.assertLen(played, 5)
-            self.assertEqual(agent.buffered_episodes, 5)
-            states = actors.generator_states()
-            self.assertLen(states, 2)
-            self.assertNotEqual(states[0]["actor"], states[1]["actor"])
-            with self.assertRaisesRegex(ValueError, "1 actors' generators; this run has 2"):
-                actors.restore_generators(states[:1])
-        finally:
-            actors.close()
+    def _share_out(self, actors, agent):
+        """Episodes are shared out among the actors, and a resume must bring
+        one generator state per actor (on the resumed run's actors, after
+        everything compared above was recorded)."""
+        self.assertEqual(actors.shares(5), [3, 2])
+        self.assertEqual(actors.shares(1), [1, 0])
+        buffered = agent.buffered_episodes
+        played = actors.run_episodes(agent, 5)
+        self.assertLen(played, 5)
+        self.assertEqual(agent.buffered_episodes, buffered + 5)
+        states = actors.generator_states()
+        self.assertLen(states, 2)
+        self.assertNotEqual(states[0]["actor"], states[1]["actor"])
+        with self.assertRaisesRegex(ValueError, "1 actors' generators; this run has 2"):
+            actors.restore_generators(states[:1])
 
 
 if __name__ == "__main__":
