@@ -6,11 +6,9 @@ from absl.testing import absltest
 import numpy as np
 import tensorflow as tf
 
-from xflowrl import zoo
-from xflowrl.engine import CostModel, XferSet
-from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
+from tests.planning import model_fixtures
 from xflowrl.planning import EngineSimulator, PlanConfig, Planner
-from xflowrl.planning.model import LatentModel, ModelConfig, model_actions, xfer_actions
+from xflowrl.planning.model import model_actions, xfer_actions
 from xflowrl.planning.model_learning import (
     TrainConfig,
     Transitions,
@@ -28,19 +26,12 @@ from xflowrl.planning.model_search import (
 from xflowrl.planning.simulator import EVERYWHERE
 from xflowrl.search.greedy import greedy_walk
 
-_XFERS = XferSet.default()
-_COST = CostModel("analytic")
-_TINY = dict(latent_size=8, encoder_size=8, message_passing_steps=1, action_size=4,
-             hidden_size=8)
-
-
-def _env(graph="small_cnn"):
-    return GraphEnv(zoo.get_graph(graph), _XFERS, _COST, EnvConfig(max_steps=NO_STEP_LIMIT))
+_COST = model_fixtures.COST
+_env = model_fixtures.env
 
 
 def _tiny_model(env, seed=0):
-    return LatentModel(ModelConfig(num_xfers=len(env.xfers), seed=seed, single_actions=True,
-                                   **_TINY))
+    return model_fixtures.tiny_model(env, seed, single_actions=True)
 
 
 def _cheapest_by_hand(env, graph):
