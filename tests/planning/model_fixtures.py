@@ -1,5 +1,7 @@
 """What the world-model planner's tests share: the rules, the cost model,
-a small graph's environment and a tiny latent model."""
+a small graph's environment, a tiny latent model and stub heads."""
+
+import numpy as np
 
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet
@@ -19,3 +21,22 @@ def env(graph: str = "small_cnn") -> GraphEnv:
 def tiny_model(environment: GraphEnv, seed: int = 0, **config) -> LatentModel:
     return LatentModel(ModelConfig(num_xfers=len(environment.xfers), seed=seed, **TINY,
                                    **config))
+
+
+class StubHeads:
+    """Heads of a model that knows one thing: after action `target` the cost
+    can fall by 10 points; every model reward is -1 and nothing applies
+    below the root."""
+
+    def __init__(self, num_actions: int, target: int):
+        self.num_actions, self.target = num_actions, target
+
+    def dynamics(self, h, actions):
+        out = np.zeros((len(actions), self.num_actions))
+        out[np.arange(len(actions)), actions] = 1.0
+        return out, -np.ones(len(actions))
+
+    def predict(self, h):
+        value = 10.0 * h[:, self.target]
+        zeros = np.zeros((len(h), self.num_actions))
+        return value, zeros, zeros - 10.0

@@ -105,23 +105,7 @@ class LearningTest(absltest.TestCase):
         self.assertLess(sum(after.values()), 0.9 * sum(before.values()))
 
 
-class _Stub:
-    """Heads of a model that knows one thing: after xfer `target` the cost
-    can fall by 10 points; every model reward is -1 and nothing applies
-    below the root."""
-
-    def __init__(self, num_xfers, target):
-        self.num_xfers, self.target = num_xfers, target
-
-    def dynamics(self, h, xfers):
-        out = np.zeros((len(xfers), self.num_xfers))
-        out[np.arange(len(xfers)), xfers] = 1.0
-        return out, -np.ones(len(xfers))
-
-    def predict(self, h):
-        value = 10.0 * h[:, self.target]
-        zeros = np.zeros((len(h), self.num_xfers))
-        return value, zeros, zeros - 10.0
+_Stub = model_fixtures.StubHeads
 
 
 class SearchTest(absltest.TestCase):

@@ -182,22 +182,7 @@ def _nodes(root):
     return out
 
 
-class _Stub:
-    """Heads that know one thing: after action `target` the cost can fall
-    by 10 points; every model reward is -1, nothing applies below the root."""
-
-    def __init__(self, num_actions, target):
-        self.num_actions, self.target = num_actions, target
-
-    def dynamics(self, h, actions):
-        out = np.zeros((len(actions), self.num_actions))
-        out[np.arange(len(actions)), actions] = 1.0
-        return out, -np.ones(len(actions))
-
-    def predict(self, h):
-        value = 10.0 * h[:, self.target]
-        zeros = np.zeros((len(h), self.num_actions))
-        return value, zeros, zeros - 10.0
+_Stub = model_fixtures.StubHeads
 
 
 class SearchTest(absltest.TestCase):

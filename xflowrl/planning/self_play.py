@@ -158,14 +158,9 @@ class SelfPlayJob:
 
 
 @dataclasses.dataclass(frozen=True)
-class ReanalyseJob:
-    """Search again from `states` (all of one graph) with prior `prior`."""
-    graph: str
-    rules: str
-    cost_model: str
-    prior: str
-    plan: PlanConfig
-    targets: TargetConfig
+class ReanalyseJob(SelfPlayJob):
+    """A self-play job's search run again from each of `states` (all of its
+    graph) with prior `prior`."""
     states: Tuple[SearchState, ...]
 
 
@@ -239,7 +234,7 @@ def reanalyse(job: ReanalyseJob) -> Reanalysed:
 
 
 def run_job(job: Union[SelfPlayJob, ReanalyseJob]) -> Union[Played, Reanalysed]:
-    return play(job) if isinstance(job, SelfPlayJob) else reanalyse(job)
+    return reanalyse(job) if isinstance(job, ReanalyseJob) else play(job)
 
 
 class _Worker:
