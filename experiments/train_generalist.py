@@ -49,10 +49,8 @@ result.md; the model-based agent's under mb/seed<seed>/ (its checkpoints,
 which resume, in place of policy/). --ship also copies the policy to the
 package's shipped folder (`xflowrl/policy/shipped/generalist/`).
 
-Deprecated spellings, still accepted with a warning: --cost_model=BACKEND/
-PROFILE (now --cost_model=BACKEND --profile=PROFILE); --report, --measure
-and --trace=NAMES, which run what generalist_report.py,
-measure_generalist.py and trace_generalist.py run.
+The deprecated spelling --cost_model=BACKEND/PROFILE is still accepted,
+with a warning (now --cost_model=BACKEND --profile=PROFILE).
 """
 
 import sys
@@ -63,43 +61,20 @@ import generalist_flags
 
 from xflowrl import corpus
 from xflowrl.entry_points import save_result
-from xflowrl.generalist import measured, pipeline, report
+from xflowrl.generalist import pipeline
 
 FLAGS = flags.FLAGS
 generalist_flags.define_training_flags()
 flags.DEFINE_bool("ship", False, "Copy the trained policy to the package's shipped folder.")
-# Deprecated: one mode per entry point (see the module docstring).
-flags.DEFINE_bool("report", False, "Deprecated: experiments/generalist_report.py.")
-flags.DEFINE_bool("measure", False, "Deprecated: experiments/measure_generalist.py.")
-flags.DEFINE_integer("measure_rounds", 5, "Deprecated, with --measure: "
-                     "measure_generalist.py --measure_rounds.")
-flags.DEFINE_list("trace", [], "Deprecated: experiments/trace_generalist.py --graphs.")
 
 
 def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _deprecated(flag: str, script: str) -> None:
-    _say(f"train_generalist.py {flag} is deprecated: run experiments/{script} with the same "
-         "flags")
-
-
 def main(argv):
     del argv
-    if FLAGS.report:
-        _deprecated("--report", "generalist_report.py")
-        print(report.write_report(generalist_flags.folder()))
-        return
     config = generalist_flags.config()
-    if FLAGS.measure:
-        _deprecated("--measure", "measure_generalist.py")
-        setting = pipeline.setting_of(config)
-        timings = measured.measure_folder(
-            config.folder, {s.name: s.build for s in corpus.specs("all")}, setting.xfers,
-            setting.cost_model, rounds=FLAGS.measure_rounds, seed=config.seed, progress=_say)
-        print(measured.markdown(timings.graphs))
-        return
     if config.model_based and (FLAGS.ship or config.finetune.graphs):
         raise app.UsageError("--ship and --finetune are for the model-free agent (--agent=mf)")
     logging.info("%d training graphs, %d held-out graphs; results in %s",
@@ -107,11 +82,6 @@ def main(argv):
                  config.seed_dir)
     command = "python experiments/train_generalist.py " + " ".join(sys.argv[1:])
     trained = pipeline.train_generalist(config, command, progress=_say)
-    if FLAGS.trace:
-        _deprecated("--trace", "trace_generalist.py --graphs=NAMES")
-        for line in pipeline.trace_lines(trained.agent, FLAGS.trace, trained.setting):
-            print(line)
-        return
     run = pipeline.evaluate_generalist(config, trained, progress=_say)
     text = pipeline.run_markdown(run)
     save_result(config.seed_dir, run.to_json(), markdown=text)

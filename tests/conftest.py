@@ -15,13 +15,18 @@ One intra-op thread, and no graph optimiser (grappler). The suite's
 networks are small: an op's kernel split over both cores, beside the other
 worker's process on the same two cores, waits more than it computes, and
 grappler's rewriting of each newly traced tf.function costs more than it
-saves on a few calls. Both, in this process only (the entry points a test
-starts run as a user runs them), took TensorFlow-heavy unit tests
+saves on a few calls. Both took TensorFlow-heavy unit tests
 (tests/agents/ppo/learning_test.py, tests/world_model/controller_test.py,
 tests/policy/runtime_test.py) from 197-312 s to 127-173 s on this 2-core
 machine under load, and change nothing a test asserts: what tests compare
 bit for bit they compute twice in this process, and what they compare with
-a NumPy reference they compare with a tolerance.
+a NumPy reference they compare with a tolerance. The entry points a test
+starts (subprocesses, Ray workers, the jobs of a test's Ray cluster) get the
+one-thread pools too, through TensorFlow's own environment variables
+(TF_NUM_INTEROP_THREADS, TF_NUM_INTRAOP_THREADS, inherited by every child
+process): two such runs side by side, as the two workers run them, took 12%
+less time (`train_mf.py --quick`: 23.4 s against 26.5 s, two rounds of two
+runs). Otherwise they run as a user runs them (grappler on).
 
 Tiers. A test is `e2e` (end to end) when it runs an entry point
 (experiments/, benchmarks/, the `xflowrl` command) or a whole training run
@@ -54,6 +59,8 @@ import tempfile
 import pytest
 import tensorflow as tf
 
+# Children inherit these (in this process the calls below set the same).
+os.environ["TF_NUM_INTEROP_THREADS"] = os.environ["TF_NUM_INTRAOP_THREADS"] = "1"
 tf.config.threading.set_inter_op_parallelism_threads(1)
 tf.config.threading.set_intra_op_parallelism_threads(1)
 tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})

@@ -1,7 +1,8 @@
 """benchmarks/model_plan_bench.py as a user runs it (a subprocess, one
 setting, one seed, a small corpus, a few training steps): the row and the
-summary, and the engine planner's figures reused only from a row of the same
-prior."""
+summary, a finished row counted as done only under the same configuration
+and action space, and the engine planner's figures reused only from a row of
+the same prior."""
 
 import json
 import os
@@ -45,41 +46,19 @@ def _engine_row(marker, **config):
 
 class ModelPlanBenchTest(absltest.TestCase):
 
-    def test_a_row_and_engine_figures_reused_only_under_the_same_prior(self):
+    def test_rows_reused_only_under_the_same_prior_and_action_space(self):
         with tempfile.TemporaryDirectory() as folder:
             rows = os.path.join(folder, "rows.jsonl")
-            with open(rows, "w") as f:
-                # The same prior's row first, then a row written before the
-                # prior was a field (read as "cost"): were the prior not
-                # compared, the later row's figures would be taken.
-                f.write(json.dumps(_engine_row(_SAME_PRIOR, engine_prior="xfer")) + "\n")
-                f.write(json.dumps(_engine_row(_OTHER_PRIOR)) + "\n")
-
-            done = _run(rows, "--engine_prior=xfer")
-            self.assertEqual(done.returncode, 0, done.stderr[-2000:])
-            line = json.loads(done.stdout)[0]
-            self.assertEqual(line["setting"], _SETTING)
-            self.assertTrue(line["replayed"])
-            self.assertTrue(line["not_worse_than_greedy"])
-            written = _rows(rows)
-            self.assertLen(written, 3)
-            row = written[-1]
-            self.assertEqual(row["config"]["engine_prior"], "xfer")
-            self.assertEqual(row["config"]["check_simulations"], 2)
-            self.assertEqual(row["engine_real_steps_to_best"], _SAME_PRIOR)
-
-    def test_rows_of_the_two_action_spaces_are_kept_apart(self):
-        with tempfile.TemporaryDirectory() as folder:
-            rows = os.path.join(folder, "rows.jsonl")
-            # A finished row of whole-xfer actions alone, written before the
-            # option was a field, of `_run`'s configuration otherwise.
+            # A finished row of whole-xfer actions alone under the `xfer`
+            # prior, written before the action space was a field, of
+            # `_run`'s configuration otherwise.
             config = {"corpus_families": "squeezenet", "corpus_real_steps": 10,
                       "train_steps": 2, "unroll": TrainConfig.unroll, "simulations": 4,
                       "root_actions": 4, "max_depth": ModelPlanConfig.max_depth,
                       "stop_below": ModelPlanConfig.stop_below,
                       "max_decisions": ModelPlanConfig.max_decisions,
                       "real_root_rewards": True, "check_simulations": 2,
-                      "engine_real_steps": 20, "engine_prior": "cost"}
+                      "engine_real_steps": 20, "engine_prior": "xfer"}
             finished = {**_engine_row(_SAME_PRIOR), "config": config, "from_greedy": False,
                         "replayed": True,
                         **{key: 1 for key in (
@@ -89,20 +68,31 @@ class ModelPlanBenchTest(absltest.TestCase):
                             "train_seconds")}}
             with open(rows, "w") as f:
                 f.write(json.dumps(finished) + "\n")
-            # Without the option it counts as done: nothing runs.
-            done = _run(rows, "--engine_prior=cost", "--train_steps=2")
+                # A row written before the prior was a field (read as
+                # "cost"): were the prior not compared, its figures, the
+                # later ones, would be taken.
+                f.write(json.dumps(_engine_row(_OTHER_PRIOR)) + "\n")
+            # Without the option the finished row counts as done: nothing runs.
+            done = _run(rows, "--engine_prior=xfer")
             self.assertEqual(done.returncode, 0, done.stderr[-2000:])
-            self.assertLen(_rows(rows), 1)
-            # With it, it does not: a row of its own, the engine figures reused.
-            done = _run(rows, "--engine_prior=cost", "--single_actions")
+            self.assertLen(_rows(rows), 2)
+            # With it, it does not: a row of its own, the engine figures
+            # reused from the row of the same prior.
+            done = _run(rows, "--engine_prior=xfer", "--single_actions")
             self.assertEqual(done.returncode, 0, done.stderr[-2000:])
             written = _rows(rows)
-            self.assertLen(written, 2)
-            self.assertTrue(written[-1]["config"]["single_actions"])
-            self.assertEqual(written[-1]["engine_real_steps_to_best"], _SAME_PRIOR)
-            summary = json.loads(done.stdout)[0]
+            self.assertLen(written, 3)
+            row = written[-1]
+            self.assertTrue(row["config"]["single_actions"])
+            self.assertEqual(row["config"]["engine_prior"], "xfer")
+            self.assertEqual(row["config"]["check_simulations"], 2)
+            self.assertEqual(row["engine_real_steps_to_best"], _SAME_PRIOR)
+            (summary,) = json.loads(done.stdout)
+            self.assertEqual(summary["setting"], _SETTING)
             self.assertEqual(summary["seeds"], [0])   # the option's row alone
             self.assertTrue(summary["replayed"])
+            self.assertTrue(summary["not_worse_than_greedy"])
+
 
 if __name__ == "__main__":
     absltest.main()

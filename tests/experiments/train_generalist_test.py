@@ -2,7 +2,8 @@
 model-based agent over the corpus' training graphs, zero-shot on one
 held-out graph, measured (measure_generalist.py), traced
 (trace_generalist.py), and the report with both tables
-(generalist_report.py); train_generalist.py's deprecated spellings."""
+(generalist_report.py). (The deprecated --cost_model=BACKEND/PROFILE
+spelling is common_test's.)"""
 
 import json
 import os
@@ -79,12 +80,6 @@ class TrainGeneralistTest(absltest.TestCase):
         self.assertIn("## Estimated and measured", report)
         with open(os.path.join(folder, "report.md")) as f:
             self.assertEqual(f.read(), report)
-        # The deprecated spellings: the mode flag and one backend/profile string.
-        old = _run(results, "--report", "--cost_model=analytic/v100")
-        self.assertEqual(old.stdout, report)
-        self.assertIn("--report is deprecated: run experiments/generalist_report.py", old.stderr)
-        self.assertIn("--cost_model=analytic/v100 is deprecated: give --cost_model=analytic "
-                      "--profile=v100", old.stderr)
 
         # The finished run resumed, its greedy episode step by step.
         trace = _run(results, *_TINY, "--graphs=resnet/d32w16", script=_TRACE).stdout

@@ -39,7 +39,7 @@ def trace(env: GraphEnv, sequence: Sequence_) -> List[Tuple[str, int, float]]:
     """(xfer name, location, cost after it) for each step of `sequence`
     replayed from `env`'s initial graph, up to the first step the
     environment rejects or the end of its episode: what an episode did, step
-    by step (`experiments/train_generalist.py --trace`)."""
+    by step (`experiments/trace_generalist.py`)."""
     env.reset()
     index = {name: i for i, name in enumerate(env.xfers.names)}
     steps = []
