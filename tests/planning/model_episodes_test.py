@@ -186,7 +186,8 @@ class PlanBesideTest(absltest.TestCase):
 
     def test_a_checked_graph_never_worse_than_greedy_real_steps_apart(self):
         env = _env()
-        store = EpisodeStore(tempfile.mkdtemp(), env)
+        folder = tempfile.mkdtemp()
+        store = EpisodeStore(folder, env)
         rollouts = data.collect_rollouts(env.with_config(max_steps=10), 15,
                                          RandomAgent(0.2, seed=0))
         store.add("round 0", rollouts)
@@ -225,6 +226,12 @@ class PlanBesideTest(absltest.TestCase):
         self.assertEqual(to_plain(dataclass_from_plain(ModelPlannerRun, plain, "run")),
                          to_plain(run))
         self.assertEqual(plain["route"][0], list(run.route[0]))
+        # A resumed run's planner (a fresh store on the same folder) learns
+        # from the episodes kept on disk and plans as before.
+        again = plan_beside(env, EpisodeStore(folder, env), config).run
+        for key in ("cost_ms", "route", "states", "transitions", "data_real_steps",
+                    "real_steps", "model_steps", "train_losses"):
+            self.assertEqual(getattr(again, key), getattr(run, key), key)
 
 
 def _planner(same_outputs=True) -> ModelPlannerRun:
