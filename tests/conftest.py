@@ -24,9 +24,10 @@ a NumPy reference they compare with a tolerance. The entry points a test
 starts (subprocesses, Ray workers, the jobs of a test's Ray cluster) get the
 one-thread pools too, through TensorFlow's own environment variables
 (TF_NUM_INTEROP_THREADS, TF_NUM_INTRAOP_THREADS, inherited by every child
-process): two such runs side by side, as the two workers run them, took 12%
-less time (`train_mf.py --quick`: 23.4 s against 26.5 s, two rounds of two
-runs). Otherwise they run as a user runs them (grappler on).
+process): two runs of `experiments/train_mf.py --quick --taso_budget=100
+--eqsat_time_limit=2` started together, as the two workers start them, took
+23.4 s against 26.5 s without the variables (the medians of two rounds of
+each, interleaved). Otherwise they run as a user runs them (grappler on).
 
 Tiers. A test is `e2e` (end to end) when it runs an entry point
 (experiments/, benchmarks/, the `xflowrl` command) or a whole training run
