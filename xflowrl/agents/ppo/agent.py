@@ -59,6 +59,7 @@ class PPOAgent:
             updates=self.updates)
         self.checkpoint = tf.train.Checkpoint(**self._learning_state, generators=self.generators)
         self._buffer: List[Step] = []
+        self.built = False  # `build` has run: every variable exists
 
     def run_episode(self, env: Environment, greedy: bool = False, learn: bool = True) -> Episode:
         """Plays one episode; with `learn`, keeps its transitions for `update`."""
@@ -196,3 +197,4 @@ class PPOAgent:
         changing any, so that a checkpoint can be restored into them."""
         self.actor.build(env.reset())
         self.learner.build()
+        self.built = True

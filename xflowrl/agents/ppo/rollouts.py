@@ -92,10 +92,11 @@ class RolloutActors:
     def __init__(self, make_env: Callable[[], Environment], agent, actors: int, seed: int = 0):
         if actors < 1:
             raise ValueError(f"actors must be >= 1, got {actors}")
-        if not agent.network.variables:
-            # Before any actor starts (each would build its own network).
-            raise ValueError("the agent has no policy variables: is it built "
-                             "(agent.build(env))?")
+        if not agent.built:
+            # Before any actor starts (each would build its own network, to
+            # be found different from the learner's).
+            raise ValueError("the agent is not built: call agent.build(env) before "
+                             "starting its actors")
         import ray  # pylint: disable=import-outside-toplevel
         self._ray = ray
         worker = ray.remote(num_cpus=1)(RolloutWorker)
