@@ -3,7 +3,8 @@
 #include "taso/candidate.h"
 
 #include <algorithm>
-#include <map>
+
+#include "taso/recycle.h"
 
 namespace taso {
 
@@ -101,11 +102,12 @@ class CandidateBuilder {
     // their input shapes (one vector per arity, its shapes assigned in
     // place, so that their buffers are reused too).
     std::vector<std::shared_ptr<Node>>& dst = scratch_->targets;
-    dst.clear();
+    recycle_targets();
     int64_t next_guid = g_.max_guid() + 1;
     for (size_t j = 0; j < r_.dst.size(); ++j) {
       const PatternOp& pop = r_.dst[j];
-      auto node = std::make_shared<Node>();
+      dst.push_back(take_target_node());
+      Node* const node = dst.back().get();
       node->guid = next_guid++;
       node->type = pop.type;
       const size_t arity = pop.inputs.size();
@@ -149,7 +151,6 @@ class CandidateBuilder {
         if (!node->params.try_get(key, node->type, in, &actual) || actual != value)
           return false;
       }
-      dst.push_back(std::move(node));
     }
 
     // Mapped tensors must keep their shapes.
@@ -201,6 +202,18 @@ class CandidateBuilder {
       c.num_ops = c.graph->num_ops();
     }
     return true;
+  }
+
+  // The target ops a rejected match left in the scratch (an accepted one
+  // moved its own into its candidate) go back to the thread's pool
+  // (recycle.h) for the next matches: most complete matches of a pair of
+  // unconnected source ops (two relus) fail at their first target op's
+  // shapes, and reusing its node spares the node's and its vectors'
+  // allocations.
+  void recycle_targets() {
+    std::vector<std::shared_ptr<Node>>& dst = scratch_->targets;
+    for (std::shared_ptr<Node>& node : dst) give_back_target_node(std::move(node));
+    dst.clear();
   }
 
   // The weight-side flags of the target ops and the parent ops whose flag
@@ -294,25 +307,30 @@ class CandidateBuilder {
 
   // True if op `i` is a matched op or transitively reads one.
   bool reads_match(const Match& match, int i) const {
-    for (int m : match.ops)
-      if (i == m || g_.depends_on(i, m)) return true;
+    for (int m : match.ops)  // an op reads only ops before it (Graph's order)
+      if (i == m || (m < i && g_.depends_on(i, m))) return true;
     return false;
   }
 
   // Split targets take their sizes from the source tensors they replace.
+  // The sizes, by output index (the last mapping of an index wins), must
+  // cover outputs 0, 1, ... without a gap, at least two of them.
   bool split_sizes(const Match& match, int j, OpParams* params) const {
-    std::map<int, int64_t> sizes;
+    std::vector<int64_t>& sizes = scratch_->split_sizes;  // 0: no mapping yet
+    sizes.clear();
     for (const auto& [s, d] : r_.mapped_outputs) {
       if (d.op != j) continue;
       const Shape& shape = g_.shape({g_.node(match.ops[s.op]).guid, s.index});
       if (params->axis < 0 || params->axis >= static_cast<int>(shape.size()))
         return false;
-      sizes[d.index] = shape[params->axis];
+      // Outputs 0..k-1 take k mappings: an index outside is a gap.
+      if (d.index < 0 || static_cast<size_t>(d.index) >= r_.mapped_outputs.size()) return false;
+      if (static_cast<size_t>(d.index) >= sizes.size()) sizes.resize(d.index + 1, 0);
+      sizes[d.index] = shape[params->axis];  // a dimension: >= 1
     }
-    if (sizes.size() < 2 || sizes.rbegin()->first != static_cast<int>(sizes.size()) - 1)
+    if (sizes.size() < 2 || std::find(sizes.begin(), sizes.end(), 0) != sizes.end())
       return false;
-    params->sizes.clear();
-    for (auto [k, v] : sizes) params->sizes.push_back(v);
+    params->sizes.assign(sizes.begin(), sizes.end());
     return true;
   }
 
@@ -409,13 +427,19 @@ int for_each_candidate(const Graph& graph, const Rule& rule, int max_ops,
     const std::function<bool(Candidate&&, const MatchedOps&)>& emit;
   } ctx{graph, rule, builder, shared.candidate.matched_guids, emit};
   // Captures one pointer, which std::function holds without allocating.
+  // Each match's candidate comes from the thread's pool and, unless `emit`
+  // kept it (moved it away), goes back to it (recycle.h).
   return for_each_match(graph, rule, &shared.params, &shared.match, [&ctx](const Match& match) {
-    Candidate c;
-    if (!ctx.builder.build(match, &c)) return true;
-    ctx.matched_guids.resize(ctx.rule.src.size());
-    for (size_t s = 0; s < ctx.rule.src.size(); ++s)
-      ctx.matched_guids[s] = ctx.graph.node(match.ops[s]).guid;
-    return ctx.emit(std::move(c), ctx.matched_guids);
+    Candidate c = take_candidate();
+    bool go_on = true;
+    if (ctx.builder.build(match, &c)) {
+      ctx.matched_guids.resize(ctx.rule.src.size());
+      for (size_t s = 0; s < ctx.rule.src.size(); ++s)
+        ctx.matched_guids[s] = ctx.graph.node(match.ops[s]).guid;
+      go_on = ctx.emit(std::move(c), ctx.matched_guids);
+    }
+    give_back_candidate(&c);
+    return go_on;
   }, /*skip_reading_match=*/true);
 }
 

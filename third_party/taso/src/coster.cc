@@ -29,6 +29,7 @@ CandidateCoster::CandidateCoster(const Graph& parent, CostBackend* backend)
     parent_cost_ += costs_[i];  // as Graph::cost sums
     if (costs_[i] != 0) {  // adding 0 leaves a sum unchanged: skip free ops
       nonfree_.push_back(i);
+      nonfree_costs_.push_back(costs_[i]);
       prefix_.push_back(parent_cost_);
     }
   }
@@ -49,12 +50,17 @@ double CandidateCoster::added_cost(const Candidate& c, size_t j) const {
     // The configuration is assigned into the coster's scratch, whose
     // vectors keep their capacity from op to op: every target op of a
     // fresh enumeration is priced here once, and copying its parameters
-    // and shapes into new vectors cost more than the analytic price.
-    OpConfig& config = config_;
+    // and shapes into new vectors cost more than the analytic price. One
+    // scratch per count of inputs and outputs, so that no shape vector is
+    // dropped or created from op to op.
+    const size_t arity = node.inputs.size(), outputs = node.outputs.size();
+    if (configs_.size() <= arity) configs_.resize(arity + 1);
+    if (configs_[arity].size() <= outputs) configs_[arity].resize(outputs + 1);
+    OpConfig& config = configs_[arity][outputs];
     config.type = node.type;
     config.params = node.params;
     config.weight_side = false;
-    config.input_shapes.resize(node.inputs.size());
+    config.input_shapes.resize(arity);
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       const TensorRef& t = node.inputs[k];
       if (t.guid <= parent_.max_guid()) {
@@ -92,6 +98,7 @@ void CandidateCoster::place_parent(int p, int bound) {
   // An ancestor of a variable: it reads no matched op (rewrite() rejected
   // variables that read the match), so its inputs are parent ops.
   pulled_[p] = stamp_;
+  last_pulled_ = std::max(last_pulled_, p);
   for (const TensorRef& t : parent_.node(p).inputs) {
     const int q = parent_.index_of(t.guid);
     if (q > bound && pulled_[q] != stamp_) place_parent(q, bound);
@@ -105,9 +112,12 @@ void CandidateCoster::place_parent(int p, int bound) {
 int CandidateCoster::mark(const Candidate& c) {
   ++stamp_;
   int first = parent_.size();
+  last_removed_ = -1;
+  last_pulled_ = -1;
   for (int i : c.removed) {
     used_[i] = stamp_;
     first = std::min(first, i);
+    last_removed_ = std::max(last_removed_, i);
   }
   for (int i : c.weight_side_flips) {
     flip_[i] = stamp_;
@@ -286,6 +296,12 @@ double CandidateCoster::cost(const Candidate& c) {
   };
   size_t e = 0;
   while (k < nonfree_.size() || e < extra.size()) {
+    // Past the last clone and flip (every one of them is in `extra`), the
+    // last removed op and the last op pulled forward (only a clone's
+    // targets pull ops, so none is pulled from here on), every op left
+    // adds its parent cost: the tail below adds the same terms in the same
+    // order, without the per-op checks.
+    if (e == extra.size() && nonfree_[k] > std::max(last_removed_, last_pulled_)) break;
     int i;
     if (e < extra.size() && (k >= nonfree_.size() || extra[e] <= nonfree_[k])) {
       i = extra[e++];
@@ -309,6 +325,7 @@ double CandidateCoster::cost(const Candidate& c) {
     const double v = flip_[i] == stamp_ ? flip_cost_[i] : costs_[i];
     if (v != 0) total += v;
   }
+  for (const size_t end = nonfree_costs_.size(); k < end; ++k) total += nonfree_costs_[k];
   // Target ops no clone reads come last, in Create's order.
   for (size_t j = 0; j < c.added.size(); ++j)
     if (!added_placed_[j]) place_added(c, j, n);

@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "taso/coster.h"
+#include "taso/recycle.h"
 
 namespace taso {
 
@@ -67,6 +69,13 @@ class KeyBuckets {
 };
 
 }  // namespace
+
+Locations::~Locations() {
+  for (std::vector<Candidate>& list : candidates)
+    for (Candidate& c : list) give_back_candidate(&c);
+  for (std::vector<MatchedOps>& list : matched)
+    for (MatchedOps& ops : list) give_back_matched_ops(&ops);
+}
 
 std::vector<std::vector<uint64_t>> Locations::hashes() const {
   std::vector<std::vector<uint64_t>> out(candidates.size());
@@ -134,35 +143,37 @@ Locations enumerate_locations(GraphPtr graph, const std::vector<Rule>& rules,
   bool parent_deep_keyed = false;
   const size_t enumerated =
       num_rules < 0 ? rules.size() : std::min(rules.size(), static_cast<size_t>(num_rules));
-  for (size_t x = 0; x < enumerated; ++x) {
+  // One callback for every rule (built once: a lambda capturing this much
+  // is held on the heap, and a set has ~1,700 rules), keeping rule x's.
+  size_t x = 0;
+  const std::function<bool(Candidate&&, const MatchedOps&)> emit =
+      [&](Candidate&& c, const MatchedOps& ops) {
     auto& list = locs.candidates[x];
-    auto& matched = locs.matched[x];
-    locs.num_matches[x] = for_each_candidate(*graph, rules[x], max_ops,
-                                             [&](Candidate&& c, const MatchedOps& ops) {
-      bool duplicate = false;
-      if (c.key == parent_key) {
-        if (!parent_deep_keyed) {
-          parent_deep_key = graph_deep_key(*graph);
-          parent_deep_keyed = true;
-        }
-        duplicate = candidate_deep_key(*graph, c, &deep) == parent_deep_key &&
-                    candidate_hash(*graph, c, &hs) == graph->hash();
+    bool duplicate = false;
+    if (c.key == parent_key) {
+      if (!parent_deep_keyed) {
+        parent_deep_key = graph_deep_key(*graph);
+        parent_deep_keyed = true;
       }
-      for (int e = buckets.find(c.key); e >= 0 && !duplicate; e = buckets.entry(e).next) {
-        const KeyBuckets::Entry& kept = buckets.entry(e);
-        const Candidate& other = locs.candidates[kept.x][kept.l];
-        duplicate = candidate_deep_key(*graph, other, &deep) ==
-                        candidate_deep_key(*graph, c, &deep) &&
-                    candidate_hash(*graph, other, &hs) == candidate_hash(*graph, c, &hs);
-      }
-      if (!duplicate) {
-        buckets.add(c.key, static_cast<int>(x), static_cast<int>(list.size()));
-        list.push_back(std::move(c));
-        matched.push_back(ops);
-      }
-      return static_cast<int>(list.size()) < max_locations;
-    }, incremental, &cache);
-  }
+      duplicate = candidate_deep_key(*graph, c, &deep) == parent_deep_key &&
+                  candidate_hash(*graph, c, &hs) == graph->hash();
+    }
+    for (int e = buckets.find(c.key); e >= 0 && !duplicate; e = buckets.entry(e).next) {
+      const KeyBuckets::Entry& kept = buckets.entry(e);
+      const Candidate& other = locs.candidates[kept.x][kept.l];
+      duplicate = candidate_deep_key(*graph, other, &deep) ==
+                      candidate_deep_key(*graph, c, &deep) &&
+                  candidate_hash(*graph, other, &hs) == candidate_hash(*graph, c, &hs);
+    }
+    if (!duplicate) {
+      buckets.add(c.key, static_cast<int>(x), static_cast<int>(list.size()));
+      list.push_back(std::move(c));
+      locs.matched[x].push_back(take_matched_ops(ops));
+    }
+    return static_cast<int>(list.size()) < max_locations;
+  };
+  for (x = 0; x < enumerated; ++x)
+    locs.num_matches[x] = for_each_candidate(*graph, rules[x], max_ops, emit, incremental, &cache);
   return locs;
 }
 

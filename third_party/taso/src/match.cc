@@ -23,8 +23,19 @@ class Matcher {
     is_bound_.assign(slots, false);
     mapped_.assign(r.src.size(), -1);
     if (scratch->local.size() < r.src.size()) scratch->local.resize(r.src.size());
-    used_.assign(g.size(), false);
+    // The search leaves every entry false again (each op it marks is
+    // unmarked on the way back, and ~Matcher unmarks what an exception
+    // left marked), so a buffer of the graph's size needs no clearing: of
+    // the ~1,700 rules of a set, hundreds get this far on every graph.
+    if (used_.size() != static_cast<size_t>(g.size())) used_.assign(g.size(), false);
     memo_.assign(r.src.size(), nullptr);
+  }
+  ~Matcher() {
+    // What a throwing on_match left marked: at most the ops mapped at the
+    // depths it was called from (entries of deeper, finished depths are
+    // unmarked already; clearing them again is harmless).
+    for (int m : mapped_)
+      if (m >= 0) used_[m] = false;
   }
 
   int run() {
@@ -150,13 +161,15 @@ class Matcher {
 
   // Whether a bound variable is, or transitively reads, a matched op (the
   // candidate builder's first check, CandidateBuilder::build).
+  // An op reads only ops before it in the graph's (topological) order, so
+  // the ancestor bitsets are looked up only for matched ops before p.
   bool variable_reads_match() const {
     for (size_t v = 0; v < bound_.size(); ++v) {
       if (!is_bound_[v]) continue;
       const int p = g_.index_of(bound_[v].guid);
       if (used_[p]) return true;
       for (int m : mapped_)
-        if (g_.depends_on(p, m)) return true;
+        if (m < p && g_.depends_on(p, m)) return true;
     }
     return false;
   }
@@ -170,16 +183,20 @@ class Matcher {
     std::vector<int8_t>& memo = *memo_[depth];
     if (memo[i] < 0) {
       const Node& node = g_.node(i);
-      // Only a few keys read the input shapes: copy them only for those.
-      std::vector<Shape> shapes;
+      // Only a few keys read the input shapes: copy them only for those,
+      // into the scratch's vectors (assigned in place, so that their
+      // buffers are reused from node to node); the other keys get none.
+      static const std::vector<Shape> kNoShapes;
       bool needs_shapes = false;
       for (auto [key, value] : r_.src[depth].params)
         needs_shapes = needs_shapes || key == PM_NUM_INPUTS || key == PM_NUMDIM ||
                        key == PM_KERNEL_H || key == PM_KERNEL_W || key == PM_GROUP;
       if (needs_shapes) {
-        shapes.reserve(node.inputs.size());
-        for (const TensorRef& t : node.inputs) shapes.push_back(g_.shape(t));
+        scratch_->shapes.resize(node.inputs.size());
+        for (size_t k = 0; k < node.inputs.size(); ++k)
+          scratch_->shapes[k] = g_.shape(node.inputs[k]);
       }
+      const std::vector<Shape>& shapes = needs_shapes ? scratch_->shapes : kNoShapes;
       memo[i] = 1;
       for (auto [key, value] : r_.src[depth].params)
         if (node.params.get(key, node.type, shapes) != value) {

@@ -61,7 +61,7 @@ bool pool_or_conv_out(const OpParams& p, const std::vector<Shape>& in, int64_t k
   // Cannot throw: the stride, the padding and a VALID kernel were checked.
   ConvGeometry g = conv_geometry(x[2], x[3], kh, kw, p.stride_h, p.stride_w,
                                  p.padding);
-  *out = {x[0], out_c, g.out_h, g.out_w};
+  out->assign({x[0], out_c, g.out_h, g.out_w});  // in place: no temporary vector
   return true;
 }
 

@@ -133,10 +133,31 @@ std::vector<OpTypeInfo> op_type_table() {
   return {std::begin(kOpTypes), std::end(kOpTypes)};
 }
 
+namespace {
+
+// Row of each type in kOpTypes (-1: none), by type value: shape inference
+// and the cost backends look a type up for every op they see.
+struct TypeRows {
+  int row[kNumOpTypeSlots];
+};
+constexpr TypeRows type_rows() {
+  TypeRows rows{};
+  for (int t = 0; t < kNumOpTypeSlots; ++t) rows.row[t] = -1;
+  for (size_t i = 0; i < std::size(kOpTypes); ++i)
+    if (kOpTypes[i].type >= 0 && kOpTypes[i].type < kNumOpTypeSlots)
+      rows.row[kOpTypes[i].type] = static_cast<int>(i);
+  return rows;
+}
+constexpr TypeRows kTypeRows = type_rows();
+static_assert(every_row([](const OpTypeInfo& t) { return t.type >= 0 && t.type < kNumOpTypeSlots; }),
+              "an operator type is outside [0, kNumOpTypeSlots)");
+
+}  // namespace
+
 const OpTypeInfo* op_type_info(int type) {
-  for (const auto& t : kOpTypes)
-    if (t.type == type) return &t;
-  return nullptr;
+  if (type < 0 || type >= kNumOpTypeSlots) return nullptr;
+  const int row = kTypeRows.row[type];
+  return row < 0 ? nullptr : &kOpTypes[row];
 }
 
 std::vector<EnumName> activation_names() {

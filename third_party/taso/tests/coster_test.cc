@@ -18,10 +18,11 @@ uint64_t bits(double v) {
 
 // Prices every candidate of every rule on `g` (costing before building, so
 // that no memo of the built graph helps) and compares with the built graph.
-int check_costs(const Graph& g, CostBackend* backend) {
-  const std::vector<Rule> rules = {double_relu(), commute_add(), fuse_conv_relu(),
-                                   replace_unary(OP_RELU, OP_TANH),
-                                   replace_unary(OP_TANH, OP_SIGMOID)};
+int check_costs(const Graph& g, CostBackend* backend,
+                const std::vector<Rule>& rules = {double_relu(), commute_add(),
+                                                  fuse_conv_relu(),
+                                                  replace_unary(OP_RELU, OP_TANH),
+                                                  replace_unary(OP_TANH, OP_SIGMOID)}) {
   CandidateCoster coster(g, backend);
   CHECK_EQ(bits(coster.parent_cost()), bits(g.cost(backend)));
   int checked = 0;
@@ -50,6 +51,22 @@ TEST(coster_context_free_matches_built_graphs_bit_for_bit) {
   REQUIRE(analytic->context_free());
   CHECK_EQ(check_costs(*conv_chain().graph, analytic.get()), 6);
   CHECK_EQ(check_costs(*two_adds(), analytic.get()), 3);
+}
+
+// Rewrites early, late and in between on a longer graph: pairs of relus
+// far apart, whose targets go before the first clone and pull the second
+// relu's input forward, with every op after the last change summed as in
+// the parent.
+TEST(coster_matches_built_graphs_wherever_the_rewrite_lies) {
+  const GraphPtr g = branching_chain(5);
+  const std::vector<Rule> rules = {relu_pair_concat_split(0), relu_pair_concat_split(1),
+                                   fuse_conv_relu(), replace_unary(OP_RELU, OP_TANH),
+                                   commute_add()};
+  std::unique_ptr<CostBackend> analytic = make_analytic_backend("cpu");
+  std::unique_ptr<CostBackend> model = fitted();
+  const int analytic_checked = check_costs(*g, analytic.get(), rules);
+  CHECK_EQ(analytic_checked, check_costs(*g, model.get(), rules));
+  CHECK_EQ(analytic_checked, 35);  // relu pairs of a block, conv+relu, relus, adds
 }
 
 TEST(coster_in_context_matches_built_graphs_bit_for_bit) {

@@ -110,6 +110,40 @@ inline GraphPtr two_adds() {
   return b.build({{add2, 0}});
 }
 
+// relu(v1), relu(v2) -> split(relu(concat(v1, v2))) along `axis`: a pair
+// of unconnected source ops, which matches every two relus (those reading
+// each other are skipped), and whose split takes its sizes from the relus'
+// outputs.
+inline Rule relu_pair_concat_split(int axis) {
+  return rule("relu_pair_" + std::to_string(axis),
+              {pop(OP_RELU, {var(-1)}), pop(OP_RELU, {var(-2)})},
+              {pop(OP_CONCAT, {var(-1), var(-2)}, {{PM_AXIS, axis}, {PM_NUM_INPUTS, 2}}),
+               pop(OP_RELU, {out(0)}),
+               pop(OP_SPLIT, {out(1)}, {{PM_AXIS, axis}, {PM_NUM_OUTPUTS, 2}})},
+              {{out(0), out(2, 0)}, {out(1), out(2, 1)}});
+}
+
+// `blocks` blocks from x[1,4,8,8], each two branches from the previous
+// block's output p: a = relu(conv3x3(p)) [1,4,8,8] and b = relu(conv1x1(p))
+// [1,8,8,8], joined by p' = a + conv1x1(b) [1,4,8,8]; output: the last p'.
+// Its relus pair along axis 1 (N, H, W agree) and, of equal channels only,
+// along axis 0; most pairs read each other.
+inline GraphPtr branching_chain(int blocks) {
+  GraphBuilder b;
+  TensorRef p = b.input("x", {1, 4, 8, 8});
+  for (int k = 0; k < blocks; ++k) {
+    const std::string n = std::to_string(k);
+    const TensorRef wa = b.weight("wa" + n, {4, 4, 3, 3});
+    const TensorRef wb = b.weight("wb" + n, {8, 4, 1, 1});
+    const TensorRef wc = b.weight("wc" + n, {4, 8, 1, 1});
+    const int64_t a = b.add(OP_RELU, {}, {{b.add(OP_CONV2D, conv_params(1), {p, wa}), 0}});
+    const int64_t r = b.add(OP_RELU, {}, {{b.add(OP_CONV2D, conv_params(1), {p, wb}), 0}});
+    const int64_t c = b.add(OP_CONV2D, conv_params(1), {{r, 0}, wc});
+    p = {b.add(OP_EW_ADD, {}, {{a, 0}, {c, 0}}), 0};
+  }
+  return b.build({p});
+}
+
 inline std::unique_ptr<CostBackend> fitted() {
   const std::vector<std::string> classes = {"conv",      "matmul", "pool", "eltwise",
                                             "batchnorm", "concat", "copy"};

@@ -201,4 +201,37 @@ TEST(match_skips_matches_whose_variables_read_the_match) {
   CHECK_EQ(called, 0);
 }
 
+// The matcher's buffer of matched ops is cleared by the search itself, not
+// per rule: a callback that throws leaves it clean too, so the next rules
+// matched with the same scratch find what a fresh scratch finds.
+TEST(match_scratch_is_clean_after_a_callback_throws) {
+  const GraphPtr g = branching_chain(3);
+  const std::vector<Rule> rules = {relu_pair_concat_split(1), fuse_conv_relu(),
+                                   replace_unary(OP_RELU, OP_TANH)};
+  ParamMemo memo;
+  MatchScratch scratch;
+  for (const Rule& r : rules) {
+    for (int throw_at : {1, 2, 5}) {
+      int seen = 0;
+      CHECK_THROWS(for_each_match(*g, r, &memo, &scratch, [&](const Match&) -> bool {
+                     if (++seen == throw_at) throw EngineError("stop here");
+                     return true;
+                   }),
+                   EngineError, "stop here");
+      for (bool used : scratch.used) CHECK(!used);
+    }
+    std::vector<std::vector<int64_t>> found;
+    const int n = for_each_match(*g, r, &memo, &scratch, [&](const Match& m) {
+      std::vector<int64_t> guids;
+      for (int i : m.ops) guids.push_back(g->node(i).guid);
+      found.push_back(guids);
+      return true;
+    });
+    int fresh_count = 0;
+    CHECK(found == matches(*g, r, &fresh_count));
+    CHECK_EQ(n, fresh_count);
+    CHECK(n > 0);
+  }
+}
+
 }  // namespace taso_test

@@ -23,6 +23,24 @@ bool inferred(int type, const OpParams& p, const std::vector<Shape>& in,
 
 }  // namespace
 
+TEST(ops_type_info_finds_each_row_by_its_type) {
+  const std::vector<OpTypeInfo> table = op_type_table();
+  for (const OpTypeInfo& row : table) {
+    const OpTypeInfo* found = op_type_info(row.type);
+    REQUIRE(found != nullptr);
+    CHECK_EQ(found->type, row.type);
+    CHECK(std::string(found->name) == row.name);
+  }
+  int known = 0;
+  for (int type = -3; type < kNumOpTypeSlots + 3; ++type) {
+    bool in_table = false;
+    for (const OpTypeInfo& row : table) in_table = in_table || row.type == type;
+    CHECK_EQ(op_type_info(type) != nullptr, in_table);
+    known += in_table;
+  }
+  CHECK_EQ(known, static_cast<int>(table.size()));
+}
+
 TEST(ops_try_infer_shapes_fails_exactly_where_infer_shapes_throws) {
   OpParams none, axis1, split;
   axis1.axis = 1;

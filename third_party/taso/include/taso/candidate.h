@@ -140,6 +140,8 @@ struct CandidateScratch {
   // CandidateBuilder::build's target ops and, per arity, their input shapes.
   std::vector<std::shared_ptr<Node>> targets;
   std::vector<std::vector<Shape>> inputs_by_arity;
+  // The split sizes a build gathers.
+  std::vector<int64_t> split_sizes;
   HashScratch hash;
   // Per parent op, its term of graph_dedup_key, and the key: filled by
   // enumerate_locations (lazy hashes) before the rules run.

@@ -65,11 +65,14 @@ class CandidateCoster {
   bool context_free_;
   std::vector<double> costs_;   // parent.op_costs(backend)
   std::vector<int> nonfree_;    // parent indices with a non-zero cost, in order
+  std::vector<double> nonfree_costs_;  // their costs, in that order
   std::vector<double> prefix_;  // prefix_[k]: the sum of the first k of them
   double parent_cost_ = 0;
   double parent_magnitude_ = 0;  // the sum of |costs_[i]| (estimate's bound)
   // Per-candidate scratch, stamped to avoid clearing.
   int stamp_ = 0;
+  // The candidate's last removed op and last op pulled forward (-1: none).
+  int last_removed_ = -1, last_pulled_ = -1;
   std::vector<int> used_, pulled_, special_;
   std::vector<double> flip_cost_;
   std::vector<int> flip_;
@@ -77,7 +80,8 @@ class CandidateCoster {
   std::vector<double> added_cost_;
   std::vector<std::pair<int, int>> block_;  // (kind: 0 parent / 1 added, index)
   std::vector<int> extra_;  // parent ops the candidate re-wires or re-prices
-  mutable OpConfig config_;  // added_cost's scratch configuration
+  // added_cost's scratch configurations, by input and output count.
+  mutable std::vector<std::vector<OpConfig>> configs_;
   // Context-dependent backends: the parent's costs before the revision
   // (Graph::base_op_costs) and the parent as a view; the candidate's view
   // (its first view_valid_ ops are the parent view's: a candidate's ops

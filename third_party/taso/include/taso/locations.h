@@ -40,6 +40,15 @@ struct Locations {
   // (Candidate::whole) are not counted. Pricing (costs) builds none.
   int num_materialized() const;
   mutable HashScratch hash_scratch;
+
+  Locations() = default;
+  Locations(const Locations&) = default;
+  Locations(Locations&&) = default;
+  Locations& operator=(const Locations&) = default;
+  Locations& operator=(Locations&&) = default;
+  // Gives the candidates and matched-op lists back to this thread's pools
+  // (recycle.h), for the next enumerations to fill.
+  ~Locations();
 };
 
 // Enumerates the locations of every rule on `graph` (at most

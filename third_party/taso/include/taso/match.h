@@ -50,6 +50,9 @@ struct MatchScratch {
   std::vector<int> mapped;
   std::vector<std::vector<int8_t>*> memo;  // per source op: its ParamMemo entry
   std::vector<std::vector<int>> local;  // per search depth: the ops to try
+  // A node's input shapes for its parameter checks (kept between checks,
+  // with their capacity).
+  std::vector<Shape> shapes;
 };
 
 // Memo of source-op parameter checks on one graph, shared by every rule
