@@ -44,9 +44,8 @@ file, a debugger, `-s`).
 
 Order. The workers take classes in the order collected here, one at a time
 as they run out of work: the end-to-end classes first, longest first (the
-order of `E2E`), then the unit tier's longest classes (`LONG_UNIT`), then
-the rest, so that no long class starts last and leaves one worker idle at
-the end. A class stays whole (its setUpClass runs once).
+order of `E2E`), so that no long class starts last and leaves one worker
+idle at the end. A class stays whole (its setUpClass runs once).
 
 Ray. Each process of the suite (each worker) gets its own Ray temporary
 folder ($RAY_TMPDIR, inherited by the entry points it starts): a local Ray
@@ -57,7 +56,6 @@ find and join the instance or cluster another worker started.
 import os
 import shutil
 import tempfile
-from typing import Optional
 
 import pytest
 import tensorflow as tf
@@ -90,25 +88,10 @@ E2E = (
     "tests/planning/learning_from_search_test.py::IterationTest",  # a whole (tiny) run
 )
 
-# The unit tier's classes of 10 s or more (as measured with two workers on
-# this 2-core machine), longest first: scheduled right after the end-to-end
-# tier instead of in file order (DistributionTest, about 33 s, came last).
-LONG_UNIT = (
-    "tests/world_model/distribution_test.py::DistributionTest",
-    "tests/rules/semantics_test.py::SemanticsTest",
-    "tests/policy/runtime_test.py::ShippedPolicyParityTest",
-    "tests/world_model/agent_test.py::SeedTest",
-    "tests/planning/model_episodes_test.py::PlanBesideTest",
-    "tests/agents/ppo/agent_test.py::SeedTest",
-    "tests/agents/ppo/learning_test.py::LearningTest",
-    "tests/planning/learning_from_search_test.py::LearnerTest",
-    "tests/world_model/inductive_test.py::AgentTest",
-)
 
-
-def _rank(nodeid: str, prefixes) -> Optional[int]:
-    """The index of the first of `prefixes` that `nodeid` starts with, or None."""
-    for rank, prefix in enumerate(prefixes):
+def _rank(nodeid: str):
+    """The index of the first `E2E` prefix of `nodeid`, or None (unit tier)."""
+    for rank, prefix in enumerate(E2E):
         if nodeid.startswith(prefix):
             return rank
     return None
@@ -117,19 +100,16 @@ def _rank(nodeid: str, prefixes) -> Optional[int]:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Marks the end-to-end tier (before `-m` selects) and puts its classes
-    first, in `E2E`'s order, then `LONG_UNIT`'s; the rest keep their order."""
+    first, in `E2E`'s order; the rest keep their order."""
     del config
-    last = len(E2E) + len(LONG_UNIT)
     scope_rank = {}
     for item in items:
-        rank = _rank(item.nodeid, E2E)
+        rank = _rank(item.nodeid)
         if rank is not None:
             item.add_marker(pytest.mark.e2e)
-        else:
-            long_rank = _rank(item.nodeid, LONG_UNIT)
-            rank = last if long_rank is None else len(E2E) + long_rank
         scope = item.nodeid.rsplit("::", 1)[0]  # the class (or module), as loadscope groups
-        scope_rank[scope] = min(scope_rank.get(scope, last), rank)
+        scope_rank[scope] = min(scope_rank.get(scope, len(E2E)),
+                                len(E2E) if rank is None else rank)
     items.sort(key=lambda item: scope_rank[item.nodeid.rsplit("::", 1)[0]])
 
 
