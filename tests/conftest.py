@@ -24,10 +24,8 @@ a NumPy reference they compare with a tolerance. The entry points a test
 starts (subprocesses, Ray workers, the jobs of a test's Ray cluster) get the
 one-thread pools too, through TensorFlow's own environment variables
 (TF_NUM_INTEROP_THREADS, TF_NUM_INTRAOP_THREADS, inherited by every child
-process): two runs of `experiments/train_mf.py --quick --taso_budget=100
---eqsat_time_limit=2` started together, as the two workers start them, took
-a median of 23.9 s against 26.9 s without the variables (four runs each:
-two rounds of two, interleaved). Otherwise they run as a user runs them (grappler on).
+process), for the same reason: they share the two cores with the workers.
+Otherwise they run as a user runs them (grappler on).
 
 Tiers. A test is `e2e` (end to end) when it runs an entry point
 (experiments/, benchmarks/, the `xflowrl` command) or a whole training run
