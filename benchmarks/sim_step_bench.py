@@ -3,6 +3,10 @@
     python benchmarks/sim_step_bench.py [--graphs=resnet50,inception_v3]
         [--rules=default] [--cost_model=analytic/v100] [--repeats=5]
     python benchmarks/sim_step_bench.py --engines=/tmp/before,. --rounds=3
+    valgrind --tool=callgrind --collect-atstart=no \
+        --toggle-collect='taso::enumerate_locations*' \
+        --toggle-collect='taso::Locations::costs*' \
+        python benchmarks/sim_step_bench.py --graphs=inception_v3 --loop_steps=5
 
 A simulation step (what the planner and every search spend their time in,
 its targets: <= 1 ms on ResNet-50, <= 3 ms on Inception-v3 on one
@@ -19,6 +23,12 @@ the report gives, per part and for the whole step, the median, p10, p90,
 min and max of those over the walk's graphs. `digest` fingerprints what
 the engine returned on the walk (counts, matches, every candidate's cost
 bits and hash), so that two engines can be checked to agree.
+
+`--loop_steps=N` only enumerates and prices the first graph's initial
+graph N times (no walk, no timing): a fixed amount of work for an
+instruction counter such as callgrind, collected inside the two calls as
+above; the count after 5 steps minus the count after 3, halved, is a
+step's once the engine's caches and pools are warm.
 
 `--engines` compares builds of the engine: each is a source tree holding
 the `xflowrl` package with its `_engine*.so` built (e.g. a `git worktree` of
@@ -55,6 +65,8 @@ flags.DEFINE_list("engines", [], "Source trees (each with its xflowrl/_engine*.s
                   "compare in interleaved child processes; the first is the baseline of "
                   "the ratios.")
 flags.DEFINE_integer("rounds", 3, "With --engines: child processes per engine, interleaved.")
+flags.DEFINE_integer("loop_steps", 0, "If > 0: only enumerate and price the first graph's "
+                     "initial graph this many times (for instruction counters).")
 
 PARTS = ("enumerate", "cost", "apply", "step")
 
@@ -150,6 +162,22 @@ def run_here():
     return report
 
 
+def run_loop() -> dict:
+    """--loop_steps enumerations and pricings of the first graph's initial graph."""
+    # pylint: disable=import-outside-toplevel
+    from xflowrl import zoo
+    from xflowrl.engine import CostModel, XferSet
+    from xflowrl.env import GraphEnv
+    backend, _, profile = FLAGS.cost_model.partition("/")
+    cost_model = CostModel(backend, **({"profile": profile} if profile else {}))
+    xfers = XferSet.from_name(FLAGS.rules)
+    env = GraphEnv(zoo.get_graph(FLAGS.graphs[0]), xfers, cost_model)
+    for _ in range(FLAGS.loop_steps):
+        xfers.locations(env.initial_graph, FLAGS.max_locations, env.max_ops).active_costs(
+            cost_model)
+    return {"benchmark": "sim_step", "loop_steps": FLAGS.loop_steps, "graph": FLAGS.graphs[0]}
+
+
 def run_engines():
     """Children per engine and round, interleaved; their reports combined."""
     args = [f"--graphs={','.join(FLAGS.graphs)}", f"--rules={FLAGS.rules}",
@@ -193,7 +221,9 @@ def run_engines():
 
 def main(argv):
     del argv
-    if FLAGS.engines:
+    if FLAGS.loop_steps > 0:
+        report = run_loop()
+    elif FLAGS.engines:
         report = run_engines()
     else:
         report = run_here()
