@@ -231,16 +231,19 @@ class RunJobsTest(LocalRayTestCase):
             [job], max_retries=2, progress=io.StringIO())))
         thread.start()
         child_pid_file = os.path.join(job.out_dir, "child.pid")
-        deadline = time.time() + 60
+        # Generous: on a loaded machine Ray and the command take long to start.
+        deadline = time.time() + 300
         while not os.path.exists(child_pid_file) and time.time() < deadline:
             time.sleep(0.2)
+        self.assertTrue(os.path.exists(child_pid_file),
+                        "the job's command did not start within 300 s")
         with open(job.marker) as f:
             worker = json.load(f)["starts"][0]["pid"]
         with open(child_pid_file) as f:
             child = int(f.read())
         os.kill(worker, signal.SIGKILL)
-        thread.join(timeout=90)
-        self.assertFalse(thread.is_alive())
+        thread.join(timeout=300)
+        self.assertFalse(thread.is_alive(), "the retried job did not finish within 300 s")
         record = got["a"]
         self.assertEqual(record["status"], "ran")
         self.assertLen(record["starts"], 2)
