@@ -17,6 +17,12 @@ the input and after every step (`greedy_merging_ms`; `--no_greedy_merging`
 skips it): where that alone reaches the best known cost, the gap is what an
 e-graph gets from storing each e-node once, not a detour.
 
+Several --bench_json files are joined file by file: where a later file has
+a row of a setting an earlier file already has (same graph, rules, cost
+model and batch), the earlier row is kept and the later one dropped (each
+drop is printed), so a run that adds a rule set can be listed after the
+runs it extends without replacing their rows.
+
 `--export_graphs=DIR` also writes, per setting, the graphs a GPU check times
 (`DIR/<setting name with / as __>.json`): the original, greedy's, TASO's
 (the benchmark row's best alpha and budget) and equality saturation's
@@ -148,6 +154,27 @@ def select(settings: List[LookaheadSetting], names: List[str]) -> List[Lookahead
     return [s for s in settings if s.name in set(names)]
 
 
+def _key(row: dict) -> tuple:
+    return (row["graph"], row["rules"], row["cost_model"], int(row.get("batch", 1)))
+
+
+def join_rows(files: List[List[dict]], names: List[str]) -> List[dict]:
+    """The rows of several benchmark files, the first file's row of a
+    setting kept where later files repeat it (each drop printed)."""
+    rows: List[dict] = []
+    seen: Dict[tuple, str] = {}
+    for name, file_rows in zip(names, files):
+        for row in file_rows:
+            key = _key(row)
+            if key in seen:
+                print(f"{name}: {'/'.join(map(str, key))} is already in {seen[key]}; "
+                      f"its row there is kept")
+                continue
+            seen[key] = name
+            rows.append(row)
+    return rows
+
+
 def export_graphs(settings: List[LookaheadSetting], rows: List[dict], folder: str) -> None:
     """Writes each setting's graphs (see the module docstring)."""
     from xflowrl.engine import XferSet  # pylint: disable=import-outside-toplevel
@@ -162,7 +189,7 @@ def export_graphs(settings: List[LookaheadSetting], rows: List[dict], folder: st
         equality_saturation,
     )
     os.makedirs(folder, exist_ok=True)
-    by_key = {(r["graph"], r["rules"], r["cost_model"], r.get("batch", 1)): r for r in rows}
+    by_key = {_key(r): r for r in rows}
     for s in settings:
         row = by_key[(s.graph, s.rules, s.cost_model, s.batch)]
         graph = zoo_source(s.graph, s.batch).graph
@@ -188,10 +215,11 @@ def export_graphs(settings: List[LookaheadSetting], rows: List[dict], folder: st
 
 def main(argv):
     del argv
-    rows = []
+    files = []
     for path in FLAGS.bench_json:
         with open(path) as f:
-            rows.extend(json.load(f))
+            files.append(json.load(f))
+    rows = join_rows(files, list(FLAGS.bench_json))
     settings = settings_from_rows(rows, FLAGS.threshold)
     exported = select(settings, FLAGS.only)  # unknown names fail before anything is written
     if FLAGS.greedy_merging:

@@ -55,5 +55,23 @@ class GreedyMergingTest(absltest.TestCase):
         self.assertIn("| — |", lookahead_settings.markdown([setting]))
 
 
+class JoinRowsTest(absltest.TestCase):
+
+    def test_a_setting_repeated_in_a_later_file_keeps_the_first_row(self):
+        def row(graph, rules, batch, gap):
+            return {"graph": graph, "rules": rules, "cost_model": "analytic/v100",
+                    "batch": batch, "gap_pct": gap}
+        first = [row("nasrnn", "tensat", 16, 4.0), row("nasrnn", "tensat", 1, 0.5)]
+        later = [row("nasrnn", "tensat", 16, 9.0), row("nasrnn", "tensat_full", 16, 4.2),
+                 row("nasrnn", "tensat", 1, 3.0)]
+        joined = lookahead_settings.join_rows([first, later], ["a.json", "b.json"])
+        self.assertEqual([(r["rules"], r["batch"], r["gap_pct"]) for r in joined],
+                         [("tensat", 16, 4.0), ("tensat", 1, 0.5), ("tensat_full", 16, 4.2)])
+        # A row without a batch is batch 1: the same setting as one with it.
+        unbatched = {k: v for k, v in row("vgg19", "taso", 1, 5.0).items() if k != "batch"}
+        joined = lookahead_settings.join_rows([[row("vgg19", "taso", 1, 2.0)], [unbatched]],
+                                              ["a.json", "b.json"])
+        self.assertEqual([r["gap_pct"] for r in joined], [2.0])
+
 if __name__ == "__main__":
     absltest.main()
