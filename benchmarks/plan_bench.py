@@ -3,7 +3,7 @@
     python benchmarks/plan_bench.py [--settings=all|NAME,...] [--seeds=0,1,2]
         [--simulations=16] [--root_actions=16] [--prior=xfer]
         [--rollout_steps=0] [--max_real_steps=5000] [--time_limit_s=60]
-        [--everywhere] [--merge_identical] [--markdown=PATH] [--export_graphs=DIR]
+        [--everywhere] [--merge_identical] [--restarts=N] [--markdown=PATH] [--export_graphs=DIR]
         [--cprofile=N]
         [--rows=results/plan_bench/rows.jsonl] [--taso_rows=results/plan_bench/taso_rows.jsonl]
 
@@ -78,6 +78,8 @@ flags.DEFINE_bool("merge_identical", PlanConfig.merge_identical,
                   "merge identical ops in every graph built")
 flags.DEFINE_integer("patience", PlanConfig.patience,
                      "searches again from a graph with nothing cheaper below")
+flags.DEFINE_integer("restarts", PlanConfig.restarts,
+                     "times planning goes back to the first graph when it stalls")
 flags.DEFINE_string("rows", "results/plan_bench/rows.jsonl", "the rows, appended (resume)")
 flags.DEFINE_string("taso_rows", "results/plan_bench/taso_rows.jsonl",
                     "TASO's search timed here, one row per setting, appended (resume)")
@@ -103,7 +105,7 @@ def _config(seed: int) -> PlanConfig:
                       max_real_steps=FLAGS.max_real_steps, time_limit_s=FLAGS.time_limit_s,
                       greedy_start=FLAGS.greedy_start, everywhere=FLAGS.everywhere,
                       merge_identical=FLAGS.merge_identical, patience=FLAGS.patience,
-                      seed=seed)
+                      restarts=FLAGS.restarts, seed=seed)
 
 
 def _config_key(config: PlanConfig) -> Dict[str, Any]:

@@ -26,7 +26,9 @@ real graph, built by the engine (`xflowrl.planning.simulator`).
   that many steps from it (each a real step, each graph a node).
 - **Stopping**: where nothing cheaper than the current graph is known
   below it, the root is searched again, with new Gumbel draws, up to
-  `patience` times before planning stops there.
+  `patience` times before planning stops there; with `restarts`, it
+  first goes back to the first graph (up to that many times) and decides
+  again from there, the tree kept.
 - **Greedy start** (default): before the first decision, one-step
   greedy's descent from the input is put into the tree, so that planning
   starts from greedy's route and hands over nothing worse than greedy's
@@ -84,6 +86,12 @@ class PlanConfig:
       time_limit_s: wall time at most.
       patience: searches from a graph below which nothing cheaper is known
         before planning stops there (each draws other root actions).
+      restarts: times planning, stopped that way below the first graph,
+        goes back to the first graph and decides again from there (the
+        tree and what it knows kept; the budgets still bound it): the
+        decisions taken first follow greedy's route where the first
+        searches find nothing cheaper, and a stall at its end cannot undo
+        them.
       seed: of the Gumbel noise.
     """
     prior: str = "xfer"
@@ -100,13 +108,14 @@ class PlanConfig:
     everywhere: bool = False
     merge_identical: bool = False
     patience: int = 2
+    restarts: int = 0
     seed: int = 0
 
     def __post_init__(self):
         if self.simulations < 1 or self.root_actions < 1:
             raise ValueError("simulations and root_actions must be >= 1")
-        if self.patience < 0:
-            raise ValueError("patience must be >= 0")
+        if self.patience < 0 or self.restarts < 0:
+            raise ValueError("patience and restarts must be >= 0")
         if self.rollout_steps < 0 or self.max_real_steps < 1 or self.time_limit_s <= 0:
             raise ValueError("rollout_steps must be >= 0, max_real_steps >= 1 and "
                              "time_limit_s > 0")
@@ -328,6 +337,7 @@ class Planner:
         limit = (self.config.max_decisions if self.config.max_decisions is not None
                  else self.env.config.max_steps)
         root, decisions, stopped, fruitless = self.root, 0, "step_limit", 0
+        restarts = 0
         while decisions < limit:
             assert root.expansion is not None
             if not len(root.expansion.actions):
@@ -346,8 +356,10 @@ class Planner:
                 # Gumbel draws, other actions) up to `patience` times.
                 fruitless += 1
                 if fruitless > self.config.patience:
-                    stopped = "no_improvement"
-                    break
+                    if root is self.root or restarts >= self.config.restarts:
+                        stopped = "no_improvement"
+                        break
+                    root, fruitless, restarts = self.root, 0, restarts + 1
                 continue
             fruitless = 0
             root = self._child(root, index)
