@@ -195,6 +195,24 @@ class PlanTest(absltest.TestCase):
                             msg=f"seed {seed}")
             self.assertEqual(replay(env, result.applied).hash(), result.graph.hash())
 
+    def test_a_restart_goes_on_from_where_planning_stalled(self):
+        # On small_cnn planning stalls below the first graph; a restart
+        # runs exactly as before up to the stall (same draws), then decides
+        # again from the first graph with the tree kept: more decisions and
+        # real steps, never a dearer graph, a route that still replays.
+        env = _env()
+        once = plan(env, PlanConfig(simulations=4, root_actions=4, seed=0))
+        again = plan(env, PlanConfig(simulations=4, root_actions=4, seed=0, restarts=1))
+        self.assertEqual(once.stopped, "no_improvement")
+        self.assertGreater(once.decisions, 0)
+        self.assertGreater(again.decisions, once.decisions)
+        self.assertGreater(again.real_steps, once.real_steps)
+        self.assertLessEqual(again.cost, once.cost)
+        self.assertEqual(replay(env, again.applied).hash(), again.graph.hash())
+        capped = plan(env, PlanConfig(simulations=4, root_actions=4, seed=0, restarts=1,
+                                      max_real_steps=once.real_steps))
+        self.assertEqual(capped.stopped, "real_steps")
+
     def test_every_node_of_the_tree_is_a_real_graph_on_its_route(self):
         env = _env()
         planner = Planner(env, PlanConfig(simulations=8))
@@ -285,7 +303,8 @@ class PlanTest(absltest.TestCase):
 
     def test_bad_config(self):
         for bad in (dict(simulations=0), dict(root_actions=0), dict(rollout_steps=-1),
-                    dict(max_real_steps=0), dict(time_limit_s=0), dict(patience=-1)):
+                    dict(max_real_steps=0), dict(time_limit_s=0), dict(patience=-1),
+                    dict(restarts=-1)):
             with self.assertRaises(ValueError):
                 PlanConfig(**bad)
 
