@@ -1,5 +1,7 @@
 """Tests of the engine planner: its simulator, tree, priors and searches."""
 
+import dataclasses
+
 from absl.testing import absltest
 import numpy as np
 
@@ -195,16 +197,17 @@ class PlanTest(absltest.TestCase):
                             msg=f"seed {seed}")
             self.assertEqual(replay(env, result.applied).hash(), result.graph.hash())
 
-    def test_a_restart_goes_on_from_where_planning_stalled(self):
-        # On small_cnn planning stalls below the first graph; a restart
-        # runs exactly as before up to the stall (same draws), then decides
-        # again from the first graph with the tree kept: more decisions and
-        # real steps, never a dearer graph, a route that still replays.
+    def test_a_restart_goes_on_from_where_planning_stalled_at_greedy(self):
+        # On small_cnn planning stalls at greedy's graph; a restart runs
+        # exactly as before up to the stall (same draws), then decides again
+        # from the first graph with the tree kept: more decisions and real
+        # steps, never a dearer graph, a route that still replays.
         env = _env()
         once = plan(env, PlanConfig(simulations=4, root_actions=4, seed=0))
         again = plan(env, PlanConfig(simulations=4, root_actions=4, seed=0, restarts=1))
         self.assertEqual(once.stopped, "no_improvement")
         self.assertGreater(once.decisions, 0)
+        self.assertAlmostEqual(once.cost, greedy_walk(env).cost, places=12)
         self.assertGreater(again.decisions, once.decisions)
         self.assertGreater(again.real_steps, once.real_steps)
         self.assertLessEqual(again.cost, once.cost)
@@ -212,6 +215,19 @@ class PlanTest(absltest.TestCase):
         capped = plan(env, PlanConfig(simulations=4, root_actions=4, seed=0, restarts=1,
                                       max_real_steps=once.real_steps))
         self.assertEqual(capped.stopped, "real_steps")
+
+    def test_no_restart_once_past_greedy(self):
+        # squeezenet1_1 with the generated rules: planning ends far below
+        # greedy's graph, so a restart is never taken and nothing changes.
+        env = _env("squeezenet1_1", xfers=XferSet.from_name("generated"),
+                   cost=CostModel("analytic", profile="v100"))
+        config = PlanConfig(simulations=4, root_actions=4, seed=0, max_real_steps=800)
+        once = plan(env, config)
+        again = plan(env, dataclasses.replace(config, restarts=1))
+        self.assertEqual(once.stopped, "no_improvement")
+        self.assertLess(once.cost, greedy_walk(env).cost - 0.05 * env.initial_cost)
+        self.assertEqual((again.applied, again.real_steps, again.decisions),
+                         (once.applied, once.real_steps, once.decisions))
 
     def test_every_node_of_the_tree_is_a_real_graph_on_its_route(self):
         env = _env()

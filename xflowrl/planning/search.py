@@ -26,9 +26,10 @@ real graph, built by the engine (`xflowrl.planning.simulator`).
   that many steps from it (each a real step, each graph a node).
 - **Stopping**: where nothing cheaper than the current graph is known
   below it, the root is searched again, with new Gumbel draws, up to
-  `patience` times before planning stops there; with `restarts`, it
-  first goes back to the first graph (up to that many times) and decides
-  again from there, the tree kept.
+  `patience` times before planning stops there; with `restarts`, where
+  nothing cheaper than greedy's graph is known yet, it first goes back to
+  the first graph (up to that many times) and decides again from there,
+  the tree kept.
 - **Greedy start** (default): before the first decision, one-step
   greedy's descent from the input is put into the tree, so that planning
   starts from greedy's route and hands over nothing worse than greedy's
@@ -86,12 +87,14 @@ class PlanConfig:
       time_limit_s: wall time at most.
       patience: searches from a graph below which nothing cheaper is known
         before planning stops there (each draws other root actions).
-      restarts: times planning, stopped that way below the first graph,
-        goes back to the first graph and decides again from there (the
-        tree and what it knows kept; the budgets still bound it): the
-        decisions taken first follow greedy's route where the first
-        searches find nothing cheaper, and a stall at its end cannot undo
-        them.
+      restarts: times planning, stopped that way below the first graph
+        with nothing known cheaper than greedy's graph (the greedy start's
+        last; the first graph without one), goes back to the first graph
+        and decides again from there (the tree and what it knows kept; the
+        budgets still bound it). The first decisions follow greedy's route
+        where the first searches find nothing cheaper, and a stall at its
+        end cannot undo them; once past greedy's graph, planning stops as
+        before.
       seed: of the Gumbel noise.
     """
     prior: str = "xfer"
@@ -179,6 +182,7 @@ class Planner:
         self._expand(self.root, rollout=False)
         if config.greedy_start:
             self._descend(self.root, self.env.config.max_steps)
+        self._greedy_cost = self.best.cost   # what a restart must get below
 
     # -- budgets -------------------------------------------------------------
 
@@ -356,7 +360,8 @@ class Planner:
                 # Gumbel draws, other actions) up to `patience` times.
                 fruitless += 1
                 if fruitless > self.config.patience:
-                    if root is self.root or restarts >= self.config.restarts:
+                    if (root is self.root or restarts >= self.config.restarts
+                            or self.best.cost < self._greedy_cost - CHEAPER):
                         stopped = "no_improvement"
                         break
                     root, fruitless, restarts = self.root, 0, restarts + 1
