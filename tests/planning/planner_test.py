@@ -203,7 +203,7 @@ class PlanTest(absltest.TestCase):
         # from the first graph with the tree kept: more decisions and real
         # steps, never a dearer graph, a route that still replays.
         env = _env()
-        once = plan(env, PlanConfig(simulations=4, root_actions=4, seed=0))
+        once = plan(env, PlanConfig(simulations=4, root_actions=4, seed=0, restarts=0))
         again = plan(env, PlanConfig(simulations=4, root_actions=4, seed=0, restarts=1))
         self.assertEqual(once.stopped, "no_improvement")
         self.assertGreater(once.decisions, 0)
@@ -221,7 +221,8 @@ class PlanTest(absltest.TestCase):
         # greedy's graph, so a restart is never taken and nothing changes.
         env = _env("squeezenet1_1", xfers=XferSet.from_name("generated"),
                    cost=CostModel("analytic", profile="v100"))
-        config = PlanConfig(simulations=4, root_actions=4, seed=0, max_real_steps=800)
+        config = PlanConfig(simulations=4, root_actions=4, seed=0, max_real_steps=800,
+                            restarts=0)
         once = plan(env, config)
         again = plan(env, dataclasses.replace(config, restarts=1))
         self.assertEqual(once.stopped, "no_improvement")

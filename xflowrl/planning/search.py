@@ -111,7 +111,7 @@ class PlanConfig:
     everywhere: bool = False
     merge_identical: bool = False
     patience: int = 2
-    restarts: int = 0
+    restarts: int = 1
     seed: int = 0
 
     def __post_init__(self):
