@@ -45,6 +45,7 @@ from typing import Any, Dict, List
 from absl import app, flags
 import tensorflow as tf
 
+from model_plan_table import reaches_engine, within_a_tenth  # benchmarks/, beside this file
 from xflowrl.corpus import registry
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.entry_points import zoo_source
@@ -56,10 +57,6 @@ from xflowrl.planning.model_search import ModelPlanConfig, plan_with_model, repl
 from xflowrl.search.settings import LookaheadSetting, get_setting
 
 FLAGS = flags.FLAGS
-# "Reaches the engine planner's result": at most this many points of the
-# initial cost above it (the reports' and plan_finetune_bench's tolerance:
-# costs printed to three decimals of a percent).
-REACHED_PT = 0.0005
 flags.DEFINE_string("settings", "squeezenet1_1/generated/analytic-v100",
                     "comma-separated setting names of the shipped list")
 flags.DEFINE_string("seeds", "0,1,2", "comma-separated seeds")
@@ -173,11 +170,8 @@ def summarise(setting: LookaheadSetting, rows: List[dict]) -> Dict[str, Any]:
         out[key] = spread(key)
     out["from_greedy"] = [r["from_greedy"] for r in rows]
     out["replayed"] = all(r["replayed"] for r in rows)
-    out["reaches_engine"] = [r["change_pct"] <= r["engine_change_pct"] + REACHED_PT
-                             for r in rows]
-    out["tenth_of_engine_steps"] = [
-        r["change_pct"] <= r["engine_change_pct"] + REACHED_PT
-        and r["real_steps_to_best"] * 10 <= r["engine_real_steps_to_best"] for r in rows]
+    out["reaches_engine"] = [reaches_engine(r) for r in rows]
+    out["tenth_of_engine_steps"] = [within_a_tenth(r) for r in rows]
     out["not_worse_than_greedy"] = all(r["change_pct"] <= setting.change_pct("greedy") + 1e-6
                                        for r in rows)
     return out
