@@ -29,9 +29,14 @@ of them, every real step of self-play counted into the budget). Action spaces: `
 ops merged) and `thesis` (one substitution per action). Real steps are the
 planner's expansions (one enumeration and pricing of a graph's candidates
 each: an environment step's engine work); a multi-location action's
-single-rule enumerations are counted apart (`rule_enumerations`), and
-`within_budget_all_counted` says whether the two together stay within the
-budget too. Every handed-over graph is checked to compute the original's
+single-rule enumerations are counted apart (`rule_enumerations`). With
+`--count_enumerations` (default) the budget bounds the two together, every
+engine call (`PlanConfig.count_enumerations`), and the planner hands over
+what it found within it; `within_budget_all_counted` says whether the
+result was first seen within the budget with both counted
+(`PlanResult.engine_calls_to_best`; a multi-location action runs whole, so
+the last may pass the budget). Without it the budget bounds the expansions
+alone and the planner runs on past its result, as it did before. Every handed-over graph is checked to compute the original's
 outputs (`xflowrl.search.eqsat.same_outputs`).
 
 Beside them, per graph: one-step greedy (`greedy_walk`) and TASO's search
@@ -86,6 +91,8 @@ flags.DEFINE_float("learned_share", 2 / 3, "`learned`: the budget's share for se
 flags.DEFINE_integer("learned_steps", 40, "`learned`: gradient steps per round.")
 flags.DEFINE_string("learned_dir", "", "`learned`: its runs' folders (default: a temporary "
                     "folder).")
+flags.DEFINE_bool("count_enumerations", True, "The budget bounds every engine call: "
+                  "expansions and single-rule enumerations together (False: expansions).")
 flags.DEFINE_bool("quick", False, "The first pair only, one prior (xfer), the deployed "
                   "space, a budget of 20 real steps (the tests' check that it runs).")
 
@@ -172,10 +179,12 @@ def run_learned(pair: Dict[str, Any], env: GraphEnv, space: str, budget: int,
 
 def run_pair(pair: Dict[str, Any], env: GraphEnv, prior: str, space: str,
              budget: int, data: Optional[Dict[str, Any]] = None,
-             learned: Learned = Learned()) -> Tuple[Dict[str, Any], Graph]:
+             learned: Learned = Learned(), count_enumerations: bool = True,
+             ) -> Tuple[Dict[str, Any], Graph]:
     """One planner run on one pair (`learned`: learning from search on
     it, which needs the pairs file's `data`); its row and the graph it
-    handed over."""
+    handed over. `count_enumerations`: the budget bounds every engine call
+    (`PlanConfig.count_enumerations`; not the `learned` config's)."""
     start = time.thread_time()
     if prior == "learned":
         if data is None:
@@ -183,11 +192,15 @@ def run_pair(pair: Dict[str, Any], env: GraphEnv, prior: str, space: str,
         fields, graph = run_learned(pair, env, space, budget, data, learned)
     else:
         config = PlanConfig(prior=_prior_spec(prior), max_real_steps=budget, time_limit_s=600,
-                            seed=pair["seed"], **SPACES[space])
+                            count_enumerations=count_enumerations, seed=pair["seed"],
+                            **SPACES[space])
         result = plan(env, config)
         fields, graph = {"change_pct": result.change_pct, "real_steps": result.real_steps,
                          "real_steps_to_best": result.real_steps_to_best,
                          "rule_enumerations": result.rule_enumerations,
+                         "engine_calls_to_best": result.engine_calls_to_best,
+                         "budget_counts": ("engine_calls" if count_enumerations
+                                           else "expansions"),
                          "stopped": result.stopped}, result.graph
     cpu = time.thread_time() - start
     reached = (fields["change_pct"] <= pair["scratch_change_pct"] + TOLERANCE_PT
@@ -196,8 +209,9 @@ def run_pair(pair: Dict[str, Any], env: GraphEnv, prior: str, space: str,
             "budget": budget, "scratch_steps": pair["scratch_steps"],
             "scratch_change_pct": pair["scratch_change_pct"], "initial_ms": env.initial_cost,
             **fields, "reached": bool(reached),
-            "within_budget_all_counted":
-                fields["real_steps"] + fields["rule_enumerations"] <= budget,
+            "within_budget_all_counted": fields.get(
+                "engine_calls_to_best",
+                fields["real_steps"] + fields["rule_enumerations"]) <= budget,
             "same_outputs": same_outputs(env.initial_graph, graph),
             "cpu_seconds": cpu}, graph
 
@@ -270,7 +284,8 @@ def main(argv):
             budget = 20 if FLAGS.quick else int(data["fraction"] * pair["scratch_steps"])
             for space in spaces:
                 for prior in priors:
-                    row, graph = run_pair(pair, env, prior, space, budget, data, learned)
+                    row, graph = run_pair(pair, env, prior, space, budget, data, learned,
+                                          FLAGS.count_enumerations)
                     graphs[f"{prior}/{space}/{pair['seed']}"] = graph
                     print(json.dumps(row), file=sys.stderr, flush=True)
                     rows.append(row)

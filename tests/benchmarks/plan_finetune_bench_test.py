@@ -57,6 +57,18 @@ class RunPairTest(absltest.TestCase):
                              and row["real_steps"] <= 30)
             if row["space"] == "thesis":
                 self.assertEqual(row["rule_enumerations"], 0)
+            # The budget counted every engine call; "all counted" is when
+            # the result was first seen.
+            self.assertEqual(row["budget_counts"], "engine_calls")
+            self.assertEqual(row["within_budget_all_counted"], row["engine_calls_to_best"] <= 30)
+        # Counting expansions alone, the deployed space runs on past the
+        # budget of engine calls.
+        counted = rows[0]
+        free, _ = bench.run_pair(vit, env, "xfer", "deployed", 30, count_enumerations=False)
+        self.assertEqual((counted["prior"], counted["space"]), ("xfer", "deployed"))
+        self.assertEqual(free["budget_counts"], "expansions")
+        self.assertGreater(free["real_steps"] + free["rule_enumerations"],
+                           counted["real_steps"] + counted["rule_enumerations"])
         out = bench.summary(rows)
         self.assertEqual(set(out), {"xfer / deployed", "xfer / thesis",
                                     "policy:shipped / deployed", "policy:shipped / thesis"})

@@ -256,6 +256,34 @@ class PlanTest(absltest.TestCase):
         self.assertAlmostEqual(rebuilt.cost(env.cost_model), result.cost, places=9)
         self.assertTrue(same_outputs(env.initial_graph, result.graph))
 
+    def test_a_budget_of_engine_calls_counts_the_single_rule_enumerations(self):
+        # NasRNN, multi-location actions: with `count_enumerations` the
+        # budget bounds expansions and single-rule enumerations together.
+        # The budget only stops a run, so the counted run is the uncounted
+        # one's beginning: it stops once the engine calls reach the budget
+        # (the last multi-location action runs whole and may pass it; the
+        # handed-over route's translation adds real steps after), with the
+        # cheapest graph the uncounted run had seen by then.
+        env = _env("nasrnn", cost=CostModel("analytic", profile="v100"))
+        config = PlanConfig(everywhere=True, merge_identical=True, max_real_steps=300, seed=0)
+        free = plan(env, config)
+        counted = plan(env, dataclasses.replace(config, count_enumerations=True))
+        self.assertEqual(counted.stopped, "real_steps")
+        calls = counted.real_steps + counted.rule_enumerations
+        self.assertGreaterEqual(calls, 300)
+        self.assertGreater(counted.rule_enumerations, 0)
+        self.assertLess(counted.real_steps, free.real_steps)
+        self.assertBetween(counted.engine_calls_to_best, counted.real_steps_to_best, calls)
+        self.assertBetween(free.engine_calls_to_best, free.real_steps_to_best,
+                           free.real_steps + free.rule_enumerations)
+        self.assertGreaterEqual(counted.cost, free.cost)
+        if free.engine_calls_to_best < 300:
+            self.assertEqual((counted.cost, counted.engine_calls_to_best),
+                             (free.cost, free.engine_calls_to_best))
+        elif free.engine_calls_to_best > calls:
+            self.assertGreater(counted.cost, free.cost)
+        self.assertEqual(replay_route(env, counted.applied).hash(), counted.graph.hash())
+
     def test_default_prior_fuses_before_merging_on_an_inception_block(self):
         # The deployed configuration (the defaults, multi-location actions
         # and merging on) on one Inception-v3 block: greedy, and mostly the

@@ -84,6 +84,12 @@ class PlanConfig:
       max_decisions: actions taken at most (the environment's step limit
         by default, `plan`'s `env.config.max_steps`).
       max_real_steps: expansions at most, rollouts included.
+      count_enumerations: `max_real_steps` bounds every engine call: the
+        expansions and the multi-location actions' single-rule
+        enumerations together (the fine-tuning budget's count). A
+        multi-location action runs whole, so the last one may pass the
+        budget; `PlanResult.engine_calls_to_best` says when the result was
+        first seen.
       time_limit_s: wall time at most.
       patience: searches from a graph below which nothing cheaper is known
         before planning stops there (each draws other root actions).
@@ -106,6 +112,7 @@ class PlanConfig:
     rollout_steps: int = 0
     max_decisions: Optional[int] = None
     max_real_steps: int = 5_000
+    count_enumerations: bool = False
     time_limit_s: float = 60.0
     greedy_start: bool = True
     everywhere: bool = False
@@ -139,6 +146,7 @@ class PlanResult(NamedTuple):
     stopped: str                      # one of STOPS
     prior: str
     real_steps_to_best: int = 0       # expansions when the handed-over cost was first seen
+    engine_calls_to_best: int = 0     # expansions and single-rule enumerations by then
 
     @property
     def change_pct(self) -> float:
@@ -178,7 +186,7 @@ class Planner:
                 else env.initial_cost)
         self.root = self.tree.node_of(first, cost, None)
         self.best = _Best(cost, self.root, (), first)
-        self.best_at = 0
+        self.best_at = self.best_calls = 0
         self._expand(self.root, rollout=False)
         if config.greedy_start:
             self._descend(self.root, self.env.config.max_steps)
@@ -188,11 +196,17 @@ class Planner:
 
     def _out_of(self) -> Optional[str]:
         """The budget that has run out, if any."""
-        if self.sim.real_steps >= self.config.max_real_steps:
+        if self._calls() >= self.config.max_real_steps:
             return "real_steps"
         if time.monotonic() - self._start >= self.config.time_limit_s:
             return "time_limit"
         return None
+
+    def _calls(self) -> int:
+        """What `max_real_steps` bounds: the expansions, and with
+        `count_enumerations` the single-rule enumerations too."""
+        enumerations = self.sim.rule_enumerations if self.config.count_enumerations else 0
+        return self.sim.real_steps + enumerations
 
     # -- expansion and leaf values ------------------------------------------
 
@@ -236,6 +250,7 @@ class Planner:
         if cost < self.best.cost - CHEAPER:
             self.best = _Best(cost, node, suffix, graph)
             self.best_at = self.sim.real_steps
+            self.best_calls = self.sim.real_steps + self.sim.rule_enumerations
 
     # -- simulations ---------------------------------------------------------
 
@@ -395,7 +410,8 @@ class Planner:
                           rule_enumerations=self.sim.rule_enumerations,
                           decisions=decisions, nodes=len(self.tree),
                           seconds=time.monotonic() - self._start, stopped=stopped,
-                          prior=self.prior.name, real_steps_to_best=self.best_at)
+                          prior=self.prior.name, real_steps_to_best=self.best_at,
+                          engine_calls_to_best=self.best_calls)
 
 
 def _backup(path: List[Node]) -> None:
