@@ -78,6 +78,9 @@ flags.DEFINE_bool("merge_identical", PlanConfig.merge_identical,
                   "merge identical ops in every graph built")
 flags.DEFINE_integer("patience", PlanConfig.patience,
                      "searches again from a graph with nothing cheaper below")
+flags.DEFINE_bool("count_enumerations", PlanConfig.count_enumerations,
+                  "--max_real_steps bounds every engine call: expansions and the "
+                  "multi-location actions' single-rule enumerations together")
 flags.DEFINE_integer("restarts", PlanConfig.restarts,
                      "times planning goes back to the first graph when it stalls")
 flags.DEFINE_string("rows", "results/plan_bench/rows.jsonl", "the rows, appended (resume)")
@@ -102,7 +105,9 @@ TIE_PT = 1e-6
 def _config(seed: int) -> PlanConfig:
     return PlanConfig(prior=FLAGS.prior, simulations=FLAGS.simulations,
                       root_actions=FLAGS.root_actions, rollout_steps=FLAGS.rollout_steps,
-                      max_real_steps=FLAGS.max_real_steps, time_limit_s=FLAGS.time_limit_s,
+                      max_real_steps=FLAGS.max_real_steps,
+                      count_enumerations=FLAGS.count_enumerations,
+                      time_limit_s=FLAGS.time_limit_s,
                       greedy_start=FLAGS.greedy_start, everywhere=FLAGS.everywhere,
                       merge_identical=FLAGS.merge_identical, patience=FLAGS.patience,
                       restarts=FLAGS.restarts, seed=seed)
@@ -159,7 +164,7 @@ def run_row(setting: LookaheadSetting, config: PlanConfig) -> dict:
             FLAGS.cprofile)
     return {"setting": setting.name, "seed": config.seed, "config": _config_key(config),
             "change_pct": result.change_pct, "real_steps": result.real_steps,
-            "cpu_seconds": cpu,
+            "engine_calls_to_best": result.engine_calls_to_best, "cpu_seconds": cpu,
             "applies": result.applies, "rule_enumerations": result.rule_enumerations,
             "decisions": result.decisions, "nodes": result.nodes,
             "route_length": len(result.applied), "seconds": result.seconds,
