@@ -36,8 +36,9 @@ what it found within it; `within_budget_all_counted` says whether the
 result was first seen within the budget with both counted
 (`PlanResult.engine_calls_to_best`; a multi-location action runs whole, so
 the last may pass the budget). Without it the budget bounds the expansions
-alone and the planner runs on past its result, as it did before. Every handed-over graph is checked to compute the original's
-outputs (`xflowrl.search.eqsat.same_outputs`).
+alone and the planner runs on past its result. Every handed-over graph is
+checked to compute the original's outputs
+(`xflowrl.search.eqsat.same_outputs`).
 
 Beside them, per graph: one-step greedy (`greedy_walk`) and TASO's search
 (alpha 1.05, budget 1,000) under the same rules and cost model, and the

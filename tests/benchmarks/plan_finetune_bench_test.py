@@ -57,6 +57,9 @@ class RunPairTest(absltest.TestCase):
                              and row["real_steps"] <= 30)
             if row["space"] == "thesis":
                 self.assertEqual(row["rule_enumerations"], 0)
+                self.assertEqual(row["engine_calls_to_best"], row["real_steps_to_best"])
+            else:
+                self.assertGreaterEqual(row["engine_calls_to_best"], row["real_steps_to_best"])
             # The budget counted every engine call; "all counted" is when
             # the result was first seen.
             self.assertEqual(row["budget_counts"], "engine_calls")

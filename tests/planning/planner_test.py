@@ -274,7 +274,9 @@ class PlanTest(absltest.TestCase):
         self.assertGreater(counted.rule_enumerations, 0)
         self.assertLess(counted.real_steps, free.real_steps)
         self.assertBetween(counted.engine_calls_to_best, counted.real_steps_to_best, calls)
-        self.assertBetween(free.engine_calls_to_best, free.real_steps_to_best,
+        # The uncounted run's result came after multi-location actions, so
+        # its engine calls by then are more than its expansions.
+        self.assertBetween(free.engine_calls_to_best, free.real_steps_to_best + 1,
                            free.real_steps + free.rule_enumerations)
         self.assertGreaterEqual(counted.cost, free.cost)
         if free.engine_calls_to_best < 300:
