@@ -457,7 +457,8 @@ def same_outputs(original: Graph, rewritten: Graph, seed: int = 0) -> Optional[b
 
 def _ilp_start(eg: EGraph, roots: List[int], costs: Dict[int, float], graph: Graph,
                greedy: extract.Extraction, xfers: XferSet, cost_model: CostModel,
-               config: EqsatConfig) -> Tuple[str, extract.Choice, float]:
+               config: EqsatConfig
+               ) -> Tuple[str, extract.Choice, float, Optional[extract.Choice]]:
     """The ILP's start: the cheapest (per-node costs, shared e-nodes once)
     of the choices known to extract a graph the e-graph holds: greedy
     extraction's, the input's, and, with `config.start_from_descent`, the
@@ -470,19 +471,23 @@ def _ilp_start(eg: EGraph, roots: List[int], costs: Dict[int, float], graph: Gra
     spend its time limit at the root node without finding it (vit, `taso`
     rules: started from the input, it ended at the input's cost; the
     descent's graph, 6.2% cheaper, was in the e-graph). Returns (which,
-    choice, the descent's cost: inf where it did not run)."""
+    choice, the descent's cost: inf where it did not run, and the
+    descent's choice: None where it did not run, applied nothing or the
+    e-graph does not hold its graph)."""
     starts = [("greedy", greedy.choice), ("original", choice_of_graph(eg, graph))]
     descent_cost = float("inf")
+    descent: Optional[extract.Choice] = None
     if config.start_from_descent:
         env = GraphEnv(graph, xfers, cost_model, EnvConfig(max_steps=NO_STEP_LIMIT))
         walk = greedy_walk(env)
         descent_cost = walk.cost
         if walk.applied:
-            starts.append(("descent", choice_of_graph(eg, walk.graph)))
+            descent = choice_of_graph(eg, walk.graph)
+            starts.append(("descent", descent))
     known = [(extract.dag_cost(eg, choice, roots, costs), k, name, choice)
              for k, (name, choice) in enumerate(starts) if choice is not None]
     _, _, name, choice = min(known, key=lambda t: t[:2])
-    return name, choice, descent_cost
+    return name, choice, descent_cost, descent
 
 
 def equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
@@ -519,12 +524,17 @@ def equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
     ilp_cost, ilp_status, ilp_programs = None, "off", 0
     ilp_start = ""
     if config.extraction == "ilp":
-        ilp_start, start_choice, descent_cost = _ilp_start(eg, roots, costs, graph, greedy,
-                                                           xfers, cost_model, config)
-        if ilp_start == "descent":
-            # The floor: never hand over worse than the best choice held,
-            # whatever a time-limited program returns.
-            descent_graph, cost = graph_of(start_choice)
+        ilp_start, start_choice, descent_cost, descent = _ilp_start(
+            eg, roots, costs, graph, greedy, xfers, cost_model, config)
+        if descent is not None:
+            # The floor: never hand over worse than one-step greedy's graph
+            # where the e-graph holds it, whatever a time-limited program
+            # returns, and whether or not the per-node costs rank it first
+            # (a backend that prices ops by their neighbours, fitted, sums
+            # to other figures than the whole graph's cost: under fitted/cpu
+            # the programs' estimate preferred the input on resnet50_taso,
+            # which greedy's 13 steps make cheaper).
+            descent_graph, cost = graph_of(descent)
             candidates.append((cost, "descent", descent_graph))
         statuses = []
         order = tree if config.filter_cycles else {}
