@@ -204,6 +204,16 @@ def best_method(row: Dict[str, Any]) -> Optional[str]:
     return best if graphs[best]["estimated_ms"] < greedy * (1 - 1e-9) else None
 
 
+def targets_a_gpu(cost_model: str) -> bool:
+    """Whether a cost model spec estimates a GPU's time: the GPU-like
+    analytic profile, cuDNN's measurements and the learned GPU models. A
+    setting found under a CPU cost model (analytic/cpu, onednn, fitted)
+    claims nothing about a GPU, so its timing there confirms nothing."""
+    from xflowrl.engine.cost import GPU_PROFILE  # pylint: disable=import-outside-toplevel
+    backend, _, profile = cost_model.partition("/")
+    return backend in ("cudnn", "learned") or (backend == "analytic" and profile == GPU_PROFILE)
+
+
 def verdict(row: Dict[str, Any]) -> Dict[str, Any]:
     """Whether the best method's measured gain beats greedy's beyond the
     spread (module docstring, "confirmed")."""
@@ -211,6 +221,10 @@ def verdict(row: Dict[str, Any]) -> Dict[str, Any]:
     best = best_method(row)
     out: Dict[str, Any] = {"best": best, "confirmed": None, "measured_gap_pts": None,
                            "noise_pts": None, "rounds_best_faster": None, "reason": None}
+    if not targets_a_gpu(row["cost_model"]):
+        out["reason"] = (f"its estimates are for a CPU ({row['cost_model']}): timed here, "
+                         "not judged")
+        return out
     if best is None:
         out["reason"] = "no exported graph beats greedy's estimate"
         return out

@@ -37,8 +37,8 @@ sys.path.insert(0, _BENCHMARKS)
 
 import gpu_settings  # noqa: E402  pylint: disable=wrong-import-position
 
-GOOD = "small_cnn/default/analytic-cpu"
-BROKEN = "small_cnn/broken/analytic-cpu"
+GOOD = "small_cnn/default/analytic-v100"
+BROKEN = "small_cnn/broken/analytic-v100"
 
 
 def _greedy_step(graph: Graph, xfers: XferSet, model: CostModel) -> Graph:
@@ -67,7 +67,7 @@ def write_exports(folder: str) -> None:
     writes them. GOOD: greedy's graph one step, TASO's the search's (also
     eqsat's: identical graphs). BROKEN: eqsat's graph computes something
     else, with the lowest estimate, so that it is the setting's best."""
-    model = CostModel("analytic")
+    model = CostModel("analytic", profile="v100")
     xfers = XferSet.default()
     original = zoo.get_graph("small_cnn")
     greedy = _greedy_step(original, xfers, model)
@@ -75,7 +75,7 @@ def write_exports(folder: str) -> None:
     assert searched.to_data() != greedy.to_data()
     assert searched.cost(model) < greedy.cost(model)
     good: Dict[str, Any] = {
-        "setting": GOOD, "cost_model": "analytic/cpu",
+        "setting": GOOD, "cost_model": "analytic/v100",
         "graphs": {"original": _entry(original, model), "greedy": _entry(greedy, model),
                    "taso": _entry(searched, model), "eqsat": _entry(searched, model)}}
     broken = copy.deepcopy(good)
@@ -235,6 +235,23 @@ class TimedPathTest(absltest.TestCase):
         self.assertEqual(row["rounds_best_faster"], 3)
         table = gpu_settings.markdown(report)
         self.assertRegex(table, r"\| taso \| -\d+\.\d% \| -7\.\d% \| 0\.0% \| ok \| yes \|")
+
+    def test_a_setting_of_a_cpu_cost_model_is_timed_not_judged(self):
+        # The same graphs, their gain estimated for a CPU: the GPU is not
+        # the device that estimate is about, so its times confirm nothing.
+        path = os.path.join(self.dir, GOOD.replace("/", "__") + ".json")
+        with open(path) as f:
+            data = json.load(f)
+        data["cost_model"] = "analytic/cpu"
+        with open(path, "w") as f:
+            json.dump(data, f)
+        row = self._check(only=[GOOD])["settings"][GOOD]
+        self.assertIn("median_ms", row["graphs"]["taso"]["graph"])  # timed
+        self.assertIsNone(row["confirmed"])
+        self.assertIn("its estimates are for a CPU (analytic/cpu)", row["reason"])
+        self.assertFalse(gpu_settings.targets_a_gpu("fitted/cpu"))
+        self.assertTrue(gpu_settings.targets_a_gpu("learned/h200"))
+        self.assertTrue(gpu_settings.targets_a_gpu("analytic/v100"))
 
     def test_failed_check_is_not_timed(self):
         row = self._check(only=[BROKEN])["settings"][BROKEN]
