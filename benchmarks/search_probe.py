@@ -12,6 +12,13 @@ JSON line (docs/benchmark.md, "Why"):
   included), then greedy from G1 (`--escape_depth=2`: every candidate G2 of
   every G1 too, then greedy). Any end below G* is a detour that pays: the
   probe reports the best and the substitutions of each kind.
+- `detour`: from G*, breadth first over every candidate, uphill ones
+  included, whose cost stays within `--slack` points of the initial cost
+  above G*'s, to `--escape_depth` steps (each graph once): the first graph
+  below G* and the route to it, with each step's change. Where `escape`
+  finds nothing because greedy from an uphill graph undoes the step that
+  pays most back, this finds a detour that needs several uphill steps
+  before its downhill ones, and how many graphs it takes to find.
 - `trace`: TASO's best-first search re-run in Python (the same queue order,
   threshold and global hash set as `XferSet.search`) with statistics the
   native search does not report: how many popped graphs were uphill of their
@@ -22,6 +29,8 @@ JSON line (docs/benchmark.md, "Why"):
   (`--ablate`: the built-in compound rules dropped, the generated ones dropped).
 
     python benchmarks/search_probe.py --probe=escape --graph=resnet18 --rules=builtin+taso
+    python benchmarks/search_probe.py --probe=detour --graph=squeezenet1_1 --rules=generated \
+        --cost_model=analytic/cpu --slack=3 --escape_depth=4
 """
 
 from __future__ import annotations
@@ -44,7 +53,7 @@ from xflowrl.rules import sets as rule_sets
 from xflowrl.rules.sets import DEFAULT_RULE_SET
 
 FLAGS = flags.FLAGS
-flags.DEFINE_enum("probe", "descent", ["descent", "escape", "trace", "step_costs",
+flags.DEFINE_enum("probe", "descent", ["descent", "escape", "detour", "trace", "step_costs",
                                        "rule_ablation"], "Which probe.")
 flags.DEFINE_string("graph", "resnet18", "Zoo graph.")
 flags.DEFINE_string("rules", DEFAULT_RULE_SET, "Rule set (RULE_SETS name).")
@@ -55,12 +64,15 @@ flags.DEFINE_string("cost_model", DEFAULT_COST_SPEC,
 flags.DEFINE_string("cost_cache", "results/cost_cache.tsv", "Measured backends' cache.")
 flags.DEFINE_integer("episodes", 20, "descent: random descents.")
 flags.DEFINE_integer("seed", 0, "descent: seed.")
-flags.DEFINE_integer("escape_depth", 1, "escape: uphill steps before greedy (1 or 2).")
+flags.DEFINE_integer("escape_depth", 1, "escape: uphill steps before greedy (1 or 2); "
+                     "detour: the most steps.")
+flags.DEFINE_float("slack", 3.0, "detour: how far above greedy's cost a graph on the way may "
+                   "be, in points of the initial cost.")
 flags.DEFINE_float("alpha", TASO_ALPHA, "trace / step_costs / rule_ablation: search alpha.")
 flags.DEFINE_integer("budget", TASO_BUDGET, "trace / step_costs / rule_ablation: search budget.")
 flags.DEFINE_integer("max_locations", DEFAULT_MAX_LOCATIONS,
                      "Locations per xfer (the environment's L).")
-flags.DEFINE_float("time_limit", 300.0, "escape / trace: stop after this many seconds.")
+flags.DEFINE_float("time_limit", 300.0, "escape / detour / trace: stop after this many seconds.")
 
 def probe_escape(land: Landscape, graph: Graph, depth: int, time_limit: float) -> dict:
     start = time.time()
@@ -100,6 +112,52 @@ def probe_escape(land: Landscape, graph: Graph, depth: int, time_limit: float) -
             "escapes_below_greedy": escapes, "best_escape_ms": best[0],
             "best_escape_gain_pct": 100 * (g_cost - best[0]) / initial,
             "best_escape_path": best[1][:30], "first_step_rules": uphill_by_rule,
+            "timed_out": timed_out, "seconds": time.time() - start}
+
+
+def probe_detour(land: Landscape, graph: Graph, depth: int, slack: float,
+                 time_limit: float) -> dict:
+    start = time.time()
+    initial = graph.cost(land.cost_model)
+    g_graph, g_cost, g_applied = land.greedy(graph)
+    ceiling = g_cost + slack * initial / 100
+    seen = {g_graph.hash()}
+    frontier: List[tuple] = [(g_graph, [])]
+    expanded, found, timed_out = 0, None, False
+    by_level = []
+    for _ in range(depth):
+        next_frontier = []
+        for cur, path in frontier:
+            if found is not None or time.time() - start > time_limit:
+                timed_out = found is None
+                break
+            costs, locs = land.candidates(cur)
+            expanded += 1
+            parent = cur.cost(land.cost_model)
+            for x, l in np.argwhere(costs <= ceiling):  # NaN compares False
+                cand = locs.apply(int(x), int(l))
+                if cand.hash() in seen:
+                    continue
+                seen.add(cand.hash())
+                step_path = path + [(land.xfers.names[x], int(l),
+                                     round(100 * (float(costs[x, l]) - parent) / initial, 4))]
+                if costs[x, l] < g_cost - EPS:
+                    found = (float(costs[x, l]), step_path)
+                    break
+                next_frontier.append((cand, step_path))
+        by_level.append(len(next_frontier))
+        frontier = next_frontier
+        if found is not None or timed_out or not frontier:
+            break
+    return {"initial_cost_ms": initial, "greedy_cost_ms": g_cost,
+            "greedy_steps": len(g_applied), "depth": depth, "slack_pct": slack,
+            "graphs_seen": len(seen), "graphs_expanded": expanded,
+            "frontier_by_level": by_level,
+            "found_ms": None if found is None else found[0],
+            "found_gain_pct": None if found is None else 100 * (g_cost - found[0]) / initial,
+            "route": None if found is None else found[1],
+            "route_peak_pct": None if found is None else max(
+                sum(step[2] for step in found[1][:i + 1]) for i in range(len(found[1]))),
             "timed_out": timed_out, "seconds": time.time() - start}
 
 
@@ -220,6 +278,8 @@ def main(argv):
             out = probe_descent(land, graph, FLAGS.episodes, FLAGS.seed)
         elif FLAGS.probe == "escape":
             out = probe_escape(land, graph, FLAGS.escape_depth, FLAGS.time_limit)
+        elif FLAGS.probe == "detour":
+            out = probe_detour(land, graph, FLAGS.escape_depth, FLAGS.slack, FLAGS.time_limit)
         elif FLAGS.probe == "trace":
             out = probe_trace(land, graph, FLAGS.alpha, FLAGS.budget, FLAGS.time_limit)
         else:
