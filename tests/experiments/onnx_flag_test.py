@@ -2,7 +2,7 @@
 weights, its results folder is named by the file's stem, the graph.onnx
 written computes what the original computes and keeps its interface; bad
 input ends the script with one error line (exit status 2). train_mf.py
-runs here on two Ray rollout actors (`--rollout_actors`)."""
+runs here on one Ray rollout actor (`--rollout_actors`)."""
 
 import json
 import os

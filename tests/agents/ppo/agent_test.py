@@ -339,9 +339,14 @@ class TrainingTest(absltest.TestCase):
 
     def test_quick_run_hands_over_better_than_initial_and_random(self):
         results = tempfile.mkdtemp()
+        # Of the baselines only the random agent's mean is asserted on (it
+        # keeps its 20 episodes); TASO's search and equality saturation run
+        # on small budgets. One second of saturation ends at its time limit
+        # on small_cnn as two did, and its ILP still solves to optimality:
+        # the same path, a second of CPU less.
         proc = subprocess.run(
             [sys.executable, os.path.join(_REPO, "experiments", "train_mf.py"), "--quick",
-             f"--results_dir={results}", "--taso_budget=100", "--eqsat_time_limit=2"],
+             f"--results_dir={results}", "--taso_budget=100", "--eqsat_time_limit=1"],
             capture_output=True, text=True, timeout=600)
         self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
         self.assertIn("episode 100/100", proc.stderr)
