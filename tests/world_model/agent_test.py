@@ -25,8 +25,10 @@ from xflowrl.world_model.parts import WorldModelParts
 from xflowrl.world_model.seeds import Component, Purpose, component_seed, purpose_seed
 
 # The separate reward network: its dropout is the world model's one random op
-# of a training step.
-_CONFIG = dataclasses.replace(fixtures.SMALL_CONFIG, reward_model="separate")
+# of a training step. A reward ensemble of two small heads (the default's five
+# of 64 add a second or more of tracing to every build's first step).
+_CONFIG = dataclasses.replace(fixtures.SMALL_CONFIG, reward_model="separate",
+                              reward_ensemble=2, reward_ensemble_hidden=8)
 
 
 def _vocab_and_rollouts():
@@ -34,8 +36,9 @@ def _vocab_and_rollouts():
     return data.XferVocabulary.from_rollouts(rollouts, len(fixtures.xfers())), rollouts
 
 
-def _built(seed: int, train_steps: int = 0) -> ModelBasedAgent:
-    """An agent's world model, its variables created (and trained a few steps)."""
+def _built(seed: int, train_steps: int = 0, initial=None) -> ModelBasedAgent:
+    """An agent's world model, its variables created (and trained a few steps);
+    its initial weights go into the list `initial`, where given."""
     vocab, rollouts = _vocab_and_rollouts()
     env = fixtures.real_env()
     agent = ModelBasedAgent(env, tempfile.mkdtemp(), world_model=_CONFIG, seed=seed,
@@ -44,6 +47,8 @@ def _built(seed: int, train_steps: int = 0) -> ModelBasedAgent:
     agent.encoder.predict(agent.encoder(features.to_tensors(env.reset().state)))
     batch = data.make_batch(agent.world.parts.encode(rollouts))
     agent.learner.build(batch)
+    if initial is not None:
+        initial.extend(_weights(agent))
     for _ in range(train_steps):
         agent.learner.step(batch)
     return agent
@@ -62,7 +67,8 @@ class SeedTest(absltest.TestCase):
         expected_np = np.random.random(4)
         tf.random.set_seed(7)
         np.random.seed(7)
-        first = _weights(_built(0, train_steps=2))
+        initial = []
+        first = _weights(_built(0, train_steps=2, initial=initial))
         # Building and training neither reseed nor draw from TensorFlow's
         # (or numpy's) global random state ...
         np.testing.assert_array_equal(tf.random.uniform([4]).numpy(), expected_tf)
@@ -71,14 +77,19 @@ class SeedTest(absltest.TestCase):
         # training steps with dropout too.
         tf.random.set_seed(123)
         second = _weights(_built(0, train_steps=2))
-        other = _weights(_built(1, train_steps=2))
+        # Another seed draws other weights in every scope. Compared before
+        # training: after it, the dropout masks (which follow the seed too)
+        # would make weights differ where the initial draw did not; and the
+        # build traces no training step (seconds).
+        other = _weights(_built(1))
         names = [name for name, _ in first]
         self.assertTrue(any("reward_net" in n for n in names))
         self.assertTrue(any("latent_encoder" in n for n in names))
         self.assertEqual(names, [name for name, _ in second])
         for (name, a), (_, b) in zip(first, second):
             np.testing.assert_array_equal(a, b, err_msg=name)
-        differ = {name for (name, a), (_, c) in zip(first, other) if not np.array_equal(a, c)}
+        self.assertEqual(names, [name for name, _ in other])
+        differ = {name for (name, a), (_, c) in zip(initial, other) if not np.array_equal(a, c)}
         for scope in ("latent_encoder", "lstm", "xfer_embed", "mdn_head", "reward_net"):
             self.assertTrue(any(scope in n for n in differ), f"{scope} did not change")
 

@@ -5,6 +5,8 @@ and a resumed run that repeats the uninterrupted one."""
 
 import dataclasses
 import json
+import os
+import shutil
 import tempfile
 
 from absl.testing import absltest
@@ -26,10 +28,15 @@ from xflowrl.world_model.dream import BatchedDream
 _TRAIN = ("squeezenet/f2w8", "mlp/s0", "bert/l1h64a2s16")
 _HELD_OUT = "resnet/d8w16"
 
+# One message-passing step of the latent encoder, whose graph network runs on
+# every real state of the three graphs (a tenth of the class's time with
+# two); distinct graphs still get distinct latents, and a resumed run
+# repeats the uninterrupted one whatever the encoder's size.
 _WORLD = dataclasses.replace(
     fixtures.SMALL_CONFIG, rounds=2, episodes_per_round=4, train_steps_per_round=3,
     batch_size=4, encoder_steps=3, encoder_batch_size=8, held_out_episodes=2,
-    vocabulary_episodes=1, reward_ensemble=2, reward_ensemble_hidden=8)
+    vocabulary_episodes=1, reward_ensemble=2, reward_ensemble_hidden=8,
+    encoder_message_passing_steps=1)
 _DREAM = DreamConfig(batch_size=4, episodes=16, mask_threshold=0.2, count_margin=0.0)
 _PPO = PPOConfig(latent_size=8, hidden_sizes=(16,), xfer_embedding_size=4,
                  episodes_per_update=4, epochs=2, minibatch_size=8, entropy_coef=0.1)
@@ -41,18 +48,25 @@ def _env(max_steps=4, equal_budget=False) -> SampledGraphEnv:
                            equal_budget=equal_budget)
 
 
-class _Interrupted(Exception):
-    pass
+def _run(logdir, snapshots=None, lines=None) -> ModelBasedAgent:
+    """The agent's phase 1 in `logdir` (resumed where it holds a run); its
+    progress lines go to `lines`. `snapshots` maps progress lines to
+    folders: right after the first line that starts with a key, the logdir
+    is copied to its folder, as killing the run there would leave it
+    (every file is written before its line, and nothing is saved on the way
+    out of a killed run)."""
+    pending = dict(snapshots or {})
+    lines = [] if lines is None else lines
 
-
-def _run(logdir, stop_at=None, env=None) -> ModelBasedAgent:
     def progress(line):
-        if stop_at is not None and line.startswith(stop_at):
-            raise _Interrupted(line)
+        lines.append(line)
+        for stop in [s for s in pending if line.startswith(s)]:
+            shutil.copytree(logdir, pending.pop(stop))
 
-    agent = ModelBasedAgent(env or _env(), logdir, world_model=_WORLD, dream=_DREAM,
-                            ppo=_PPO, seed=5, progress=progress)
+    agent = ModelBasedAgent(_env(), logdir, world_model=_WORLD, dream=_DREAM, ppo=_PPO,
+                            seed=5, progress=progress)
     agent.learn_world_model()
+    assert not pending, f"the run never printed {sorted(pending)}"
     return agent
 
 
@@ -104,7 +118,19 @@ class DistributionTest(absltest.TestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.agent = _run(tempfile.mkdtemp())
+        cls.tmp = tempfile.mkdtemp()
+        # The uninterrupted run leaves a copy of its logdir where a kill
+        # after round 1's controller (before round 2 collects) would leave
+        # it, for the resume test: one run is both the reference and the
+        # killed run, whose part up to the kill is the same computation.
+        cls.killed = os.path.join(cls.tmp, "killed")
+        cls.agent = _run(os.path.join(cls.tmp, "whole"),
+                         {"controller after round 1": cls.killed})
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+        super().tearDownClass()
 
     def test_the_world_model_learns_from_every_graph(self):
         latents, limits = self.agent.initial_latents()
@@ -157,10 +183,10 @@ class DistributionTest(absltest.TestCase):
         self.assertGreater(got["real_valid_xfers"], 0.0)
 
     def test_a_resumed_run_repeats_the_uninterrupted_run(self):
-        logdir = tempfile.mkdtemp()
-        with self.assertRaises(_Interrupted):
-            _run(logdir, stop_at="controller after round 1")  # before round 2 collects
-        resumed = _run(logdir)
+        lines = []
+        resumed = _run(self.killed, lines=lines)  # a fresh agent in the killed logdir
+        # It resumed (a run started afresh would end the same way).
+        self.assertTrue(any(": resumed " in line for line in lines), lines)
         strip = lambda a: json.loads(json.dumps(  # noqa: E731
             {k: v for k, v in a.state.to_state().items() if k != "seconds"}))
         self.assertEqual(strip(resumed), strip(self.agent))
