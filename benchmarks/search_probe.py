@@ -122,42 +122,42 @@ def probe_detour(land: Landscape, graph: Graph, depth: int, slack: float,
     g_graph, g_cost, g_applied = land.greedy(graph)
     ceiling = g_cost + slack * initial / 100
     seen = {g_graph.hash()}
-    frontier: List[tuple] = [(g_graph, [])]
-    expanded, found, timed_out = 0, None, False
-    by_level = []
-    for _ in range(depth):
+    # (graph, its cost, the route to it: (xfer, location, change in points))
+    frontier: List[tuple] = [(g_graph, g_cost, [])]
+    expanded, found, timed_out, by_level = 0, None, False, []
+    while frontier and len(by_level) < depth and found is None and not timed_out:
         next_frontier = []
-        for cur, path in frontier:
-            if found is not None or time.time() - start > time_limit:
-                timed_out = found is None
+        for cur, cur_cost, route in frontier:
+            if time.time() - start > time_limit:
+                timed_out = True
                 break
             costs, locs = land.candidates(cur)
             expanded += 1
-            parent = cur.cost(land.cost_model)
             for x, l in np.argwhere(costs <= ceiling):  # NaN compares False
                 cand = locs.apply(int(x), int(l))
                 if cand.hash() in seen:
                     continue
                 seen.add(cand.hash())
-                step_path = path + [(land.xfers.names[x], int(l),
-                                     round(100 * (float(costs[x, l]) - parent) / initial, 4))]
-                if costs[x, l] < g_cost - EPS:
-                    found = (float(costs[x, l]), step_path)
+                cost = float(costs[x, l])
+                step = (land.xfers.names[x], int(l), round(100 * (cost - cur_cost) / initial, 4))
+                if cost < g_cost - EPS:
+                    found = (cost, route + [step])
                     break
-                next_frontier.append((cand, step_path))
+                next_frontier.append((cand, cost, route + [step]))
+            if found is not None:
+                break
         by_level.append(len(next_frontier))
         frontier = next_frontier
-        if found is not None or timed_out or not frontier:
-            break
+    route = None if found is None else found[1]
     return {"initial_cost_ms": initial, "greedy_cost_ms": g_cost,
             "greedy_steps": len(g_applied), "depth": depth, "slack_pct": slack,
             "graphs_seen": len(seen), "graphs_expanded": expanded,
             "frontier_by_level": by_level,
             "found_ms": None if found is None else found[0],
             "found_gain_pct": None if found is None else 100 * (g_cost - found[0]) / initial,
-            "route": None if found is None else found[1],
-            "route_peak_pct": None if found is None else max(
-                sum(step[2] for step in found[1][:i + 1]) for i in range(len(found[1]))),
+            "route": route,
+            "route_peak_pct": None if route is None else float(
+                np.max(np.cumsum([step[2] for step in route]))),
             "timed_out": timed_out, "seconds": time.time() - start}
 
 
