@@ -45,6 +45,15 @@ as they run out of work: the end-to-end classes first, longest first (the
 order of `E2E`), so that no long class starts last and leaves one worker
 idle at the end. A class stays whole (its setUpClass runs once).
 
+Entry points. The tests run the project's entry points (`python
+experiments/X.py ...`) through `tests.entry_point.run`, `subprocess.run`'s
+stand-in, which forks each from a server process that has already imported
+TensorFlow and the other heavy libraries: a fresh interpreter spends 8-9 s
+of CPU on those imports before an entry point does anything
+(tests/fork_server.py says why the fork is as good as a fresh process;
+`XFLOWRL_TEST_FORK_SERVER=0` runs them fresh). The processes an entry
+point starts itself (Ray's workers, reproduce.py's jobs) start fresh.
+
 Ray. Each process of the suite (each worker) gets its own Ray temporary
 folder ($RAY_TMPDIR, inherited by the entry points it starts): a local Ray
 instance writes its address there, and `ray.init()` in one worker must not
@@ -84,6 +93,7 @@ E2E = (
     "tests/generator/without_z3_test.py",                # generate_rules.py without z3
     "tests/planning/learning_from_search_test.py::RayTest",  # self-play on a Ray actor
     "tests/planning/learning_from_search_test.py::IterationTest",  # a whole (tiny) run
+    "tests/entry_point_test.py",                         # scripts, forked and fresh
 )
 
 

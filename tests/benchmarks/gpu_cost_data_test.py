@@ -4,12 +4,12 @@ table."""
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 from absl.testing import absltest
 
+from tests import entry_point
 from xflowrl.measure import gpu_data
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -20,7 +20,7 @@ class DryRunTest(absltest.TestCase):
     def test_dry_run_writes_the_data_and_the_summary(self):
         out = tempfile.mkdtemp()
         env = dict(os.environ, PYTHONPATH=_ROOT)
-        result = subprocess.run(
+        result = entry_point.run(
             [sys.executable, os.path.join(_ROOT, "benchmarks", "gpu_cost_data.py"),
              "--dry_run", f"--out_dir={out}", "--zoo=bert", "--batches=1,2",
              "--dtypes=float32"], capture_output=True, text=True, env=env, timeout=600,

@@ -18,7 +18,6 @@ import gzip
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from typing import Any, Dict, List
@@ -36,6 +35,7 @@ _BENCHMARKS = os.path.join(_ROOT, "benchmarks")
 sys.path.insert(0, _BENCHMARKS)
 
 import gpu_settings  # noqa: E402  pylint: disable=wrong-import-position
+from tests import entry_point
 
 GOOD = "small_cnn/default/analytic-v100"
 BROKEN = "small_cnn/broken/analytic-v100"
@@ -129,7 +129,7 @@ class DryRunTest(absltest.TestCase):
         os.makedirs(cls.graphs)
         write_exports(cls.graphs)
         out = os.path.join(cls.dir, "report.json")
-        cls.result = subprocess.run(
+        cls.result = entry_point.run(
             [sys.executable, os.path.join(_BENCHMARKS, "gpu_settings_bench.py"),
              f"--graphs_dir={cls.graphs}", f"--out={out}", "--dry_run"],
             capture_output=True, text=True, cwd=_ROOT, timeout=120)
@@ -311,7 +311,7 @@ class FilesTest(absltest.TestCase):
     def test_export_only_refuses_unknown_names_before_writing(self):
         folder = _tempdir(self)
         out = os.path.join(folder, "list.json")
-        run = subprocess.run(
+        run = entry_point.run(
             [sys.executable, os.path.join(_ROOT, "experiments", "lookahead_settings.py"),
              "--bench_json=" + os.path.join(_ROOT, "reports", "data",
                                             "2026-11-28_search_bench_v100.json"),

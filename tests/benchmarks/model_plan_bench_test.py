@@ -6,12 +6,12 @@ the same prior."""
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 from absl.testing import absltest
 
+from tests import entry_point
 from xflowrl.planning.model_search import ModelPlanConfig
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -25,7 +25,7 @@ _UNROLL = 1
 
 
 def _run(rows, *extra):
-    return subprocess.run(
+    return entry_point.run(
         [sys.executable, os.path.join(_ROOT, "benchmarks", "model_plan_bench.py"),
          f"--settings={_SETTING}", "--seeds=0", "--corpus_families=squeezenet",
          "--corpus_real_steps=10", "--train_steps=2", f"--unroll={_UNROLL}", "--simulations=4",

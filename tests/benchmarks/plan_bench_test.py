@@ -6,12 +6,12 @@ again."""
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
 from absl.testing import absltest
 
+from tests import entry_point
 from xflowrl.engine import CostModel, graph_from_data
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -20,7 +20,7 @@ _SETTING = "squeezenet1_1/generated/analytic-v100"
 
 def _run(folder, *extra):
     rows = os.path.join(folder, "rows.jsonl")
-    done = subprocess.run(
+    done = entry_point.run(
         [sys.executable, os.path.join(_ROOT, "benchmarks", "plan_bench.py"),
          f"--settings={_SETTING}", "--seeds=0", "--simulations=4", "--root_actions=4",
          "--max_real_steps=300", f"--rows={rows}",
@@ -88,7 +88,7 @@ class PlanBenchTest(absltest.TestCase):
 
     def test_unknown_setting_is_refused(self):
         with tempfile.TemporaryDirectory() as folder:
-            done = subprocess.run(
+            done = entry_point.run(
                 [sys.executable, os.path.join(_ROOT, "benchmarks", "plan_bench.py"),
                  "--settings=nothing/here", f"--rows={os.path.join(folder, 'r.jsonl')}"],
                 capture_output=True, text=True, cwd=_ROOT, timeout=300)
@@ -102,7 +102,7 @@ class PlanBenchTest(absltest.TestCase):
             with open(rows, "w") as f:  # a row from before `patience` was a field
                 f.write(json.dumps({"setting": _SETTING, "seed": 0,
                                     "config": {"prior": "cost", "simulations": 4}}) + "\n")
-            done = subprocess.run(
+            done = entry_point.run(
                 [sys.executable, os.path.join(_ROOT, "benchmarks", "plan_bench.py"),
                  f"--settings={_SETTING}", f"--rows={rows}"],
                 capture_output=True, text=True, cwd=_ROOT, timeout=300)

@@ -4,7 +4,6 @@ process (the benchmark's functions), then `--quick` as a user runs it."""
 
 import json
 import os
-import subprocess
 import sys
 
 from absl.testing import absltest
@@ -15,6 +14,7 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 sys.path.insert(0, os.path.join(_ROOT, "benchmarks"))
 
 import plan_finetune_bench as bench  # pylint: disable=wrong-import-position
+from tests import entry_point
 
 
 def _pairs():
@@ -95,9 +95,9 @@ class RunPairTest(absltest.TestCase):
         self.assertLen(row["learning"], 1)
 
     def test_quick_as_a_user_runs_it(self):
-        done = subprocess.run([sys.executable, os.path.join(_ROOT, "benchmarks",
+        done = entry_point.run([sys.executable, os.path.join(_ROOT, "benchmarks",
                                                             "plan_finetune_bench.py"), "--quick"],
-                              capture_output=True, text=True, cwd=_ROOT, timeout=600)
+                               capture_output=True, text=True, cwd=_ROOT, timeout=600)
         self.assertEqual(done.returncode, 0, done.stderr[-3000:])
         summary = json.loads(done.stdout)
         self.assertEqual(summary["xfer / deployed"]["pairs"], 1)

@@ -9,13 +9,13 @@ import copy
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
 from absl.testing import absltest
 import numpy as np
 
+from tests import entry_point
 from tests.local_ray import LocalRayTestCase
 from xflowrl.search.eqsat import EqsatConfig
 
@@ -62,7 +62,7 @@ class QuickRunTest(absltest.TestCase):
         super().setUpClass()
         cls.tmp = tempfile.mkdtemp(prefix="search_bench_test_")
         out_json = os.path.join(cls.tmp, "bench.json")
-        proc = subprocess.run(
+        proc = entry_point.run(
             [sys.executable, os.path.join(_BENCHMARKS, "search_bench.py"), "--quick",
              "--rules=default", f"--out_json={out_json}",
              f"--out_md={os.path.join(cls.tmp, 'bench.md')}"],

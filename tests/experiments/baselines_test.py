@@ -16,6 +16,7 @@ import tempfile
 from absl.testing import absltest
 import numpy as np
 
+from tests import entry_point
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet, graph_from_data
 from xflowrl.entry_points import RunSettings
@@ -35,7 +36,7 @@ _EQSAT_SECONDS = 1.0
 
 def _run(results: str, *extra: str, eqsat_seconds: float = _EQSAT_SECONDS,
          taso_budget: int = _BUDGET) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return entry_point.run(
         [sys.executable, os.path.join(_REPO, "experiments", "baselines.py"),
          "--graphs=small_cnn", f"--taso_budget={taso_budget}",
          f"--eqsat_time_limit={eqsat_seconds}", "--rounds=1", "--warmup=1",

@@ -12,12 +12,12 @@ import dataclasses
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
 from absl.testing import absltest
 
+from tests import entry_point
 from tests.results import fixtures
 from xflowrl.entry_points import RunSettings
 from xflowrl.search import with_equal_step_limit
@@ -58,7 +58,7 @@ class CompareAgentsTest(absltest.TestCase):
         self.mb.save(self.mb_path)
 
     def _run(self):
-        return subprocess.run(
+        return entry_point.run(
             [sys.executable, _SCRIPT, f"--graphs={GRAPH}", f"--max_steps={MAX_STEPS}", *COST,
              "--reuse", f"--results_dir={self.results}"],
             cwd=_ROOT, capture_output=True, text=True, timeout=600,

@@ -4,12 +4,12 @@ it refuses what it cannot find."""
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 from absl.testing import absltest
 
+from tests import entry_point
 from xflowrl import corpus, zoo
 from xflowrl.engine import XferSet
 from xflowrl.engine.cost import GPU_COST_SPEC
@@ -26,7 +26,7 @@ class EvaluatePolicyScriptTest(absltest.TestCase):
 
     def test_shipped_policy_on_a_zoo_model_and_a_corpus_graph(self):
         out = os.path.join(tempfile.mkdtemp(), "eval.json")
-        proc = subprocess.run(
+        proc = entry_point.run(
             [sys.executable, _SCRIPT, "--graphs=small_cnn,vit/l1h64p16", "--random_episodes=1",
              "--taso_budget=20", "--measure_rounds=1", f"--out={out}"],
             capture_output=True, text=True, timeout=600)
@@ -62,7 +62,7 @@ class EvaluatePolicyScriptTest(absltest.TestCase):
     def test_two_policies_side_by_side(self):
         out = os.path.join(tempfile.mkdtemp(), "eval.json")
         folder = shipped_policy()
-        proc = subprocess.run(
+        proc = entry_point.run(
             [sys.executable, _SCRIPT, "--graphs=small_cnn", f"--policy={folder},{folder}",
              "--random_episodes=1", "--taso_budget=5", "--measure_rounds=1", f"--out={out}"],
             capture_output=True, text=True, timeout=600)
@@ -83,8 +83,8 @@ class EvaluatePolicyScriptTest(absltest.TestCase):
     def test_refuses_unknown_graphs_and_folders(self):
         for flag, message in (("--graphs=no_such_graph", "neither 'zoo'"),
                               (f"--policy={tempfile.mkdtemp()}", "not a policy folder")):
-            proc = subprocess.run([sys.executable, _SCRIPT, flag, "--nomeasure"],
-                                  capture_output=True, text=True, timeout=300)
+            proc = entry_point.run([sys.executable, _SCRIPT, flag, "--nomeasure"],
+                                   capture_output=True, text=True, timeout=300)
             self.assertNotEqual(proc.returncode, 0)
             self.assertIn(message, proc.stderr)
 

@@ -8,12 +8,12 @@ no training in this test.
 import dataclasses
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 from absl.testing import absltest
 
+from tests import entry_point
 from tests.results import fixtures
 from xflowrl.results import ModelBasedRun, ModelBasedSeconds, RealSteps
 from xflowrl.search.record import Baselines, GreedyResult, TasoResult
@@ -55,7 +55,7 @@ class MbAblationTest(absltest.TestCase):
             _write(root, "full", seed, _result(seed, best))
         _write(root, "thesis", 0, _result(0, 99.0, invalid=3))
         # Asking for one seed still tables all three finished seeds of "full".
-        proc = subprocess.run(
+        proc = entry_point.run(
             [sys.executable, _SCRIPT, f"--results_dir={root}", "--variants=full,thesis",
              "--measure_rounds=0",
              "--seeds=1"], capture_output=True, text=True, timeout=300, check=False)
@@ -82,9 +82,9 @@ class MbAblationTest(absltest.TestCase):
         self.assertIn("-9.00 [-10.50, -5.00]", table)
 
     def test_unknown_variant_is_refused(self):
-        proc = subprocess.run([sys.executable, _SCRIPT, "--variants=nonsense",
+        proc = entry_point.run([sys.executable, _SCRIPT, "--variants=nonsense",
                                f"--results_dir={tempfile.mkdtemp()}"],
-                              capture_output=True, text=True, timeout=300, check=False)
+                               capture_output=True, text=True, timeout=300, check=False)
         self.assertNotEqual(proc.returncode, 0)
         self.assertIn("unknown variants ['nonsense']", proc.stderr)
 

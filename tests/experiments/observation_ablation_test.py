@@ -12,13 +12,13 @@ import dataclasses
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
 from absl.testing import absltest
 import tensorflow as tf
 
+from tests import entry_point
 from tests.results import fixtures
 from xflowrl.results import ModelFreeRun
 from xflowrl.search.record import Baselines, GreedyResult, RandomResult
@@ -64,7 +64,7 @@ class ObservationAblationTest(absltest.TestCase):
         self.addCleanup(shutil.rmtree, self.results, ignore_errors=True)
 
     def _run(self, variants, episodes):
-        return subprocess.run(
+        return entry_point.run(
             [sys.executable, _SCRIPT, f"--graphs={GRAPH}", f"--variants={variants}",
              "--seeds=0", f"--episodes={episodes}", "--taso_budget=0", "--random_episodes=1",
              "--eqsat_time_limit=0",

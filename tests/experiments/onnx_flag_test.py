@@ -15,6 +15,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from tests import entry_point
 from tests.onnx_io.models import torch_style_cnn
 from xflowrl.measure.ort_runtime import run_onnx
 
@@ -38,8 +39,8 @@ def _write_fixture(folder: str) -> str:
 
 
 def _run(script: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, os.path.join(_REPO, "experiments", script), *args],
-                          capture_output=True, text=True, timeout=300, cwd=_REPO)
+    return entry_point.run([sys.executable, os.path.join(_REPO, "experiments", script), *args],
+                           capture_output=True, text=True, timeout=300, cwd=_REPO)
 
 
 def _initializers(model: onnx.ModelProto):

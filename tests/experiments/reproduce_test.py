@@ -34,6 +34,7 @@ import time
 
 from absl.testing import absltest
 
+from tests import entry_point
 from xflowrl.results.figures import FIGURES
 from xflowrl.results.layout import SEPARATE, VARIANTS
 
@@ -261,7 +262,7 @@ class ReproduceQuickTest(absltest.TestCase):
                          props["rows"][0]["tf_inference_ms"])
 
     def test_saved_runs_are_reused(self):
-        subprocess.run(self.command, check=True, cwd=_ROOT, capture_output=True)
+        entry_point.run(self.command, check=True, cwd=_ROOT, capture_output=True)
         again = _load(self.report, "report.json")
         self.assertTrue(all(s == 0.0 for name, s in again["meta"]["step_seconds"].items()
                             if not name.endswith("/measure")), again["meta"]["step_seconds"])
@@ -274,8 +275,8 @@ class ReproduceQuickTest(absltest.TestCase):
         before = sorted(os.listdir(self.results))
         with open(os.path.join(self.results, ".reproduce.lock"), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            second = subprocess.run(self.command, cwd=_ROOT, capture_output=True, text=True,
-                                    check=False)
+            second = entry_point.run(self.command, cwd=_ROOT, capture_output=True, text=True,
+                                     check=False)
         self.assertNotEqual(second.returncode, 0)
         self.assertIn("another reproduce.py is running", second.stderr)
         self.assertEqual(sorted(os.listdir(self.results)), before)
@@ -286,8 +287,8 @@ class ReproduceQuickTest(absltest.TestCase):
         import fcntl  # pylint: disable=import-outside-toplevel
         with open(os.path.join(self.results, ".reproduce.lock"), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            subprocess.run(self.command + ["--report_only"], check=True, cwd=_ROOT,
-                           capture_output=True)
+            entry_point.run(self.command + ["--report_only"], check=True, cwd=_ROOT,
+                            capture_output=True)
         partial = _load(self.results, "report_partial", "report.json")
         self.assertEqual(partial["rows"], self.out["rows"])
         self.assertEqual(partial["meta"]["partial"]["unfinished"], [])
@@ -296,9 +297,9 @@ class ReproduceQuickTest(absltest.TestCase):
         # A second seed that never ran: the report holds seed 0's runs and
         # lists seed 1's jobs as not finished.
         out_dir = os.path.join(self.tmp, "two_seeds")
-        run = subprocess.run(self.command + ["--seeds=2", "--report_only",
+        run = entry_point.run(self.command + ["--seeds=2", "--report_only",
                                              f"--report_dir={out_dir}"],
-                             cwd=_ROOT, capture_output=True, text=True, check=True)
+                              cwd=_ROOT, capture_output=True, text=True, check=True)
         partial = _load(out_dir, "report.json")
         self.assertEqual(partial["rows"]["gpu"][GRAPH]["seeds"], [0])
         unfinished = partial["meta"]["partial"]["unfinished"]
@@ -313,8 +314,8 @@ class ReproduceQuickTest(absltest.TestCase):
         out_dir = os.path.join(self.tmp, "no_separate")
         command = [c if not c.startswith("--separate_reward_graphs=")
                    else "--separate_reward_graphs=" for c in self.command]
-        subprocess.run(command + ["--report_only", f"--report_dir={out_dir}"], cwd=_ROOT,
-                       capture_output=True, check=True)
+        entry_point.run(command + ["--report_only", f"--report_dir={out_dir}"], cwd=_ROOT,
+                        capture_output=True, check=True)
         with open(os.path.join(out_dir, "report.md")) as f:
             text = f.read()
         self.assertIn("## Real environment steps and wall times", text)
@@ -332,8 +333,8 @@ class ReproduceQuickTest(absltest.TestCase):
             json.dump(state, f)
         command = [c if not c.startswith("--results_dir=") else f"--results_dir={copy}"
                    for c in self.command]
-        run = subprocess.run(command + ["--report_only"], cwd=_ROOT, capture_output=True,
-                             text=True, check=False)
+        run = entry_point.run(command + ["--report_only"], cwd=_ROOT, capture_output=True,
+                              text=True, check=False)
         self.assertNotEqual(run.returncode, 0)
         self.assertIn("no graph has finished runs", run.stderr)
         self.assertFalse(os.path.exists(os.path.join(copy, "report_partial")))

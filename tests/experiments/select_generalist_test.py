@@ -4,12 +4,12 @@ validation graphs, writes the decision, and refuses any other graph."""
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
 from absl.testing import absltest
 
+from tests import entry_point
 from tests.generalist.fixtures import untrained_policy_folders
 from xflowrl.engine import CostModel, XferSet
 
@@ -34,8 +34,8 @@ class SelectGeneralistScriptTest(absltest.TestCase):
         super().tearDownClass()
 
     def _run(self, *args):
-        return subprocess.run([sys.executable, _SCRIPT, *args], capture_output=True, text=True,
-                              timeout=300)
+        return entry_point.run([sys.executable, _SCRIPT, *args], capture_output=True, text=True,
+                               timeout=300)
 
     def test_the_decision_names_every_candidate_and_the_winner(self):
         out = os.path.join(self.root, "selection.json")

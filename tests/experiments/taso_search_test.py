@@ -3,12 +3,12 @@ the same rules and cost model, and says which of the two won."""
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 from absl.testing import absltest
 
+from tests import entry_point
 from xflowrl import zoo
 from xflowrl.engine import CostModel, XferSet
 from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
@@ -21,7 +21,7 @@ class TasoSearchScriptTest(absltest.TestCase):
 
     def test_greedy_row_beside_the_search(self):
         results = tempfile.mkdtemp()
-        proc = subprocess.run(
+        proc = entry_point.run(
             [sys.executable, os.path.join(_REPO, "experiments", "taso_search.py"),
              "--graph=small_cnn", "--budget=50", f"--results_dir={results}"],
             capture_output=True, text=True, timeout=300)

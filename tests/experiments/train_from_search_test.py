@@ -4,12 +4,12 @@ tested in process: tests/planning/learning_from_search_test.py)."""
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 from absl.testing import absltest
 
+from tests import entry_point
 from xflowrl.policy.folder import read_info
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -21,7 +21,7 @@ class TrainFromSearchScriptTest(absltest.TestCase):
     def test_quick_run_writes_its_record_and_a_policy(self):
         out = tempfile.mkdtemp()
         command = [sys.executable, _SCRIPT, "--quick", f"--out_dir={out}"]
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        proc = entry_point.run(command, capture_output=True, text=True, timeout=600)
         self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
         self.assertIn("iteration 2/2: real steps", proc.stderr)
         with open(os.path.join(out, "run.json")) as f:

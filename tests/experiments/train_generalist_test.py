@@ -13,6 +13,7 @@ import tempfile
 
 from absl.testing import absltest
 
+from tests import entry_point
 from xflowrl import corpus
 from xflowrl.engine import XferSet
 from xflowrl.engine.cost import GPU_COST_SPEC
@@ -30,8 +31,8 @@ _TINY = ["--agent=mb", "--quick", "--rounds=1", "--episodes_per_round=2", "--dre
 
 
 def _run(results: str, *args: str, script: str = _SCRIPT) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, script, f"--results_dir={results}", *args],
-                          capture_output=True, text=True, timeout=600, cwd=_REPO)
+    proc = entry_point.run([sys.executable, script, f"--results_dir={results}", *args],
+                           capture_output=True, text=True, timeout=600, cwd=_REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
@@ -115,8 +116,8 @@ class TrainGeneralistTest(absltest.TestCase):
                                            *tiny[1:]]))
 
     def test_ship_and_finetune_are_for_the_model_free_agent(self):
-        proc = subprocess.run([sys.executable, _SCRIPT, "--agent=mb", "--ship"],
-                              capture_output=True, text=True, timeout=300, cwd=_REPO)
+        proc = entry_point.run([sys.executable, _SCRIPT, "--agent=mb", "--ship"],
+                               capture_output=True, text=True, timeout=300, cwd=_REPO)
         self.assertNotEqual(proc.returncode, 0)
         self.assertIn("--agent=mf", proc.stderr)
 

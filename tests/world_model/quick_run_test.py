@@ -10,13 +10,13 @@ the episodes kept on disk (tests/planning/model_episodes_test.py)."""
 import json
 import math
 import os
-import subprocess
 import sys
 import tempfile
 
 from absl.testing import absltest
 import onnx
 
+from tests import entry_point
 from xflowrl import zoo
 from xflowrl.agents.ppo.training import replay
 from xflowrl.engine import CostModel, XferSet
@@ -35,7 +35,7 @@ _EVALUATION = ("--taso_budget=100", "--random_episodes=5", "--eqsat_time_limit=2
 
 
 def _run(results):
-    return subprocess.run(
+    return entry_point.run(
         [sys.executable, os.path.join(_REPO, "experiments", "train_mb.py"), "--quick",
          f"--results_dir={results}", *_EVALUATION],
         capture_output=True, text=True, timeout=900)

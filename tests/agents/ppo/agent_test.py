@@ -3,7 +3,6 @@
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -12,6 +11,7 @@ import numpy as np
 import onnx
 import tensorflow as tf
 
+from tests import entry_point
 from xflowrl import zoo
 from xflowrl.agents.ppo import PPOAgent, PPOConfig
 from xflowrl.agents.ppo.training import Progress, TrainConfig, replay, train
@@ -344,7 +344,7 @@ class TrainingTest(absltest.TestCase):
         # on small budgets. One second of saturation ends at its time limit
         # on small_cnn as two did, and its ILP still solves to optimality:
         # the same path, a second of CPU less.
-        proc = subprocess.run(
+        proc = entry_point.run(
             [sys.executable, os.path.join(_REPO, "experiments", "train_mf.py"), "--quick",
              f"--results_dir={results}", "--taso_budget=100", "--eqsat_time_limit=1"],
             capture_output=True, text=True, timeout=600)
