@@ -4,6 +4,7 @@ hands back is what it sees and hands back as a fresh process
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -32,6 +33,18 @@ _SCRIPT = textwrap.dedent("""\
         raise ValueError("raised on purpose")
     sys.exit(int(sys.argv[-1]) if sys.argv[-1].isdigit() else 0)
 """)
+
+
+def _gone(pid: int, seconds: float = 30) -> bool:
+    """Whether process `pid` ends (and is reaped) within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
 
 
 class RunTest(absltest.TestCase):
@@ -107,16 +120,24 @@ class RunTest(absltest.TestCase):
             entry_point.run([sys.executable, self.script, "--sleep"], capture_output=True,
                             timeout=3, env=env)
         with open(pid_file) as f:
-            pid = int(f.read())
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.1)
-        with self.assertRaises(ProcessLookupError):
-            os.kill(pid, 0)
+            self.assertTrue(_gone(int(f.read())))
+
+    def test_a_client_that_goes_away_leaves_no_run_behind(self):
+        # What a test process killed mid-run does: its end of the
+        # connection closes, and the server kills the run.
+        pid_file = os.path.join(self.folder, "pid_of_orphan")
+        request = {"argv": [sys.executable, self.script, "--sleep"], "cwd": self.folder,
+                   "env": dict(os.environ, XFLOWRL_PROBE_PID=pid_file)}
+        with open(os.devnull, "rb") as null_in, open(os.devnull, "wb") as null_out:
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            conn.connect(entry_point._server_path())  # pylint: disable=protected-access
+            socket.send_fds(conn, [json.dumps(request).encode()],
+                            [null_in.fileno(), null_out.fileno(), null_out.fileno()])
+            pid = json.loads(conn.recv(4096))["pid"]
+            while not os.path.exists(pid_file):
+                time.sleep(0.05)
+            conn.close()
+        self.assertTrue(_gone(pid))
 
     def test_other_python_variables_run_a_fresh_process(self):
         env = dict(os.environ, PYTHONPATH=self.folder)

@@ -8,7 +8,10 @@ socket (`python tests/fork_server.py SOCKET`). Each request is one
 SOCK_SEQPACKET message, a JSON object {"argv", "cwd", "env"} with three file
 descriptors (the child's stdin, stdout, stderr). For each request the
 server forks a supervisor, which forks the child, sends its pid, waits for
-it and sends its wait status; the server goes on accepting.
+it and sends its wait status; the server goes on accepting. A client that
+goes away before its run ends (a test process killed mid-run) takes the
+run with it: the supervisor kills the child's process group. The server
+ends when the process that started it is gone.
 
 Why a fork is as good as a fresh process here. Importing these libraries
 runs no TensorFlow op (TensorFlow's thread pools and eager context come
@@ -30,6 +33,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import traceback
 
 # What every entry point imports before doing anything (8-9 s of CPU on
@@ -52,7 +56,6 @@ def _run_main(argv, cwd: str, env: dict) -> int:
     in this (forked) process as the interpreter would; its exit status."""
     import atexit  # pylint: disable=import-outside-toplevel
     import runpy  # pylint: disable=import-outside-toplevel
-    import threading  # pylint: disable=import-outside-toplevel
 
     os.chdir(cwd)
     os.environ.clear()
@@ -92,7 +95,9 @@ def _run_main(argv, cwd: str, env: dict) -> int:
 
 
 def _serve_one(conn: socket.socket, request: dict, fds) -> None:
-    """The supervisor: forks the child, reports its pid and wait status."""
+    """The supervisor: forks the child, reports its pid and wait status, and
+    kills the child's process group if the client goes away first (a test
+    process that ended or was killed leaves no run behind)."""
     child = os.fork()
     if child == 0:
         conn.close()
@@ -105,10 +110,29 @@ def _serve_one(conn: socket.socket, request: dict, fds) -> None:
             code = _run_main(request["argv"], request["cwd"], request["env"])
         finally:
             os._exit(code)  # pylint: disable=protected-access
+    try:
+        os.setpgid(child, child)  # as the child does: whichever comes first
+    except OSError:
+        pass
     for fd in fds:
         os.close(fd)
+    ended = threading.Event()
+
+    def watch_client():
+        try:
+            conn.recv(1)  # the client sends nothing more: this returns when it is gone
+        except OSError:
+            pass
+        if not ended.is_set():
+            try:
+                os.killpg(child, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    threading.Thread(target=watch_client, daemon=True).start()
     conn.send(json.dumps({"pid": child}).encode())
     _, status = os.waitpid(child, 0)
+    ended.set()
     conn.send(json.dumps({"status": status}).encode())
 
 
@@ -117,10 +141,17 @@ def main(path: str) -> None:
     server.bind(path)
     server.listen(16)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # supervisors are reaped by the kernel
+    parent = os.getppid()
+    server.settimeout(5.0)
     sys.stdout.write("ready\n")
     sys.stdout.flush()
     while True:
-        conn, _ = server.accept()
+        try:
+            conn, _ = server.accept()
+        except socket.timeout:
+            if os.getppid() != parent:  # the test process is gone: so is its server
+                return
+            continue
         message, fds, _, _ = socket.recv_fds(conn, _MAX_REQUEST, 3)
         if not message:  # a client that closed before asking
             conn.close()
