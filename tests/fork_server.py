@@ -145,6 +145,9 @@ def main(path: str) -> None:
     server.settimeout(5.0)
     sys.stdout.write("ready\n")
     sys.stdout.flush()
+    # Nothing else goes to the pipe the client read that line from (no one
+    # reads it again: a full pipe would block the server).
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
     while True:
         try:
             conn, _ = server.accept()
