@@ -25,7 +25,7 @@ from typing import Any, IO, Mapping, Optional, Sequence, Union
 
 _SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fork_server.py")
 _LOCK = threading.Lock()
-_state: dict = {}  # "proc", "path", "env" of this process's server
+_state: dict = {}  # this process's server: "proc", "path" (its socket), "pid" (ours)
 
 
 def _python_variables(env: Mapping[str, str]) -> dict:
@@ -45,16 +45,19 @@ def _forkable(argv: Sequence[str], env: Mapping[str, str]) -> bool:
 
 
 def _stop_server() -> None:
-    proc = _state.get("proc")
-    if proc is not None and proc.poll() is None:
+    """Ends this process's server and removes its socket (a server started
+    by a process we were forked from is that process's to end)."""
+    if _state.get("pid") != os.getpid():
+        return
+    proc = _state["proc"]
+    if proc.poll() is None:
         proc.kill()
         proc.wait()
-    if "path" in _state:
-        try:
-            os.unlink(_state["path"])
-            os.rmdir(os.path.dirname(_state["path"]))
-        except OSError:
-            pass
+    try:
+        os.unlink(_state["path"])
+        os.rmdir(os.path.dirname(_state["path"]))
+    except OSError:
+        pass
 
 
 def _server_path() -> str:
@@ -63,6 +66,8 @@ def _server_path() -> str:
         proc = _state.get("proc")
         if proc is not None and proc.poll() is None and _state["pid"] == os.getpid():
             return _state["path"]
+        if _state:  # a server that died, or our parent's (we were forked)
+            _stop_server()
         folder = tempfile.mkdtemp(prefix="xflowrl-fork-server-")
         path = os.path.join(folder, "socket")
         proc = subprocess.Popen([sys.executable, _SERVER, path], stdin=subprocess.DEVNULL,
