@@ -43,7 +43,7 @@ from typing import Dict, List
 from absl import app, flags
 import numpy as np
 
-from landscape import EPS, Landscape, probe_descent
+from landscape import EPS, Landscape, probe_descent, probe_detour, probe_escape
 from xflowrl import zoo
 from xflowrl.engine import CostModel, Graph, XferSet
 from xflowrl.engine.cost import DEFAULT_COST_SPEC
@@ -73,93 +73,6 @@ flags.DEFINE_integer("budget", TASO_BUDGET, "trace / step_costs / rule_ablation:
 flags.DEFINE_integer("max_locations", DEFAULT_MAX_LOCATIONS,
                      "Locations per xfer (the environment's L).")
 flags.DEFINE_float("time_limit", 300.0, "escape / detour / trace: stop after this many seconds.")
-
-def probe_escape(land: Landscape, graph: Graph, depth: int, time_limit: float) -> dict:
-    start = time.time()
-    initial = graph.cost(land.cost_model)
-    g_graph, g_cost, g_applied = land.greedy(graph)
-    seen = {g_graph.hash()}
-    frontier = [(g_graph, [])]
-    best = (g_cost, [])
-    uphill_by_rule: Dict[str, int] = {}
-    tried, escapes, timed_out = 0, 0, False
-    for level in range(depth):
-        next_frontier = []
-        for cur, path in frontier:
-            costs, locs = land.candidates(cur)
-            for x, l in np.argwhere(~np.isnan(costs)):
-                if time.time() - start > time_limit:
-                    timed_out = True
-                    break
-                cand = locs.apply(int(x), int(l))
-                if cand.hash() in seen:
-                    continue
-                seen.add(cand.hash())
-                name = land.xfers.names[x]
-                step_path = path + [(name, float(costs[x, l]))]
-                if level == 0:
-                    uphill_by_rule[name] = uphill_by_rule.get(name, 0) + 1
-                _, end_cost, end_applied = land.greedy(cand)
-                tried += 1
-                if end_cost < g_cost - EPS:
-                    escapes += 1
-                if end_cost < best[0] - EPS:
-                    best = (end_cost, step_path + [(n, None) for n in end_applied])
-                next_frontier.append((cand, step_path))
-        frontier = next_frontier
-    return {"initial_cost_ms": initial, "greedy_cost_ms": g_cost,
-            "greedy_steps": len(g_applied), "depth": depth, "neighbours_tried": tried,
-            "escapes_below_greedy": escapes, "best_escape_ms": best[0],
-            "best_escape_gain_pct": 100 * (g_cost - best[0]) / initial,
-            "best_escape_path": best[1][:30], "first_step_rules": uphill_by_rule,
-            "timed_out": timed_out, "seconds": time.time() - start}
-
-
-def probe_detour(land: Landscape, graph: Graph, depth: int, slack: float,
-                 time_limit: float) -> dict:
-    start = time.time()
-    initial = graph.cost(land.cost_model)
-    g_graph, g_cost, g_applied = land.greedy(graph)
-    ceiling = g_cost + slack * initial / 100
-    seen = {g_graph.hash()}
-    # (graph, its cost, the route to it: (xfer, location, change in points))
-    frontier: List[tuple] = [(g_graph, g_cost, [])]
-    expanded, found, timed_out, by_level = 0, None, False, []
-    while frontier and len(by_level) < depth and found is None and not timed_out:
-        next_frontier = []
-        for cur, cur_cost, route in frontier:
-            if time.time() - start > time_limit:
-                timed_out = True
-                break
-            costs, locs = land.candidates(cur)
-            expanded += 1
-            for x, l in np.argwhere(costs <= ceiling):  # NaN compares False
-                cand = locs.apply(int(x), int(l))
-                if cand.hash() in seen:
-                    continue
-                seen.add(cand.hash())
-                cost = float(costs[x, l])
-                step = (land.xfers.names[x], int(l), round(100 * (cost - cur_cost) / initial, 4))
-                if cost < g_cost - EPS:
-                    found = (cost, route + [step])
-                    break
-                next_frontier.append((cand, cost, route + [step]))
-            if found is not None:
-                break
-        by_level.append(len(next_frontier))
-        frontier = next_frontier
-    route = None if found is None else found[1]
-    return {"initial_cost_ms": initial, "greedy_cost_ms": g_cost,
-            "greedy_steps": len(g_applied), "depth": depth, "slack_pct": slack,
-            "graphs_seen": len(seen), "graphs_expanded": expanded,
-            "frontier_by_level": by_level,
-            "found_ms": None if found is None else found[0],
-            "found_gain_pct": None if found is None else 100 * (g_cost - found[0]) / initial,
-            "route": route,
-            "route_peak_pct": None if route is None else float(
-                np.max(np.cumsum([step[2] for step in route]))),
-            "timed_out": timed_out, "seconds": time.time() - start}
-
 
 def probe_trace(land: Landscape, graph: Graph, alpha: float, budget: int,
                 time_limit: float) -> dict:

@@ -1,4 +1,5 @@
-"""benchmarks/search_probe.py's `escape` and `detour` probes on one
+"""The `escape` and `detour` probes of benchmarks/search_probe.py (their
+functions live in benchmarks/landscape.py, which defines no flags) on one
 SqueezeNet fire module (its first, at its size in squeezenet1_1) under the
 `generated` rules and `analytic/cpu`: the four-step detour that
 docs/benchmark.md reports per fire module of the whole network, found
@@ -18,7 +19,6 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 sys.path.insert(0, os.path.join(_ROOT, "benchmarks"))
 
 import landscape  # noqa: E402  pylint: disable=wrong-import-position
-import search_probe  # noqa: E402  pylint: disable=wrong-import-position
 
 # The route, per module, that the probe finds on the whole network
 # (reports/2026-11-29_search_benchmark_cpu_models.md): un-fuse the 3x3
@@ -44,7 +44,7 @@ class DetourTest(absltest.TestCase):
                                        CostModel("analytic", profile="cpu"), 200)
 
     def test_the_four_step_detour_below_greedy(self):
-        out = search_probe.probe_detour(self.land, self.graph, depth=4, slack=100.0,
+        out = landscape.probe_detour(self.land, self.graph, depth=4, slack=100.0,
                                         time_limit=120)
         self.assertEqual([step[0] for step in out["route"]], _ROUTE)
         self.assertLess(out["found_ms"], out["greedy_cost_ms"])
@@ -62,9 +62,9 @@ class DetourTest(absltest.TestCase):
         self.assertAlmostEqual(end.cost(self.land.cost_model), out["found_ms"], places=9)
 
     def test_a_slack_below_the_peak_finds_nothing(self):
-        peak = search_probe.probe_detour(self.land, self.graph, depth=4, slack=100.0,
+        peak = landscape.probe_detour(self.land, self.graph, depth=4, slack=100.0,
                                          time_limit=120)["route_peak_pct"]
-        out = search_probe.probe_detour(self.land, self.graph, depth=4, slack=peak - 1,
+        out = landscape.probe_detour(self.land, self.graph, depth=4, slack=peak - 1,
                                         time_limit=120)
         self.assertIsNone(out["route"])
         self.assertIsNone(out["found_ms"])
@@ -73,7 +73,7 @@ class DetourTest(absltest.TestCase):
     def test_escape_finds_no_end_below_greedy(self):
         # Greedy from any graph one or two steps away takes the merge back:
         # why the detour needs its own probe.
-        out = search_probe.probe_escape(self.land, self.graph, depth=2, time_limit=120)
+        out = landscape.probe_escape(self.land, self.graph, depth=2, time_limit=120)
         self.assertGreater(out["neighbours_tried"], 0)
         self.assertEqual(out["escapes_below_greedy"], 0)
         self.assertAlmostEqual(out["best_escape_ms"], out["greedy_cost_ms"])
