@@ -108,11 +108,13 @@ def run(argv: Sequence[str], *, capture_output: bool = False, text: bool = False
     if capture_output and (stdout is not None or stderr is not None):
         raise ValueError("stdout and stderr arguments may not be used with capture_output")
     files = []  # what this call opened, closed at its end
+    captured = {}  # fd -> its temporary file
 
     def target(where: Output, inherited: int) -> int:
         """The file descriptor the child writes to."""
         if capture_output or where == subprocess.PIPE:
             files.append(tempfile.TemporaryFile())
+            captured[files[-1].fileno()] = files[-1]
             return files[-1].fileno()
         if where is None:
             return inherited
@@ -131,8 +133,7 @@ def run(argv: Sequence[str], *, capture_output: bool = False, text: bool = False
         request = {"argv": argv, "cwd": os.path.abspath(cwd or os.getcwd()), "env": env}
         with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as conn:
             conn.connect(_server_path())
-            socket.send_fds(conn, [json.dumps(request).encode()],
-                            [stdin, out, err])
+            socket.send_fds(conn, [json.dumps(request).encode()], [stdin, out, err])
             pid = _receive(conn, 60)["pid"]
             try:
                 status = _receive(conn, timeout)["status"]
@@ -145,11 +146,10 @@ def run(argv: Sequence[str], *, capture_output: bool = False, text: bool = False
         code = os.waitstatus_to_exitcode(status)
 
         def read(fd: int, where: Output):
-            if not (capture_output or where == subprocess.PIPE):
+            if where == subprocess.STDOUT or fd not in captured:
                 return None
-            os.lseek(fd, 0, os.SEEK_SET)
-            with os.fdopen(os.dup(fd), "rb") as stream:
-                data = stream.read()
+            captured[fd].seek(0)
+            data = captured[fd].read()
             return data.decode() if text else data
 
         result = subprocess.CompletedProcess(argv, code, read(out, stdout), read(err, stderr))

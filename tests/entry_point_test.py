@@ -10,6 +10,7 @@ import sys
 import tempfile
 import textwrap
 import time
+from unittest import mock
 
 from absl.testing import absltest
 
@@ -141,8 +142,10 @@ class RunTest(absltest.TestCase):
 
     def test_other_python_variables_run_a_fresh_process(self):
         env = dict(os.environ, PYTHONPATH=self.folder)
-        self.assertFalse(entry_point._forkable([sys.executable, self.script], env))  # pylint: disable=protected-access
-        self.assertTrue(entry_point._forkable([sys.executable, self.script], os.environ))  # pylint: disable=protected-access
+        with mock.patch.dict(os.environ, {"XFLOWRL_TEST_FORK_SERVER": "1"}):
+            forkable = entry_point._forkable  # pylint: disable=protected-access
+            self.assertFalse(forkable([sys.executable, self.script], env))
+            self.assertTrue(forkable([sys.executable, self.script], os.environ))
         done = entry_point.run([sys.executable, "-c", "import sys; print(sys.path[1])"],
                                capture_output=True, text=True, timeout=120, env=env)
         self.assertEqual(done.stdout.strip(), self.folder)
