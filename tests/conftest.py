@@ -25,7 +25,8 @@ starts (subprocesses, Ray workers, the jobs of a test's Ray cluster) get the
 one-thread pools too, through TensorFlow's own environment variables
 (TF_NUM_INTEROP_THREADS, TF_NUM_INTRAOP_THREADS, inherited by every child
 process), for the same reason: they share the two cores with the workers.
-Otherwise they run as a user runs them (grappler on).
+Those forked from the fork server (below) run without grappler as well;
+those that start fresh run with it, as a user runs them.
 
 Tiers. A test is `e2e` (end to end) when it runs an entry point
 (experiments/, benchmarks/, the `xflowrl` command) or a whole training run

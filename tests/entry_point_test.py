@@ -28,6 +28,8 @@ _SCRIPT = textwrap.dedent("""\
     print(json.dumps({"argv": sys.argv, "path0": sys.path[0], "cwd": os.getcwd(),
                       "name": __name__, "probe": os.environ.get("XFLOWRL_PROBE"),
                       "sum": float(tf.reduce_sum(tf.ones([3]))),
+                      "grappler_off": tf.config.optimizer.get_experimental_options().get(
+                          "disable_meta_optimizer", False),
                       "draw": float(np.random.random_sample())}))
     print("on stderr", file=sys.stderr)
     if "--raise" in sys.argv:
@@ -74,6 +76,11 @@ class RunTest(absltest.TestCase):
         self.assertEqual(fresh.returncode, 3, fresh.stderr)
         seen, expected = json.loads(forked.stdout), json.loads(fresh.stdout)
         self.assertNotEqual(seen.pop("draw"), expected.pop("draw"))
+        # The one difference, the suite's setting (tests/fork_server.py):
+        # a forked run has no graph optimiser.
+        forking = os.environ.get("XFLOWRL_TEST_FORK_SERVER", "1") != "0"
+        self.assertEqual(seen.pop("grappler_off"), forking)
+        self.assertFalse(expected.pop("grappler_off"))
         self.assertEqual(seen, expected)
         self.assertEqual(seen["probe"], "yes")
         self.assertEqual(seen["name"], "__main__")
@@ -83,8 +90,9 @@ class RunTest(absltest.TestCase):
         forked, fresh = self._both([sys.executable, "-m", "probe_module", "0"], cwd=self.folder)
         self.assertEqual((forked.returncode, fresh.returncode), (0, 0), forked.stderr)
         seen, expected = json.loads(forked.stdout), json.loads(fresh.stdout)
-        seen.pop("draw")
-        expected.pop("draw")
+        for key in ("draw", "grappler_off"):
+            seen.pop(key)
+            expected.pop(key)
         self.assertEqual(seen, expected)
 
     def test_two_runs_draw_other_numpy_numbers(self):

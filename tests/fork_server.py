@@ -26,6 +26,17 @@ sys.path[0] are those `python SCRIPT ARGS` (or `python -m MODULE ARGS`)
 would have in the request's folder; the PYTHON* variables, which shape
 an interpreter at its start, must equal this server's
 (`tests.entry_point` runs any other request as a fresh process).
+
+One difference from a fresh process, the suite's own setting: the child
+runs without TensorFlow's graph optimiser (grappler), as the suite's
+in-process tests do (tests/conftest.py says why). Rewriting each newly
+traced function costs more than it saves on the entry points' small
+networks and short runs: `experiments/train_mb.py --quick` with
+quick_run_test's flags took 92-98 CPU-s with it and 79 without, two runs
+each, interleaved. It changes no result a test checks: what a test
+compares bit for bit (a resumed run with an uninterrupted one) runs both
+ways alike, and what it compares with this process's computations now
+runs as they do.
 """
 
 import json
@@ -61,6 +72,8 @@ def _run_main(argv, cwd: str, env: dict) -> int:
     os.environ.clear()
     os.environ.update(env)
     np.random.seed()
+    # Stored for the eager context, which the child's first op creates.
+    tensorflow.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
     code = 0
     try:
         if argv[1] == "-m":
