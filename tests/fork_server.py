@@ -32,11 +32,11 @@ runs without TensorFlow's graph optimiser (grappler), as the suite's
 in-process tests do (tests/conftest.py says why). Rewriting each newly
 traced function costs more than it saves on the entry points' small
 networks and short runs: `experiments/train_mb.py --quick` with
-quick_run_test's flags took 92-98 CPU-s with it and 79 without, two runs
-each, interleaved. It changes no result a test checks: what a test
-compares bit for bit (a resumed run with an uninterrupted one) runs both
-ways alike, and what it compares with this process's computations now
-runs as they do.
+quick_run_test's flags took 91-98 CPU-s (user and system) with it and 79
+without, two runs each, interleaved. It changes no result a test checks:
+what a test compares bit for bit (a resumed run with an uninterrupted one)
+runs both ways alike, and what it compares with the test process's own
+computations now runs as those do.
 """
 
 import json
