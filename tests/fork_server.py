@@ -32,8 +32,9 @@ runs without TensorFlow's graph optimiser (grappler), as the suite's
 in-process tests do (tests/conftest.py says why). Rewriting each newly
 traced function costs more than it saves on the entry points' small
 networks and short runs: `experiments/train_mb.py --quick` with
-quick_run_test's flags took 91-98 CPU-s (user and system) with it and 79
-without, two runs each, interleaved. It changes no result a test checks:
+quick_run_test's flags took 94 CPU-s with it and 87 without, the median of
+two runs each, alternating (benchmarks/grappler_bench.py;
+reports/2026-11-29_suite_without_grappler.md). It changes no result a test checks:
 what a test compares bit for bit (a resumed run with an uninterrupted one)
 runs both ways alike, and what it compares with the test process's own
 computations now runs as those do.
