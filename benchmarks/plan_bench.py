@@ -3,7 +3,8 @@
     python benchmarks/plan_bench.py [--settings=all|NAME,...] [--seeds=0,1,2]
         [--simulations=16] [--root_actions=16] [--prior=xfer]
         [--rollout_steps=0] [--max_real_steps=5000] [--time_limit_s=60]
-        [--everywhere] [--merge_identical] [--restarts=N] [--markdown=PATH] [--export_graphs=DIR]
+        [--everywhere] [--merge_identical] [--restarts=N] [--detours=N] [--detour_expansions=N]
+        [--markdown=PATH] [--export_graphs=DIR]
         [--cprofile=N]
         [--rows=results/plan_bench/rows.jsonl] [--taso_rows=results/plan_bench/taso_rows.jsonl]
 
@@ -83,6 +84,10 @@ flags.DEFINE_bool("count_enumerations", PlanConfig.count_enumerations,
                   "multi-location actions' single-rule enumerations together")
 flags.DEFINE_integer("restarts", PlanConfig.restarts,
                      "times planning goes back to the first graph when it stalls")
+flags.DEFINE_integer("detours", PlanConfig.detours,
+                     "detour searches before planning stops (xflowrl.planning.detour)")
+flags.DEFINE_integer("detour_expansions", PlanConfig.detour_expansions,
+                     "expansions per detour search")
 flags.DEFINE_string("rows", "results/plan_bench/rows.jsonl", "the rows, appended (resume)")
 flags.DEFINE_string("taso_rows", "results/plan_bench/taso_rows.jsonl",
                     "TASO's search timed here, one row per setting, appended (resume)")
@@ -110,7 +115,8 @@ def _config(seed: int) -> PlanConfig:
                       time_limit_s=FLAGS.time_limit_s,
                       greedy_start=FLAGS.greedy_start, everywhere=FLAGS.everywhere,
                       merge_identical=FLAGS.merge_identical, patience=FLAGS.patience,
-                      restarts=FLAGS.restarts, seed=seed)
+                      restarts=FLAGS.restarts, detours=FLAGS.detours,
+                      detour_expansions=FLAGS.detour_expansions, seed=seed)
 
 
 def _config_key(config: PlanConfig) -> Dict[str, Any]:

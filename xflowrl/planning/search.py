@@ -30,6 +30,11 @@ real graph, built by the engine (`xflowrl.planning.simulator`).
   nothing cheaper than greedy's graph is known yet, it first goes back to
   the first graph (up to that many times) and decides again from there,
   the tree kept.
+- **Detours** (`detours` > 0): where planning would stop for good
+  (`no_improvement`), a local look-ahead from the cheapest graph known
+  first looks for a costlier route to a cheaper graph in one place, and
+  takes that route's xfers everywhere (`xflowrl.planning.detour`);
+  planning goes on from what it found, if anything.
 - **Greedy start** (default): before the first decision, one-step
   greedy's descent from the input is put into the tree, so that planning
   starts from greedy's route and hands over nothing worse than greedy's
@@ -53,6 +58,7 @@ import numpy as np
 
 from xflowrl.engine import Graph
 from xflowrl.env import CHEAPER, GraphEnv
+from xflowrl.planning import detour
 from xflowrl.planning.priors import Prior, make_prior
 from xflowrl.planning.simulator import EngineSimulator, MERGE, MERGE_NAME, Step
 from xflowrl.planning.tree import Node, Tree
@@ -101,6 +107,12 @@ class PlanConfig:
         where the first searches find nothing cheaper, and a stall at its
         end cannot undo them; once past greedy's graph, planning stops as
         before.
+      detours: times planning, about to stop for good with nothing cheaper
+        known below, first looks for a detour from the cheapest graph known
+        (`xflowrl.planning.detour`; from each graph once; 0: never) and goes
+        on from what it found.
+      detour_expansions: expansions one detour search may spend (real
+        steps, within `max_real_steps`).
       seed: of the Gumbel noise.
     """
     prior: str = "xfer"
@@ -119,13 +131,17 @@ class PlanConfig:
     merge_identical: bool = False
     patience: int = 2
     restarts: int = 1
+    detours: int = 0
+    detour_expansions: int = 200
     seed: int = 0
 
     def __post_init__(self):
         if self.simulations < 1 or self.root_actions < 1:
             raise ValueError("simulations and root_actions must be >= 1")
-        if self.patience < 0 or self.restarts < 0:
-            raise ValueError("patience and restarts must be >= 0")
+        if self.patience < 0 or self.restarts < 0 or self.detours < 0:
+            raise ValueError("patience, restarts and detours must be >= 0")
+        if self.detour_expansions < 1:
+            raise ValueError("detour_expansions must be >= 1")
         if self.rollout_steps < 0 or self.max_real_steps < 1 or self.time_limit_s <= 0:
             raise ValueError("rollout_steps must be >= 0, max_real_steps >= 1 and "
                              "time_limit_s > 0")
@@ -191,6 +207,8 @@ class Planner:
         if config.greedy_start:
             self._descend(self.root, self.env.config.max_steps)
         self._greedy_cost = self.best.cost   # what a restart must get below
+        self._detoured: set = set()          # ids of the nodes detours started from
+        self._detour_budget: Optional[str] = None  # the budget a detour search ran out of
 
     # -- budgets -------------------------------------------------------------
 
@@ -208,7 +226,19 @@ class Planner:
         enumerations = self.sim.rule_enumerations if self.config.count_enumerations else 0
         return self.sim.real_steps + enumerations
 
+    def out_of_budget(self) -> bool:
+        """Whether a budget (real steps, time) has run out."""
+        return self._out_of() is not None
+
     # -- expansion and leaf values ------------------------------------------
+
+    def expand(self, node: Node) -> None:
+        """Expands `node` (a real step) without a rollout."""
+        self._expand(node, rollout=False)
+
+    def child(self, node: Node, index: int) -> Node:
+        """The node action `index` of expanded `node` leads to (built once)."""
+        return self._child(node, index)
 
     def _expand(self, node: Node, rollout: bool = True) -> None:
         """Expands `node` (a real step), sets its prior and its leaf value
@@ -377,8 +407,12 @@ class Planner:
                 if fruitless > self.config.patience:
                     if (root is self.root or restarts >= self.config.restarts
                             or self.best.cost < self._greedy_cost - CHEAPER):
-                        stopped = "no_improvement"
-                        break
+                        found = self._detour()
+                        if found is None:
+                            stopped = self._detour_budget or "no_improvement"
+                            break
+                        root, fruitless = found, 0
+                        continue
                     root, fruitless, restarts = self.root, 0, restarts + 1
                 continue
             fruitless = 0
@@ -390,6 +424,42 @@ class Planner:
                 self.progress(f"plan: decision {decisions}, real steps {self.sim.real_steps}, "
                               f"best {self.sim.points(self.best.cost) - 100:+.2f}%")
         return self._result(decisions, stopped)
+
+    def _detour(self) -> Optional[Node]:
+        """A detour search from the cheapest graph known (`PlanConfig.detours`):
+        the node of the cheapest graph known after it, where that is cheaper
+        than before; None where no search is left or it found nothing."""
+        if len(self._detoured) >= self.config.detours or self._out_of():
+            return None
+        start = self._best_node()
+        if id(start) in self._detoured:
+            return None
+        self._detoured.add(id(start))
+        before = self.best.cost
+        found = detour.find_detour(self, start, self.config.detour_expansions)
+        if found is None:
+            self._detour_budget = self._out_of()
+            return None
+        _backup(found.nodes)
+        if self.config.everywhere:
+            _backup(detour.replay_everywhere(self, start, found.xfers))
+        return self._best_node() if self.best.cost < before - CHEAPER else None
+
+    def _best_node(self) -> Node:
+        """The node of the cheapest graph known, built and expanded if it is
+        a candidate (a real step)."""
+        best = self.best
+        node = best.node
+        if best.suffix:
+            assert node.expansion is not None and len(best.suffix) == 1
+            step = best.suffix[0]
+            actions = node.expansion.actions[:node.expansion.singles]
+            index = int(np.flatnonzero((actions[:, 0] == step.xfer)
+                                       & (actions[:, 1] == step.location))[0])
+            node = self._child(node, index)
+        if not node.expanded:
+            self._expand(node, rollout=False)
+        return node
 
     def _result(self, decisions: int, stopped: str) -> PlanResult:
         best = self.best
