@@ -275,15 +275,16 @@ def _eqsat(graph: Graph, xfers: XferSet, cost_model: CostModel, node_limit: int,
 def _plan(env: GraphEnv, folder: str, real_steps: int, seed: int,
           progress: Progress) -> Tuple[Graph, List[Tuple[str, int]]]:
     """The engine planner (`xflowrl.planning.plan`, its defaults but for
-    `real_steps`, multi-location actions and merging identical ops on, and
-    the prior: a policy's where `folder` names one, `PlanConfig`'s default
-    otherwise) from greedy's descent, so never above greedy's graph; its
+    `real_steps`, multi-location actions, merging identical ops and one
+    detour search on, and the prior: a policy's where `folder` names one,
+    `PlanConfig`'s default otherwise) from greedy's descent, so never above
+    greedy's graph; its
     graph and route (with merge steps where merging changed a graph:
     `xflowrl.planning.simulator.replay_route` replays it)."""
     from xflowrl.planning import plan  # pylint: disable=import-outside-toplevel
     config = PlanConfig(prior=f"policy:{folder}" if folder else PlanConfig.prior,
                         max_real_steps=real_steps, everywhere=True, merge_identical=True,
-                        seed=seed)
+                        detours=1, seed=seed)
     try:
         result = plan(env, config, progress=progress)
     except ValueError as e:
