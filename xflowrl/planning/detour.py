@@ -80,7 +80,7 @@ def find_detour(planner: "Planner", start: Node, expansions: int) -> Optional[De
                     if max(matched[xfer][location]) <= newest:
                         continue  # rewrites only ops the stalled graph has
                 child = planner.child(node, int(index))
-                if id(child) in seen or child in route.nodes:
+                if id(child) in seen:  # the route's own nodes among them
                     continue
                 seen.add(id(child))
                 found = Detour(route.nodes + [child], route.xfers + [xfer])
