@@ -57,7 +57,7 @@ def find_detour(planner: "Planner", start: Node, expansions: int) -> Optional[De
     """The first detour below `start` (module docstring), or None."""
     ceiling = TASO_ALPHA * start.cost
     newest = max(op.guid for op in start.graph.ops())
-    seen = {id(start)}
+    seen = {start}
     frontier: List[Detour] = [Detour([start], [])]
     spent = 0
     while frontier:
@@ -80,9 +80,9 @@ def find_detour(planner: "Planner", start: Node, expansions: int) -> Optional[De
                     if max(matched[xfer][location]) <= newest:
                         continue  # rewrites only ops the stalled graph has
                 child = planner.child(node, int(index))
-                if id(child) in seen:  # the route's own nodes among them
+                if child in seen:  # the route's own nodes among them
                     continue
-                seen.add(id(child))
+                seen.add(child)
                 found = Detour(route.nodes + [child], route.xfers + [xfer])
                 if child.cost < start.cost - CHEAPER:
                     return found

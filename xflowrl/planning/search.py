@@ -52,7 +52,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import Callable, List, NamedTuple, Optional, Tuple
+from typing import Callable, List, NamedTuple, Optional, Set, Tuple
 
 import numpy as np
 
@@ -207,8 +207,7 @@ class Planner:
         if config.greedy_start:
             self._descend(self.root, self.env.config.max_steps)
         self._greedy_cost = self.best.cost   # what a restart must get below
-        self._detoured: set = set()          # ids of the nodes detours started from
-        self._detour_budget: Optional[str] = None  # the budget a detour search ran out of
+        self._detoured: Set[Node] = set()    # the nodes detour searches started from
 
     # -- budgets -------------------------------------------------------------
 
@@ -409,7 +408,9 @@ class Planner:
                             or self.best.cost < self._greedy_cost - CHEAPER):
                         found = self._detour()
                         if found is None:
-                            stopped = self._detour_budget or "no_improvement"
+                            # A detour search may have spent the last budget.
+                            stopped = ((self._out_of() if self._detoured else None)
+                                       or "no_improvement")
                             break
                         root, fruitless = found, 0
                         continue
@@ -432,13 +433,12 @@ class Planner:
         if len(self._detoured) >= self.config.detours or self._out_of():
             return None
         start = self._best_node()
-        if id(start) in self._detoured:
+        if start in self._detoured:
             return None
-        self._detoured.add(id(start))
+        self._detoured.add(start)
         before = self.best.cost
         found = detour.find_detour(self, start, self.config.detour_expansions)
         if found is None:
-            self._detour_budget = self._out_of()
             return None
         _backup(found.nodes)
         if self.config.everywhere:
