@@ -3,6 +3,7 @@
     python benchmarks/sim_step_bench.py [--graphs=resnet50,inception_v3]
         [--rules=default] [--cost_model=analytic/v100] [--repeats=5]
     python benchmarks/sim_step_bench.py --engines=/tmp/before,. --rounds=3
+    python benchmarks/sim_step_bench.py --without_rules=gen_matrix_1164,gen_matrix_1176
     valgrind --tool=callgrind --collect-atstart=no \
         --toggle-collect='taso::enumerate_locations*' \
         --toggle-collect='taso::Locations::costs*' \
@@ -57,6 +58,8 @@ FLAGS = flags.FLAGS
 flags.DEFINE_list("graphs", ["resnet50", "inception_v3", "nasrnn", "bert", "squeezenet1_1"],
                   "Zoo graphs to walk.")
 flags.DEFINE_string("rules", "default", "Named rule set (XferSet.from_name).")
+flags.DEFINE_list("without_rules", [], "Rules left out of --rules, by name (what they cost a "
+                  "step: the same run with and without them).")
 flags.DEFINE_string("cost_model", "analytic/v100", "Cost model, BACKEND/PROFILE.")
 flags.DEFINE_integer("repeats", 5, "Steps timed per graph of the walk.")
 flags.DEFINE_integer("max_steps", 40, "Most substitutions of the greedy walk per graph.")
@@ -147,15 +150,27 @@ def bench_graph(name, xfers, cost_model):
     }
 
 
+def _xfers():
+    """--rules without --without_rules."""
+    from xflowrl.engine import XferSet  # pylint: disable=import-outside-toplevel
+    xfers = XferSet.from_name(FLAGS.rules)
+    unknown = sorted(set(FLAGS.without_rules) - set(xfers.names))
+    if unknown:
+        raise app.UsageError(f"--without_rules: {unknown} are not in --rules={FLAGS.rules}")
+    if not FLAGS.without_rules:
+        return xfers
+    return XferSet([r for r in xfers.rules if r.name not in FLAGS.without_rules])
+
+
 def run_here():
     # pylint: disable=import-outside-toplevel
     from xflowrl import _engine
-    from xflowrl.engine import CostModel, XferSet
+    from xflowrl.engine import CostModel
     backend, _, profile = FLAGS.cost_model.partition("/")
     cost_model = CostModel(backend, **({"profile": profile} if profile else {}))
-    xfers = XferSet.from_name(FLAGS.rules)
+    xfers = _xfers()
     report = {"benchmark": "sim_step", "engine": _engine.__file__, "rules": FLAGS.rules,
-              "xfers": len(xfers), "cost_model": cost_model.name,
+              "without_rules": FLAGS.without_rules, "xfers": len(xfers), "cost_model": cost_model.name,
               "repeats": FLAGS.repeats, "max_steps": FLAGS.max_steps, "graphs": {}}
     for name in FLAGS.graphs:
         report["graphs"][name] = bench_graph(name, xfers, cost_model)
@@ -166,11 +181,11 @@ def run_loop() -> dict:
     """--loop_steps enumerations and pricings of the first graph's initial graph."""
     # pylint: disable=import-outside-toplevel
     from xflowrl import zoo
-    from xflowrl.engine import CostModel, XferSet
+    from xflowrl.engine import CostModel
     from xflowrl.env import GraphEnv
     backend, _, profile = FLAGS.cost_model.partition("/")
     cost_model = CostModel(backend, **({"profile": profile} if profile else {}))
-    xfers = XferSet.from_name(FLAGS.rules)
+    xfers = _xfers()
     env = GraphEnv(zoo.get_graph(FLAGS.graphs[0]), xfers, cost_model)
     for _ in range(FLAGS.loop_steps):
         xfers.locations(env.initial_graph, FLAGS.max_locations, env.max_ops).active_costs(
@@ -181,6 +196,7 @@ def run_loop() -> dict:
 def run_engines():
     """Children per engine and round, interleaved; their reports combined."""
     args = [f"--graphs={','.join(FLAGS.graphs)}", f"--rules={FLAGS.rules}",
+            f"--without_rules={','.join(FLAGS.without_rules)}",
             f"--cost_model={FLAGS.cost_model}", f"--repeats={FLAGS.repeats}",
             f"--max_steps={FLAGS.max_steps}", f"--max_locations={FLAGS.max_locations}"]
     env = dict(os.environ, OMP_NUM_THREADS="1")
