@@ -21,7 +21,7 @@ namespace {
 // always built them: the parent's ops but the matched ones (`used`), each
 // shared unless it reads a redirected tensor (then a clone, re-wired), then
 // the target ops. Ops left dead are not removed here.
-void build_nodes(const Graph& g, const std::vector<bool>& used, const Candidate& c,
+void build_nodes(const Graph& g, const std::vector<uint8_t>& used, const Candidate& c,
                  std::vector<NodePtr>* nodes, std::vector<TensorRef>* outputs) {
   nodes->reserve(g.size() + c.added.size());
   for (int i = 0; i < g.size(); ++i) {
@@ -715,8 +715,8 @@ GraphPtr materialize(const Graph& parent, const Candidate& c) {
                         "from its graph's");
     return built;
   }
-  std::vector<bool> used(parent.size(), false);
-  for (int i : c.removed) used[i] = true;
+  std::vector<uint8_t> used(parent.size(), 0);
+  for (int i : c.removed) used[i] = 1;
   std::vector<NodePtr> nodes;
   std::vector<TensorRef> outputs;
   build_nodes(parent, used, c, &nodes, &outputs);

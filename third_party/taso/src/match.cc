@@ -20,14 +20,14 @@ class Matcher {
         match_{mapped_, used_, bound_, is_bound_} {
     const size_t slots = static_cast<size_t>(r.num_variable_slots());
     bound_.assign(slots, TensorRef{});
-    is_bound_.assign(slots, false);
+    is_bound_.assign(slots, 0);
     mapped_.assign(r.src.size(), -1);
     if (scratch->local.size() < r.src.size()) scratch->local.resize(r.src.size());
     // The search leaves every entry false again (each op it marks is
     // unmarked on the way back, and ~Matcher unmarks what an exception
     // left marked), so a buffer of the graph's size needs no clearing: of
     // the ~1,700 rules of a set, hundreds get this far on every graph.
-    if (used_.size() != static_cast<size_t>(g.size())) used_.assign(g.size(), false);
+    if (used_.size() != static_cast<size_t>(g.size())) used_.assign(g.size(), 0);
     memo_.assign(r.src.size(), nullptr);
   }
   ~Matcher() {
@@ -35,7 +35,7 @@ class Matcher {
     // depths it was called from (entries of deeper, finished depths are
     // unmarked already; clearing them again is harmless).
     for (int m : mapped_)
-      if (m >= 0) used_[m] = false;
+      if (m >= 0) used_[m] = 0;
   }
 
   int run() {
@@ -83,7 +83,7 @@ class Matcher {
         } else if (is_bound_[-pt.op]) {
           ok = bound_[-pt.op] == actual;
         } else {
-          is_bound_[-pt.op] = true;
+          is_bound_[-pt.op] = 1;
           bound_[-pt.op] = actual;
           newly_bound[num_newly_bound++] = -pt.op;
         }
@@ -97,11 +97,11 @@ class Matcher {
       bool go_on = true;
       if (ok) {
         mapped_[depth] = i;
-        used_[i] = true;
+        used_[i] = 1;
         go_on = dfs(depth + 1);
-        used_[i] = false;
+        used_[i] = 0;
       }
-      for (size_t b = 0; b < num_newly_bound; ++b) is_bound_[newly_bound[b]] = false;
+      for (size_t b = 0; b < num_newly_bound; ++b) is_bound_[newly_bound[b]] = 0;
       if (!go_on) return false;
     }
     return true;
@@ -215,9 +215,9 @@ class Matcher {
   const bool skip_reading_match_;
   // The buffers, in *scratch_ (shared by the rules matched on one graph).
   std::vector<TensorRef>& bound_;  // indexed by -variable
-  std::vector<bool>& is_bound_;
+  std::vector<uint8_t>& is_bound_;
   std::vector<int>& mapped_;       // source op -> graph index
-  std::vector<bool>& used_;        // graph index -> matched
+  std::vector<uint8_t>& used_;     // graph index -> matched
   std::vector<std::vector<int8_t>*>& memo_;  // per source op: its memo, once used
   const Match match_;
   int matches_ = 0;

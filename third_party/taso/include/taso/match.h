@@ -33,12 +33,14 @@ using MatchedOps = std::vector<int64_t>;
 struct Match {
   // Source op -> the graph index of the op it bound, in pattern order.
   const std::vector<int>& ops;
-  // Graph index -> whether a source op bound it.
-  const std::vector<bool>& used;
+  // Graph index -> whether a source op bound it (1 or 0: bytes, not
+  // std::vector<bool>'s bits, which the search reads and writes for every op
+  // it tries).
+  const std::vector<uint8_t>& used;
   // Variable v (indexed by -v, Rule::num_variable_slots entries): the tensor
   // it bound, where `is_bound[-v]`.
   const std::vector<TensorRef>& bound;
-  const std::vector<bool>& is_bound;
+  const std::vector<uint8_t>& is_bound;
 };
 
 // Buffers the matcher reuses across the rules matched on one graph, so that
@@ -46,7 +48,7 @@ struct Match {
 // thread-safe: one matcher at a time.
 struct MatchScratch {
   std::vector<TensorRef> bound;
-  std::vector<bool> is_bound, used;
+  std::vector<uint8_t> is_bound, used;
   std::vector<int> mapped;
   std::vector<std::vector<int8_t>*> memo;  // per source op: its ParamMemo entry
   std::vector<std::vector<int>> local;  // per search depth: the ops to try
