@@ -39,7 +39,7 @@ import numpy as np
 
 from xflowrl.embedding import features
 from xflowrl.env import GraphEnv
-from xflowrl.nn import build_adam
+from xflowrl.nn import apply_adam, build_adam
 from xflowrl.planning.target_store import SearchState
 from xflowrl.policy.folder import PolicyInfo, read_info, save_policy
 
@@ -188,7 +188,7 @@ class SearchLearner:
         grads = [tf.zeros_like(v) if g is None else g for g, v in zip(grads, variables)]
         if self.config.max_grad_norm:
             grads, _ = tf.clip_by_global_norm(grads, self.config.max_grad_norm)
-        self.optimizer.apply(grads, variables)
+        apply_adam(self.optimizer, grads, variables)
         return metrics
 
     def evaluate(self, states: Sequence[SearchState]) -> Dict[str, float]:

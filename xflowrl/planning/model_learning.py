@@ -77,7 +77,7 @@ import tensorflow as tf
 
 from xflowrl.embedding import features
 from xflowrl.env import GraphEnv
-from xflowrl.nn.optimizers import build_adam
+from xflowrl.nn.optimizers import apply_adam, build_adam
 from xflowrl.planning.model import LatentModel, model_actions
 from xflowrl.planning.search import Planner
 from xflowrl.planning.tree import Node
@@ -510,7 +510,7 @@ def train(model: LatentModel, data: Transitions, config: Optional[TrainConfig] =
             loss = tf.add_n(list(totals.values()))
         grads = tape.gradient(loss, variables)
         grads, _ = tf.clip_by_global_norm(grads, 5.0)
-        optimizer.apply(grads, variables)
+        apply_adam(optimizer, grads, variables)
         return totals
 
     traced = traced_once(step_fn)

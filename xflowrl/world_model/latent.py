@@ -30,7 +30,7 @@ import tensorflow as tf
 
 from xflowrl.embedding import features
 from xflowrl.embedding.encoder import GraphEncoder
-from xflowrl.nn import SeededInitializers, build_adam
+from xflowrl.nn import SeededInitializers, apply_adam, build_adam
 from xflowrl.tracing import traced_once
 from xflowrl.world_model import losses
 
@@ -130,7 +130,7 @@ def train_encoder(encoder: LatentEncoder, states: Sequence, targets: EncoderTarg
         variables = encoder.trainable_variables
         grads = tape.gradient(m["total"], variables)
         grads, _ = tf.clip_by_global_norm(grads, 1.0)
-        optimizer.apply(grads, variables)
+        apply_adam(optimizer, grads, variables)
         return m
 
     step = traced_once(step_impl)  # one trace for every batch's graph sizes

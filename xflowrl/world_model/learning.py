@@ -22,7 +22,7 @@ from typing import Dict
 import sonnet as snt
 import tensorflow as tf
 
-from xflowrl.nn import build_adam
+from xflowrl.nn import apply_adam, build_adam
 from xflowrl.tracing import sequence_spec, traced_once
 from xflowrl.world_model import losses
 from xflowrl.world_model.config import WorldModelConfig
@@ -84,7 +84,7 @@ class WorldModelLearner:
         grads = tape.gradient(terms.total, variables)
         grads = [tf.zeros_like(v) if g is None else g for g, v in zip(grads, variables)]
         grads, norm = tf.clip_by_global_norm(grads, self.config.max_grad_norm)
-        self.optimizer.apply(grads, variables)
+        apply_adam(self.optimizer, grads, variables)
         out = terms._asdict()
         out["grad_norm"] = norm
         return out

@@ -32,7 +32,7 @@ from xflowrl.agents.ppo.config import PPOConfig
 from xflowrl.agents.ppo.networks import PolicyValueNetwork
 from xflowrl.embedding import features
 from xflowrl.embedding.encoder import Embedding
-from xflowrl.nn import build_adam
+from xflowrl.nn import apply_adam, build_adam
 from xflowrl.tracing import traced_once
 
 
@@ -199,8 +199,8 @@ class Learner:
         if self.config.max_grad_norm:
             grads, _ = tf.clip_by_global_norm(grads, self.config.max_grad_norm,
                                               use_norm=metrics["grad_norm"])
-        self.policy_optimizer.apply(grads[:len(policy_vars)], policy_vars)
-        self.value_optimizer.apply(grads[len(policy_vars):], value_vars)
+        apply_adam(self.policy_optimizer, grads[:len(policy_vars)], policy_vars)
+        apply_adam(self.value_optimizer, grads[len(policy_vars):], value_vars)
         return metrics
 
     def build(self) -> None:
