@@ -55,18 +55,34 @@ of CPU on those imports before an entry point does anything
 `XFLOWRL_TEST_FORK_SERVER=0` runs them fresh). The processes an entry
 point starts itself (Ray's workers, reproduce.py's jobs) start fresh.
 
+Bytecode. Where the environment sets PYTHONDONTWRITEBYTECODE (this
+machine's does), no process writes .pyc files, and every process that
+imports the project compiles its sources again: the workers, and the
+suite's many fresh interpreters (Ray's workers and actors, the
+reproduction's jobs, entry points started fresh) and forked entry points.
+The project's folders are compiled once here instead, into their
+__pycache__ folders (which git ignores; `compileall` skips what is up to
+date), and those processes read them.
+
 Ray. Each process of the suite (each worker) gets its own Ray temporary
 folder ($RAY_TMPDIR, inherited by the entry points it starts): a local Ray
 instance writes its address there, and `ray.init()` in one worker must not
 find and join the instance or cluster another worker started.
 """
 
+import compileall
 import os
 import shutil
+import sys
 import tempfile
 
 import pytest
 import tensorflow as tf
+
+if sys.dont_write_bytecode:
+    _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for _folder in ("xflowrl", "experiments", "benchmarks"):
+        compileall.compile_dir(os.path.join(_ROOT, _folder), quiet=1)
 
 # Children inherit these (in this process the calls below set the same).
 os.environ["TF_NUM_INTEROP_THREADS"] = os.environ["TF_NUM_INTRAOP_THREADS"] = "1"
