@@ -76,16 +76,16 @@ def apply_adam(optimizer: snt.optimizers.Adam, updates: Sequence[Optional[tf.Ten
             raise ValueError("the optimizer has no moments: call build_adam(optimizer, "
                              "variables) before tracing an update")
         build_adam(optimizer, variables)
-    dense = [i for i, u in enumerate(updates)
-             if u is not None and not isinstance(u, tf.IndexedSlices)]
+    dense = {i: u for i, u in enumerate(updates)
+             if u is not None and not isinstance(u, tf.IndexedSlices)}
     sparse = [u if isinstance(u, tf.IndexedSlices) else None for u in updates]
     if any(u is not None for u in sparse):
         optimizer.apply(sparse, variables)  # advances the step
     else:
         optimizer.step.assign_add(1)
     by_dtype: Dict[tf.DType, List[int]] = {}
-    for i in dense:
-        by_dtype.setdefault(updates[i].dtype, []).append(i)
+    for i, u in dense.items():
+        by_dtype.setdefault(u.dtype, []).append(i)
     for dtype, group in by_dtype.items():
         # Sonnet's adam_update on the concatenation (its order of operations).
         alpha = tf.cast(optimizer.learning_rate, dtype)
@@ -97,7 +97,7 @@ def apply_adam(optimizer: snt.optimizers.Adam, updates: Sequence[Optional[tf.Ten
         def flat(tensors):
             return tf.concat([tf.reshape(x, [-1]) for x in tensors], 0)
 
-        g = flat([updates[i] for i in group])
+        g = flat([dense[i] for i in group])
         m = flat([optimizer.m[i] for i in group])
         v = flat([optimizer.v[i] for i in group])
         m = beta_1 * m + (1. - beta_1) * g
