@@ -22,9 +22,11 @@ order of precedence (a sample counts once, under the first that matches):
 
 - `tracing`: TensorFlow building a graph for a `tf.function` (its first
   call for a signature);
-- `import`: importing modules (`import_by_process` splits it by the kind
-  of process: the suite's workers, entry points forked by the suite's fork
-  server, Ray's workers, other processes);
+- `import`: importing modules (`import_by_process` splits it by where the
+  process sits in the tree, read from its own frames and its ancestors'
+  command lines: the suite's workers; the fork server and the entry points
+  forked from it; Ray's workers and everything they start, such as
+  `reproduce.py`'s jobs; other processes);
 - `compile`: compiling a module's source to bytecode (no .pyc to read),
   inside `import`, reported apart as well;
 - `other`: everything else (running graphs, the engine, the tests' code).
@@ -56,13 +58,15 @@ def _samples(path: str):
 
 
 def _process_kind(frames: List[str]) -> str:
+    """Where a sample's process sits: py-spy puts the command line of the
+    process and of each of its ancestors among the frames."""
     text = ";".join(frames)
     if "xdist/remote.py" in text:
         return "suite worker"
     if "tests/fork_server.py" in text:
-        return "forked entry point"
+        return "fork server or forked entry point"
     if "ray/_private/workers/default_worker.py" in text:
-        return "ray worker"
+        return "ray worker or what it started"
     return "other"
 
 
