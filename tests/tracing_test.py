@@ -4,7 +4,34 @@ from absl.testing import absltest
 import numpy as np
 import tensorflow as tf
 
-from xflowrl.tracing import relaxed_spec, sequence_spec, traced_once
+from xflowrl.tracing import (
+    REPRODUCIBLE_GRAPPLER,
+    grappler_defaults,
+    relaxed_spec,
+    sequence_spec,
+    traced_once,
+)
+
+
+class ReproducibleGrapplerTest(absltest.TestCase):
+
+    def test_importing_the_module_turns_the_arithmetic_optimiser_off(self):
+        # benchmarks/repro_bench.py measures what this buys: the same
+        # results in every process.
+        self.assertEqual(REPRODUCIBLE_GRAPPLER, {"arithmetic_optimization": False})
+        options = tf.config.optimizer.get_experimental_options()
+        self.assertIs(options.get("arithmetic_optimization"), False)
+
+    def test_runtime_measurements_get_tensorflow_s_defaults_inside_only(self):
+        with grappler_defaults():
+            inside = tf.config.optimizer.get_experimental_options()
+        self.assertNotIn("arithmetic_optimization", inside)
+        self.assertIs(tf.config.optimizer.get_experimental_options()["arithmetic_optimization"],
+                      False)
+        with self.assertRaises(KeyError), grappler_defaults():
+            raise KeyError("left through an exception")
+        self.assertIs(tf.config.optimizer.get_experimental_options()["arithmetic_optimization"],
+                      False)
 
 
 class RelaxedSpecTest(absltest.TestCase):

@@ -8,15 +8,52 @@ any leading (batch, node, edge) dimension — `relaxed_spec` of the first
 call's arguments — so every later call with the same structure reuses that
 one graph. Autograph is off: the traced code branches on Python values only
 (configuration, which inputs are None), never on tensors.
+
+Importing this module turns grappler's arithmetic optimiser off for the
+process (`REPRODUCIBLE_GRAPPLER`): with it on, a traced graph can be
+rewritten differently from one process to the next, so that two runs of
+one seed differ in the last bits of a loss and then part (measured with
+`benchmarks/repro_bench.py`: `train_mf.py --quick` differed in every pair
+of runs, also with one-thread pools and with oneDNN off, and agreed to the
+bit with it off). Grappler's other passes stay on. Every agent's and
+world model's network module imports this one. Runtime measurements of a
+user's graph in TensorFlow (`xflowrl.measure`) run inside
+`grappler_defaults()`: as the user's TensorFlow runs it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import numpy as np
 import tensorflow as tf
+
+# Grappler's options that keep a traced function's arithmetic the same in
+# every process (see the module docstring).
+REPRODUCIBLE_GRAPPLER: Dict[str, bool] = {"arithmetic_optimization": False}
+
+
+def use_reproducible_grappler() -> None:
+    """Sets `REPRODUCIBLE_GRAPPLER` on this process's TensorFlow (done on
+    import; the other grappler options are left as they are)."""
+    tf.config.optimizer.set_experimental_options(REPRODUCIBLE_GRAPPLER)
+
+
+use_reproducible_grappler()
+
+
+@contextlib.contextmanager
+def grappler_defaults() -> Iterator[None]:
+    """TensorFlow's own defaults for the options of `REPRODUCIBLE_GRAPPLER`
+    while inside (functions called there are optimised as a user's
+    TensorFlow optimises them); `use_reproducible_grappler()` on leaving."""
+    tf.config.optimizer.set_experimental_options({k: None for k in REPRODUCIBLE_GRAPPLER})
+    try:
+        yield
+    finally:
+        use_reproducible_grappler()
 
 
 class OpenSpec:

@@ -13,10 +13,13 @@ Two clocks per call: wall time, and CPU time (`CPU_CLOCKS`): of the calling
 thread for onnxruntime (with one intra-op thread the whole inference runs
 there), of the whole process for TensorFlow (its threads' work, not its
 latency). See docs/runtime.md for why the CPU clock matters on a shared box.
+TensorFlow's runners are prepared and timed under its own graph-optimiser
+defaults (`xflowrl.tracing.grappler_defaults`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Callable, Dict, List
 
@@ -37,6 +40,14 @@ def make_runner(runtime: str, model, feeds) -> Callable[[], object]:
         from xflowrl.measure import tf_runtime  # pylint: disable=import-outside-toplevel
         return tf_runtime.make_runner(model, feeds)
     raise ValueError(f"unknown runtime {runtime!r}; choose ort or tf")
+
+
+def _optimiser_defaults(runtime: str) -> contextlib.AbstractContextManager:
+    """TensorFlow's graph-optimiser defaults for its runners; nothing for onnxruntime."""
+    if runtime == "tf":
+        from xflowrl.tracing import grappler_defaults  # pylint: disable=import-outside-toplevel
+        return grappler_defaults()
+    return contextlib.nullcontext()
 
 
 def interleaved_times(runners: Dict[str, Callable[[], object]], rounds: int, warmup: int,
@@ -80,8 +91,10 @@ def time_models(models: Dict[str, object], feeds, runtimes: List[str], rounds: i
     `{"<runtime>/<clock>": spread(...)}` for the wall and CPU clocks."""
     measured: Dict[str, Dict[str, dict]] = {key: {} for key in models}
     for runtime in runtimes:
-        runners = {key: make_runner(runtime, model, feeds) for key, model in models.items()}
-        times = interleaved_times(runners, rounds, warmup, repeats, rng, CPU_CLOCKS[runtime])
+        with _optimiser_defaults(runtime):
+            runners = {key: make_runner(runtime, model, feeds) for key, model in models.items()}
+            times = interleaved_times(runners, rounds, warmup, repeats, rng,
+                                      CPU_CLOCKS[runtime])
         for key, per_clock in times.items():
             for clock, values in per_clock.items():
                 measured[key][f"{runtime}/{clock}"] = spread(values)

@@ -117,37 +117,42 @@ def measure_onnx(model, feeds: Mapping[str, np.ndarray], *, warmup: int = 3,
         raise ValueError(f"need warmup >= 1 and repeats >= 1, got {warmup}, {repeats}")
     tf = _tensorflow()
     import onnx_tf.backend  # pylint: disable=g-import-not-at-top
-    stats = memory_stats_available()
-    if stats:
-        gc.collect()
-        baseline = tf.config.experimental.get_memory_info("CPU:0")["current"]
-    rep = onnx_tf.backend.prepare(model)
-    inputs = {name: tf.constant(value) for name, value in feeds.items()}
 
-    def infer() -> Dict[str, np.ndarray]:
-        outputs = rep.tf_module(**inputs)
-        return {k: v.numpy() for k, v in outputs.items()}
+    from xflowrl.tracing import grappler_defaults  # pylint: disable=g-import-not-at-top
+    with grappler_defaults():
+        stats = memory_stats_available()
+        if stats:
+            gc.collect()
+            baseline = tf.config.experimental.get_memory_info("CPU:0")["current"]
+        rep = onnx_tf.backend.prepare(model)
+        inputs = {name: tf.constant(value) for name, value in feeds.items()}
 
-    for _ in range(warmup):
-        infer()
-    resident = peak = None
-    if stats:
-        tf.config.experimental.reset_memory_stats("CPU:0")
-        resident = tf.config.experimental.get_memory_info("CPU:0")["current"] - baseline
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        infer()
-        times.append(1e3 * (time.perf_counter() - start))
-    if stats:
-        peak = tf.config.experimental.get_memory_info("CPU:0")["peak"] - baseline
+        def infer() -> Dict[str, np.ndarray]:
+            outputs = rep.tf_module(**inputs)
+            return {k: v.numpy() for k, v in outputs.items()}
+
+        for _ in range(warmup):
+            infer()
+        resident = peak = None
+        if stats:
+            tf.config.experimental.reset_memory_stats("CPU:0")
+            resident = tf.config.experimental.get_memory_info("CPU:0")["current"] - baseline
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            infer()
+            times.append(1e3 * (time.perf_counter() - start))
+        if stats:
+            peak = tf.config.experimental.get_memory_info("CPU:0")["peak"] - baseline
     return Measurement(statistics.median(times), times, peak, resident)
 
 
 def make_runner(model, feeds: Mapping[str, np.ndarray]) -> Callable[[], Dict[str, np.ndarray]]:
     """Prepares an ONNX model once; the returned callable runs one inference
     (as `measure_onnx` times it: the traced module, outputs copied to numpy).
-    For callers that interleave the timing of several models."""
+    For callers that interleave the timing of several models; they call it
+    inside `xflowrl.tracing.grappler_defaults()`, as `measure_onnx` runs
+    (`xflowrl.measure.compare.time_models` does)."""
     tf = _tensorflow()
     import onnx_tf.backend  # pylint: disable=g-import-not-at-top
     rep = onnx_tf.backend.prepare(model)
