@@ -15,8 +15,9 @@ rewritten differently from one process to the next, so that two runs of
 one seed differ in the last bits of a loss and then part (measured with
 `benchmarks/repro_bench.py`: `train_mf.py --quick` differed in every pair
 of runs, also with one-thread pools and with oneDNN off, and agreed to the
-bit with it off). Grappler's other passes stay on. Every agent's and
-world model's network module imports this one. Runtime measurements of a
+bit with it off). Grappler's other passes stay on. The modules that trace
+(the agents' acting and learning, the world model's learners, the
+planners' learners) import this one. Runtime measurements of a
 user's graph in TensorFlow (`xflowrl.measure`) run inside
 `grappler_defaults()`: as the user's TensorFlow runs it.
 """

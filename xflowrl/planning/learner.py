@@ -174,6 +174,11 @@ class SearchLearner:
         """One gradient step on `batch`; the loss terms before it."""
         if self._step is None:
             import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+            from xflowrl.tracing import (  # pylint: disable=import-outside-toplevel
+                use_reproducible_grappler,
+            )
+            use_reproducible_grappler()  # its own tf.function: the same in every process
             build_adam(self.optimizer, self.network.trainable_variables)
             self._step = (tf.function(self._step_impl, reduce_retracing=True)
                           if self.config.compiled else self._step_impl)
