@@ -17,7 +17,8 @@ class Matcher {
         skip_reading_match_(skip_reading_match),
         bound_(scratch->bound), is_bound_(scratch->is_bound), mapped_(scratch->mapped),
         used_(scratch->used), memo_(scratch->memo),
-        match_{mapped_, used_, bound_, is_bound_} {
+        match_{mapped_, used_, bound_, is_bound_},
+        fresh_last_(last_reads_fresh_variables(r)) {
     const size_t slots = static_cast<size_t>(r.num_variable_slots());
     bound_.assign(slots, TensorRef{});
     is_bound_.assign(slots, 0);
@@ -51,6 +52,7 @@ class Matcher {
       if (skip_reading_match_ && variable_reads_match()) return true;
       return on_match_(match_);
     }
+    if (fresh_last_ && depth + 1 == r_.src.size()) return dfs_fresh_last(depth);
     const PatternOp& pop = r_.src[depth];
     // Ops reading an already matched op are found through its consumers,
     // which keeps the search local; otherwise scan all ops of the type.
@@ -105,6 +107,93 @@ class Matcher {
       if (!go_on) return false;
     }
     return true;
+  }
+
+  // Whether the last source op reads only variables that no other source
+  // op reads, each once (the second relu of relu(a), relu(b)).
+  static bool last_reads_fresh_variables(const Rule& r) {
+    if (r.src.empty()) return false;
+    const PatternOp& last = r.src.back();
+    for (size_t k = 0; k < last.inputs.size(); ++k) {
+      const int var = last.inputs[k].op;
+      if (var >= 0) return false;
+      for (size_t k2 = 0; k2 < k; ++k2)
+        if (last.inputs[k2].op == var) return false;
+      for (size_t s = 0; s + 1 < r.src.size(); ++s)
+        for (const PatternTensor& other : r.src[s].inputs)
+          if (other.op == var) return false;
+    }
+    return true;
+  }
+
+  // dfs at the last source op when it reads fresh variables only: every
+  // op of its type that fits (arity, equal element-wise shapes, parameters:
+  // its variables bind whatever it reads) is a complete match, found where
+  // the general loop would find it (find_local knows no neighbourhood for
+  // such an op, so the general loop too tries every op of the type), and
+  // variable_reads_match's answer for it is worked out before anything is
+  // bound: a variable bound above is the op or reads it, or the op reads a
+  // matched op. A match that check rejects (on a chain of blocks, nearly
+  // every pair of two unconnected ops) is counted without binding, marking
+  // or recursing. The same matches, in the same order, the same count and
+  // the same calls of `on_match` as the general search.
+  bool dfs_fresh_last(size_t depth) {
+    const PatternOp& pop = r_.src[depth];
+    const int arity = static_cast<int>(pop.inputs.size());
+    const bool element_wise = pop.type == OP_EW_ADD || pop.type == OP_EW_MUL ||
+                              pop.type == OP_EW_SUB || pop.type == OP_EW_DIV;
+    // The variables bound above: their producers, and whether one of them
+    // is a matched op or reads one (then the check rejects every match here).
+    std::vector<int>& above = scratch_->above;
+    above.clear();
+    bool rejected_above = false;
+    if (skip_reading_match_) {
+      for (size_t v = 0; v < bound_.size(); ++v) {
+        if (!is_bound_[v]) continue;
+        const int p = g_.index_of(bound_[v].guid);
+        above.push_back(p);
+        rejected_above = rejected_above || used_[p];
+        for (size_t s = 0; s < depth && !rejected_above; ++s)
+          rejected_above = mapped_[s] < p && g_.depends_on(p, mapped_[s]);
+      }
+    }
+    for (int i : g_.ops_of_type(pop.type)) {
+      if (used_[i]) continue;
+      if (g_.op_type(i) != pop.type || g_.num_inputs(i) != arity) continue;
+      if (element_wise && !(g_.shape(g_.input(i, 0)) == g_.shape(g_.input(i, 1)))) continue;
+      if (!pop.params.empty() && !params_match(depth, i)) continue;
+      ++matches_;
+      if (skip_reading_match_ && (rejected_above || reads_match(depth, i, above))) continue;
+      for (int k = 0; k < arity; ++k) {
+        const int var = -pop.inputs[k].op;
+        is_bound_[var] = 1;
+        bound_[var] = g_.input(i, k);
+      }
+      mapped_[depth] = i;
+      used_[i] = 1;
+      const bool go_on = on_match_(match_);
+      used_[i] = 0;
+      for (int k = 0; k < arity; ++k) is_bound_[-pop.inputs[k].op] = 0;
+      if (!go_on) return false;
+    }
+    return true;
+  }
+
+  // variable_reads_match's answer for op `i` at the last depth, its
+  // variables fresh, the variables bound above produced by `above`: one of
+  // those is `i` or reads it, or an input of `i` is, or reads, a matched op
+  // (an op reads only ops before it, so `i` is never among its inputs'
+  // ancestors).
+  bool reads_match(size_t depth, int i, const std::vector<int>& above) const {
+    for (int p : above)
+      if (p == i || (i < p && g_.depends_on(p, i))) return true;
+    for (int k = 0, n = g_.num_inputs(i); k < n; ++k) {
+      const int q = g_.input_op(i, k);
+      if (used_[q]) return true;
+      for (size_t s = 0; s < depth; ++s)
+        if (mapped_[s] < q && g_.depends_on(q, mapped_[s])) return true;
+    }
+    return false;
   }
 
   // Fills `local` with a superset of the ops that source op `depth` can
@@ -220,6 +309,8 @@ class Matcher {
   std::vector<uint8_t>& used_;     // graph index -> matched
   std::vector<std::vector<int8_t>*>& memo_;  // per source op: its memo, once used
   const Match match_;
+  // The last source op reads fresh variables only (dfs_fresh_last).
+  const bool fresh_last_;
   int matches_ = 0;
 };
 

@@ -1,4 +1,6 @@
 // Matching source patterns (match.h).
+#include <algorithm>
+
 #include "check.h"
 #include "fixtures.h"
 
@@ -199,6 +201,97 @@ TEST(match_skips_matches_whose_variables_read_the_match) {
                                /*skip_reading_match=*/true);
   CHECK_EQ(n, 6);
   CHECK_EQ(called, 0);
+}
+
+// A last source op that reads only variables no other source op reads
+// (Matcher::dfs_fresh_last, which decides the reading check before binding
+// anything) finds what scanning every tuple of ops in graph order finds:
+// the same complete matches counted, the same ones passed on, in the same
+// order, the same count where the callback stops the search.
+TEST(match_fresh_last_op_equals_scanning_every_tuple) {
+  // Relus side by side: r1 and r3 read x, r2 reads y, r4 reads r1; adds of
+  // two of them, and of the inputs.
+  GraphBuilder b;
+  const TensorRef x = b.input("x", {1, 8}), y = b.input("y", {1, 8});
+  const int64_t r1 = b.add(OP_RELU, {}, {x});
+  const int64_t r2 = b.add(OP_RELU, {}, {y});
+  const int64_t r3 = b.add(OP_RELU, {}, {x});
+  const int64_t r4 = b.add(OP_RELU, {}, {{r1, 0}});
+  const int64_t a1 = b.add(OP_EW_ADD, {}, {{r2, 0}, {r3, 0}});
+  const int64_t a2 = b.add(OP_EW_ADD, {}, {x, y});
+  const int64_t a3 = b.add(OP_EW_ADD, {}, {{r4, 0}, {a1, 0}});
+  const GraphPtr side_by_side = b.build({{a2, 0}, {a3, 0}});
+  const GraphPtr chain = branching_chain(4);
+  const Rule relu_relu_add =
+      rule("relu_relu_add",
+           {pop(OP_RELU, {var(-1)}), pop(OP_RELU, {var(-2)}), pop(OP_EW_ADD, {var(-3), var(-4)})},
+           {pop(OP_RELU, {var(-1)})}, {{out(0), out(0)}});
+  struct Case {
+    GraphPtr graph;
+    Rule rule;
+    std::vector<int> types;  // of the source ops
+  };
+  const std::vector<Case> cases = {
+      {chain, relu_pair_concat_split(1), {OP_RELU, OP_RELU}},
+      {side_by_side, relu_pair_concat_split(0), {OP_RELU, OP_RELU}},
+      {side_by_side, relu_relu_add, {OP_RELU, OP_RELU, OP_EW_ADD}},
+      {chain, replace_unary(OP_RELU, OP_TANH), {OP_RELU}}};
+  for (const Case& c : cases) {
+    const Graph& g = *c.graph;
+    // Tuples of ops, one per source op (of its type), in scanning order:
+    // distinct, element-wise ops with equal-shaped operands.
+    std::vector<std::vector<int>> tuples = {{}};
+    for (int type : c.types) {
+      std::vector<std::vector<int>> longer;
+      for (const std::vector<int>& t : tuples)
+        for (int i : g.ops_of_type(type)) {
+          if (std::find(t.begin(), t.end(), i) != t.end()) continue;
+          if (type == OP_EW_ADD && !(g.shape(g.input(i, 0)) == g.shape(g.input(i, 1))))
+            continue;
+          std::vector<int> u = t;
+          u.push_back(i);
+          longer.push_back(u);
+        }
+      tuples = longer;
+    }
+    // Passed on: no input of a matched op is, or reads, a matched op.
+    std::vector<std::vector<int>> passed;
+    for (const std::vector<int>& t : tuples) {
+      bool reads = false;
+      for (int i : t)
+        for (int k = 0; k < g.num_inputs(i); ++k)
+          for (int m : t) reads = reads || g.input_op(i, k) == m || g.depends_on(g.input_op(i, k), m);
+      if (!reads) passed.push_back(t);
+    }
+    CHECK(!passed.empty());
+    CHECK(passed.size() < tuples.size() || c.types.size() == 1);
+    for (int stop_after : {-1, 1, static_cast<int>(passed.size()) / 2 + 1}) {
+      ParamMemo memo;
+      MatchScratch scratch;
+      std::vector<std::vector<int>> found;
+      const int n = for_each_match(g, c.rule, &memo, &scratch, [&](const Match& m) {
+        found.push_back(m.ops);
+        for (size_t v = 0; v < m.bound.size(); ++v) {  // bound: what the matched ops read
+          if (!m.is_bound[v]) continue;
+          bool read = false;
+          for (int i : m.ops)
+            for (int k = 0; k < g.num_inputs(i); ++k) read = read || g.input(i, k) == m.bound[v];
+          CHECK(read);
+        }
+        return static_cast<int>(found.size()) != stop_after;
+      }, /*skip_reading_match=*/true);
+      const size_t kept = stop_after < 0 ? passed.size() : static_cast<size_t>(stop_after);
+      CHECK(found == std::vector<std::vector<int>>(passed.begin(), passed.begin() + kept));
+      // Counted: every tuple scanned, up to the last one passed on where
+      // the callback stopped the search.
+      const size_t scanned =
+          stop_after < 0 ? tuples.size()
+                         : static_cast<size_t>(std::find(tuples.begin(), tuples.end(),
+                                                         passed[kept - 1]) - tuples.begin()) + 1;
+      CHECK_EQ(n, static_cast<int>(scanned));
+      for (uint8_t used : scratch.used) CHECK(!used);
+    }
+  }
 }
 
 // The matcher's buffer of matched ops is cleared by the search itself, not

@@ -55,6 +55,9 @@ struct MatchScratch {
   // A node's input shapes for its parameter checks (kept between checks,
   // with their capacity).
   std::vector<Shape> shapes;
+  // The producers of the variables bound above the last source op
+  // (the search's fast path for a last op of fresh variables).
+  std::vector<int> above;
 };
 
 // Memo of source-op parameter checks on one graph, shared by every rule
