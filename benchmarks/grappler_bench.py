@@ -9,9 +9,11 @@ e.g. the suite's quick run of the model-based agent (tests/world_model/quick_run
         --results_dir={tmp} --taso_budget=100 --random_episodes=5 \\
         --eqsat_time_limit=2 --eval_episodes=4 --measure_rounds=1
 
-Each run is a fresh interpreter that sets grappler (`disable_meta_optimizer`)
-before the script's first op, then runs the script as `__main__`, as the
-suite's fork server runs an entry point (tests/fork_server.py). The runs
+Each run is a fresh interpreter that sets grappler before the script's
+first op, then runs the script as `__main__` (`entry_point_runs.py`, as
+the suite's fork server runs an entry point): on, as the project leaves it
+(its arithmetic optimiser off, `xflowrl.tracing`), or off altogether
+(`disable_meta_optimizer`). The runs
 get the suite's one-thread pools (TF_NUM_INTEROP_THREADS,
 TF_NUM_INTRAOP_THREADS = 1). `{tmp}` in an argument becomes a new empty
 folder for each run (an entry point would otherwise reuse the first run's
@@ -24,26 +26,17 @@ range.
 import json
 import os
 import resource
-import runpy
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from typing import Dict, List
 
-_CHILD = "--run_child"
+import entry_point_runs
 
-
-def _child(grappler: str, argv: List[str]) -> None:
-    """Runs `argv` (SCRIPT ARGS...) as `__main__` with grappler as asked."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    if grappler == "off":
-        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
-    sys.argv = list(argv)
-    sys.path[0] = os.path.dirname(os.path.realpath(argv[0]))
-    runpy.run_path(argv[0], run_name="__main__")
+# This benchmark's settings, as entry_point_runs names them.
+_GRAPPLER = {"on": "default", "off": "off"}
 
 
 def _children_cpu() -> float:
@@ -54,12 +47,9 @@ def _children_cpu() -> float:
 def _run(grappler: str, argv: List[str]) -> Dict[str, float]:
     env = dict(os.environ, TF_NUM_INTEROP_THREADS="1", TF_NUM_INTRAOP_THREADS="1")
     folder = tempfile.mkdtemp(prefix="grappler_bench_")
-    argv = [a.replace("{tmp}", folder) for a in argv]
     cpu, wall = _children_cpu(), time.time()
     try:
-        subprocess.run([sys.executable, os.path.abspath(__file__), _CHILD, grappler, *argv],
-                       env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, check=True)
+        entry_point_runs.run(_GRAPPLER[grappler], argv, folder, env)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return {"grappler": grappler, "seconds": round(time.time() - wall, 2),
@@ -67,19 +57,10 @@ def _run(grappler: str, argv: List[str]) -> Dict[str, float]:
 
 
 def main(args: List[str]) -> None:
-    if "--" not in args:
-        sys.exit(__doc__)
-    options, argv = args[:args.index("--")], args[args.index("--") + 1:]
-    rounds, out_json = 2, ""
-    for option in options:
-        name, _, value = option.partition("=")
-        if name == "--rounds":
-            rounds = int(value)
-        elif name == "--out_json":
-            out_json = value
-        else:
-            sys.exit(f"unknown option {option!r}\n{__doc__}")
-    if rounds < 1 or not argv:
+    options, argv = entry_point_runs.split_command(args, {"rounds": "2", "out_json": ""},
+                                                   __doc__)
+    rounds = int(options["rounds"])
+    if rounds < 1:
         sys.exit(__doc__)
     runs = []
     for r in range(rounds):
@@ -92,16 +73,9 @@ def main(args: List[str]) -> None:
             values = sorted(run[key] for run in runs if run["grappler"] == grappler)
             summary[f"{grappler}_{key}"] = {"median": round(statistics.median(values), 2),
                                             "range": [values[0], values[-1]]}
-    report = {"argv": argv, "rounds": rounds, "runs": runs, "summary": summary}
-    text = json.dumps(report, indent=1)
-    print(text)
-    if out_json:
-        with open(out_json, "w") as f:
-            f.write(text + "\n")
+    entry_point_runs.write_report({"argv": argv, "rounds": rounds, "runs": runs,
+                                   "summary": summary}, options["out_json"])
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 2 and sys.argv[1] == _CHILD:
-        _child(sys.argv[2], sys.argv[3:])
-    else:
-        main(sys.argv[1:])
+    main(sys.argv[1:])

@@ -22,49 +22,29 @@ with the first and, for JSON, where the first difference lies (e.g.
 `history[15].policy_loss_xfer`).
 
 `--grappler` sets TensorFlow's graph optimiser before the script's first
-op: `default` leaves it as the project leaves it (`xflowrl.tracing` turns
-the arithmetic optimiser off on import), `off` disables grappler whole,
-`arithmetic_on` turns the arithmetic optimiser back on after the
-project's modules are imported (what the project did before it turned it
-off). The runs get TensorFlow's default thread pools unless the
+op (`entry_point_runs.py`): `default` leaves it as the project leaves it
+(`xflowrl.tracing` turns the arithmetic optimiser off on import), `off`
+disables grappler whole, `arithmetic_on` turns the arithmetic optimiser
+back on after the project's modules are imported (what the project did
+before it turned it off). The runs get TensorFlow's default thread pools unless the
 environment sets them.
 """
 
 import json
 import os
 import re
-import runpy
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from typing import Any, Dict, List, Optional
 
-_CHILD = "--run_child"
-GRAPPLER = ("default", "off", "arithmetic_on")
+import entry_point_runs
+
 # JSON keys that hold wall-clock figures.
 _TIMING_KEY = re.compile(r"(^|_)(seconds|time|date)$|^measured$")
 # Files holding wall-clock figures in other forms (see the docstring).
 _IGNORED_FILE = re.compile(r"tfevents|(^|/)checkpoint$|\.md$")
-
-
-def _child(grappler: str, argv: List[str]) -> None:
-    """Runs `argv` (SCRIPT ARGS...) as `__main__` with grappler as asked."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    if grappler == "off":
-        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
-    elif grappler == "arithmetic_on":
-        # The project's setting first (xflowrl.tracing makes it once, on
-        # import), then the optimiser on again over it.
-        from xflowrl.tracing import (  # pylint: disable=import-outside-toplevel
-            use_reproducible_grappler,
-        )
-        use_reproducible_grappler()
-        tf.config.optimizer.set_experimental_options({"arithmetic_optimization": True})
-    sys.argv = list(argv)
-    sys.path[0] = os.path.dirname(os.path.realpath(argv[0]))
-    runpy.run_path(argv[0], run_name="__main__")
 
 
 def _strip(value: Any) -> Any:
@@ -140,50 +120,28 @@ def compare(folders: List[str]) -> Dict[str, Dict[str, Any]]:
 
 
 def main(args: List[str]) -> None:
-    if "--" not in args:
-        sys.exit(__doc__)
-    options, argv = args[:args.index("--")], args[args.index("--") + 1:]
-    runs, grappler, out_json = 3, "default", ""
-    for option in options:
-        name, _, value = option.partition("=")
-        if name == "--runs":
-            runs = int(value)
-        elif name == "--grappler":
-            grappler = value
-        elif name == "--out_json":
-            out_json = value
-        else:
-            sys.exit(f"unknown option {option!r}\n{__doc__}")
-    if runs < 2 or not argv or grappler not in GRAPPLER:
+    options, argv = entry_point_runs.split_command(
+        args, {"runs": "3", "grappler": "default", "out_json": ""}, __doc__)
+    runs, grappler = int(options["runs"]), options["grappler"]
+    if runs < 2 or grappler not in entry_point_runs.GRAPPLER:
         sys.exit(__doc__)
     folders, seconds = [], []
     try:
         for run in range(runs):
-            folder = tempfile.mkdtemp(prefix="repro_bench_")
-            folders.append(folder)
+            folders.append(tempfile.mkdtemp(prefix="repro_bench_"))
             start = time.time()
-            subprocess.run([sys.executable, os.path.abspath(__file__), _CHILD, grappler,
-                            *[a.replace("{tmp}", folder) for a in argv]],
-                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, check=True)
+            entry_point_runs.run(grappler, argv, folders[-1])
             seconds.append(round(time.time() - start, 1))
             print(json.dumps({"run": run, "seconds": seconds[-1]}), file=sys.stderr, flush=True)
         files = compare(folders)
     finally:
         for folder in folders:
             shutil.rmtree(folder, ignore_errors=True)
-    report = {"argv": argv, "runs": runs, "grappler": grappler, "seconds": seconds,
-              "all_same": all(entry["same"] for entry in files.values()),
-              "files": files}
-    text = json.dumps(report, indent=1)
-    print(text)
-    if out_json:
-        with open(out_json, "w") as f:
-            f.write(text + "\n")
+    entry_point_runs.write_report(
+        {"argv": argv, "runs": runs, "grappler": grappler, "seconds": seconds,
+         "all_same": all(entry["same"] for entry in files.values()), "files": files},
+        options["out_json"])
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 2 and sys.argv[1] == _CHILD:
-        _child(sys.argv[2], sys.argv[3:])
-    else:
-        main(sys.argv[1:])
+    main(sys.argv[1:])
