@@ -10,9 +10,10 @@ one graph. Autograph is off: the traced code branches on Python values only
 (configuration, which inputs are None), never on tensors.
 
 Importing this module turns grappler's arithmetic optimiser off for the
-process (`REPRODUCIBLE_GRAPPLER`): with it on, a traced graph can be
-rewritten differently from one process to the next, so that two runs of
-one seed differ in the last bits of a loss and then part (measured with
+process (`REPRODUCIBLE_GRAPPLER`): with it on, a traced function given the
+same inputs and weights can compute differently from one process to the
+next, so that two runs of one seed differ in the last bits of a loss and
+then part (measured with
 `benchmarks/repro_bench.py`: `train_mf.py --quick` differed in every pair
 of runs, also with one-thread pools and with oneDNN off, and agreed to the
 bit with it off). Grappler's other passes stay on. The modules that trace
