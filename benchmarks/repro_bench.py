@@ -12,7 +12,8 @@ interpreter (`{tmp}` in an argument becomes a new empty folder per run),
 then compares what the runs wrote under their folders, file by file:
 a JSON file by its values, keys naming a time left out (`seconds`,
 `_seconds`, `time`, `date`: wall-clock figures differ from run to run)
-and so are `measured` (runtimes timed on the machine);
+and so are `measured` (runtimes timed on the machine); a run's own folder
+in a string (a path it records) reads `{tmp}` in every run;
 any other file by its bytes. Files that hold wall-clock figures in other
 forms are left out: TensorBoard's event files, TensorFlow's `checkpoint`
 bookkeeping file (its timestamps; the checkpoints' data files are
@@ -47,12 +48,17 @@ _TIMING_KEY = re.compile(r"(^|_)(seconds|time|date)$|^measured$")
 _IGNORED_FILE = re.compile(r"tfevents|(^|/)checkpoint$|\.md$")
 
 
-def _strip(value: Any) -> Any:
-    """`value` without the keys that hold wall-clock figures."""
+def _strip(value: Any, folder: str = "") -> Any:
+    """`value` without the keys that hold wall-clock figures, and with the
+    run's own `folder` written `{tmp}` in its strings (a path a run records
+    names the folder it was given)."""
     if isinstance(value, dict):
-        return {k: _strip(v) for k, v in value.items() if not _TIMING_KEY.search(str(k))}
+        return {k: _strip(v, folder) for k, v in value.items()
+                if not _TIMING_KEY.search(str(k))}
     if isinstance(value, list):
-        return [_strip(v) for v in value]
+        return [_strip(v, folder) for v in value]
+    if folder and isinstance(value, str):
+        return value.replace(folder, "{tmp}")
     return value
 
 
@@ -100,10 +106,10 @@ def compare(folders: List[str]) -> Dict[str, Dict[str, Any]]:
             continue
         if name.endswith(".json"):
             with open(files[0][name]) as f:
-                first = _strip(json.load(f))
+                first = _strip(json.load(f), folders[0])
             for run, other in enumerate(files[1:], start=1):
                 with open(other[name]) as f:
-                    found = first_difference(first, _strip(json.load(f)))
+                    found = first_difference(first, _strip(json.load(f), folders[run]))
                 if found is not None:
                     entry["same"] = False
                     entry["differences"].append({"run": run, "at": found})

@@ -60,6 +60,15 @@ class CompareTest(absltest.TestCase):
         self.assertEqual(sorted(report), ["g/checkpoints/ckpt-1.data", "g/result.json"])
         self.assertTrue(all(entry["same"] for entry in report.values()))
 
+    def test_a_run_s_own_folder_in_a_path_is_not_a_difference(self):
+        with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+            for folder in (a, b):
+                _write(folder, "run.json", {"policy": os.path.join(folder, "policy"),
+                                            "graph": "/elsewhere/" + os.path.basename(folder)})
+            report = repro_bench.compare([a, b])
+        self.assertEqual(report["run.json"],  # a path outside the run's folder still counts
+                         {"same": False, "differences": [{"run": 1, "at": "graph"}]})
+
     def test_differing_values_bytes_and_missing_files_are_reported(self):
         with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b, \
                 tempfile.TemporaryDirectory() as c:
