@@ -90,11 +90,7 @@ class Matcher {
           newly_bound[num_newly_bound++] = -pt.op;
         }
       }
-      // Element-wise ops in a source pattern match equal-shaped operands
-      // only: rules (TASO's and ours) are derived without broadcasting.
-      if (ok && (pop.type == OP_EW_ADD || pop.type == OP_EW_MUL || pop.type == OP_EW_SUB ||
-                 pop.type == OP_EW_DIV))
-        ok = g_.shape(g_.input(i, 0)) == g_.shape(g_.input(i, 1));
+      if (ok && element_wise(pop.type)) ok = equal_operands(i);
       if (ok && !pop.params.empty()) ok = params_match(depth, i);
       bool go_on = true;
       if (ok) {
@@ -108,6 +104,14 @@ class Matcher {
     }
     return true;
   }
+
+  // Element-wise ops in a source pattern match equal-shaped operands only
+  // (equal_operands): rules (TASO's and ours) are derived without
+  // broadcasting.
+  static bool element_wise(int type) {
+    return type == OP_EW_ADD || type == OP_EW_MUL || type == OP_EW_SUB || type == OP_EW_DIV;
+  }
+  bool equal_operands(int i) const { return g_.shape(g_.input(i, 0)) == g_.shape(g_.input(i, 1)); }
 
   // Whether the last source op reads only variables that no other source
   // op reads, each once (the second relu of relu(a), relu(b)).
@@ -140,8 +144,7 @@ class Matcher {
   bool dfs_fresh_last(size_t depth) {
     const PatternOp& pop = r_.src[depth];
     const int arity = static_cast<int>(pop.inputs.size());
-    const bool element_wise = pop.type == OP_EW_ADD || pop.type == OP_EW_MUL ||
-                              pop.type == OP_EW_SUB || pop.type == OP_EW_DIV;
+    const bool check_shapes = element_wise(pop.type);
     // The variables bound above: their producers, and whether one of them
     // is a matched op or reads one (then the check rejects every match here).
     std::vector<int>& above = scratch_->above;
@@ -160,7 +163,7 @@ class Matcher {
     for (int i : g_.ops_of_type(pop.type)) {
       if (used_[i]) continue;
       if (g_.op_type(i) != pop.type || g_.num_inputs(i) != arity) continue;
-      if (element_wise && !(g_.shape(g_.input(i, 0)) == g_.shape(g_.input(i, 1)))) continue;
+      if (check_shapes && !equal_operands(i)) continue;
       if (!pop.params.empty() && !params_match(depth, i)) continue;
       ++matches_;
       if (skip_reading_match_ && (rejected_above || reads_match(depth, i, above))) continue;
