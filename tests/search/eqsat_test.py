@@ -3,6 +3,7 @@ what the engine would build, extraction is acyclic and optimal where it says
 so, limits are honoured, bad rules are skipped, and every graph handed
 over computes the original's outputs."""
 
+import gc
 import logging
 from unittest import mock
 
@@ -252,6 +253,32 @@ class SaturationTest(parameterized.TestCase):
         self.assertEqual(quick.iterations, 1)
         for result in (nodes, once, quick):
             self.assertLessEqual(result.best_cost, result.initial_cost)
+
+    def test_the_cyclic_gc_is_off_during_a_run_and_as_it_was_after(self):
+        seen = []
+        real = saturation.saturate
+
+        def recording(*args, **kwargs):
+            seen.append(gc.isenabled())
+            return real(*args, **kwargs)
+
+        was = gc.isenabled()
+        try:
+            with mock.patch.object(saturation, "saturate", recording):
+                for enabled in (True, False):
+                    (gc.enable if enabled else gc.disable)()
+                    equality_saturation(_relu_pair(), _DEFAULT, _COST)
+                    self.assertEqual(gc.isenabled(), enabled)
+                # A run that raises leaves it as it was too.
+                gc.enable()
+                with mock.patch.object(saturation.extract, "node_costs",
+                                       side_effect=RuntimeError("boom")):
+                    with self.assertRaisesRegex(RuntimeError, "boom"):
+                        equality_saturation(_relu_pair(), _DEFAULT, _COST)
+                self.assertTrue(gc.isenabled())
+        finally:
+            (gc.enable if was else gc.disable)()
+        self.assertEqual(seen, [False, False, False])
 
     def test_a_rule_over_its_threshold_applies_nothing_and_comes_back(self):
         # egg's back-off: five conv+ReLU fusions against a threshold of 3
