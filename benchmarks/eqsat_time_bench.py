@@ -4,6 +4,7 @@ prints JSON.
     python benchmarks/eqsat_time_bench.py [--graphs=bert,nasrnn] [--rules=taso,default]
         [--batch=1] [--rounds=1] [--out_json=PATH]
     python benchmarks/eqsat_time_bench.py --trees=/tmp/before,. --rounds=1
+    python benchmarks/eqsat_time_bench.py --from_json=REPORT.json   # its summary again
 
 The speed target of equality saturation is to be faster than TASO's search
 at budget 1,000 (alpha 1.05, its default) in the median over the zoo, with
@@ -31,8 +32,10 @@ of the initial cost); per tree after the first, the settings whose
 saturated e-graph (`egraph_digest`: every e-node, liveness, class and the
 per-iteration trace) or handed-over cost differs from the first tree's
 (an ILP program or saturation stopped by a time limit is not
-reproducible: such settings are listed apart); the load average before
-and after.
+reproducible: such settings are listed apart), and per setting its median
+CPU, saturation and extraction seconds over the first tree's (median,
+quartiles, range; in how many settings its CPU was less); the load average
+before and after.
 """
 
 from __future__ import annotations
@@ -64,6 +67,8 @@ flags.DEFINE_float("taso_time_limit", 60.0, "TASO's search: wall-clock limit (s)
 flags.DEFINE_bool("taso", True, "Time TASO's search too.")
 flags.DEFINE_string("out_json", "", "Write the report here as well.")
 flags.DEFINE_bool("worker", False, "Internal: serve calls on stdin (one JSON per line).")
+flags.DEFINE_string("from_json", "", "Print the summary of a report this benchmark saved "
+                    "(--out_json) again, from its calls; runs nothing.")
 
 
 # ---------------------------------------------------------------------------
@@ -217,8 +222,8 @@ def summarise(calls: List[dict], trees: Sequence[str]) -> dict:
     def per_setting(method: str, tree: str, key: str) -> Dict[str, float]:
         return {s: statistics.median(c[key] for c in by[(method, tree, s)])
                 for s in settings if (method, tree, s) in by}
-    taso = per_setting("taso", trees[0], "seconds") if FLAGS.taso else {}
-    taso_cpu = per_setting("taso", trees[0], "cpu_seconds") if FLAGS.taso else {}
+    taso = per_setting("taso", trees[0], "seconds")
+    taso_cpu = per_setting("taso", trees[0], "cpu_seconds")
     if taso:
         out["taso"] = {"seconds": spread(list(taso.values())),
                        "cpu_seconds": spread(list(taso_cpu.values()))}
@@ -257,6 +262,17 @@ def summarise(calls: List[dict], trees: Sequence[str]) -> dict:
                     stopped = {r["stop_reason"] for r in mine + first}
                     (timed if "time_limit" in stopped else differs).append(s)
             entry["digest_differs"] = differs
+            # Per setting: this tree's median over the first tree's, in CPU
+            # and in each phase's seconds.
+            for key, name in (("cpu_seconds", "cpu"), ("saturation_seconds", "saturation"),
+                              ("extraction_seconds", "extraction")):
+                mine_k = per_setting("eqsat", tree, key)
+                first_k = per_setting("eqsat", trees[0], key)
+                ratio = [mine_k[s] / first_k[s] for s in mine_k if first_k.get(s, 0) > 0]
+                if ratio:
+                    entry[f"{name}_over_first"] = spread(ratio)
+                if key == "cpu_seconds":
+                    entry["cpu_faster_than_first"] = sum(r < 1 for r in ratio)
             entry["digest_differs_time_limited"] = timed
             entry["cost_differs"] = sorted(
                 s for s in settings if by.get(("eqsat", tree, s)) and by.get(("eqsat", trees[0], s))
@@ -270,6 +286,11 @@ def main(argv):
     del argv
     if FLAGS.worker:
         serve()
+        return
+    if FLAGS.from_json:
+        with open(FLAGS.from_json) as f:
+            saved = json.load(f)
+        print(json.dumps(summarise(saved["calls"], saved["trees"]), indent=1))
         return
     trees = [os.path.abspath(t) for t in FLAGS.trees]
     load_before = os.getloadavg()

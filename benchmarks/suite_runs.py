@@ -13,7 +13,7 @@ in both, the ratio run / first, its median and quartiles. A ratio that is
 about the same for every test says the machine ran at another speed (a
 shared VM drifts through the day), not that some tests changed.
 
-The suite's target is its wall time (docs/install.md, "Tests"); this
+The suite's time on this machine is in docs/install.md, "Tests"; the
 machine's speed varies between runs by more than most changes to the suite,
 so compare medians of several runs taken in one sitting.
 """
