@@ -49,13 +49,7 @@ from xflowrl.entry_points import RESULT_JSON, RESULT_MD, RunSettings, write_text
 from xflowrl.env import DEFAULT_MAX_STEPS
 from xflowrl.ray_jobs import Job, run_jobs, strip_flags
 from xflowrl.results.sweep import SweepCell, SweepResult, SweepSeed, sweep_rows
-from xflowrl.world_model import (
-    DreamConfig,
-    ModelBasedAgent,
-    WorldModelConfig,
-    controller_ppo_config,
-    imagine_batch,
-)
+from xflowrl.world_model import DreamConfig, WorldModelConfig, controller_ppo_config
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("graph", "bert", f"Graph to optimise; one of {zoo.GRAPHS}.")
@@ -137,6 +131,12 @@ _CELLS = "cells.json"
 def run_seed(settings: Settings, seed: int, out_dir: str) -> None:
     """One seed: its world model, then per temperature a controller trained
     in the dream and its scores; writes <out_dir>/seed_<seed>/cells.json."""
+    # Here, not at the top: the sweep's own process only hands the seeds out
+    # and gathers their cells, without TensorFlow.
+    from xflowrl.world_model import (  # pylint: disable=import-outside-toplevel
+        ModelBasedAgent,
+        imagine_batch,
+    )
     env = settings.run.make_env()
     start = time.time()
     base = DreamConfig(episodes=settings.dream_episodes)

@@ -1,6 +1,11 @@
-"""Tests of the model-based agent's configurations: their validation."""
+"""Tests of the model-based agent's configurations: their validation, and
+that they (the PPO agent's too) import without TensorFlow."""
 
 import dataclasses
+import os
+import subprocess
+import sys
+import textwrap
 
 from absl.testing import absltest, parameterized
 
@@ -73,6 +78,29 @@ class DreamConfigTest(parameterized.TestCase):
     def test_bad_values_raise(self, kwargs, message):
         with self.assertRaisesRegex(ValueError, message):
             DreamConfig(**kwargs)
+
+
+class ImportTest(absltest.TestCase):
+
+    def test_the_configs_and_the_sweep_s_process_import_without_tensorflow(self):
+        # The packages export their names lazily: the configs load alone, the
+        # agent with TensorFlow on first use. The temperature sweep's process
+        # only hands seeds out, so its script imports without TensorFlow too.
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        code = textwrap.dedent("""
+            import sys
+            sys.path.insert(0, "experiments")
+            from xflowrl.agents.ppo import PPOConfig
+            from xflowrl.world_model import DreamConfig, WorldModelConfig, controller_ppo_config
+            import temperature_sweep
+            print("tensorflow" in sys.modules)
+            from xflowrl.world_model import ModelBasedAgent
+            print("tensorflow" in sys.modules, ModelBasedAgent.__module__)
+        """)
+        out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
+                             text=True, check=True, timeout=300,
+                             env=dict(os.environ, PYTHONPATH=root))
+        self.assertEqual(out.stdout.split(), ["False", "True", "xflowrl.world_model.agent"])
 
 
 if __name__ == "__main__":
