@@ -220,8 +220,10 @@ def _optimize(args, progress: _Progress) -> int:
     if report.device.get("fallback"):
         print(f"note: {report.device['fallback']}")
     if report.fixed_inputs:
-        print(f"note: inputs {sorted(report.fixed_inputs)} had dynamic dimensions; the written "
-              f"model has the static shapes given with --input_shape")
+        kept = ("the written model has the static shapes given with --input_shape"
+                if report.written.startswith("optimized") else
+                "the original was written unchanged, with its dynamic dimensions")
+        print(f"note: inputs {sorted(report.fixed_inputs)} had dynamic dimensions; {kept}")
     print(f"report: {options.report_path}")
     return EXIT_OK
 

@@ -386,6 +386,25 @@ class BadInputTest(absltest.TestCase):
         self.assertEqual(code, 0, stderr)
         self.assertIn("static shapes", stdout)
 
+    def test_a_dynamic_input_original_written_unchanged_says_so(self):
+        # One Relu: nothing to rewrite, so the original is written as it is,
+        # its dynamic dimension kept, and the note must not claim otherwise.
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])
+        node = helper.make_node("Relu", ["x"], ["y"], name="relu")
+        model = helper.make_model(helper.make_graph([node], "g", [x], [y]),
+                                  opset_imports=[helper.make_opsetid("", 13)])
+        path = os.path.join(self.dir, "dyn_relu.onnx")
+        onnx.save(model, path)
+        code, stdout, stderr = run_cli("optimize", path, "-o", self.out, "--quiet",
+                                       "--no_timing", "--input_shape", "x=2,4")
+        self.assertEqual(code, 0, stderr)
+        self.assertIn(f"wrote {self.out}: original", stdout)
+        self.assertIn("the original was written unchanged, with its dynamic dimensions", stdout)
+        self.assertNotIn("static shapes", stdout)
+        written = onnx.load(self.out).graph.input[0].type.tensor_type.shape.dim[0]
+        self.assertEqual(written.dim_param, "batch")
+
     def test_output_folder_missing(self):
         out = os.path.join(self.out_dir, "no_such_folder", "o.onnx")
         self.assert_refused(["optimize", self.good, "-o", out, "--quiet"], "does not exist")

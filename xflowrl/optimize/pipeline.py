@@ -133,8 +133,9 @@ class OptimizeReport:
         method's step-limit walk found the cheaper graph
         (`methods.MethodResult.found_by`; since version 2).
       ops: {"before", "after"} op counts of the engine graph.
-      fixed_inputs: inputs whose dynamic dimensions were fixed: the written
-        model has these static shapes.
+      fixed_inputs: inputs whose dynamic dimensions were fixed for the
+        search, checks and timings; an optimised model is written with these
+        static shapes, the original (written "original") keeps its own.
       seconds: wall time per phase.
       device: where the checks and timings ran and who decided (since
         version 3): "asked" (the `--device` given), "device" ("cpu", "cuda"
