@@ -49,11 +49,26 @@ def summarise(calls: List[dict], trees: Sequence[str]) -> dict:
                                  "over_60s": sorted(s for s, v in eq.items() if v > 60)}
         if taso:
             # Per setting and round: the ratio of the calls made side by side.
-            ratios = []
+            # Each phase against TASO's whole search too, and extraction's
+            # share of eqsat's seconds: which phase keeps eqsat above TASO.
+            ratios: List[float] = []
+            phases: Dict[str, List[float]] = {"saturation": [], "extraction": []}
+            shares: List[float] = []
             for s in settings:
                 for e, t in zip(by.get(("eqsat", tree, s), []), by.get(("taso", trees[0], s), [])):
                     ratios.append(e["seconds"] / max(t["seconds"], 1e-3))
+                    if "saturation_seconds" in e and "extraction_seconds" in e:
+                        for phase, values in phases.items():
+                            values.append(e[f"{phase}_seconds"] / max(t["seconds"], 1e-3))
+                        both = e["saturation_seconds"] + e["extraction_seconds"]
+                        if both > 0:
+                            shares.append(e["extraction_seconds"] / both)
             entry["ratio_eqsat_over_taso"] = spread(ratios)
+            for phase, values in phases.items():
+                if values:
+                    entry[f"{phase}_over_taso"] = spread(values)
+            if shares:
+                entry["extraction_share"] = spread(shares)
             entry["faster_than_taso"] = sum(eq[s] < taso[s] for s in eq if s in taso)
             above = []
             for s in settings:

@@ -26,7 +26,9 @@ the engine run on one thread), steadier than wall time under load.
 The report: every call (setting, round, method, tree, seconds, CPU
 seconds, cost, and eqsat's phases), and per method the median, quartiles
 and range over the settings of each setting's median over rounds; per
-setting and round the ratio eqsat / TASO, their median and range; how
+setting and round the ratio eqsat / TASO, their median and range, and
+the same for each of eqsat's phases (saturation, extraction) over TASO's
+whole search, with extraction's share of eqsat's seconds; how
 often eqsat is faster; whether eqsat's cost ever ends above TASO's (1e-6
 of the initial cost); per tree after the first, the settings whose
 saturated e-graph (`egraph_digest`: every e-node, liveness, class and the

@@ -52,6 +52,14 @@ class SummaryTest(absltest.TestCase):
         self.assertEqual(summary["eqsat /a"]["faster_than_taso"], 1)
         self.assertEqual(summary["eqsat /a"]["ratio_eqsat_over_taso"]["median"], 2.0)
         self.assertEqual(summary["taso"]["cpu_seconds"]["median"], 1.0)
+        # Each phase against TASO's search, and extraction's share: /b's
+        # extraction is 3 of its 4 s on g/y, half elsewhere.
+        self.assertEqual(summary["eqsat /a"]["saturation_over_taso"]["median"], 1.0)
+        self.assertEqual(b["saturation_over_taso"]["median"], 0.5)
+        self.assertEqual((b["extraction_over_taso"]["min"], b["extraction_over_taso"]["max"]),
+                         (0.125, 3.0))
+        self.assertEqual((b["extraction_share"]["median"], b["extraction_share"]["max"]),
+                         (0.5, 0.75))
 
     def test_a_saved_report_is_summarised_again(self):
         path = os.path.join(tempfile.mkdtemp(), "report.json")
