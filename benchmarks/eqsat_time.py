@@ -56,10 +56,11 @@ def summarise(calls: List[dict], trees: Sequence[str]) -> dict:
             shares: List[float] = []
             for s in settings:
                 for e, t in zip(by.get(("eqsat", tree, s), []), by.get(("taso", trees[0], s), [])):
-                    ratios.append(e["seconds"] / max(t["seconds"], 1e-3))
+                    taso_seconds = max(t["seconds"], 1e-3)
+                    ratios.append(e["seconds"] / taso_seconds)
                     if "saturation_seconds" in e and "extraction_seconds" in e:
                         for phase, values in phases.items():
-                            values.append(e[f"{phase}_seconds"] / max(t["seconds"], 1e-3))
+                            values.append(e[f"{phase}_seconds"] / taso_seconds)
                         both = e["saturation_seconds"] + e["extraction_seconds"]
                         if both > 0:
                             shares.append(e["extraction_seconds"] / both)
