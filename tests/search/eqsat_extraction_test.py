@@ -1,7 +1,8 @@
 """Tests of the ILP's shortcuts and limits (xflowrl.search.eqsat.extract): a
 start is taken without solving only where it provably costs the least (the
 same cost as solving), the lower bound never exceeds what HiGHS finds, and
-HiGHS stops on its CPU-time limit with its best solution so far."""
+HiGHS stops on its CPU-time limit with its best solution so far; a
+program already proven optimal is not solved again."""
 
 import itertools
 from typing import List
@@ -142,6 +143,62 @@ class ProvenStartTest(absltest.TestCase):
         self.assertEqual(statuses[0], "skipped")
         self.assertAlmostEqual(result.ilp_cost, result.greedy_cost, places=12)
         self.assertEqual(result.ilp_gap_percent, 0.0)
+
+
+class RepeatedProgramTest(absltest.TestCase):
+    """A program proven optimal is not solved again where the next one is
+    the same program (`ilp_extract(repeat_of=...)`)."""
+
+    def test_the_same_program_is_answered_without_solving(self):
+        eg, roots, costs = shared_sub_graph()
+        start = greedy_extract(eg, roots, costs).choice
+        first = ilp_extract(eg, roots, costs, 10, start=start)
+        self.assertEqual(first.status, "optimal")
+        self.assertEqual(first.program, _Program(eg, roots, costs, start).identity)
+        with mock.patch.object(extract, "_solve", wraps=extract._solve) as spy:
+            again = ilp_extract(eg, roots, costs, 10, start=first.choice, repeat_of=first)
+        spy.assert_not_called()
+        self.assertEqual(again.status, "same")
+        self.assertEqual(again.choice, first.choice)
+        self.assertEqual(again.dag_cost, first.dag_cost)
+        self.assertEqual(again.program, first.program)
+
+    def test_an_unproven_or_other_program_is_solved(self):
+        eg, roots, costs = shared_sub_graph()
+        start = greedy_extract(eg, roots, costs).choice
+        first = ilp_extract(eg, roots, costs, 10, start=start)
+        for earlier in (first._replace(status="cpu_limit"),
+                        first._replace(program=first.program[:1] + ((),))):
+            with mock.patch.object(extract, "_solve", wraps=extract._solve) as spy:
+                again = ilp_extract(eg, roots, costs, 10, start=start, repeat_of=earlier)
+            spy.assert_called()
+            self.assertEqual(again.status, "optimal")
+            self.assertAlmostEqual(again.dag_cost, first.dag_cost, places=12)
+
+    def test_a_run_whose_age_filter_leaves_the_walk_s_program_hands_over_the_same(self):
+        # nasnet_a under TASO's rules: the age order's filter leaves the
+        # walk's e-nodes, so the second program is the first, answered
+        # without solving. Solving it again, as before the shortcut, ends
+        # at the same cost.
+        graph = zoo.get_graph("nasnet_a")
+        rules = XferSet.from_name("taso")
+        config = EqsatConfig(check_outputs=False)
+        ilp_extract_itself = extract.ilp_extract
+
+        def solving_again(*args, repeat_of=None, **kwargs):
+            del repeat_of
+            return ilp_extract_itself(*args, **kwargs)
+        with mock.patch.object(extract, "ilp_extract", wraps=extract.ilp_extract) as spy:
+            result = equality_saturation(graph, rules, _COST, config)
+        earlier = [call.kwargs["repeat_of"] for call in spy.call_args_list]
+        self.assertEqual(result.ilp_status.split("+")[:2], ["optimal", "same"])
+        self.assertIsNone(earlier[0])
+        self.assertEqual(earlier[1].status, "optimal")
+        with mock.patch.object(extract, "ilp_extract", solving_again):
+            solved = equality_saturation(graph, rules, _COST, config)
+        self.assertEqual(solved.ilp_status.split("+")[:2], ["optimal", "optimal"])
+        self.assertEqual(result.best_cost, solved.best_cost)
+        self.assertEqual(result.ilp_cost, solved.ilp_cost)
 
 
 class CpuLimitTest(absltest.TestCase):

@@ -52,6 +52,8 @@ class Extraction(NamedTuple):
     seconds: float
     bound: float = 0.0  # ILP: a lower bound on any acyclic choice's dag_cost (ms)
     cpu_seconds: float = 0.0  # ILP: CPU time of the calling thread (HiGHS runs on it)
+    # ILP: the program's identity (`_Program.identity`); () where none was made.
+    program: tuple = ()
 
 
 def node_costs(eg: EGraph, cost_model: CostModel,
@@ -345,6 +347,13 @@ class _Program:
         for n in self.nodes:
             self.members[eg.class_of_node(n)].append(self.var[n])
 
+    @property
+    def identity(self) -> tuple:
+        """What fixes the program: its classes and e-nodes, in order (with the
+        e-graph and costs, which one run of extraction does not change: its
+        rows follow from these)."""
+        return tuple(self.classes), tuple(self.nodes)
+
     def cheapest_everywhere(self, choice: Choice) -> bool:
         """Whether each e-node of `choice` (a choice's used part) that costs
         anything is a cheapest of its class here: otherwise `lower_bound`,
@@ -588,6 +597,11 @@ HIGHS_HEURISTICS_OFF: Dict[str, object] = {
 }
 
 
+# The statuses of an extraction whose program's optimum is proven (within
+# HiGHS's relative gap, `mip_rel_gap`).
+PROVEN = ("optimal", "skipped", "same")
+
+
 class _Solved(NamedTuple):
     """What one HiGHS run returned."""
     x: Optional[np.ndarray]   # None: no feasible solution
@@ -673,7 +687,8 @@ def _solve(program: _Program, start_choice: Optional[Choice], cpu_limit_s: float
 def ilp_extract(eg: EGraph, roots: Sequence[int], costs: Dict[int, float],
                 time_limit_s: float = 30.0, start: Optional[Choice] = None,
                 skip_proven: bool = True,
-                highs_options: Optional[Dict[str, object]] = None) -> Extraction:
+                highs_options: Optional[Dict[str, object]] = None,
+                repeat_of: Optional[Extraction] = None) -> Extraction:
     """TENSAT's ILP; see the module docstring. The program (`_Program`) has
     a 0/1 variable per e-node and one per class, so that "a chosen e-node's
     child class is chosen" is one two-term row per edge, and leaves out
@@ -689,20 +704,33 @@ def ilp_extract(eg: EGraph, roots: Sequence[int], costs: Dict[int, float],
     (shared e-nodes once) equals the program's lower bound
     (`_Program.lower_bound`); the start is then the answer (unless
     `skip_proven` is False: tests solve such programs to compare).
-    `highs_options` are set on HiGHS for every solve (`_solve`). `status` is
-    "optimal" (solved), "skipped" (the start proven optimal without
-    solving), "cpu_limit" (the best acyclic solution found within the CPU
-    time), "time_limit" (the same, stopped by the wall-clock safety net),
-    "stopped" (HiGHS ended otherwise, unproven), or "failed" (none:
-    `choice` is empty)."""
+    `highs_options` are set on HiGHS for every solve (`_solve`).
+
+    `repeat_of`: an earlier extraction on the same e-graph and costs. Where
+    it proved its program's optimum ("optimal" or "skipped") and this
+    program is the same one (`_Program.identity`: cycle filtering of
+    another kind can leave the same e-nodes), its answer is this one's too,
+    and nothing is solved (status "same").
+
+    `status` is "optimal" (solved), "skipped" (the start proven optimal
+    without solving), "same" (`repeat_of`'s), "cpu_limit" (the best acyclic
+    solution found within the CPU time), "time_limit" (the same, stopped by
+    the wall-clock safety net), "stopped" (HiGHS ended otherwise,
+    unproven), or "failed" (none: `choice` is empty)."""
     clock, cpu_clock = time.time(), time.thread_time()
     program = _Program(eg, roots, costs, start)
+    identity = program.identity
+    if repeat_of is not None and repeat_of.status in PROVEN and \
+            repeat_of.program == identity:
+        return repeat_of._replace(status="same", seconds=time.time() - clock,
+                                  cpu_seconds=time.thread_time() - cpu_clock)
     if skip_proven and start is not None and program.cheapest_everywhere(used(eg, start, roots)):
         start_cost = dag_cost(eg, start, roots, costs)
         bound = program.lower_bound()
         if bound is not None and bound >= start_cost - 1e-9 * max(start_cost, 1.0):
             return Extraction(used(eg, start, roots), start_cost, "ilp", "skipped",
-                              time.time() - clock, bound, time.thread_time() - cpu_clock)
+                              time.time() - clock, bound, time.thread_time() - cpu_clock,
+                              identity)
     program.build()
     status = "failed"
     while True:
@@ -719,11 +747,11 @@ def ilp_extract(eg: EGraph, roots: Sequence[int], costs: Dict[int, float],
         if not cycles:
             return Extraction(choice, dag_cost(eg, choice, roots, costs), "ilp",
                               solved.status, time.time() - clock, solved.bound,
-                              time.thread_time() - cpu_clock)
+                              time.thread_time() - cpu_clock, identity)
         for cycle in cycles:
             program.cut(cycle)
     return Extraction({}, float("inf"), "ilp", status, time.time() - clock,
-                      cpu_seconds=time.thread_time() - cpu_clock)
+                      cpu_seconds=time.thread_time() - cpu_clock, program=identity)
 
 
 def build_graph(eg: EGraph, choice: Choice, roots: Sequence[int]) -> Graph:

@@ -159,7 +159,8 @@ class SaturationResult(NamedTuple):
     greedy_cost: float            # greedy extraction's graph
     ilp_cost: Optional[float]     # the ILP's graph; None where it found none or did not run
     # Per program (`extract.ilp_extract`): "optimal" (HiGHS solved it),
-    # "skipped" (its start provably optimal, HiGHS not run), "cpu_limit"
+    # "skipped" (its start provably optimal, HiGHS not run), "same" (the
+    # program before it again, proven optimal there: not run), "cpu_limit"
     # (HiGHS stopped on its CPU time), "time_limit" (on the wall-clock
     # safety net), "stopped", "failed"; "off" without the ILP. Joined by
     # "+" in the order solved (e.g. "skipped+optimal")
@@ -572,6 +573,7 @@ def _equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
         # Then, as a last resort, the loose program.
         programs = ("walk", "age", "loose") if config.filter_cycles else ("none",)
         acyclic_seconds = 0.0
+        previous: Optional[extract.Extraction] = None
         for program in programs:
             if program == "loose" and ilp_cost is not None and \
                     ilp_cost <= descent_cost + 1e-9 * initial_cost:
@@ -591,9 +593,12 @@ def _equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
                 left = max(left - acyclic_seconds, 1.0)
             if program == "age":
                 left = min(left, config.age_time_limit_s)
-            ilp = extract.ilp_extract(
+            # Where the age order's filter leaves the walk's e-nodes (bert
+            # under TASO's rules), its program is the walk's, already solved.
+            previous = ilp = extract.ilp_extract(
                 eg, roots, costs, left, start=start_choice,
-                highs_options=None if config.ilp_heuristics else extract.HIGHS_HEURISTICS_OFF)
+                highs_options=None if config.ilp_heuristics else extract.HIGHS_HEURISTICS_OFF,
+                repeat_of=previous)
             if program != "loose":
                 acyclic_seconds += ilp.cpu_seconds
             ilp_programs += 1
