@@ -108,6 +108,19 @@ def summarise(calls: List[dict], trees: Sequence[str]) -> dict:
                 s for s in settings if by.get(("eqsat", tree, s)) and by.get(("eqsat", trees[0], s))
                 and abs(by[("eqsat", tree, s)][0]["cost_ms"] - by[("eqsat", trees[0], s)][0]["cost_ms"])
                 > 1e-9 * by[("eqsat", tree, s)][0]["initial_ms"])
+            # Settings whose ILP programs ended otherwise than the first
+            # tree's (e.g. a program skipped in one): both statuses (the
+            # first round's) and both median CPU seconds.
+            cpu_mine = per_setting("eqsat", tree, "cpu_seconds")
+            cpu_first = per_setting("eqsat", trees[0], "cpu_seconds")
+            entry["status_differs"] = {
+                s: {"statuses": [by[("eqsat", trees[0], s)][0]["ilp_status"],
+                                 by[("eqsat", tree, s)][0]["ilp_status"]],
+                    "cpu_seconds": [cpu_first[s], cpu_mine[s]]}
+                for s in settings if by.get(("eqsat", tree, s)) and by.get(("eqsat", trees[0], s))
+                and "ilp_status" in by[("eqsat", tree, s)][0]
+                and by[("eqsat", tree, s)][0]["ilp_status"]
+                != by[("eqsat", trees[0], s)][0].get("ilp_status")}
         out[f"eqsat {tree}"] = entry
     return out
 

@@ -34,10 +34,11 @@ of the initial cost); per tree after the first, the settings whose
 saturated e-graph (`egraph_digest`: every e-node, liveness, class and the
 per-iteration trace) or handed-over cost differs from the first tree's
 (an ILP program or saturation stopped by a time limit is not
-reproducible: such settings are listed apart), and per setting its median
-CPU, saturation and extraction seconds over the first tree's (median,
-quartiles, range; in how many settings its CPU was less); the load average
-before and after.
+reproducible: such settings are listed apart), those whose ILP programs
+ended otherwise (their statuses and CPU seconds in both trees), and per
+setting its median CPU, saturation and extraction seconds over the first
+tree's (median, quartiles, range; in how many settings its CPU was less);
+the load average before and after.
 """
 
 from __future__ import annotations

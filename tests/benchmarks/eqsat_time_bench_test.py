@@ -16,11 +16,12 @@ sys.path.insert(0, os.path.join(_ROOT, "benchmarks"))
 import eqsat_time  # noqa: E402  pylint: disable=wrong-import-position
 
 
-def _eqsat(setting, tree, cpu, saturation, extraction, digest="d", cost=1.0):
+def _eqsat(setting, tree, cpu, saturation, extraction, digest="d", cost=1.0,
+           status="optimal+optimal"):
     return {"setting": setting, "method": "eqsat", "tree": tree, "seconds": cpu,
             "cpu_seconds": cpu, "saturation_seconds": saturation,
             "extraction_seconds": extraction, "digest": digest, "stop_reason": "saturated",
-            "cost_ms": cost, "initial_ms": 2.0}
+            "cost_ms": cost, "initial_ms": 2.0, "ilp_status": status}
 
 
 def _taso(setting, seconds, cost=1.0):
@@ -28,9 +29,11 @@ def _taso(setting, seconds, cost=1.0):
             "cpu_seconds": seconds, "cost_ms": cost, "initial_ms": 2.0}
 
 
-# Tree /b takes half, the same and twice /a's CPU on three settings.
+# Tree /b takes half, the same and twice /a's CPU on three settings; on g/y
+# its second ILP program ended otherwise.
 _CALLS = [_taso("g/x", 1.0), _eqsat("g/x", "/a", 2.0, 1.0, 1.0), _eqsat("g/x", "/b", 1.0, 0.5, 0.5),
-          _taso("g/y", 1.0), _eqsat("g/y", "/a", 4.0, 2.0, 2.0), _eqsat("g/y", "/b", 4.0, 1.0, 3.0),
+          _taso("g/y", 1.0), _eqsat("g/y", "/a", 4.0, 2.0, 2.0),
+          _eqsat("g/y", "/b", 4.0, 1.0, 3.0, status="optimal+same"),
           _taso("g/z", 8.0), _eqsat("g/z", "/a", 1.0, 0.5, 0.5),
           _eqsat("g/z", "/b", 2.0, 1.0, 1.0, digest="other", cost=0.9)]
 
@@ -47,6 +50,8 @@ class SummaryTest(absltest.TestCase):
         self.assertEqual(b["extraction_over_first"]["median"], 1.5)
         self.assertEqual(b["digest_differs"], ["g/z"])
         self.assertEqual(b["cost_differs"], ["g/z"])
+        self.assertEqual(b["status_differs"], {
+            "g/y": {"statuses": ["optimal+optimal", "optimal+same"], "cpu_seconds": [4.0, 4.0]}})
         self.assertNotIn("cpu_over_first", summary["eqsat /a"])
         # Against TASO's search: /a faster on g/z only; /b on g/z only too.
         self.assertEqual(summary["eqsat /a"]["faster_than_taso"], 1)
