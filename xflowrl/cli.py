@@ -87,7 +87,8 @@ def _parser() -> argparse.ArgumentParser:
     from xflowrl.rules.sets import DEFAULT_RULE_SET  # pylint: disable=import-outside-toplevel
     parser = argparse.ArgumentParser(
         prog="xflowrl", description="Optimise ONNX models with verified graph substitutions "
-        "(greedy, TASO's search or reinforcement-learning agents).")
+        "(greedy, TASO's search, equality saturation, reinforcement-learning "
+        "agents or a planner).")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     opt = sub.add_parser(

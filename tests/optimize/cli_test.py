@@ -231,9 +231,10 @@ class OptimizeTest(absltest.TestCase):
         onnx.save(model, path)
         for method in ("greedy", "taso", "eqsat"):
             with self.subTest(method):
-                code, _, stderr = run_cli("optimize", path, "-o", self.out, "--quiet",
-                                          f"--method={method}", "--cost_model=analytic/cpu")
+                code, stdout, stderr = run_cli("optimize", path, "-o", self.out, "--quiet",
+                                               f"--method={method}", "--cost_model=analytic/cpu")
                 self.assertEqual(code, 0, stderr)
+                self.assertIn("| engine ops | 1 | 1 | no substitution |", stdout)
                 report = json.load(open(os.path.join(self.dir, "out.report.json")))
                 self.assertEqual(report["applied"], [])
                 self.assertEqual(report["written"], "original")

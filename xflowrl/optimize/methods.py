@@ -252,6 +252,12 @@ def _taso(graph: Graph, xfers: XferSet, cost_model: CostModel, budget: int,
     return result.graph, list(result.applied)
 
 
+# Equality saturation's handed-over graph (`SaturationResult.handed_over`) in words.
+_EQSAT_GRAPHS = {"ilp": "the ILP's graph", "greedy": "greedy extraction's graph",
+                 "descent": "one-step greedy's graph (the ILP's start)",
+                 "original": "the original"}
+
+
 def _eqsat(graph: Graph, xfers: XferSet, cost_model: CostModel, node_limit: int,
            progress: Progress) -> Graph:
     """Equality saturation (`xflowrl.search.eqsat`) with `node_limit` e-nodes
@@ -266,7 +272,7 @@ def _eqsat(graph: Graph, xfers: XferSet, cost_model: CostModel, node_limit: int,
     result = equality_saturation(graph, xfers, cost_model, EqsatConfig(node_limit=node_limit))
     progress(f"eqsat: {result.stop_reason} after {result.iterations} iterations "
              f"({result.e_nodes} e-nodes, {result.saturation_seconds:.1f} s); "
-             f"{result.handed_over} extraction's graph "
+             f"{_EQSAT_GRAPHS.get(result.handed_over, result.handed_over)} "
              f"{100 * (result.best_cost / result.initial_cost - 1):+.2f}% "
              f"(ILP {result.ilp_status}, {result.extraction_seconds:.1f} s)")
     return result.graph

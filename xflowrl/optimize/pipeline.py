@@ -184,16 +184,19 @@ class OptimizeReport:
                          _spread_text(before), _spread_text(after),
                          f"{self.measured['change']:+.2f}%"))
         rows.append(("engine ops", str(self.ops["before"]), str(self.ops["after"]),
-                     _what(self.applied)))
+                     _what(self.applied, est["after_ms"] < est["before_ms"])))
         lines = ["| | original | optimised | change |", "|---|---|---|---|"]
         lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
         return "\n".join(lines)
 
 
-def _what(applied) -> str:
-    """What a method changed: its substitutions, or an extracted graph
-    (equality saturation names none)."""
-    return f"{len(applied)} substitutions" if applied else "an extracted graph"
+def _what(applied, cheaper: bool) -> str:
+    """What a method changed: its substitutions; an extracted graph where
+    it names none but found a cheaper graph (equality saturation); else
+    nothing."""
+    if applied:
+        return f"{len(applied)} substitutions"
+    return "an extracted graph" if cheaper else "no substitution"
 
 
 def _spread_text(s: dict) -> str:
@@ -290,7 +293,7 @@ def optimize_file(options: OptimizeOptions,
     clock = time.time()
     by = (f"greedy (cheaper than {options.method})"
           if found.found_by == "greedy" and options.method != "greedy" else options.method)
-    provenance = (f"{_what(found.applied)} by {by} under "
+    provenance = (f"{_what(found.applied, cheaper=True)} by {by} under "
                   f"{cost_model.name} ({options.rules} rules)")
     optimized = model_io.to_model(user, found.graph, provenance)
     say("checking outputs in onnxruntime")
