@@ -611,7 +611,7 @@ class _Solved(NamedTuple):
 
 
 def _solve(program: _Program, start_choice: Optional[Choice], cpu_limit_s: float,
-           options: Optional[Dict[str, object]] = None) -> _Solved:
+           options: Optional[Dict[str, object]] = None, integral: bool = True) -> _Solved:
     """Solves `program` with HiGHS (highspy, one thread), from `start_choice`
     where one is given (an acyclic choice: a feasible solution HiGHS
     improves on, so the result is never costlier). HiGHS's own time limit
@@ -622,7 +622,10 @@ def _solve(program: _Program, start_choice: Optional[Choice], cpu_limit_s: float
     `WALL_PER_CPU` times as much stays as a safety net.
 
     `options` are HiGHS options set on top of those (None or `{}`:
-    HiGHS's defaults; e.g. `HIGHS_HEURISTICS_OFF`).
+    HiGHS's defaults; e.g. `HIGHS_HEURISTICS_OFF`). `integral=False` solves
+    the linear relaxation instead (every variable continuous; no start, no
+    CPU-time limit but the wall-clock one; `bound` is 0): what the MIP's
+    bound starts from (`benchmarks/eqsat_ilp_bench.py`).
 
     Raises:
       ValueError: HiGHS rejects an option of `options`.
@@ -640,8 +643,8 @@ def _solve(program: _Program, start_choice: Optional[Choice], cpu_limit_s: float
     lp.a_matrix_.start_ = matrix.indptr
     lp.a_matrix_.index_ = matrix.indices
     lp.a_matrix_.value_ = matrix.data
-    lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
-                       for i in program.integrality]
+    lp.integrality_ = [highspy.HighsVarType.kInteger if i and integral
+                       else highspy.HighsVarType.kContinuous for i in program.integrality]
     cpu_limit_s = float(max(cpu_limit_s, 0.1))
     h = highspy.Highs()
     h.setOptionValue("output_flag", bool(os.environ.get("XFLOWRL_ILP_LOG")))
@@ -652,7 +655,7 @@ def _solve(program: _Program, start_choice: Optional[Choice], cpu_limit_s: float
         if h.setOptionValue(name, value) != highspy.HighsStatus.kOk:
             raise ValueError(f"HiGHS rejects option {name}={value!r}")
     h.passModel(lp)
-    if start_choice is not None:
+    if start_choice is not None and integral:
         solution = highspy.HighsSolution()
         solution.col_value = list(program.solution_of(start_choice))
         solution.value_valid = True
@@ -679,7 +682,7 @@ def _solve(program: _Program, start_choice: Optional[Choice], cpu_limit_s: float
         status = "stopped"
     if info.primal_solution_status != 2:  # kSolutionStatusFeasible
         return _Solved(None, status, 0.0, cpu)
-    bound = info.mip_dual_bound
+    bound = info.mip_dual_bound if integral else np.nan
     return _Solved(np.asarray(h.getSolution().col_value), status,
                    float(bound) / 1e3 if np.isfinite(bound) else 0.0, cpu)
 

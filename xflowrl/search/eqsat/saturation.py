@@ -493,6 +493,29 @@ def _ilp_start(eg: EGraph, roots: List[int], costs: Dict[int, float], graph: Gra
     return name, choice, descent_cost, descent
 
 
+# The extraction programs, in the order solved: the two acyclic
+# restrictions, then the loose one ("none": no cycle filtering).
+PROGRAMS = ("walk", "age", "loose")
+
+
+def filter_for_program(eg: EGraph, program: str, roots: List[int], order: Dict[int, float],
+                       keep: extract.Choice) -> None:
+    """Filters `eg` for one of the ILP programs (`PROGRAMS`, or "none"),
+    keeping `keep` (the program's start) whole: "walk", the strict
+    depth-first walk, each class's e-nodes in `order` (tree cost); "age",
+    the age order; "loose", the walk that never takes a class's last
+    e-node; "none", nothing filtered."""
+    eg.unfilter()
+    if program == "age":
+        eg.filter_cycles_by_age(keep)
+    elif program != "none":
+        # After saturation (TENSAT filters after every iteration, which
+        # here dropped e-nodes later rewrites needed; docs/benchmark.md),
+        # each class's e-nodes walked cheapest tree cost first, the
+        # start's kept whole.
+        eg.filter_cycles(roots, order, keep=keep, strict=program == "walk")
+
+
 def equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
                         config: EqsatConfig = EqsatConfig()) -> SaturationResult:
     """Optimises `graph` by equality saturation; see the module docstring.
@@ -571,23 +594,15 @@ def _equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
         # order (`EGraph.filter_cycles_by_age`, drops an e-node only for a
         # cycle), started from the walk's graph. They share one time limit.
         # Then, as a last resort, the loose program.
-        programs = ("walk", "age", "loose") if config.filter_cycles else ("none",)
+        programs = PROGRAMS if config.filter_cycles else ("none",)
         acyclic_seconds = 0.0
         previous: Optional[extract.Extraction] = None
         for program in programs:
             if program == "loose" and ilp_cost is not None and \
                     ilp_cost <= descent_cost + 1e-9 * initial_cost:
                 break  # see below
-            keep = extract.used(eg, start_choice, roots)
-            eg.unfilter()
-            if program == "age":
-                eg.filter_cycles_by_age(keep)
-            elif program != "none":
-                # After saturation (TENSAT filters after every iteration,
-                # which here dropped e-nodes later rewrites needed;
-                # docs/benchmark.md), each class's e-nodes walked cheapest
-                # tree cost first, the start's kept whole.
-                eg.filter_cycles(roots, order, keep=keep, strict=program == "walk")
+            filter_for_program(eg, program, roots, order,
+                               extract.used(eg, start_choice, roots))
             left = config.ilp_time_limit_s
             if program != "loose":
                 left = max(left - acyclic_seconds, 1.0)
