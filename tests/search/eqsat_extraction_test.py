@@ -29,6 +29,7 @@ from xflowrl.search.eqsat import (
 )
 from xflowrl.search.eqsat.extract import _Program, dag_cost, tree_costs, used
 from xflowrl.search.eqsat.rewrites import canonical
+from xflowrl.search.eqsat.saturation import filter_for_program
 
 _COST = cost_model_from_spec("analytic/v100")
 
@@ -60,17 +61,6 @@ def _grown(name: str, rules: str, iterations: int):
     costs = node_costs(eg, _COST)
     start = used(eg, greedy_extract(eg, roots, costs).choice, roots)
     return eg, roots, costs, start
-
-
-def _filtered(eg, roots, order, start, program: str) -> None:
-    """`eg` filtered for one of equality saturation's acyclic programs:
-    "walk" (the strict walk in tree-cost order) or "age" (by age), keeping
-    `start`, as `saturation` filters it before each."""
-    eg.unfilter()
-    if program == "walk":
-        eg.filter_cycles(roots, order, keep=start, strict=True)
-    else:
-        eg.filter_cycles_by_age(start)
 
 
 class ProvenStartTest(absltest.TestCase):
@@ -117,7 +107,7 @@ class ProvenStartTest(absltest.TestCase):
             eg, roots, costs, start = _grown(name, rules, 3)
             order = tree_costs(eg, roots, costs)
             for program in ("walk", "age"):
-                _filtered(eg, roots, order, start, program)
+                filter_for_program(eg, program, roots, order, start)
                 bound = _Program(eg, roots, costs, start).lower_bound()
                 solved = ilp_extract(eg, roots, costs, 60, start=start, skip_proven=False)
                 quick = ilp_extract(eg, roots, costs, 60, start=start)
@@ -255,7 +245,7 @@ class HighsOptionsTest(absltest.TestCase):
         build_graph(eg, start, roots)  # acyclic, complete
         order = tree_costs(eg, roots, costs)
         for program_name in ("walk", "age"):
-            _filtered(eg, roots, order, start, program_name)
+            filter_for_program(eg, program_name, roots, order, start)
             program = _Program(eg, roots, costs, start)
             program.build()
             plain, plain_options = self._solve(program, start, None)
