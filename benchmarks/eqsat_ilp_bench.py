@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import sys
 import time
 from typing import Any, Dict, List, Tuple
 
@@ -107,6 +108,11 @@ def programs_of(graph_name: str, rules: str, cost_model_spec: str
     return out, about
 
 
+def _say(line: str) -> None:
+    """A progress line on stderr (stdout holds the JSON)."""
+    print(f"[{time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
+
+
 def measure_program(program: extract._Program, start: extract.Choice,
                     variants: List[Tuple[str, Dict[str, Any]]], cpu_limit: float,
                     rounds: int) -> dict:
@@ -124,9 +130,12 @@ def measure_program(program: extract._Program, start: extract.Choice,
         "relaxation_gap": (None if relaxation is None or start_objective <= 0
                            else (start_objective - relaxation) / start_objective),
         "solves": {name: [] for name, _ in variants}}
-    for _ in range(rounds):
+    for k in range(rounds):
         for name, options in variants:
+            _say(f"  round {k + 1}/{rounds}, {name}: solving")
             solved = extract._solve(program, start, cpu_limit, options)  # pylint: disable=W0212
+            _say(f"  round {k + 1}/{rounds}, {name}: {solved.status} in "
+                 f"{solved.cpu_seconds:.2f} s of CPU")
             row["solves"][name].append({
                 "status": solved.status, "cpu_seconds": solved.cpu_seconds,
                 "objective": (float(program.objective @ solved.x)
@@ -157,10 +166,14 @@ def main(argv):
         graph_name, sep, rules = setting.partition("/")
         if not sep:
             raise app.UsageError(f"a setting is GRAPH/RULES, got {setting!r}")
+        _say(f"{setting}: saturating")
         programs, about = programs_of(graph_name, rules, FLAGS.cost_model)
-        about["programs"] = {name: measure_program(program, start, variants, FLAGS.cpu_limit,
-                                                   FLAGS.rounds)
-                             for name, program, start in programs}
+        about["programs"] = {}
+        for name, program, start in programs:
+            _say(f"{setting}, the {name} program: {len(program.nodes)} e-nodes, "
+                 f"{len(program.lower)} rows")
+            about["programs"][name] = measure_program(program, start, variants,
+                                                      FLAGS.cpu_limit, FLAGS.rounds)
         report["settings"][setting] = about
     text = json.dumps(report, indent=1)
     print(text)
