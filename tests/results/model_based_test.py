@@ -41,6 +41,13 @@ class ModelBasedReportTest(absltest.TestCase):
         self.assertIn("model-free agent: not run (train_mf.py writes it)", text)
         self.assertTrue(text.endswith("Controller's substitutions (best episode): mb@0\n"))
 
+    def test_the_location_counts_are_reported_where_the_run_recorded_them(self):
+        run = fixtures.mb_run()
+        self.assertIn("location-mask accuracy 0.800. Controller:", model_based_markdown(run, []))
+        run.world_model.rounds[-1].held_out["location_count_accuracy"] = 0.95
+        self.assertIn("location-mask accuracy 0.800, location counts right 0.950 (per valid "
+                      "xfer). Controller:", model_based_markdown(run, []))
+
     def test_markdown_other_settings(self):
         run = dataclasses.replace(fixtures.mb_run(), cost_model="fitted/cpu", eval_masks="model")
         run.controller = {"greedy": run.controller["greedy"],

@@ -274,7 +274,8 @@ class WorldModelLearnerTest(absltest.TestCase):
         # The learning rate decays from its initial value.
         self.assertAlmostEqual(history[0]["learning_rate"], _CONFIG.learning_rate)
         self.assertLess(history[-1]["learning_rate"], history[0]["learning_rate"])
-        for name in ("xfer_mask_accuracy", "location_mask_accuracy", "terminal_accuracy"):
+        for name in ("xfer_mask_accuracy", "location_mask_accuracy", "terminal_accuracy",
+                     "location_count_accuracy"):
             self.assertBetween(after[name], 0.0, 1.0)
         self.assertLessEqual(after["location_mask_accuracy"], after["xfer_mask_accuracy"])
         scale = float(model.reward_scale.numpy())
@@ -302,6 +303,11 @@ class WorldModelLearnerTest(absltest.TestCase):
                                (valid_right * counts_right * w).sum() / w.sum(), places=5)
         self.assertAlmostEqual(metrics["terminal_accuracy"],
                                (terminal_right * w).sum() / w.sum(), places=5)
+        # Per valid xfer of every (unpadded) state: its count right.
+        pair_weight = w[..., None] * (batch.xfer_valid > 0.5)
+        self.assertAlmostEqual(metrics["location_count_accuracy"],
+                               ((counts == batch.counts) * pair_weight).sum() / pair_weight.sum(),
+                               places=5)
 
     def test_padded_steps_do_not_affect_the_losses(self):
         vocab, batch = _real_batch()

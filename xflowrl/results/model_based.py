@@ -85,6 +85,16 @@ def figure_model_based_training(path: str, run: ModelBasedRun,
     plt.close(fig)
 
 
+def _count_accuracy(held_out: dict) -> str:
+    """The share of valid xfers whose location count the world model got
+    right, as a clause of result.md's summary, where the run recorded it
+    (`WorldModelLearner.evaluate`'s `location_count_accuracy`); else ""."""
+    if "location_count_accuracy" not in held_out:
+        return ""
+    return (f", location counts right {held_out['location_count_accuracy']:.3f} "
+            f"(per valid xfer)")
+
+
 def model_based_markdown(run: ModelBasedRun,
                          baseline_rows: Sequence[Tuple[str, float]]) -> str:
     """result.md of a model-based run.
@@ -131,7 +141,8 @@ def model_based_markdown(run: ModelBasedRun,
         f"{run.world_model.vocabulary} slots), held-out latent NLL "
         f"{last.held_out['latent_nll']:.3f}, reward MSE {last.held_out['reward_mse']:.3e}, "
         f"xfer-mask accuracy {last.held_out['xfer_mask_accuracy']:.3f}, location-mask accuracy "
-        f"{last.held_out['location_mask_accuracy']:.3f}. Controller: "
+        f"{last.held_out['location_mask_accuracy']:.3f}{_count_accuracy(last.held_out)}. "
+        f"Controller: "
         f"{run.dream_episodes} imagined episodes at temperature "
         f"{run.dream['temperature']}. {run.seconds.total:.0f} s in all.\n\n"
         f"Step limit {run.max_steps} (one-step greedy takes "

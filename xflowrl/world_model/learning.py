@@ -118,6 +118,12 @@ class WorldModelLearner:
             tf.cast(tf.logical_and(mask_right, counts_right), tf.float32), weights)
         out["terminal_accuracy"] = losses.masked_mean(tf.cast(terminal_right, tf.float32),
                                                       weights)
+        # Per valid xfer rather than per state: how often its rounded count
+        # is right (the location-mask accuracy above asks every one of a
+        # state's at once, and is near 0 while most are right).
+        out["location_count_accuracy"] = losses.masked_mean(
+            tf.cast(tf.equal(predicted_counts, counts), tf.float32),
+            weights[..., None] * valid)
         return out
 
     def evaluate(self, batch: Batch) -> Dict[str, float]:

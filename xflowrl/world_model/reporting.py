@@ -80,7 +80,8 @@ class Reporter:
             f"{format_seconds(left)}  real steps {row.real_steps}  collected return "
             f"{row.collected_return:+.3f}  loss {row.train_total:.3f}  held-out NLL "
             f"{held_out['latent_nll']:.3f}  reward MSE {held_out['reward_mse']:.2e}  "
-            f"mask acc {held_out['xfer_mask_accuracy']:.3f}  vocabulary {vocab.known}/"
+            f"mask acc {held_out['xfer_mask_accuracy']:.3f}  counts acc "
+            f"{held_out.get('location_count_accuracy', float('nan')):.3f}  vocabulary {vocab.known}/"
             f"{vocab.size}")
 
     # -- the controller ---------------------------------------------------------------
