@@ -710,7 +710,7 @@ def ilp_extract(eg: EGraph, roots: Sequence[int], costs: Dict[int, float],
     `highs_options` are set on HiGHS for every solve (`_solve`).
 
     `repeat_of`: an earlier extraction on the same e-graph and costs. Where
-    it proved its program's optimum ("optimal" or "skipped") and this
+    it proved its program's optimum (a status of `PROVEN`) and this
     program is the same one (`_Program.identity`: cycle filtering of
     another kind can leave the same e-nodes), its answer is this one's too,
     and nothing is solved (status "same").

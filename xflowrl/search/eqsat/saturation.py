@@ -494,7 +494,8 @@ def _ilp_start(eg: EGraph, roots: List[int], costs: Dict[int, float], graph: Gra
 
 
 # The extraction programs, in the order solved: the two acyclic
-# restrictions, then the loose one ("none": no cycle filtering).
+# restrictions, then the loose one. Without cycle filtering one program is
+# solved over the whole e-graph (`filter_for_program`'s "none").
 PROGRAMS = ("walk", "age", "loose")
 
 
