@@ -29,7 +29,10 @@ which of two equally cheap ones is taken) is not. TASO's search (alpha
 1.05, budget 1,000) is timed in the same process before the setting's
 first seed, as `benchmarks/plan_bench.py` times it: `plan_cpu_minus_converging`
 against `taso_cpu` says whether such a cache alone could bring the planner
-within TASO's time.
+within TASO's time, and `everywhere_speedup_to_taso_cpu` how many times
+cheaper the multi-location actions would have to become for the planner
+to take TASO's CPU time (None where the rest of its work alone takes
+longer). The summary gives the ranges over the rows.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 from absl import app, flags
 
@@ -81,16 +84,52 @@ def run(setting: LookaheadSetting, seeds: Sequence[int], max_real_steps: int) ->
             result = plan(env, config)
             cpu = time.thread_time() - cpu
         counts = ceilings(calls)
+        everywhere = sum(c.cpu_seconds for c in calls)
         rows.append({
             "setting": setting.name, "seed": seed, "change_pct": round(result.change_pct, 4),
             "plan_cpu": round(cpu, 3), "taso_cpu": round(taso_cpu, 3),
             "everywhere_calls": len(calls),
             "everywhere_enumerations": sum(c.enumerations for c in calls),
-            "everywhere_cpu": round(sum(c.cpu_seconds for c in calls), 3),
+            "everywhere_cpu": round(everywhere, 3),
             **{name: {k: round(v, 3) for k, v in c.items()} for name, c in counts.items()},
             "plan_cpu_minus_converging": round(cpu - counts["converging"]["cpu_seconds"], 3),
+            "everywhere_speedup_to_taso_cpu": speedup_to(taso_cpu, cpu, everywhere),
         })
     return rows
+
+
+def speedup_to(target: float, total: float, part: float) -> Optional[float]:
+    """How many times faster `part` of `total` must become for `total` to
+    reach `target`; None where the rest alone exceeds it."""
+    rest = total - part
+    if rest >= target:
+        return None
+    return round(max(part / (target - rest), 1.0), 2) if part > 0 else 1.0
+
+
+def summary(rows: Sequence[dict]) -> dict:
+    """Ranges over the rows, and how many a cache alone would bring within
+    TASO's time."""
+    def span(values):
+        values = list(values)
+        return [round(min(values), 3), round(max(values), 3)] if values else None
+    return {
+        "rows": len(rows),
+        "everywhere_share_of_plan_cpu": span(r["everywhere_cpu"] / r["plan_cpu"] for r in rows),
+        "converging_share_of_everywhere_cpu": span(
+            r["converging"]["cpu_seconds"] / r["everywhere_cpu"] for r in rows
+            if r["everywhere_cpu"] > 0),
+        "plan_cpu_over_taso_cpu": span(r["plan_cpu"] / r["taso_cpu"] for r in rows),
+        "plan_cpu_minus_converging_over_taso_cpu": span(
+            r["plan_cpu_minus_converging"] / r["taso_cpu"] for r in rows),
+        "within_taso_cpu_with_the_cache": sum(
+            r["plan_cpu_minus_converging"] <= r["taso_cpu"] for r in rows),
+        "everywhere_speedup_to_taso_cpu": span(
+            r["everywhere_speedup_to_taso_cpu"] for r in rows
+            if r["everywhere_speedup_to_taso_cpu"] is not None),
+        "out_of_reach_without_everywhere": sum(
+            r["everywhere_speedup_to_taso_cpu"] is None for r in rows),
+    }
 
 
 def main(argv):
@@ -103,7 +142,8 @@ def main(argv):
     for name in FLAGS.settings:
         rows += run(by_name[name], [int(s) for s in FLAGS.seeds], FLAGS.max_real_steps)
         print(json.dumps(rows[-1]), flush=True, file=sys.stderr)
-    print(json.dumps({"benchmark": "everywhere_reuse", "rows": rows}, indent=1))
+    print(json.dumps({"benchmark": "everywhere_reuse", "summary": summary(rows), "rows": rows},
+                     indent=1))
 
 
 if __name__ == "__main__":

@@ -81,7 +81,9 @@ class ScriptTest(absltest.TestCase):
              "--settings=nasnet_a/tensat/analytic-v100", "--max_real_steps=80"],
             capture_output=True, text=True, cwd=_ROOT, timeout=600)
         self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
-        [row] = json.loads(proc.stdout)["rows"]
+        out = json.loads(proc.stdout)
+        [row] = out["rows"]
+        self.assertEqual(out["summary"]["rows"], 1)
         self.assertEqual((row["setting"], row["seed"]), ("nasnet_a/tensat/analytic-v100", 0))
         self.assertGreater(row["everywhere_calls"], 0)
         self.assertGreater(row["taso_cpu"], 0.0)
@@ -92,6 +94,16 @@ class ScriptTest(absltest.TestCase):
         self.assertLessEqual(converging["cpu_seconds"], row["everywhere_cpu"] + 1e-3)
         self.assertAlmostEqual(row["plan_cpu_minus_converging"],
                                row["plan_cpu"] - converging["cpu_seconds"], delta=2e-3)
+        # The speed-up that brings the planner to TASO's CPU time does so.
+        speedup = row["everywhere_speedup_to_taso_cpu"]
+        rest = row["plan_cpu"] - row["everywhere_cpu"]
+        if speedup is None:
+            self.assertGreaterEqual(rest, row["taso_cpu"] - 2e-3)
+        elif speedup > 1.0:
+            self.assertAlmostEqual(rest + row["everywhere_cpu"] / speedup, row["taso_cpu"],
+                                   delta=0.01 * row["taso_cpu"] + 2e-3)
+        else:
+            self.assertLessEqual(row["plan_cpu"], row["taso_cpu"] + 2e-3)
         refused = entry_point.run(
             [sys.executable, os.path.join(_ROOT, "benchmarks", "everywhere_reuse.py"),
              "--settings=nope"], capture_output=True, text=True, cwd=_ROOT)
