@@ -5,6 +5,7 @@ budget)."""
 import json
 import os
 import sys
+import tempfile
 
 from absl.testing import absltest
 
@@ -104,6 +105,14 @@ class ScriptTest(absltest.TestCase):
                                    delta=0.01 * row["taso_cpu"] + 2e-3)
         else:
             self.assertLessEqual(row["plan_cpu"], row["taso_cpu"] + 2e-3)
+        # A saved report's summary is printed again from its rows.
+        saved = os.path.join(tempfile.mkdtemp(), "report.json")
+        with open(saved, "w") as f:
+            f.write(proc.stdout)
+        again = entry_point.run(
+            [sys.executable, os.path.join(_ROOT, "benchmarks", "everywhere_reuse.py"),
+             f"--from_json={saved}"], capture_output=True, text=True, cwd=_ROOT, check=True)
+        self.assertEqual(json.loads(again.stdout), out)
         refused = entry_point.run(
             [sys.executable, os.path.join(_ROOT, "benchmarks", "everywhere_reuse.py"),
              "--settings=nope"], capture_output=True, text=True, cwd=_ROOT)
