@@ -3,7 +3,7 @@
     python benchmarks/plan_bench.py [--settings=all|NAME,...] [--seeds=0,1,2]
         [--simulations=16] [--root_actions=16] [--prior=xfer]
         [--rollout_steps=0] [--max_real_steps=5000] [--time_limit_s=60]
-        [--everywhere] [--merge_identical] [--restarts=N] [--detours=N] [--detour_expansions=N]
+        [--everywhere] [--everywhere_downhill] [--merge_identical] [--restarts=N] [--detours=N] [--detour_expansions=N]
         [--markdown=PATH] [--export_graphs=DIR]
         [--cprofile=N]
         [--rows=results/plan_bench/rows.jsonl] [--taso_rows=results/plan_bench/taso_rows.jsonl]
@@ -75,6 +75,8 @@ flags.DEFINE_integer("max_real_steps", PlanConfig.max_real_steps, "expansions pe
 flags.DEFINE_float("time_limit_s", PlanConfig.time_limit_s, "seconds per run")
 flags.DEFINE_bool("greedy_start", PlanConfig.greedy_start, "start from greedy's descent")
 flags.DEFINE_bool("everywhere", PlanConfig.everywhere, "multi-location actions too")
+flags.DEFINE_bool("everywhere_downhill", PlanConfig.everywhere_downhill,
+                  "search only the multi-location actions of an estimated gain")
 flags.DEFINE_bool("merge_identical", PlanConfig.merge_identical,
                   "merge identical ops in every graph built")
 flags.DEFINE_integer("patience", PlanConfig.patience,
@@ -114,6 +116,7 @@ def _config(seed: int) -> PlanConfig:
                       count_enumerations=FLAGS.count_enumerations,
                       time_limit_s=FLAGS.time_limit_s,
                       greedy_start=FLAGS.greedy_start, everywhere=FLAGS.everywhere,
+                      everywhere_downhill=FLAGS.everywhere_downhill,
                       merge_identical=FLAGS.merge_identical, patience=FLAGS.patience,
                       restarts=FLAGS.restarts, detours=FLAGS.detours,
                       detour_expansions=FLAGS.detour_expansions, seed=seed)

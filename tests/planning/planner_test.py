@@ -256,6 +256,27 @@ class PlanTest(absltest.TestCase):
         self.assertAlmostEqual(rebuilt.cost(env.cost_model), result.cost, places=9)
         self.assertTrue(same_outputs(env.initial_graph, result.graph))
 
+    def test_downhill_only_leaves_the_other_multi_location_actions_to_detours(self):
+        # small_cnn: of its five multi-location actions, two have no
+        # candidate cheaper than the graph. With `everywhere_downhill` the
+        # search never takes them (dead), singles stay alive, and a detour
+        # can still build them.
+        env = _env()
+        config = PlanConfig(everywhere=True, everywhere_downhill=True, greedy_start=False)
+        planner = Planner(env, config)
+        expansion = planner.root.expansion
+        singles = expansion.singles
+        neutral = expansion.costs[singles:] >= expansion.cost
+        self.assertTrue(neutral.any() and not neutral.all())
+        np.testing.assert_array_equal(planner.root.dead[singles:], neutral)
+        self.assertFalse(planner.root.dead[:singles].any())
+        index = singles + int(np.flatnonzero(neutral)[0])
+        child = planner.child(planner.root, index)
+        self.assertEqual(child.action[0].location, EVERYWHERE)
+        # Off, nothing is dead at the start.
+        self.assertFalse(Planner(env, dataclasses.replace(
+            config, everywhere_downhill=False)).root.dead.any())
+
     def test_a_budget_of_engine_calls_counts_the_single_rule_enumerations(self):
         # NasRNN, multi-location actions: with `count_enumerations` the
         # budget bounds expansions and single-rule enumerations together.

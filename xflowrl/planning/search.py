@@ -84,6 +84,13 @@ class PlanConfig:
         starts out knowing greedy's route and can only end at or below it.
       everywhere: offer multi-location actions too, an xfer at all its
         locations in one step (`xflowrl.planning.simulator`).
+      everywhere_downhill: search only the multi-location actions whose
+        estimate is cheaper than their graph (an xfer with a cheaper
+        candidate); the others are built only where a detour asks for them
+        (`xflowrl.planning.detour.replay_everywhere`). Each costs one
+        single-rule enumeration per application, and on NASNet-A the
+        searched ones of no estimated gain were most of the planner's CPU
+        (docs/planning.md, "Speed").
       merge_identical: merge identical ops in the input and in every graph
         built (`xflowrl.engine.dedupe`), as an e-graph does; the route then
         holds merge steps (`xflowrl.planning.simulator.replay_route`).
@@ -128,6 +135,7 @@ class PlanConfig:
     time_limit_s: float = 60.0
     greedy_start: bool = True
     everywhere: bool = False
+    everywhere_downhill: bool = False
     merge_identical: bool = False
     patience: int = 2
     restarts: int = 1
@@ -244,6 +252,9 @@ class Planner:
         (and rolls out from it, where `rollout_steps` asks)."""
         expansion = self.sim.expand(node.graph, node.cost, self.config.everywhere)
         node.attach(expansion, self.prior.logits(expansion))
+        if self.config.everywhere_downhill:
+            several = slice(expansion.singles, None)
+            node.dead[several] = expansion.costs[several] >= expansion.cost - CHEAPER
         if expansion.singles:
             index = int(np.argmin(expansion.candidate_costs))
             xfer, location = (int(a) for a in expansion.actions[index])
