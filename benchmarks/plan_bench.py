@@ -3,7 +3,7 @@
     python benchmarks/plan_bench.py [--settings=all|NAME,...] [--seeds=0,1,2]
         [--simulations=16] [--root_actions=16] [--prior=xfer]
         [--rollout_steps=0] [--max_real_steps=5000] [--time_limit_s=60]
-        [--everywhere] [--everywhere_downhill] [--merge_identical] [--restarts=N] [--detours=N] [--detour_expansions=N]
+        [--everywhere] [--neutral_everywhere=search|root|detours] [--merge_identical] [--restarts=N] [--detours=N] [--detour_expansions=N]
         [--markdown=PATH] [--export_graphs=DIR]
         [--cprofile=N]
         [--rows=results/plan_bench/rows.jsonl] [--taso_rows=results/plan_bench/taso_rows.jsonl]
@@ -62,6 +62,7 @@ from xflowrl.engine.xfers import TASO_ALPHA, TASO_BUDGET
 from xflowrl.entry_points import zoo_source
 from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.planning import PlanConfig, plan
+from xflowrl.planning.search import NEUTRAL_EVERYWHERE
 from xflowrl.search.settings import LookaheadSetting, load_settings, settings_source
 
 FLAGS = flags.FLAGS
@@ -75,8 +76,8 @@ flags.DEFINE_integer("max_real_steps", PlanConfig.max_real_steps, "expansions pe
 flags.DEFINE_float("time_limit_s", PlanConfig.time_limit_s, "seconds per run")
 flags.DEFINE_bool("greedy_start", PlanConfig.greedy_start, "start from greedy's descent")
 flags.DEFINE_bool("everywhere", PlanConfig.everywhere, "multi-location actions too")
-flags.DEFINE_bool("everywhere_downhill", PlanConfig.everywhere_downhill,
-                  "search only the multi-location actions of an estimated gain")
+flags.DEFINE_enum("neutral_everywhere", PlanConfig.neutral_everywhere, NEUTRAL_EVERYWHERE,
+                  "where the search takes multi-location actions of no estimated gain")
 flags.DEFINE_bool("merge_identical", PlanConfig.merge_identical,
                   "merge identical ops in every graph built")
 flags.DEFINE_integer("patience", PlanConfig.patience,
@@ -116,7 +117,7 @@ def _config(seed: int) -> PlanConfig:
                       count_enumerations=FLAGS.count_enumerations,
                       time_limit_s=FLAGS.time_limit_s,
                       greedy_start=FLAGS.greedy_start, everywhere=FLAGS.everywhere,
-                      everywhere_downhill=FLAGS.everywhere_downhill,
+                      neutral_everywhere=FLAGS.neutral_everywhere,
                       merge_identical=FLAGS.merge_identical, patience=FLAGS.patience,
                       restarts=FLAGS.restarts, detours=FLAGS.detours,
                       detour_expansions=FLAGS.detour_expansions, seed=seed)

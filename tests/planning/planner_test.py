@@ -256,26 +256,38 @@ class PlanTest(absltest.TestCase):
         self.assertAlmostEqual(rebuilt.cost(env.cost_model), result.cost, places=9)
         self.assertTrue(same_outputs(env.initial_graph, result.graph))
 
-    def test_downhill_only_leaves_the_other_multi_location_actions_to_detours(self):
+    def test_multi_location_actions_of_no_estimated_gain_where_asked(self):
         # small_cnn: of its five multi-location actions, two have no
-        # candidate cheaper than the graph. With `everywhere_downhill` the
-        # search never takes them (dead), singles stay alive, and a detour
+        # candidate cheaper than the graph. "search" (the default) leaves
+        # them to the search everywhere; "root" takes them out of pUCT below
+        # the root (the root's Gumbel draw still sees them); "detours" takes
+        # them out of the search (dead). Singles stay alive, and a detour
         # can still build them.
         env = _env()
-        config = PlanConfig(everywhere=True, everywhere_downhill=True, greedy_start=False)
-        planner = Planner(env, config)
-        expansion = planner.root.expansion
-        singles = expansion.singles
-        neutral = expansion.costs[singles:] >= expansion.cost
+        config = PlanConfig(everywhere=True, greedy_start=False)
+        root = Planner(env, config).root
+        self.assertFalse(root.dead.any() or root.below_root_only.any())
+        singles = root.expansion.singles
+        neutral = root.expansion.costs[singles:] >= root.expansion.cost
         self.assertTrue(neutral.any() and not neutral.all())
+        rooted = Planner(env, dataclasses.replace(config, neutral_everywhere="root"))
+        below = rooted.root
+        np.testing.assert_array_equal(below.below_root_only[singles:], neutral)
+        self.assertFalse(below.below_root_only[:singles].any() or below.dead.any())
+        # pUCT (below a root) picks among the others: with the singles dead,
+        # a multi-location action of an estimated gain.
+        below.dead[:singles] = True
+        picked = rooted._select(below)  # pylint: disable=protected-access
+        self.assertGreaterEqual(picked, singles)
+        self.assertFalse(below.below_root_only[picked])
+        planner = Planner(env, dataclasses.replace(config, neutral_everywhere="detours"))
         np.testing.assert_array_equal(planner.root.dead[singles:], neutral)
         self.assertFalse(planner.root.dead[:singles].any())
         index = singles + int(np.flatnonzero(neutral)[0])
         child = planner.child(planner.root, index)
         self.assertEqual(child.action[0].location, EVERYWHERE)
-        # Off, nothing is dead at the start.
-        self.assertFalse(Planner(env, dataclasses.replace(
-            config, everywhere_downhill=False)).root.dead.any())
+        with self.assertRaisesRegex(ValueError, "neutral_everywhere"):
+            PlanConfig(neutral_everywhere="never")
 
     def test_a_budget_of_engine_calls_counts_the_single_rule_enumerations(self):
         # NasRNN, multi-location actions: with `count_enumerations` the

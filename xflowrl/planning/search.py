@@ -63,6 +63,10 @@ from xflowrl.planning.priors import Prior, make_prior
 from xflowrl.planning.simulator import EngineSimulator, MERGE, MERGE_NAME, Step
 from xflowrl.planning.tree import Node, Tree
 
+# Where the search takes multi-location actions of no estimated gain
+# (`PlanConfig.neutral_everywhere`).
+NEUTRAL_EVERYWHERE = ("search", "root", "detours")
+
 # Why planning ended (`PlanResult.stopped`).
 STOPS = ("no_improvement", "no_candidates", "step_limit", "real_steps", "time_limit")
 
@@ -84,12 +88,13 @@ class PlanConfig:
         starts out knowing greedy's route and can only end at or below it.
       everywhere: offer multi-location actions too, an xfer at all its
         locations in one step (`xflowrl.planning.simulator`).
-      everywhere_downhill: search only the multi-location actions whose
-        estimate is cheaper than their graph (an xfer with a cheaper
-        candidate); the others are built only where a detour asks for them
-        (`xflowrl.planning.detour.replay_everywhere`). Each costs one
-        single-rule enumeration per application, and on NASNet-A the
-        searched ones of no estimated gain were most of the planner's CPU
+      neutral_everywhere: where the search takes the multi-location
+        actions of no estimated gain (no candidate of the xfer cheaper than
+        the graph): "search" at every node, "root" at the decision's root
+        only, "detours" nowhere. Where the search does not take them, a
+        detour still builds them (`xflowrl.planning.detour.
+        replay_everywhere`). Each costs one single-rule enumeration per
+        application; on NASNet-A they were most of the planner's CPU
         (docs/planning.md, "Speed").
       merge_identical: merge identical ops in the input and in every graph
         built (`xflowrl.engine.dedupe`), as an e-graph does; the route then
@@ -135,7 +140,7 @@ class PlanConfig:
     time_limit_s: float = 60.0
     greedy_start: bool = True
     everywhere: bool = False
-    everywhere_downhill: bool = False
+    neutral_everywhere: str = "search"
     merge_identical: bool = False
     patience: int = 2
     restarts: int = 1
@@ -148,6 +153,9 @@ class PlanConfig:
             raise ValueError("simulations and root_actions must be >= 1")
         if self.patience < 0 or self.restarts < 0 or self.detours < 0:
             raise ValueError("patience, restarts and detours must be >= 0")
+        if self.neutral_everywhere not in NEUTRAL_EVERYWHERE:
+            raise ValueError(f"neutral_everywhere must be one of {NEUTRAL_EVERYWHERE}, not "
+                             f"{self.neutral_everywhere!r}")
         if self.detour_expansions < 1:
             raise ValueError("detour_expansions must be >= 1")
         if self.rollout_steps < 0 or self.max_real_steps < 1 or self.time_limit_s <= 0:
@@ -252,9 +260,13 @@ class Planner:
         (and rolls out from it, where `rollout_steps` asks)."""
         expansion = self.sim.expand(node.graph, node.cost, self.config.everywhere)
         node.attach(expansion, self.prior.logits(expansion))
-        if self.config.everywhere_downhill:
+        if self.config.neutral_everywhere != "search":
             several = slice(expansion.singles, None)
-            node.dead[several] = expansion.costs[several] >= expansion.cost - CHEAPER
+            neutral = expansion.costs[several] >= expansion.cost - CHEAPER
+            if self.config.neutral_everywhere == "root":
+                node.below_root_only[several] = neutral
+            else:
+                node.dead[several] = neutral
         if expansion.singles:
             index = int(np.argmin(expansion.candidate_costs))
             xfer, location = (int(a) for a in expansion.actions[index])
@@ -312,8 +324,9 @@ class Planner:
         return child
 
     def _select(self, node: Node) -> Optional[int]:
-        """pUCT's action at an interior node; None if every action is dead."""
-        alive = ~node.dead
+        """pUCT's action at an interior node; None if every action is dead
+        (or taken at the root only)."""
+        alive = ~node.dead & ~node.below_root_only
         if not alive.any():
             return None
         q = _normalise(node.action_values(), alive)
