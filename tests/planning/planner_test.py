@@ -266,20 +266,20 @@ class PlanTest(absltest.TestCase):
         env = _env()
         config = PlanConfig(everywhere=True, greedy_start=False)
         root = Planner(env, config).root
-        self.assertFalse(root.dead.any() or root.below_root_only.any())
+        self.assertFalse(root.dead.any() or root.root_only.any())
         singles = root.expansion.singles
         neutral = root.expansion.costs[singles:] >= root.expansion.cost
         self.assertTrue(neutral.any() and not neutral.all())
         rooted = Planner(env, dataclasses.replace(config, neutral_everywhere="root"))
         below = rooted.root
-        np.testing.assert_array_equal(below.below_root_only[singles:], neutral)
-        self.assertFalse(below.below_root_only[:singles].any() or below.dead.any())
+        np.testing.assert_array_equal(below.root_only[singles:], neutral)
+        self.assertFalse(below.root_only[:singles].any() or below.dead.any())
         # pUCT (below a root) picks among the others: with the singles dead,
         # a multi-location action of an estimated gain.
         below.dead[:singles] = True
         picked = rooted._select(below)  # pylint: disable=protected-access
         self.assertGreaterEqual(picked, singles)
-        self.assertFalse(below.below_root_only[picked])
+        self.assertFalse(below.root_only[picked])
         planner = Planner(env, dataclasses.replace(config, neutral_everywhere="detours"))
         np.testing.assert_array_equal(planner.root.dead[singles:], neutral)
         self.assertFalse(planner.root.dead[:singles].any())

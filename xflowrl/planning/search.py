@@ -264,7 +264,7 @@ class Planner:
             several = slice(expansion.singles, None)
             neutral = expansion.costs[several] >= expansion.cost - CHEAPER
             if self.config.neutral_everywhere == "root":
-                node.below_root_only[several] = neutral
+                node.root_only[several] = neutral
             else:
                 node.dead[several] = neutral
         if expansion.singles:
@@ -326,7 +326,7 @@ class Planner:
     def _select(self, node: Node) -> Optional[int]:
         """pUCT's action at an interior node; None if every action is dead
         (or taken at the root only)."""
-        alive = ~node.dead & ~node.below_root_only
+        alive = ~node.dead & ~node.root_only
         if not alive.any():
             return None
         q = _normalise(node.action_values(), alive)

@@ -29,7 +29,7 @@ class Node:
     """One graph of the tree."""
 
     __slots__ = ("graph", "cost", "parent", "action", "expansion", "prior", "children",
-                 "edge_visits", "dead", "below_root_only", "visits", "best_cost")
+                 "edge_visits", "dead", "root_only", "visits", "best_cost")
 
     def __init__(self, graph: Graph, cost: float, parent: Optional["Node"],
                  action: Tuple[Step, ...] = ()):
@@ -44,7 +44,7 @@ class Node:
         self.dead = np.zeros(0, bool)
         # Actions the search takes only while the node is the decision's
         # root (`PlanConfig.neutral_everywhere`).
-        self.below_root_only = np.zeros(0, bool)
+        self.root_only = np.zeros(0, bool)
         self.visits = 0
         self.best_cost = cost
 
@@ -63,7 +63,7 @@ class Node:
                 self.best_cost = min(self.best_cost, float(expansion.candidate_costs.min()))
         self.edge_visits = np.zeros(count, np.int64)
         self.dead = np.zeros(count, bool)
-        self.below_root_only = np.zeros(count, bool)
+        self.root_only = np.zeros(count, bool)
 
     def action_values(self) -> np.ndarray:
         """[M] the cost change (ms, positive is cheaper) each action is known
