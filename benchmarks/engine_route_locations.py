@@ -22,9 +22,6 @@ import json
 from absl import app, flags
 import numpy as np
 
-from xflowrl.engine import CostModel, XferSet
-from xflowrl.entry_points import zoo_source
-from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.planning import EngineSimulator, PlanConfig, plan
 from xflowrl.planning.model import model_actions
 from xflowrl.search.greedy import greedy_walk
@@ -40,10 +37,7 @@ flags.DEFINE_integer("depth", 6, "actions from greedy's graph at most")
 def main(argv):
     del argv
     setting = get_setting(FLAGS.setting)
-    backend, profile = setting.cost_model.split("/")
-    env = GraphEnv(zoo_source(setting.graph, setting.batch).graph,
-                   XferSet.from_name(setting.rules), CostModel(backend, profile=profile),
-                   EnvConfig(max_steps=NO_STEP_LIMIT))
+    env = setting.environment()
     points = 100.0 / env.initial_cost
     greedy = greedy_walk(env)
     engine = plan(env, PlanConfig(prior=FLAGS.engine_prior, everywhere=True,

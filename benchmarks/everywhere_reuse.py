@@ -48,11 +48,8 @@ from typing import List, Optional, Sequence
 from absl import app, flags
 
 from everywhere_calls import ceilings, recorded  # benchmarks/, the script's folder
-from xflowrl.engine import CostModel, XferSet
 from xflowrl.engine.xfers import TASO_ALPHA, TASO_BUDGET
-from xflowrl.entry_points import zoo_source
-from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
-from xflowrl.planning import PlanConfig, plan
+from xflowrl.planning import deployed_config, plan
 from xflowrl.search.settings import LookaheadSetting, load_settings
 
 FLAGS = flags.FLAGS
@@ -65,25 +62,17 @@ flags.DEFINE_string("from_json", None, "print the summary of a saved report's ro
                     "(runs nothing)")
 
 
-def _environment(setting: LookaheadSetting) -> GraphEnv:
-    backend, profile = setting.cost_model.split("/")
-    return GraphEnv(zoo_source(setting.graph, setting.batch).graph,
-                    XferSet.from_name(setting.rules), CostModel(backend, profile=profile),
-                    EnvConfig(max_steps=NO_STEP_LIMIT))
-
-
 def run(setting: LookaheadSetting, seeds: Sequence[int], max_real_steps: int) -> List[dict]:
     """TASO's search timed once, then one recorded planning run per seed."""
-    env = _environment(setting)
+    env = setting.environment()
     cpu = time.thread_time()
     env.xfers.search(env.initial_graph, env.cost_model, alpha=TASO_ALPHA, budget=TASO_BUDGET,
                      max_ops=env.max_ops, max_locations=env.config.max_locations)
     taso_cpu = time.thread_time() - cpu
     rows = []
     for seed in seeds:
-        env = _environment(setting)
-        config = PlanConfig(max_real_steps=max_real_steps, everywhere=True,
-                            merge_identical=True, detours=1, seed=seed)
+        env = setting.environment()
+        config = deployed_config(max_real_steps=max_real_steps, seed=seed)
         with recorded(env.xfers) as calls:
             cpu = time.thread_time()
             result = plan(env, config)

@@ -48,7 +48,6 @@ import tensorflow as tf
 from model_plan_table import reaches_engine, within_a_tenth  # benchmarks/, beside this file
 from xflowrl.corpus import registry
 from xflowrl.engine import CostModel, XferSet
-from xflowrl.entry_points import zoo_source
 from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.planning import PlanConfig, Planner, plan
 from xflowrl.planning.model import LatentModel, ModelConfig
@@ -85,12 +84,6 @@ flags.DEFINE_bool("verbose", False, "print the model planner's decisions to stde
 def _cost_model(setting: LookaheadSetting) -> CostModel:
     backend, profile = setting.cost_model.split("/")
     return CostModel(backend, profile=profile)
-
-
-def _environment(setting: LookaheadSetting) -> GraphEnv:
-    return GraphEnv(zoo_source(setting.graph, setting.batch).graph,
-                    XferSet.from_name(setting.rules), _cost_model(setting),
-                    EnvConfig(max_steps=NO_STEP_LIMIT))
 
 
 def collect_corpus(setting: LookaheadSetting, seed: int) -> Dict[str, Any]:
@@ -213,7 +206,7 @@ def main(argv):
                       f"({corpus['real_steps']} real steps, {corpus['seconds']:.0f} s); "
                       f"trained in {trained.seconds:.0f} s: {trained.losses}", file=sys.stderr)
             model, corpus, trained = models[group]
-            env = _environment(setting)
+            env = setting.environment()
             progress = (lambda line: print(line, file=sys.stderr)) if FLAGS.verbose else None
             result = plan_with_model(env, model, ModelPlanConfig(
                 simulations=FLAGS.simulations, root_actions=FLAGS.root_actions,

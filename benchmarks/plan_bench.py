@@ -57,10 +57,8 @@ from typing import Any, Dict, Iterable, List, Optional
 
 from absl import app, flags
 
-from xflowrl.engine import CostModel, XferSet
 from xflowrl.engine.xfers import TASO_ALPHA, TASO_BUDGET
-from xflowrl.entry_points import zoo_source
-from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
+from xflowrl.env import NO_STEP_LIMIT
 from xflowrl.planning import PlanConfig, plan
 from xflowrl.planning.search import NEUTRAL_EVERYWHERE
 from xflowrl.search.settings import LookaheadSetting, load_settings, settings_source
@@ -127,13 +125,6 @@ def _config_key(config: PlanConfig) -> Dict[str, Any]:
     return {k: v for k, v in dataclasses.asdict(config).items() if k != "seed"}
 
 
-def _environment(setting: LookaheadSetting) -> GraphEnv:
-    backend, profile = setting.cost_model.split("/")
-    return GraphEnv(zoo_source(setting.graph, setting.batch).graph,
-                    XferSet.from_name(setting.rules), CostModel(backend, profile=profile),
-                    EnvConfig(max_steps=NO_STEP_LIMIT))
-
-
 def _read_rows(path: str, fields: Iterable[str]) -> List[dict]:
     """The rows in `path` (none where there is no file).
 
@@ -156,7 +147,7 @@ def _read_rows(path: str, fields: Iterable[str]) -> List[dict]:
 
 def run_row(setting: LookaheadSetting, config: PlanConfig) -> dict:
     """One planning run on `setting`, as a row."""
-    env = _environment(setting)
+    env = setting.environment()
     if abs(env.initial_cost / setting.initial_ms - 1) > 1e-6:
         raise ValueError(f"{setting.name}: initial cost {env.initial_cost} ms here, "
                          f"{setting.initial_ms} ms in the list: not the same setting")
@@ -185,7 +176,7 @@ def taso_row(setting: LookaheadSetting) -> dict:
     """TASO's search (alpha 1.05, budget 1,000) on `setting`, from the
     planner's graph under its rules, cost model, L and size cap, timed as
     the planner is: wall and this thread's CPU seconds."""
-    env = _environment(setting)
+    env = setting.environment()
     cpu, wall = time.thread_time(), time.perf_counter()
     result = env.xfers.search(env.initial_graph, env.cost_model, alpha=TASO_ALPHA,
                               budget=TASO_BUDGET, max_ops=env.max_ops,
@@ -202,7 +193,7 @@ def greedy_merging(setting: LookaheadSetting) -> float:
     what equality saturation gets from storing each e-node once, given to
     greedy; the planner's `merge_identical` compares with this. It is the
     planner's greedy start with no decision after it."""
-    result = plan(_environment(setting),
+    result = plan(setting.environment(),
                   PlanConfig(merge_identical=True, max_decisions=0,
                              max_real_steps=NO_STEP_LIMIT, time_limit_s=3600.0))
     return result.change_pct
@@ -350,7 +341,7 @@ def export_graphs(settings: List[LookaheadSetting], config: PlanConfig, folder: 
         if not os.path.exists(path):
             print(f"{setting.name}: no {path}, not exported", file=sys.stderr)
             continue
-        result = plan(_environment(setting), config)
+        result = plan(setting.environment(), config)
         with open(path) as f:
             data = json.load(f)
         data["graphs"]["plan"] = {"estimated_ms": result.cost, "graph": result.graph.to_data(),

@@ -85,20 +85,11 @@ def greedy_merging_cost(setting: LookaheadSetting) -> float:
     """One-step greedy's cost (ms) on `setting` with identical ops merged
     in the input and after every step (`merge_identical_ops`), under the
     setting's rules, cost model and batch and greedy's usual caps."""
-    from xflowrl.engine import XferSet  # pylint: disable=import-outside-toplevel
     from xflowrl.engine.dedupe import (  # pylint: disable=import-outside-toplevel
         merge_identical_ops,
     )
-    from xflowrl.entry_points import (  # pylint: disable=import-outside-toplevel
-        cost_model_from_spec,
-        zoo_source,
-    )
-    from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT  # pylint: disable=C0415
     from xflowrl.search import greedy_walk  # pylint: disable=import-outside-toplevel
-    env = GraphEnv(zoo_source(setting.graph, setting.batch).graph,
-                   XferSet.from_name(setting.rules),
-                   cost_model_from_spec(setting.cost_model, None),
-                   EnvConfig(max_steps=NO_STEP_LIMIT))
+    env = setting.environment()
     graph = merge_identical_ops(env.initial_graph)
     while True:
         walk = greedy_walk(env, max_steps=1, start=graph)

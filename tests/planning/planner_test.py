@@ -17,6 +17,7 @@ from xflowrl.planning import (
     Planner,
     PolicyPrior,
     UniformPrior,
+    deployed_config,
     make_prior,
     plan,
 )
@@ -288,6 +289,13 @@ class PlanTest(absltest.TestCase):
         self.assertEqual(child.action[0].location, EVERYWHERE)
         with self.assertRaisesRegex(ValueError, "neutral_everywhere"):
             PlanConfig(neutral_everywhere="never")
+
+    def test_deployed_config_is_the_optimize_commands(self):
+        config = deployed_config(seed=3)
+        self.assertEqual((config.max_real_steps, config.everywhere, config.merge_identical,
+                          config.detours, config.seed), (1000, True, True, 1, 3))
+        self.assertEqual(config.neutral_everywhere, PlanConfig.neutral_everywhere)
+        self.assertEqual(deployed_config(max_real_steps=50).max_real_steps, 50)
 
     def test_a_budget_of_engine_calls_counts_the_single_rule_enumerations(self):
         # NasRNN, multi-location actions: with `count_enumerations` the

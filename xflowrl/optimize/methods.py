@@ -287,10 +287,10 @@ def _plan(env: GraphEnv, folder: str, real_steps: int, seed: int,
     greedy's graph; its
     graph and route (with merge steps where merging changed a graph:
     `xflowrl.planning.simulator.replay_route` replays it)."""
-    from xflowrl.planning import plan  # pylint: disable=import-outside-toplevel
-    config = PlanConfig(prior=f"policy:{folder}" if folder else PlanConfig.prior,
-                        max_real_steps=real_steps, everywhere=True, merge_identical=True,
-                        detours=1, seed=seed)
+    # pylint: disable=import-outside-toplevel
+    from xflowrl.planning import deployed_config, plan
+    config = deployed_config(prior=f"policy:{folder}" if folder else PlanConfig.prior,
+                             max_real_steps=real_steps, seed=seed)
     try:
         result = plan(env, config, progress=progress)
     except ValueError as e:

@@ -8,8 +8,16 @@ over the cheapest graph it reached and the route to it.
 """
 
 from xflowrl.planning.priors import CostPrior, PolicyPrior, Prior, UniformPrior, make_prior
-from xflowrl.planning.search import PlanConfig, PlanResult, Planner, STOPS, plan
+from xflowrl.planning.search import (
+    PlanConfig,
+    PlanResult,
+    Planner,
+    STOPS,
+    deployed_config,
+    plan,
+)
 from xflowrl.planning.simulator import EngineSimulator, Expansion
 
 __all__ = ["CostPrior", "EngineSimulator", "Expansion", "PlanConfig", "PlanResult", "Planner",
-           "PolicyPrior", "Prior", "STOPS", "UniformPrior", "make_prior", "plan"]
+           "PolicyPrior", "Prior", "STOPS", "UniformPrior", "deployed_config", "make_prior",
+           "plan"]

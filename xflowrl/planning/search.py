@@ -52,7 +52,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import Callable, List, NamedTuple, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
 import numpy as np
 
@@ -161,6 +161,17 @@ class PlanConfig:
         if self.rollout_steps < 0 or self.max_real_steps < 1 or self.time_limit_s <= 0:
             raise ValueError("rollout_steps must be >= 0, max_real_steps >= 1 and "
                              "time_limit_s > 0")
+
+
+def deployed_config(**changes: Any) -> PlanConfig:
+    """The configuration `xflowrl optimize --method=plan` runs:
+    multi-location actions, identical ops merged, one detour search,
+    1,000 real steps, `PlanConfig`'s defaults otherwise; `changes` replace
+    fields (the prior, the budget, the seed)."""
+    fields: Dict[str, Any] = dict(max_real_steps=1000, everywhere=True, merge_identical=True,
+                                  detours=1)
+    fields.update(changes)
+    return PlanConfig(**fields)
 
 
 class PlanResult(NamedTuple):

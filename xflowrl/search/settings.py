@@ -31,7 +31,10 @@ from __future__ import annotations
 import dataclasses
 import importlib.resources
 import json
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, TYPE_CHECKING, Tuple
+
+if TYPE_CHECKING:  # the environment is built on demand (`LookaheadSetting.environment`)
+    from xflowrl.env import GraphEnv
 
 # The format of the list; `load_settings` refuses any other.
 SETTINGS_VERSION = 2
@@ -77,6 +80,18 @@ class LookaheadSetting:
         if self.greedy_merging_ms is None:
             return None
         return 100.0 * (self.greedy_merging_ms / self.initial_ms - 1.0)
+
+    def environment(self) -> "GraphEnv":
+        """The setting's zoo graph at its batch, under its rules and cost
+        model, without a step limit: the environment its benchmark rows
+        (and every planner benchmark over the list) ran in."""
+        # pylint: disable=import-outside-toplevel
+        from xflowrl.engine import XferSet
+        from xflowrl.engine.cost import cost_model_from_spec
+        from xflowrl.entry_points import zoo_source
+        from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
+        return GraphEnv(zoo_source(self.graph, self.batch).graph, XferSet.from_name(self.rules),
+                        cost_model_from_spec(self.cost_model), EnvConfig(max_steps=NO_STEP_LIMIT))
 
     @property
     def gap_is_merging(self) -> Optional[bool]:
