@@ -34,12 +34,16 @@ known (a gap that lies in merging, not in looking ahead); TASO's search's second
 budget 1,000) in the benchmark run the list comes from, and whether the
 planner's median real steps stay within those expansions (the same unit:
 one enumeration and costing of a graph's candidates; seconds of two runs
-on a shared machine compare less well). TASO's search is also run here,
-once per setting (alpha 1.05, budget 1,000, the planner's L and size cap),
-before the setting's first seed, and timed like the planner (wall and
-this thread's CPU seconds; rows in `--taso_rows`, resumable):
-`within_taso_time` says whether the planner's median CPU seconds stay
-within that search's, two runs of one process under the same load. Then
+on a shared machine compare less well). TASO's search is also run here
+(alpha 1.05, budget 1,000, the planner's L and size cap) right before
+each planning run, once per setting and seed, and timed like the planner
+(wall and this thread's CPU seconds; rows in `--taso_rows`, one per
+setting and seed, resumable; a row without a seed, from a file written
+when TASO ran once per setting before the first seed, is seed 0's):
+`within_taso_time` says whether the planner's median CPU seconds over
+the seeds stay within the median of those searches', each pair two runs
+of one process in the same minute, so that a machine whose speed drifts
+over the hour (it does here, by up to 1.7 times) slows both alike. Then
 the counts over the settings.
 """
 
@@ -53,7 +57,7 @@ import pstats
 import statistics
 import sys
 import time
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from absl import app, flags
 
@@ -220,7 +224,8 @@ def taso_runs() -> Dict[str, dict]:
 
 
 def summarise(setting: LookaheadSetting, rows: List[dict],
-              taso: Optional[dict] = None, taso_here: Optional[dict] = None) -> dict:
+              taso: Optional[dict] = None,
+              taso_here: Optional[List[dict]] = None) -> dict:
     """The setting's line of the printed JSON (module docstring)."""
     changes = [r["change_pct"] for r in rows]
     median = statistics.median(changes)
@@ -254,13 +259,14 @@ def summarise(setting: LookaheadSetting, rows: List[dict],
     if len(cpu) == len(rows):
         out["cpu_seconds_median"] = round(statistics.median(cpu), 2)
         out["cpu_seconds_range"] = [round(min(cpu), 2), round(max(cpu), 2)]
-    if taso_here is not None:
-        out["taso_here_seconds"] = round(taso_here["seconds"], 2)
-        out["taso_here_cpu_seconds"] = round(taso_here["cpu_seconds"], 2)
-        out["taso_here_change_pct"] = round(taso_here["change_pct"], 3)
+    if taso_here:
+        taso_cpu = statistics.median(r["cpu_seconds"] for r in taso_here)
+        out["taso_here_seconds"] = round(statistics.median(r["seconds"] for r in taso_here), 2)
+        out["taso_here_cpu_seconds"] = round(taso_cpu, 2)
+        out["taso_here_runs"] = len(taso_here)
+        out["taso_here_change_pct"] = round(taso_here[0]["change_pct"], 3)
         if "cpu_seconds_median" in out:
-            out["within_taso_time"] = (statistics.median(cpu)
-                                       <= taso_here["cpu_seconds"])
+            out["within_taso_time"] = statistics.median(cpu) <= taso_cpu
     if "taso" in methods and setting.change_pct("taso") - best >= WITHIN_PT:
         out["beats_taso"] = median < setting.change_pct("taso") - TIE_PT
     return out
@@ -280,20 +286,21 @@ def main(argv):
     key = _config_key(_config(0))
     done = {(r["setting"], r["seed"]): r for r in _read_rows(FLAGS.rows, key)
             if r["config"] == key}
-    taso_done: Dict[str, dict] = {}
+    taso_done: Dict[Tuple[str, int], dict] = {}
     if FLAGS.taso_rows and os.path.exists(FLAGS.taso_rows):
         with open(FLAGS.taso_rows) as f:
-            taso_done = {r["setting"]: r for r in map(json.loads, filter(str.strip, f))}
+            taso_done = {(r["setting"], r.get("seed", 0)): r
+                         for r in map(json.loads, filter(str.strip, f))}
     # Seeds in the outer loop: a short run already covers every setting once.
     for seed in seeds:
         for setting in settings:
-            if FLAGS.taso_rows and setting.name not in taso_done:
-                # Before the setting's first planning run: the two timed
-                # under the load of the same minutes.
-                taso_done[setting.name] = taso_row(setting)
+            if FLAGS.taso_rows and (setting.name, seed) not in taso_done:
+                # Right before this seed's planning run: the two timed under
+                # the load of the same minute.
+                taso_done[(setting.name, seed)] = dict(taso_row(setting), seed=seed)
                 os.makedirs(os.path.dirname(FLAGS.taso_rows) or ".", exist_ok=True)
                 with open(FLAGS.taso_rows, "a") as f:
-                    f.write(json.dumps(taso_done[setting.name]) + "\n")
+                    f.write(json.dumps(taso_done[(setting.name, seed)]) + "\n")
             if (setting.name, seed) in done:
                 continue
             row = run_row(setting, _config(seed))
@@ -305,7 +312,8 @@ def main(argv):
                   f"steps, {row['seconds']:.1f} s, {row['stopped']}", file=sys.stderr, flush=True)
     taso = taso_runs()
     lines = [summarise(s, [done[(s.name, seed)] for seed in seeds], taso.get(s.name),
-                       taso_done.get(s.name))
+                       [taso_done[(s.name, seed)] for seed in seeds
+                        if (s.name, seed) in taso_done])
              for s in settings]
     counts = {
         "settings": len(lines),

@@ -1,7 +1,7 @@
 """benchmarks/plan_bench.py as a user runs it (a subprocess, one setting,
 one seed, a small budget): the row appended, the JSON summary and the
 Markdown table, and a second run resuming from the rows without planning
-again."""
+seed 0 again, adding seed 1 with a TASO run of its own."""
 
 import json
 import os
@@ -55,8 +55,11 @@ class PlanBenchTest(absltest.TestCase):
             self.assertIsInstance(line["within_taso_time"], bool)
             if planner_s != taso_s:
                 self.assertEqual(line["within_taso_time"], planner_s < taso_s)
-            with open(os.path.join(folder, "taso_rows.jsonl")) as f:
-                self.assertLen(f.readlines(), 1)
+            taso_rows = os.path.join(folder, "taso_rows.jsonl")
+            with open(taso_rows) as f:
+                [taso_line] = f.readlines()
+            self.assertEqual(json.loads(taso_line)["seed"], 0)
+            self.assertEqual(line["taso_here_runs"], 1)
             with open(rows) as f:
                 self.assertLen(f.readlines(), 1)
             with open(os.path.join(folder, "table.md")) as f:
@@ -67,9 +70,16 @@ class PlanBenchTest(absltest.TestCase):
             name = _SETTING.replace("/", "__") + ".json"
             shutil.copy(os.path.join(_ROOT, "benchmarks", "data", "lookahead_graphs", name),
                         exported)
-            again, _ = _run(folder, f"--export_graphs={exported}")
+            # TASO's row as a file of the older layout holds it (one per
+            # setting, no seed): seed 0's, so searched again for seed 1 only.
+            old = json.loads(taso_line)
+            del old["seed"]
+            with open(taso_rows, "w") as f:
+                f.write(json.dumps(old) + "\n")
+            again, _ = _run(folder, f"--export_graphs={exported}", "--seeds=0,1")
             self.assertEqual(again.returncode, 0, again.stderr[-2000:])
-            self.assertNotIn("seed 0:", again.stderr)   # nothing planned again
+            self.assertNotIn("seed 0:", again.stderr)   # seed 0 not planned again
+            self.assertIn("seed 1:", again.stderr)
             with open(os.path.join(exported, name)) as f:
                 graphs = json.load(f)["graphs"]
             self.assertEqual(set(graphs), {"original", "greedy", "taso", "eqsat", "plan"})
@@ -80,11 +90,14 @@ class PlanBenchTest(absltest.TestCase):
                                           / graphs["original"]["estimated_ms"] - 1),
                                    line["plan_median"], places=2)
             with open(rows) as f:
-                self.assertLen(f.readlines(), 1)
-            with open(os.path.join(folder, "taso_rows.jsonl")) as f:
-                self.assertLen(f.readlines(), 1)   # not searched again
-            self.assertEqual(json.loads(again.stdout)["settings"][0]["plan_median"],
-                             line["plan_median"])
+                self.assertLen(f.readlines(), 2)
+            with open(taso_rows) as f:
+                taso_seeds = [json.loads(t).get("seed") for t in f.readlines()]
+            self.assertEqual(taso_seeds, [None, 1])   # seed 0's not searched again
+            resumed = json.loads(again.stdout)["settings"][0]
+            self.assertEqual(resumed["taso_here_runs"], 2)
+            low, high = resumed["plan_range"]
+            self.assertBetween(line["plan_median"], low, high)
 
     def test_unknown_setting_is_refused(self):
         with tempfile.TemporaryDirectory() as folder:

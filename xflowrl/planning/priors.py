@@ -32,7 +32,7 @@ graph's hundreds of candidates get simulations at all.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Optional, Protocol
 
 import numpy as np
 
@@ -85,18 +85,33 @@ class XferCostPrior(_CostTemperature):
         scaled = -100.0 * (expansion.candidate_costs - expansion.cost) / (
             self.initial_cost * self.temperature)
         xfers = expansion.actions[:, 0]
-        active = np.unique(xfers[:singles])
-        best = np.array([scaled[:singles][xfers[:singles] == x].max() for x in active])
+        # The candidates grouped by xfer, each group in its own order (a
+        # stable sort; `Expansion` lists them xfer by xfer already), so
+        # that each group's sums add the same terms in the same order as
+        # a mask per xfer would, without one pass over all per xfer.
+        order = np.argsort(xfers[:singles], kind="stable")
+        grouped = xfers[:singles][order]
+        starts = np.flatnonzero(np.concatenate(([True], grouped[1:] != grouped[:-1])))
+        bounds = list(zip(starts.tolist(), starts[1:].tolist() + [singles]))
+        active = grouped[starts]
+        values = scaled[order]
+        best = np.array([values[s:e].max() for s, e in bounds])
         xfer_log_p = best - _log_sum_exp(best)
-        for x, log_p in zip(active, xfer_log_p):
-            rows = np.flatnonzero(xfers[:singles] == x)
-            out[rows] = log_p + scaled[rows] - _log_sum_exp(scaled[rows])
-            out[singles:][xfers[singles:] == x] = log_p
+        for (s, e), top, log_p in zip(bounds, best.tolist(), xfer_log_p):
+            group = values[s:e]
+            out[order[s:e]] = log_p + group - _log_sum_exp(group, top)
+        if len(xfers) > singles:  # multi-location actions: their xfer's probability
+            several = xfers[singles:]
+            at = np.minimum(np.searchsorted(active, several), len(active) - 1)
+            found = active[at] == several
+            out[singles:][found] = xfer_log_p[at[found]]
         return out
 
 
-def _log_sum_exp(values: np.ndarray) -> float:
-    top = float(values.max())
+def _log_sum_exp(values: np.ndarray, top: Optional[float] = None) -> float:
+    """log(sum(exp(values))), shifted by their maximum (`top`, where the
+    caller has it already)."""
+    top = float(values.max()) if top is None else top
     return top + float(np.log(np.exp(values - top).sum()))
 
 

@@ -337,7 +337,7 @@ class Planner:
     def _select(self, node: Node) -> Optional[int]:
         """pUCT's action at an interior node; None if every action is dead
         (or taken at the root only)."""
-        alive = ~node.dead & ~node.root_only
+        alive = ~(node.dead | node.root_only)
         if not alive.any():
             return None
         q = _normalise(node.action_values(), alive)
@@ -531,10 +531,13 @@ def _normalise(values: np.ndarray, alive: np.ndarray) -> np.ndarray:
     """`values` scaled to [0, 1] by the range of the `alive` ones (per
     node, as mctx's completed Q-values are); 0.5 where they are all equal."""
     live = values[alive]
-    if not len(live) or not live.max() > live.min():
+    if not len(live):
         return np.full(values.shape, 0.5)
     low, high = live.min(), live.max()
-    return np.clip((values - low) / (high - low), 0.0, 1.0)
+    if not high > low:
+        return np.full(values.shape, 0.5)
+    # np.clip's bounds, without its wrapper's checks (the same values).
+    return np.minimum(np.maximum((values - low) / (high - low), 0.0), 1.0)
 
 
 def plan(env: GraphEnv, config: Optional[PlanConfig] = None, prior: Optional[Prior] = None,

@@ -128,16 +128,23 @@ class EngineSimulator:
             return Expansion(graph, cost, locs, np.zeros((0, 2), np.int64), np.zeros(0), 0)
         valid = np.arange(self.max_locations) < counts[:, None]
         rows, columns = np.nonzero(valid)
-        actions = np.stack([active[rows], columns], axis=1).astype(np.int64)
+        several = counts >= 2 if everywhere else np.zeros(len(counts), bool)
+        singles, macros = len(rows), int(np.count_nonzero(several))
+        actions = np.empty((singles + macros, 2), np.int64)
+        actions[:singles, 0] = active[rows]
+        actions[:singles, 1] = columns
         costs = per_xfer[valid]
-        singles = len(actions)
-        if everywhere:
-            several = counts >= 2
-            if several.any():
-                macro = np.stack([active[several], np.full(several.sum(), EVERYWHERE)], axis=1)
-                actions = np.concatenate([actions, macro.astype(np.int64)])
-                gains = np.minimum(np.nan_to_num(per_xfer[several] - cost, nan=0.0), 0.0)
-                costs = np.concatenate([costs, cost + gains.sum(axis=1)])
+        if macros:
+            actions[singles:, 0] = active[several]
+            actions[singles:, 1] = EVERYWHERE
+            # An invalid location's cost is NaN: no gain (np.nan_to_num's
+            # result, without its checks, where no cost is infinite).
+            changes = per_xfer[several] - cost
+            changes[np.isnan(changes)] = 0.0
+            if np.isinf(changes).any():
+                changes = np.nan_to_num(changes)
+            gains = np.minimum(changes, 0.0)
+            costs = np.concatenate([costs, cost + gains.sum(axis=1)])
         return Expansion(graph, cost, locs, actions, costs, singles)
 
     def child(self, expansion: Expansion, index: int) -> Tuple[Graph, Tuple[Step, ...]]:
