@@ -294,7 +294,7 @@ class PlanTest(absltest.TestCase):
         config = deployed_config(seed=3)
         self.assertEqual((config.max_real_steps, config.everywhere, config.merge_identical,
                           config.detours, config.seed), (1000, True, True, 1, 3))
-        self.assertEqual(config.neutral_everywhere, PlanConfig.neutral_everywhere)
+        self.assertEqual(config.neutral_everywhere, "root")
         self.assertEqual(deployed_config(max_real_steps=50).max_real_steps, 50)
 
     def test_a_budget_of_engine_calls_counts_the_single_rule_enumerations(self):
