@@ -46,7 +46,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 import sys
 import time
 from typing import Any, Dict, List
@@ -54,6 +53,7 @@ from typing import Any, Dict, List
 from absl import app, flags
 
 from eqsat_time import summarise, summary_of_report
+from tree_workers import TreeWorker, serve
 
 FLAGS = flags.FLAGS
 ZOO = ("squeezenet1_1", "resnet18", "vgg19", "resnext50", "resnet50_taso", "bert", "vit",
@@ -153,66 +153,20 @@ def egraph_digest(eg, trace) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def serve() -> None:
-    """The worker's loop."""
-    worker = _Worker()
-    print(json.dumps({"ready": True}), flush=True)
-    for line in sys.stdin:
-        call = json.loads(line)
-        try:
-            out = worker.run(call)
-        except Exception as error:  # pylint: disable=broad-except
-            out = {"error": f"{type(error).__name__}: {error}"}
-        print(json.dumps(out), flush=True)
-
-
 # ---------------------------------------------------------------------------
-# The parent.
-
-class _Process:
-    """A worker process on one source tree."""
-
-    def __init__(self, tree: str):
-        tree = os.path.abspath(tree)
-        env = dict(os.environ, PYTHONPATH=tree, OMP_NUM_THREADS="1")
-        self.tree = tree
-        self.proc = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--worker"], cwd=tree, env=env,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
-        self._read()
-
-    def _read(self) -> dict:
-        assert self.proc.stdout is not None
-        while True:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError(f"the worker on {self.tree} ended")
-            if line.startswith("{"):
-                return json.loads(line)
-
-    def call(self, call: dict) -> dict:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(call) + "\n")
-        self.proc.stdin.flush()
-        return self._read()
-
-    def close(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        self.proc.wait(timeout=60)
-
+# The parent: a worker per tree (`tree_workers`), calls interleaved.
 
 def main(argv):
     del argv
     if FLAGS.worker:
-        serve()
+        serve(_Worker().run)
         return
     if FLAGS.from_json:
         print(json.dumps(summary_of_report(FLAGS.from_json), indent=1))
         return
     trees = [os.path.abspath(t) for t in FLAGS.trees]
     load_before = os.getloadavg()
-    procs = [_Process(t) for t in trees]
+    procs = [TreeWorker(__file__, t) for t in trees]
     calls: List[dict] = []
     try:
         for round_ in range(FLAGS.rounds):

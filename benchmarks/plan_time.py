@@ -1,0 +1,82 @@
+"""The summary of `plan_time_bench.py`'s calls: per source tree the
+planner's CPU against TASO's search's, timed side by side, and each later
+tree against the first, setting by setting.
+
+Defines no flags, so tests and other scripts import it beside any benchmark.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from typing import Any, Dict, List, Sequence, Tuple
+
+from eqsat_time import spread
+
+# What a planning run hands over and how it got there: a later tree whose
+# runs differ in any of these did not just get faster.
+RESULT_FIELDS = ("cost_ms", "route", "real_steps", "rule_enumerations", "applies",
+                 "decisions", "nodes", "stopped")
+
+
+def summarise(calls: List[dict], trees: Sequence[str]) -> Dict[str, Any]:
+    """Per tree: the spread over settings of the planner's median CPU, of
+    its ratio to TASO's median CPU, and in how many settings it is within
+    TASO's; per later tree: its median CPU over the first tree's per
+    setting, and the runs whose results differ from the first tree's."""
+    by: Dict[Tuple[str, str, str], List[dict]] = {}
+    for c in calls:
+        if "error" not in c:
+            by.setdefault((c["method"], c["tree"], c["setting"]), []).append(c)
+    settings = sorted({c["setting"] for c in calls})
+
+    def medians(method: str, tree: str) -> Dict[str, float]:
+        return {s: statistics.median(c["cpu_seconds"] for c in by[(method, tree, s)])
+                for s in settings if (method, tree, s) in by}
+
+    out: Dict[str, Any] = {"settings": len(settings),
+                           "errors": [c for c in calls if "error" in c]}
+    taso = medians("taso", trees[0])
+    if taso:
+        out["taso"] = {"cpu_seconds": spread(list(taso.values()))}
+    first = medians("plan", trees[0])
+    for tree in trees:
+        plan = medians("plan", tree)
+        if not plan:
+            continue
+        entry: Dict[str, Any] = {"cpu_seconds": spread(list(plan.values()))}
+        both = [s for s in plan if s in taso]
+        if both:
+            entry["over_taso"] = spread([plan[s] / max(taso[s], 1e-6) for s in both])
+            entry["within_taso_time"] = sum(plan[s] <= taso[s] for s in both)
+            entry["within_taso_time_of"] = len(both)
+        if tree != trees[0]:
+            common = [s for s in plan if s in first]
+            if common:
+                ratios = [plan[s] / max(first[s], 1e-6) for s in common]
+                entry["over_first_tree"] = spread(ratios)
+                entry["faster_than_first_tree"] = sum(r < 1.0 for r in ratios)
+            entry["results_differ"] = _differing(by, tree, trees[0], settings)
+        out[f"plan {tree}"] = entry
+    return out
+
+
+def _differing(by: Dict[Tuple[str, str, str], List[dict]], tree: str, first: str,
+               settings: Sequence[str]) -> List[str]:
+    """'setting seed N' for each run whose results differ between the two trees."""
+    out = []
+    for s in settings:
+        theirs = {c["seed"]: c for c in by.get(("plan", first, s), [])}
+        for c in by.get(("plan", tree, s), []):
+            other = theirs.get(c["seed"])
+            if other is not None and any(c.get(f) != other.get(f) for f in RESULT_FIELDS):
+                out.append(f"{s} seed {c['seed']}")
+    return sorted(set(out))
+
+
+def summary_of_report(path: str) -> Dict[str, Any]:
+    """The summary of a report the benchmark saved (`--out_json`), made again
+    from its calls."""
+    with open(path) as f:
+        saved = json.load(f)
+    return summarise(saved["calls"], saved["trees"])

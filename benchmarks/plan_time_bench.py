@@ -1,0 +1,162 @@
+"""The deployed planner's CPU against TASO's search, and source trees
+against each other, measured interleaved; prints JSON.
+
+    python benchmarks/plan_time_bench.py [--settings=all] [--seeds=0,1,2]
+        [--trees=/tmp/before,.] [--config='{"neutral_everywhere": "search"}']
+        [--rounds=1] [--out_json=PATH]
+    python benchmarks/plan_time_bench.py --from_json=REPORT.json   # its summary again
+
+The planning issue's time target is the deployed planner (`xflowrl optimize
+--method=plan`, `xflowrl.planning.deployed_config()`) within the CPU time
+of TASO's search at budget 1,000 (alpha 1.05) on the settings list. On a
+shared machine two timings compare only when they run under the same
+load, so this benchmark runs, per setting, seed and round, TASO's search
+and then the planner of each source tree of `--trees`, one after the
+other (the order reversed every other time), each in a long-lived worker
+process of its tree (`tree_workers`: imports and the settings' graphs
+loaded once; TASO's search runs in the first tree's worker). Each call's
+figure is its thread's CPU time. The planner runs `deployed_config(seed=
+SEED, time_limit_s=600)` with `--config`'s fields replaced (JSON), so that
+two trees run the same configuration; `benchmarks/plan_bench.py` measures
+the planner's results on the list.
+
+The report: every call (setting, seed, round, method, tree, CPU and wall
+seconds; the planner's cost, route digest, real steps, applies,
+enumerations, decisions, nodes and stop; TASO's change and expansions),
+and its summary (`plan_time.summarise`): per tree the spread over settings
+of the planner's median CPU, of its ratio to TASO's, and the settings
+within TASO's time; per later tree its median CPU over the first tree's
+per setting, how often it is faster, and the runs whose results differ
+from the first tree's (a speed-up that changes nothing lists none).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from typing import Any, Dict, List
+
+from absl import app, flags
+
+from plan_time import summarise, summary_of_report
+from tree_workers import TreeWorker, serve
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("settings", "all", "'all' or comma-separated names of the settings list")
+flags.DEFINE_list("seeds", ["0", "1", "2"], "Planner seeds.")
+flags.DEFINE_list("trees", ["."], "Source trees whose planner is timed (each holds the "
+                  "xflowrl package with its engine built); TASO's search runs in the first.")
+flags.DEFINE_string("config", "{}", "JSON: fields of deployed_config() to replace in every "
+                    "tree (e.g. {\"neutral_everywhere\": \"search\"}).")
+flags.DEFINE_integer("rounds", 1, "Runs per setting, seed and method, interleaved.")
+flags.DEFINE_bool("taso", True, "Time TASO's search too.")
+flags.DEFINE_string("out_json", "", "Write the report here as well.")
+flags.DEFINE_bool("worker", False, "Internal: serve calls on stdin (one JSON per line).")
+flags.DEFINE_string("from_json", "", "Print the summary of a report this benchmark saved "
+                    "(--out_json) again, from its calls; runs nothing.")
+
+
+class _Worker:
+    """Runs calls in this process; each setting's environment made once."""
+
+    def __init__(self):
+        from xflowrl.search.settings import load_settings  # pylint: disable=C0415
+        self._settings = {s.name: s for s in load_settings()}
+        self._envs: Dict[str, Any] = {}
+
+    def run(self, call: dict) -> dict:
+        from xflowrl.engine.xfers import TASO_ALPHA, TASO_BUDGET  # pylint: disable=C0415
+        from xflowrl.planning import deployed_config, plan  # pylint: disable=C0415
+        name = call["setting"]
+        if name not in self._envs:
+            self._envs[name] = self._settings[name].environment()
+        env = self._envs[name]
+        cpu, wall = time.thread_time(), time.perf_counter()
+        if call["method"] == "taso":
+            r = env.xfers.search(env.initial_graph, env.cost_model, alpha=TASO_ALPHA,
+                                 budget=TASO_BUDGET, max_ops=env.max_ops,
+                                 max_locations=env.config.max_locations)
+            cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
+            return {"cpu_seconds": cpu, "seconds": wall, "expansions": r.expansions,
+                    "change_pct": 100.0 * (r.best_cost / env.initial_cost - 1.0)}
+        config = deployed_config(**dict({"time_limit_s": 600.0}, **call["config"],
+                                        seed=call["seed"]))
+        result = plan(env, config)
+        cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
+        route = hashlib.sha256(json.dumps(result.applied).encode()).hexdigest()[:16]
+        return {"cpu_seconds": cpu, "seconds": wall, "cost_ms": result.cost,
+                "change_pct": result.change_pct, "route": route,
+                "real_steps": result.real_steps, "applies": result.applies,
+                "rule_enumerations": result.rule_enumerations,
+                "decisions": result.decisions, "nodes": result.nodes,
+                "stopped": result.stopped}
+
+
+def _setting_names() -> List[str]:
+    from xflowrl.search.settings import load_settings  # pylint: disable=C0415
+    names = [s.name for s in load_settings()]
+    if FLAGS.settings == "all":
+        return names
+    wanted = FLAGS.settings.split(",")
+    unknown = sorted(set(wanted) - set(names))
+    if unknown:
+        raise app.UsageError(f"unknown settings {unknown}; the list has {names}")
+    return wanted
+
+
+def main(argv):
+    del argv
+    if FLAGS.worker:
+        serve(_Worker().run)
+        return
+    if FLAGS.from_json:
+        print(json.dumps(summary_of_report(FLAGS.from_json), indent=1))
+        return
+    try:
+        config = json.loads(FLAGS.config)
+    except json.JSONDecodeError as e:
+        raise app.UsageError(f"--config is not JSON: {e}")
+    if not isinstance(config, dict) or "seed" in config:
+        raise app.UsageError("--config is a JSON object of deployed_config() fields "
+                             "other than the seed")
+    names = _setting_names()
+    seeds = [int(s) for s in FLAGS.seeds]
+    trees = [os.path.abspath(t) for t in FLAGS.trees]
+    load_before = os.getloadavg()
+    workers = [TreeWorker(__file__, t) for t in trees]
+    calls: List[dict] = []
+    turn = 0
+    try:
+        for round_ in range(FLAGS.rounds):
+            for seed in seeds:
+                for name in names:
+                    jobs = ([("taso", 0)] if FLAGS.taso else []) + \
+                        [("plan", k) for k in range(len(trees))]
+                    if turn % 2:  # alternate who goes first
+                        jobs.reverse()
+                    turn += 1
+                    for method, k in jobs:
+                        got = workers[k].call({"method": method, "setting": name,
+                                               "seed": seed, "config": config})
+                        got.update(setting=name, seed=seed, round=round_, method=method,
+                                   tree=trees[k], load=os.getloadavg()[0])
+                        calls.append(got)
+                        print(json.dumps(got), file=sys.stderr, flush=True)
+    finally:
+        for w in workers:
+            w.close()
+    report = {"config": config, "seeds": seeds, "rounds": FLAGS.rounds, "trees": trees,
+              "load_before": load_before, "load_after": os.getloadavg(),
+              "summary": summarise(calls, trees), "calls": calls}
+    if FLAGS.out_json:
+        os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out_json)), exist_ok=True)
+        with open(FLAGS.out_json, "w") as f:
+            f.write(json.dumps(report, indent=1) + "\n")
+    print(json.dumps(report["summary"], indent=1))
+
+
+if __name__ == "__main__":
+    app.run(main)
