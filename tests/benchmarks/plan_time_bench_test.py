@@ -1,0 +1,103 @@
+"""benchmarks/plan_time_bench.py: its summary (benchmarks/plan_time.py,
+which defines no flags) on made-up calls, and a run as a user makes it (a
+subprocess, one setting, one seed, the same tree twice), with
+`--from_json` and a bad `--config`."""
+
+import json
+import os
+import sys
+import tempfile
+
+from absl.testing import absltest
+
+from tests import entry_point
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(_ROOT, "benchmarks"))
+
+import plan_time  # noqa: E402  pylint: disable=wrong-import-position
+
+_SETTING = "squeezenet1_1/tensat/analytic-v100"
+
+
+def _plan(setting, tree, seed, cpu, cost=1.0, route="r"):
+    return {"setting": setting, "method": "plan", "tree": tree, "seed": seed,
+            "cpu_seconds": cpu, "cost_ms": cost, "route": route, "real_steps": 10,
+            "rule_enumerations": 0, "applies": 5, "decisions": 2, "nodes": 7,
+            "stopped": "no_improvement"}
+
+
+def _taso(setting, seed, cpu):
+    return {"setting": setting, "method": "taso", "tree": "/a", "seed": seed,
+            "cpu_seconds": cpu}
+
+
+class SummaryTest(absltest.TestCase):
+
+    def test_trees_against_taso_and_against_the_first(self):
+        # Tree /b takes half, the same and twice /a's CPU on three settings
+        # (medians over two seeds); on g/z seed 1 it hands over another route.
+        calls = []
+        for seed in (0, 1):
+            calls += [_taso("g/x", seed, 2.0), _plan("g/x", "/a", seed, 1.0 + seed),
+                      _plan("g/x", "/b", seed, 0.5 + seed / 2),
+                      _taso("g/y", seed, 1.0), _plan("g/y", "/a", seed, 2.0),
+                      _plan("g/y", "/b", seed, 2.0),
+                      _taso("g/z", seed, 1.0), _plan("g/z", "/a", seed, 0.5),
+                      _plan("g/z", "/b", seed, 1.0, route="r" if seed == 0 else "other")]
+        calls.append({"setting": "g/x", "method": "plan", "tree": "/b", "seed": 2,
+                      "error": "RuntimeError: boom"})
+        summary = plan_time.summarise(calls, ["/a", "/b"])
+        self.assertEqual(summary["settings"], 3)
+        self.assertLen(summary["errors"], 1)
+        self.assertEqual(summary["taso"]["cpu_seconds"]["median"], 1.0)
+        first, later = summary["plan /a"], summary["plan /b"]
+        # /a: medians 1.5, 2.0 and 0.5 against TASO's 2.0, 1.0 and 1.0.
+        self.assertEqual((first["within_taso_time"], first["within_taso_time_of"]), (2, 3))
+        self.assertEqual(first["over_taso"]["median"], 0.75)
+        self.assertNotIn("over_first_tree", first)
+        # /b: 0.75, 2.0 and 1.0.
+        self.assertEqual(later["within_taso_time"], 2)
+        self.assertEqual(later["over_first_tree"]["min"], 0.5)
+        self.assertEqual(later["over_first_tree"]["median"], 1.0)
+        self.assertEqual(later["over_first_tree"]["max"], 2.0)
+        self.assertEqual(later["faster_than_first_tree"], 1)
+        self.assertEqual(later["results_differ"], ["g/z seed 1"])
+
+
+class RunTest(absltest.TestCase):
+
+    def _run(self, *args):
+        return entry_point.run(
+            [sys.executable, os.path.join(_ROOT, "benchmarks", "plan_time_bench.py"), *args],
+            capture_output=True, text=True, cwd=_ROOT, timeout=600)
+
+    def test_the_same_tree_twice_gives_the_same_results(self):
+        with tempfile.TemporaryDirectory() as folder:
+            out = os.path.join(folder, "report.json")
+            done = self._run(f"--settings={_SETTING}", "--seeds=0", "--trees=.,.",
+                             '--config={"max_real_steps": 30}', f"--out_json={out}")
+            self.assertEqual(done.returncode, 0, done.stderr[-2000:])
+            summary = json.loads(done.stdout)
+            with open(out) as f:
+                report = json.load(f)
+            self.assertEqual(report["config"], {"max_real_steps": 30})
+            self.assertEqual([c["method"] for c in report["calls"]], ["taso", "plan", "plan"])
+            plans = [c for c in report["calls"] if c["method"] == "plan"]
+            for c in plans:
+                self.assertGreater(c["cpu_seconds"], 0)
+                self.assertLessEqual(c["real_steps"], 30 + 1)
+            self.assertEqual(plans[0]["route"], plans[1]["route"])
+            self.assertEqual(summary["plan " + _ROOT]["within_taso_time_of"], 1)
+            again = self._run(f"--from_json={out}")
+            self.assertEqual(again.returncode, 0, again.stderr[-2000:])
+            self.assertEqual(json.loads(again.stdout), summary)
+
+    def test_a_config_that_is_not_a_json_object_is_refused(self):
+        done = self._run(f"--settings={_SETTING}", "--config=[1]")
+        self.assertNotEqual(done.returncode, 0)
+        self.assertIn("--config is a JSON object", done.stderr)
+
+
+if __name__ == "__main__":
+    absltest.main()
