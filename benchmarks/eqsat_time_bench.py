@@ -44,16 +44,14 @@ the load average before and after.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import sys
 import time
 from typing import Any, Dict, List
 
 from absl import app, flags
 
 from eqsat_time import summarise, summary_of_report
-from tree_workers import TreeWorker, serve
+from tree_workers import define_flags, dispatch, report_out, run_calls
 
 FLAGS = flags.FLAGS
 ZOO = ("squeezenet1_1", "resnet18", "vgg19", "resnext50", "resnet50_taso", "bert", "vit",
@@ -63,16 +61,8 @@ flags.DEFINE_list("rules", ["tensat", "taso", "default", "generated", "primitive
                   "Named rule sets.")
 flags.DEFINE_integer("batch", 1, "Batch size the zoo graphs are built at.")
 flags.DEFINE_string("cost_model", "analytic/v100", "Cost model, BACKEND/PROFILE.")
-flags.DEFINE_integer("rounds", 1, "Runs per setting and method, interleaved.")
-flags.DEFINE_list("trees", ["."], "Source trees whose equality saturation is timed (each "
-                  "holds the xflowrl package with its engine built); TASO's search runs in "
-                  "the first.")
 flags.DEFINE_float("taso_time_limit", 60.0, "TASO's search: wall-clock limit (s).")
-flags.DEFINE_bool("taso", True, "Time TASO's search too.")
-flags.DEFINE_string("out_json", "", "Write the report here as well.")
-flags.DEFINE_bool("worker", False, "Internal: serve calls on stdin (one JSON per line).")
-flags.DEFINE_string("from_json", "", "Print the summary of a report this benchmark saved "
-                    "(--out_json) again, from its calls; runs nothing.")
+define_flags("equality saturation")
 
 
 # ---------------------------------------------------------------------------
@@ -156,48 +146,34 @@ def egraph_digest(eg, trace) -> str:
 # ---------------------------------------------------------------------------
 # The parent: a worker per tree (`tree_workers`), calls interleaved.
 
+def _schedule(trees: List[str]):
+    """Per round and setting: TASO's search, then each tree's equality
+    saturation (reversed every other round)."""
+    for round_ in range(FLAGS.rounds):
+        for graph in FLAGS.graphs:
+            for rules in FLAGS.rules:
+                base = {"graph": graph, "rules": rules, "batch": FLAGS.batch,
+                        "cost_model": FLAGS.cost_model,
+                        "taso_time_limit": FLAGS.taso_time_limit}
+                jobs = ([("taso", 0)] if FLAGS.taso else []) + \
+                    [("eqsat", k) for k in range(len(trees))]
+                if round_ % 2:  # alternate who goes first
+                    jobs.reverse()
+                yield [(k, dict(base, method=method),
+                        {"setting": f"{graph}/{rules}", "round": round_, "method": method})
+                       for method, k in jobs]
+
+
 def main(argv):
     del argv
-    if FLAGS.worker:
-        serve(_Worker().run)
-        return
-    if FLAGS.from_json:
-        print(json.dumps(summary_of_report(FLAGS.from_json), indent=1))
+    if dispatch(lambda: _Worker().run, summary_of_report):
         return
     trees = [os.path.abspath(t) for t in FLAGS.trees]
     load_before = os.getloadavg()
-    procs = [TreeWorker(__file__, t) for t in trees]
-    calls: List[dict] = []
-    try:
-        for round_ in range(FLAGS.rounds):
-            for graph in FLAGS.graphs:
-                for rules in FLAGS.rules:
-                    setting = f"{graph}/{rules}"
-                    base = {"graph": graph, "rules": rules, "batch": FLAGS.batch,
-                            "cost_model": FLAGS.cost_model,
-                            "taso_time_limit": FLAGS.taso_time_limit}
-                    jobs = ([("taso", 0)] if FLAGS.taso else []) + \
-                        [("eqsat", k) for k in range(len(trees))]
-                    if round_ % 2:  # alternate who goes first
-                        jobs.reverse()
-                    for method, k in jobs:
-                        got = procs[k].call(dict(base, method=method))
-                        got.update(setting=setting, round=round_, method=method,
-                                   tree=trees[k], load=os.getloadavg()[0])
-                        calls.append(got)
-                        print(json.dumps(got), file=sys.stderr, flush=True)
-    finally:
-        for p in procs:
-            p.close()
-    report = {"cost_model": FLAGS.cost_model, "batch": FLAGS.batch, "rounds": FLAGS.rounds,
-              "trees": trees, "load_before": load_before, "load_after": os.getloadavg(),
-              "summary": summarise(calls, trees), "calls": calls}
-    text = json.dumps(report, indent=1)
-    if FLAGS.out_json:
-        os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out_json)), exist_ok=True)
-        with open(FLAGS.out_json, "w") as f:
-            f.write(text + "\n")
-    print(json.dumps(report["summary"], indent=1))
+    calls = run_calls(__file__, trees, _schedule(trees))
+    report_out({"cost_model": FLAGS.cost_model, "batch": FLAGS.batch, "rounds": FLAGS.rounds,
+                "trees": trees, "load_before": load_before, "load_after": os.getloadavg(),
+                "summary": summarise(calls, trees), "calls": calls})
 
 
 if __name__ == "__main__":

@@ -35,28 +35,20 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 import time
 from typing import Any, Dict, List
 
 from absl import app, flags
 
 from plan_time import summarise, summary_of_report
-from tree_workers import TreeWorker, serve
+from tree_workers import define_flags, dispatch, report_out, run_calls
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("settings", "all", "'all' or comma-separated names of the settings list")
 flags.DEFINE_list("seeds", ["0", "1", "2"], "Planner seeds.")
-flags.DEFINE_list("trees", ["."], "Source trees whose planner is timed (each holds the "
-                  "xflowrl package with its engine built); TASO's search runs in the first.")
 flags.DEFINE_string("config", "{}", "JSON: fields of deployed_config() to replace in every "
                     "tree (e.g. {\"neutral_everywhere\": \"search\"}).")
-flags.DEFINE_integer("rounds", 1, "Runs per setting, seed and method, interleaved.")
-flags.DEFINE_bool("taso", True, "Time TASO's search too.")
-flags.DEFINE_string("out_json", "", "Write the report here as well.")
-flags.DEFINE_bool("worker", False, "Internal: serve calls on stdin (one JSON per line).")
-flags.DEFINE_string("from_json", "", "Print the summary of a report this benchmark saved "
-                    "(--out_json) again, from its calls; runs nothing.")
+define_flags("planner")
 
 
 class _Worker:
@@ -107,13 +99,26 @@ def _setting_names() -> List[str]:
     return wanted
 
 
+def _schedule(names: List[str], seeds: List[int], trees: List[str], config: dict):
+    """Per round, seed and setting: TASO's search, then each tree's planner
+    (reversed every other time)."""
+    turn = 0
+    for round_ in range(FLAGS.rounds):
+        for seed in seeds:
+            for name in names:
+                jobs = ([("taso", 0)] if FLAGS.taso else []) + \
+                    [("plan", k) for k in range(len(trees))]
+                if turn % 2:  # alternate who goes first
+                    jobs.reverse()
+                turn += 1
+                yield [(k, {"method": method, "setting": name, "seed": seed, "config": config},
+                        {"setting": name, "seed": seed, "round": round_, "method": method})
+                       for method, k in jobs]
+
+
 def main(argv):
     del argv
-    if FLAGS.worker:
-        serve(_Worker().run)
-        return
-    if FLAGS.from_json:
-        print(json.dumps(summary_of_report(FLAGS.from_json), indent=1))
+    if dispatch(lambda: _Worker().run, summary_of_report):
         return
     try:
         config = json.loads(FLAGS.config)
@@ -126,36 +131,10 @@ def main(argv):
     seeds = [int(s) for s in FLAGS.seeds]
     trees = [os.path.abspath(t) for t in FLAGS.trees]
     load_before = os.getloadavg()
-    workers = [TreeWorker(__file__, t) for t in trees]
-    calls: List[dict] = []
-    turn = 0
-    try:
-        for round_ in range(FLAGS.rounds):
-            for seed in seeds:
-                for name in names:
-                    jobs = ([("taso", 0)] if FLAGS.taso else []) + \
-                        [("plan", k) for k in range(len(trees))]
-                    if turn % 2:  # alternate who goes first
-                        jobs.reverse()
-                    turn += 1
-                    for method, k in jobs:
-                        got = workers[k].call({"method": method, "setting": name,
-                                               "seed": seed, "config": config})
-                        got.update(setting=name, seed=seed, round=round_, method=method,
-                                   tree=trees[k], load=os.getloadavg()[0])
-                        calls.append(got)
-                        print(json.dumps(got), file=sys.stderr, flush=True)
-    finally:
-        for w in workers:
-            w.close()
-    report = {"config": config, "seeds": seeds, "rounds": FLAGS.rounds, "trees": trees,
-              "load_before": load_before, "load_after": os.getloadavg(),
-              "summary": summarise(calls, trees), "calls": calls}
-    if FLAGS.out_json:
-        os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out_json)), exist_ok=True)
-        with open(FLAGS.out_json, "w") as f:
-            f.write(json.dumps(report, indent=1) + "\n")
-    print(json.dumps(report["summary"], indent=1))
+    calls = run_calls(__file__, trees, _schedule(names, seeds, trees, config))
+    report_out({"config": config, "seeds": seeds, "rounds": FLAGS.rounds, "trees": trees,
+                "load_before": load_before, "load_after": os.getloadavg(),
+                "summary": summarise(calls, trees), "calls": calls})
 
 
 if __name__ == "__main__":

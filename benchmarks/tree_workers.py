@@ -9,7 +9,9 @@ Imports, rule sets and graphs are then loaded once per worker, and calls
 to the trees can be interleaved setting by setting, so that what they
 measure runs under the same load.
 
-Defines no flags, so tests and other scripts import it beside any benchmark.
+Defines no flags when imported, so tests and other scripts import it beside
+any benchmark; a benchmark script calls `define_flags` for the flags every
+such benchmark shares.
 """
 
 from __future__ import annotations
@@ -18,7 +20,29 @@ import json
 import os
 import subprocess
 import sys
-from typing import Callable
+from typing import Any, Callable, Dict, Iterable, List, Sequence, Tuple
+
+from absl import flags
+
+FLAGS = flags.FLAGS
+# One call of a schedule: the tree's index in --trees, the call, and the
+# fields its answer is recorded with.
+Job = Tuple[int, dict, Dict[str, Any]]
+
+
+def define_flags(timed: str) -> None:
+    """The flags of a benchmark of source trees: --trees (whose `timed` is
+    timed; TASO's search runs in the first), --rounds, --taso, --out_json,
+    --from_json and --worker."""
+    flags.DEFINE_list("trees", ["."], f"Source trees whose {timed} is timed (each holds the "
+                      "xflowrl package with its engine built); TASO's search runs in the "
+                      "first.")
+    flags.DEFINE_integer("rounds", 1, "Runs per setting and method, interleaved.")
+    flags.DEFINE_bool("taso", True, "Time TASO's search too.")
+    flags.DEFINE_string("out_json", "", "Write the report here as well.")
+    flags.DEFINE_bool("worker", False, "Internal: serve calls on stdin (one JSON per line).")
+    flags.DEFINE_string("from_json", "", "Print the summary of a report this benchmark saved "
+                        "(--out_json) again, from its calls; runs nothing.")
 
 
 def serve(run: Callable[[dict], dict]) -> None:
@@ -67,3 +91,44 @@ class TreeWorker:
         if self.proc.stdin is not None:
             self.proc.stdin.close()
         self.proc.wait(timeout=60)
+
+
+def dispatch(make_worker: Callable[[], Callable[[dict], dict]],
+             summary_of_report: Callable[[str], dict]) -> bool:
+    """--worker (serve `make_worker()`'s calls) and --from_json (print the
+    saved report's summary again); True where one of them ran."""
+    if FLAGS.worker:
+        serve(make_worker())
+        return True
+    if FLAGS.from_json:
+        print(json.dumps(summary_of_report(FLAGS.from_json), indent=1))
+        return True
+    return False
+
+
+def run_calls(script: str, trees: Sequence[str], schedule: Iterable[List[Job]]) -> List[dict]:
+    """Each job of `schedule` in turn, on its tree's worker; the answers, each
+    with its job's fields, its tree and the load average, also printed to
+    stderr as they come."""
+    workers = [TreeWorker(script, t) for t in trees]
+    calls: List[dict] = []
+    try:
+        for jobs in schedule:
+            for k, call, fields in jobs:
+                got = workers[k].call(call)
+                got.update(fields, tree=trees[k], load=os.getloadavg()[0])
+                calls.append(got)
+                print(json.dumps(got), file=sys.stderr, flush=True)
+    finally:
+        for worker in workers:
+            worker.close()
+    return calls
+
+
+def report_out(report: Dict[str, Any]) -> None:
+    """Writes `report` to --out_json (where given) and prints its summary."""
+    if FLAGS.out_json:
+        os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out_json)), exist_ok=True)
+        with open(FLAGS.out_json, "w") as f:
+            f.write(json.dumps(report, indent=1) + "\n")
+    print(json.dumps(report["summary"], indent=1))
