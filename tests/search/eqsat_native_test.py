@@ -7,6 +7,7 @@ matches left out and incremental root restrictions; saturation with it
 ends in the same e-graph; bad arguments are Python exceptions."""
 
 import random
+from unittest import mock
 
 from absl.testing import absltest, parameterized
 
@@ -14,6 +15,7 @@ from xflowrl import _engine, zoo
 from xflowrl.engine import XferSet
 from xflowrl.rules.sets import RULE_SETS
 from xflowrl.search.eqsat import EqsatConfig, compile_rules, graph_to_egraph, saturate
+from xflowrl.search.eqsat import native as native_module
 from xflowrl.search.eqsat.egraph import EGraph
 from xflowrl.search.eqsat.native import NativeMatcher
 from xflowrl.search.eqsat.saturation import _above, _parents, _readers
@@ -90,6 +92,27 @@ class NativeMatcherTest(parameterized.TestCase):
         _scramble(eg, 40, seed)
         self.assertGreaterEqual(max(len(eg.live_nodes(c)) for c in eg.classes()), 3)
         self.assertGreater(self._compare(eg, rewrites, _UNLIMITED), 0)
+
+    def test_rewrites_registered_before_are_replayed_with_the_same_patterns(self):
+        eg, rewrites = _grown("squeezenet1_1", "default", 1, new_nodes=300)
+        native_module._REGISTERED.clear()
+        fresh = NativeMatcher(rewrites)
+        with mock.patch.object(NativeMatcher, "_register",
+                               side_effect=AssertionError("registered again")):
+            again = NativeMatcher(list(rewrites))   # another list of the same rewrites
+        fresh.sync(eg)
+        again.sync(eg)
+        total = 0
+        for rw in rewrites:
+            want = fresh.matches(rw, _UNLIMITED)
+            self.assertEqual(_as_tuples(again.matches(rw, _UNLIMITED)), _as_tuples(want))
+            total += len(want)
+        self.assertGreater(total, 0)
+        # Other lists are registered afresh, and only the last few are kept.
+        for k in range(1, native_module._REMEMBERED + 2):
+            NativeMatcher(rewrites[:k])
+        self.assertLen(native_module._REGISTERED, native_module._REMEMBERED)
+        self.assertNotIn(tuple(map(id, rewrites)), native_module._REGISTERED)
 
     def test_applied_matches_are_left_out_and_not_counted(self):
         eg, rewrites = _grown("squeezenet1_1", "taso", 1, new_nodes=500)

@@ -17,8 +17,9 @@ stays the reference (`EqsatConfig.matcher="python"`).
 
 from __future__ import annotations
 
+import collections
 import itertools
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from xflowrl import _engine
 from xflowrl.search.eqsat.egraph import EGraph, OUT
@@ -28,19 +29,59 @@ _KINDS = {"scan": 0, "down": 1, "up": 2}
 Signature = Tuple[str, int, tuple]   # (op type, arity, constraints)
 
 
+class _Registered(NamedTuple):
+    """What registering a list of rewrites worked out, for the next matcher of
+    the same list (`rewrites` keeps them alive, so that their ids stay theirs)."""
+    rewrites: List[Rewrite]
+    added: List[tuple]
+    type_code: Dict[str, int]
+    signatures_of_type: Dict[str, List[Tuple[int, int, tuple]]]
+    pattern: Dict[int, Tuple[int, List[int]]]
+
+
+# The last few lists of rewrites registered (a run of equality saturation
+# registers its rule set's rewrites, `saturation.compile_rules`' cached
+# list, once; about 40 ms of Python for the 1,678 rules of `default`, of
+# which the engine's own calls are a fifth).
+_REGISTERED: "collections.OrderedDict[tuple, _Registered]" = collections.OrderedDict()
+_REMEMBERED = 4
+
+
+def _remember(key: tuple, registered: "_Registered") -> None:
+    _REGISTERED[key] = registered
+    _REGISTERED.move_to_end(key)
+    while len(_REGISTERED) > _REMEMBERED:
+        _REGISTERED.popitem(last=False)
+
+
 class NativeMatcher:
     """The rewrites' patterns held by one engine matcher, for one e-graph
     (see the module docstring). Not for two threads at once."""
 
     def __init__(self, rewrites: Sequence[Rewrite]):
         self._handle = _engine.EMatcherHandle()
-        self._type_code: Dict[str, int] = {OUT: 0}
-        self._signature: Dict[Signature, int] = {}
-        self._signatures_of_type: Dict[str, List[Tuple[int, int, tuple]]] = {}
-        # id(rewrite) -> (pattern id, the rewrite's variables in binding order)
-        self._pattern: Dict[int, Tuple[int, List[int]]] = {}
-        for rw in rewrites:
-            self._register(rw)
+        key = tuple(map(id, rewrites))
+        known = _REGISTERED.get(key)
+        if known is None:
+            self._type_code: Dict[str, int] = {OUT: 0}
+            self._signature: Dict[Signature, int] = {}
+            self._signatures_of_type: Dict[str, List[Tuple[int, int, tuple]]] = {}
+            # id(rewrite) -> (pattern id, the rewrite's variables in binding order)
+            self._pattern: Dict[int, Tuple[int, List[int]]] = {}
+            self._added: List[tuple] = []   # add_pattern's arguments, in order
+            for rw in rewrites:
+                self._register(rw)
+            _remember(key, _Registered(list(rewrites), self._added, dict(self._type_code),
+                                       self._signatures_of_type, self._pattern))
+        else:
+            # The same rewrites registered before: the same calls, in the same
+            # order, give the same patterns (what `_register` works out of a
+            # rewrite depends on the rewrites before it alone).
+            for args in known.added:
+                self._handle.add_pattern(*args)
+            self._type_code = dict(known.type_code)
+            self._signatures_of_type = known.signatures_of_type
+            self._pattern = known.pattern
         self._fit_len = 0          # e-nodes whose signature bits are set
         self._by_type_seen: Dict[str, int] = {}
         self._fit_memo: Dict[tuple, bool] = {}
@@ -73,8 +114,11 @@ class NativeMatcher:
         steps = [(_KINDS[s.kind], s.op, s.via_op, s.slot, s.index,
                   var_dense[s.var] if s.kind == "up" and s.via_op < 0 else 0)
                  for s in rw.steps]
-        pattern = self._handle.add_pattern(ops, steps, len(var_dense),
-                                           list(range(len(var_dense))))
+        args = (ops, steps, len(var_dense), list(range(len(var_dense))))
+        pattern = self._handle.add_pattern(*args)
+        if pattern != len(self._added):
+            raise RuntimeError(f"the engine numbered pattern {len(self._added)} {pattern}")
+        self._added.append(args)
         self._pattern[id(rw)] = (pattern, list(var_dense))
 
     def sync(self, eg: EGraph) -> None:
