@@ -69,6 +69,10 @@ class EGraph:
         # E-node -> a number for its parameters and operand shapes
         # (`Rewrite.apply`'s memo key).
         self.operand_keys: Dict[int, int] = {}
+        # The e-nodes, in order, that may yet make their class weight-side:
+        # live ones of classes that are not (both only ever turn the other
+        # way: a dead e-node stays dead, a weight-side class weight-side).
+        self._ws_pending: List[int] = []
 
     # ---------------------------------------------------------------- classes
     def find(self, c: int) -> int:
@@ -122,6 +126,8 @@ class EGraph:
         self.node_class.append(c)
         self.alive.append(True)
         self.filtered.append(False)
+        if not ws:
+            self._ws_pending.append(n)
         self._memo[key] = n
         self.class_nodes[c] = [n]
         self.by_type.setdefault(op_type, []).append(n)
@@ -233,18 +239,29 @@ class EGraph:
                 return
 
     def _propagate_weight_side(self) -> bool:
+        """One pass, e-node by e-node in order, making the class of each live
+        e-node whose operands are all weight-side weight-side; whether any
+        changed. Only `_ws_pending`'s e-nodes are visited: the others are
+        dead or of weight-side classes, where a pass over every e-node
+        changes nothing either."""
         changed = False
         nodes, alive, node_class, parent = self.nodes, self.alive, self.node_class, self._parent
         weight_side = self.class_weight_side
-        for n in range(len(alive)):
+        pending: List[int] = []
+        for n in self._ws_pending:
             if not alive[n]:
                 continue
             c = node_class[n]
             if parent[c] != c:
                 c = self.find(c)
-            if not weight_side[c] and self._node_weight_side(nodes[n]):
+            if weight_side[c]:
+                continue
+            if self._node_weight_side(nodes[n]):
                 weight_side[c] = True
                 changed = True
+                continue
+            pending.append(n)
+        self._ws_pending = pending
         return changed
 
     def filter_cycles(self, roots: Sequence[int], order: Optional[Dict[int, float]] = None,
