@@ -78,35 +78,6 @@ class TreeTest(absltest.TestCase):
         self.assertIs(root, again)
         self.assertLen(tree, 1)
 
-    def test_action_values_follow_their_children_through_every_parent(self):
-        # The values a node keeps are computed again once a child is linked
-        # or a child's best cost falls, also for a second parent of a child
-        # (a graph reached from two nodes); each time as from scratch.
-        planner = Planner(_env(), PlanConfig(greedy_start=False))
-        root = planner.root
-        assert root.expansion is not None
-        first = root.action_values()
-        self.assertIs(root.action_values(), first)   # kept while nothing changed
-        with self.assertRaises(ValueError):
-            first[0] = 0.0                           # and read-only
-        child = planner.child(root, 0)
-        linked = root.action_values()
-        self.assertIsNot(linked, first)
-        planner.expand(child)
-        other = Tree().node_of(root.graph, root.cost, None)
-        other.attach(root.expansion, np.zeros(len(root.expansion.actions)))
-        other.link(0, child)
-        before_root, before_other = root.action_values(), other.action_values()
-        child.lower_best(child.best_cost - 1.0)
-        for node, before in ((root, before_root), (other, before_other)):
-            after = node.action_values()
-            self.assertEqual(after[0], node.cost - child.best_cost)
-            self.assertAlmostEqual(after[0], before[0] + 1.0, places=9)
-            np.testing.assert_array_equal(after[1:], before[1:])
-        child.lower_best(child.best_cost + 5.0)      # never raised
-        self.assertIs(root.action_values(), root.action_values())
-        self.assertEqual(root.action_values()[0], root.cost - child.best_cost)
-
 
 class PriorTest(absltest.TestCase):
 

@@ -335,7 +335,7 @@ class Planner:
             child = self.tree.node_of(graph, cost, node, steps)
             if not known:
                 self._offer(cost, child, (), graph)
-            node.link(index, child)
+            node.children[index] = child
         return child
 
     def _select(self, node: Node) -> Optional[int]:
@@ -528,7 +528,7 @@ def _backup(path: List[Node]) -> None:
     cheapest cost known below each up to its parent (max backups)."""
     for parent, below in zip(path[-2::-1], path[:0:-1]):
         below.visits += 1
-        parent.lower_best(below.best_cost)
+        parent.best_cost = min(parent.best_cost, below.best_cost)
 
 
 def _normalise(values: np.ndarray, alive: np.ndarray) -> np.ndarray:

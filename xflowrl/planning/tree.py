@@ -29,8 +29,7 @@ class Node:
     """One graph of the tree."""
 
     __slots__ = ("graph", "cost", "parent", "action", "expansion", "prior", "children",
-                 "edge_visits", "dead", "root_only", "visits", "best_cost", "parents",
-                 "_values")
+                 "edge_visits", "dead", "root_only", "visits", "best_cost")
 
     def __init__(self, graph: Graph, cost: float, parent: Optional["Node"],
                  action: Tuple[Step, ...] = ()):
@@ -48,11 +47,6 @@ class Node:
         self.root_only = np.zeros(0, bool)
         self.visits = 0
         self.best_cost = cost
-        # Every node whose `children` holds this one (a graph reached from
-        # several is one node), and `action_values` as last computed (None:
-        # to compute again, since a child or a child's best cost changed).
-        self.parents: List["Node"] = []
-        self._values: Optional[np.ndarray] = None
 
     @property
     def expanded(self) -> bool:
@@ -66,44 +60,24 @@ class Node:
             shifted = np.exp(logits - logits.max())
             self.prior = shifted / shifted.sum()
             if expansion.singles:
-                self.lower_best(float(expansion.candidate_costs.min()))
-        self._values = None
+                self.best_cost = min(self.best_cost, float(expansion.candidate_costs.min()))
         self.edge_visits = np.zeros(count, np.int64)
         self.dead = np.zeros(count, bool)
         self.root_only = np.zeros(count, bool)
 
-    def link(self, index: int, child: "Node") -> None:
-        """Records that action `index` leads to `child`."""
-        self.children[index] = child
-        child.parents.append(self)
-        self._values = None
-
-    def lower_best(self, cost: float) -> None:
-        """`best_cost` down to `cost` where that is cheaper (the nodes whose
-        action values read it then compute them again)."""
-        if cost < self.best_cost:
-            self.best_cost = cost
-            for parent in self.parents:
-                parent._values = None  # pylint: disable=protected-access
-
     def action_values(self) -> np.ndarray:
         """[M] the cost change (ms, positive is cheaper) each action is known
         to lead to: the child's best cost where it has a node, the candidate's
-        own cost elsewhere (read-only: kept until a child or a child's best
-        cost changes, `link` and `lower_best`).
+        own cost elsewhere.
         A multi-location action's estimate gives way to its child's value
         once it is built."""
-        if self._values is None:
-            assert self.expansion is not None
-            below = self.expansion.costs.copy()
-            singles = self.expansion.singles
-            for index, child in self.children.items():
-                below[index] = (min(below[index], child.best_cost) if index < singles
-                                else child.best_cost)
-            values = self.cost - below
-            values.setflags(write=False)
-            self._values = values
-        return self._values
+        assert self.expansion is not None
+        below = self.expansion.costs.copy()
+        singles = self.expansion.singles
+        for index, child in self.children.items():
+            below[index] = (min(below[index], child.best_cost) if index < singles
+                            else child.best_cost)
+        return self.cost - below
 
     def path(self) -> List[Step]:
         """The steps from the tree's first root to here."""
