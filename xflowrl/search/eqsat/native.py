@@ -2,8 +2,10 @@
 (third_party/taso/include/taso/ematch.h) driven from the Python e-graph.
 
 `NativeMatcher` registers each rewrite's source pattern (its ops, the
-planned steps of `Rewrite._plan`, its variables) with the engine once, and
-before each round of matching mirrors the e-graph there (`sync`: per e-node
+planned steps of `Rewrite._plan`, its variables) with the engine once (a
+list of rewrites registered before, as a rule set's cached rewrites are
+in every run after the first, replays the engine calls worked out then),
+and before each round of matching mirrors the e-graph there (`sync`: per e-node
 its type, canonical class, usability, children and projected index; per
 class its e-nodes in the e-graph's order). What a source op requires of one
 e-node alone (type, arity, parameter constraints, equal element-wise
