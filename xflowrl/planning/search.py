@@ -166,10 +166,10 @@ class PlanConfig:
 def deployed_config(**changes: Any) -> PlanConfig:
     """The configuration `xflowrl optimize --method=plan` runs:
     multi-location actions, those of no estimated gain taken at the
-    decision's root only (`neutral_everywhere="root"`: on NASNet-A with
-    the large rule sets the planner takes a third of the time, and NasRNN
-    at batch 1 ends 0.9 points above the default's -44.18%, docs/planning.md),
-    identical ops merged, one detour search, 1,000 real steps,
+    decision's root only (`neutral_everywhere="root"`: far faster on
+    NASNet-A with the large rule sets, a point less on NasRNN at batch 1;
+    docs/planning.md), identical ops merged, one detour search, 1,000 real
+    steps,
     `PlanConfig`'s defaults otherwise; `changes` replace fields (the prior,
     the budget, the seed)."""
     fields: Dict[str, Any] = dict(max_real_steps=1000, everywhere=True, merge_identical=True,

@@ -43,8 +43,8 @@ class _Registered(NamedTuple):
 
 # The last few lists of rewrites registered (a run of equality saturation
 # registers its rule set's rewrites, `saturation.compile_rules`' cached
-# list, once; about 40 ms of Python for the 1,678 rules of `default`, of
-# which the engine's own calls are a fifth).
+# list, once; most of that is Python work that depends on the rewrites
+# alone, docs/benchmark.md).
 _REGISTERED: "collections.OrderedDict[tuple, _Registered]" = collections.OrderedDict()
 _REMEMBERED = 4
 
