@@ -74,8 +74,8 @@ class _Worker:
             cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
             return {"cpu_seconds": cpu, "seconds": wall, "expansions": r.expansions,
                     "change_pct": 100.0 * (r.best_cost / env.initial_cost - 1.0)}
-        config = deployed_config(**dict({"time_limit_s": 600.0}, **call["config"],
-                                        seed=call["seed"]))
+        config = deployed_config(**{"time_limit_s": 600.0, **call["config"],
+                                    "seed": call["seed"]})
         result = plan(env, config)
         cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
         route = hashlib.sha256(json.dumps(result.applied).encode()).hexdigest()[:16]

@@ -137,13 +137,9 @@ class EngineSimulator:
         if macros:
             actions[singles:, 0] = active[several]
             actions[singles:, 1] = EVERYWHERE
-            # An invalid location's cost is NaN: no gain (np.nan_to_num's
-            # result, without its checks, where no cost is infinite).
-            changes = per_xfer[several] - cost
-            changes[np.isnan(changes)] = 0.0
-            if np.isinf(changes).any():
-                changes = np.nan_to_num(changes)
-            gains = np.minimum(changes, 0.0)
+            # Each candidate's gain, clipped at zero; an invalid location's
+            # cost is NaN, which np.fmin passes over: no gain.
+            gains = np.fmin(per_xfer[several] - cost, 0.0)
             costs = np.concatenate([costs, cost + gains.sum(axis=1)])
         return Expansion(graph, cost, locs, actions, costs, singles)
 
