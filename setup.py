@@ -1,7 +1,8 @@
 """Builds the native rewrite engine (third_party/taso) and installs xflowrl.
 
 The engine's C++ sources are compiled straight into one Cython extension,
-`xflowrl._engine`. Optional cost backends are found, never assumed:
+`xflowrl._engine`; a second, small extension, `xflowrl.planning._puct`, is the
+planner's pUCT selection in C. Optional cost backends are found, never assumed:
 
 - oneDNN (CPU, measured): headers and libdnnl from the pip wheels
   `onednn-devel-cpu-gomp` / `onednn-cpu-gomp` (requirements.txt), looked up in
@@ -217,10 +218,18 @@ class _BuildExt(build_ext):
             del self.compiler._compile
 
 
-def _cythonize(ext):
+def _planner_extension():
+    """The planner's pUCT selection in C (xflowrl/planning/_puct.pyx): no
+    engine code, no C++."""
+    return Extension("xflowrl.planning._puct",
+                     sources=[os.path.join("xflowrl", "planning", "_puct.pyx")],
+                     extra_compile_args=["-O2", "-Wall"])
+
+
+def _cythonize(*exts):
     from Cython.Build import cythonize  # pylint: disable=import-outside-toplevel
     return cythonize(
-        [ext],
+        list(exts),
         include_path=[os.path.join(TASO, "python")],
         compiler_directives={"language_level": 3},
     )
@@ -243,7 +252,7 @@ setup(
                   "xflowrl.search": ["data/*.json"],
                   # The shipped generalist policy (docs/agents.md).
                   "xflowrl.policy": ["shipped/generalist/*"]},
-    ext_modules=_cythonize(_extension()),
+    ext_modules=_cythonize(_extension(), _planner_extension()),
     cmdclass={"build_ext": _BuildExt},
     # The `xflowrl` command (optimize, inspect, measure, calibrate; docs/cli.md).
     entry_points={"console_scripts": ["xflowrl = xflowrl.cli:console_main"]},

@@ -14,8 +14,8 @@
    does not run the checkout's own `.pth` files, so the editable link to the
    checkout stays out of the fresh venv.
 4. From a folder outside the checkout, runs TASO's search on a zoo graph
-   with the default rule set and checks that xflowrl, its engine and its rule
-   files were loaded from the fresh venv, and that the result equals the
+   with the default rule set and checks that xflowrl, its engine, the
+   planner's extension and its rule files were loaded from the fresh venv, and that the result equals the
    checkout's; and that the shipped generalist policy is installed and fits
    the default rule set.
 
@@ -45,6 +45,7 @@ import json, sys
 import xflowrl
 from xflowrl import _engine
 from xflowrl import zoo
+from xflowrl.planning import _puct
 from xflowrl.engine import CostModel, XferSet, xfers
 from xflowrl.rules import sets
 from xflowrl.search.settings import load_settings
@@ -54,6 +55,7 @@ rule_set = XferSet.default()
 result = rule_set.search(zoo.get_graph(sys.argv[1]), CostModel("analytic"),
                          budget=int(sys.argv[2]))
 print(json.dumps({"package": xflowrl.__file__, "engine": _engine.__file__,
+                  "planner_extension": _puct.__file__,
                   "rule_files": [sets.BUILTIN_RULES, sets.GENERATED_RULES,
                                  sets.TASO_RULES_JSON, sets.PRIMITIVE_RULES],
                   "lookahead_settings": len(load_settings()),
@@ -123,7 +125,7 @@ def main() -> None:
               "-q", wheels[0]])
         installed = probe(python, elsewhere)
         prefix = installed["prefix"]
-        for key in ("package", "engine"):
+        for key in ("package", "engine", "planner_extension"):
             if not installed[key].startswith(prefix + os.sep):
                 sys.exit(f"{key} came from {installed[key]}, not the fresh venv {prefix}")
         for path in installed["rule_files"]:

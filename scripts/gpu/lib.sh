@@ -11,11 +11,11 @@ gpu_info() {
   esac
 }
 
-# The engine built in place for $PYTHON (without the oneDNN and cuDNN
+# The engine (and the planner's extension) built in place for $PYTHON (without the oneDNN and cuDNN
 # backends), unless it imports already; the build's log in $OUT/build.log.
 build_engine() {
   local start=$SECONDS
-  if "$PYTHON" -c "import xflowrl._engine" 2> /dev/null; then
+  if "$PYTHON" -c "import xflowrl._engine, xflowrl.planning._puct" 2> /dev/null; then
     log "engine: already built for this python"
     return 0
   fi

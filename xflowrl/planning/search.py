@@ -58,7 +58,7 @@ import numpy as np
 
 from xflowrl.engine import Graph
 from xflowrl.env import CHEAPER, GraphEnv
-from xflowrl.planning import detour
+from xflowrl.planning import _puct, detour
 from xflowrl.planning.priors import Prior, make_prior
 from xflowrl.planning.simulator import EngineSimulator, MERGE, MERGE_NAME, Step
 from xflowrl.planning.tree import Node, Tree
@@ -340,13 +340,12 @@ class Planner:
 
     def _select(self, node: Node) -> Optional[int]:
         """pUCT's action at an interior node; None if every action is dead
-        (or taken at the root only)."""
-        alive = ~(node.dead | node.root_only)
-        if not alive.any():
-            return None
-        q = _normalise(node.action_values(), alive)
-        u = self.config.c_puct * node.prior * math.sqrt(node.visits + 1) / (1 + node.edge_visits)
-        return int(np.argmax(np.where(alive, q + u, -np.inf)))
+        (or taken at the root only). In C (`xflowrl.planning._puct`), the
+        same action as `select_numpy`'s."""
+        index = _puct.select(node, self.config.c_puct)
+        if index == -2:   # a NaN value or prior: numpy's rules decide
+            return select_numpy(node, self.config.c_puct)
+        return None if index < 0 else index
 
     def _simulate(self, root: Node, first: int) -> None:
         """One simulation from `root` starting with action `first`."""
@@ -529,6 +528,18 @@ def _backup(path: List[Node]) -> None:
     for parent, below in zip(path[-2::-1], path[:0:-1]):
         below.visits += 1
         parent.best_cost = min(parent.best_cost, below.best_cost)
+
+
+def select_numpy(node: Node, c_puct: float) -> Optional[int]:
+    """pUCT's action at expanded `node` (c = `c_puct`) over its live
+    actions, q normalised over them (`_normalise`); None if none is alive.
+    `Planner._select` computes the same in C."""
+    alive = ~(node.dead | node.root_only)
+    if not alive.any():
+        return None
+    q = _normalise(node.action_values(), alive)
+    u = c_puct * node.prior * math.sqrt(node.visits + 1) / (1 + node.edge_visits)
+    return int(np.argmax(np.where(alive, q + u, -np.inf)))
 
 
 def _normalise(values: np.ndarray, alive: np.ndarray) -> np.ndarray:
