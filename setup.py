@@ -1,7 +1,7 @@
 """Builds the native rewrite engine (third_party/taso) and installs xflowrl.
 
 The engine's C++ sources are compiled straight into one Cython extension,
-`xflowrl._engine`; a second, small extension, `xflowrl.planning._puct`, is the
+`xflowrl._engine`; a second, small extension, `xflowrl.planning._inner`, is the
 planner's pUCT selection in C. Optional cost backends are found, never assumed:
 
 - oneDNN (CPU, measured): headers and libdnnl from the pip wheels
@@ -219,10 +219,10 @@ class _BuildExt(build_ext):
 
 
 def _planner_extension():
-    """The planner's pUCT selection in C (xflowrl/planning/_puct.pyx): no
+    """The planner's pUCT selection in C (xflowrl/planning/_inner.pyx): no
     engine code, no C++."""
-    return Extension("xflowrl.planning._puct",
-                     sources=[os.path.join("xflowrl", "planning", "_puct.pyx")],
+    return Extension("xflowrl.planning._inner",
+                     sources=[os.path.join("xflowrl", "planning", "_inner.pyx")],
                      extra_compile_args=["-O2", "-Wall"])
 
 

@@ -11,6 +11,6 @@ if [ ! -x .venv/bin/python ]; then
 fi
 echo "[bootstrap] installing requirements.txt"
 .venv/bin/pip install --disable-pip-version-check -q -r requirements.txt
-echo "[bootstrap] building the native engine (xflowrl._engine) and the planner's extension (xflowrl.planning._puct)"
+echo "[bootstrap] building the native engine (xflowrl._engine) and the planner's extension (xflowrl.planning._inner)"
 .venv/bin/pip install --disable-pip-version-check -q --no-build-isolation -e .
 .venv/bin/python -c "import xflowrl.engine as g; print('[bootstrap] ready; cost backends:', ', '.join(g.available_backends()))"

@@ -45,7 +45,7 @@ import json, sys
 import xflowrl
 from xflowrl import _engine
 from xflowrl import zoo
-from xflowrl.planning import _puct
+from xflowrl.planning import _inner
 from xflowrl.engine import CostModel, XferSet, xfers
 from xflowrl.rules import sets
 from xflowrl.search.settings import load_settings
@@ -55,7 +55,7 @@ rule_set = XferSet.default()
 result = rule_set.search(zoo.get_graph(sys.argv[1]), CostModel("analytic"),
                          budget=int(sys.argv[2]))
 print(json.dumps({"package": xflowrl.__file__, "engine": _engine.__file__,
-                  "planner_extension": _puct.__file__,
+                  "planner_extension": _inner.__file__,
                   "rule_files": [sets.BUILTIN_RULES, sets.GENERATED_RULES,
                                  sets.TASO_RULES_JSON, sets.PRIMITIVE_RULES],
                   "lookahead_settings": len(load_settings()),

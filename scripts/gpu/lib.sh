@@ -15,7 +15,7 @@ gpu_info() {
 # backends), unless it imports already; the build's log in $OUT/build.log.
 build_engine() {
   local start=$SECONDS
-  if "$PYTHON" -c "import xflowrl._engine, xflowrl.planning._puct" 2> /dev/null; then
+  if "$PYTHON" -c "import xflowrl._engine, xflowrl.planning._inner" 2> /dev/null; then
     log "engine: already built for this python"
     return 0
   fi

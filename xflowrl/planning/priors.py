@@ -37,6 +37,7 @@ from typing import Optional, Protocol
 import numpy as np
 
 from xflowrl.env import GraphEnv
+from xflowrl.planning import _inner
 from xflowrl.planning.simulator import Expansion
 
 
@@ -78,6 +79,14 @@ class XferCostPrior(_CostTemperature):
     kind = "xfer"
 
     def logits(self, expansion: Expansion) -> np.ndarray:
+        out = _inner.xfer_cost_logits(expansion.actions, expansion.costs, expansion.singles,
+                                      expansion.cost, self.initial_cost * self.temperature)
+        return self.logits_numpy(expansion) if out is None else out
+
+    def logits_numpy(self, expansion: Expansion) -> np.ndarray:
+        """`logits` in numpy: what `xflowrl.planning._inner.xfer_cost_logits`
+        computes in C, and what decides where it cannot (a NaN cost,
+        candidates not listed xfer by xfer)."""
         out = np.zeros(len(expansion.actions))
         singles = expansion.singles
         if not singles:

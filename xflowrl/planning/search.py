@@ -58,7 +58,7 @@ import numpy as np
 
 from xflowrl.engine import Graph
 from xflowrl.env import CHEAPER, GraphEnv
-from xflowrl.planning import _puct, detour
+from xflowrl.planning import _inner, detour
 from xflowrl.planning.priors import Prior, make_prior
 from xflowrl.planning.simulator import EngineSimulator, MERGE, MERGE_NAME, Step
 from xflowrl.planning.tree import Node, Tree
@@ -340,9 +340,9 @@ class Planner:
 
     def _select(self, node: Node) -> Optional[int]:
         """pUCT's action at an interior node; None if every action is dead
-        (or taken at the root only). In C (`xflowrl.planning._puct`), the
+        (or taken at the root only). In C (`xflowrl.planning._inner`), the
         same action as `select_numpy`'s."""
-        index = _puct.select(node, self.config.c_puct)
+        index = _inner.select(node, self.config.c_puct)
         if index == -2:   # a NaN value or prior: numpy's rules decide
             return select_numpy(node, self.config.c_puct)
         return None if index < 0 else index

@@ -39,6 +39,7 @@ from xflowrl.engine import CostModel, Graph, XferSet
 from xflowrl.engine.dedupe import merge_identical_ops
 from xflowrl.engine.xfers import Locations
 from xflowrl.env import GraphEnv
+from xflowrl.planning import _inner
 
 EVERYWHERE = -1  # the location of a multi-location action
 MERGE = -1       # the xfer of a step that merged identical ops
@@ -75,6 +76,31 @@ class Expansion(NamedTuple):
     def candidate_costs(self) -> np.ndarray:
         """The candidates' exact costs (the multi-location actions' left out)."""
         return self.costs[:self.singles]
+
+
+def expansion_arrays_numpy(active: np.ndarray, counts: np.ndarray, per_xfer: np.ndarray,
+                           cost: float, everywhere: bool) -> Tuple[np.ndarray, np.ndarray, int]:
+    """(actions, costs, singles) of an expansion (`Expansion`) from the
+    engine's step arrays (`Locations.step_arrays`: the active xfers, their
+    candidate counts, their candidates' costs [A, L], NaN past the
+    counts). `EngineSimulator.expand` computes the same in C
+    (`xflowrl.planning._inner.expansion_arrays`)."""
+    valid = np.arange(per_xfer.shape[1]) < counts[:, None]
+    rows, columns = np.nonzero(valid)
+    several = counts >= 2 if everywhere else np.zeros(len(counts), bool)
+    singles, macros = len(rows), int(np.count_nonzero(several))
+    actions = np.empty((singles + macros, 2), np.int64)
+    actions[:singles, 0] = active[rows]
+    actions[:singles, 1] = columns
+    costs = per_xfer[valid]
+    if macros:
+        actions[singles:, 0] = active[several]
+        actions[singles:, 1] = EVERYWHERE
+        # Each candidate's gain, clipped at zero; an invalid location's
+        # cost is NaN, which np.fmin passes over: no gain.
+        gains = np.fmin(per_xfer[several] - cost, 0.0)
+        costs = np.concatenate([costs, cost + gains.sum(axis=1)])
+    return actions, costs, singles
 
 
 class EngineSimulator:
@@ -126,21 +152,8 @@ class EngineSimulator:
         assert per_xfer is not None  # a cost model was given
         if len(active) == 0:
             return Expansion(graph, cost, locs, np.zeros((0, 2), np.int64), np.zeros(0), 0)
-        valid = np.arange(self.max_locations) < counts[:, None]
-        rows, columns = np.nonzero(valid)
-        several = counts >= 2 if everywhere else np.zeros(len(counts), bool)
-        singles, macros = len(rows), int(np.count_nonzero(several))
-        actions = np.empty((singles + macros, 2), np.int64)
-        actions[:singles, 0] = active[rows]
-        actions[:singles, 1] = columns
-        costs = per_xfer[valid]
-        if macros:
-            actions[singles:, 0] = active[several]
-            actions[singles:, 1] = EVERYWHERE
-            # Each candidate's gain, clipped at zero; an invalid location's
-            # cost is NaN, which np.fmin passes over: no gain.
-            gains = np.fmin(per_xfer[several] - cost, 0.0)
-            costs = np.concatenate([costs, cost + gains.sum(axis=1)])
+        actions, costs, singles = _inner.expansion_arrays(active, counts, per_xfer, cost,
+                                                          everywhere)
         return Expansion(graph, cost, locs, actions, costs, singles)
 
     def child(self, expansion: Expansion, index: int) -> Tuple[Graph, Tuple[Step, ...]]:
