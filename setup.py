@@ -1,8 +1,8 @@
 """Builds the native rewrite engine (third_party/taso) and installs xflowrl.
 
 The engine's C++ sources are compiled straight into one Cython extension,
-`xflowrl._engine`; a second, small extension, `xflowrl.planning._inner`, is the
-planner's pUCT selection in C. Optional cost backends are found, never assumed:
+`xflowrl._engine`; a second, small extension, `xflowrl.planning._inner`, holds
+the engine planner's inner loops in C. Optional cost backends are found, never assumed:
 
 - oneDNN (CPU, measured): headers and libdnnl from the pip wheels
   `onednn-devel-cpu-gomp` / `onednn-cpu-gomp` (requirements.txt), looked up in
@@ -219,8 +219,8 @@ class _BuildExt(build_ext):
 
 
 def _planner_extension():
-    """The planner's pUCT selection in C (xflowrl/planning/_inner.pyx): no
-    engine code, no C++."""
+    """The engine planner's inner loops in C (xflowrl/planning/_inner.pyx):
+    no engine code, no C++."""
     return Extension("xflowrl.planning._inner",
                      sources=[os.path.join("xflowrl", "planning", "_inner.pyx")],
                      extra_compile_args=["-O2", "-Wall"])
