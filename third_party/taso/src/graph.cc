@@ -189,19 +189,31 @@ void CostMemo::set(uint64_t backend, double ms) const {
 
 void Graph::build_structure() const {
   // Consumers and per-type lists serve matching and analysis, not candidate
-  // construction, so they are built on first use only.
+  // construction, so they are built on first use only: counted, then
+  // filled in op order (a consumer's slots in order), as appending would.
   std::lock_guard<std::mutex> lock(index_mu_);
   if (indexed_.load(std::memory_order_relaxed)) return;  // built meanwhile
   const int n = size();
-  consumers_.assign(n, {});
-  is_output_.assign(n, false);
-  by_type_.assign(kNumOpTypeSlots, {});
+  consumer_begin_.assign(static_cast<size_t>(n) + 1, 0);
+  type_begin_.assign(kNumOpTypeSlots + 1, 0);
   for (int i = 0; i < n; ++i) {
     const Node& node = *nodes_[i];
-    if (node.type >= 0 && node.type < kNumOpTypeSlots) by_type_[node.type].push_back(i);
-    for (size_t slot = 0; slot < node.inputs.size(); ++slot)
-      consumers_[index_[node.inputs[slot].guid]].emplace_back(i, static_cast<int>(slot));
+    if (node.type >= 0 && node.type < kNumOpTypeSlots) ++type_begin_[node.type + 1];
+    for (const TensorRef& t : node.inputs) ++consumer_begin_[index_[t.guid] + 1];
   }
+  for (int i = 0; i < n; ++i) consumer_begin_[i + 1] += consumer_begin_[i];
+  for (int t = 0; t < kNumOpTypeSlots; ++t) type_begin_[t + 1] += type_begin_[t];
+  consumer_list_.resize(static_cast<size_t>(consumer_begin_[n]));
+  type_list_.resize(static_cast<size_t>(type_begin_[kNumOpTypeSlots]));
+  std::vector<int> consumer_next(consumer_begin_.begin(), consumer_begin_.end() - 1);
+  std::vector<int> type_next(type_begin_.begin(), type_begin_.end() - 1);
+  for (int i = 0; i < n; ++i) {
+    const Node& node = *nodes_[i];
+    if (node.type >= 0 && node.type < kNumOpTypeSlots) type_list_[type_next[node.type]++] = i;
+    for (size_t slot = 0; slot < node.inputs.size(); ++slot)
+      consumer_list_[consumer_next[index_[node.inputs[slot].guid]]++] = {i, static_cast<int>(slot)};
+  }
+  is_output_.assign(n, false);
   for (const TensorRef& t : outputs_) is_output_[index_of(t.guid)] = true;
   indexed_.store(true, std::memory_order_release);
 }
@@ -238,9 +250,11 @@ bool Graph::all_live() const {
 void Graph::release_caches() const {
   std::lock_guard<std::mutex> lock(index_mu_);
   indexed_.store(false, std::memory_order_relaxed);
-  std::vector<std::vector<std::pair<int, int>>>().swap(consumers_);
+  std::vector<int>().swap(consumer_begin_);
+  std::vector<std::pair<int, int>>().swap(consumer_list_);
   std::vector<bool>().swap(is_output_);
-  std::vector<std::vector<int>>().swap(by_type_);
+  std::vector<int>().swap(type_begin_);
+  std::vector<int>().swap(type_list_);
   std::vector<uint64_t>().swap(ancestors_);
   ancestor_words_.store(0, std::memory_order_relaxed);
 }
@@ -249,10 +263,11 @@ const Shape& Graph::shape(const TensorRef& t) const {
   return nodes_[index_[t.guid]]->outputs[t.index];
 }
 
-const std::vector<int>& Graph::ops_of_type(int type) const {
-  static const std::vector<int> kEmpty;
+Span<int> Graph::ops_of_type(int type) const {
+  if (type < 0 || type >= kNumOpTypeSlots) return {};
   index_structure();
-  return type >= 0 && type < kNumOpTypeSlots ? by_type_[type] : kEmpty;
+  const int* all = type_list_.data();
+  return {all + type_begin_[type], all + type_begin_[type + 1]};
 }
 
 OpConfig Graph::op_config(int i) const {
@@ -318,7 +333,7 @@ MemoryEstimate Graph::memory() const {
       if (weight_side_[src]) {
         // Count each weight tensor once, at its first inference-time reader.
         bool first = true;
-        for (auto [c, slot] : consumers_[src])
+        for (auto [c, slot] : consumers(src))
           if (!weight_side_[c] && c < i) first = false;
         if (first) m.weight_bytes += 4 * num_elements(nodes_[src]->outputs[t.index]);
       } else {

@@ -59,13 +59,13 @@ class Matcher {
     // Per-depth buffer (deeper levels of the search use their own).
     std::vector<int>& local = scratch_->local[depth];
     local.clear();
-    const std::vector<int>* candidates = &g_.ops_of_type(pop.type);
+    Span<int> candidates = g_.ops_of_type(pop.type);
     if (find_local(depth, &local)) {
       std::sort(local.begin(), local.end());
       local.erase(std::unique(local.begin(), local.end()), local.end());
-      candidates = &local;
+      candidates = {local.data(), local.data() + local.size()};
     }
-    for (int i : *candidates) {
+    for (int i : candidates) {
       if (used_[i]) continue;
       // The graph's flat arrays, not the node: most ops tried fail here or
       // on their inputs, and the nodes are scattered in memory.

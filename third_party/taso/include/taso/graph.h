@@ -24,6 +24,24 @@
 
 namespace taso {
 
+// A read-only run of consecutive elements (C++20's std::span, for C++17):
+// what a graph's flat indexes hand out per op or per type.
+template <typename T>
+class Span {
+ public:
+  Span() = default;
+  Span(const T* begin, const T* end) : begin_(begin), end_(end) {}
+  const T* begin() const { return begin_; }
+  const T* end() const { return end_; }
+  bool empty() const { return begin_ == end_; }
+  size_t size() const { return static_cast<size_t>(end_ - begin_); }
+  const T& operator[](size_t k) const { return begin_[k]; }
+
+ private:
+  const T* begin_ = nullptr;
+  const T* end_ = nullptr;
+};
+
 // Output `index` of the op with id `guid` in the same graph.
 struct TensorRef {
   int64_t guid = 0;
@@ -128,10 +146,12 @@ class Graph {
   // candidates (rules.h) update it by difference.
   uint64_t node_hash_sum() const { return node_hash_sum_; }
   uint64_t node_hash(int i) const { return node_hashes_[i]; }
-  // (consumer index, input slot) pairs per op index and output.
-  const std::vector<std::pair<int, int>>& consumers(int i) const {
+  // (consumer index, input slot) pairs per op index and output, in the
+  // order of the consumers, then of their input slots.
+  Span<std::pair<int, int>> consumers(int i) const {
     index_structure();
-    return consumers_[i];
+    const std::pair<int, int>* all = consumer_list_.data();
+    return {all + consumer_begin_[i], all + consumer_begin_[i + 1]};
   }
   bool is_output(int i) const {
     index_structure();
@@ -156,7 +176,7 @@ class Graph {
   const TensorRef& input(int i, int k) const { return inputs_[input_begin_[i] + k]; }
   int input_op(int i, int k) const { return input_ops_[input_begin_[i] + k]; }
   // Indices of ops of a type, in topological order.
-  const std::vector<int>& ops_of_type(int type) const;
+  Span<int> ops_of_type(int type) const;
   // ops_of_type(type).size(), from a count kept since creation (may_match
   // asks it for every rule of a set).
   int num_ops_of_type(int type) const {
@@ -199,15 +219,23 @@ class Graph {
   std::vector<int> types_, input_begin_, input_ops_;  // op_type, num_inputs, input_op
   std::array<int, kNumOpTypeSlots> type_counts_{};   // num_ops_of_type
   std::vector<TensorRef> inputs_;                     // input
-  // Built lazily, under index_mu_, by index_structure() (consumers_,
-  // is_output_, by_type_; then indexed_ is set) and index_ancestors()
+  // Built lazily, under index_mu_, by index_structure() (the consumer
+  // and per-type lists, is_output_; then indexed_ is set) and index_ancestors()
   // (ancestors_; then ancestor_words_ is set): a thread that reads a flag
   // set (acquire) sees what it guards.
   mutable std::mutex index_mu_;
   mutable std::atomic<bool> indexed_{false};
-  mutable std::vector<std::vector<std::pair<int, int>>> consumers_;
+  // Flat lists, each op's (each type's) a run of the list: op i's consumers
+  // are consumer_list_[consumer_begin_[i], consumer_begin_[i + 1]), the ops
+  // of type t type_list_[type_begin_[t], type_begin_[t + 1]). Three
+  // allocations a graph where a list per op took one per op: matching a
+  // rule on a graph built for it (a multi-location action, one rule at a
+  // time) builds them for that one rule.
+  mutable std::vector<int> consumer_begin_;
+  mutable std::vector<std::pair<int, int>> consumer_list_;
   mutable std::vector<bool> is_output_;
-  mutable std::vector<std::vector<int>> by_type_;  // indexed by op type
+  mutable std::vector<int> type_begin_;
+  mutable std::vector<int> type_list_;
   mutable std::vector<uint64_t> ancestors_;  // row i: bitset of i's ancestors
   mutable std::atomic<size_t> ancestor_words_{0};
   mutable std::atomic<int8_t> all_live_{-1};  // -1: not computed yet
