@@ -15,9 +15,9 @@
    checkout stays out of the fresh venv.
 4. From a folder outside the checkout, runs TASO's search on a zoo graph
    with the default rule set and checks that xflowrl, its engine, the
-   planner's extension and its rule files were loaded from the fresh venv, and that the result equals the
-   checkout's; and that the shipped generalist policy is installed and fits
-   the default rule set.
+   planner's extension and its rule files were loaded from the fresh venv,
+   and that the result equals the checkout's; and that the shipped
+   generalist policy is installed and fits the default rule set.
 
 Prints one JSON line and exits non-zero on any failure. It compiles the
 engine once: about 2-3 minutes on 2 busy cores, so it is not part of

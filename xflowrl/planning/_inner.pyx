@@ -65,8 +65,6 @@ def pairwise_sum(const double[::1] values):
     return _pairwise_sum(&values[0], values.shape[0]) if values.shape[0] else 0.0
 
 
-
-
 def expansion_arrays(const int64_t[::1] active, const int64_t[::1] counts,
                      const double[:, ::1] per_xfer, double cost, bint everywhere):
     """(actions, costs, singles) of an expansion from the engine's step
