@@ -227,7 +227,7 @@ class Graph {
   mutable std::atomic<bool> indexed_{false};
   // Flat lists, each op's (each type's) a run of the list: op i's consumers
   // are consumer_list_[consumer_begin_[i], consumer_begin_[i + 1]), the ops
-  // of type t type_list_[type_begin_[t], type_begin_[t + 1]). Three
+  // of type t type_list_[type_begin_[t], type_begin_[t + 1]). A few
   // allocations a graph where a list per op took one per op: matching a
   // rule on a graph built for it (a multi-location action, one rule at a
   // time) builds them for that one rule.
