@@ -1,8 +1,8 @@
 """The engine planner's inner loops in C (`xflowrl.planning._inner`)
 against their numpy statements: pUCT's selection
 (`xflowrl.planning.search.select_numpy`), an expansion's arrays
-(`xflowrl.planning.simulator.expansion_arrays_numpy`) and the `xfer`
-prior's logits (`XferCostPrior.logits_numpy`)."""
+(`__expansion_arrays_numpy` below, what `EngineSimulator.expand` computed
+before) and the `xfer` prior's logits (`XferCostPrior.logits_numpy`)."""
 
 import math
 from typing import Optional
@@ -17,8 +17,30 @@ from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.planning import Planner, _inner, deployed_config, plan
 from xflowrl.planning.priors import XferCostPrior
 from xflowrl.planning.search import select_numpy
-from xflowrl.planning.simulator import EVERYWHERE, Expansion, expansion_arrays_numpy
+from xflowrl.planning.simulator import EVERYWHERE, Expansion
 from xflowrl.planning.tree import Node
+
+
+def _expansion_arrays_numpy(active: np.ndarray, counts: np.ndarray, per_xfer: np.ndarray,
+                            cost: float, everywhere: bool):
+    """(actions, costs, singles) of an expansion from the engine's step
+    arrays in numpy: the reference `_inner.expansion_arrays` is held to."""
+    valid = np.arange(per_xfer.shape[1]) < counts[:, None]
+    rows, columns = np.nonzero(valid)
+    several = counts >= 2 if everywhere else np.zeros(len(counts), bool)
+    singles, macros = len(rows), int(np.count_nonzero(several))
+    actions = np.empty((singles + macros, 2), np.int64)
+    actions[:singles, 0] = active[rows]
+    actions[:singles, 1] = columns
+    costs = per_xfer[valid]
+    if macros:
+        actions[singles:, 0] = active[several]
+        actions[singles:, 1] = EVERYWHERE
+        # Each candidate's gain, clipped at zero; an invalid location's
+        # cost is NaN, which np.fmin passes over: no gain.
+        gains = np.fmin(per_xfer[several] - cost, 0.0)
+        costs = np.concatenate([costs, cost + gains.sum(axis=1)])
+    return actions, costs, singles
 
 
 def _random_node(rng: np.random.Generator, count: int, singles: int) -> Node:
@@ -109,7 +131,7 @@ class PlanningRunTest(absltest.TestCase):
         with mock.patch.object(_inner, "select", lambda node, c: -2), \
                 mock.patch.object(_inner, "xfer_cost_logits", lambda *args: None), \
                 mock.patch.object(_inner, "expansion_arrays",
-                                  side_effect=expansion_arrays_numpy) as arrays:
+                                  side_effect=_expansion_arrays_numpy) as arrays:
             numpy = plan(env, config)
         self.assertGreater(arrays.call_count, 100)
         self.assertLess(native.cost, env.initial_cost)
@@ -157,7 +179,7 @@ class ArraysTest(absltest.TestCase):
             for everywhere in (False, True):
                 args = (active, counts, per_xfer, 2.0, everywhere)
                 actions, costs, singles = _inner.expansion_arrays(*args)
-                want_actions, want_costs, want_singles = expansion_arrays_numpy(*args)
+                want_actions, want_costs, want_singles = _expansion_arrays_numpy(*args)
                 self.assertEqual(singles, want_singles)
                 np.testing.assert_array_equal(actions, want_actions)
                 np.testing.assert_array_equal(costs, want_costs)
@@ -173,7 +195,7 @@ class ArraysTest(absltest.TestCase):
         rng = np.random.default_rng(4)
         for _ in range(500):
             active, counts, per_xfer = _step_arrays(rng, int(rng.choice([2, 9, 200])))
-            actions, costs, singles = expansion_arrays_numpy(active, counts, per_xfer, 2.0,
+            actions, costs, singles = _expansion_arrays_numpy(active, counts, per_xfer, 2.0,
                                                              bool(rng.integers(0, 2)))
             if rng.random() < 0.2:  # a multi-location action whose xfer has no candidate
                 actions = np.concatenate([actions, [[999, EVERYWHERE]]])

@@ -11,16 +11,19 @@ the same actions (tests/planning/inner_test.py):
 - `select`: pUCT's action at an interior node
   (`xflowrl.planning.search.select_numpy`);
 - `expansion_arrays`: an expansion's actions and costs from the engine's
-  step arrays (`xflowrl.planning.simulator.expansion_arrays_numpy`);
+  step arrays (`EngineSimulator.expand`'s numpy statement before it,
+  kept in tests/planning/inner_test.py as the reference);
 - `xfer_cost_logits`: the `xfer` prior's logits
   (`xflowrl.planning.priors.XferCostPrior.logits_numpy`).
 
 Sums follow numpy's pairwise summation (`_pairwise_sum`), as its `sum`
 does over a contiguous axis; exp and log are the C library's, as numpy's
 are on a CPU without AVX512F (on one with it, numpy has its own, and the
-prior's logits may differ in the last bits). Where an input holds NaN, or
-is not laid out as the planner lays it out, a function answers "not here"
-and the numpy statement decides.
+prior's logits may differ in the last bits). Where a value or a prior
+holds NaN (`select`), or a cost is NaN or the candidates are not listed
+xfer by xfer (`xfer_cost_logits`), the function answers "not here" and the
+numpy statement decides; `expansion_arrays` takes NaN past an xfer's
+candidates as no gain, as `np.fmin` does.
 """
 
 from libc.math cimport exp, isnan, log, sqrt
@@ -68,7 +71,7 @@ def pairwise_sum(const double[::1] values):
 def expansion_arrays(const int64_t[::1] active, const int64_t[::1] counts,
                      const double[:, ::1] per_xfer, double cost, bint everywhere):
     """(actions, costs, singles) of an expansion from the engine's step
-    arrays (`expansion_arrays_numpy`): every candidate, xfer by xfer,
+    arrays (`Locations.step_arrays`): every candidate, xfer by xfer,
     location by location, with its cost; then, with `everywhere`, each
     xfer of two or more candidates as a multi-location action, its cost
     the graph's plus its candidates' gains (NaN and positive changes count

@@ -78,31 +78,6 @@ class Expansion(NamedTuple):
         return self.costs[:self.singles]
 
 
-def expansion_arrays_numpy(active: np.ndarray, counts: np.ndarray, per_xfer: np.ndarray,
-                           cost: float, everywhere: bool) -> Tuple[np.ndarray, np.ndarray, int]:
-    """(actions, costs, singles) of an expansion (`Expansion`) from the
-    engine's step arrays (`Locations.step_arrays`: the active xfers, their
-    candidate counts, their candidates' costs [A, L], NaN past the
-    counts). `EngineSimulator.expand` computes the same in C
-    (`xflowrl.planning._inner.expansion_arrays`)."""
-    valid = np.arange(per_xfer.shape[1]) < counts[:, None]
-    rows, columns = np.nonzero(valid)
-    several = counts >= 2 if everywhere else np.zeros(len(counts), bool)
-    singles, macros = len(rows), int(np.count_nonzero(several))
-    actions = np.empty((singles + macros, 2), np.int64)
-    actions[:singles, 0] = active[rows]
-    actions[:singles, 1] = columns
-    costs = per_xfer[valid]
-    if macros:
-        actions[singles:, 0] = active[several]
-        actions[singles:, 1] = EVERYWHERE
-        # Each candidate's gain, clipped at zero; an invalid location's
-        # cost is NaN, which np.fmin passes over: no gain.
-        gains = np.fmin(per_xfer[several] - cost, 0.0)
-        costs = np.concatenate([costs, cost + gains.sum(axis=1)])
-    return actions, costs, singles
-
-
 class EngineSimulator:
     """Expands graphs and builds candidates with the engine, counting both.
 
@@ -150,8 +125,8 @@ class EngineSimulator:
         arrays = locs.step_arrays(None, cost_model=self.cost_model)
         active, counts, per_xfer = arrays.active, arrays.counts, arrays.costs
         assert per_xfer is not None  # a cost model was given
-        if len(active) == 0:
-            return Expansion(graph, cost, locs, np.zeros((0, 2), np.int64), np.zeros(0), 0)
+        # The candidates and multi-location actions in C
+        # (`xflowrl.planning._inner.expansion_arrays`).
         actions, costs, singles = _inner.expansion_arrays(active, counts, per_xfer, cost,
                                                           everywhere)
         return Expansion(graph, cost, locs, actions, costs, singles)
