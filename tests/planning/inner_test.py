@@ -102,6 +102,30 @@ class SelectTest(absltest.TestCase):
         planner.config = deployed_config()
         self.assertEqual(planner._select(node), select_numpy(node, 1.25))
 
+    def test_arrays_laid_out_otherwise_are_left_to_numpy(self):
+        # `select` reads the node's arrays as `Node` makes them (contiguous
+        # float64, int64 and bool); any other layout is numpy's to handle.
+        rng = np.random.default_rng(2)
+        planner = Planner.__new__(Planner)
+        planner.config = deployed_config()
+        changes = {
+            "strided prior": lambda n: setattr(n, "prior", np.repeat(n.prior, 2)[::2]),
+            "int32 visits": lambda n: setattr(n, "edge_visits", n.edge_visits.astype(np.int32)),
+            "strided dead": lambda n: setattr(n, "dead", np.repeat(n.dead, 2)[::2]),
+            "float32 costs": lambda n: setattr(n, "expansion", n.expansion._replace(
+                costs=n.expansion.costs.astype(np.float32))),
+            "a list of flags": lambda n: setattr(n, "root_only", list(n.root_only)),
+        }
+        for name, change in changes.items():
+            node = _random_node(rng, 12, 6)
+            node.dead[:] = False
+            change(node)
+            self.assertEqual(_inner.select(node, 1.25), -2, name)
+            self.assertEqual(planner._select(node), select_numpy(node, 1.25), name)
+        node = _random_node(rng, 12, 6)
+        node.prior = node.prior[:-1]  # a length the actions do not have
+        self.assertEqual(_inner.select(node, 1.25), -2)
+
     def test_every_select_of_a_planning_run_agrees(self):
         env = GraphEnv(zoo.get_graph("small_cnn"), XferSet.default(), CostModel("analytic"),
                        EnvConfig(max_steps=NO_STEP_LIMIT))

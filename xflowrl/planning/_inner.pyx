@@ -26,6 +26,8 @@ numpy statement decides; `expansion_arrays` takes NaN past an xfer's
 candidates as no gain, as `np.fmin` does.
 """
 
+from cpython.buffer cimport (PyBUF_C_CONTIGUOUS, PyBUF_FORMAT, PyBuffer_Release,
+                             PyObject_GetBuffer)
 from libc.math cimport exp, isnan, log, sqrt
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
@@ -191,18 +193,60 @@ def xfer_cost_logits(const int64_t[:, ::1] actions, const double[::1] costs,
     return out
 
 
+cdef bint _take(object array, Py_buffer *view, char kind) except -1:
+    """Fills `view` with `array`'s buffer if it is one-dimensional,
+    contiguous and of `kind` (b'd' float64, b'q' int64, b'?' bool); False,
+    with nothing held, otherwise. A typed memoryview does the same checks
+    but builds a Python object each time, and `select` takes five of them
+    at every interior node of every simulation."""
+    try:
+        PyObject_GetBuffer(array, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
+    except (BufferError, TypeError, ValueError):  # not contiguous, or no buffer at all
+        return False
+    cdef char f = view.format[0] if view.format != NULL else 0
+    cdef bint ok = view.ndim == 1 and (
+        (kind == b'd' and f == b'd' and view.itemsize == 8)
+        or (kind == b'q' and (f == b'q' or f == b'l') and view.itemsize == 8)
+        or (kind == b'?' and f == b'?' and view.itemsize == 1))
+    if not ok:
+        PyBuffer_Release(view)
+    return ok
+
+
 def select(node, double c_puct):
     """The index of the action pUCT takes at expanded `node` (the same as
     `select_numpy`'s); -1 if none is alive (its None), -2 where a value or
-    a prior is NaN (numpy's rules for NaN in min, max and argmax are not
-    restated here)."""
+    a prior is NaN, or an array is not laid out as `Node` lays it out
+    (numpy's rules then decide: those for NaN in min, max and argmax are
+    not restated here)."""
     expansion = node.expansion
-    cdef const double[:] costs = expansion.costs
-    cdef const double[:] prior = node.prior
-    cdef const int64_t[:] edge = node.edge_visits
-    cdef const unsigned char[:] dead = node.dead
-    cdef const unsigned char[:] root_only = node.root_only
-    cdef Py_ssize_t count = costs.shape[0]
+    arrays = (expansion.costs, node.prior, node.edge_visits, node.dead, node.root_only)
+    cdef const char *kinds = b"ddq??"   # _select's order
+    cdef Py_buffer views[5]
+    cdef int i, taken = 0
+    try:
+        for i in range(5):
+            if not _take(arrays[i], &views[i], kinds[i]):
+                return -2
+            taken += 1
+        return _select(node, expansion, c_puct, views)
+    finally:
+        for i in range(taken):
+            PyBuffer_Release(&views[i])
+
+
+cdef Py_ssize_t _select(node, expansion, double c_puct, Py_buffer *views) except? -3:
+    """`select` over the node's arrays, as `views` holds them (costs,
+    prior, edge visits, dead, root only)."""
+    cdef const double *costs = <const double *> views[0].buf
+    cdef const double *prior = <const double *> views[1].buf
+    cdef const int64_t *edge = <const int64_t *> views[2].buf
+    cdef const unsigned char *dead = <const unsigned char *> views[3].buf
+    cdef const unsigned char *root_only = <const unsigned char *> views[4].buf
+    cdef Py_ssize_t count = views[0].shape[0]
+    if (views[1].shape[0] != count or views[2].shape[0] != count
+            or views[3].shape[0] != count or views[4].shape[0] != count):
+        return -2
     cdef Py_ssize_t singles = expansion.singles
     cdef double cost = node.cost
     cdef Py_ssize_t i, index, best_index = -1
@@ -221,6 +265,8 @@ def select(node, double c_puct):
         # only where it is below the candidate's own (exact) cost.
         for key, child in node.children.items():
             index = key
+            if index < 0 or index >= count:
+                return -2
             below = child.best_cost
             if index >= singles or below < values[index]:
                 values[index] = below

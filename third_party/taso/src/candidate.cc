@@ -275,7 +275,7 @@ class CandidateBuilder {
       return;
     }
     // The dedup key by difference.
-    const std::vector<uint64_t>& keys = scratch_->op_keys;
+    const std::vector<uint64_t>& keys = *scratch_->op_keys;
     uint64_t sum = scratch_->parent_key_sum;
     for (int m : match.ops) sum -= keys[m];
     auto local_of = [&](const TensorRef& t) {
@@ -533,49 +533,13 @@ uint64_t candidate_hash(const Graph& g, const Candidate& c, HashScratch* hs) {
 }
 
 uint64_t graph_dedup_key(const Graph& g, std::vector<uint64_t>* op_keys) {
-  if (op_keys) op_keys->resize(g.size());
-  uint64_t sum = 0;
-  for (int i = 0; i < g.size(); ++i) {
-    const Node& node = g.node(i);
-    uint64_t h = node_local_hash(node);
-    for (const TensorRef& t : node.inputs)
-      h = hash_input(h, node_local_hash(g.node(g.index_of(t.guid))), t.index);
-    const uint64_t term = mix64(h);
-    if (op_keys) (*op_keys)[i] = term;
-    sum += term;
-  }
-  return hash_combine(sum, static_cast<uint64_t>(g.num_ops()));
+  const Graph::LevelHashes& levels = g.level_hashes(false);
+  if (op_keys) *op_keys = levels.terms;
+  return hash_combine(levels.terms_sum, static_cast<uint64_t>(g.num_ops()));
 }
-
-namespace {
-
-// graph_dedup_key's per-op hash before mixing: the op's local hash and its
-// inputs' local hashes.
-uint64_t one_level(const Node& node, const Graph& g) {
-  uint64_t h = node_local_hash(node);
-  for (const TensorRef& t : node.inputs)
-    h = hash_input(h, node_local_hash(g.node(g.index_of(t.guid))), t.index);
-  return h;
-}
-
-// The two-level term's seed: distinct from the one-level hash of the same
-// op, so that the deep key is not the one-level key in disguise.
-constexpr uint64_t kDeepSeed = 0x5bd1e9955bd1e995ULL;
-
-}  // namespace
 
 uint64_t graph_deep_key(const Graph& g) {
-  std::vector<uint64_t> one(static_cast<size_t>(g.size()));
-  for (int i = 0; i < g.size(); ++i) one[static_cast<size_t>(i)] = one_level(g.node(i), g);
-  uint64_t sum = 0;
-  for (int i = 0; i < g.size(); ++i) {
-    const Node& node = g.node(i);
-    uint64_t h = hash_combine(node_local_hash(node), kDeepSeed);
-    for (const TensorRef& t : node.inputs)
-      h = hash_input(h, one[static_cast<size_t>(g.index_of(t.guid))], t.index);
-    sum += mix64(h);
-  }
-  return hash_combine(sum, static_cast<uint64_t>(g.num_ops()));
+  return hash_combine(g.level_hashes(true).two_sum, static_cast<uint64_t>(g.num_ops()));
 }
 
 uint64_t candidate_deep_key(const Graph& g, const Candidate& c, DeepKeyScratch* s) {
@@ -586,24 +550,15 @@ uint64_t candidate_deep_key(const Graph& g, const Candidate& c, DeepKeyScratch* 
     return c.deep_key;
   }
   const size_t n = static_cast<size_t>(g.size());
-  if (s->parent != &g || s->one.size() != n) {
+  if (s->parent != &g || s->stamp.size() != n) {
     s->parent = &g;
-    s->one.resize(n);
-    s->two.resize(n);
+    s->levels = &g.level_hashes(true);
     s->stamp.assign(n, 0);
     s->new_one.resize(n);
     s->counter = 0;
-    for (int i = 0; i < g.size(); ++i) s->one[static_cast<size_t>(i)] = one_level(g.node(i), g);
-    s->sum = 0;
-    for (int i = 0; i < g.size(); ++i) {
-      const Node& node = g.node(i);
-      uint64_t h = hash_combine(node_local_hash(node), kDeepSeed);
-      for (const TensorRef& t : node.inputs)
-        h = hash_input(h, s->one[static_cast<size_t>(g.index_of(t.guid))], t.index);
-      s->two[static_cast<size_t>(i)] = h;
-      s->sum += mix64(h);
-    }
   }
+  const std::vector<uint64_t>& one_of_parent = s->levels->one;
+  const std::vector<uint64_t>& two_of_parent = s->levels->two;
   // Stamps: `removed` marks the matched ops, `removed + 1` the readers of
   // redirected tensors (R1), `removed + 2` their other readers (R2).
   s->counter += 3;
@@ -612,10 +567,10 @@ uint64_t candidate_deep_key(const Graph& g, const Candidate& c, DeepKeyScratch* 
   auto added_index = [max_guid](const TensorRef& t) {
     return static_cast<size_t>(t.guid - max_guid - 1);
   };
-  uint64_t sum = s->sum;
+  uint64_t sum = s->levels->two_sum;
   for (int m : c.removed) {
     s->stamp[static_cast<size_t>(m)] = removed;
-    sum -= mix64(s->two[static_cast<size_t>(m)]);
+    sum -= mix64(two_of_parent[static_cast<size_t>(m)]);
   }
   // The target ops' one-level hashes: their inputs are variables (parent
   // ops the rewrite keeps) or earlier target ops.
@@ -673,13 +628,14 @@ uint64_t candidate_deep_key(const Graph& g, const Candidate& c, DeepKeyScratch* 
       const TensorRef to = redirected(c, t);
       return {s->added_one[added_index(to)], to.index};
     }
-    return {stamp == r1 ? s->new_one[static_cast<size_t>(src)] : s->one[static_cast<size_t>(src)],
+    return {stamp == r1 ? s->new_one[static_cast<size_t>(src)]
+                        : one_of_parent[static_cast<size_t>(src)],
             t.index};
   };
   for (int i : changed) {
     const Node& node = g.node(i);
-    sum -= mix64(s->two[static_cast<size_t>(i)]);
-    uint64_t h = hash_combine(node_local_hash(node), kDeepSeed);
+    sum -= mix64(two_of_parent[static_cast<size_t>(i)]);
+    uint64_t h = hash_combine(node_local_hash(node), kTwoLevelSeed);
     for (const TensorRef& t : node.inputs) {
       const auto [one, index] = one_of(t);
       h = hash_input(h, one, index);
@@ -688,7 +644,7 @@ uint64_t candidate_deep_key(const Graph& g, const Candidate& c, DeepKeyScratch* 
   }
   for (size_t j = 0; j < num_dst; ++j) {
     const Node& node = *c.added[j];
-    uint64_t h = hash_combine(node_local_hash(node), kDeepSeed);
+    uint64_t h = hash_combine(node_local_hash(node), kTwoLevelSeed);
     for (const TensorRef& t : node.inputs) {
       const auto [one, index] = one_of(t);
       h = hash_input(h, one, index);

@@ -236,6 +236,42 @@ size_t Graph::build_ancestors() const {
   return words;
 }
 
+void Graph::build_level_hashes(bool two_levels) const {
+  std::lock_guard<std::mutex> lock(index_mu_);
+  int8_t built = levels_built_.load(std::memory_order_relaxed);
+  const size_t n = nodes_.size();
+  if (built < 1) {
+    // Local hashes read from a flat copy: the nodes lie scattered in memory.
+    std::vector<uint64_t> local(n);
+    for (size_t i = 0; i < n; ++i) local[i] = node_local_hash(*nodes_[i]);
+    levels_.one.resize(n);
+    levels_.terms.resize(n);
+    levels_.terms_sum = 0;
+    for (size_t i = 0; i < n; ++i) {
+      uint64_t h = local[i];
+      for (int k = input_begin_[i]; k < input_begin_[i + 1]; ++k)
+        h = hash_input(h, local[static_cast<size_t>(input_ops_[k])], inputs_[k].index);
+      levels_.one[i] = h;
+      levels_.terms[i] = mix64(h);
+      levels_.terms_sum += levels_.terms[i];
+    }
+    built = 1;
+  }
+  if (two_levels && built < 2) {
+    levels_.two.resize(n);
+    levels_.two_sum = 0;
+    for (size_t i = 0; i < n; ++i) {
+      uint64_t h = hash_combine(node_local_hash(*nodes_[i]), kTwoLevelSeed);
+      for (int k = input_begin_[i]; k < input_begin_[i + 1]; ++k)
+        h = hash_input(h, levels_.one[static_cast<size_t>(input_ops_[k])], inputs_[k].index);
+      levels_.two[i] = h;
+      levels_.two_sum += mix64(h);
+    }
+    built = 2;
+  }
+  levels_built_.store(built, std::memory_order_release);
+}
+
 bool Graph::all_live() const {
   int8_t live = all_live_.load(std::memory_order_relaxed);
   if (live < 0) {  // threads that get here at once compute the same value
@@ -257,6 +293,8 @@ void Graph::release_caches() const {
   std::vector<int>().swap(type_list_);
   std::vector<uint64_t>().swap(ancestors_);
   ancestor_words_.store(0, std::memory_order_relaxed);
+  levels_ = LevelHashes();
+  levels_built_.store(0, std::memory_order_relaxed);
 }
 
 const Shape& Graph::shape(const TensorRef& t) const {

@@ -129,9 +129,10 @@ Locations enumerate_locations(GraphPtr graph, const std::vector<Rule>& rules,
   // candidates").
   CandidateScratch& scratch = cache.candidate;
   scratch.lazy_hash = true;
-  const uint64_t parent_key = graph_dedup_key(*graph, &scratch.op_keys);
-  scratch.parent_key_sum = 0;
-  for (uint64_t k : scratch.op_keys) scratch.parent_key_sum += k;
+  const Graph::LevelHashes& levels = graph->level_hashes(false);
+  scratch.op_keys = &levels.terms;
+  scratch.parent_key_sum = levels.terms_sum;
+  const uint64_t parent_key = graph_dedup_key(*graph);
   KeyBuckets buckets;
   HashScratch& hs = locs.hash_scratch;
   // Equal dedup keys are told apart by their deep keys (graph_deep_key, a

@@ -182,6 +182,28 @@ TEST(candidate_deep_key_matches_the_built_graph) {
   CHECK(graph_deep_key(*conv_chain().graph) != graph_deep_key(*two_adds()));
 }
 
+TEST(candidate_keys_kept_with_the_graph_are_those_computed_afresh) {
+  // Graph::level_hashes is built on first use, one level or both at once,
+  // and kept until release_caches: every order gives the same keys.
+  const GraphPtr one_first = conv_chain().graph, both_at_once = conv_chain().graph;
+  std::vector<uint64_t> terms;
+  const uint64_t key = graph_dedup_key(*one_first, &terms);  // one level only
+  const uint64_t deep = graph_deep_key(*both_at_once);        // both levels at once
+  CHECK_EQ(graph_deep_key(*one_first), deep);                  // the second level added
+  CHECK_EQ(graph_dedup_key(*both_at_once), key);
+  const Graph::LevelHashes& levels = one_first->level_hashes(true);
+  CHECK(levels.terms == terms);
+  uint64_t sum = 0;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    CHECK_EQ(levels.terms[i], mix64(levels.one[i]));
+    sum += terms[i];
+  }
+  CHECK_EQ(levels.terms_sum, sum);
+  one_first->release_caches();
+  CHECK_EQ(graph_deep_key(*one_first), deep);
+  CHECK_EQ(graph_dedup_key(*one_first), key);
+}
+
 TEST(candidate_for_each_rewrite_materializes_every_result) {
   const ConvChain c = conv_chain();
   std::vector<uint64_t> hashes;

@@ -107,12 +107,12 @@ uint64_t graph_dedup_key(const Graph& g, std::vector<uint64_t>* op_keys = nullpt
 uint64_t graph_deep_key(const Graph& g);
 
 // Scratch of candidate_deep_key, for candidates of one parent: the parent's
-// per-op one- and two-level hashes and their sum, computed on first use.
+// per-op one- and two-level hashes and their sum (Graph::level_hashes, built
+// on first use and kept with the parent), and per-candidate buffers.
 // Thread safety: one user at a time.
 struct DeepKeyScratch {
   const Graph* parent = nullptr;
-  std::vector<uint64_t> one, two;  // per parent op
-  uint64_t sum = 0;
+  const Graph::LevelHashes* levels = nullptr;  // the parent's
   std::vector<int> stamp;
   int counter = 0;
   std::vector<uint64_t> new_one, added_one;  // per parent op, per target op
@@ -143,9 +143,10 @@ struct CandidateScratch {
   // The split sizes a build gathers.
   std::vector<int64_t> split_sizes;
   HashScratch hash;
-  // Per parent op, its term of graph_dedup_key, and the key: filled by
-  // enumerate_locations (lazy hashes) before the rules run.
-  std::vector<uint64_t> op_keys;
+  // Per parent op, its term of graph_dedup_key (the parent's
+  // Graph::level_hashes terms), and their sum: set by enumerate_locations
+  // (lazy hashes) before the rules run.
+  const std::vector<uint64_t>* op_keys = nullptr;
   uint64_t parent_key_sum = 0;
   // True: candidates get their dedup key (`key`), their hash on first use;
   // false: their hash at once.

@@ -193,8 +193,27 @@ class Graph {
   // (memoized in the nodes), 0 for free ones.
   std::vector<double> base_op_costs(CostBackend* backend) const;
   MemoryEstimate memory() const;
+  // Per op, its hash one and two levels deep, what the candidate module's
+  // dedup and deep keys sum (candidate.h: graph_dedup_key, graph_deep_key):
+  // `one[i]` hashes op i's local hash with its inputs' local hashes, and
+  // `terms[i]` is mix64(one[i]); `two[i]` hashes its local hash (seeded
+  // apart) with its inputs' `one`. `terms_sum` and `two_sum` are the
+  // wrapping sums of `terms` and of mix64(two[i]). Built on first use
+  // (`two` and `two_sum` only where `two_levels` asks) and kept with the
+  // graph, like the indexes: a graph that materialize builds from a
+  // candidate is keyed there, to check the candidate's key, and again when
+  // it is enumerated, and those are one computation.
+  struct LevelHashes {
+    std::vector<uint64_t> one, terms, two;
+    uint64_t terms_sum = 0, two_sum = 0;
+  };
+  const LevelHashes& level_hashes(bool two_levels) const {
+    const int8_t built = levels_built_.load(std::memory_order_acquire);
+    if (built < (two_levels ? 2 : 1)) build_level_hashes(two_levels);
+    return levels_;
+  }
   // Frees the lazily built indexes (consumers, per-type lists, ancestor
-  // bitsets); they are rebuilt on next use. The search calls it on graphs it
+  // bitsets, level hashes); they are rebuilt on next use. The search calls it on graphs it
   // built itself and keeps only as parents of queued candidates. Not
   // thread-safe: only for a graph no other thread is using.
   void release_caches() const;
@@ -211,6 +230,7 @@ class Graph {
     return words > 0 ? words : build_ancestors();
   }
   size_t build_ancestors() const;
+  void build_level_hashes(bool two_levels) const;
   std::vector<NodePtr> nodes_;
   std::vector<TensorRef> outputs_;
   std::vector<int> index_;  // guid -> position, -1 if absent
@@ -220,9 +240,10 @@ class Graph {
   std::array<int, kNumOpTypeSlots> type_counts_{};   // num_ops_of_type
   std::vector<TensorRef> inputs_;                     // input
   // Built lazily, under index_mu_, by index_structure() (the consumer
-  // and per-type lists, is_output_; then indexed_ is set) and index_ancestors()
-  // (ancestors_; then ancestor_words_ is set): a thread that reads a flag
-  // set (acquire) sees what it guards.
+  // and per-type lists, is_output_; then indexed_ is set), index_ancestors()
+  // (ancestors_; then ancestor_words_ is set) and level_hashes() (levels_;
+  // then levels_built_ is set): a thread that reads a flag set (acquire)
+  // sees what it guards.
   mutable std::mutex index_mu_;
   mutable std::atomic<bool> indexed_{false};
   // Flat lists, each op's (each type's) a run of the list: op i's consumers
@@ -238,6 +259,8 @@ class Graph {
   mutable std::vector<int> type_list_;
   mutable std::vector<uint64_t> ancestors_;  // row i: bitset of i's ancestors
   mutable std::atomic<size_t> ancestor_words_{0};
+  mutable LevelHashes levels_;                // level_hashes()
+  mutable std::atomic<int8_t> levels_built_{0};  // the levels built: 0, 1 or 2
   mutable std::atomic<int8_t> all_live_{-1};  // -1: not computed yet
   uint64_t hash_ = 0;
   uint64_t node_hash_sum_ = 0;
@@ -305,6 +328,10 @@ inline uint64_t hash_input(uint64_t h, uint64_t input_hash, int index) {
 inline uint64_t hash_output(uint64_t total, uint64_t h, int index) {
   return hash_combine(total, hash_combine(h, static_cast<uint64_t>(index)));
 }
+// The seed of an op's two-level hash (Graph::LevelHashes::two), combined
+// with its local hash: distinct from its one-level hash, so that the deep
+// key is not the dedup key in disguise.
+constexpr uint64_t kTwoLevelSeed = 0x5bd1e9955bd1e995ULL;
 
 }  // namespace taso
 
