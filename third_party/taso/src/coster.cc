@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 
 namespace taso {
 
@@ -41,40 +42,81 @@ CandidateCoster::CandidateCoster(const Graph& parent, CostBackend* backend)
   flip_cost_.assign(n, 0.0);
 }
 
+namespace {
+
+// The prices of target ops, kept across candidates, parents and costers of
+// one thread: a rewrite at each twin place of a repeated block adds ops of
+// the same configuration, and a multi-location action prices the same
+// rewrites again on every graph it builds, each time on fresh target nodes
+// (whose cost memo is empty). Building an op's configuration (parameters
+// and shapes copied) cost more than the analytic price itself. A slot is
+// found by a hash of the backend, the node's local hash (type, parameters,
+// output shapes) and the input shapes, and used only where the backend and
+// the whole configuration are equal (epsilon by its bits, as OpConfig::key
+// writes it): the backend's price of an equal configuration (op_cost is a
+// function of it: memoized by its key, or computed) is the price. Each
+// slot's configuration keeps its vectors' capacity from op to op.
+struct PriceMemo {
+  struct Slot {
+    uint64_t backend = 0;  // CostBackend::instance_id(); 0: empty
+    uint64_t hash = 0;
+    OpConfig config;
+    double ms = 0;
+  };
+  static constexpr size_t kSlots = 256;
+  std::vector<Slot> slots = std::vector<Slot>(kSlots);
+};
+thread_local PriceMemo tl_prices;
+
+bool same_bits(float a, float b) {
+  uint32_t x, y;
+  std::memcpy(&x, &a, sizeof x);
+  std::memcpy(&y, &b, sizeof y);
+  return x == y;
+}
+
+}  // namespace
+
+const Shape& CandidateCoster::input_shape(const Candidate& c, const TensorRef& t) const {
+  if (t.guid <= parent_.max_guid()) return parent_.shape(t);
+  return c.added[static_cast<size_t>(t.guid - parent_.max_guid() - 1)]->outputs[t.index];
+}
+
 double CandidateCoster::added_cost(const Candidate& c, size_t j) const {
   if (c.added_ws[j]) return 0.0;
   const Node& node = *c.added[j];
   double ms;
-  if (!node.cost.get(backend_->instance_id(), &ms)) {
-    // The memo Graph::op_costs reads once the candidate is materialized.
-    // The configuration is assigned into the coster's scratch, whose
-    // vectors keep their capacity from op to op: every target op of a
-    // fresh enumeration is priced here once, and copying its parameters
-    // and shapes into new vectors cost more than the analytic price. One
-    // scratch per count of inputs and outputs, so that no shape vector is
-    // dropped or created from op to op.
-    const size_t arity = node.inputs.size(), outputs = node.outputs.size();
-    if (configs_.size() <= arity) configs_.resize(arity + 1);
-    if (configs_[arity].size() <= outputs) configs_[arity].resize(outputs + 1);
-    OpConfig& config = configs_[arity][outputs];
+  if (node.cost.get(backend_->instance_id(), &ms)) return ms;
+  // The memo Graph::op_costs reads once the candidate is materialized.
+  uint64_t hash = hash_combine(node_local_hash(node), backend_->instance_id());
+  for (const TensorRef& t : node.inputs) {
+    const Shape& shape = input_shape(c, t);
+    hash = hash_combine(hash, shape.size());
+    for (int64_t d : shape) hash = hash_combine(hash, static_cast<uint64_t>(d));
+  }
+  PriceMemo::Slot& slot = tl_prices.slots[hash % PriceMemo::kSlots];
+  OpConfig& config = slot.config;
+  bool same = slot.backend == backend_->instance_id() && slot.hash == hash &&
+              config.type == node.type && config.params == node.params &&
+              same_bits(config.params.epsilon, node.params.epsilon) &&
+              config.output_shapes == node.outputs &&
+              config.input_shapes.size() == node.inputs.size();
+  for (size_t k = 0; k < node.inputs.size() && same; ++k)
+    same = config.input_shapes[k] == input_shape(c, node.inputs[k]);
+  if (!same) {
     config.type = node.type;
     config.params = node.params;
     config.weight_side = false;
-    config.input_shapes.resize(arity);
-    for (size_t k = 0; k < node.inputs.size(); ++k) {
-      const TensorRef& t = node.inputs[k];
-      if (t.guid <= parent_.max_guid()) {
-        config.input_shapes[k] = parent_.shape(t);
-      } else {
-        const Node& src = *c.added[t.guid - parent_.max_guid() - 1];
-        config.input_shapes[k] = src.outputs[t.index];
-      }
-    }
+    config.input_shapes.resize(node.inputs.size());
+    for (size_t k = 0; k < node.inputs.size(); ++k)
+      config.input_shapes[k] = input_shape(c, node.inputs[k]);
     config.output_shapes = node.outputs;
-    ms = backend_->op_cost(config);
-    node.cost.set(backend_->instance_id(), ms);
+    slot.ms = backend_->op_cost(config);
+    slot.backend = backend_->instance_id();
+    slot.hash = hash;
   }
-  return ms;
+  node.cost.set(backend_->instance_id(), slot.ms);
+  return slot.ms;
 }
 
 // Graph::Create's depth-first placement, for the ops it moves: target op j

@@ -57,6 +57,36 @@ TEST(coster_context_free_matches_built_graphs_bit_for_bit) {
 // far apart, whose targets go before the first clone and pull the second
 // relu's input forward, with every op after the last change summed as in
 // the parent.
+TEST(coster_prices_from_its_thread_memo_only_for_the_same_backend_and_op) {
+  // Target ops are priced from a memo of this thread's earlier prices
+  // (coster.cc, PriceMemo): two backends pricing the same rewrites in turn
+  // must each get their own price, the one a graph of fresh nodes (whose
+  // cost memos are empty) is costed at.
+  std::unique_ptr<CostBackend> cpu = make_analytic_backend("cpu");
+  std::unique_ptr<CostBackend> v100 = make_analytic_backend("v100");
+  const GraphPtr g = conv_chain().graph;
+  int checked = 0;
+  for (int round = 0; round < 2; ++round) {
+    for (CostBackend* backend : {cpu.get(), v100.get()}) {
+      CandidateCoster coster(*g, backend);
+      for (const Rule& r : {fuse_conv_relu(), replace_unary(OP_RELU, OP_TANH)}) {
+        for_each_candidate(*g, r, 0, [&](Candidate&& c, const MatchedOps&) {
+          const double priced = coster.cost(c);
+          const GraphPtr built = materialize(*g, c);
+          std::vector<NodePtr> fresh;
+          for (const NodePtr& n : built->nodes()) fresh.push_back(std::make_shared<Node>(*n));
+          const GraphPtr twin = Graph::Create(std::move(fresh), built->outputs());
+          CHECK_EQ(bits(priced), bits(twin->cost(backend)));
+          ++checked;
+          return true;
+        });
+      }
+    }
+  }
+  CHECK_EQ(checked, 2 * 2 * 4);  // 1 conv+relu fusion and 3 relus to tanh
+  CHECK(bits(conv_chain().graph->cost(cpu.get())) != bits(conv_chain().graph->cost(v100.get())));
+}
+
 TEST(coster_matches_built_graphs_wherever_the_rewrite_lies) {
   const GraphPtr g = branching_chain(5);
   const std::vector<Rule> rules = {relu_pair_concat_split(0), relu_pair_concat_split(1),

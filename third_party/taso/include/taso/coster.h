@@ -56,6 +56,11 @@ class CandidateCoster {
   int view_pos(int p) const { return p < view_first_ ? p : view_pos_[p]; }
   void view_parent(const Candidate& c, int p);
   void view_added(const Candidate& c, size_t j);
+  // The shape of tensor `t` a target op of `c` reads: a parent tensor or
+  // an earlier target op's output.
+  const Shape& input_shape(const Candidate& c, const TensorRef& t) const;
+  // Target op j's price (its cost memo, else the thread's price memo, else
+  // the backend's op_cost); 0 where it derives from weights only.
   double added_cost(const Candidate& c, size_t j) const;
   void place_added(const Candidate& c, size_t j, int bound);
   void place_parent(int p, int bound);
@@ -80,8 +85,6 @@ class CandidateCoster {
   std::vector<double> added_cost_;
   std::vector<std::pair<int, int>> block_;  // (kind: 0 parent / 1 added, index)
   std::vector<int> extra_;  // parent ops the candidate re-wires or re-prices
-  // added_cost's scratch configurations, by input and output count.
-  mutable std::vector<std::vector<OpConfig>> configs_;
   // Context-dependent backends: the parent's costs before the revision
   // (Graph::base_op_costs) and the parent as a view; the candidate's view
   // (its first view_valid_ ops are the parent view's: a candidate's ops
