@@ -22,17 +22,21 @@ RESULT_FIELDS = ("cost_ms", "route", "real_steps", "rule_enumerations", "applies
 def summarise(calls: List[dict], trees: Sequence[str]) -> Dict[str, Any]:
     """Per tree: the spread over settings of the planner's median CPU, of
     its ratio to TASO's median CPU, and in how many settings it is within
-    TASO's; per later tree: its median CPU over the first tree's per
-    setting, and the runs whose results differ from the first tree's."""
+    TASO's; the same for its CPU until the graph it hands over was first
+    seen (`cpu_to_best`, where the calls have it: a planner given TASO's
+    time would hand over that graph); per later tree: its median CPU over
+    the first tree's per setting, and the runs whose results differ from
+    the first tree's."""
     by: Dict[Tuple[str, str, str], List[dict]] = {}
     for c in calls:
         if "error" not in c:
             by.setdefault((c["method"], c["tree"], c["setting"]), []).append(c)
     settings = sorted({c["setting"] for c in calls})
 
-    def medians(method: str, tree: str) -> Dict[str, float]:
-        return {s: statistics.median(c["cpu_seconds"] for c in by[(method, tree, s)])
-                for s in settings if (method, tree, s) in by}
+    def medians(method: str, tree: str, field: str = "cpu_seconds") -> Dict[str, float]:
+        return {s: statistics.median(c[field] for c in by[(method, tree, s)])
+                for s in settings
+                if (method, tree, s) in by and all(field in c for c in by[(method, tree, s)])}
 
     out: Dict[str, Any] = {"settings": len(settings),
                            "errors": [c for c in calls if "error" in c]}
@@ -50,6 +54,13 @@ def summarise(calls: List[dict], trees: Sequence[str]) -> Dict[str, Any]:
             entry["over_taso"] = spread([plan[s] / max(taso[s], 1e-6) for s in both])
             entry["within_taso_time"] = sum(plan[s] <= taso[s] for s in both)
             entry["within_taso_time_of"] = len(both)
+            to_best = medians("plan", tree, "cpu_to_best")
+            timed = [s for s in both if s in to_best]
+            if timed:  # reports from before the field have none
+                entry["to_best_over_taso"] = spread([to_best[s] / max(taso[s], 1e-6)
+                                                     for s in timed])
+                entry["best_within_taso_time"] = sum(to_best[s] <= taso[s] for s in timed)
+                entry["best_within_taso_time_of"] = len(timed)
         if tree != trees[0]:
             common = [s for s in plan if s in first]
             if common:

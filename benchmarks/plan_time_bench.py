@@ -84,7 +84,7 @@ class _Worker:
                 "real_steps": result.real_steps, "applies": result.applies,
                 "rule_enumerations": result.rule_enumerations,
                 "decisions": result.decisions, "nodes": result.nodes,
-                "stopped": result.stopped}
+                "stopped": result.stopped, "cpu_to_best": result.cpu_seconds_to_best}
 
 
 def _setting_names() -> List[str]:

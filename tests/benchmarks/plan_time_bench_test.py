@@ -20,11 +20,14 @@ import plan_time  # noqa: E402  pylint: disable=wrong-import-position
 _SETTING = "squeezenet1_1/tensat/analytic-v100"
 
 
-def _plan(setting, tree, seed, cpu, cost=1.0, route="r"):
-    return {"setting": setting, "method": "plan", "tree": tree, "seed": seed,
+def _plan(setting, tree, seed, cpu, cost=1.0, route="r", to_best=None):
+    call = {"setting": setting, "method": "plan", "tree": tree, "seed": seed,
             "cpu_seconds": cpu, "cost_ms": cost, "route": route, "real_steps": 10,
             "rule_enumerations": 0, "applies": 5, "decisions": 2, "nodes": 7,
             "stopped": "no_improvement"}
+    if to_best is not None:
+        call["cpu_to_best"] = to_best
+    return call
 
 
 def _taso(setting, seed, cpu):
@@ -63,6 +66,25 @@ class SummaryTest(absltest.TestCase):
         self.assertEqual(later["over_first_tree"]["max"], 2.0)
         self.assertEqual(later["faster_than_first_tree"], 1)
         self.assertEqual(later["results_differ"], ["g/z seed 1"])
+        # Neither tree's calls say when their graph was first seen.
+        self.assertNotIn("best_within_taso_time", first)
+
+    def test_the_cpu_until_the_handed_over_graph_against_taso(self):
+        # Over TASO's 2.0 and 1.0: the whole run within on g/x only; its
+        # graph first seen within TASO's time on both (median 0.5 on g/y;
+        # g/z's calls, from before the field, are left out).
+        calls = []
+        for seed in (0, 1):
+            calls += [_taso("g/x", seed, 2.0), _plan("g/x", "/a", seed, 1.0, to_best=1.5),
+                      _taso("g/y", seed, 1.0), _plan("g/y", "/a", seed, 3.0,
+                                                     to_best=0.25 + 0.5 * seed),
+                      _taso("g/z", seed, 1.0), _plan("g/z", "/a", seed, 3.0)]
+        entry = plan_time.summarise(calls, ["/a"])["plan /a"]
+        self.assertEqual((entry["within_taso_time"], entry["within_taso_time_of"]), (1, 3))
+        self.assertEqual((entry["best_within_taso_time"], entry["best_within_taso_time_of"]),
+                         (2, 2))
+        self.assertEqual(entry["to_best_over_taso"]["min"], 0.5)
+        self.assertEqual(entry["to_best_over_taso"]["max"], 0.75)
 
 
 class RunTest(absltest.TestCase):
@@ -86,6 +108,8 @@ class RunTest(absltest.TestCase):
             plans = [c for c in report["calls"] if c["method"] == "plan"]
             for c in plans:
                 self.assertGreater(c["cpu_seconds"], 0)
+                self.assertGreater(c["cpu_to_best"], 0)   # greedy's start is offered
+                self.assertLessEqual(c["cpu_to_best"], c["cpu_seconds"])
                 self.assertLessEqual(c["real_steps"], 30 + 1)
             self.assertEqual(plans[0]["route"], plans[1]["route"])
             self.assertEqual(summary["plan " + _ROOT]["within_taso_time_of"], 1)

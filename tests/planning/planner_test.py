@@ -1,6 +1,7 @@
 """Tests of the engine planner: its simulator, tree, priors and searches."""
 
 import dataclasses
+import time
 
 from absl.testing import absltest
 import numpy as np
@@ -307,7 +308,13 @@ class PlanTest(absltest.TestCase):
         # cheapest graph the uncounted run had seen by then.
         env = _env("nasrnn", cost=CostModel("analytic", profile="v100"))
         config = PlanConfig(everywhere=True, merge_identical=True, max_real_steps=300, seed=0)
+        spent = time.thread_time()
         free = plan(env, config)
+        spent = time.thread_time() - spent
+        # The CPU by the time the handed-over graph was first seen: after
+        # greedy's first steps, within the run's.
+        self.assertGreater(free.cpu_seconds_to_best, 0.0)
+        self.assertLessEqual(free.cpu_seconds_to_best, spent)
         counted = plan(env, dataclasses.replace(config, count_enumerations=True))
         self.assertEqual(counted.stopped, "real_steps")
         calls = counted.real_steps + counted.rule_enumerations

@@ -194,6 +194,7 @@ class PlanResult(NamedTuple):
     prior: str
     real_steps_to_best: int = 0       # expansions when the handed-over cost was first seen
     engine_calls_to_best: int = 0     # expansions and single-rule enumerations by then
+    cpu_seconds_to_best: float = 0.0  # the planning thread's CPU seconds by then
 
     @property
     def change_pct(self) -> float:
@@ -219,6 +220,7 @@ class Planner:
         (a graph reached from it: costs stay in points of the initial
         graph's, and the route handed over starts at `start`); reanalyse
         searches again from stored graphs this way."""
+        self._cpu_start = time.thread_time()   # cpu_seconds_to_best counts from here
         self.env = env
         self.start_graph = env.initial_graph if start is None else start
         self.config = config
@@ -234,6 +236,7 @@ class Planner:
         self.root = self.tree.node_of(first, cost, None)
         self.best = _Best(cost, self.root, (), first)
         self.best_at = self.best_calls = 0
+        self.best_cpu = 0.0
         self._expand(self.root, rollout=False)
         if config.greedy_start:
             self._descend(self.root, self.env.config.max_steps)
@@ -318,6 +321,7 @@ class Planner:
             self.best = _Best(cost, node, suffix, graph)
             self.best_at = self.sim.real_steps
             self.best_calls = self.sim.real_steps + self.sim.rule_enumerations
+            self.best_cpu = time.thread_time() - self._cpu_start
 
     # -- simulations ---------------------------------------------------------
 
@@ -519,7 +523,8 @@ class Planner:
                           decisions=decisions, nodes=len(self.tree),
                           seconds=time.monotonic() - self._start, stopped=stopped,
                           prior=self.prior.name, real_steps_to_best=self.best_at,
-                          engine_calls_to_best=self.best_calls)
+                          engine_calls_to_best=self.best_calls,
+                          cpu_seconds_to_best=self.best_cpu)
 
 
 def _backup(path: List[Node]) -> None:
