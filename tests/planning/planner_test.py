@@ -218,6 +218,33 @@ class PlanTest(absltest.TestCase):
                                       max_real_steps=once.real_steps))
         self.assertEqual(capped.stopped, "real_steps")
 
+    def test_a_stall_of_real_steps_stops_planning_once_past_greedy(self):
+        # squeezenet1_1 with the generated rules: planning gets far below
+        # greedy's graph early. The check only stops a run: up to the stall
+        # it is the run without it, so it ends at no cheaper graph, after
+        # fewer real steps, at least `stall_real_steps` past its cheapest.
+        env = _env("squeezenet1_1", xfers=XferSet.from_name("generated"),
+                   cost=CostModel("analytic", profile="v100"))
+        config = PlanConfig(simulations=4, root_actions=4, seed=0, max_real_steps=400)
+        free = plan(env, config)
+        stalled = plan(env, dataclasses.replace(config, stall_real_steps=20))
+        self.assertEqual(stalled.stopped, "stalled")
+        self.assertLess(stalled.real_steps, free.real_steps)
+        self.assertGreaterEqual(stalled.cost, free.cost)
+        self.assertLess(stalled.cost, greedy_walk(env).cost)
+        self.assertGreaterEqual(stalled.real_steps - stalled.real_steps_to_best, 20)
+        self.assertEqual(replay(env, stalled.applied).hash(), stalled.graph.hash())
+        # On small_cnn planning never gets below greedy's graph, so the
+        # shortest stall changes nothing there.
+        small = _env()
+        config = PlanConfig(simulations=4, root_actions=4, seed=0)
+        free = plan(small, config)
+        never = plan(small, dataclasses.replace(config, stall_real_steps=1))
+        self.assertEqual((never.applied, never.real_steps, never.stopped),
+                         (free.applied, free.real_steps, free.stopped))
+        with self.assertRaisesRegex(ValueError, "stall_real_steps"):
+            PlanConfig(stall_real_steps=0)
+
     def test_no_restart_once_past_greedy(self):
         # squeezenet1_1 with the generated rules: planning ends far below
         # greedy's graph, so a restart is never taken and nothing changes.
@@ -296,6 +323,7 @@ class PlanTest(absltest.TestCase):
         self.assertEqual((config.max_real_steps, config.everywhere, config.merge_identical,
                           config.detours, config.seed), (1000, True, True, 1, 3))
         self.assertEqual(config.neutral_everywhere, "root")
+        self.assertEqual(config.stall_real_steps, 200)
         self.assertEqual(deployed_config(max_real_steps=50).max_real_steps, 50)
 
     def test_a_budget_of_engine_calls_counts_the_single_rule_enumerations(self):

@@ -281,8 +281,9 @@ def _eqsat(graph: Graph, xfers: XferSet, cost_model: CostModel, node_limit: int,
 def _plan(env: GraphEnv, folder: str, real_steps: int, seed: int,
           progress: Progress) -> Tuple[Graph, List[Tuple[str, int]]]:
     """The engine planner (`xflowrl.planning.plan`, its defaults but for
-    `real_steps`, multi-location actions, merging identical ops and one
-    detour search on, and the prior: a policy's where `folder` names one,
+    `real_steps`, multi-location actions, merging identical ops, one
+    detour search and a stall of 200 real steps once past greedy on, and
+    the prior: a policy's where `folder` names one,
     `PlanConfig`'s default otherwise) from greedy's descent, so never above
     greedy's graph; its
     graph and route (with merge steps where merging changed a graph:

@@ -29,7 +29,9 @@ real graph, built by the engine (`xflowrl.planning.simulator`).
   `patience` times before planning stops there; with `restarts`, where
   nothing cheaper than greedy's graph is known yet, it first goes back to
   the first graph (up to that many times) and decides again from there,
-  the tree kept.
+  the tree kept. With `stall_real_steps`, once a graph cheaper than
+  greedy's is known, that many real steps without a cheaper one count as
+  such a stop (`stalled`).
 - **Detours** (`detours` > 0): where planning would stop for good
   (`no_improvement`), a local look-ahead from the cheapest graph known
   first looks for a costlier route to a cheaper graph in one place, and
@@ -68,7 +70,8 @@ from xflowrl.planning.tree import Node, Tree
 NEUTRAL_EVERYWHERE = ("search", "root", "detours")
 
 # Why planning ended (`PlanResult.stopped`).
-STOPS = ("no_improvement", "no_candidates", "step_limit", "real_steps", "time_limit")
+STOPS = ("no_improvement", "no_candidates", "step_limit", "real_steps", "time_limit",
+         "stalled")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,6 +128,12 @@ class PlanConfig:
         on from what it found.
       detour_expansions: expansions one detour search may spend (real
         steps, within `max_real_steps`).
+      stall_real_steps: real steps after the last cheaper graph at which
+        planning, once it knows a graph cheaper than greedy's, counts as
+        stalled (None: never): as when its searches find nothing cheaper,
+        a detour search runs where `detours` allows, and planning stops
+        (`stalled`) unless it found a cheaper graph. Until then the
+        searches, restarts and detours go on as without it.
       seed: of the Gumbel noise.
     """
     prior: str = "xfer"
@@ -146,6 +155,7 @@ class PlanConfig:
     restarts: int = 1
     detours: int = 0
     detour_expansions: int = 200
+    stall_real_steps: Optional[int] = None
     seed: int = 0
 
     def __post_init__(self):
@@ -158,6 +168,8 @@ class PlanConfig:
                              f"{self.neutral_everywhere!r}")
         if self.detour_expansions < 1:
             raise ValueError("detour_expansions must be >= 1")
+        if self.stall_real_steps is not None and self.stall_real_steps < 1:
+            raise ValueError("stall_real_steps must be >= 1 or None")
         if self.rollout_steps < 0 or self.max_real_steps < 1 or self.time_limit_s <= 0:
             raise ValueError("rollout_steps must be >= 0, max_real_steps >= 1 and "
                              "time_limit_s > 0")
@@ -169,11 +181,12 @@ def deployed_config(**changes: Any) -> PlanConfig:
     decision's root only (`neutral_everywhere="root"`: far faster on
     NASNet-A with the large rule sets, a point less on NasRNN at batch 1;
     docs/planning.md), identical ops merged, one detour search, 1,000 real
-    steps,
+    steps, a stall after 200 real steps without a cheaper graph once past
+    greedy's (no result of the settings list changes; docs/planning.md),
     `PlanConfig`'s defaults otherwise; `changes` replace fields (the prior,
     the budget, the seed)."""
     fields: Dict[str, Any] = dict(max_real_steps=1000, everywhere=True, merge_identical=True,
-                                  detours=1, neutral_everywhere="root")
+                                  detours=1, neutral_everywhere="root", stall_real_steps=200)
     fields.update(changes)
     return PlanConfig(**fields)
 
@@ -437,6 +450,13 @@ class Planner:
             if out:
                 stopped = out
                 break
+            if self._stalled():
+                found = self._detour()
+                if found is None:
+                    stopped = (self._out_of() if self._detoured else None) or "stalled"
+                    break
+                root, fruitless = found, 0
+                continue
             index = self.decide(root)
             if index is None:
                 stopped = self._out_of() or "no_candidates"
@@ -467,6 +487,13 @@ class Planner:
                 self.progress(f"plan: decision {decisions}, real steps {self.sim.real_steps}, "
                               f"best {self.sim.points(self.best.cost) - 100:+.2f}%")
         return self._result(decisions, stopped)
+
+    def _stalled(self) -> bool:
+        """Whether `stall_real_steps` real steps have passed since the
+        cheapest graph known, one cheaper than greedy's, was first seen."""
+        stall = self.config.stall_real_steps
+        return (stall is not None and self.best.cost < self._greedy_cost - CHEAPER
+                and self.sim.real_steps - self.best_at >= stall)
 
     def _detour(self) -> Optional[Node]:
         """A detour search from the cheapest graph known (`PlanConfig.detours`):

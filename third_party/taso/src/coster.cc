@@ -87,7 +87,6 @@ double CandidateCoster::added_cost(const Candidate& c, size_t j) const {
   const Node& node = *c.added[j];
   double ms;
   if (node.cost.get(backend_->instance_id(), &ms)) return ms;
-  // The memo Graph::op_costs reads once the candidate is materialized.
   uint64_t hash = hash_combine(node_local_hash(node), backend_->instance_id());
   for (const TensorRef& t : node.inputs) {
     const Shape& shape = input_shape(c, t);
@@ -104,6 +103,7 @@ double CandidateCoster::added_cost(const Candidate& c, size_t j) const {
   for (size_t k = 0; k < node.inputs.size() && same; ++k)
     same = config.input_shapes[k] == input_shape(c, node.inputs[k]);
   if (!same) {
+    slot.backend = 0;  // empty until priced (op_cost may throw)
     config.type = node.type;
     config.params = node.params;
     config.weight_side = false;
@@ -115,6 +115,7 @@ double CandidateCoster::added_cost(const Candidate& c, size_t j) const {
     slot.backend = backend_->instance_id();
     slot.hash = hash;
   }
+  // The memo Graph::op_costs reads once the candidate is materialized.
   node.cost.set(backend_->instance_id(), slot.ms);
   return slot.ms;
 }

@@ -213,9 +213,9 @@ class Graph {
     return levels_;
   }
   // Frees the lazily built indexes (consumers, per-type lists, ancestor
-  // bitsets, level hashes); they are rebuilt on next use. The search calls it on graphs it
-  // built itself and keeps only as parents of queued candidates. Not
-  // thread-safe: only for a graph no other thread is using.
+  // bitsets, level hashes); they are rebuilt on next use. The search calls
+  // it on graphs it built itself and keeps only as parents of queued
+  // candidates. Not thread-safe: only for a graph no other thread is using.
   void release_caches() const;
 
  private:
