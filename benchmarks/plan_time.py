@@ -7,6 +7,7 @@ Defines no flags, so tests and other scripts import it beside any benchmark.
 
 from __future__ import annotations
 
+from collections import Counter
 import json
 import statistics
 from typing import Any, Dict, List, Sequence, Tuple
@@ -20,10 +21,11 @@ RESULT_FIELDS = ("cost_ms", "route", "real_steps", "rule_enumerations", "applies
 
 
 def summarise(calls: List[dict], trees: Sequence[str]) -> Dict[str, Any]:
-    """Per tree: the spread over settings of the planner's median CPU, of
+    """Per tree: its runs, their real steps summed and their stops counted;
+    the spread over settings of the planner's median CPU, of
     its ratio to TASO's median CPU, and in how many settings it is within
-    TASO's; the same for its CPU until the graph it hands over was first
-    seen (`cpu_to_best`, where the calls have it: a planner given TASO's
+    TASO's (and each setting's ratio, `by_setting`); the same for its CPU
+    until the graph it hands over was first seen (`cpu_to_best`, where the calls have it: a planner given TASO's
     time would hand over that graph); per later tree: its median CPU over
     the first tree's per setting, and the runs whose results differ from
     the first tree's."""
@@ -48,7 +50,13 @@ def summarise(calls: List[dict], trees: Sequence[str]) -> Dict[str, Any]:
         plan = medians("plan", tree)
         if not plan:
             continue
-        entry: Dict[str, Any] = {"cpu_seconds": spread(list(plan.values()))}
+        runs = [c for (method, t, _), cs in by.items() if method == "plan" and t == tree
+                for c in cs]
+        entry: Dict[str, Any] = {"cpu_seconds": spread(list(plan.values())),
+                                 "runs": len(runs),
+                                 "real_steps": sum(c["real_steps"] for c in runs),
+                                 "stops": dict(sorted(Counter(c["stopped"] for c in runs)
+                                                      .items()))}
         both = [s for s in plan if s in taso]
         if both:
             entry["over_taso"] = spread([plan[s] / max(taso[s], 1e-6) for s in both])
@@ -61,6 +69,11 @@ def summarise(calls: List[dict], trees: Sequence[str]) -> Dict[str, Any]:
                                                      for s in timed])
                 entry["best_within_taso_time"] = sum(to_best[s] <= taso[s] for s in timed)
                 entry["best_within_taso_time_of"] = len(timed)
+            entry["by_setting"] = {
+                s: {"over_taso": plan[s] / max(taso[s], 1e-6),
+                    **({"to_best_over_taso": to_best[s] / max(taso[s], 1e-6)}
+                       if s in to_best else {})}
+                for s in both}
         if tree != trees[0]:
             common = [s for s in plan if s in first]
             if common:
@@ -91,3 +104,22 @@ def summary_of_report(path: str) -> Dict[str, Any]:
     with open(path) as f:
         saved = json.load(f)
     return summarise(saved["calls"], saved["trees"])
+
+
+def handed_over_differs(path: str, against: str) -> List[str]:
+    """'setting seed N' for each planner run of the report at `path` whose
+    handed-over graph or route (`cost_ms`, `route`) differs from that of
+    the same setting and seed in the report at `against` (first trees; runs
+    only one of them has are left out): two configurations compared, each
+    run in its own report."""
+    def runs(report: str) -> Dict[Tuple[str, int], dict]:
+        with open(report) as f:
+            saved = json.load(f)
+        first = saved["trees"][0]
+        return {(c["setting"], c["seed"]): c for c in saved["calls"]
+                if c["method"] == "plan" and c["tree"] == first and "error" not in c}
+    mine, theirs = runs(path), runs(against)
+    return sorted(f"{s} seed {seed}" for (s, seed), c in mine.items()
+                  if (s, seed) in theirs and any(c[f] != theirs[(s, seed)][f]
+                                                 for f in ("cost_ms", "route")))
+

@@ -5,6 +5,7 @@ against each other, measured interleaved; prints JSON.
         [--trees=/tmp/before,.] [--config='{"neutral_everywhere": "search"}']
         [--rounds=1] [--out_json=PATH]
     python benchmarks/plan_time_bench.py --from_json=REPORT.json   # its summary again
+    python benchmarks/plan_time_bench.py --from_json=A.json --against_json=B.json
 
 The planning issue's time target is the deployed planner (`xflowrl optimize
 --method=plan`, `xflowrl.planning.deployed_config()`) within the CPU time
@@ -19,6 +20,11 @@ figure is its thread's CPU time. The planner runs `deployed_config(seed=
 SEED, time_limit_s=600)` with `--config`'s fields replaced (JSON), so that
 two trees run the same configuration; `benchmarks/plan_bench.py` measures
 the planner's results on the list.
+
+`--against_json` (with `--from_json`) also lists the runs whose
+handed-over graph or route differs from the other report's run of the
+same setting and seed: two configurations (`--config`), each run in its
+own report.
 
 The report: every call (setting, seed, round, method, tree, CPU and wall
 seconds; the planner's cost, route digest, real steps, applies,
@@ -40,7 +46,7 @@ from typing import Any, Dict, List
 
 from absl import app, flags
 
-from plan_time import summarise, summary_of_report
+from plan_time import handed_over_differs, summarise, summary_of_report
 from tree_workers import define_flags, dispatch, report_out, run_calls
 
 FLAGS = flags.FLAGS
@@ -49,6 +55,8 @@ flags.DEFINE_list("seeds", ["0", "1", "2"], "Planner seeds.")
 flags.DEFINE_string("config", "{}", "JSON: fields of deployed_config() to replace in every "
                     "tree (e.g. {\"neutral_everywhere\": \"search\"}).")
 define_flags("planner")
+flags.DEFINE_string("against_json", "", "With --from_json: also list the runs whose handed-over "
+                    "graph or route differs from this report's runs.")
 
 
 class _Worker:
@@ -116,9 +124,16 @@ def _schedule(names: List[str], seeds: List[int], trees: List[str], config: dict
                        for method, k in jobs]
 
 
+def _summary_of_report(path: str) -> dict:
+    summary = summary_of_report(path)
+    if FLAGS.against_json:
+        summary["handed_over_differs"] = handed_over_differs(path, FLAGS.against_json)
+    return summary
+
+
 def main(argv):
     del argv
-    if dispatch(lambda: _Worker().run, summary_of_report):
+    if dispatch(lambda: _Worker().run, _summary_of_report):
         return
     try:
         config = json.loads(FLAGS.config)

@@ -58,6 +58,8 @@ class SummaryTest(absltest.TestCase):
         # /a: medians 1.5, 2.0 and 0.5 against TASO's 2.0, 1.0 and 1.0.
         self.assertEqual((first["within_taso_time"], first["within_taso_time_of"]), (2, 3))
         self.assertEqual(first["over_taso"]["median"], 0.75)
+        self.assertEqual((first["runs"], first["real_steps"]), (6, 60))
+        self.assertEqual(first["stops"], {"no_improvement": 6})
         self.assertNotIn("over_first_tree", first)
         # /b: 0.75, 2.0 and 1.0.
         self.assertEqual(later["within_taso_time"], 2)
@@ -85,6 +87,27 @@ class SummaryTest(absltest.TestCase):
                          (2, 2))
         self.assertEqual(entry["to_best_over_taso"]["min"], 0.5)
         self.assertEqual(entry["to_best_over_taso"]["max"], 0.75)
+        self.assertEqual(entry["by_setting"]["g/y"], {"over_taso": 3.0, "to_best_over_taso": 0.5})
+        self.assertEqual(entry["by_setting"]["g/z"], {"over_taso": 3.0})
+
+
+class AgainstTest(absltest.TestCase):
+
+    def test_runs_handing_over_another_graph_or_route_are_listed(self):
+        # Two reports of one tree each: seed 0 the same but for its real
+        # steps, seed 1 another route, seed 2 another cost; g/y only in one.
+        mine = [_plan("g/x", "/a", 0, 1.0), _plan("g/x", "/a", 1, 1.0, route="other"),
+                _plan("g/x", "/a", 2, 1.0, cost=0.5), _plan("g/y", "/a", 0, 1.0)]
+        theirs = [_plan("g/x", "/b", seed, 2.0) for seed in (0, 1, 2)]
+        theirs[0]["real_steps"] = 20
+        with tempfile.TemporaryDirectory() as folder:
+            paths = []
+            for name, tree, calls in (("a", "/a", mine), ("b", "/b", theirs)):
+                paths.append(os.path.join(folder, name + ".json"))
+                with open(paths[-1], "w") as f:
+                    json.dump({"trees": [tree], "calls": calls}, f)
+            self.assertEqual(plan_time.handed_over_differs(*paths),
+                             ["g/x seed 1", "g/x seed 2"])
 
 
 class RunTest(absltest.TestCase):

@@ -450,42 +450,41 @@ class Planner:
             if out:
                 stopped = out
                 break
-            if self._stalled():
-                found = self._detour()
-                if found is None:
-                    stopped = (self._out_of() if self._detoured else None) or "stalled"
+            stall = "stalled" if self._stalled() else None
+            if stall is None:
+                index = self.decide(root)
+                if index is None:
+                    stopped = self._out_of() or "no_candidates"
                     break
-                root, fruitless = found, 0
-                continue
-            index = self.decide(root)
-            if index is None:
-                stopped = self._out_of() or "no_candidates"
-                break
-            if root.best_cost >= root.cost - CHEAPER:
+                if root.best_cost < root.cost - CHEAPER:
+                    fruitless = 0
+                    root = self._child(root, index)
+                    if not root.expanded:
+                        self._expand(root)
+                    decisions += 1
+                    if self.progress is not None:
+                        self.progress(f"plan: decision {decisions}, real steps "
+                                      f"{self.sim.real_steps}, best "
+                                      f"{self.sim.points(self.best.cost) - 100:+.2f}%")
+                    continue
                 # Nothing cheaper known below: search again from here (other
                 # Gumbel draws, other actions) up to `patience` times.
                 fruitless += 1
-                if fruitless > self.config.patience:
-                    if (root is self.root or restarts >= self.config.restarts
-                            or self.best.cost < self._greedy_cost - CHEAPER):
-                        found = self._detour()
-                        if found is None:
-                            # A detour search may have spent the last budget.
-                            stopped = ((self._out_of() if self._detoured else None)
-                                       or "no_improvement")
-                            break
-                        root, fruitless = found, 0
-                        continue
+                if fruitless <= self.config.patience:
+                    continue
+                if not (root is self.root or restarts >= self.config.restarts
+                        or self.best.cost < self._greedy_cost - CHEAPER):
                     root, fruitless, restarts = self.root, 0, restarts + 1
-                continue
-            fruitless = 0
-            root = self._child(root, index)
-            if not root.expanded:
-                self._expand(root)
-            decisions += 1
-            if self.progress is not None:
-                self.progress(f"plan: decision {decisions}, real steps {self.sim.real_steps}, "
-                              f"best {self.sim.points(self.best.cost) - 100:+.2f}%")
+                    continue
+                stall = "no_improvement"
+            # Stalled (fruitless searches, or `stall_real_steps`): a detour
+            # search, and planning goes on from what it found.
+            found = self._detour()
+            if found is None:
+                # A detour search may have spent the last budget.
+                stopped = (self._out_of() if self._detoured else None) or stall
+                break
+            root, fruitless = found, 0
         return self._result(decisions, stopped)
 
     def _stalled(self) -> bool:
