@@ -60,7 +60,6 @@ import numpy as np
 
 from xflowrl.engine import Graph
 from xflowrl.env import CHEAPER, GraphEnv
-from xflowrl.gc_pause import cyclic_gc_paused
 from xflowrl.planning import _inner, detour
 from xflowrl.planning.priors import Prior, make_prior
 from xflowrl.planning.simulator import EngineSimulator, MERGE, MERGE_NAME, Step
@@ -251,10 +250,9 @@ class Planner:
         self.best = _Best(cost, self.root, (), first)
         self.best_at = self.best_calls = 0
         self.best_cpu = 0.0
-        with cyclic_gc_paused():   # xflowrl.gc_pause, as in run
-            self._expand(self.root, rollout=False)
-            if config.greedy_start:
-                self._descend(self.root, self.env.config.max_steps)
+        self._expand(self.root, rollout=False)
+        if config.greedy_start:
+            self._descend(self.root, self.env.config.max_steps)
         self._greedy_cost = self.best.cost   # what a restart must get below
         self._detoured: Set[Node] = set()    # the nodes detour searches started from
 
@@ -438,13 +436,7 @@ class Planner:
     # -- the run -------------------------------------------------------------
 
     def run(self) -> PlanResult:
-        """Decides, acts and moves down until a stop (module docstring),
-        Python's cyclic garbage collector paused (`xflowrl.gc_pause`: the
-        tree's nodes live until planning ends)."""
-        with cyclic_gc_paused():
-            return self._run()
-
-    def _run(self) -> PlanResult:
+        """Decides, acts and moves down until a stop (module docstring)."""
         limit = (self.config.max_decisions if self.config.max_decisions is not None
                  else self.env.config.max_steps)
         root, decisions, stopped, fruitless = self.root, 0, "step_limit", 0

@@ -42,7 +42,9 @@ but BERT loses its matmul merges under three rule sets
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import logging
 import time
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
@@ -53,7 +55,6 @@ import numpy as np
 from xflowrl import _engine
 from xflowrl.engine import CostModel, Graph, XferSet
 from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
-from xflowrl.gc_pause import cyclic_gc_paused
 from xflowrl.search.eqsat import extract
 from xflowrl.search.eqsat.egraph import EGraph, EGraphError, Params, multi_output
 from xflowrl.search.eqsat.native import NativeMatcher
@@ -524,8 +525,26 @@ def equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
       RuntimeError: the extracted graph computes something else than the
         original (a defect of a rule or of this module; never handed over).
     """
-    with cyclic_gc_paused():
+    with _cyclic_gc_paused():
         return _equality_saturation(graph, xfers, cost_model, config)
+
+
+@contextlib.contextmanager
+def _cyclic_gc_paused():
+    """Python's cyclic garbage collector off for the block (as it was
+    after). A run adds tens of thousands of e-nodes, tuples and lists that
+    live until it ends and form no reference cycles the run leaves behind,
+    so every collection during it rescans them for nothing (what that
+    cost: docs/benchmark.md, "What the benchmark finds"). Reference
+    counting still frees what the run drops; cycles made meanwhile wait
+    for the next collection."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
