@@ -28,7 +28,8 @@ own report.
 
 The report: every call (setting, seed, round, method, tree, CPU and wall
 seconds; the planner's cost, route digest, real steps, applies,
-enumerations, decisions, nodes and stop; TASO's change and expansions),
+enumerations, decisions, nodes and stop, and its CPU and real steps when
+the graph it hands over was first seen; TASO's change and expansions),
 and its summary (`plan_time.summarise`): per tree the spread over settings
 of the planner's median CPU, of its ratio to TASO's, and the settings
 within TASO's time; per later tree its median CPU over the first tree's
@@ -92,7 +93,8 @@ class _Worker:
                 "real_steps": result.real_steps, "applies": result.applies,
                 "rule_enumerations": result.rule_enumerations,
                 "decisions": result.decisions, "nodes": result.nodes,
-                "stopped": result.stopped, "cpu_to_best": result.cpu_seconds_to_best}
+                "stopped": result.stopped, "cpu_to_best": result.cpu_seconds_to_best,
+                "real_steps_to_best": result.real_steps_to_best}
 
 
 def _setting_names() -> List[str]:

@@ -134,6 +134,8 @@ class RunTest(absltest.TestCase):
                 self.assertGreater(c["cpu_to_best"], 0)   # greedy's start is offered
                 self.assertLessEqual(c["cpu_to_best"], c["cpu_seconds"])
                 self.assertLessEqual(c["real_steps"], 30 + 1)
+                self.assertGreater(c["real_steps_to_best"], 0)
+                self.assertLessEqual(c["real_steps_to_best"], c["real_steps"])
             self.assertEqual(plans[0]["route"], plans[1]["route"])
             self.assertEqual(summary["plan " + _ROOT]["within_taso_time_of"], 1)
             again = self._run(f"--from_json={out}")

@@ -52,7 +52,8 @@ def _random_node(rng: np.random.Generator, count: int, singles: int) -> Node:
     actions = np.zeros((count, 2), np.int64)
     expansion = Expansion(None, 2.0, None, actions, costs, singles)  # type: ignore[arg-type]
     node = Node(None, 2.0, None)  # type: ignore[arg-type]
-    node.attach(expansion, rng.normal(size=count) * rng.choice([0.0, 1.0, 30.0]))
+    logits = rng.normal(size=count) * rng.choice([0.0, 1.0, 30.0])
+    node.attach(expansion, lambda _: logits)
     node.edge_visits = rng.integers(0, 5, count)
     node.visits = int(rng.integers(0, 50))
     node.dead = rng.random(count) < rng.choice([0.0, 0.3, 1.0])

@@ -2,6 +2,7 @@
 
 import dataclasses
 import time
+from unittest import mock
 
 from absl.testing import absltest
 import numpy as np
@@ -24,7 +25,7 @@ from xflowrl.planning import (
 )
 from xflowrl.planning.priors import XferCostPrior
 from xflowrl.planning.simulator import EVERYWHERE, MERGE, MERGE_NAME, Step, replay_route
-from xflowrl.planning.tree import Tree
+from xflowrl.planning.tree import Node, Tree
 from xflowrl.policy import SHIPPED
 from xflowrl.search.eqsat import same_outputs
 from xflowrl.search.greedy import greedy_walk
@@ -184,6 +185,42 @@ class PlanTest(absltest.TestCase):
         second = plan(env, PlanConfig(simulations=8, seed=5))
         self.assertEqual(first.applied, second.applied)
         self.assertEqual(first.real_steps, second.real_steps)
+
+    def test_a_node_s_prior_is_computed_once_when_first_asked_for(self):
+        # Against a prior computed at every expansion: the same run, with
+        # the logits of the leaves no simulation selected from never asked for.
+        env = _env("squeezenet1_1")
+        calls = []
+
+        class Counting(XferCostPrior):
+            def logits(self, expansion):
+                calls.append(expansion.graph.hash())
+                return super().logits(expansion)
+
+        def eager(node, expansion, logits):
+            real(node, expansion, logits)
+            node.prior  # pylint: disable=pointless-statement
+
+        real = Node.attach
+        config = deployed_config(max_real_steps=200)
+        prior = Counting(env.initial_cost)
+        lazy = Planner(env, config, prior)
+        lazy_result, lazy_calls = lazy.run(), len(calls)
+        self.assertLen(set(calls), lazy_calls)   # once per node
+        del calls[:]
+        with mock.patch.object(Node, "attach", eager):
+            eager_result = Planner(env, config, prior).run()
+        self.assertEqual(lazy_result.applied, eager_result.applied)
+        self.assertEqual(lazy_result.real_steps, eager_result.real_steps)
+        expanded = [n for n in lazy.tree.nodes() if n.expanded and len(n.expansion.actions)]
+        self.assertLen(calls, len(expanded))   # eager: one per expansion
+        self.assertLess(lazy_calls, len(expanded))
+        # Asked for later, a leaf's prior is what an eager node holds.
+        leaf = next(n for n in expanded if n._prior_of is not None)  # pylint: disable=protected-access
+        logits = prior.logits(leaf.expansion)
+        shifted = np.exp(logits - logits.max())
+        np.testing.assert_array_equal(leaf.prior, shifted / shifted.sum())
+        self.assertIs(leaf.prior, leaf.prior)
 
     def test_looks_past_greedy_where_looking_ahead_pays(self):
         # squeezenet1_1 with the generated rules under analytic/v100: the

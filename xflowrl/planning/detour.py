@@ -56,7 +56,7 @@ class Detour(NamedTuple):
 def find_detour(planner: "Planner", start: Node, expansions: int) -> Optional[Detour]:
     """The first detour below `start` (module docstring), or None."""
     ceiling = TASO_ALPHA * start.cost
-    newest = max(op.guid for op in start.graph.ops())
+    newest = int(start.graph.structure()["guids"].max())
     seen = {start}
     frontier: List[Detour] = [Detour([start], [])]
     spent = 0
@@ -72,14 +72,15 @@ def find_detour(planner: "Planner", start: Node, expansions: int) -> Optional[De
             expansion = node.expansion
             assert expansion is not None
             matched = {}
-            for index in np.flatnonzero(expansion.candidate_costs <= ceiling):
-                xfer, location = (int(a) for a in expansion.actions[index])
+            rows = np.flatnonzero(expansion.candidate_costs <= ceiling)
+            for index, (xfer, location) in zip(rows.tolist(),
+                                               expansion.actions[rows].tolist()):
                 if node is not start:
                     if xfer not in matched:
                         matched[xfer] = expansion.locations.matched_ops(xfer)
                     if max(matched[xfer][location]) <= newest:
                         continue  # rewrites only ops the stalled graph has
-                child = planner.child(node, int(index))
+                child = planner.child(node, index)
                 if child in seen:  # the route's own nodes among them
                     continue
                 seen.add(child)

@@ -290,7 +290,7 @@ class Planner:
         """Expands `node` (a real step), sets its prior and its leaf value
         (and rolls out from it, where `rollout_steps` asks)."""
         expansion = self.sim.expand(node.graph, node.cost, self.config.everywhere)
-        node.attach(expansion, self.prior.logits(expansion))
+        node.attach(expansion, self.prior.logits)
         if self.config.neutral_everywhere != "search":
             several = slice(expansion.singles, None)
             neutral = expansion.costs[several] >= expansion.cost - CHEAPER

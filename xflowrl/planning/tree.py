@@ -17,19 +17,22 @@ simulation's path closes a cycle and is marked dead in that node.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from xflowrl.engine import Graph
 from xflowrl.planning.simulator import Expansion, Step
 
+_NO_ACTIONS = np.zeros(0)
+_NO_ACTIONS.flags.writeable = False
+
 
 class Node:
     """One graph of the tree."""
 
-    __slots__ = ("graph", "cost", "parent", "action", "expansion", "prior", "children",
-                 "edge_visits", "dead", "root_only", "visits", "best_cost")
+    __slots__ = ("graph", "cost", "parent", "action", "expansion", "_prior", "_prior_of",
+                 "children", "edge_visits", "dead", "root_only", "visits", "best_cost")
 
     def __init__(self, graph: Graph, cost: float, parent: Optional["Node"],
                  action: Tuple[Step, ...] = ()):
@@ -38,7 +41,9 @@ class Node:
         self.parent = parent      # the node it was first reached from
         self.action = action      # the steps from `parent` (several: a multi-location action)
         self.expansion: Optional[Expansion] = None
-        self.prior = np.zeros(0)  # [M] probabilities, set on expansion
+        self._prior = _NO_ACTIONS
+        # What gives the prior's logits, until they are first asked for.
+        self._prior_of: Optional[Callable[[Expansion], np.ndarray]] = None
         self.children: Dict[int, "Node"] = {}
         self.edge_visits = np.zeros(0, np.int64)
         self.dead = np.zeros(0, bool)
@@ -52,18 +57,35 @@ class Node:
     def expanded(self) -> bool:
         return self.expansion is not None
 
-    def attach(self, expansion: Expansion, logits: np.ndarray) -> None:
-        """Records the node's expansion and its prior (a softmax of `logits`)."""
+    def attach(self, expansion: Expansion,
+               logits: Callable[[Expansion], np.ndarray]) -> None:
+        """Records the node's expansion and what gives its prior's logits
+        (`Prior.logits`). The prior is computed when first asked for: most
+        leaves are never selected from."""
         self.expansion = expansion
         count = len(expansion.actions)
         if count:
-            shifted = np.exp(logits - logits.max())
-            self.prior = shifted / shifted.sum()
+            self._prior_of = logits
             if expansion.singles:
                 self.best_cost = min(self.best_cost, float(expansion.candidate_costs.min()))
         self.edge_visits = np.zeros(count, np.int64)
         self.dead = np.zeros(count, bool)
         self.root_only = np.zeros(count, bool)
+
+    @property
+    def prior(self) -> np.ndarray:
+        """[M] the prior's probabilities of the node's actions (a softmax of
+        its logits); empty before the expansion or where it has none."""
+        if self._prior_of is not None:
+            assert self.expansion is not None
+            logits = self._prior_of(self.expansion)
+            shifted = np.exp(logits - logits.max())
+            self._prior, self._prior_of = shifted / shifted.sum(), None
+        return self._prior
+
+    @prior.setter
+    def prior(self, value: np.ndarray) -> None:
+        self._prior, self._prior_of = value, None
 
     def action_values(self) -> np.ndarray:
         """[M] the cost change (ms, positive is cheaper) each action is known
