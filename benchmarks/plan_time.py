@@ -21,8 +21,9 @@ RESULT_FIELDS = ("cost_ms", "route", "real_steps", "rule_enumerations", "applies
 
 
 def summarise(calls: List[dict], trees: Sequence[str]) -> Dict[str, Any]:
-    """Per tree: its runs, their real steps summed and their stops counted;
-    the spread over settings of the planner's median CPU, of
+    """Per tree: its runs, their real steps summed (and their detour
+    searches' real steps and successes, where the calls have them) and
+    their stops counted; the spread over settings of the planner's median CPU, of
     its ratio to TASO's median CPU, and in how many settings it is within
     TASO's (and each setting's ratio, `by_setting`); the same for its CPU
     until the graph it hands over was first seen (`cpu_to_best`, where the calls have it: a planner given TASO's
@@ -55,6 +56,7 @@ def summarise(calls: List[dict], trees: Sequence[str]) -> Dict[str, Any]:
         entry: Dict[str, Any] = {"cpu_seconds": spread(list(plan.values())),
                                  "runs": len(runs),
                                  "real_steps": sum(c["real_steps"] for c in runs),
+                                 **_detours(runs),
                                  "stops": dict(sorted(Counter(c["stopped"] for c in runs)
                                                       .items()))}
         both = [s for s in plan if s in taso]
@@ -83,6 +85,15 @@ def summarise(calls: List[dict], trees: Sequence[str]) -> Dict[str, Any]:
             entry["results_differ"] = _differing(by, tree, trees[0], settings)
         out[f"plan {tree}"] = entry
     return out
+
+
+def _detours(runs: List[dict]) -> Dict[str, int]:
+    """The detour searches' real steps and successes over `runs` (reports
+    from before the fields have none)."""
+    if not runs or any("detour_real_steps" not in c for c in runs):
+        return {}
+    return {"detour_real_steps": sum(c["detour_real_steps"] for c in runs),
+            "detours_found": sum(c["detours_found"] for c in runs)}
 
 
 def _differing(by: Dict[Tuple[str, str, str], List[dict]], tree: str, first: str,

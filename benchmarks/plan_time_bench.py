@@ -29,7 +29,9 @@ own report.
 The report: every call (setting, seed, round, method, tree, CPU and wall
 seconds; the planner's cost, route digest, real steps, applies,
 enumerations, decisions, nodes and stop, and its CPU and real steps when
-the graph it hands over was first seen; TASO's change and expansions),
+the graph it hands over was first seen, and the real steps of its detour
+searches and how many found a cheaper graph; TASO's change and
+expansions),
 and its summary (`plan_time.summarise`): per tree the spread over settings
 of the planner's median CPU, of its ratio to TASO's, and the settings
 within TASO's time; per later tree its median CPU over the first tree's
@@ -94,7 +96,9 @@ class _Worker:
                 "rule_enumerations": result.rule_enumerations,
                 "decisions": result.decisions, "nodes": result.nodes,
                 "stopped": result.stopped, "cpu_to_best": result.cpu_seconds_to_best,
-                "real_steps_to_best": result.real_steps_to_best}
+                "real_steps_to_best": result.real_steps_to_best,
+                "detour_real_steps": result.detour_real_steps,
+                "detours_found": result.detours_found}
 
 
 def _setting_names() -> List[str]:

@@ -90,6 +90,15 @@ class SummaryTest(absltest.TestCase):
         self.assertEqual(entry["by_setting"]["g/y"], {"over_taso": 3.0, "to_best_over_taso": 0.5})
         self.assertEqual(entry["by_setting"]["g/z"], {"over_taso": 3.0})
 
+    def test_detour_steps_and_successes_are_summed_where_every_call_has_them(self):
+        calls = [_plan("g/x", "/a", seed, 1.0) for seed in (0, 1)]
+        for seed, call in enumerate(calls):
+            call.update(detour_real_steps=3 + seed, detours_found=seed)
+        entry = plan_time.summarise(calls, ["/a"])["plan /a"]
+        self.assertEqual((entry["detour_real_steps"], entry["detours_found"]), (7, 1))
+        older = plan_time.summarise(calls + [_plan("g/x", "/a", 2, 1.0)], ["/a"])["plan /a"]
+        self.assertNotIn("detour_real_steps", older)
+
 
 class AgainstTest(absltest.TestCase):
 
@@ -136,6 +145,7 @@ class RunTest(absltest.TestCase):
                 self.assertLessEqual(c["real_steps"], 30 + 1)
                 self.assertGreater(c["real_steps_to_best"], 0)
                 self.assertLessEqual(c["real_steps_to_best"], c["real_steps"])
+                self.assertLessEqual(c["detour_real_steps"], c["real_steps"])
             self.assertEqual(plans[0]["route"], plans[1]["route"])
             self.assertEqual(summary["plan " + _ROOT]["within_taso_time_of"], 1)
             again = self._run(f"--from_json={out}")

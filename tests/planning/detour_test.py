@@ -55,6 +55,21 @@ class DetourTest(absltest.TestCase):
     def test_without_detours_planning_stops_at_greedy_s_graph(self):
         self.assertAlmostEqual(self.without.cost, self._greedy_cost(), places=12)
         self.assertEqual(self.without.stopped, "no_improvement")
+        self.assertEqual((self.without.detour_real_steps, self.without.detours_found), (0, 0))
+
+    def test_the_result_counts_the_detour_s_real_steps_and_its_success(self):
+        # The real steps of the planner with a detour, less those of the
+        # same planner whose detour search spends nothing and finds nothing:
+        # the detour's (its search's and its replay's) and what planning
+        # did after it.
+        result = self.with_one
+        self.assertEqual(result.detours_found, 1)
+        self.assertGreater(result.detour_real_steps, 0)
+        self.assertLessEqual(result.detour_real_steps,
+                             result.real_steps - self.without.real_steps)
+        unlucky = plan(self.env, PlanConfig(detours=1, detour_expansions=1, **_DEPLOYED))
+        self.assertEqual(unlucky.detours_found, 0)
+        self.assertEqual(unlucky.detour_real_steps, unlucky.real_steps - self.without.real_steps)
 
     def test_with_one_it_goes_below_and_hands_over_a_graph_that_replays(self):
         result = self.with_one

@@ -208,6 +208,8 @@ class PlanResult(NamedTuple):
     real_steps_to_best: int = 0       # expansions when the handed-over cost was first seen
     engine_calls_to_best: int = 0     # expansions and single-rule enumerations by then
     cpu_seconds_to_best: float = 0.0  # the planning thread's CPU seconds by then
+    detour_real_steps: int = 0        # expansions of detour searches and their replays
+    detours_found: int = 0            # detour searches that led to a cheaper graph
 
     @property
     def change_pct(self) -> float:
@@ -255,6 +257,7 @@ class Planner:
             self._descend(self.root, self.env.config.max_steps)
         self._greedy_cost = self.best.cost   # what a restart must get below
         self._detoured: Set[Node] = set()    # the nodes detour searches started from
+        self._detour_steps = self._detours_found = 0
 
     # -- budgets -------------------------------------------------------------
 
@@ -504,14 +507,20 @@ class Planner:
         if start in self._detoured:
             return None
         self._detoured.add(start)
-        before = self.best.cost
-        found = detour.find_detour(self, start, self.config.detour_expansions)
-        if found is None:
-            return None
-        _backup(found.nodes)
-        if self.config.everywhere:
-            _backup(detour.replay_everywhere(self, start, found.xfers))
-        return self._best_node() if self.best.cost < before - CHEAPER else None
+        before, steps = self.best.cost, self.sim.real_steps
+        try:
+            found = detour.find_detour(self, start, self.config.detour_expansions)
+            if found is None:
+                return None
+            _backup(found.nodes)
+            if self.config.everywhere:
+                _backup(detour.replay_everywhere(self, start, found.xfers))
+            if self.best.cost >= before - CHEAPER:
+                return None
+            self._detours_found += 1
+            return self._best_node()
+        finally:
+            self._detour_steps += self.sim.real_steps - steps
 
     def _best_node(self) -> Node:
         """The node of the cheapest graph known, built and expanded if it is
@@ -550,7 +559,9 @@ class Planner:
                           seconds=time.monotonic() - self._start, stopped=stopped,
                           prior=self.prior.name, real_steps_to_best=self.best_at,
                           engine_calls_to_best=self.best_calls,
-                          cpu_seconds_to_best=self.best_cpu)
+                          cpu_seconds_to_best=self.best_cpu,
+                          detour_real_steps=self._detour_steps,
+                          detours_found=self._detours_found)
 
 
 def _backup(path: List[Node]) -> None:
