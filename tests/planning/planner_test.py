@@ -1,6 +1,7 @@
 """Tests of the engine planner: its simulator, tree, priors and searches."""
 
 import dataclasses
+import gc
 import time
 from unittest import mock
 
@@ -185,6 +186,31 @@ class PlanTest(absltest.TestCase):
         second = plan(env, PlanConfig(simulations=8, seed=5))
         self.assertEqual(first.applied, second.applied)
         self.assertEqual(first.real_steps, second.real_steps)
+
+    def test_plan_frees_its_tree_without_the_cyclic_collector(self):
+        def nodes_alive():
+            return sum(isinstance(o, Node) for o in gc.get_objects())
+
+        env = _env()
+        was = gc.isenabled()
+        gc.collect()
+        gc.disable()
+        try:
+            before = nodes_alive()
+            result = plan(env, PlanConfig(simulations=4, max_real_steps=40))
+            self.assertEqual(nodes_alive(), before)
+            # A planner kept by its caller keeps its tree (self-play
+            # harvests it); releasing it unlinks and empties it.
+            planner = Planner(env, PlanConfig(simulations=4, max_real_steps=40))
+            self.assertEqual(planner.run().applied, result.applied)
+            self.assertGreater(len(planner.tree), 1)
+            nodes = planner.tree.nodes()
+            planner.tree.release()
+            self.assertLen(planner.tree, 0)
+            self.assertTrue(all(n.parent is None and not n.children for n in nodes))
+        finally:
+            if was:
+                gc.enable()
 
     def test_a_node_s_prior_is_computed_once_when_first_asked_for(self):
         # Against a prior computed at every expansion: the same run, with

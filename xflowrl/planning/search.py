@@ -600,5 +600,11 @@ def _normalise(values: np.ndarray, alive: np.ndarray) -> np.ndarray:
 def plan(env: GraphEnv, config: Optional[PlanConfig] = None, prior: Optional[Prior] = None,
          progress: Optional[Callable[[str], None]] = None) -> PlanResult:
     """Plans from `env`'s initial graph under its rules, cost model, L and
-    size cap (module docstring); `env` itself is not stepped."""
-    return Planner(env, config or PlanConfig(), prior, progress).run()
+    size cap (module docstring); `env` itself is not stepped. The tree is
+    freed before it returns (`Tree.release`), so that what planning
+    built is paid for by this call."""
+    planner = Planner(env, config or PlanConfig(), prior, progress)
+    try:
+        return planner.run()
+    finally:
+        planner.tree.release()

@@ -124,6 +124,17 @@ class Tree:
         """Every node, in the order they were made."""
         return list(self._nodes.values())
 
+    def release(self) -> None:
+        """Empties the tree and unlinks its nodes (parents and children),
+        so that reference counting frees them, with their graphs and
+        locations, as soon as nothing else holds them. Linked, they are
+        reference cycles, freed only by a later pass of Python's cyclic
+        collector, whose cost then falls on whatever runs then."""
+        for node in self._nodes.values():
+            node.parent = None
+            node.children = {}
+        self._nodes = {}
+
     def node_of(self, graph: Graph, cost: float, parent: Optional[Node],
                 action: Tuple[Step, ...] = ()) -> Node:
         """The node of `graph`, made if the tree has none."""
