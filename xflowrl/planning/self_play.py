@@ -205,9 +205,11 @@ def play(job: SelfPlayJob) -> Played:
     env = environment(job.graph, job.rules, job.cost_model)
     planner = RecordingPlanner(env, dataclasses.replace(job.plan, prior=job.prior))
     result = planner.run()
-    return Played(job.graph, harvest(planner, env, job.targets, job.graph), result.real_steps,
-                  result.cost, result.initial_cost, result.applied, result.stopped,
-                  result.rule_enumerations, result.real_steps_to_best)
+    states = harvest(planner, env, job.targets, job.graph)
+    planner.tree.release()   # freed here, not by a later pass of the collector
+    return Played(job.graph, states, result.real_steps, result.cost, result.initial_cost,
+                  result.applied, result.stopped, result.rule_enumerations,
+                  result.real_steps_to_best)
 
 
 def reanalyse(job: ReanalyseJob) -> Reanalysed:
@@ -224,6 +226,7 @@ def reanalyse(job: ReanalyseJob) -> Reanalysed:
         fresh = [s for s in harvest(planner, env, dataclasses.replace(job.targets,
                                                                       states="roots"),
                                     job.graph) if s.cost == state.cost][:1]
+        planner.tree.release()
         if not fresh:  # nothing to decide there (no candidates): keep the old targets
             out.append(state)
             continue
