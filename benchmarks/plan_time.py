@@ -23,13 +23,13 @@ RESULT_FIELDS = ("cost_ms", "route", "real_steps", "rule_enumerations", "applies
 def summarise(calls: List[dict], trees: Sequence[str]) -> Dict[str, Any]:
     """Per tree: its runs, their real steps summed (and their detour
     searches' real steps and successes, where the calls have them) and
-    their stops counted; the spread over settings of the planner's median CPU, of
-    its ratio to TASO's median CPU, and in how many settings it is within
-    TASO's (and each setting's ratio, `by_setting`); the same for its CPU
-    until the graph it hands over was first seen (`cpu_to_best`, where the calls have it: a planner given TASO's
-    time would hand over that graph); per later tree: its median CPU over
-    the first tree's per setting, and the runs whose results differ from
-    the first tree's."""
+    their stops counted; the spread over settings of the planner's median
+    CPU, of its ratio to TASO's median CPU, and in how many settings it is
+    within TASO's (and each setting's ratio, `by_setting`); the same for
+    its CPU until the graph it hands over was first seen (`cpu_to_best`,
+    where the calls have it: a planner given TASO's time would hand over
+    that graph); per later tree: its median CPU over the first tree's per
+    setting, and the runs whose results differ from the first tree's."""
     by: Dict[Tuple[str, str, str], List[dict]] = {}
     for c in calls:
         if "error" not in c:
@@ -133,4 +133,3 @@ def handed_over_differs(path: str, against: str) -> List[str]:
     return sorted(f"{s} seed {seed}" for (s, seed), c in mine.items()
                   if (s, seed) in theirs and any(c[f] != theirs[(s, seed)][f]
                                                  for f in ("cost_ms", "route")))
-
