@@ -283,6 +283,39 @@ class SaturationTest(parameterized.TestCase):
             (gc.enable if was else gc.disable)()
         self.assertEqual(seen, [False, False, False])
 
+    def test_a_run_leaves_no_cycles_for_the_collector(self):
+        # What a run makes (the e-graph, the compiled rules, HiGHS's solver)
+        # is freed by reference counting as the run returns, not by a later
+        # pass of the cyclic collector, whose cost would fall on whatever
+        # runs then.
+        chosen = [r for r in _DEFAULT.rules if r.name.startswith(("conv_relu", "merge_"))]
+        # First uses (lazy imports, module caches) out of the way.
+        equality_saturation(_relu_pair(), XferSet(chosen), _COST)
+        solves = []
+        real_solve = saturation.extract._solve
+
+        def solve(*args, **kwargs):   # keeps no arguments, as a Mock would
+            solves.append(True)
+            return real_solve(*args, **kwargs)
+        was = gc.isenabled()
+        gc.collect()
+        gc.disable()
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        try:
+            rules = XferSet(chosen)   # compiled again: a new rule set
+            with mock.patch.object(saturation.extract, "_solve", solve):
+                result = equality_saturation(_relu_pair(), rules, _COST)
+            self.assertTrue(solves)   # HiGHS ran
+            self.assertLess(result.best_cost, result.initial_cost)
+            del rules, result
+            gc.collect()
+            self.assertEqual(sorted({type(o).__name__ for o in gc.garbage}), [])
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+            if was:
+                gc.enable()
+
     def test_a_rule_over_its_threshold_applies_nothing_and_comes_back(self):
         # egg's back-off: five conv+ReLU fusions against a threshold of 3
         # are all dropped in the first iteration; the rule returns with the

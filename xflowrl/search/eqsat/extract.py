@@ -668,7 +668,13 @@ def _solve(program: _Program, start_choice: Optional[Choice], cpu_limit_s: float
             out_of_cpu.append(True)
             event.interrupt()
     h.cbMipInterrupt.subscribe(interrupt)
-    h.run()
+    try:
+        h.run()
+    finally:
+        # highspy's Highs keeps its callbacks in `callbacks`, each holding
+        # the Highs: a reference cycle, freed here rather than by a later
+        # pass of the cyclic collector.
+        h.callbacks.clear()
     cpu = time.thread_time() - cpu_start
     info = h.getInfo()
     model_status = h.getModelStatus()
@@ -765,30 +771,36 @@ def build_graph(eg: EGraph, choice: Choice, roots: Sequence[int]) -> Graph:
     """
     builder = GraphBuilder()
     built: Dict[int, list] = {}   # class -> its Tensors (one, or a tuple's outputs)
-    visiting = set()
-
-    def build(c: int):
-        c = eg.find(c)
-        if c in built:
-            return built[c]
-        if c in visiting:
-            raise ValueError(f"the choice is cyclic at class {c}")
-        if c not in choice:
-            raise ValueError(f"the choice has no e-node for class {c}")
-        visiting.add(c)
-        op, params, children = eg.nodes[choice[c]]
-        if op == OUT:
-            tensors = [build(children[0])[params[0][1]]]
-        elif op in ("input", "weight"):
-            p = dict(params)
-            leaf = builder.input if op == "input" else builder.weight
-            tensors = [leaf(name=str(p["name"]), shape=p["shape"])]
-        else:
-            inputs = [build(ch)[0] for ch in children]
-            tensors = builder.add_op(op, inputs, dict(params))
-        visiting.discard(c)
-        built[c] = tensors
-        return tensors
-
-    outputs = [build(r)[0] for r in roots]
+    visiting: set = set()
+    outputs = [_build_class(eg, choice, builder, built, visiting, r)[0] for r in roots]
     return builder.build(outputs=outputs)
+
+
+def _build_class(eg: EGraph, choice: Choice, builder: GraphBuilder, built: Dict[int, list],
+                 visiting: set, c: int) -> list:
+    """Class `c`'s Tensors, built with what its chosen e-node reads first.
+    (A function of its own, not a closure of `build_graph`: a closure that
+    calls itself is a reference cycle, which would keep the e-graph until
+    a pass of the cyclic collector.)"""
+    c = eg.find(c)
+    if c in built:
+        return built[c]
+    if c in visiting:
+        raise ValueError(f"the choice is cyclic at class {c}")
+    if c not in choice:
+        raise ValueError(f"the choice has no e-node for class {c}")
+    visiting.add(c)
+    op, params, children = eg.nodes[choice[c]]
+    if op == OUT:
+        tensors = [_build_class(eg, choice, builder, built, visiting,
+                                children[0])[params[0][1]]]
+    elif op in ("input", "weight"):
+        p = dict(params)
+        leaf = builder.input if op == "input" else builder.weight
+        tensors = [leaf(name=str(p["name"]), shape=p["shape"])]
+    else:
+        inputs = [_build_class(eg, choice, builder, built, visiting, ch)[0] for ch in children]
+        tensors = builder.add_op(op, inputs, dict(params))
+    visiting.discard(c)
+    built[c] = tensors
+    return tensors

@@ -214,15 +214,19 @@ class Rewrite:
         root within this many steps above it."""
         src = self.rule.src
         depth: Dict[int, int] = {}
-
-        def op_depth(j: int) -> int:
-            if j not in depth:
-                step = 2 if src[j].type == "split" else 1
-                depth[j] = max((op_depth(p) + step for p, _, _ in self.consumers[j]),
-                               default=0)
-            return depth[j]
-        return max(op_depth(j) + (1 if any(t.op < 0 for t in op.inputs) else 0)
+        return max(self._op_depth(j, depth) + (1 if any(t.op < 0 for t in op.inputs) else 0)
                    for j, op in enumerate(src))
+
+    def _op_depth(self, j: int, depth: Dict[int, int]) -> int:
+        """The steps from source op `j` up to the match's root (memoized in
+        `depth`). A method, not a closure of `_height`: a closure that calls
+        itself is a reference cycle, which would keep the rule until a pass
+        of the cyclic collector."""
+        if j not in depth:
+            step = 2 if self.rule.src[j].type == "split" else 1
+            depth[j] = max((self._op_depth(p, depth) + step for p, _, _ in self.consumers[j]),
+                           default=0)
+        return depth[j]
 
     # ------------------------------------------------------------ planning
     def _plan(self) -> List[_Step]:
