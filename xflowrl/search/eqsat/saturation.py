@@ -535,8 +535,8 @@ def _cyclic_gc_paused():
     after). A run adds tens of thousands of e-nodes, tuples and lists that
     live until it ends and form no reference cycles the run leaves behind
     (tests/search/eqsat_test.py), so every collection during it rescans
-    them for nothing (what that
-    cost: docs/benchmark.md, "What the benchmark finds"). Reference
+    them for nothing (what that cost: docs/benchmark.md, "What the
+    benchmark finds"). Reference
     counting still frees what the run drops; cycles made meanwhile wait
     for the next collection."""
     enabled = gc.isenabled()
