@@ -3,7 +3,7 @@
     python benchmarks/plan_bench.py [--settings=all|NAME,...] [--seeds=0,1,2]
         [--simulations=16] [--root_actions=16] [--prior=xfer]
         [--rollout_steps=0] [--max_real_steps=5000] [--time_limit_s=60]
-        [--everywhere] [--neutral_everywhere=search|root|detours] [--merge_identical] [--restarts=N] [--detours=N] [--detour_expansions=N]
+        [--everywhere] [--neutral_everywhere=search|root|detours] [--merge_identical] [--restarts=N] [--stall_real_steps=N] [--detours=N] [--detour_expansions=N]
         [--markdown=PATH] [--export_graphs=DIR]
         [--cprofile=N]
         [--rows=results/plan_bench/rows.jsonl] [--taso_rows=results/plan_bench/taso_rows.jsonl]
@@ -89,6 +89,9 @@ flags.DEFINE_bool("count_enumerations", PlanConfig.count_enumerations,
                   "multi-location actions' single-rule enumerations together")
 flags.DEFINE_integer("restarts", PlanConfig.restarts,
                      "times planning goes back to the first graph when it stalls")
+flags.DEFINE_integer("stall_real_steps", PlanConfig.stall_real_steps,
+                     "stop after this many real steps without a cheaper graph once past "
+                     "greedy's (unset: never)")
 flags.DEFINE_integer("detours", PlanConfig.detours,
                      "detour searches before planning stops (xflowrl.planning.detour)")
 flags.DEFINE_integer("detour_expansions", PlanConfig.detour_expansions,
@@ -121,7 +124,8 @@ def _config(seed: int) -> PlanConfig:
                       greedy_start=FLAGS.greedy_start, everywhere=FLAGS.everywhere,
                       neutral_everywhere=FLAGS.neutral_everywhere,
                       merge_identical=FLAGS.merge_identical, patience=FLAGS.patience,
-                      restarts=FLAGS.restarts, detours=FLAGS.detours,
+                      restarts=FLAGS.restarts, stall_real_steps=FLAGS.stall_real_steps,
+                      detours=FLAGS.detours,
                       detour_expansions=FLAGS.detour_expansions, seed=seed)
 
 

@@ -21,7 +21,9 @@ Several --bench_json files are joined file by file: where a later file has
 a row of a setting an earlier file already has (same graph, rules, cost
 model and batch), the earlier row is kept and the later one dropped (each
 drop is printed), so a run that adds a rule set can be listed after the
-runs it extends without replacing their rows.
+runs it extends without replacing their rows. The list is ordered by gap;
+`--keep_order_of=LIST` puts the settings of an earlier list first, in its
+order, so that extending the shipped list moves none of its settings.
 
 `--export_graphs=DIR` also writes, per setting, the graphs a GPU check times
 (`DIR/<setting name with / as __>.json`): the original, greedy's, TASO's
@@ -47,6 +49,7 @@ from absl import app, flags
 from xflowrl.search.settings import (
     GAP_THRESHOLD,
     LookaheadSetting,
+    load_settings,
     save_settings,
     settings_from_rows,
 )
@@ -67,6 +70,9 @@ flags.DEFINE_bool("greedy_merging", True, "Measure greedy with identical ops mer
                   "after every step per setting (a greedy walk each).")
 flags.DEFINE_list("only", [], "--export_graphs: export these settings alone (names as "
                   "the list writes them, e.g. squeezenet1_1/tensat/analytic-v100).")
+flags.DEFINE_string("keep_order_of", "", "A list this one extends (e.g. the shipped list): "
+                    "its settings come first, in its order, the others after them; "
+                    "otherwise the list is ordered by gap.")
 
 
 def _commit() -> str:
@@ -149,6 +155,17 @@ def _key(row: dict) -> tuple:
     return (row["graph"], row["rules"], row["cost_model"], int(row.get("batch", 1)))
 
 
+def in_order_of(settings: List[LookaheadSetting],
+                earlier: List[LookaheadSetting]) -> List[LookaheadSetting]:
+    """`settings` with those named in `earlier` first, in `earlier`'s order,
+    and the rest after them in their own order: a list that extends an
+    earlier one keeps its settings' positions (reports and experiments name
+    "the first N settings")."""
+    position = {s.name: k for k, s in enumerate(earlier)}
+    first = sorted((s for s in settings if s.name in position), key=lambda s: position[s.name])
+    return first + [s for s in settings if s.name not in position]
+
+
 def join_rows(files: List[List[dict]], names: List[str]) -> List[dict]:
     """The rows of several benchmark files, the first file's row of a
     setting kept where later files repeat it (each drop printed)."""
@@ -212,6 +229,8 @@ def main(argv):
             files.append(json.load(f))
     rows = join_rows(files, list(FLAGS.bench_json))
     settings = settings_from_rows(rows, FLAGS.threshold)
+    if FLAGS.keep_order_of:
+        settings = in_order_of(settings, load_settings(FLAGS.keep_order_of))
     exported = select(settings, FLAGS.only)  # unknown names fail before anything is written
     if FLAGS.greedy_merging:
         settings = with_greedy_merging(settings)

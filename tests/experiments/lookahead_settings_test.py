@@ -73,5 +73,17 @@ class JoinRowsTest(absltest.TestCase):
                                               ["a.json", "b.json"])
         self.assertEqual([r["gap_pct"] for r in joined], [2.0])
 
+    def test_a_list_that_extends_another_keeps_its_order(self):
+        def setting(graph, gap):
+            return LookaheadSetting(graph=graph, rules="taso", cost_model="analytic/v100",
+                                    batch=1, initial_ms=1.0, costs_ms={"greedy": 1.0},
+                                    best_methods=("taso",), gap_pct=gap)
+        earlier = [setting("vgg19", 2.0), setting("bert", 5.0)]
+        by_gap = [setting("nasrnn", 9.0), setting("bert", 5.0), setting("resnet18", 3.0),
+                  setting("vgg19", 2.0)]
+        self.assertEqual([s.graph for s in lookahead_settings.in_order_of(by_gap, earlier)],
+                         ["vgg19", "bert", "nasrnn", "resnet18"])
+
+
 if __name__ == "__main__":
     absltest.main()
