@@ -187,6 +187,23 @@ class SaturationTest(parameterized.TestCase):
         self.assertEqual(result.handed_over, "descent")
         self.assertAlmostEqual(result.best_cost, walk.cost, places=12)
 
+    def test_the_descent_is_the_floor_where_the_e_graph_does_not_hold_it(self):
+        # One iteration on the reduced ViT under TASO's rules does not reach
+        # greedy's merged projections (four steps): the descent's own graph
+        # is handed over, checked like any other.
+        graph = zoo.get_graph("vit", **zoo.REDUCED["vit"])
+        xfers = XferSet.from_name("taso")
+        walk = greedy_walk(GraphEnv(graph, xfers, _COST, EnvConfig(max_steps=NO_STEP_LIMIT)))
+        result = equality_saturation(graph, xfers, _COST,
+                                     EqsatConfig(iteration_limit=1, ilp_time_limit_s=1))
+        self.assertLess(walk.cost, result.initial_cost)
+        self.assertNotEqual(result.ilp_start, "descent")  # the e-graph does not hold it
+        self.assertGreater(min(result.greedy_cost, result.ilp_cost or np.inf),
+                           walk.cost * (1 + 1e-9))   # nothing it extracts is as cheap
+        self.assertEqual(result.handed_over, "descent")
+        self.assertAlmostEqual(result.best_cost, walk.cost, places=12)
+        self.assertTrue(result.outputs_checked)
+
     def test_the_descent_is_the_floor_where_the_per_node_costs_rank_it_last(self):
         # fitted/cpu prices an op by its neighbours, so the per-node costs
         # the programs minimise do not add up to a graph's cost. On

@@ -10,10 +10,11 @@ acyclic restrictions of the e-graph (a depth-first walk, then the age
 order: `EGraph.filter_cycles`, `EGraph.filter_cycles_by_age`), and over
 the loose program with order variables only where both end above one-step
 greedy's cost. The graph handed over is the cheapest by the engine's own
-cost of the whole graph among the ILP's, the greedy extraction's, the
-ILP's start (the descent's graph where that is the start) and the
-original, so it is never costlier than the input nor than the best choice
-the e-graph was known to hold; it is rebuilt by the engine (shapes
+cost of the whole graph among the ILP's, the greedy extraction's,
+one-step greedy's (the descent's graph, the floor, held by the e-graph or
+not) and the original, so it is never costlier than the input, one-step
+greedy's graph, or the best choice the e-graph was known to hold; it is
+rebuilt by the engine (shapes
 checked) and, unless switched off, checked to compute the original's
 outputs on random values (the numpy reference executor, float64).
 
@@ -110,7 +111,8 @@ class EqsatConfig:
     ilp_heuristics: bool = True
     # The ILP's start may be one-step greedy's graph (the engine's descent
     # under the same rules) where the e-graph holds it and it is the
-    # cheapest known choice; see `equality_saturation`.
+    # cheapest known choice; that graph is also the floor of what is
+    # handed over, held or not; see `equality_saturation`.
     start_from_descent: bool = True
     # Semi-naive matching: a rule looks for matches only among e-nodes
     # within its pattern's height above the classes changed since it last
@@ -155,7 +157,7 @@ class SaturationResult(NamedTuple):
     graph: Graph                  # the graph handed over
     initial_cost: float
     best_cost: float              # graph's cost
-    handed_over: str              # "ilp" | "greedy" | "descent" (the ILP's start) | "original"
+    handed_over: str              # "ilp" | "greedy" | "descent" (one-step greedy's) | "original"
     greedy_cost: float            # greedy extraction's graph
     ilp_cost: Optional[float]     # the ILP's graph; None where it found none or did not run
     # Per program (`extract.ilp_extract`): "optimal" (HiGHS solved it),
@@ -461,7 +463,8 @@ def same_outputs(original: Graph, rewritten: Graph, seed: int = 0) -> Optional[b
 def _ilp_start(eg: EGraph, roots: List[int], costs: Dict[int, float], graph: Graph,
                greedy: extract.Extraction, xfers: XferSet, cost_model: CostModel,
                config: EqsatConfig
-               ) -> Tuple[str, extract.Choice, float, Optional[extract.Choice]]:
+               ) -> Tuple[str, extract.Choice, float, Optional[extract.Choice],
+                          Optional[Graph]]:
     """The ILP's start: the cheapest (per-node costs, shared e-nodes once)
     of the choices known to extract a graph the e-graph holds: greedy
     extraction's, the input's, and, with `config.start_from_descent`, the
@@ -474,23 +477,26 @@ def _ilp_start(eg: EGraph, roots: List[int], costs: Dict[int, float], graph: Gra
     spend its time limit at the root node without finding it (vit, `taso`
     rules: started from the input, it ended at the input's cost; the
     descent's graph, 6.2% cheaper, was in the e-graph). Returns (which,
-    choice, the descent's cost: inf where it did not run, and the
-    descent's choice: None where it did not run, applied nothing or the
-    e-graph does not hold its graph)."""
+    choice, the descent's cost: inf where it did not run, the descent's
+    choice: None where it did not run, applied nothing or the e-graph does
+    not hold its graph, and the descent's graph: None where it did not run
+    or applied nothing)."""
     starts = [("greedy", greedy.choice), ("original", choice_of_graph(eg, graph))]
     descent_cost = float("inf")
     descent: Optional[extract.Choice] = None
+    walked: Optional[Graph] = None
     if config.start_from_descent:
         env = GraphEnv(graph, xfers, cost_model, EnvConfig(max_steps=NO_STEP_LIMIT))
         walk = greedy_walk(env)
         descent_cost = walk.cost
         if walk.applied:
+            walked = walk.graph
             descent = choice_of_graph(eg, walk.graph)
             starts.append(("descent", descent))
     known = [(extract.dag_cost(eg, choice, roots, costs), k, name, choice)
              for k, (name, choice) in enumerate(starts) if choice is not None]
     _, _, name, choice = min(known, key=lambda t: t[:2])
-    return name, choice, descent_cost, descent
+    return name, choice, descent_cost, descent, walked
 
 
 # The extraction programs, in the order solved: the two acyclic
@@ -576,18 +582,22 @@ def _equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
     ilp_cost, ilp_status, ilp_programs = None, "off", 0
     ilp_start = ""
     if config.extraction == "ilp":
-        ilp_start, start_choice, descent_cost, descent = _ilp_start(
+        ilp_start, start_choice, descent_cost, descent, walked = _ilp_start(
             eg, roots, costs, graph, greedy, xfers, cost_model, config)
+        # The floor: never hand over worse than one-step greedy's graph,
+        # whatever a time-limited program returns, and whether or not the
+        # per-node costs rank it first (a backend that prices ops by their
+        # neighbours, fitted, sums to other figures than the whole graph's
+        # cost: under fitted/cpu the programs' estimate preferred the input
+        # on resnet50_taso, which greedy's 13 steps make cheaper). Built
+        # back from the e-graph where it holds it; the descent's own graph
+        # where it does not (an e-graph stopped by its node limit before
+        # reaching it: nasrnn under learned/h100 with the large rule sets).
         if descent is not None:
-            # The floor: never hand over worse than one-step greedy's graph
-            # where the e-graph holds it, whatever a time-limited program
-            # returns, and whether or not the per-node costs rank it first
-            # (a backend that prices ops by their neighbours, fitted, sums
-            # to other figures than the whole graph's cost: under fitted/cpu
-            # the programs' estimate preferred the input on resnet50_taso,
-            # which greedy's 13 steps make cheaper).
             descent_graph, cost = graph_of(descent)
             candidates.append((cost, "descent", descent_graph))
+        elif walked is not None:
+            candidates.append((descent_cost, "descent", walked))
         statuses = []
         order = tree if config.filter_cycles else {}
         # Two acyclic restrictions of the e-graph, each solved exactly (the
