@@ -14,9 +14,9 @@ cost of the whole graph among the ILP's, the greedy extraction's,
 one-step greedy's (the descent's graph, the floor, held by the e-graph or
 not) and the original, so it is never costlier than the input, one-step
 greedy's graph, or the best choice the e-graph was known to hold; it is
-rebuilt by the engine (shapes
-checked) and, unless switched off, checked to compute the original's
-outputs on random values (the numpy reference executor, float64).
+rebuilt by the engine (shapes checked) and, unless switched off, checked
+to compute the original's outputs on random values (the numpy reference
+executor, float64).
 
 Matching is semi-naive (`EqsatConfig.incremental`): after its first full
 pass a rule looks for its root e-node only within its pattern's height
@@ -542,9 +542,8 @@ def _cyclic_gc_paused():
     live until it ends and form no reference cycles the run leaves behind
     (tests/search/eqsat_test.py), so every collection during it rescans
     them for nothing (what that cost: docs/benchmark.md, "What the
-    benchmark finds"). Reference
-    counting still frees what the run drops; cycles made meanwhile wait
-    for the next collection."""
+    benchmark finds"). Reference counting still frees what the run drops;
+    cycles made meanwhile wait for the next collection."""
     enabled = gc.isenabled()
     gc.disable()
     try:
