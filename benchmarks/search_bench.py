@@ -149,6 +149,9 @@ flags.DEFINE_enum("eqsat_backoff", EqsatConfig.backoff, list(BACKOFFS),
 flags.DEFINE_integer("eqsat_multi_pattern_iterations", None,
                      "Equality saturation: iterations that apply multi-pattern rules "
                      "(default: EqsatConfig's).")
+flags.DEFINE_bool("eqsat_seed_descent", EqsatConfig.seed_descent,
+                  "Equality saturation: one-step greedy's graph added to the e-graph "
+                  "before saturation (EqsatConfig.seed_descent).")
 flags.DEFINE_integer("eqsat_check_max_ops", 150,
                      "Equality saturation: check the outputs of graphs up to this many ops.")
 flags.DEFINE_integer("descents", 10, "Random descents per setting.")
@@ -178,7 +181,8 @@ def config_from_flags() -> BenchConfig:
         if method not in METHODS:
             raise app.UsageError(f"unknown method {method!r}; choose from {list(METHODS)}")
     eqsat = dict(time_limit_s=FLAGS.eqsat_time_limit, node_limit=FLAGS.eqsat_node_limit,
-                 ilp_time_limit_s=FLAGS.eqsat_ilp_time_limit, backoff=FLAGS.eqsat_backoff)
+                 ilp_time_limit_s=FLAGS.eqsat_ilp_time_limit, backoff=FLAGS.eqsat_backoff,
+                 seed_descent=FLAGS.eqsat_seed_descent)
     if FLAGS.eqsat_multi_pattern_iterations is not None:
         eqsat["multi_pattern_iterations"] = FLAGS.eqsat_multi_pattern_iterations
     alphas = [float(a) for a in FLAGS.alphas]

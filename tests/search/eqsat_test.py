@@ -204,6 +204,24 @@ class SaturationTest(parameterized.TestCase):
         self.assertAlmostEqual(result.best_cost, walk.cost, places=12)
         self.assertTrue(result.outputs_checked)
 
+    def test_a_seeded_e_graph_holds_the_descent_from_the_start(self):
+        # `seed_descent`: the same one-iteration run, greedy's graph added
+        # before saturation; the e-graph holds it, so it is the ILP's start,
+        # and what is handed over still computes the original's outputs.
+        graph = zoo.get_graph("vit", **zoo.REDUCED["vit"])
+        xfers = XferSet.from_name("taso")
+        walk = greedy_walk(GraphEnv(graph, xfers, _COST, EnvConfig(max_steps=NO_STEP_LIMIT)))
+        plain = equality_saturation(graph, xfers, _COST,
+                                    EqsatConfig(iteration_limit=1, ilp_time_limit_s=1))
+        seeded = equality_saturation(graph, xfers, _COST,
+                                     EqsatConfig(iteration_limit=1, ilp_time_limit_s=1,
+                                                 seed_descent=True))
+        self.assertNotEqual(plain.ilp_start, "descent")
+        self.assertEqual(seeded.ilp_start, "descent")
+        self.assertGreater(seeded.e_nodes, plain.e_nodes)
+        self.assertLessEqual(seeded.best_cost, walk.cost * (1 + 1e-12))
+        self.assertTrue(seeded.outputs_checked)
+
     def test_the_descent_is_the_floor_where_the_per_node_costs_rank_it_last(self):
         # fitted/cpu prices an op by its neighbours, so the per-node costs
         # the programs minimise do not add up to a graph's cost. On

@@ -114,6 +114,12 @@ class EqsatConfig:
     # cheapest known choice; that graph is also the floor of what is
     # handed over, held or not; see `equality_saturation`.
     start_from_descent: bool = True
+    # One-step greedy's graph added to the e-graph before saturation (its
+    # outputs' classes merged with the input's), so that the e-graph holds
+    # it and rewrites grow from it too: where the node limit binds early
+    # (the large rule sets under the learned GPU cost models) saturation
+    # from the input alone does not reach it. Off by default.
+    seed_descent: bool = False
     # Semi-naive matching: a rule looks for matches only among e-nodes
     # within its pattern's height above the classes changed since it last
     # found all its matches (the same matches, in the same order, as
@@ -192,6 +198,12 @@ class SaturationResult(NamedTuple):
 def graph_to_egraph(graph: Graph) -> Tuple[EGraph, List[int]]:
     """An e-graph holding `graph`, and the classes of its outputs in order."""
     eg = EGraph()
+    return eg, add_graph(eg, graph)
+
+
+def add_graph(eg: EGraph, graph: Graph) -> List[int]:
+    """Adds `graph`'s ops to `eg` (those it holds already are found, not
+    added again); returns the classes of its outputs in order."""
     tensor_class: Dict[Tuple[int, int], int] = {}
     for guid, type_id, raw, inputs, shapes, name in graph.handle.ops():
         op = _engine.op_type_str(type_id)
@@ -208,7 +220,7 @@ def graph_to_egraph(graph: Graph) -> Tuple[EGraph, List[int]]:
             if eg.shape(tensor_class[(guid, i)]) != tuple(shape):
                 raise EGraphError(f"{op} op {guid}: e-graph shape "
                                   f"{eg.shape(tensor_class[(guid, i)])} != engine's {shape}")
-    return eg, [tensor_class[(t[0], t[1])] for t in graph.outputs()]
+    return [tensor_class[(t[0], t[1])] for t in graph.outputs()]
 
 
 def choice_of_graph(eg: EGraph, graph: Graph) -> Optional[extract.Choice]:
@@ -462,7 +474,7 @@ def same_outputs(original: Graph, rewritten: Graph, seed: int = 0) -> Optional[b
 
 def _ilp_start(eg: EGraph, roots: List[int], costs: Dict[int, float], graph: Graph,
                greedy: extract.Extraction, xfers: XferSet, cost_model: CostModel,
-               config: EqsatConfig
+               config: EqsatConfig, walk: Any = None
                ) -> Tuple[str, extract.Choice, float, Optional[extract.Choice],
                           Optional[Graph]]:
     """The ILP's start: the cheapest (per-node costs, shared e-nodes once)
@@ -480,14 +492,14 @@ def _ilp_start(eg: EGraph, roots: List[int], costs: Dict[int, float], graph: Gra
     choice, the descent's cost: inf where it did not run, the descent's
     choice: None where it did not run, applied nothing or the e-graph does
     not hold its graph, and the descent's graph: None where it did not run
-    or applied nothing)."""
+    or applied nothing). `walk`: the descent where the caller ran it
+    already (`_descent`)."""
     starts = [("greedy", greedy.choice), ("original", choice_of_graph(eg, graph))]
     descent_cost = float("inf")
     descent: Optional[extract.Choice] = None
     walked: Optional[Graph] = None
     if config.start_from_descent:
-        env = GraphEnv(graph, xfers, cost_model, EnvConfig(max_steps=NO_STEP_LIMIT))
-        walk = greedy_walk(env)
+        walk = walk or _descent(graph, xfers, cost_model)
         descent_cost = walk.cost
         if walk.applied:
             walked = walk.graph
@@ -497,6 +509,12 @@ def _ilp_start(eg: EGraph, roots: List[int], costs: Dict[int, float], graph: Gra
              for k, (name, choice) in enumerate(starts) if choice is not None]
     _, _, name, choice = min(known, key=lambda t: t[:2])
     return name, choice, descent_cost, descent, walked
+
+
+def _descent(graph: Graph, xfers: XferSet, cost_model: CostModel):
+    """One-step greedy's descent from `graph` under the run's rules and cost
+    model, without a step limit (`greedy_walk`)."""
+    return greedy_walk(GraphEnv(graph, xfers, cost_model, EnvConfig(max_steps=NO_STEP_LIMIT)))
 
 
 # The extraction programs, in the order solved: the two acyclic
@@ -559,6 +577,13 @@ def _equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
     initial_cost = graph.cost(cost_model)
     rewrites, skipped = compile_rules(xfers)
     eg, roots = graph_to_egraph(graph)
+    walk = None
+    if config.seed_descent and config.extraction == "ilp" and config.start_from_descent:
+        walk = _descent(graph, xfers, cost_model)
+        if walk.applied:
+            for root, seeded in zip(roots, add_graph(eg, walk.graph)):
+                eg.union(root, seeded)
+            eg.rebuild()
     stop, trace = saturate(eg, rewrites, config, start)
     saturated_at = time.time()
 
@@ -582,7 +607,7 @@ def _equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
     ilp_start = ""
     if config.extraction == "ilp":
         ilp_start, start_choice, descent_cost, descent, walked = _ilp_start(
-            eg, roots, costs, graph, greedy, xfers, cost_model, config)
+            eg, roots, costs, graph, greedy, xfers, cost_model, config, walk)
         # The floor: never hand over worse than one-step greedy's graph,
         # whatever a time-limited program returns, and whether or not the
         # per-node costs rank it first (a backend that prices ops by their
