@@ -190,37 +190,26 @@ class SaturationTest(parameterized.TestCase):
     def test_the_descent_is_the_floor_where_the_e_graph_does_not_hold_it(self):
         # One iteration on the reduced ViT under TASO's rules does not reach
         # greedy's merged projections (four steps): the descent's own graph
-        # is handed over, checked like any other.
+        # is handed over, checked like any other. Seeded with it
+        # (`seed_descent`), the e-graph holds it from the start, so it is
+        # the ILP's start.
         graph = zoo.get_graph("vit", **zoo.REDUCED["vit"])
         xfers = XferSet.from_name("taso")
         walk = greedy_walk(GraphEnv(graph, xfers, _COST, EnvConfig(max_steps=NO_STEP_LIMIT)))
-        result = equality_saturation(graph, xfers, _COST,
-                                     EqsatConfig(iteration_limit=1, ilp_time_limit_s=1))
-        self.assertLess(walk.cost, result.initial_cost)
-        self.assertNotEqual(result.ilp_start, "descent")  # the e-graph does not hold it
-        self.assertGreater(min(result.greedy_cost, result.ilp_cost or np.inf),
+        plain, seeded = (equality_saturation(graph, xfers, _COST,
+                                             EqsatConfig(iteration_limit=1, ilp_time_limit_s=1,
+                                                         seed_descent=seed))
+                         for seed in (False, True))
+        self.assertLess(walk.cost, plain.initial_cost)
+        self.assertNotEqual(plain.ilp_start, "descent")  # the e-graph does not hold it
+        self.assertGreater(min(plain.greedy_cost, plain.ilp_cost or np.inf),
                            walk.cost * (1 + 1e-9))   # nothing it extracts is as cheap
-        self.assertEqual(result.handed_over, "descent")
-        self.assertAlmostEqual(result.best_cost, walk.cost, places=12)
-        self.assertTrue(result.outputs_checked)
-
-    def test_a_seeded_e_graph_holds_the_descent_from_the_start(self):
-        # `seed_descent`: the same one-iteration run, greedy's graph added
-        # before saturation; the e-graph holds it, so it is the ILP's start,
-        # and what is handed over still computes the original's outputs.
-        graph = zoo.get_graph("vit", **zoo.REDUCED["vit"])
-        xfers = XferSet.from_name("taso")
-        walk = greedy_walk(GraphEnv(graph, xfers, _COST, EnvConfig(max_steps=NO_STEP_LIMIT)))
-        plain = equality_saturation(graph, xfers, _COST,
-                                    EqsatConfig(iteration_limit=1, ilp_time_limit_s=1))
-        seeded = equality_saturation(graph, xfers, _COST,
-                                     EqsatConfig(iteration_limit=1, ilp_time_limit_s=1,
-                                                 seed_descent=True))
-        self.assertNotEqual(plain.ilp_start, "descent")
         self.assertEqual(seeded.ilp_start, "descent")
         self.assertGreater(seeded.e_nodes, plain.e_nodes)
-        self.assertLessEqual(seeded.best_cost, walk.cost * (1 + 1e-12))
-        self.assertTrue(seeded.outputs_checked)
+        for result in (plain, seeded):
+            self.assertEqual(result.handed_over, "descent")
+            self.assertAlmostEqual(result.best_cost, walk.cost, places=12)
+            self.assertTrue(result.outputs_checked)
 
     def test_the_descent_is_the_floor_where_the_per_node_costs_rank_it_last(self):
         # fitted/cpu prices an op by its neighbours, so the per-node costs
