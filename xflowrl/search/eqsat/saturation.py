@@ -60,7 +60,7 @@ from xflowrl.search.eqsat import extract
 from xflowrl.search.eqsat.egraph import EGraph, EGraphError, Params, multi_output
 from xflowrl.search.eqsat.native import NativeMatcher
 from xflowrl.search.eqsat.rewrites import Match, Rewrite, Unsupported, canonical, compile_rule
-from xflowrl.search.greedy import greedy_walk
+from xflowrl.search.greedy import GreedyWalk, greedy_walk
 
 _LOG = logging.getLogger(__name__)
 
@@ -474,7 +474,7 @@ def same_outputs(original: Graph, rewritten: Graph, seed: int = 0) -> Optional[b
 
 def _ilp_start(eg: EGraph, roots: List[int], costs: Dict[int, float], graph: Graph,
                greedy: extract.Extraction, xfers: XferSet, cost_model: CostModel,
-               config: EqsatConfig, walk: Any = None
+               config: EqsatConfig, walk: Optional[GreedyWalk] = None
                ) -> Tuple[str, extract.Choice, float, Optional[extract.Choice],
                           Optional[Graph]]:
     """The ILP's start: the cheapest (per-node costs, shared e-nodes once)
@@ -511,7 +511,7 @@ def _ilp_start(eg: EGraph, roots: List[int], costs: Dict[int, float], graph: Gra
     return name, choice, descent_cost, descent, walked
 
 
-def _descent(graph: Graph, xfers: XferSet, cost_model: CostModel):
+def _descent(graph: Graph, xfers: XferSet, cost_model: CostModel) -> GreedyWalk:
     """One-step greedy's descent from `graph` under the run's rules and cost
     model, without a step limit (`greedy_walk`)."""
     return greedy_walk(GraphEnv(graph, xfers, cost_model, EnvConfig(max_steps=NO_STEP_LIMIT)))
@@ -578,7 +578,7 @@ def _equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
     rewrites, skipped = compile_rules(xfers)
     eg, roots = graph_to_egraph(graph)
     walk = None
-    if config.seed_descent and config.extraction == "ilp" and config.start_from_descent:
+    if config.seed_descent:
         walk = _descent(graph, xfers, cost_model)
         if walk.applied:
             for root, seeded in zip(roots, add_graph(eg, walk.graph)):
