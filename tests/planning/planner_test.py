@@ -308,6 +308,57 @@ class PlanTest(absltest.TestCase):
         with self.assertRaisesRegex(ValueError, "stall_real_steps"):
             PlanConfig(stall_real_steps=0)
 
+    def test_a_stall_counts_from_one_step_greedys_graph_not_the_merging_descent(self):
+        # Three identical ReLUs of one input, each before its own conv:
+        # merged at the first graph, so the greedy start's descent (-29.96%)
+        # is below one-step greedy's graph without merging (-22.67%).
+        # `stall_from="greedy"` (the default) stalls from the descent's
+        # graph, having run one-step greedy's walk for its cost (real steps,
+        # taken only then); "descent" searches on and finds more. Up to the stall both are the same run, so
+        # "descent" ends no dearer. Where no merge changes the descent
+        # (squeezenet1_1 with the generated rules, which stalls far below
+        # greedy's graph), the two are the same run.
+        b = GraphBuilder()
+        x = b.input(name="data", shape=(1, 32, 16, 16))
+        branches = [conv_bn(b, b.relu(input=x), 32, 3, f"c{i}") for i in range(3)]
+        env = _env(b.build([b.concat(inputs=branches, axis=1)]),
+                   cost=CostModel("analytic", profile="v100"))
+        greedy = greedy_walk(env).cost
+        config = PlanConfig(everywhere=True, merge_identical=True, max_real_steps=300,
+                            stall_real_steps=20, seed=0)
+        self.assertEqual(config.stall_from, "greedy")
+        planner = Planner(env, config)
+        descent = Planner(env, dataclasses.replace(config, stall_from="descent"))
+        steps = planner.sim.real_steps
+        self.assertEqual(descent.sim.real_steps, steps)
+        # pylint: disable=protected-access
+        self.assertLess(planner._greedy_cost, greedy - 1e-9)
+        self.assertEqual(descent._stall_reference(), descent._greedy_cost)
+        self.assertEqual(descent.sim.real_steps, steps)
+        self.assertEqual(planner._stall_reference(), greedy)
+        # pylint: enable=protected-access
+        # One expansion per graph of greedy's walk, its last included.
+        self.assertEqual(planner.sim.real_steps - steps, len(greedy_walk(env).applied) + 1)
+        stalled = plan(env, config)
+        searched = plan(env, dataclasses.replace(config, stall_from="descent"))
+        self.assertEqual(stalled.stopped, "stalled")
+        self.assertGreaterEqual(stalled.real_steps - stalled.real_steps_to_best, 20)
+        self.assertLess(stalled.real_steps, searched.real_steps)
+        self.assertLessEqual(searched.cost, stalled.cost)
+        self.assertLess(stalled.cost, greedy)
+        for result in (stalled, searched):
+            self.assertEqual(replay_route(env, result.applied).hash(), result.graph.hash())
+        squeezenet = _env("squeezenet1_1", xfers=XferSet.from_name("generated"),
+                          cost=CostModel("analytic", profile="v100"))
+        config = PlanConfig(simulations=4, root_actions=4, merge_identical=True, seed=0,
+                            max_real_steps=400, stall_real_steps=20)
+        runs = [plan(squeezenet, dataclasses.replace(config, stall_from=f))
+                for f in ("greedy", "descent")]
+        self.assertEqual(runs[0].stopped, "stalled")
+        self.assertEqual(*[(r.applied, r.real_steps, r.stopped) for r in runs])
+        with self.assertRaisesRegex(ValueError, "stall_from"):
+            PlanConfig(stall_from="never")
+
     def test_no_restart_once_past_greedy(self):
         # squeezenet1_1 with the generated rules: planning ends far below
         # greedy's graph, so a restart is never taken and nothing changes.

@@ -31,7 +31,8 @@ real graph, built by the engine (`xflowrl.planning.simulator`).
   the first graph (up to that many times) and decides again from there,
   the tree kept. With `stall_real_steps`, once a graph cheaper than
   greedy's is known, that many real steps without a cheaper one count as
-  such a stop (`stalled`).
+  such a stop (`stalled`); "greedy's" is one-step greedy's, without
+  merging (`stall_from`).
 - **Detours** (`detours` > 0): where planning would stop for good
   (`no_improvement`), a local look-ahead from the cheapest graph known
   first looks for a costlier route to a cheaper graph in one place, and
@@ -68,6 +69,9 @@ from xflowrl.planning.tree import Node, Tree
 # Where the search takes multi-location actions of no estimated gain
 # (`PlanConfig.neutral_everywhere`).
 NEUTRAL_EVERYWHERE = ("search", "root", "detours")
+
+# Which greedy graph a stall counts from (`PlanConfig.stall_from`).
+STALL_FROM = ("greedy", "descent")
 
 # Why planning ended (`PlanResult.stopped`).
 STOPS = ("no_improvement", "no_candidates", "step_limit", "real_steps", "time_limit",
@@ -134,6 +138,18 @@ class PlanConfig:
         a detour search runs where `detours` allows, and planning stops
         (`stalled`) unless it found a cheaper graph. Until then the
         searches, restarts and detours go on as without it.
+      stall_from: what the cheapest graph known must be below for the
+        stall to count: "descent", the greedy start's last graph; or
+        "greedy", the dearer of that and one-step greedy's graph as every
+        benchmark runs it, identical ops not merged. With
+        `merge_identical` the descent merges, and may end far below
+        one-step greedy's graph (NASNet-A's separable branches); with
+        "descent", a planner whose descent already holds the best graph
+        then searches on to its budget, with "greedy" it stalls. One-step
+        greedy's walk runs only where it decides that (the descent merged
+        ops, and a stall's real steps passed with nothing found below its
+        graph); its expansions are real steps (docs/planning.md, "A
+        stall").
       seed: of the Gumbel noise.
     """
     prior: str = "xfer"
@@ -156,6 +172,7 @@ class PlanConfig:
     detours: int = 0
     detour_expansions: int = 200
     stall_real_steps: Optional[int] = None
+    stall_from: str = "greedy"
     seed: int = 0
 
     def __post_init__(self):
@@ -170,6 +187,9 @@ class PlanConfig:
             raise ValueError("detour_expansions must be >= 1")
         if self.stall_real_steps is not None and self.stall_real_steps < 1:
             raise ValueError("stall_real_steps must be >= 1 or None")
+        if self.stall_from not in STALL_FROM:
+            raise ValueError(f"stall_from must be one of {STALL_FROM}, not "
+                             f"{self.stall_from!r}")
         if self.rollout_steps < 0 or self.max_real_steps < 1 or self.time_limit_s <= 0:
             raise ValueError("rollout_steps must be >= 0, max_real_steps >= 1 and "
                              "time_limit_s > 0")
@@ -182,7 +202,7 @@ def deployed_config(**changes: Any) -> PlanConfig:
     NASNet-A with the large rule sets, a point less on NasRNN at batch 1;
     docs/planning.md), identical ops merged, one detour search, 1,000 real
     steps, a stall after 200 real steps without a cheaper graph once past
-    greedy's (no result of the settings list changes; docs/planning.md),
+    one-step greedy's (docs/planning.md, "Stopping"),
     `PlanConfig`'s defaults otherwise; `changes` replace fields (the prior,
     the budget, the seed)."""
     fields: Dict[str, Any] = dict(max_real_steps=1000, everywhere=True, merge_identical=True,
@@ -256,6 +276,9 @@ class Planner:
         if config.greedy_start:
             self._descend(self.root, self.env.config.max_steps)
         self._greedy_cost = self.best.cost   # what a restart must get below
+        # Whether the descent is one-step greedy's walk: no merge changed it.
+        self._descent_is_walk = config.greedy_start and not self.sim.merges
+        self._walk_cost: Optional[float] = None   # that walk's, once run
         self._detoured: Set[Node] = set()    # the nodes detour searches started from
         self._detour_steps = self._detours_found = 0
 
@@ -494,8 +517,46 @@ class Planner:
         """Whether `stall_real_steps` real steps have passed since the
         cheapest graph known, one cheaper than greedy's, was first seen."""
         stall = self.config.stall_real_steps
-        return (stall is not None and self.best.cost < self._greedy_cost - CHEAPER
-                and self.sim.real_steps - self.best_at >= stall)
+        if stall is None or self.sim.real_steps - self.best_at < stall:
+            return False
+        return self.best.cost < self._stall_reference() - CHEAPER
+
+    def _stall_reference(self) -> float:
+        """What the cheapest graph known must be below for a stall to count
+        (`PlanConfig.stall_from`): the greedy start's last graph, or with
+        "greedy" the dearer of that and one-step greedy's graph without
+        merging. The walk to the latter runs only where it decides: the
+        descent merged ops and planning has found nothing below its graph."""
+        descent = self._greedy_cost
+        if (self.config.stall_from == "descent" or self._descent_is_walk
+                or self.best.cost < descent - CHEAPER):
+            return descent
+        if self._walk_cost is None:
+            self._walk_cost = self._one_step_greedy_cost()
+        return max(descent, self._walk_cost)
+
+    def _one_step_greedy_cost(self) -> float:
+        """The cost of one-step greedy's graph from the start graph, identical
+        ops not merged: the environment's greedy walk (the cheapest
+        candidate, the first among equals, while it is cheaper), each graph
+        an expansion (a real step), no graph put into the tree."""
+        graph = self.start_graph
+        cost = self.env.initial_cost if graph is self.env.initial_graph else \
+            graph.cost(self.sim.cost_model)
+        for _ in range(self.env.config.max_steps):
+            if self._out_of():
+                break
+            expansion = self.sim.expand(graph, cost)
+            if not expansion.singles:
+                break
+            index = int(np.argmin(expansion.candidate_costs))
+            if expansion.costs[index] >= cost - CHEAPER:
+                break
+            xfer, location = (int(a) for a in expansion.actions[index])
+            graph = expansion.locations.apply(xfer, location)
+            self.sim.applies += 1
+            cost = float(expansion.costs[index])
+        return cost
 
     def _detour(self) -> Optional[Node]:
         """A detour search from the cheapest graph known (`PlanConfig.detours`):

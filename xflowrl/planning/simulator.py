@@ -85,6 +85,7 @@ class EngineSimulator:
       real_steps: expansions so far (the unit of an agent's real steps).
       applies: candidate graphs built so far.
       rule_enumerations: single-rule enumerations of multi-location actions.
+      merges: graphs that merging identical ops changed (`canonical`).
     """
 
     def __init__(self, xfers: XferSet, cost_model: CostModel, max_locations: int,
@@ -98,6 +99,7 @@ class EngineSimulator:
         self.real_steps = 0
         self.applies = 0
         self.rule_enumerations = 0
+        self.merges = 0
 
     @classmethod
     def of(cls, env: GraphEnv, merge_identical: bool = False) -> "EngineSimulator":
@@ -112,7 +114,10 @@ class EngineSimulator:
         if not self.merge_identical:
             return graph, ()
         merged = merge_identical_ops(graph)
-        return (graph, ()) if merged is graph else (merged, (Step(MERGE, EVERYWHERE),))
+        if merged is graph:
+            return graph, ()
+        self.merges += 1
+        return merged, (Step(MERGE, EVERYWHERE),)
 
     def expand(self, graph: Graph, cost: Optional[float] = None,
                everywhere: bool = False) -> Expansion:
