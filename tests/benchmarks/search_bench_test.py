@@ -102,9 +102,15 @@ class QuickRunTest(absltest.TestCase):
                 self.assertTrue(eqsat["check_outputs"])
                 self.assertEqual(eqsat["outputs_checked"],
                                  True if eqsat["handed_over"] != "original" else None)
-                self.assertAlmostEqual(
-                    eqsat["seconds"], eqsat["saturation_seconds"] + eqsat["extraction_seconds"],
-                    delta=max(1.0, 0.5 * eqsat["seconds"]))
+                # The two phases lie within the run's seconds, which also
+                # hold the output check (how much longer is the machine's
+                # load: 1.3 s more on squeezenet1_1 in one loaded suite run).
+                self.assertGreaterEqual(eqsat["saturation_seconds"], 0.0)
+                self.assertGreaterEqual(eqsat["extraction_seconds"], 0.0)
+                # (1e-6: differences of time.time() round at about 2e-7 s.)
+                self.assertGreaterEqual(
+                    eqsat["seconds"] + 1e-6,
+                    eqsat["saturation_seconds"] + eqsat["extraction_seconds"])
                 descent = row["descent"]
                 self.assertEqual(descent["seeds"], list(range(search_bench.QUICK_DESCENTS)))
                 self.assertLen(descent["costs_ms"], search_bench.QUICK_DESCENTS)
