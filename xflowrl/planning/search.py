@@ -31,8 +31,9 @@ real graph, built by the engine (`xflowrl.planning.simulator`).
   the first graph (up to that many times) and decides again from there,
   the tree kept. With `stall_real_steps`, once a graph cheaper than
   greedy's is known, that many real steps without a cheaper one count as
-  such a stop (`stalled`); "greedy's" is one-step greedy's, without
-  merging (`stall_from`).
+  such a stop (`stalled`); by default "greedy's" is the dearer of the
+  greedy start's graph and one-step greedy's without merging
+  (`stall_from`).
 - **Detours** (`detours` > 0): where planning would stop for good
   (`no_improvement`), a local look-ahead from the cheapest graph known
   first looks for a costlier route to a cheaper graph in one place, and
@@ -139,7 +140,8 @@ class PlanConfig:
         (`stalled`) unless it found a cheaper graph. Until then the
         searches, restarts and detours go on as without it.
       stall_from: what the cheapest graph known must be below for the
-        stall to count: "descent", the greedy start's last graph; or
+        stall to count: "descent", the greedy start's last graph (the
+        first graph without a greedy start); or
         "greedy", the dearer of that and one-step greedy's graph as every
         benchmark runs it, identical ops not merged. With
         `merge_identical` the descent merges, and may end far below
@@ -202,7 +204,7 @@ def deployed_config(**changes: Any) -> PlanConfig:
     NASNet-A with the large rule sets, a point less on NasRNN at batch 1;
     docs/planning.md), identical ops merged, one detour search, 1,000 real
     steps, a stall after 200 real steps without a cheaper graph once past
-    one-step greedy's (docs/planning.md, "Stopping"),
+    one-step greedy's (docs/planning.md, "A stall"),
     `PlanConfig`'s defaults otherwise; `changes` replace fields (the prior,
     the budget, the seed)."""
     fields: Dict[str, Any] = dict(max_real_steps=1000, everywhere=True, merge_identical=True,
@@ -276,8 +278,10 @@ class Planner:
         if config.greedy_start:
             self._descend(self.root, self.env.config.max_steps)
         self._greedy_cost = self.best.cost   # what a restart must get below
-        # Whether the descent is one-step greedy's walk: no merge changed it.
-        self._descent_is_walk = config.greedy_start and not self.sim.merges
+        # Whether one-step greedy's walk may be dearer than the descent: a
+        # merge changed the descent. Without a greedy start the reference
+        # stays the first graph (`_stall_reference`).
+        self._walk_may_be_dearer = config.greedy_start and self.sim.merges > 0
         self._walk_cost: Optional[float] = None   # that walk's, once run
         self._detoured: Set[Node] = set()    # the nodes detour searches started from
         self._detour_steps = self._detours_found = 0
@@ -528,7 +532,7 @@ class Planner:
         merging. The walk to the latter runs only where it decides: the
         descent merged ops and planning has found nothing below its graph."""
         descent = self._greedy_cost
-        if (self.config.stall_from == "descent" or self._descent_is_walk
+        if (self.config.stall_from == "descent" or not self._walk_may_be_dearer
                 or self.best.cost < descent - CHEAPER):
             return descent
         if self._walk_cost is None:
