@@ -66,6 +66,7 @@ from xflowrl.planning import _inner, detour
 from xflowrl.planning.priors import Prior, make_prior
 from xflowrl.planning.simulator import EngineSimulator, MERGE, MERGE_NAME, Step
 from xflowrl.planning.tree import Node, Tree
+from xflowrl.search.greedy import greedy_walk
 
 # Where the search takes multi-location actions of no estimated gain
 # (`PlanConfig.neutral_everywhere`).
@@ -541,26 +542,14 @@ class Planner:
 
     def _one_step_greedy_cost(self) -> float:
         """The cost of one-step greedy's graph from the start graph, identical
-        ops not merged: the environment's greedy walk (the cheapest
-        candidate, the first among equals, while it is cheaper), each graph
-        an expansion (a real step), no graph put into the tree."""
-        graph = self.start_graph
-        cost = self.env.initial_cost if graph is self.env.initial_graph else \
-            graph.cost(self.sim.cost_model)
-        for _ in range(self.env.config.max_steps):
-            if self._out_of():
-                break
-            expansion = self.sim.expand(graph, cost)
-            if not expansion.singles:
-                break
-            index = int(np.argmin(expansion.candidate_costs))
-            if expansion.costs[index] >= cost - CHEAPER:
-                break
-            xfer, location = (int(a) for a in expansion.actions[index])
-            graph = expansion.locations.apply(xfer, location)
-            self.sim.applies += 1
-            cost = float(expansion.costs[index])
-        return cost
+        ops not merged (`greedy_walk`, no graph put into the tree): an
+        expansion per graph it reaches, its last included, counted as real
+        steps once it has run (so it may pass `max_real_steps` by its length,
+        and planning then stops on that budget)."""
+        walk = greedy_walk(self.env, start=self.start_graph)
+        self.sim.real_steps += len(walk.applied) + 1
+        self.sim.applies += len(walk.applied)
+        return walk.cost
 
     def _detour(self) -> Optional[Node]:
         """A detour search from the cheapest graph known (`PlanConfig.detours`):
