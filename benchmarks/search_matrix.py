@@ -159,7 +159,8 @@ def run_eqsat(graph: Graph, xfers: XferSet, cost_model: CostModel, config: Eqsat
         "stop_reason": r.stop_reason, "iterations": r.iterations, "e_nodes": r.e_nodes,
         "e_classes": r.e_classes, "saturation_seconds": r.saturation_seconds,
         "extraction_seconds": r.extraction_seconds, "seconds": r.seconds,
-        "outputs_checked": r.outputs_checked, "skipped_rules": len(r.skipped_rules)}
+        "outputs_checked": r.outputs_checked, "skipped_rules": len(r.skipped_rules),
+        "descent_tail_steps": r.descent_tail_steps}
 
 
 def run_descents(graph: Graph, xfers: XferSet, cost_model: CostModel, max_locations: int,

@@ -214,6 +214,26 @@ class LocationsTest(absltest.TestCase):
             for l in range(n):
                 self.assertAlmostEqual(costs[x, l], locs.apply(x, l).cost(cost))
 
+    def test_cheapest_is_the_first_least_of_every_candidate(self):
+        # The argmin of `costs` (xfer, then location, first among equals),
+        # with no [N, L] array: the same under an L that keeps everything;
+        # None where no xfer has a location.
+        cost = CostModel("analytic")
+        for max_locations in (3, 2**31 - 1):
+            locs = self.xfers.locations(self.graph, max_locations=max_locations)
+            costs = locs.costs(cost) if max_locations == 3 else None
+            x, l, c = locs.cheapest(cost)
+            if costs is not None:
+                self.assertEqual((x, l), np.unravel_index(np.nanargmin(costs), costs.shape))
+            every = [locs.apply(k, j).cost(cost) for k, n in enumerate(locs.counts)
+                     for j in range(n)]
+            self.assertAlmostEqual(c, min(every))
+            self.assertAlmostEqual(locs.apply(x, l).cost(cost), c)
+        fused = self.xfers.apply(self.graph, 0, 0)  # conv_a's one relu fused
+        nothing = XferSet(self.xfers.rules[:1]).locations(fused)
+        self.assertEqual(nothing.counts, [0])
+        self.assertIsNone(nothing.cheapest(cost))
+
     def test_max_locations_truncates(self):
         self.assertEqual(self.xfers.locations(self.graph, max_locations=1).counts, [1, 1])
 

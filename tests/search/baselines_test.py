@@ -9,6 +9,7 @@ import numpy as np
 from xflowrl import zoo
 from xflowrl.agents.random_agent import RandomAgent
 from xflowrl.engine import CostModel, XferSet
+from xflowrl.engine.cost import cost_model_from_spec
 from xflowrl.env import EnvConfig, GraphEnv, NO_STEP_LIMIT
 from xflowrl.env.replay import replay
 from xflowrl.search import (
@@ -21,6 +22,7 @@ from xflowrl.search import (
     run_baselines,
     with_equal_step_limit,
 )
+from xflowrl.search.greedy import EVERY_LOCATION, greedy_walk_every_location
 
 _XFERS = XferSet.default()
 _COST = CostModel("analytic")
@@ -104,6 +106,36 @@ class GreedyTest(absltest.TestCase):
         self.assertEqual(greedy_walk(tight, start=start).cost, start.cost(_COST))
         own = GraphEnv(start, _XFERS, _COST, EnvConfig(max_ops_factor=1.0))
         self.assertNotEmpty(greedy_walk(own).applied)
+
+    def test_walk_over_every_location_goes_on_where_l_hides_the_improving_ones(self):
+        # Inception-v3 under TASO's rules and the learned H100 model: on
+        # one-step greedy's graph the improving merges of two relus
+        # (`taso_95`) all lie past the first L=200 of its locations, so the
+        # walk stops there; over every location it goes on, each step the
+        # cheapest candidate of all, to a graph no candidate improves.
+        h100 = cost_model_from_spec("learned/h100")
+        xfers = XferSet.from_name("taso")
+        env = GraphEnv(zoo.get_graph("inception_v3"), xfers, h100,
+                       EnvConfig(max_steps=NO_STEP_LIMIT))
+        walk = greedy_walk(env)
+        tail = greedy_walk_every_location(env, walk.graph)
+        self.assertNotEmpty(tail.applied)
+        self.assertEqual({name for name, _ in tail.applied}, {"taso_95"})
+        self.assertLess(tail.cost, walk.cost)
+        self.assertTrue(all(location >= env.config.max_locations for _, location in tail.applied))
+        graph = walk.graph
+        for name, location in tail.applied:
+            locs = xfers.locations(graph, EVERY_LOCATION, env.max_ops)
+            x = xfers.names.index(name)
+            self.assertEqual(locs.cheapest(h100)[:2], (x, location))
+            graph = locs.apply(x, location)
+        self.assertEqual(graph.hash(), tail.graph.hash())
+        self.assertEqual(greedy_walk_every_location(env, tail.graph).applied, [])
+        # Where L hides nothing, the walk over every location takes greedy's
+        # steps (small_cnn: every xfer's locations within L).
+        small = _env().with_config(max_steps=NO_STEP_LIMIT)
+        self.assertEqual(greedy_walk_every_location(small, small.initial_graph).applied,
+                         greedy_walk(small).applied)
 
     def test_needs_location_features(self):
         obs = _env().reset()._replace(locations=None)

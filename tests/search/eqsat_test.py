@@ -211,6 +211,28 @@ class SaturationTest(parameterized.TestCase):
             self.assertAlmostEqual(result.best_cost, walk.cost, places=12)
             self.assertTrue(result.outputs_checked)
 
+    def test_the_descent_goes_on_over_every_location(self):
+        # Inception-v3 under TASO's rules and the learned H100 model: the
+        # improving merges of two relus on one-step greedy's graph all lie
+        # past the environment's L, and TASO's search, which weighs every
+        # location, takes three of them. The descent's tail does too
+        # (`Descent`), and its graph, not in the e-graph, is handed over
+        # (its outputs are checked as any other's: here off, 4 s on this
+        # graph; the floor's check runs in the tests above).
+        graph = zoo.get_graph("inception_v3")
+        xfers = XferSet.from_name("taso")
+        h100 = cost_model_from_spec("learned/h100")
+        walk = greedy_walk(GraphEnv(graph, xfers, h100, EnvConfig(max_steps=NO_STEP_LIMIT)))
+        result = equality_saturation(graph, xfers, h100,
+                                     EqsatConfig(ilp_time_limit_s=2, check_outputs=False))
+        self.assertEqual(result.descent_tail_steps, 3)
+        self.assertEqual(result.handed_over, "descent")
+        self.assertLess(result.best_cost, walk.cost * (1 - 1e-6))
+        self.assertGreater(min(result.greedy_cost, result.ilp_cost or np.inf),
+                           result.best_cost)  # nothing extracted is as cheap
+        search = xfers.search(graph, h100, alpha=1.05, budget=30)  # there by 30
+        self.assertLessEqual(result.best_cost, search.best_cost * (1 + 1e-12))
+
     def test_the_descent_is_the_floor_where_the_per_node_costs_rank_it_last(self):
         # fitted/cpu prices an op by its neighbours, so the per-node costs
         # the programs minimise do not add up to a graph's cost. On

@@ -226,6 +226,21 @@ class Locations:
         out[self._prefix_mask(active)] = self._flat_costs(cost_model)
         return out
 
+    def cheapest(self, cost_model: CostModel) -> Optional[Tuple[int, int, float]]:
+        """The cheapest candidate as (xfer, location, cost in ms), the first
+        in xfer then location order among equals (as an argmin over
+        `costs`); None where no xfer has a location. No [N, L] array is
+        made, so any L will do, even one that keeps every location."""
+        flat = self._flat_costs(cost_model)
+        if flat.size == 0:
+            return None
+        k = int(np.argmin(flat))
+        active = self.active_xfers()
+        ends = np.cumsum(self._counts[active])
+        row = int(np.searchsorted(ends, k, side="right"))
+        first = int(ends[row]) - int(self._counts[active[row]])
+        return int(active[row]), k - first, float(flat[k])
+
     def _flat_costs(self, cost_model: CostModel) -> np.ndarray:
         """Every candidate's cost, xfer by xfer and location by location: the
         order in which a row-major boolean assignment through `_prefix_mask`

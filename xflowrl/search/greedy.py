@@ -132,3 +132,36 @@ def greedy_walk(env: GraphEnv, min_improvement: float = 1e-9, max_steps: int = N
         if on_step is not None:
             on_step(len(applied), cost)
     return GreedyWalk(graph, cost, applied)
+
+
+# An L that keeps every location (the engine's limit is a C int).
+EVERY_LOCATION = 2**31 - 1
+
+
+def greedy_walk_every_location(env: GraphEnv, start: Graph, min_improvement: float = 1e-9,
+                               max_steps: int = NO_STEP_LIMIT) -> GreedyWalk:
+    """One-step greedy from `start` under `env`'s rules, cost model and size
+    cap, over every location of every xfer, not the first L: the candidates
+    TASO's search weighs at each graph it expands (its L only numbers them).
+    Where an xfer has more than L locations, the improving ones may all lie
+    past the first L (on Inception-v3 under the learned H100 model, three
+    pairs of relus merged by TASO's `taso_95` are the 26 improving of its
+    436 locations on one-step greedy's graph, none among the first 200), so
+    this goes on where `greedy_walk` stops. `min_improvement` is in % of
+    `env`'s initial cost, as there; `applied` numbers each location in the
+    enumeration that keeps them all."""
+    names = env.xfers.names
+    graph, cost = start, start.cost(env.cost_model)
+    applied: List[Tuple[str, int]] = []
+    while len(applied) < max_steps:
+        locs = env.xfers.locations(graph, EVERY_LOCATION, env.max_ops)
+        best = locs.cheapest(env.cost_model)
+        if best is None:
+            break
+        xfer, location, best_cost = best
+        if 100.0 * (best_cost - cost) / env.initial_cost >= -min_improvement:
+            break
+        graph = locs.apply(xfer, location)
+        cost = graph.cost(env.cost_model)
+        applied.append((names[xfer], location))
+    return GreedyWalk(graph, cost, applied)

@@ -12,8 +12,9 @@ the loose program with order variables only where both end above one-step
 greedy's cost. The graph handed over is the cheapest by the engine's own
 cost of the whole graph among the ILP's, the greedy extraction's,
 one-step greedy's (the descent's graph, the floor, held by the e-graph or
-not) and the original, so it is never costlier than the input, one-step
-greedy's graph, or the best choice the e-graph was known to hold; it is
+not, carried on over every location where the environment's L hides the
+improving ones) and the original, so it is never costlier than the input,
+one-step greedy's graph, or the best choice the e-graph was known to hold; it is
 rebuilt by the engine (shapes checked) and, unless switched off, checked
 to compute the original's outputs on random values (the numpy reference
 executor, float64).
@@ -60,7 +61,7 @@ from xflowrl.search.eqsat import extract
 from xflowrl.search.eqsat.egraph import EGraph, EGraphError, Params, multi_output
 from xflowrl.search.eqsat.native import NativeMatcher
 from xflowrl.search.eqsat.rewrites import Match, Rewrite, Unsupported, canonical, compile_rule
-from xflowrl.search.greedy import GreedyWalk, greedy_walk
+from xflowrl.search.greedy import GreedyWalk, greedy_walk, greedy_walk_every_location
 
 _LOG = logging.getLogger(__name__)
 
@@ -185,6 +186,9 @@ class SaturationResult(NamedTuple):
     outputs_checked: Optional[bool]  # True: equal outputs; None: not checked (opaque ops, off)
     skipped_rules: List[Tuple[str, str]]  # (rule, why) the e-graph cannot express
     trace: List[IterationStats]
+    # Steps one-step greedy over every location took past the descent's
+    # graph (`Descent.tail_steps`; 0 without the descent).
+    descent_tail_steps: int = 0
 
     @property
     def ilp_gap_percent(self) -> Optional[float]:
@@ -474,14 +478,13 @@ def same_outputs(original: Graph, rewritten: Graph, seed: int = 0) -> Optional[b
 
 def _ilp_start(eg: EGraph, roots: List[int], costs: Dict[int, float], graph: Graph,
                greedy: extract.Extraction, xfers: XferSet, cost_model: CostModel,
-               config: EqsatConfig, walk: Optional[GreedyWalk] = None
-               ) -> Tuple[str, extract.Choice, float, Optional[extract.Choice],
-                          Optional[Graph]]:
+               config: EqsatConfig, walk: Optional["Descent"] = None
+               ) -> Tuple[str, extract.Choice, Optional["Descent"], Optional[extract.Choice]]:
     """The ILP's start: the cheapest (per-node costs, shared e-nodes once)
     of the choices known to extract a graph the e-graph holds: greedy
     extraction's, the input's, and, with `config.start_from_descent`, the
-    graph one-step greedy descends to under the same rules, where the
-    e-graph holds it. HiGHS improves on its start, so the ILP never ends
+    graph one-step greedy descends to under the same rules (and its tail
+    over every location, `Descent`), where the e-graph holds it. HiGHS improves on its start, so the ILP never ends
     costlier than any of them. The descent's graph matters where a gain
     needs several classes to switch together (a matmul merged for the
     three projections of attention pays only where all three read it):
@@ -489,32 +492,49 @@ def _ilp_start(eg: EGraph, roots: List[int], costs: Dict[int, float], graph: Gra
     spend its time limit at the root node without finding it (vit, `taso`
     rules: started from the input, it ended at the input's cost; the
     descent's graph, 6.2% cheaper, was in the e-graph). Returns (which,
-    choice, the descent's cost: inf where it did not run, the descent's
+    choice, the descent: None where it did not run, and the descent's
     choice: None where it did not run, applied nothing or the e-graph does
-    not hold its graph, and the descent's graph: None where it did not run
-    or applied nothing). `walk`: the descent where the caller ran it
+    not hold its graph). `walk`: the descent where the caller ran it
     already (`_descent`)."""
     starts = [("greedy", greedy.choice), ("original", choice_of_graph(eg, graph))]
-    descent_cost = float("inf")
     descent: Optional[extract.Choice] = None
-    walked: Optional[Graph] = None
     if config.start_from_descent:
         walk = walk or _descent(graph, xfers, cost_model)
-        descent_cost = walk.cost
-        if walk.applied:
-            walked = walk.graph
+        if walk.moved:
             descent = choice_of_graph(eg, walk.graph)
             starts.append(("descent", descent))
+    else:
+        walk = None
     known = [(extract.dag_cost(eg, choice, roots, costs), k, name, choice)
              for k, (name, choice) in enumerate(starts) if choice is not None]
     _, _, name, choice = min(known, key=lambda t: t[:2])
-    return name, choice, descent_cost, descent, walked
+    return name, choice, walk, descent
 
 
-def _descent(graph: Graph, xfers: XferSet, cost_model: CostModel) -> GreedyWalk:
+class Descent(NamedTuple):
+    """One-step greedy's descent from the input (`walk`, the environment's
+    L), and where one-step greedy over every location goes on from its
+    graph (`greedy_walk_every_location`, TASO's search's view): `graph`,
+    `cost` and `tail_steps` (0: it found nothing more, `graph` is the
+    walk's)."""
+    walk: GreedyWalk
+    graph: Graph
+    cost: float
+    tail_steps: int
+
+    @property
+    def moved(self) -> bool:
+        return bool(self.walk.applied or self.tail_steps)
+
+
+def _descent(graph: Graph, xfers: XferSet, cost_model: CostModel) -> Descent:
     """One-step greedy's descent from `graph` under the run's rules and cost
-    model, without a step limit (`greedy_walk`)."""
-    return greedy_walk(GraphEnv(graph, xfers, cost_model, EnvConfig(max_steps=NO_STEP_LIMIT)))
+    model, without a step limit (`greedy_walk`), then its tail over every
+    location (`greedy_walk_every_location`)."""
+    env = GraphEnv(graph, xfers, cost_model, EnvConfig(max_steps=NO_STEP_LIMIT))
+    walk = greedy_walk(env)
+    tail = greedy_walk_every_location(env, walk.graph)
+    return Descent(walk, tail.graph, tail.cost, len(tail.applied))
 
 
 # The extraction programs, in the order solved: the two acyclic
@@ -577,10 +597,10 @@ def _equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
     initial_cost = graph.cost(cost_model)
     rewrites, skipped = compile_rules(xfers)
     eg, roots = graph_to_egraph(graph)
-    walk = None
+    walk: Optional[Descent] = None
     if config.seed_descent:
         walk = _descent(graph, xfers, cost_model)
-        if walk.applied:
+        if walk.moved:
             for root, seeded in zip(roots, add_graph(eg, walk.graph)):
                 eg.union(root, seeded)
             eg.rebuild()
@@ -606,8 +626,11 @@ def _equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
     ilp_cost, ilp_status, ilp_programs = None, "off", 0
     ilp_start = ""
     if config.extraction == "ilp":
-        ilp_start, start_choice, descent_cost, descent, walked = _ilp_start(
+        ilp_start, start_choice, walk, descent = _ilp_start(
             eg, roots, costs, graph, greedy, xfers, cost_model, config, walk)
+        # One-step greedy's cost (inf without the descent): the loose
+        # program runs where the acyclic ones end above it.
+        descent_cost = walk.walk.cost if walk is not None else float("inf")
         # The floor: never hand over worse than one-step greedy's graph,
         # whatever a time-limited program returns, and whether or not the
         # per-node costs rank it first (a backend that prices ops by their
@@ -617,11 +640,14 @@ def _equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
         # back from the e-graph where it holds it; the descent's own graph
         # where it does not (an e-graph stopped by its node limit before
         # reaching it: nasrnn under learned/h100 with the large rule sets).
+        # The descent goes on over every location where the environment's L
+        # hides the improving ones (`Descent`): on Inception-v3 under
+        # learned/h100, the graph of TASO's search, which weighs them all.
         if descent is not None:
             descent_graph, cost = graph_of(descent)
             candidates.append((cost, "descent", descent_graph))
-        elif walked is not None:
-            candidates.append((descent_cost, "descent", walked))
+        elif walk is not None and walk.moved:
+            candidates.append((walk.cost, "descent", walk.graph))
         statuses = []
         order = tree if config.filter_cycles else {}
         # Two acyclic restrictions of the e-graph, each solved exactly (the
@@ -685,4 +711,5 @@ def _equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
         stop_reason=stop, iterations=len(trace), e_nodes=eg.num_nodes(),
         e_classes=eg.num_classes(), saturation_seconds=saturated_at - start,
         extraction_seconds=extracted_at - saturated_at, seconds=time.time() - start,
-        outputs_checked=checked, skipped_rules=skipped, trace=trace)
+        outputs_checked=checked, skipped_rules=skipped, trace=trace,
+        descent_tail_steps=walk.tail_steps if walk is not None else 0)
