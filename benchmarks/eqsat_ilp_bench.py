@@ -96,7 +96,7 @@ def programs_of(graph_name: str, rules: str, cost_model_spec: str
              "saturation_seconds": time.time() - clock}
     costs = extract.node_costs(eg, cost_model)
     greedy, tree = extract.greedy_and_tree_costs(eg, roots, costs)
-    start_name, start, _, _, _ = saturation._ilp_start(  # pylint: disable=protected-access
+    start_name, start, _, _ = saturation._ilp_start(  # pylint: disable=protected-access
         eg, roots, costs, graph, greedy, xfers, cost_model, config)
     about["start"] = start_name
     out = []

@@ -159,3 +159,21 @@ def run(argv: Sequence[str], *, capture_output: bool = False, text: bool = False
     if check:
         result.check_returncode()
     return result
+
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_report(script: str, args: Sequence[str], timeout: float = 600) -> Any:
+    """Runs `script` (a path from the repository's root, e.g.
+    benchmarks/x_bench.py) with `args` as a user does, from the root, and
+    returns the JSON it printed on stdout.
+
+    Raises:
+      AssertionError: it exited non-zero (the end of its stderr says why).
+    """
+    done = run([sys.executable, os.path.join(_ROOT, script), *args], capture_output=True,
+               text=True, timeout=timeout, cwd=_ROOT)
+    if done.returncode != 0:
+        raise AssertionError(f"{script} exited {done.returncode}: {done.stderr[-3000:]}")
+    return json.loads(done.stdout)

@@ -215,7 +215,7 @@ class Locations:
         candidates"), again without building it. Either way it equals the
         candidate graph's `cost` bit for bit."""
         out = np.full((self.num_xfers, self.max_locations), np.nan)
-        out[self._prefix_mask(np.arange(self.num_xfers))] = self._flat_costs(cost_model)
+        out[self._prefix_mask(np.arange(self.num_xfers))] = self.flat_costs(cost_model)
         return out
 
     def active_costs(self, cost_model: CostModel) -> np.ndarray:
@@ -223,7 +223,7 @@ class Locations:
         environment needs no more, and a full [N, L] array is megabytes)."""
         active = self.active_xfers()
         out = np.full((len(active), self.max_locations), np.nan)
-        out[self._prefix_mask(active)] = self._flat_costs(cost_model)
+        out[self._prefix_mask(active)] = self.flat_costs(cost_model)
         return out
 
     def cheapest(self, cost_model: CostModel) -> Optional[Tuple[int, int, float]]:
@@ -231,7 +231,7 @@ class Locations:
         in xfer then location order among equals (as an argmin over
         `costs`); None where no xfer has a location. No [N, L] array is
         made, so any L will do, even one that keeps every location."""
-        flat = self._flat_costs(cost_model)
+        flat = self.flat_costs(cost_model)
         if flat.size == 0:
             return None
         k = int(np.argmin(flat))
@@ -241,7 +241,7 @@ class Locations:
         first = int(ends[row]) - int(self._counts[active[row]])
         return int(active[row]), k - first, float(flat[k])
 
-    def _flat_costs(self, cost_model: CostModel) -> np.ndarray:
+    def flat_costs(self, cost_model: CostModel) -> np.ndarray:
         """Every candidate's cost, xfer by xfer and location by location: the
         order in which a row-major boolean assignment through `_prefix_mask`
         puts them in place (xfers without locations contribute nothing)."""
