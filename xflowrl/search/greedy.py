@@ -134,7 +134,9 @@ def greedy_walk(env: GraphEnv, min_improvement: float = 1e-9, max_steps: int = N
     return GreedyWalk(graph, cost, applied)
 
 
-# An L that keeps every location (the engine's limit is a C int).
+# An L that keeps every location (the engine's limit is a C int). Locations
+# enumerated with it are read through `Locations.cheapest` or `flat_costs`:
+# their masks and `costs` would be [N, L] arrays.
 EVERY_LOCATION = 2**31 - 1
 
 
