@@ -54,7 +54,9 @@ def hidden_improving(env: GraphEnv, graph, cost: float) -> List[Dict]:
     out, start = [], 0
     for x in locs.active_xfers():
         n = int(counts[x])
-        improving = np.flatnonzero(flat[start:start + n] < cost - 1e-12 * env.initial_cost)
+        # Improving as one-step greedy counts it: by more than 1e-9 % of the
+        # initial cost (`greedy_walk`'s min_improvement).
+        improving = np.flatnonzero(flat[start:start + n] < cost - 1e-11 * env.initial_cost)
         start += n
         if len(improving) and improving[-1] >= limit:
             out.append({"xfer": env.xfers.names[x], "locations": n,

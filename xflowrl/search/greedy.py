@@ -109,29 +109,15 @@ def greedy_walk(env: GraphEnv, min_improvement: float = 1e-9, max_steps: int = N
         `min_improvement` still in % of the initial cost: greedy from a
         neighbour of the initial graph (benchmarks/search_probe.py's escapes).
     """
-    names = env.xfers.names
-    if start is None:
-        graph, cost = env.initial_graph, env.initial_cost
-    else:
-        graph, cost = start, start.cost(env.cost_model)
-    applied: List[Tuple[str, int]] = []
-    while len(applied) < max_steps:
-        locs = env.xfers.locations(graph, env.config.max_locations, env.max_ops)
+    def choose(locs, cost: float) -> Optional[Tuple[int, int]]:
         active = locs.active_xfers()
         if len(active) == 0:
-            break
+            return None
         valid = locs.location_mask()[active]
         delta = candidate_deltas(locs, env.cost_model, cost, env.initial_cost, active, valid)[0]
         choice = _cheapest(np.where(valid, delta, np.inf), min_improvement)
-        if choice is None:
-            break
-        xfer, location = int(active[choice[0]]), choice[1]
-        graph = locs.apply(xfer, location)
-        cost = graph.cost(env.cost_model)
-        applied.append((names[xfer], location))
-        if on_step is not None:
-            on_step(len(applied), cost)
-    return GreedyWalk(graph, cost, applied)
+        return None if choice is None else (int(active[choice[0]]), choice[1])
+    return _walk(env, start, env.config.max_locations, choose, max_steps, on_step)
 
 
 # An L that keeps every location (the engine's limit is a C int). Locations
@@ -146,24 +132,42 @@ def greedy_walk_every_location(env: GraphEnv, start: Graph, min_improvement: flo
     cap, over every location of every xfer, not the first L: the candidates
     TASO's search weighs at each graph it expands (its L only numbers them).
     Where an xfer has more than L locations, the improving ones may all lie
-    past the first L (on Inception-v3 under the learned H100 model, three
-    pairs of relus merged by TASO's `taso_95` are the 26 improving of its
-    436 locations on one-step greedy's graph, none among the first 200), so
-    this goes on where `greedy_walk` stops. `min_improvement` is in % of
-    `env`'s initial cost, as there; `applied` numbers each location in the
-    enumeration that keeps them all."""
+    past the first L (on Inception-v3 under the learned H100 model, the
+    relu merges of TASO's `taso_95` on one-step greedy's graph:
+    benchmarks/descent_tail_bench.py), so this goes on where `greedy_walk`
+    stops. `min_improvement` is in % of `env`'s initial cost, as there;
+    `applied` numbers each location in the enumeration that keeps them
+    all."""
+    def choose(locs, cost: float) -> Optional[Tuple[int, int]]:
+        best = locs.cheapest(env.cost_model)
+        if best is None or 100.0 * (best[2] - cost) / env.initial_cost >= -min_improvement:
+            return None
+        return best[0], best[1]
+    return _walk(env, start, EVERY_LOCATION, choose, max_steps, None)
+
+
+def _walk(env: GraphEnv, start: Optional[Graph], max_locations: int,
+          choose: Callable[..., Optional[Tuple[int, int]]], max_steps: int,
+          on_step: Optional[Callable[[int, float], None]]) -> GreedyWalk:
+    """The walk both greedy walks take: from `start` (None: `env`'s initial
+    graph), the locations of at most `max_locations` per xfer under `env`'s
+    size cap, `choose(locations, cost)`'s (xfer, location) applied until it
+    returns None or `max_steps` are taken."""
     names = env.xfers.names
-    graph, cost = start, start.cost(env.cost_model)
+    if start is None:
+        graph, cost = env.initial_graph, env.initial_cost
+    else:
+        graph, cost = start, start.cost(env.cost_model)
     applied: List[Tuple[str, int]] = []
     while len(applied) < max_steps:
-        locs = env.xfers.locations(graph, EVERY_LOCATION, env.max_ops)
-        best = locs.cheapest(env.cost_model)
-        if best is None:
+        locs = env.xfers.locations(graph, max_locations, env.max_ops)
+        choice = choose(locs, cost)
+        if choice is None:
             break
-        xfer, location, best_cost = best
-        if 100.0 * (best_cost - cost) / env.initial_cost >= -min_improvement:
-            break
+        xfer, location = choice
         graph = locs.apply(xfer, location)
         cost = graph.cost(env.cost_model)
         applied.append((names[xfer], location))
+        if on_step is not None:
+            on_step(len(applied), cost)
     return GreedyWalk(graph, cost, applied)
