@@ -111,6 +111,8 @@ class _Worker:
 
         def capturing(eg, *args, **kwargs):
             out = saturate(eg, *args, **kwargs)
+            if "digest" in captured:  # the second start's: not digested
+                return out
             # The digest is taken here, its CPU left out of the call's, so
             # that nothing holds the e-graph past the call: freeing it is
             # part of the call, as it is for a user.
@@ -125,8 +127,10 @@ class _Worker:
             cpu = time.process_time() - cpu - captured["digest_cpu"]
         finally:
             saturation.saturate = saturate
+        second = e.descent_start.seconds if e.descent_start is not None else 0.0
         return {"digest": captured["digest"],
-                "seconds": e.saturation_seconds + e.extraction_seconds,
+                "seconds": e.saturation_seconds + e.extraction_seconds + second,
+                "second_start_seconds": second,
                 "cpu_seconds": cpu, "cost_ms": e.best_cost,
                 "initial_ms": initial, "saturation_seconds": e.saturation_seconds,
                 "extraction_seconds": e.extraction_seconds, "stop_reason": e.stop_reason,

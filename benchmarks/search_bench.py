@@ -113,7 +113,7 @@ from xflowrl.entry_points import exit_on_bad_input, model_name, model_source
 from xflowrl.optimize import parse_input_shapes
 from xflowrl.rules.sets import RULE_SETS
 from xflowrl.search.eqsat import EqsatConfig
-from xflowrl.search.eqsat.saturation import BACKOFFS
+from xflowrl.search.eqsat.saturation import BACKOFFS, DESCENT_STARTS
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("graphs", [g for g in zoo.GRAPHS if g != "small_cnn"],
@@ -152,6 +152,9 @@ flags.DEFINE_integer("eqsat_multi_pattern_iterations", None,
 flags.DEFINE_bool("eqsat_seed_descent", EqsatConfig.seed_descent,
                   "Equality saturation: one-step greedy's graph added to the e-graph "
                   "before saturation (EqsatConfig.seed_descent).")
+flags.DEFINE_enum("eqsat_descent_start", EqsatConfig.descent_start, list(DESCENT_STARTS),
+                  "Equality saturation: when saturation starts again from one-step "
+                  "greedy's graph (EqsatConfig.descent_start).")
 flags.DEFINE_integer("eqsat_check_max_ops", 150,
                      "Equality saturation: check the outputs of graphs up to this many ops.")
 flags.DEFINE_integer("descents", 10, "Random descents per setting.")
@@ -182,7 +185,8 @@ def config_from_flags() -> BenchConfig:
             raise app.UsageError(f"unknown method {method!r}; choose from {list(METHODS)}")
     eqsat = dict(time_limit_s=FLAGS.eqsat_time_limit, node_limit=FLAGS.eqsat_node_limit,
                  ilp_time_limit_s=FLAGS.eqsat_ilp_time_limit, backoff=FLAGS.eqsat_backoff,
-                 seed_descent=FLAGS.eqsat_seed_descent)
+                 seed_descent=FLAGS.eqsat_seed_descent,
+                 descent_start=FLAGS.eqsat_descent_start)
     if FLAGS.eqsat_multi_pattern_iterations is not None:
         eqsat["multi_pattern_iterations"] = FLAGS.eqsat_multi_pattern_iterations
     alphas = [float(a) for a in FLAGS.alphas]

@@ -160,7 +160,8 @@ def run_eqsat(graph: Graph, xfers: XferSet, cost_model: CostModel, config: Eqsat
         "e_classes": r.e_classes, "saturation_seconds": r.saturation_seconds,
         "extraction_seconds": r.extraction_seconds, "seconds": r.seconds,
         "outputs_checked": r.outputs_checked, "skipped_rules": len(r.skipped_rules),
-        "descent_tail_steps": r.descent_tail_steps}
+        "descent_tail_steps": r.descent_tail_steps, "start": r.start,
+        "descent_start": r.descent_start._asdict() if r.descent_start is not None else None}
 
 
 def run_descents(graph: Graph, xfers: XferSet, cost_model: CostModel, max_locations: int,

@@ -3,6 +3,7 @@ what the engine would build, extraction is acyclic and optimal where it says
 so, limits are honoured, bad rules are skipped, and every graph handed
 over computes the original's outputs."""
 
+import dataclasses
 import gc
 import logging
 from unittest import mock
@@ -210,6 +211,54 @@ class SaturationTest(parameterized.TestCase):
             self.assertEqual(result.handed_over, "descent")
             self.assertAlmostEqual(result.best_cost, walk.cost, places=12)
             self.assertTrue(result.outputs_checked)
+
+    def test_a_stalled_e_graph_starts_again_from_the_descent(self):
+        # One iteration on the reduced ViT under TASO's rules stops on the
+        # iteration limit with nothing cheaper than one-step greedy's
+        # graph: with `descent_start` "stalled" (the default) saturation
+        # starts again from that graph, and the cheaper of the two starts'
+        # graphs is handed over, checked like any other.
+        graph = zoo.get_graph("vit", **zoo.REDUCED["vit"])
+        xfers = XferSet.from_name("taso")
+        config = EqsatConfig(iteration_limit=1, ilp_time_limit_s=1)
+        alone = equality_saturation(graph, xfers, _COST,
+                                    dataclasses.replace(config, descent_start="never"))
+        both = equality_saturation(graph, xfers, _COST, config)
+        self.assertEqual(alone.stop_reason, "iteration_limit")
+        self.assertEqual(alone.handed_over, "descent")   # stalled: nothing below greedy's
+        self.assertIsNone(alone.descent_start)
+        second = both.descent_start
+        self.assertIsNotNone(second)
+        self.assertEqual(second.iterations, 1)
+        # The first start is the same run either way.
+        self.assertEqual((both.e_nodes, both.stop_reason), (alone.e_nodes, alone.stop_reason))
+        self.assertAlmostEqual(both.best_cost, min(alone.best_cost, second.best_cost),
+                               places=12)
+        self.assertLessEqual(second.best_cost, alone.best_cost * (1 + 1e-12))  # its floor
+        self.assertEqual(both.start, "descent" if second.best_cost < alone.best_cost * (1 - 1e-12)
+                         else "input")
+        self.assertTrue(both.outputs_checked)
+        self.assertAlmostEqual(both.graph.cost(_COST), both.best_cost, places=12)
+
+    def test_no_second_start_where_the_e_graph_saturates_or_time_is_out(self):
+        # Under TASO's rules the relu pair saturates, greedy's fusions its
+        # best graph: no second start, but "always" starts again.
+        graph = _relu_pair()
+        xfers = XferSet.from_name("taso")
+        saturated = equality_saturation(graph, xfers, _COST, _FAST)
+        self.assertEqual((saturated.stop_reason, saturated.handed_over), ("saturated", "descent"))
+        self.assertIsNone(saturated.descent_start)
+        always = equality_saturation(graph, xfers, _COST,
+                                     dataclasses.replace(_FAST, descent_start="always"))
+        self.assertIsNotNone(always.descent_start)   # "always": wherever the descent moved
+        self.assertAlmostEqual(always.best_cost, saturated.best_cost, places=12)
+        vit = zoo.get_graph("vit", **zoo.REDUCED["vit"])
+        config = EqsatConfig(iteration_limit=1, ilp_time_limit_s=1)
+        out_of_time = equality_saturation(vit, xfers, _COST,
+                                          dataclasses.replace(config, total_time_limit_s=1e-3))
+        self.assertIsNone(out_of_time.descent_start)
+        with self.assertRaisesRegex(ValueError, "descent_start"):
+            EqsatConfig(descent_start="sometimes")
 
     def test_the_descent_goes_on_over_every_location(self):
         # Inception-v3 under TASO's rules and the learned H100 model: the

@@ -16,6 +16,7 @@ from xflowrl.search.eqsat.saturation import (
     EqsatConfig,
     IterationStats,
     SaturationResult,
+    StartStats,
     choice_of_graph,
     compile_rules,
     equality_saturation,

@@ -14,7 +14,11 @@ cost of the whole graph among the ILP's, the greedy extraction's,
 one-step greedy's (the descent's graph, the floor, held by the e-graph or
 not, carried on over every location where the environment's L hides the
 improving ones) and the original, so it is never costlier than the input,
-one-step greedy's graph, or the best choice the e-graph was known to hold; it is
+one-step greedy's graph, or the best choice the e-graph was known to hold.
+Where the e-graph stopped on a limit with nothing cheaper than one-step
+greedy's graph, saturation starts again from that graph, in an e-graph of
+its own, and its extractions join the candidates
+(`EqsatConfig.descent_start`). The graph handed over is
 rebuilt by the engine (shapes checked) and, unless switched off, checked
 to compute the original's outputs on random values (the numpy reference
 executor, float64).
@@ -68,6 +72,7 @@ _LOG = logging.getLogger(__name__)
 EXTRACTIONS = ("ilp", "greedy")
 MATCHERS = ("native", "python")
 BACKOFFS = ("cap", "egg")
+DESCENT_STARTS = ("stalled", "always", "never")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,6 +126,20 @@ class EqsatConfig:
     # (the large rule sets under the learned GPU cost models) saturation
     # from the input alone does not reach it. Off by default.
     seed_descent: bool = False
+    # A second start: saturation again, from one-step greedy's graph (the
+    # descent's), its extractions candidates beside the first start's.
+    # The rules are not all reversible and a node limit can fill before
+    # the merges greedy takes first are reached, so neither start's
+    # e-graph holds the other's (reports/2026-12-02_eqsat_from_descent.md).
+    # "stalled": only where the first e-graph stopped on a limit and
+    # handed over nothing cheaper than one-step greedy's graph; "always":
+    # wherever the descent moved; "never". It needs the descent, so it
+    # runs only with the ILP and `start_from_descent`.
+    descent_start: str = "stalled"
+    # Wall-clock seconds for the whole run: the second start runs only
+    # with `MIN_SECOND_START_S` of them left, within what is left
+    # (`_second_start_config`).
+    total_time_limit_s: float = 60.0
     # Semi-naive matching: a rule looks for matches only among e-nodes
     # within its pattern's height above the classes changed since it last
     # found all its matches (the same matches, in the same order, as
@@ -137,13 +156,17 @@ class EqsatConfig:
             raise ValueError(f"matcher must be one of {MATCHERS}, got {self.matcher!r}")
         if self.backoff not in BACKOFFS:
             raise ValueError(f"backoff must be one of {BACKOFFS}, got {self.backoff!r}")
+        if self.descent_start not in DESCENT_STARTS:
+            raise ValueError(f"descent_start must be one of {DESCENT_STARTS}, got "
+                             f"{self.descent_start!r}")
         if self.extraction not in EXTRACTIONS:
             raise ValueError(f"extraction must be one of {EXTRACTIONS}, got "
                              f"{self.extraction!r}")
         for name in ("node_limit", "iteration_limit", "match_limit"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.time_limit_s <= 0 or self.ilp_time_limit_s <= 0 or self.age_time_limit_s <= 0:
+        if min(self.time_limit_s, self.ilp_time_limit_s, self.age_time_limit_s,
+               self.total_time_limit_s) <= 0:
             raise ValueError("time limits must be positive")
         if self.multi_pattern_iterations < 0:
             raise ValueError("multi_pattern_iterations must be >= 0")
@@ -156,6 +179,17 @@ class IterationStats(NamedTuple):
     e_nodes: int
     e_classes: int
     seconds: float     # since the start
+
+
+class StartStats(NamedTuple):
+    """The second start's run (`EqsatConfig.descent_start`): saturation
+    from one-step greedy's graph, and its extraction."""
+    best_cost: float      # the cheapest graph it found (one-step greedy's at most)
+    stop_reason: str
+    iterations: int
+    e_nodes: int
+    ilp_status: str
+    seconds: float        # its saturation and extraction
 
 
 class SaturationResult(NamedTuple):
@@ -189,6 +223,12 @@ class SaturationResult(NamedTuple):
     # Steps one-step greedy over every location took past the descent's
     # graph (`Descent.tail_steps`; 0 without the descent).
     descent_tail_steps: int = 0
+    # The e-graph the handed-over graph came from: "input" (the first
+    # start's; the original too) or "descent" (the second start's). The
+    # fields above from `greedy_cost` to `extraction_seconds` are the
+    # first start's; `seconds` counts both.
+    start: str = "input"
+    descent_start: Optional[StartStats] = None   # None: no second start
 
     @property
     def ilp_gap_percent(self) -> Optional[float]:
@@ -591,15 +631,35 @@ def _cyclic_gc_paused():
             gc.enable()
 
 
-def _equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
-                         config: EqsatConfig) -> SaturationResult:
-    start = time.time()
-    initial_cost = graph.cost(cost_model)
-    rewrites, skipped = compile_rules(xfers)
-    eg, roots = graph_to_egraph(graph)
-    walk: Optional[Descent] = None
-    if config.seed_descent:
-        walk = _descent(graph, xfers, cost_model)
+class _Start(NamedTuple):
+    """One start's saturation and extraction (`_saturate_and_extract`)."""
+    candidates: List[Tuple[float, str, Graph]]  # (cost, how, graph) it found
+    walk: Optional["Descent"]                   # the descent, where it ran
+    greedy_cost: float
+    ilp_cost: Optional[float]
+    ilp_status: str
+    ilp_programs: int
+    ilp_start: str
+    stop_reason: str
+    trace: List[IterationStats]
+    e_nodes: int
+    e_classes: int
+    saturation_seconds: float
+    extraction_seconds: float
+
+
+def _saturate_and_extract(source: Graph, graph: Graph, rewrites: List[Rewrite],
+                          xfers: XferSet, cost_model: CostModel, config: EqsatConfig,
+                          walk: Optional["Descent"], initial_cost: float,
+                          start: Optional[float] = None) -> _Start:
+    """Saturates an e-graph that starts from `source` (the input `graph`, or
+    one-step greedy's graph) and extracts from it; `walk`: the descent from
+    `graph` where it ran already; `start`: when its clock started (now
+    where None)."""
+    start = time.time() if start is None else start
+    eg, roots = graph_to_egraph(source)
+    if config.seed_descent and source is graph:
+        walk = walk or _descent(graph, xfers, cost_model)
         if walk.moved:
             for root, seeded in zip(roots, add_graph(eg, walk.graph)):
                 eg.union(root, seeded)
@@ -608,7 +668,7 @@ def _equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
     saturated_at = time.time()
 
     costs = extract.node_costs(eg, cost_model)
-    candidates: List[Tuple[float, str, Graph]] = [(initial_cost, "original", graph)]
+    candidates: List[Tuple[float, str, Graph]] = []
     # Graphs built back, by the e-nodes they use: a program whose answer
     # is its start (skipped, or solved to it) builds and costs nothing new.
     built: Dict[frozenset, Tuple[Graph, float]] = {}
@@ -694,9 +754,45 @@ def _equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
             # relaxation, so slow) is solved too, from the best graph so
             # far, with a time limit of its own.
         ilp_status = "+".join(statuses)
+    return _Start(candidates=candidates, walk=walk, greedy_cost=greedy_cost,
+                  ilp_cost=ilp_cost, ilp_status=ilp_status, ilp_programs=ilp_programs,
+                  ilp_start=ilp_start, stop_reason=stop, trace=trace,
+                  e_nodes=eg.num_nodes(), e_classes=eg.num_classes(),
+                  saturation_seconds=saturated_at - start,
+                  extraction_seconds=time.time() - saturated_at)
+
+
+def _second_start_config(config: EqsatConfig, left_s: float) -> EqsatConfig:
+    """The second start's limits: its own, or within the `left_s` seconds
+    of `config.total_time_limit_s` left (half for saturation, a quarter
+    for each of the ILP's two time limits)."""
+    return dataclasses.replace(
+        config, time_limit_s=min(config.time_limit_s, left_s / 2),
+        ilp_time_limit_s=min(config.ilp_time_limit_s, left_s / 4),
+        age_time_limit_s=min(config.age_time_limit_s, left_s / 4))
+
+
+def _equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
+                         config: EqsatConfig) -> SaturationResult:
+    start = time.time()
+    initial_cost = graph.cost(cost_model)
+    rewrites, skipped = compile_rules(xfers)
+    first = _saturate_and_extract(graph, graph, rewrites, xfers, cost_model, config, None,
+                                  initial_cost, start)
     # The cheapest whole graph; ties go to the earlier (original first).
-    best_cost, handed_over, best = min(candidates, key=lambda t: t[0])
-    extracted_at = time.time()
+    candidates = [(initial_cost, "original", graph, "input")]
+    candidates += [(cost, how, g, "input") for cost, how, g in first.candidates]
+    second: Optional[_Start] = None
+    walk = first.walk
+    if _wants_second_start(config, first, walk, initial_cost):
+        assert walk is not None
+        left = config.total_time_limit_s - (time.time() - start)
+        if left >= MIN_SECOND_START_S:
+            second = _saturate_and_extract(walk.graph, graph, rewrites, xfers, cost_model,
+                                           _second_start_config(config, left), walk,
+                                           initial_cost)
+            candidates += [(cost, how, g, "descent") for cost, how, g in second.candidates]
+    best_cost, handed_over, best, from_start = min(candidates, key=lambda t: t[0])
 
     checked: Optional[bool] = None
     if config.check_outputs and handed_over != "original":
@@ -704,12 +800,41 @@ def _equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
         if checked is False:
             raise RuntimeError(f"equality saturation's {handed_over} graph computes other "
                                f"outputs than the original")
+    second_stats = None
+    if second is not None:
+        second_stats = StartStats(
+            best_cost=min(c for c, _, _ in second.candidates),
+            stop_reason=second.stop_reason, iterations=len(second.trace),
+            e_nodes=second.e_nodes, ilp_status=second.ilp_status,
+            seconds=second.saturation_seconds + second.extraction_seconds)
     return SaturationResult(
         graph=best, initial_cost=initial_cost, best_cost=best_cost, handed_over=handed_over,
-        greedy_cost=greedy_cost, ilp_cost=ilp_cost, ilp_status=ilp_status,
-        ilp_programs=ilp_programs, ilp_start=ilp_start,
-        stop_reason=stop, iterations=len(trace), e_nodes=eg.num_nodes(),
-        e_classes=eg.num_classes(), saturation_seconds=saturated_at - start,
-        extraction_seconds=extracted_at - saturated_at, seconds=time.time() - start,
-        outputs_checked=checked, skipped_rules=skipped, trace=trace,
-        descent_tail_steps=walk.tail_steps if walk is not None else 0)
+        greedy_cost=first.greedy_cost, ilp_cost=first.ilp_cost, ilp_status=first.ilp_status,
+        ilp_programs=first.ilp_programs, ilp_start=first.ilp_start,
+        stop_reason=first.stop_reason, iterations=len(first.trace), e_nodes=first.e_nodes,
+        e_classes=first.e_classes, saturation_seconds=first.saturation_seconds,
+        extraction_seconds=first.extraction_seconds,
+        seconds=time.time() - start,
+        outputs_checked=checked, skipped_rules=skipped, trace=first.trace,
+        descent_tail_steps=walk.tail_steps if walk is not None else 0,
+        start=from_start, descent_start=second_stats)
+
+
+# The second start runs only with at least this many seconds of
+# `EqsatConfig.total_time_limit_s` left.
+MIN_SECOND_START_S = 2.0
+
+
+def _wants_second_start(config: EqsatConfig, first: _Start, walk: Optional["Descent"],
+                        initial_cost: float) -> bool:
+    """Whether saturation starts again from one-step greedy's graph
+    (`EqsatConfig.descent_start`): only with the descent (the ILP's start
+    from it), where it moved, and, for "stalled", where the first
+    e-graph stopped on a limit and handed nothing cheaper than its
+    graph."""
+    if config.descent_start == "never" or walk is None or not walk.moved:
+        return False
+    if config.descent_start == "always":
+        return True
+    best = min(c for c, _, _ in first.candidates)
+    return first.stop_reason != "saturated" and best >= walk.cost - 1e-9 * initial_cost
