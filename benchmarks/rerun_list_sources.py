@@ -26,9 +26,10 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import statistics
 import subprocess
 import sys
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from absl import app, flags
 
@@ -101,10 +102,14 @@ def compare(before: List[Dict[str, Any]], after: List[Dict[str, Any]],
     """How `method`'s cost moved, row by row, and where it ends above
     TASO's search and greedy after; for eqsat, in how many rows a second
     start ran (`SaturationResult.descent_start`) and, per changed row,
-    which start's graph it handed over."""
+    which start's graph it handed over; the median wall seconds of its
+    runs before and after, and of the second starts."""
     old = {_key(r): r for r in before}
     counts: Dict[str, Any] = {"rows": len(after), "lower": 0, "same": 0, "higher": 0,
-              "above_taso": 0, "above_greedy": 0, "second_starts": 0, "changed": []}
+                              "above_taso": 0, "above_greedy": 0, "second_starts": 0,
+                              "changed": []}
+    seconds: Dict[str, List[float]] = {"before": [], "after": []}
+    second_seconds: List[float] = []
     for row in after:
         tol = _TOL * row["initial_cost_ms"]
         cost = row[method]["cost_ms"]
@@ -119,8 +124,20 @@ def compare(before: List[Dict[str, Any]], after: List[Dict[str, Any]],
         taso = min(s["cost_ms"] for s in row["search"])
         counts["above_taso"] += cost > taso + tol
         counts["above_greedy"] += cost > row["greedy"]["cost_ms"] + tol
-        counts["second_starts"] += row[method].get("descent_start") is not None
+        second = row[method].get("descent_start")
+        if second is not None:
+            counts["second_starts"] += 1
+            second_seconds.append(second["seconds"])
+        seconds["before"].append(old[_key(row)][method]["seconds"])
+        seconds["after"].append(row[method]["seconds"])
+    # Wall seconds of the method's runs (the machine's load included).
+    counts["seconds_median"] = {k: _median(v) for k, v in seconds.items()}
+    counts["second_start_seconds_median"] = _median(second_seconds)
     return counts
+
+
+def _median(values: List[float]) -> Optional[float]:
+    return round(float(statistics.median(values)), 3) if values else None
 
 
 def _pct(row: Dict[str, Any], cost: float) -> float:

@@ -20,7 +20,7 @@ def _row(graph, rules, cost, batch=1, eqsat_nodes=10000):
     row = {"graph": graph, "cost_model": "analytic/v100", "rules": rules,
            "initial_cost_ms": 10.0, "greedy": {"cost_ms": 9.0},
            "search": [{"alpha": a, "budget": 1000, "cost_ms": 8.0} for a in (1.0, 1.2)],
-           "eqsat": {"cost_ms": cost, "config": {"node_limit": eqsat_nodes,
+           "eqsat": {"cost_ms": cost, "seconds": cost, "config": {"node_limit": eqsat_nodes,
                                                  "time_limit_s": 30.0, "backoff": None}},
            "descent": {"episodes": 10}}
     if batch != 1:
@@ -57,6 +57,9 @@ class FlagsAndComparisonTest(absltest.TestCase):
         self.assertEqual([c["setting"] for c in counts["changed"]],
                          ["vgg19/1/analytic/v100/taso", "vgg19/1/analytic/v100/default"])
         self.assertEqual(counts["changed"][0]["after_pct"], -30.0)
+        self.assertEqual(counts["seconds_median"], {"before": 8.5, "after": 8.5})
+        self.assertEqual((counts["second_starts"], counts["second_start_seconds_median"]),
+                         (0, None))
 
 
 class RerunTest(absltest.TestCase):
