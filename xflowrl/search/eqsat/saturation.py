@@ -830,11 +830,13 @@ def _wants_second_start(config: EqsatConfig, first: _Start, walk: Optional["Desc
     """Whether saturation starts again from one-step greedy's graph
     (`EqsatConfig.descent_start`): only with the descent (the ILP's start
     from it), where it moved, and, for "stalled", where the first
-    e-graph stopped on a limit and handed nothing cheaper than its
-    graph."""
+    e-graph stopped on a limit and found nothing cheaper than its graph:
+    than the descent's own, or than the descent's as the e-graph holds it
+    (identical ops merged, which can be cheaper: nasnet_a)."""
     if config.descent_start == "never" or walk is None or not walk.moved:
         return False
     if config.descent_start == "always":
         return True
+    floor = min([walk.cost] + [c for c, how, _ in first.candidates if how == "descent"])
     best = min(c for c, _, _ in first.candidates)
-    return first.stop_reason != "saturated" and best >= walk.cost - 1e-9 * initial_cost
+    return first.stop_reason != "saturated" and best >= floor - 1e-9 * initial_cost
