@@ -127,7 +127,9 @@ class _Worker:
             cpu = time.process_time() - cpu - captured["digest_cpu"]
         finally:
             saturation.saturate = saturate
-        second = e.descent_start.seconds if e.descent_start is not None else 0.0
+        # A tree before the second start has no `descent_start`.
+        started = getattr(e, "descent_start", None)
+        second = started.seconds if started is not None else 0.0
         return {"digest": captured["digest"],
                 "seconds": e.saturation_seconds + e.extraction_seconds + second,
                 "second_start_seconds": second,
