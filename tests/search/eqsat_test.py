@@ -34,7 +34,7 @@ from xflowrl.search.eqsat import (
 )
 from xflowrl.search.eqsat.extract import Extraction, _cyclic_components, dag_cost, tree_costs, used
 from xflowrl.search.eqsat.rewrites import canonical
-from xflowrl.search.greedy import greedy_walk
+from xflowrl.search.greedy import GreedyWalk, greedy_walk
 
 _COST = cost_model_from_spec("analytic/v100")
 _DEFAULT = XferSet.default()
@@ -239,6 +239,34 @@ class SaturationTest(parameterized.TestCase):
                          else "input")
         self.assertTrue(both.outputs_checked)
         self.assertAlmostEqual(both.graph.cost(_COST), both.best_cost, places=12)
+
+    def test_stalled_means_nothing_below_the_descent_as_either_holds_it(self):
+        # The rule alone (`_wants_second_start`), on made-up starts: the
+        # floor is one-step greedy's own cost or, where lower, its graph as
+        # the e-graph holds it (identical ops merged there: nasnet_a).
+        walk = saturation.Descent(GreedyWalk(None, 10.0, [("x", 0)]), None, 10.0, 0)
+        config = EqsatConfig()
+
+        def first(stop, *candidates):
+            return saturation._Start(
+                candidates=list(candidates), walk=walk, greedy_cost=0.0, ilp_cost=None,
+                ilp_status="", ilp_programs=0, ilp_start="", stop_reason=stop, trace=[],
+                e_nodes=0, e_classes=0, saturation_seconds=0.0, extraction_seconds=0.0)
+
+        wants = saturation._wants_second_start
+        self.assertTrue(wants(config, first("node_limit", (11.0, "greedy", None),
+                                            (10.0, "descent", None)), walk, 20.0))
+        self.assertTrue(wants(config, first("node_limit", (9.0, "descent", None),
+                                            (9.0, "ilp", None)), walk, 20.0))
+        self.assertFalse(wants(config, first("node_limit", (9.0, "descent", None),
+                                             (8.0, "ilp", None)), walk, 20.0))
+        self.assertFalse(wants(config, first("node_limit", (9.5, "ilp", None)), walk, 20.0))
+        self.assertFalse(wants(config, first("saturated", (10.0, "descent", None)), walk, 20.0))
+        unmoved = walk._replace(walk=GreedyWalk(None, 10.0, []))
+        self.assertFalse(wants(dataclasses.replace(config, descent_start="always"),
+                               first("node_limit"), unmoved, 20.0))
+        self.assertFalse(wants(dataclasses.replace(config, descent_start="never"),
+                               first("node_limit", (10.0, "descent", None)), walk, 20.0))
 
     def test_no_second_start_where_the_e_graph_saturates_or_time_is_out(self):
         # Under TASO's rules the relu pair saturates, greedy's fusions its
