@@ -4,20 +4,23 @@ what changed.
 The settings list (`xflowrl/search/data/lookahead_settings.json`) is made
 from benchmark files (`source.benchmark_json`), each one search_bench.py
 run. After a change to a method (equality saturation, usually), each file
-is copied into --out_dir and the method is run again on its rows
-(`search_bench.py --rerun=METHOD`), with the graphs, batches, cost models,
-rule sets, TASO's alphas and budgets and the number of random descents
-read from the file's rows; every other method's figures stay the file's.
-It then prints one JSON line per file: rows, and how many rows the rerun
-method ends lower, the same or higher (within 1e-6 of the initial cost),
-and how many rows it ends above TASO's search and above greedy.
+is copied into --out_dir without that method's results, and
+search_bench.py runs it again on the copy's rows, with the graphs,
+batches, cost models, rule sets, TASO's alphas and budgets, the number of
+random descents and eqsat's limits read from the file's rows (--extra:
+more search_bench.py flags); every other method's figures stay the
+file's. It then prints one JSON line per file and method: rows; how many
+rows the method ends lower, the same or higher (within 1e-6 of the
+initial cost), each changed row with its figures; how many rows it ends
+above TASO's search and above greedy; for eqsat, in how many a second
+start ran; the median wall seconds of its runs before and after.
 
     python benchmarks/rerun_list_sources.py --out_dir=results/list_rerun
     python benchmarks/rerun_list_sources.py --out_dir=results/list_rerun --report_only
 
-The copy is written once, its rows without the rerun methods' results;
-search_bench.py then runs what the rows lack and saves each row as it
-finishes, so a second command resumes an interrupted one. The remade list then comes from
+The copy is written once; search_bench.py runs what its rows lack and
+saves each row as it finishes, so a second command resumes an
+interrupted one. The remade list then comes from
 `experiments/lookahead_settings.py --bench_json=<the copies>`.
 """
 
@@ -148,6 +151,10 @@ def main(argv):
     del argv
     with open(FLAGS.settings) as f:
         sources = json.load(f)["source"]["benchmark_json"]
+    missing = [s for s in sources if not os.path.exists(s)]
+    if missing:
+        raise app.UsageError(f"the list's source files are missing: {missing} (run from "
+                             "the repository's root)")
     os.makedirs(FLAGS.out_dir, exist_ok=True)
     for source in sources:
         with open(source) as f:
@@ -165,6 +172,10 @@ def main(argv):
             print("[rerun_list_sources]", " ".join(command[1:]), file=sys.stderr, flush=True)
             # Its rows' lines go to stderr, as progress: stdout is this script's.
             subprocess.run(command, check=True, stdout=sys.stderr)
+        if not os.path.exists(copy):   # --report_only before any run
+            print(f"[rerun_list_sources] no copy of {source} in {FLAGS.out_dir}",
+                  file=sys.stderr)
+            continue
         with open(copy) as f:
             after = json.load(f)
         for method in FLAGS.rerun:
