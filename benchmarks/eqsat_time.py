@@ -47,6 +47,15 @@ def summarise(calls: List[dict], trees: Sequence[str]) -> dict:
         entry: Dict[str, Any] = {"seconds": spread(list(eq.values())),
                                  "cpu_seconds": spread(list(eq_cpu.values())),
                                  "over_60s": sorted(s for s, v in eq.items() if v > 60)}
+        # Eqsat's second start (`EqsatConfig.descent_start`), where it ran:
+        # its seconds per setting (median over rounds) and which settings.
+        second = {s: statistics.median(c.get("second_start_seconds", 0.0)
+                                       for c in by[("eqsat", tree, s)])
+                  for s in settings if ("eqsat", tree, s) in by}
+        second = {s: v for s, v in second.items() if v > 0}
+        if second:
+            entry["second_start_seconds"] = spread(list(second.values()))
+            entry["second_start_settings"] = sorted(second)
         if taso:
             # Per setting and round: the ratio of the calls made side by side.
             # Each phase against TASO's whole search too, and extraction's

@@ -13,7 +13,8 @@ file's. It then prints one JSON line per file and method: rows; how many
 rows the method ends lower, the same or higher (within 1e-6 of the
 initial cost), each changed row with its figures; how many rows it ends
 above TASO's search and above greedy; for eqsat, in how many a second
-start ran; the median wall seconds of its runs before and after.
+start ran and in how many the graph handed over came from it; the median
+wall seconds of its runs before and after.
 
     python benchmarks/rerun_list_sources.py --out_dir=results/list_rerun
     python benchmarks/rerun_list_sources.py --out_dir=results/list_rerun --report_only
@@ -104,13 +105,13 @@ def compare(before: List[Dict[str, Any]], after: List[Dict[str, Any]],
             method: str) -> Dict[str, Any]:
     """How `method`'s cost moved, row by row, and where it ends above
     TASO's search and greedy after; for eqsat, in how many rows a second
-    start ran (`SaturationResult.descent_start`) and, per changed row,
-    which start's graph it handed over; the median wall seconds of its
+    start ran (`SaturationResult.descent_start`), in how many the graph
+    handed over came from it, and, per changed row, which start's; the median wall seconds of its
     runs before and after, and of the second starts."""
     old = {_key(r): r for r in before}
     counts: Dict[str, Any] = {"rows": len(after), "lower": 0, "same": 0, "higher": 0,
                               "above_taso": 0, "above_greedy": 0, "second_starts": 0,
-                              "changed": []}
+                              "from_second_start": 0, "changed": []}
     seconds: Dict[str, List[float]] = {"before": [], "after": []}
     second_seconds: List[float] = []
     for row in after:
@@ -128,6 +129,7 @@ def compare(before: List[Dict[str, Any]], after: List[Dict[str, Any]],
         counts["above_taso"] += cost > taso + tol
         counts["above_greedy"] += cost > row["greedy"]["cost_ms"] + tol
         second = row[method].get("descent_start")
+        counts["from_second_start"] += row[method].get("start") == "descent"
         if second is not None:
             counts["second_starts"] += 1
             second_seconds.append(second["seconds"])

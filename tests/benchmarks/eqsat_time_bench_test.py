@@ -65,6 +65,16 @@ class SummaryTest(absltest.TestCase):
                          (0.125, 3.0))
         self.assertEqual((b["extraction_share"]["median"], b["extraction_share"]["max"]),
                          (0.5, 0.75))
+        # No call had a second start (older calls have no such field).
+        self.assertNotIn("second_start_seconds", b)
+
+    def test_the_second_start_where_it_ran(self):
+        calls = [dict(c, second_start_seconds=1.5 if c["setting"] == "g/y" else 0.0)
+                 for c in _CALLS if c["method"] == "eqsat" and c["tree"] == "/b"]
+        entry = eqsat_time.summarise(calls, ["/b"])["eqsat /b"]
+        self.assertEqual(entry["second_start_settings"], ["g/y"])
+        self.assertEqual((entry["second_start_seconds"]["n"],
+                          entry["second_start_seconds"]["median"]), (1, 1.5))
 
     def test_a_saved_report_is_summarised_again(self):
         path = os.path.join(tempfile.mkdtemp(), "report.json")

@@ -58,8 +58,8 @@ class FlagsAndComparisonTest(absltest.TestCase):
                          ["vgg19/1/analytic/v100/taso", "vgg19/1/analytic/v100/default"])
         self.assertEqual(counts["changed"][0]["after_pct"], -30.0)
         self.assertEqual(counts["seconds_median"], {"before": 8.5, "after": 8.5})
-        self.assertEqual((counts["second_starts"], counts["second_start_seconds_median"]),
-                         (0, None))
+        self.assertEqual((counts["second_starts"], counts["from_second_start"],
+                          counts["second_start_seconds_median"]), (0, 0, None))
 
 
 class RerunTest(absltest.TestCase):

@@ -73,6 +73,9 @@ EXTRACTIONS = ("ilp", "greedy")
 MATCHERS = ("native", "python")
 BACKOFFS = ("cap", "egg")
 DESCENT_STARTS = ("stalled", "always", "never")
+# The second start runs only with at least this many seconds of
+# `EqsatConfig.total_time_limit_s` left.
+MIN_SECOND_START_S = 2.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -819,10 +822,6 @@ def _equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
         descent_tail_steps=walk.tail_steps if walk is not None else 0,
         start=from_start, descent_start=second_stats)
 
-
-# The second start runs only with at least this many seconds of
-# `EqsatConfig.total_time_limit_s` left.
-MIN_SECOND_START_S = 2.0
 
 
 def _wants_second_start(config: EqsatConfig, first: _Start, walk: Optional["Descent"],
