@@ -30,12 +30,13 @@ import heapq
 import itertools
 import os
 import time
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
 from xflowrl import _engine
 from xflowrl.engine import CostModel, Graph, GraphBuilder
+from xflowrl.search.eqsat import child
 from xflowrl.search.eqsat.egraph import EGraph, OUT
 
 Choice = Dict[int, int]  # class -> e-node
@@ -51,7 +52,7 @@ class Extraction(NamedTuple):
     status: str         # "ok"; ILP: "optimal", "skipped", "cpu_limit" (best found), ...
     seconds: float
     bound: float = 0.0  # ILP: a lower bound on any acyclic choice's dag_cost (ms)
-    cpu_seconds: float = 0.0  # ILP: CPU time of the calling thread (HiGHS runs on it)
+    cpu_seconds: float = 0.0  # ILP: CPU time of the calling thread and HiGHS's process
     # ILP: the program's identity (`_Program.identity`); () where none was made.
     program: tuple = ()
 
@@ -610,16 +611,39 @@ class _Solved(NamedTuple):
     cpu_seconds: float
 
 
+class _Request(NamedTuple):
+    """One HiGHS run as plain arrays (it pickles: `child.call`)."""
+    cost: np.ndarray
+    col_lower: np.ndarray
+    col_upper: np.ndarray
+    row_lower: np.ndarray
+    row_upper: np.ndarray
+    start: np.ndarray         # CSC column starts
+    index: np.ndarray
+    value: np.ndarray
+    integral: np.ndarray      # bool per column
+    solution: Optional[np.ndarray]  # a feasible start, or None
+    cpu_limit_s: float
+    options: Dict[str, object]
+
+
 def _solve(program: _Program, start_choice: Optional[Choice], cpu_limit_s: float,
-           options: Optional[Dict[str, object]] = None, integral: bool = True) -> _Solved:
+           options: Optional[Dict[str, object]] = None, integral: bool = True,
+           deadline: Optional[float] = None) -> _Solved:
     """Solves `program` with HiGHS (highspy, one thread), from `start_choice`
     where one is given (an acyclic choice: a feasible solution HiGHS
     improves on, so the result is never costlier). HiGHS's own time limit
     is wall-clock; the limit here is the CPU time of the thread HiGHS runs
-    on (it runs on the caller's), checked each time HiGHS's MIP checks its
-    limits (its interrupt callback), so that how far it gets depends on
-    its work rather than on the machine's load. A wall-clock limit of
-    `WALL_PER_CPU` times as much stays as a safety net.
+    on, checked each time HiGHS's MIP checks its limits (its interrupt
+    callback), so that how far it gets depends on its work rather than on
+    the machine's load. A wall-clock limit of `WALL_PER_CPU` times as much
+    stays as a safety net.
+
+    `deadline` (`time.time()` seconds, or None): HiGHS runs in a child
+    process (`child.call`) that is killed at the deadline, since HiGHS does
+    not check its limits inside a round of cut separation; the answer is
+    then the best solution it had reported (status "deadline"). None, or a
+    platform without fork: HiGHS runs on the calling thread.
 
     `options` are HiGHS options set on top of those (None or `{}`:
     HiGHS's defaults; e.g. `HIGHS_HEURISTICS_OFF`). `integral=False` solves
@@ -630,36 +654,71 @@ def _solve(program: _Program, start_choice: Optional[Choice], cpu_limit_s: float
     Raises:
       ValueError: HiGHS rejects an option of `options`.
     """
+    request = _request(program, start_choice, cpu_limit_s, options, integral)
+    if deadline is None or not child.available():
+        return _run_highs(request)
+    outcome = child.call(_run_highs, (request,), deadline)
+    if outcome.finished:
+        return outcome.value._replace(cpu_seconds=outcome.cpu_seconds)
+    status = "deadline" if outcome.died is None else "crashed"
+    return _Solved(outcome.partial, status, 0.0, outcome.cpu_seconds)
+
+
+def _request(program: _Program, start_choice: Optional[Choice], cpu_limit_s: float,
+             options: Optional[Dict[str, object]] = None, integral: bool = True) -> _Request:
+    """`_solve`'s arguments as a `_Request`."""
+    matrix = program.matrix().tocsc()
+    return _Request(
+        cost=np.asarray(program.objective, dtype=float),
+        col_lower=np.asarray(program.lb, dtype=float),
+        col_upper=np.asarray(program.ub, dtype=float),
+        row_lower=np.asarray(program.lower, dtype=float),
+        row_upper=np.asarray(program.upper, dtype=float),
+        start=matrix.indptr, index=matrix.indices, value=matrix.data,
+        integral=np.asarray(program.integrality, dtype=bool) & integral,
+        solution=(program.solution_of(start_choice)
+                  if start_choice is not None and integral else None),
+        cpu_limit_s=float(max(cpu_limit_s, 0.1)), options=dict(options or {}))
+
+
+def _run_highs(request: _Request, report: Optional[Callable[[np.ndarray], None]] = None
+               ) -> _Solved:
+    """Runs HiGHS on `request` on the calling thread (`_solve`); passes each
+    better solution it finds to `report` where given."""
     import highspy  # pylint: disable=import-outside-toplevel
 
-    matrix = program.matrix().tocsc()
     lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = program.num_vars, len(program.lower)
-    lp.col_cost_ = program.objective
-    lp.col_lower_, lp.col_upper_ = program.lb, program.ub
-    lp.row_lower_ = np.where(np.isinf(program.lower), -highspy.kHighsInf, program.lower)
-    lp.row_upper_ = np.where(np.isinf(program.upper), highspy.kHighsInf, program.upper)
+    lp.num_col_, lp.num_row_ = len(request.cost), len(request.row_lower)
+    lp.col_cost_ = request.cost
+    lp.col_lower_, lp.col_upper_ = request.col_lower, request.col_upper
+    lp.row_lower_ = np.where(np.isinf(request.row_lower), -highspy.kHighsInf,
+                             request.row_lower)
+    lp.row_upper_ = np.where(np.isinf(request.row_upper), highspy.kHighsInf,
+                             request.row_upper)
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = matrix.indptr
-    lp.a_matrix_.index_ = matrix.indices
-    lp.a_matrix_.value_ = matrix.data
-    lp.integrality_ = [highspy.HighsVarType.kInteger if i and integral
-                       else highspy.HighsVarType.kContinuous for i in program.integrality]
-    cpu_limit_s = float(max(cpu_limit_s, 0.1))
+    lp.a_matrix_.start_ = request.start
+    lp.a_matrix_.index_ = request.index
+    lp.a_matrix_.value_ = request.value
+    integral = bool(request.integral.any())
+    lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
+                       for i in request.integral]
+    cpu_limit_s = request.cpu_limit_s
     h = highspy.Highs()
     h.setOptionValue("output_flag", bool(os.environ.get("XFLOWRL_ILP_LOG")))
     h.setOptionValue("time_limit", WALL_PER_CPU * cpu_limit_s)
     h.setOptionValue("mip_rel_gap", 1e-4)
     h.setOptionValue("threads", 1)
-    for name, value in (options or {}).items():
+    for name, value in request.options.items():
         if h.setOptionValue(name, value) != highspy.HighsStatus.kOk:
             raise ValueError(f"HiGHS rejects option {name}={value!r}")
     h.passModel(lp)
-    if start_choice is not None and integral:
+    if request.solution is not None:
         solution = highspy.HighsSolution()
-        solution.col_value = list(program.solution_of(start_choice))
+        solution.col_value = list(request.solution)
         solution.value_valid = True
         h.setSolution(solution)
+        if report is not None:
+            report(np.asarray(request.solution))
     cpu_start = time.thread_time()
     out_of_cpu = []
 
@@ -668,6 +727,9 @@ def _solve(program: _Program, start_choice: Optional[Choice], cpu_limit_s: float
             out_of_cpu.append(True)
             event.interrupt()
     h.cbMipInterrupt.subscribe(interrupt)
+    if report is not None:
+        h.cbMipImprovingSolution.subscribe(
+            lambda event: report(np.array(event.data_out.mip_solution)))
     try:
         h.run()
     finally:
@@ -697,7 +759,8 @@ def ilp_extract(eg: EGraph, roots: Sequence[int], costs: Dict[int, float],
                 time_limit_s: float = 30.0, start: Optional[Choice] = None,
                 skip_proven: bool = True,
                 highs_options: Optional[Dict[str, object]] = None,
-                repeat_of: Optional[Extraction] = None) -> Extraction:
+                repeat_of: Optional[Extraction] = None,
+                deadline: Optional[float] = None) -> Extraction:
     """TENSAT's ILP; see the module docstring. The program (`_Program`) has
     a 0/1 variable per e-node and one per class, so that "a chosen e-node's
     child class is chosen" is one two-term row per edge, and leaves out
@@ -721,11 +784,18 @@ def ilp_extract(eg: EGraph, roots: Sequence[int], costs: Dict[int, float],
     another kind can leave the same e-nodes), its answer is this one's too,
     and nothing is solved (status "same").
 
+    `deadline` (`time.time()` seconds): HiGHS runs in a child process
+    killed at the deadline (`_solve`); the answer is then the best solution
+    it had found, where acyclic (status "deadline").
+
     `status` is "optimal" (solved), "skipped" (the start proven optimal
     without solving), "same" (`repeat_of`'s), "cpu_limit" (the best acyclic
     solution found within the CPU time), "time_limit" (the same, stopped by
-    the wall-clock safety net), "stopped" (HiGHS ended otherwise,
-    unproven), or "failed" (none: `choice` is empty)."""
+    the wall-clock safety net), "deadline" (the same, HiGHS's process
+    stopped at `deadline`), "stopped" (HiGHS ended otherwise, unproven),
+    "crashed" (HiGHS's process ended by itself: `choice` is empty) or
+    "failed" (no solution: `choice` is empty). `cpu_seconds` counts the
+    CPU time of HiGHS's process where it runs in one."""
     clock, cpu_clock = time.time(), time.thread_time()
     program = _Program(eg, roots, costs, start)
     identity = program.identity
@@ -742,12 +812,23 @@ def ilp_extract(eg: EGraph, roots: Sequence[int], costs: Dict[int, float],
                               identity)
     program.build()
     status = "failed"
+    solving_cpu = 0.0   # HiGHS's in its own process (0: on this thread)
+
+    def cpu_used() -> float:
+        return time.thread_time() - cpu_clock + solving_cpu
     while True:
-        left = time_limit_s - (time.thread_time() - cpu_clock)
+        left = time_limit_s - cpu_used()
         if left <= 0:
             break
-        solved = _solve(program, start, left, highs_options)
+        if deadline is not None and time.time() >= deadline:
+            status = "deadline"
+            break
+        solved = _solve(program, start, left, highs_options, deadline=deadline)
+        if deadline is not None and child.available():
+            solving_cpu += solved.cpu_seconds
         if solved.x is None:
+            if solved.status in ("deadline", "crashed"):
+                status = solved.status
             break
         choice = program.choice(solved.x)
         if any(r not in choice for r in program.roots):
@@ -756,11 +837,14 @@ def ilp_extract(eg: EGraph, roots: Sequence[int], costs: Dict[int, float],
         if not cycles:
             return Extraction(choice, dag_cost(eg, choice, roots, costs), "ilp",
                               solved.status, time.time() - clock, solved.bound,
-                              time.thread_time() - cpu_clock, identity)
+                              cpu_used(), identity)
+        if solved.status == "deadline":
+            status = "deadline"
+            break
         for cycle in cycles:
             program.cut(cycle)
     return Extraction({}, float("inf"), "ilp", status, time.time() - clock,
-                      cpu_seconds=time.thread_time() - cpu_clock, program=identity)
+                      cpu_seconds=cpu_used(), program=identity)
 
 
 def build_graph(eg: EGraph, choice: Choice, roots: Sequence[int]) -> Graph:

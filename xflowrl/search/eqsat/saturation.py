@@ -139,10 +139,17 @@ class EqsatConfig:
     # wherever the descent moved; "never". It needs the descent, so it
     # runs only with the ILP and `start_from_descent`.
     descent_start: str = "stalled"
-    # Wall-clock seconds for the whole run: the second start runs only
+    # Wall-clock seconds for the whole run, saturation and extraction (the
+    # output check, where on, comes after): the second start runs only
     # with `MIN_SECOND_START_S` of them left, within what is left
-    # (`_second_start_config`).
+    # (`_second_start_config`); HiGHS is stopped at the end of them
+    # (`ilp_in_child`).
     total_time_limit_s: float = 60.0
+    # HiGHS in a child process (`child.py`) killed where the run passes
+    # `total_time_limit_s`: HiGHS checks its limits between its steps, not
+    # inside a round of cut separation, which can run for most of a minute
+    # (docs/benchmark.md). False (or no fork): on the calling thread.
+    ilp_in_child: bool = True
     # Semi-naive matching: a rule looks for matches only among e-nodes
     # within its pattern's height above the classes changed since it last
     # found all its matches (the same matches, in the same order, as
@@ -654,11 +661,13 @@ class _Start(NamedTuple):
 def _saturate_and_extract(source: Graph, graph: Graph, rewrites: List[Rewrite],
                           xfers: XferSet, cost_model: CostModel, config: EqsatConfig,
                           walk: Optional["Descent"], initial_cost: float,
-                          start: Optional[float] = None) -> _Start:
+                          start: Optional[float] = None,
+                          deadline: Optional[float] = None) -> _Start:
     """Saturates an e-graph that starts from `source` (the input `graph`, or
     one-step greedy's graph) and extracts from it; `walk`: the descent from
     `graph` where it ran already; `start`: when its clock started (now
-    where None)."""
+    where None); `deadline`: when HiGHS's process is stopped (None: HiGHS
+    runs on this thread; `extract.ilp_extract`)."""
     start = time.time() if start is None else start
     eg, roots = graph_to_egraph(source)
     if config.seed_descent and source is graph:
@@ -726,6 +735,9 @@ def _saturate_and_extract(source: Graph, graph: Graph, rewrites: List[Rewrite],
             if program == "loose" and ilp_cost is not None and \
                     ilp_cost <= descent_cost + 1e-9 * initial_cost:
                 break  # see below
+            if deadline is not None and time.time() >= deadline:
+                statuses.append("deadline")
+                break
             filter_for_program(eg, program, roots, order,
                                extract.used(eg, start_choice, roots))
             left = config.ilp_time_limit_s
@@ -738,7 +750,7 @@ def _saturate_and_extract(source: Graph, graph: Graph, rewrites: List[Rewrite],
             previous = ilp = extract.ilp_extract(
                 eg, roots, costs, left, start=start_choice,
                 highs_options=None if config.ilp_heuristics else extract.HIGHS_HEURISTICS_OFF,
-                repeat_of=previous)
+                repeat_of=previous, deadline=deadline)
             if program != "loose":
                 acyclic_seconds += ilp.cpu_seconds
             ilp_programs += 1
@@ -780,8 +792,11 @@ def _equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
     start = time.time()
     initial_cost = graph.cost(cost_model)
     rewrites, skipped = compile_rules(xfers)
+    # HiGHS does not check its limits inside a round of cut separation, so
+    # it runs in a child process stopped at the run's deadline.
+    deadline = start + config.total_time_limit_s if config.ilp_in_child else None
     first = _saturate_and_extract(graph, graph, rewrites, xfers, cost_model, config, None,
-                                  initial_cost, start)
+                                  initial_cost, start, deadline)
     # The cheapest whole graph; ties go to the earlier (original first).
     candidates = [(initial_cost, "original", graph, "input")]
     candidates += [(cost, how, g, "input") for cost, how, g in first.candidates]
@@ -793,7 +808,7 @@ def _equality_saturation(graph: Graph, xfers: XferSet, cost_model: CostModel,
         if left >= MIN_SECOND_START_S:
             second = _saturate_and_extract(walk.graph, graph, rewrites, xfers, cost_model,
                                            _second_start_config(config, left), walk,
-                                           initial_cost)
+                                           initial_cost, deadline=deadline)
             candidates += [(cost, how, g, "descent") for cost, how, g in second.candidates]
     best_cost, handed_over, best, from_start = min(candidates, key=lambda t: t[0])
 
