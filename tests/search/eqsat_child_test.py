@@ -134,8 +134,10 @@ class HighsInChildTest(absltest.TestCase):
         self.assertGreater(there.cpu_seconds, 0.0)
 
     def test_what_highs_reports_on_the_way_are_solutions_getting_cheaper(self):
-        # The start first, then each better solution, in the program's own
-        # columns: each satisfies every row; the last is the answer.
+        # Each incumbent HiGHS takes (the start too, where it takes it as
+        # its first), in the program's own columns: each satisfies every
+        # row and costs no more than the one before; the last is the answer,
+        # cheaper than the start.
         graph = zoo.get_graph("squeezenet1_1")
         rewrites, _ = compile_rules(XferSet.from_name("tensat"))
         eg, roots = graph_to_egraph(graph)
@@ -149,7 +151,7 @@ class HighsInChildTest(absltest.TestCase):
         reported = []
         solved = extract._run_highs(extract._request(program, start, 60.0), reported.append)
         self.assertEqual(solved.status, "optimal")
-        self.assertGreaterEqual(len(reported), 2)
+        self.assertNotEmpty(reported)
         matrix = program.matrix()
         objectives = []
         for x in reported:
@@ -158,8 +160,10 @@ class HighsInChildTest(absltest.TestCase):
             self.assertTrue(np.all(activity >= np.asarray(program.lower) - 1e-6))
             self.assertTrue(np.all(activity <= np.asarray(program.upper) + 1e-6))
             objectives.append(float(program.objective @ x))
-        np.testing.assert_array_equal(reported[0], program.solution_of(start))
+        start_objective = float(program.objective @ program.solution_of(start))
         self.assertEqual(objectives, sorted(objectives, reverse=True))
+        self.assertLessEqual(objectives[0], start_objective)
+        self.assertLess(objectives[-1], start_objective)
         self.assertAlmostEqual(objectives[-1], float(program.objective @ solved.x),
                                delta=1e-6 * objectives[-1])
 

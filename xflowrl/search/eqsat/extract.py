@@ -661,7 +661,10 @@ def _solve(program: _Program, start_choice: Optional[Choice], cpu_limit_s: float
     if outcome.finished:
         return outcome.value._replace(cpu_seconds=outcome.cpu_seconds)
     status = "deadline" if outcome.died is None else "crashed"
-    return _Solved(outcome.partial, status, 0.0, outcome.cpu_seconds)
+    # The best HiGHS reported, or the start it had (no incumbent it
+    # reports costs more than the start).
+    best = outcome.partial if outcome.partial is not None else request.solution
+    return _Solved(best, status, 0.0, outcome.cpu_seconds)
 
 
 def _request(program: _Program, start_choice: Optional[Choice], cpu_limit_s: float,
@@ -684,7 +687,8 @@ def _request(program: _Program, start_choice: Optional[Choice], cpu_limit_s: flo
 def _run_highs(request: _Request, report: Optional[Callable[[np.ndarray], None]] = None
                ) -> _Solved:
     """Runs HiGHS on `request` on the calling thread (`_solve`); passes each
-    better solution it finds to `report` where given."""
+    new incumbent (each better solution, and the start where HiGHS takes
+    it as its first) to `report` where given."""
     import highspy  # pylint: disable=import-outside-toplevel
 
     lp = highspy.HighsLp()
@@ -717,8 +721,6 @@ def _run_highs(request: _Request, report: Optional[Callable[[np.ndarray], None]]
         solution.col_value = list(request.solution)
         solution.value_valid = True
         h.setSolution(solution)
-        if report is not None:
-            report(np.asarray(request.solution))
     cpu_start = time.thread_time()
     out_of_cpu = []
 
