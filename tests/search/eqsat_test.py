@@ -240,18 +240,21 @@ class SaturationTest(parameterized.TestCase):
         self.assertTrue(both.outputs_checked)
         self.assertAlmostEqual(both.graph.cost(_COST), both.best_cost, places=12)
 
-    def test_stalled_means_nothing_below_the_descent_as_either_holds_it(self):
+    def test_stalled_means_nothing_below_the_descent_or_the_descent_not_held(self):
         # The rule alone (`_wants_second_start`), on made-up starts: the
         # floor is one-step greedy's own cost or, where lower, its graph as
-        # the e-graph holds it (identical ops merged there: nasnet_a).
+        # the e-graph holds it (identical ops merged there: nasnet_a); an
+        # e-graph stopped on a limit that does not hold greedy's graph
+        # starts again whatever it found.
         walk = saturation.Descent(GreedyWalk(None, 10.0, [("x", 0)]), None, 10.0, 0)
         config = EqsatConfig()
 
-        def first(stop, *candidates):
+        def first(stop, *candidates, holds=True):
             return saturation._Start(
                 candidates=list(candidates), walk=walk, greedy_cost=0.0, ilp_cost=None,
                 ilp_status="", ilp_programs=0, ilp_start="", stop_reason=stop, trace=[],
-                e_nodes=0, e_classes=0, saturation_seconds=0.0, extraction_seconds=0.0)
+                e_nodes=0, e_classes=0, saturation_seconds=0.0, extraction_seconds=0.0,
+                holds_descent=holds)
 
         wants = saturation._wants_second_start
         self.assertTrue(wants(config, first("node_limit", (11.0, "greedy", None),
@@ -262,6 +265,11 @@ class SaturationTest(parameterized.TestCase):
                                              (8.0, "ilp", None)), walk, 20.0))
         self.assertFalse(wants(config, first("node_limit", (9.5, "ilp", None)), walk, 20.0))
         self.assertFalse(wants(config, first("saturated", (10.0, "descent", None)), walk, 20.0))
+        # Below greedy's cost, but beside greedy's way: not held.
+        self.assertTrue(wants(config, first("node_limit", (10.0, "descent", None),
+                                            (8.0, "ilp", None), holds=False), walk, 20.0))
+        self.assertFalse(wants(config, first("saturated", (10.0, "descent", None),
+                                             (8.0, "ilp", None), holds=False), walk, 20.0))
         unmoved = walk._replace(walk=GreedyWalk(None, 10.0, []))
         self.assertFalse(wants(dataclasses.replace(config, descent_start="always"),
                                first("node_limit"), unmoved, 20.0))

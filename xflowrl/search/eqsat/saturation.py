@@ -135,7 +135,8 @@ class EqsatConfig:
     # the merges greedy takes first are reached, so neither start's
     # e-graph holds the other's (reports/2026-12-02_eqsat_from_descent.md).
     # "stalled": only where the first e-graph stopped on a limit and
-    # handed over nothing cheaper than one-step greedy's graph; "always":
+    # handed over nothing cheaper than one-step greedy's graph, or does
+    # not hold that graph (`_wants_second_start`); "always":
     # wherever the descent moved; "never". It needs the descent, so it
     # runs only with the ILP and `start_from_descent`.
     descent_start: str = "stalled"
@@ -656,6 +657,9 @@ class _Start(NamedTuple):
     e_classes: int
     saturation_seconds: float
     extraction_seconds: float
+    # Whether the e-graph holds one-step greedy's graph (None: no descent,
+    # or it moved nowhere).
+    holds_descent: Optional[bool] = None
 
 
 def _saturate_and_extract(source: Graph, graph: Graph, rewrites: List[Rewrite],
@@ -697,9 +701,12 @@ def _saturate_and_extract(source: Graph, graph: Graph, rewrites: List[Rewrite],
     candidates.append((greedy_cost, "greedy", greedy_graph))
     ilp_cost, ilp_status, ilp_programs = None, "off", 0
     ilp_start = ""
+    holds_descent: Optional[bool] = None
     if config.extraction == "ilp":
         ilp_start, start_choice, walk, descent = _ilp_start(
             eg, roots, costs, graph, greedy, xfers, cost_model, config, walk)
+        if walk is not None and walk.moved:
+            holds_descent = descent is not None
         # One-step greedy's cost (inf without the descent): the loose
         # program runs where the acyclic ones end above it.
         descent_cost = walk.walk.cost if walk is not None else float("inf")
@@ -774,7 +781,8 @@ def _saturate_and_extract(source: Graph, graph: Graph, rewrites: List[Rewrite],
                   ilp_start=ilp_start, stop_reason=stop, trace=trace,
                   e_nodes=eg.num_nodes(), e_classes=eg.num_classes(),
                   saturation_seconds=saturated_at - start,
-                  extraction_seconds=time.time() - saturated_at)
+                  extraction_seconds=time.time() - saturated_at,
+                  holds_descent=holds_descent)
 
 
 def _second_start_config(config: EqsatConfig, left_s: float) -> EqsatConfig:
@@ -844,13 +852,18 @@ def _wants_second_start(config: EqsatConfig, first: _Start, walk: Optional["Desc
     """Whether saturation starts again from one-step greedy's graph
     (`EqsatConfig.descent_start`): only with the descent (the ILP's start
     from it), where it moved, and, for "stalled", where the first
-    e-graph stopped on a limit and found nothing cheaper than its graph:
-    than the descent's own, or than the descent's as the e-graph holds it
-    (identical ops merged, which can be cheaper: nasnet_a)."""
+    e-graph stopped on a limit and either found nothing cheaper than that
+    graph (than the descent's own, or than the descent's as the e-graph
+    holds it, identical ops merged, which can be cheaper: nasnet_a) or
+    does not hold it at all: its limit filled before the merges greedy
+    takes first were made, so what it found lies beside greedy's way, not
+    beyond it (NasRNN under the learned GPU models)."""
     if config.descent_start == "never" or walk is None or not walk.moved:
         return False
     if config.descent_start == "always":
         return True
+    if first.stop_reason == "saturated":
+        return False
     floor = min([walk.cost] + [c for c, how, _ in first.candidates if how == "descent"])
     best = min(c for c, _, _ in first.candidates)
-    return first.stop_reason != "saturated" and best >= floor - 1e-9 * initial_cost
+    return best >= floor - 1e-9 * initial_cost or first.holds_descent is False
