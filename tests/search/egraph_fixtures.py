@@ -1,10 +1,35 @@
 """Small hand-built e-graphs for the extraction tests (eqsat_test.py,
-eqsat_extraction_test.py)."""
+eqsat_extraction_test.py), and zoo graphs' e-graphs grown a few
+iterations (`grown`)."""
 
 from typing import Dict, List, Tuple
 
-from xflowrl.search.eqsat import EGraph
+from xflowrl import zoo
+from xflowrl.engine import CostModel, XferSet
+from xflowrl.search.eqsat import (
+    EGraph,
+    EqsatConfig,
+    compile_rules,
+    graph_to_egraph,
+    greedy_extract,
+    node_costs,
+    saturate,
+)
+from xflowrl.search.eqsat.extract import Choice, used
 from xflowrl.search.eqsat.rewrites import canonical
+
+
+def grown(name: str, rules: str, iterations: int, cost_model: CostModel
+          ) -> Tuple[EGraph, List[int], Dict[int, float], Choice]:
+    """A zoo graph's e-graph after a few iterations, its outputs, costs and
+    greedy extraction's used choice."""
+    graph = zoo.get_graph(name)
+    rewrites, _ = compile_rules(XferSet.from_name(rules))
+    eg, roots = graph_to_egraph(graph)
+    saturate(eg, rewrites, EqsatConfig(iteration_limit=iterations, time_limit_s=120))
+    costs = node_costs(eg, cost_model)
+    start = used(eg, greedy_extract(eg, roots, costs).choice, roots)
+    return eg, roots, costs, start
 
 
 def costed(eg: EGraph, cost_of: Dict[Tuple[str, int], float]) -> Dict[int, float]:

@@ -7,25 +7,20 @@ on the calling thread, and what it reports on the way are solutions."""
 import os
 import time
 
-import numpy as np
 from absl.testing import absltest
+import numpy as np
 
-from tests.search.egraph_fixtures import shared_sub_graph
+from tests.search.egraph_fixtures import grown, shared_sub_graph
 from xflowrl import zoo
 from xflowrl.engine import XferSet
 from xflowrl.engine.cost import cost_model_from_spec
 from xflowrl.search.eqsat import (
     EqsatConfig,
-    compile_rules,
+    child,
     equality_saturation,
     extract,
-    graph_to_egraph,
-    greedy_extract,
     ilp_extract,
-    node_costs,
-    saturate,
 )
-from xflowrl.search.eqsat import child
 from xflowrl.search.eqsat.extract import _Program, tree_costs, used
 from xflowrl.search.eqsat.saturation import filter_for_program
 
@@ -108,12 +103,8 @@ class ChildTest(absltest.TestCase):
 
 
 def _grown_program(name: str, rules: str, iterations: int):
-    graph = zoo.get_graph(name)
-    rewrites, _ = compile_rules(XferSet.from_name(rules))
-    eg, roots = graph_to_egraph(graph)
-    saturate(eg, rewrites, EqsatConfig(iteration_limit=iterations, time_limit_s=120))
-    costs = node_costs(eg, _COST)
-    start = used(eg, greedy_extract(eg, roots, costs).choice, roots)
+    """`grown`, filtered for the depth-first walk's program."""
+    eg, roots, costs, start = grown(name, rules, iterations, _COST)
     filter_for_program(eg, "walk", roots, tree_costs(eg, roots, costs), start)
     return eg, roots, costs, start
 
@@ -138,11 +129,7 @@ class HighsInChildTest(absltest.TestCase):
         # its first), in the program's own columns: each satisfies every
         # row and costs no more than the one before; the last is the answer,
         # cheaper than the start.
-        graph = zoo.get_graph("squeezenet1_1")
-        rewrites, _ = compile_rules(XferSet.from_name("tensat"))
-        eg, roots = graph_to_egraph(graph)
-        saturate(eg, rewrites, EqsatConfig(iteration_limit=3, time_limit_s=120))
-        costs = node_costs(eg, _COST)
+        eg, roots, costs, _ = grown("squeezenet1_1", "tensat", 3, _COST)
         start = used(eg, {c: min(eg.live_nodes(c)) for c in extract._reachable(eg, roots)},
                      roots)   # the original graph: costlier than the optimum
         filter_for_program(eg, "walk", roots, tree_costs(eg, roots, costs), start)

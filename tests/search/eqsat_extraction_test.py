@@ -10,7 +10,7 @@ from unittest import mock
 
 from absl.testing import absltest
 
-from tests.search.egraph_fixtures import costed, self_reading_class, shared_sub_graph
+from tests.search.egraph_fixtures import costed, grown, self_reading_class, shared_sub_graph
 from xflowrl import zoo
 from xflowrl.engine import XferSet
 from xflowrl.engine.cost import cost_model_from_spec
@@ -18,14 +18,10 @@ from xflowrl.search.eqsat import (
     EGraph,
     EqsatConfig,
     build_graph,
-    compile_rules,
     equality_saturation,
     extract,
-    graph_to_egraph,
     greedy_extract,
     ilp_extract,
-    node_costs,
-    saturate,
 )
 from xflowrl.search.eqsat.extract import _Program, dag_cost, tree_costs, used
 from xflowrl.search.eqsat.rewrites import canonical
@@ -49,18 +45,6 @@ def _cheap_head():
     eg.rebuild()
     costs = costed(eg, {("relu", x): 1.0, ("tanh", x): 2.0, ("sigmoid", eg.find(t)): 1.0})
     return eg, [root], costs
-
-
-def _grown(name: str, rules: str, iterations: int):
-    """A zoo graph's e-graph after a few iterations, its outputs, costs and
-    greedy extraction's used choice."""
-    graph = zoo.get_graph(name)
-    rewrites, _ = compile_rules(XferSet.from_name(rules))
-    eg, roots = graph_to_egraph(graph)
-    saturate(eg, rewrites, EqsatConfig(iteration_limit=iterations, time_limit_s=120))
-    costs = node_costs(eg, _COST)
-    start = used(eg, greedy_extract(eg, roots, costs).choice, roots)
-    return eg, roots, costs, start
 
 
 class ProvenStartTest(absltest.TestCase):
@@ -104,7 +88,7 @@ class ProvenStartTest(absltest.TestCase):
         # so its walk's program is skipped; squeezenet1_1 improves.
         skipped: List[str] = []
         for name, rules in (("resnet18", "taso"), ("squeezenet1_1", "tensat")):
-            eg, roots, costs, start = _grown(name, rules, 3)
+            eg, roots, costs, start = grown(name, rules, 3, _COST)
             order = tree_costs(eg, roots, costs)
             for program in ("walk", "age"):
                 filter_for_program(eg, program, roots, order, start)
@@ -197,7 +181,7 @@ class CpuLimitTest(absltest.TestCase):
         # The thread's CPU clock, as `_solve` reads it, runs out as soon as
         # HiGHS first checks its limits: it stops there (its interrupt
         # callback), with a solution no costlier than its start.
-        eg, roots, costs, start = _grown("squeezenet1_1", "tensat", 3)
+        eg, roots, costs, start = grown("squeezenet1_1", "tensat", 3, _COST)
         eg.filter_cycles_by_age(start)
         calls = itertools.count()
 
@@ -239,7 +223,7 @@ class HighsOptionsTest(absltest.TestCase):
         # the optimum: solved with HiGHS's defaults and with its heuristics
         # off, started or not, the same optimum; the options are set only
         # where given.
-        eg, roots, costs, _ = _grown("squeezenet1_1", "tensat", 3)
+        eg, roots, costs, _ = grown("squeezenet1_1", "tensat", 3, _COST)
         start = used(eg, {c: min(eg.live_nodes(c)) for c in extract._reachable(eg, roots)},
                      roots)
         build_graph(eg, start, roots)  # acyclic, complete

@@ -618,9 +618,9 @@ class _Request(NamedTuple):
     col_upper: np.ndarray
     row_lower: np.ndarray
     row_upper: np.ndarray
-    start: np.ndarray         # CSC column starts
-    index: np.ndarray
-    value: np.ndarray
+    col_starts: np.ndarray    # the matrix, column-wise (CSC)
+    row_indices: np.ndarray
+    values: np.ndarray
     integral: np.ndarray      # bool per column
     solution: Optional[np.ndarray]  # a feasible start, or None
     cpu_limit_s: float
@@ -677,7 +677,7 @@ def _request(program: _Program, start_choice: Optional[Choice], cpu_limit_s: flo
         col_upper=np.asarray(program.ub, dtype=float),
         row_lower=np.asarray(program.lower, dtype=float),
         row_upper=np.asarray(program.upper, dtype=float),
-        start=matrix.indptr, index=matrix.indices, value=matrix.data,
+        col_starts=matrix.indptr, row_indices=matrix.indices, values=matrix.data,
         integral=np.asarray(program.integrality, dtype=bool) & integral,
         solution=(program.solution_of(start_choice)
                   if start_choice is not None and integral else None),
@@ -700,9 +700,9 @@ def _run_highs(request: _Request, report: Optional[Callable[[np.ndarray], None]]
     lp.row_upper_ = np.where(np.isinf(request.row_upper), highspy.kHighsInf,
                              request.row_upper)
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = request.start
-    lp.a_matrix_.index_ = request.index
-    lp.a_matrix_.value_ = request.value
+    lp.a_matrix_.start_ = request.col_starts
+    lp.a_matrix_.index_ = request.row_indices
+    lp.a_matrix_.value_ = request.values
     integral = bool(request.integral.any())
     lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
                        for i in request.integral]
