@@ -5,6 +5,7 @@ survives a child that dies; HiGHS's answers are the same in the child as
 on the calling thread, and what it reports on the way are solutions."""
 
 import os
+import threading
 import time
 
 from absl.testing import absltest
@@ -94,6 +95,18 @@ class ChildTest(absltest.TestCase):
         with self.assertRaisesRegex(KeyError, "no such rule"):
             child.call(_fail, ("no such rule",), time.time() + 30)
         self.assertEqual(child.call(_pid, (), time.time() + 30).value, pid)
+
+    def test_a_child_forked_from_another_thread_serves(self):
+        # The child a thread forks (the one calling) serves as one forked by
+        # the main thread: the first call after a stopped child forks anew.
+        child.call(_report_then_spin, ([0],), time.time() + 0.2)
+        out = []
+        thread = threading.Thread(
+            target=lambda: out.append(child.call(_add, (4, 5), time.time() + 30)))
+        thread.start()
+        thread.join(60)
+        self.assertTrue(out and out[0].finished)
+        self.assertEqual(out[0].value, 9)
 
     def test_a_child_that_dies_is_replaced(self):
         died = child.call(_die, (), time.time() + 30)

@@ -78,7 +78,10 @@ def _serve(requests: int, replies: int) -> None:
     # collected as usual. Ctrl-C is the parent's to handle: it kills this.
     gc.freeze()
     gc.enable()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread (a Python that does not make it so)
+        pass
     while True:
         header = _read_exactly(requests, _HEADER.size)
         if header is None:
