@@ -13,8 +13,9 @@ file's. It then prints one JSON line per file and method: rows; how many
 rows the method ends lower, the same or higher (within 1e-6 of the
 initial cost), each changed row with its figures; how many rows it ends
 above TASO's search and above greedy; for eqsat, in how many a second
-start ran and in how many the graph handed over came from it; the median
-wall seconds of its runs before and after.
+start ran (and in how many of those none ran before, with their seconds)
+and in how many the graph handed over came from it; the median wall
+seconds of its runs before and after.
 
     python benchmarks/rerun_list_sources.py --out_dir=results/list_rerun
     python benchmarks/rerun_list_sources.py --out_dir=results/list_rerun --report_only
@@ -111,9 +112,10 @@ def compare(before: List[Dict[str, Any]], after: List[Dict[str, Any]],
     old = {_key(r): r for r in before}
     counts: Dict[str, Any] = {"rows": len(after), "lower": 0, "same": 0, "higher": 0,
                               "above_taso": 0, "above_greedy": 0, "second_starts": 0,
-                              "from_second_start": 0, "changed": []}
+                              "new_second_starts": 0, "from_second_start": 0, "changed": []}
     seconds: Dict[str, List[float]] = {"before": [], "after": []}
     second_seconds: List[float] = []
+    new_second_seconds: List[float] = []   # where no second start ran before
     for row in after:
         tol = _TOL * row["initial_cost_ms"]
         cost = row[method]["cost_ms"]
@@ -133,11 +135,18 @@ def compare(before: List[Dict[str, Any]], after: List[Dict[str, Any]],
         if second is not None:
             counts["second_starts"] += 1
             second_seconds.append(second["seconds"])
+            if old[_key(row)][method].get("descent_start") is None:
+                counts["new_second_starts"] += 1
+                new_second_seconds.append(second["seconds"])
         seconds["before"].append(old[_key(row)][method]["seconds"])
         seconds["after"].append(row[method]["seconds"])
     # Wall seconds of the method's runs (the machine's load included).
     counts["seconds_median"] = {k: _median(v) for k, v in seconds.items()}
     counts["second_start_seconds_median"] = _median(second_seconds)
+    # The new ones' seconds, where a change made the second start run more.
+    counts["new_second_start_seconds"] = (
+        {"min": round(min(new_second_seconds), 3), "median": _median(new_second_seconds),
+         "max": round(max(new_second_seconds), 3)} if new_second_seconds else None)
     return counts
 
 

@@ -60,6 +60,22 @@ class FlagsAndComparisonTest(absltest.TestCase):
         self.assertEqual(counts["seconds_median"], {"before": 8.5, "after": 8.5})
         self.assertEqual((counts["second_starts"], counts["from_second_start"],
                           counts["second_start_seconds_median"]), (0, 0, None))
+        self.assertEqual((counts["new_second_starts"], counts["new_second_start_seconds"]),
+                         (0, None))
+
+    def test_second_starts_new_to_the_rerun_are_counted_apart(self):
+        before = [_row("vgg19", r, 8.5) for r in ("taso", "tensat", "default")]
+        before[0]["eqsat"]["descent_start"] = {"seconds": 1.0}
+        after = [_row("vgg19", r, 8.5) for r in ("taso", "tensat", "default")]
+        for row, seconds in zip(after, (2.0, 3.0, 5.0)):
+            row["eqsat"]["descent_start"] = {"seconds": seconds}
+        after[2]["eqsat"]["start"] = "descent"
+        counts = rerun_list_sources.compare(before, after, "eqsat")
+        self.assertEqual((counts["second_starts"], counts["new_second_starts"],
+                          counts["from_second_start"]), (3, 2, 1))
+        self.assertEqual(counts["new_second_start_seconds"],
+                         {"min": 3.0, "median": 4.0, "max": 5.0})
+        self.assertEqual(counts["second_start_seconds_median"], 3.0)
 
 
 class RerunTest(absltest.TestCase):

@@ -167,6 +167,19 @@ class HighsInChildTest(absltest.TestCase):
         self.assertAlmostEqual(objectives[-1], float(program.objective @ solved.x),
                                delta=1e-6 * objectives[-1])
 
+    def test_a_solve_says_where_it_ran(self):
+        # `ilp_extract` counts HiGHS's CPU apart only where it ran in the
+        # child (on this thread, its own clock already has it).
+        eg, roots, costs = shared_sub_graph()
+        program = _Program(eg, roots, costs)
+        program.build()
+        here = extract._solve(program, None, 10.0)
+        there = extract._solve(program, None, 10.0, deadline=time.time() + 60)
+        self.assertFalse(here.in_child)
+        self.assertTrue(there.in_child)
+        self.assertEqual((here.status, there.status), ("optimal", "optimal"))
+        np.testing.assert_array_equal(here.x, there.x)
+
     def test_a_deadline_already_past_solves_nothing(self):
         eg, roots, costs = shared_sub_graph()
         ilp = ilp_extract(eg, roots, costs, 10.0, deadline=time.time() - 1)

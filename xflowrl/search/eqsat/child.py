@@ -6,10 +6,10 @@ of cut separation at the root, and one such round can run for most of a
 minute (ViT's e-graph under `analytic/cpu`, docs/benchmark.md). A thread
 cannot be stopped from outside; a process can. So equality saturation
 solves its programs in a child process, kept for the life of the calling
-process (forked once, at the first call: a fork of a process that ran a
-large e-graph costs about 20 ms here, sending a program through a pipe
-about 1 ms), and kills it where a call runs past its deadline; the next
-call forks another.
+process (forked once, at the first call, rather than once per program:
+a fork copies the page tables of a process that may hold a large
+e-graph), and kills it where a call runs past its deadline; the next
+call forks another. What it costs: reports/2026-12-02_eqsat_deadline.md.
 
 The function runs as `fn(*args, report=report)`: what it passes to
 `report` (e.g. each better solution HiGHS finds) comes back as the

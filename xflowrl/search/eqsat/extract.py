@@ -606,9 +606,12 @@ PROVEN = ("optimal", "skipped", "same")
 class _Solved(NamedTuple):
     """What one HiGHS run returned."""
     x: Optional[np.ndarray]   # None: no feasible solution
-    status: str               # "optimal" | "cpu_limit" | "time_limit" | "stopped"
+    # "optimal" | "cpu_limit" | "time_limit" | "stopped"; in a child process
+    # also "deadline" (killed there) | "crashed" (it ended by itself)
+    status: str
     bound: float              # HiGHS's dual bound (ms; 0 where none)
     cpu_seconds: float
+    in_child: bool = False    # HiGHS ran in a child process (its CPU is not this thread's)
 
 
 class _Request(NamedTuple):
@@ -659,12 +662,12 @@ def _solve(program: _Program, start_choice: Optional[Choice], cpu_limit_s: float
         return _run_highs(request)
     outcome = child.call(_run_highs, (request,), deadline)
     if outcome.finished:
-        return outcome.value._replace(cpu_seconds=outcome.cpu_seconds)
+        return outcome.value._replace(cpu_seconds=outcome.cpu_seconds, in_child=True)
     status = "deadline" if outcome.died is None else "crashed"
     # The best HiGHS reported, or the start it had (no incumbent it
     # reports costs more than the start).
     best = outcome.partial if outcome.partial is not None else request.solution
-    return _Solved(best, status, 0.0, outcome.cpu_seconds)
+    return _Solved(best, status, 0.0, outcome.cpu_seconds, in_child=True)
 
 
 def _request(program: _Program, start_choice: Optional[Choice], cpu_limit_s: float,
@@ -788,15 +791,15 @@ def ilp_extract(eg: EGraph, roots: Sequence[int], costs: Dict[int, float],
 
     `deadline` (`time.time()` seconds): HiGHS runs in a child process
     killed at the deadline (`_solve`); the answer is then the best solution
-    it had found, where acyclic (status "deadline").
+    it had found (or the start), where acyclic (status "deadline").
 
     `status` is "optimal" (solved), "skipped" (the start proven optimal
     without solving), "same" (`repeat_of`'s), "cpu_limit" (the best acyclic
     solution found within the CPU time), "time_limit" (the same, stopped by
     the wall-clock safety net), "deadline" (the same, HiGHS's process
-    stopped at `deadline`), "stopped" (HiGHS ended otherwise, unproven),
-    "crashed" (HiGHS's process ended by itself: `choice` is empty) or
-    "failed" (no solution: `choice` is empty). `cpu_seconds` counts the
+    stopped at `deadline`), "crashed" (the same, HiGHS's process ended by
+    itself), "stopped" (HiGHS ended otherwise, unproven) or "failed" (no
+    solution: `choice` is empty). `cpu_seconds` counts the
     CPU time of HiGHS's process where it runs in one."""
     clock, cpu_clock = time.time(), time.thread_time()
     program = _Program(eg, roots, costs, start)
@@ -826,7 +829,7 @@ def ilp_extract(eg: EGraph, roots: Sequence[int], costs: Dict[int, float],
             status = "deadline"
             break
         solved = _solve(program, start, left, highs_options, deadline=deadline)
-        if deadline is not None and child.available():
+        if solved.in_child:
             solving_cpu += solved.cpu_seconds
         if solved.x is None:
             if solved.status in ("deadline", "crashed"):
